@@ -1,0 +1,63 @@
+//! The few CUDA driver calls a profiler needs (device attributes and names),
+//! loaded at run time from `libcuda.so.1` like CUPTI itself.
+
+use crate::{CUdevice_attribute, LoadError};
+use std::ffi::{c_char, c_int};
+
+/// `CUresult`: 0 is success.
+pub type CUresult = c_int;
+/// `CUdevice`: a device ordinal.
+pub type CUdevice = c_int;
+
+/// The driver entry points gpuscope uses.
+pub struct Driver {
+    _lib: libloading::Library,
+    /// `cuInit`.
+    pub cu_init: unsafe extern "C" fn(flags: u32) -> CUresult,
+    /// `cuDriverGetVersion`.
+    pub cu_driver_get_version: unsafe extern "C" fn(version: *mut c_int) -> CUresult,
+    /// `cuDeviceGetCount`.
+    pub cu_device_get_count: unsafe extern "C" fn(count: *mut c_int) -> CUresult,
+    /// `cuDeviceGet`.
+    pub cu_device_get: unsafe extern "C" fn(dev: *mut CUdevice, ordinal: c_int) -> CUresult,
+    /// `cuDeviceGetAttribute`.
+    pub cu_device_get_attribute: unsafe extern "C" fn(
+        value: *mut c_int,
+        attr: CUdevice_attribute,
+        dev: CUdevice,
+    ) -> CUresult,
+    /// `cuDeviceGetName`.
+    pub cu_device_get_name:
+        unsafe extern "C" fn(name: *mut c_char, len: c_int, dev: CUdevice) -> CUresult,
+}
+
+/// The driver's soname.
+pub const DRIVER_SONAME: &str = "libcuda.so.1";
+
+impl Driver {
+    /// Loads `libcuda.so.1` from the default search path.
+    pub fn load() -> Result<Self, LoadError> {
+        let lib = crate::load_first(DRIVER_SONAME, &[DRIVER_SONAME.to_string()])?;
+        let missing = |name: &str, e: libloading::Error| LoadError {
+            library: DRIVER_SONAME,
+            tried: vec![(format!("symbol {name}"), e.to_string())],
+        };
+        macro_rules! get {
+            ($name:literal) => {
+                // SAFETY: the symbol's C signature is the field's type, as
+                // declared in cuda.h for CUDA 12 and 13.
+                *unsafe { lib.get(concat!($name, "\0").as_bytes()) }
+                    .map_err(|e| missing($name, e))?
+            };
+        }
+        Ok(Driver {
+            cu_init: get!("cuInit"),
+            cu_driver_get_version: get!("cuDriverGetVersion"),
+            cu_device_get_count: get!("cuDeviceGetCount"),
+            cu_device_get: get!("cuDeviceGet"),
+            cu_device_get_attribute: get!("cuDeviceGetAttribute"),
+            cu_device_get_name: get!("cuDeviceGetName"),
+            _lib: lib,
+        })
+    }
+}
