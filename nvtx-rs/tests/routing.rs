@@ -91,8 +91,9 @@ fn every_emitter_call_reaches_the_handler_in_order() {
 
 #[test]
 fn attributes_and_payloads_arrive_intact() {
+    type Seen = (u32, Option<u32>, Option<Payload>);
     #[derive(Default)]
-    struct Attrs(Mutex<Vec<(u32, Option<u32>, Option<Payload>)>>);
+    struct Attrs(Mutex<Vec<Seen>>);
     impl tool::Handler for Attrs {
         fn event(&self, e: &Event<'_>) {
             if let Event::Push { attributes: a, .. } = e {
