@@ -21,14 +21,10 @@ pub struct Driver {
     /// `cuDeviceGet`.
     pub cu_device_get: unsafe extern "C" fn(dev: *mut CUdevice, ordinal: c_int) -> CUresult,
     /// `cuDeviceGetAttribute`.
-    pub cu_device_get_attribute: unsafe extern "C" fn(
-        value: *mut c_int,
-        attr: CUdevice_attribute,
-        dev: CUdevice,
-    ) -> CUresult,
+    pub cu_device_get_attribute:
+        unsafe extern "C" fn(value: *mut c_int, attr: CUdevice_attribute, dev: CUdevice) -> CUresult,
     /// `cuDeviceGetName`.
-    pub cu_device_get_name:
-        unsafe extern "C" fn(name: *mut c_char, len: c_int, dev: CUdevice) -> CUresult,
+    pub cu_device_get_name: unsafe extern "C" fn(name: *mut c_char, len: c_int, dev: CUdevice) -> CUresult,
 }
 
 /// The driver's soname.
@@ -46,8 +42,7 @@ impl Driver {
             ($name:literal) => {
                 // SAFETY: the symbol's C signature is the field's type, as
                 // declared in cuda.h for CUDA 12 and 13.
-                *unsafe { lib.get(concat!($name, "\0").as_bytes()) }
-                    .map_err(|e| missing($name, e))?
+                *unsafe { lib.get(concat!($name, "\0").as_bytes()) }.map_err(|e| missing($name, e))?
             };
         }
         Ok(Driver {

@@ -65,12 +65,7 @@ pub fn cupti_candidates() -> Vec<String> {
     roots.push(PathBuf::from("/usr/local/cuda"));
     for r in roots {
         out.push(r.join("lib64").join(CUPTI_SONAME).display().to_string());
-        out.push(
-            r.join("extras/CUPTI/lib64")
-                .join(CUPTI_SONAME)
-                .display()
-                .to_string(),
-        );
+        out.push(r.join("extras/CUPTI/lib64").join(CUPTI_SONAME).display().to_string());
     }
     for env in ["VIRTUAL_ENV", "CONDA_PREFIX"] {
         if let Some(prefix) = std::env::var_os(env) {
@@ -89,10 +84,7 @@ fn python_site_candidates(prefix: &Path) -> Vec<String> {
     for e in entries.flatten() {
         let name = e.file_name();
         if name.to_string_lossy().starts_with("python3") {
-            let p = e
-                .path()
-                .join("site-packages/nvidia/cu13/lib")
-                .join(CUPTI_SONAME);
+            let p = e.path().join("site-packages/nvidia/cu13/lib").join(CUPTI_SONAME);
             out.push(p.display().to_string());
         }
     }
@@ -101,10 +93,7 @@ fn python_site_candidates(prefix: &Path) -> Vec<String> {
 }
 
 /// Opens the first library of `candidates` that loads.
-pub fn load_first(
-    library: &'static str,
-    candidates: &[String],
-) -> Result<libloading::Library, LoadError> {
+pub fn load_first(library: &'static str, candidates: &[String]) -> Result<libloading::Library, LoadError> {
     let mut tried = Vec::new();
     for c in candidates {
         // SAFETY: loading a shared library runs its initialisers; CUPTI's and
@@ -130,10 +119,8 @@ fn short_reason(e: &libloading::Error) -> String {
 pub fn load_cupti() -> Result<Cupti, LoadError> {
     let lib = load_first(CUPTI_SONAME, &cupti_candidates())?;
     // SAFETY: from_library only looks symbols up; none is called here.
-    unsafe { Cupti::from_library(lib) }.map_err(|e| LoadError {
-        library: CUPTI_SONAME,
-        tried: vec![("symbol table".into(), e.to_string())],
-    })
+    unsafe { Cupti::from_library(lib) }
+        .map_err(|e| LoadError { library: CUPTI_SONAME, tried: vec![("symbol table".into(), e.to_string())] })
 }
 
 /// Looks a CUPTI function up in a loaded [`Cupti`], as a `Result` whose error
@@ -141,9 +128,7 @@ pub fn load_cupti() -> Result<Cupti, LoadError> {
 #[macro_export]
 macro_rules! sym {
     ($lib:expr, $name:ident) => {
-        $lib.$name
-            .as_ref()
-            .map_err(|_| $crate::MissingSymbol(stringify!($name)))
+        $lib.$name.as_ref().map_err(|_| $crate::MissingSymbol(stringify!($name)))
     };
 }
 
@@ -165,11 +150,7 @@ mod tests {
 
     #[test]
     fn missing_library_lists_every_place() {
-        let err = load_first(
-            "libnope.so.1",
-            &["/nonexistent/libnope.so.1".into(), "libnope.so.1".into()],
-        )
-        .unwrap_err();
+        let err = load_first("libnope.so.1", &["/nonexistent/libnope.so.1".into(), "libnope.so.1".into()]).unwrap_err();
         assert_eq!(err.tried.len(), 2);
         let text = err.to_string();
         assert!(text.contains("/nonexistent/libnope.so.1"), "{text}");
@@ -182,9 +163,7 @@ mod tests {
         // the fixed tail so the test does not race other tests on env vars.
         let c = cupti_candidates();
         let i = c.iter().position(|s| s == CUPTI_SONAME).unwrap();
-        assert!(c[i + 1..]
-            .iter()
-            .any(|s| s.ends_with("extras/CUPTI/lib64/libcupti.so.13")));
+        assert!(c[i + 1..].iter().any(|s| s.ends_with("extras/CUPTI/lib64/libcupti.so.13")));
     }
 
     #[test]

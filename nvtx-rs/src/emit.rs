@@ -46,11 +46,7 @@ pub enum Payload {
     F64(f64),
 }
 
-fn raw_attributes(
-    a: &Attributes,
-    message: sys::nvtxMessageValue_t,
-    ty: i32,
-) -> nvtxEventAttributes_t {
+fn raw_attributes(a: &Attributes, message: sys::nvtxMessageValue_t, ty: i32) -> nvtxEventAttributes_t {
     let (payload_type, payload) = match a.payload {
         None => (sys::NVTX_PAYLOAD_UNKNOWN, 0),
         Some(Payload::U64(v)) => (sys::NVTX_PAYLOAD_TYPE_UNSIGNED_INT64, v),
@@ -61,11 +57,7 @@ fn raw_attributes(
         version: sys::NVTX_VERSION,
         size: sys::NVTX_EVENT_ATTRIB_STRUCT_SIZE,
         category: a.category,
-        colorType: if a.color.is_some() {
-            sys::NVTX_COLOR_ARGB
-        } else {
-            0
-        },
+        colorType: if a.color.is_some() { sys::NVTX_COLOR_ARGB } else { 0 },
         color: a.color.unwrap_or(0),
         payloadType: payload_type,
         reserved0: 0,
@@ -78,11 +70,7 @@ fn raw_attributes(
 /// Calls `f` with event attributes for `msg`, if slot `slot` is filled.
 fn with_ascii_attrs(msg: &str, a: &Attributes, f: impl FnOnce(&nvtxEventAttributes_t)) {
     with_cstr(msg, |p| {
-        let raw = raw_attributes(
-            a,
-            sys::nvtxMessageValue_t { ascii: p },
-            sys::NVTX_MESSAGE_TYPE_ASCII,
-        );
+        let raw = raw_attributes(a, sys::nvtxMessageValue_t { ascii: p }, sys::NVTX_MESSAGE_TYPE_ASCII);
         f(&raw)
     })
 }
@@ -109,9 +97,7 @@ impl Domain {
         let create: f::DomainCreateA = unsafe { std::mem::transmute(slot) };
         // SAFETY: the pointer is a valid C string for the call.
         let handle = with_cstr(name, |p| unsafe { create(p) });
-        Domain {
-            handle: handle as usize,
-        }
+        Domain { handle: handle as usize }
     }
 
     fn raw(&self) -> nvtxDomainHandle_t {
@@ -135,10 +121,7 @@ impl Domain {
                 push(self.raw(), a);
             });
         }
-        RangeGuard {
-            domain: *self,
-            _not_send: PhantomData,
-        }
+        RangeGuard { domain: *self, _not_send: PhantomData }
     }
 
     /// Pushes a range named by a registered string.
@@ -149,18 +132,13 @@ impl Domain {
             let push: f::DomainRangePushEx = unsafe { std::mem::transmute(slot) };
             let raw = raw_attributes(
                 &Attributes::default(),
-                sys::nvtxMessageValue_t {
-                    registered: message.handle as *mut c_void,
-                },
+                sys::nvtxMessageValue_t { registered: message.handle as *mut c_void },
                 sys::NVTX_MESSAGE_TYPE_REGISTERED,
             );
             // SAFETY: `raw` outlives the call.
             unsafe { push(self.raw(), &raw) };
         }
-        RangeGuard {
-            domain: *self,
-            _not_send: PhantomData,
-        }
+        RangeGuard { domain: *self, _not_send: PhantomData }
     }
 
     /// Pops this thread's innermost range of this domain. Prefer the guard;
@@ -183,9 +161,7 @@ impl Domain {
             // SAFETY: a filled slot holds a function of the slot's type.
             let start: f::DomainRangeStartEx = unsafe { std::mem::transmute(slot) };
             // SAFETY: the attributes outlive the call.
-            with_ascii_attrs(message, &Attributes::default(), |a| {
-                id = unsafe { start(self.raw(), a) }
-            });
+            with_ascii_attrs(message, &Attributes::default(), |a| id = unsafe { start(self.raw(), a) });
         }
         StartedRange { domain: *self, id }
     }
@@ -197,9 +173,7 @@ impl Domain {
             // SAFETY: a filled slot holds a function of the slot's type.
             let mark: f::DomainMarkEx = unsafe { std::mem::transmute(slot) };
             // SAFETY: the attributes outlive the call.
-            with_ascii_attrs(message, &Attributes::default(), |a| unsafe {
-                mark(self.raw(), a)
-            });
+            with_ascii_attrs(message, &Attributes::default(), |a| unsafe { mark(self.raw(), a) });
         }
     }
 
@@ -304,10 +278,7 @@ pub fn push_with(message: &str, attributes: &Attributes) -> RangeGuard {
             push(a);
         });
     }
-    RangeGuard {
-        domain: Domain::DEFAULT,
-        _not_send: PhantomData,
-    }
+    RangeGuard { domain: Domain::DEFAULT, _not_send: PhantomData }
 }
 
 /// Pops the innermost default-domain range of this thread. Prefer the guard.
@@ -334,14 +305,9 @@ impl Domain {
             // SAFETY: a filled slot holds a function of the slot's type.
             let start: f::RangeStartEx = unsafe { std::mem::transmute(slot) };
             // SAFETY: the attributes outlive the call.
-            with_ascii_attrs(message, &Attributes::default(), |a| {
-                id = unsafe { start(a) }
-            });
+            with_ascii_attrs(message, &Attributes::default(), |a| id = unsafe { start(a) });
         }
-        StartedRange {
-            domain: Domain::DEFAULT,
-            id,
-        }
+        StartedRange { domain: Domain::DEFAULT, id }
     }
 }
 

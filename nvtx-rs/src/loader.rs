@@ -62,10 +62,8 @@ static SYNC: Slots<{ sys::NVTX_CBID_SYNC_SIZE }> = Slots::new();
 static CORE_T: Table<{ sys::core::SIZE + 1 }> = table!(CORE, sys::core::SIZE);
 static CORE2_T: Table<{ sys::core2::SIZE + 1 }> = table!(CORE2, sys::core2::SIZE);
 static CUDA_T: Table<{ sys::NVTX_CBID_CUDA_SIZE + 1 }> = table!(CUDA, sys::NVTX_CBID_CUDA_SIZE);
-static OPENCL_T: Table<{ sys::NVTX_CBID_OPENCL_SIZE + 1 }> =
-    table!(OPENCL, sys::NVTX_CBID_OPENCL_SIZE);
-static CUDART_T: Table<{ sys::NVTX_CBID_CUDART_SIZE + 1 }> =
-    table!(CUDART, sys::NVTX_CBID_CUDART_SIZE);
+static OPENCL_T: Table<{ sys::NVTX_CBID_OPENCL_SIZE + 1 }> = table!(OPENCL, sys::NVTX_CBID_OPENCL_SIZE);
+static CUDART_T: Table<{ sys::NVTX_CBID_CUDART_SIZE + 1 }> = table!(CUDART, sys::NVTX_CBID_CUDART_SIZE);
 static SYNC_T: Table<{ sys::NVTX_CBID_SYNC_SIZE + 1 }> = table!(SYNC, sys::NVTX_CBID_SYNC_SIZE);
 
 unsafe extern "C" fn get_module_function_table(

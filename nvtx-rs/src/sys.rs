@@ -162,13 +162,8 @@ pub struct NvtxExportTableCallbacks {
     /// `sizeof(NvtxExportTableCallbacks)`.
     pub struct_size: usize,
     /// Returns the slot table of a module.
-    pub GetModuleFunctionTable: Option<
-        unsafe extern "C" fn(
-            module: u32,
-            out_table: *mut NvtxFunctionTable,
-            out_size: *mut u32,
-        ) -> c_int,
-    >,
+    pub GetModuleFunctionTable:
+        Option<unsafe extern "C" fn(module: u32, out_table: *mut NvtxFunctionTable, out_size: *mut u32) -> c_int>,
 }
 
 /// `NvtxExportTableVersionInfo`.
@@ -187,8 +182,7 @@ pub struct NvtxExportTableVersionInfo {
 /// `NvtxGetExportTableFunc_t`.
 pub type NvtxGetExportTableFunc_t = unsafe extern "C" fn(export_table_id: u32) -> *const c_void;
 /// `NvtxInitializeInjectionNvtxFunc_t`: `InitializeInjectionNvtx2`'s type.
-pub type NvtxInitializeInjectionNvtxFunc_t =
-    unsafe extern "C" fn(get_export_table: NvtxGetExportTableFunc_t) -> c_int;
+pub type NvtxInitializeInjectionNvtxFunc_t = unsafe extern "C" fn(get_export_table: NvtxGetExportTableFunc_t) -> c_int;
 
 /// Function types of the slots the emitter calls and the tool fills.
 pub mod fn_types {
@@ -213,14 +207,11 @@ pub mod fn_types {
     pub type DomainRangeStartEx =
         unsafe extern "C" fn(nvtxDomainHandle_t, *const nvtxEventAttributes_t) -> nvtxRangeId_t;
     pub type DomainRangeEnd = unsafe extern "C" fn(nvtxDomainHandle_t, nvtxRangeId_t);
-    pub type DomainRangePushEx =
-        unsafe extern "C" fn(nvtxDomainHandle_t, *const nvtxEventAttributes_t) -> c_int;
+    pub type DomainRangePushEx = unsafe extern "C" fn(nvtxDomainHandle_t, *const nvtxEventAttributes_t) -> c_int;
     pub type DomainRangePop = unsafe extern "C" fn(nvtxDomainHandle_t) -> c_int;
     pub type DomainNameCategoryA = unsafe extern "C" fn(nvtxDomainHandle_t, u32, *const c_char);
-    pub type DomainNameCategoryW =
-        unsafe extern "C" fn(nvtxDomainHandle_t, u32, *const libc::wchar_t);
-    pub type DomainRegisterStringA =
-        unsafe extern "C" fn(nvtxDomainHandle_t, *const c_char) -> nvtxStringHandle_t;
+    pub type DomainNameCategoryW = unsafe extern "C" fn(nvtxDomainHandle_t, u32, *const libc::wchar_t);
+    pub type DomainRegisterStringA = unsafe extern "C" fn(nvtxDomainHandle_t, *const c_char) -> nvtxStringHandle_t;
     pub type DomainRegisterStringW =
         unsafe extern "C" fn(nvtxDomainHandle_t, *const libc::wchar_t) -> nvtxStringHandle_t;
     pub type DomainCreateA = unsafe extern "C" fn(*const c_char) -> nvtxDomainHandle_t;

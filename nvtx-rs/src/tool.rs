@@ -131,11 +131,7 @@ pub fn domain_name(id: DomainId) -> Option<&'static str> {
     if id == 0 {
         return None;
     }
-    DOMAINS
-        .read()
-        .unwrap_or_else(|e| e.into_inner())
-        .get(id as usize - 1)
-        .copied()
+    DOMAINS.read().unwrap_or_else(|e| e.into_inner()).get(id as usize - 1).copied()
 }
 
 fn domain_id(h: nvtxDomainHandle_t) -> DomainId {
@@ -191,12 +187,7 @@ unsafe fn wide<'a>(p: *const libc::wchar_t) -> Cow<'a, str> {
 /// `a` is null or points to an `nvtxEventAttributes_t` whose message is valid.
 unsafe fn attributes<'a>(a: *const nvtxEventAttributes_t) -> EventAttributes<'a> {
     if a.is_null() {
-        return EventAttributes {
-            message: Cow::Borrowed(""),
-            category: 0,
-            color: None,
-            payload: None,
-        };
+        return EventAttributes { message: Cow::Borrowed(""), category: 0, color: None, payload: None };
     }
     // SAFETY: per this function's contract. Older callers may pass a smaller
     // struct (`size`), but every field read here exists since NVTX v1.
@@ -225,12 +216,7 @@ unsafe fn attributes<'a>(a: *const nvtxEventAttributes_t) -> EventAttributes<'a>
 }
 
 fn plain(message: Cow<'_, str>) -> EventAttributes<'_> {
-    EventAttributes {
-        message,
-        category: 0,
-        color: None,
-        payload: None,
-    }
+    EventAttributes { message, category: 0, color: None, payload: None }
 }
 
 static NEXT_RANGE_ID: AtomicU64 = AtomicU64::new(1);
@@ -267,38 +253,19 @@ fn guarded<R>(default: R, f: impl FnOnce() -> R) -> R {
 
 unsafe extern "C" fn mark_ex(a: *const nvtxEventAttributes_t) {
     // SAFETY: NVTX passes valid attributes.
-    guarded((), || {
-        dispatch(Event::Mark {
-            domain: 0,
-            attributes: unsafe { attributes(a) },
-        })
-    })
+    guarded((), || dispatch(Event::Mark { domain: 0, attributes: unsafe { attributes(a) } }))
 }
 unsafe extern "C" fn mark_a(m: *const c_char) {
     // SAFETY: NVTX passes a valid C string.
-    guarded((), || {
-        dispatch(Event::Mark {
-            domain: 0,
-            attributes: plain(unsafe { ascii(m) }),
-        })
-    })
+    guarded((), || dispatch(Event::Mark { domain: 0, attributes: plain(unsafe { ascii(m) }) }))
 }
 unsafe extern "C" fn mark_w(m: *const libc::wchar_t) {
     // SAFETY: NVTX passes a valid wide string.
-    guarded((), || {
-        dispatch(Event::Mark {
-            domain: 0,
-            attributes: plain(unsafe { wide(m) }),
-        })
-    })
+    guarded((), || dispatch(Event::Mark { domain: 0, attributes: plain(unsafe { wide(m) }) }))
 }
 fn start(domain: DomainId, attributes: EventAttributes<'_>) -> u64 {
     let id = NEXT_RANGE_ID.fetch_add(1, Ordering::Relaxed);
-    dispatch(Event::Start {
-        domain,
-        id,
-        attributes,
-    });
+    dispatch(Event::Start { domain, id, attributes });
     id
 }
 unsafe extern "C" fn range_start_ex(a: *const nvtxEventAttributes_t) -> u64 {
@@ -343,133 +310,61 @@ unsafe extern "C" fn range_pop() -> c_int {
 }
 unsafe extern "C" fn name_category_a(category: u32, n: *const c_char) {
     // SAFETY: NVTX passes a valid C string.
-    guarded((), || {
-        dispatch(Event::NameCategory {
-            domain: 0,
-            category,
-            name: unsafe { ascii(n) },
-        })
-    })
+    guarded((), || dispatch(Event::NameCategory { domain: 0, category, name: unsafe { ascii(n) } }))
 }
 unsafe extern "C" fn name_category_w(category: u32, n: *const libc::wchar_t) {
     // SAFETY: NVTX passes a valid wide string.
-    guarded((), || {
-        dispatch(Event::NameCategory {
-            domain: 0,
-            category,
-            name: unsafe { wide(n) },
-        })
-    })
+    guarded((), || dispatch(Event::NameCategory { domain: 0, category, name: unsafe { wide(n) } }))
 }
 unsafe extern "C" fn name_os_thread_a(os_tid: u32, n: *const c_char) {
     // SAFETY: NVTX passes a valid C string.
-    guarded((), || {
-        dispatch(Event::NameThread {
-            os_tid,
-            name: unsafe { ascii(n) },
-        })
-    })
+    guarded((), || dispatch(Event::NameThread { os_tid, name: unsafe { ascii(n) } }))
 }
 unsafe extern "C" fn name_os_thread_w(os_tid: u32, n: *const libc::wchar_t) {
     // SAFETY: NVTX passes a valid wide string.
-    guarded((), || {
-        dispatch(Event::NameThread {
-            os_tid,
-            name: unsafe { wide(n) },
-        })
-    })
+    guarded((), || dispatch(Event::NameThread { os_tid, name: unsafe { wide(n) } }))
 }
 unsafe extern "C" fn domain_mark_ex(d: nvtxDomainHandle_t, a: *const nvtxEventAttributes_t) {
     // SAFETY: NVTX passes valid attributes.
-    guarded((), || {
-        dispatch(Event::Mark {
-            domain: domain_id(d),
-            attributes: unsafe { attributes(a) },
-        })
-    })
+    guarded((), || dispatch(Event::Mark { domain: domain_id(d), attributes: unsafe { attributes(a) } }))
 }
-unsafe extern "C" fn domain_range_start_ex(
-    d: nvtxDomainHandle_t,
-    a: *const nvtxEventAttributes_t,
-) -> u64 {
+unsafe extern "C" fn domain_range_start_ex(d: nvtxDomainHandle_t, a: *const nvtxEventAttributes_t) -> u64 {
     // SAFETY: NVTX passes valid attributes.
     guarded(0, || start(domain_id(d), unsafe { attributes(a) }))
 }
 unsafe extern "C" fn domain_range_end(d: nvtxDomainHandle_t, id: u64) {
-    guarded((), || {
-        dispatch(Event::End {
-            domain: domain_id(d),
-            id,
-        })
-    })
+    guarded((), || dispatch(Event::End { domain: domain_id(d), id }))
 }
-unsafe extern "C" fn domain_range_push_ex(
-    d: nvtxDomainHandle_t,
-    a: *const nvtxEventAttributes_t,
-) -> c_int {
+unsafe extern "C" fn domain_range_push_ex(d: nvtxDomainHandle_t, a: *const nvtxEventAttributes_t) -> c_int {
     // SAFETY: NVTX passes valid attributes.
     guarded(-1, || push(domain_id(d), unsafe { attributes(a) }))
 }
 unsafe extern "C" fn domain_range_pop(d: nvtxDomainHandle_t) -> c_int {
     guarded(-1, || pop(domain_id(d)))
 }
-unsafe extern "C" fn domain_name_category_a(
-    d: nvtxDomainHandle_t,
-    category: u32,
-    n: *const c_char,
-) {
+unsafe extern "C" fn domain_name_category_a(d: nvtxDomainHandle_t, category: u32, n: *const c_char) {
     // SAFETY: NVTX passes a valid C string.
-    guarded((), || {
-        dispatch(Event::NameCategory {
-            domain: domain_id(d),
-            category,
-            name: unsafe { ascii(n) },
-        })
-    })
+    guarded((), || dispatch(Event::NameCategory { domain: domain_id(d), category, name: unsafe { ascii(n) } }))
 }
-unsafe extern "C" fn domain_name_category_w(
-    d: nvtxDomainHandle_t,
-    category: u32,
-    n: *const libc::wchar_t,
-) {
+unsafe extern "C" fn domain_name_category_w(d: nvtxDomainHandle_t, category: u32, n: *const libc::wchar_t) {
     // SAFETY: NVTX passes a valid wide string.
-    guarded((), || {
-        dispatch(Event::NameCategory {
-            domain: domain_id(d),
-            category,
-            name: unsafe { wide(n) },
-        })
-    })
+    guarded((), || dispatch(Event::NameCategory { domain: domain_id(d), category, name: unsafe { wide(n) } }))
 }
-unsafe extern "C" fn domain_register_string_a(
-    _d: nvtxDomainHandle_t,
-    s: *const c_char,
-) -> nvtxStringHandle_t {
+unsafe extern "C" fn domain_register_string_a(_d: nvtxDomainHandle_t, s: *const c_char) -> nvtxStringHandle_t {
     // SAFETY: NVTX passes a valid C string.
-    guarded(std::ptr::null_mut(), || {
-        intern(&STRINGS, &unsafe { ascii(s) }) as nvtxStringHandle_t
-    })
+    guarded(std::ptr::null_mut(), || intern(&STRINGS, &unsafe { ascii(s) }) as nvtxStringHandle_t)
 }
-unsafe extern "C" fn domain_register_string_w(
-    _d: nvtxDomainHandle_t,
-    s: *const libc::wchar_t,
-) -> nvtxStringHandle_t {
+unsafe extern "C" fn domain_register_string_w(_d: nvtxDomainHandle_t, s: *const libc::wchar_t) -> nvtxStringHandle_t {
     // SAFETY: NVTX passes a valid wide string.
-    guarded(std::ptr::null_mut(), || {
-        intern(&STRINGS, &unsafe { wide(s) }) as nvtxStringHandle_t
-    })
+    guarded(std::ptr::null_mut(), || intern(&STRINGS, &unsafe { wide(s) }) as nvtxStringHandle_t)
 }
 unsafe extern "C" fn domain_create_a(n: *const c_char) -> nvtxDomainHandle_t {
     // SAFETY: NVTX passes a valid C string.
-    guarded(std::ptr::null_mut(), || {
-        intern(&DOMAINS, &unsafe { ascii(n) }) as nvtxDomainHandle_t
-    })
+    guarded(std::ptr::null_mut(), || intern(&DOMAINS, &unsafe { ascii(n) }) as nvtxDomainHandle_t)
 }
 unsafe extern "C" fn domain_create_w(n: *const libc::wchar_t) -> nvtxDomainHandle_t {
     // SAFETY: NVTX passes a valid wide string.
-    guarded(std::ptr::null_mut(), || {
-        intern(&DOMAINS, &unsafe { wide(n) }) as nvtxDomainHandle_t
-    })
+    guarded(std::ptr::null_mut(), || intern(&DOMAINS, &unsafe { wide(n) }) as nvtxDomainHandle_t)
 }
 unsafe extern "C" fn domain_destroy(_d: nvtxDomainHandle_t) {}
 unsafe extern "C" fn initialize(_reserved: *const c_void) {}
@@ -510,13 +405,10 @@ unsafe fn fill(
 ///
 /// # Safety
 /// `get_export_table` is an NVTX `nvtxGetExportTable` function.
-pub unsafe extern "C" fn initialize_injection(
-    get_export_table: sys::NvtxGetExportTableFunc_t,
-) -> c_int {
+pub unsafe extern "C" fn initialize_injection(get_export_table: sys::NvtxGetExportTableFunc_t) -> c_int {
     guarded(0, || {
         // SAFETY: the export table function comes from an NVTX copy.
-        let cb = unsafe { get_export_table(sys::NVTX_ETID_CALLBACKS) }
-            as *const sys::NvtxExportTableCallbacks;
+        let cb = unsafe { get_export_table(sys::NVTX_ETID_CALLBACKS) } as *const sys::NvtxExportTableCallbacks;
         if cb.is_null() {
             return 0;
         }
@@ -548,38 +440,22 @@ pub unsafe extern "C" fn initialize_injection(
             (c2::DomainRangeEnd, domain_range_end as *mut c_void),
             (c2::DomainRangePushEx, domain_range_push_ex as *mut c_void),
             (c2::DomainRangePop, domain_range_pop as *mut c_void),
-            (
-                c2::DomainNameCategoryA,
-                domain_name_category_a as *mut c_void,
-            ),
-            (
-                c2::DomainNameCategoryW,
-                domain_name_category_w as *mut c_void,
-            ),
-            (
-                c2::DomainRegisterStringA,
-                domain_register_string_a as *mut c_void,
-            ),
-            (
-                c2::DomainRegisterStringW,
-                domain_register_string_w as *mut c_void,
-            ),
+            (c2::DomainNameCategoryA, domain_name_category_a as *mut c_void),
+            (c2::DomainNameCategoryW, domain_name_category_w as *mut c_void),
+            (c2::DomainRegisterStringA, domain_register_string_a as *mut c_void),
+            (c2::DomainRegisterStringW, domain_register_string_w as *mut c_void),
             (c2::DomainCreateA, domain_create_a as *mut c_void),
             (c2::DomainCreateW, domain_create_w as *mut c_void),
             (c2::DomainDestroy, domain_destroy as *mut c_void),
             (c2::Initialize, initialize as *mut c_void),
         ];
         // SAFETY: `get` is the copy's GetModuleFunctionTable.
-        let ok = unsafe {
-            fill(get, sys::NVTX_CB_MODULE_CORE, &core)
-                && fill(get, sys::NVTX_CB_MODULE_CORE2, &core2)
-        };
+        let ok = unsafe { fill(get, sys::NVTX_CB_MODULE_CORE, &core) && fill(get, sys::NVTX_CB_MODULE_CORE2, &core2) };
         if !ok {
             return 0;
         }
         // SAFETY: as for the callbacks table.
-        let vi = unsafe { get_export_table(sys::NVTX_ETID_VERSIONINFO) }
-            as *const sys::NvtxExportTableVersionInfo;
+        let vi = unsafe { get_export_table(sys::NVTX_ETID_VERSIONINFO) } as *const sys::NvtxExportTableVersionInfo;
         if !vi.is_null() {
             // SAFETY: a non-null version table is a valid static struct.
             if let Some(set) = unsafe { &*vi }.SetInjectionNvtxVersion {
@@ -597,9 +473,7 @@ pub unsafe extern "C" fn initialize_injection(
 /// # Safety
 /// Called by an NVTX copy with its `nvtxGetExportTable`.
 #[no_mangle]
-pub unsafe extern "C" fn InitializeInjectionNvtx2(
-    get_export_table: sys::NvtxGetExportTableFunc_t,
-) -> c_int {
+pub unsafe extern "C" fn InitializeInjectionNvtx2(get_export_table: sys::NvtxGetExportTableFunc_t) -> c_int {
     // SAFETY: forwarded as received.
     unsafe { initialize_injection(get_export_table) }
 }

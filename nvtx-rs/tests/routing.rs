@@ -18,9 +18,7 @@ impl tool::Handler for Recorder {
                 format!("push {} {}", d(*domain), attributes.message)
             }
             Event::Pop { domain } => format!("pop {}", d(*domain)),
-            Event::Start {
-                domain, attributes, ..
-            } => format!("start {} {}", d(*domain), attributes.message),
+            Event::Start { domain, attributes, .. } => format!("start {} {}", d(*domain), attributes.message),
             Event::End { domain, .. } => format!("end {}", d(*domain)),
             Event::Mark { domain, attributes } => {
                 format!("mark {} {}", d(*domain), attributes.message)
@@ -43,11 +41,7 @@ fn every_emitter_call_reaches_the_handler_in_order() {
         let _a = nvtx_rs::push("outer");
         let _b = nvtx_rs::push_with(
             "inner",
-            &Attributes {
-                color: Some(0xff00ff00),
-                category: 7,
-                payload: Some(Payload::U64(42)),
-            },
+            &Attributes { color: Some(0xff00ff00), category: 7, payload: Some(Payload::U64(42)) },
         );
         nvtx_rs::mark("here");
     }
@@ -98,10 +92,7 @@ fn attributes_and_payloads_arrive_intact() {
         fn event(&self, e: &Event<'_>) {
             if let Event::Push { attributes: a, .. } = e {
                 if a.message.starts_with("attrs-test") {
-                    self.0
-                        .lock()
-                        .unwrap()
-                        .push((a.category, a.color, a.payload));
+                    self.0.lock().unwrap().push((a.category, a.color, a.payload));
                 }
             }
         }
@@ -111,26 +102,14 @@ fn attributes_and_payloads_arrive_intact() {
     let rec = Arc::new(Attrs::default());
     tool::set_handler(Some(rec.clone()));
     let d = Domain::new("attrs");
-    let a = Attributes {
-        color: Some(0x80112233),
-        category: 9,
-        payload: Some(Payload::F64(2.5)),
-    };
+    let a = Attributes { color: Some(0x80112233), category: 9, payload: Some(Payload::F64(2.5)) };
     drop(nvtx_rs::push_with("attrs-test default", &a));
-    let b = Attributes {
-        color: None,
-        category: 0,
-        payload: Some(Payload::I64(-3)),
-    };
+    let b = Attributes { color: None, category: 0, payload: Some(Payload::I64(-3)) };
     drop(d.push_with("attrs-test domain", &b));
     drop(d.push("attrs-test plain"));
     tool::set_handler(None);
     assert_eq!(
         rec.0.lock().unwrap().as_slice(),
-        &[
-            (9, Some(0x80112233), Some(Payload::F64(2.5))),
-            (0, None, Some(Payload::I64(-3))),
-            (0, None, None)
-        ]
+        &[(9, Some(0x80112233), Some(Payload::F64(2.5))), (0, None, Some(Payload::I64(-3))), (0, None, None)]
     );
 }

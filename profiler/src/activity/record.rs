@@ -1,0 +1,309 @@
+//! Decoding CUPTI activity records into plain Rust values.
+//!
+//! Records are read with `read_unaligned` from the bindgen structs of
+//! CUPTI 13 (`CUpti_ActivityKernel10`, `Memcpy6`, `Memset4`,
+//! `Synchronization2`). Walking a buffer is a [`RecordCursor`]'s job: CUPTI's
+//! own `cuptiActivityGetNextRecord` in a session, [`LayoutCursor`] (which
+//! knows these record sizes) for buffers built in tests.
+
+use cupti_sys as sys;
+use std::ffi::c_char;
+
+/// A kernel execution.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct KernelActivity {
+    /// CUPTI's name string (owned by CUPTI, shared by records of a kernel).
+    pub name: *const c_char,
+    /// Start, ns on CUPTI's clock.
+    pub start: u64,
+    /// End, ns.
+    pub end: u64,
+    /// Device ordinal.
+    pub device: u32,
+    /// Context id.
+    pub context: u32,
+    /// Stream id.
+    pub stream: u32,
+    /// Correlation id of the launching API call.
+    pub correlation_id: u32,
+    /// Grid dimensions.
+    pub grid: [i32; 3],
+    /// Block dimensions.
+    pub block: [i32; 3],
+    /// Cluster dimensions (0 when not a cluster launch).
+    pub cluster: [u32; 3],
+    /// Registers per thread.
+    pub registers_per_thread: u16,
+    /// Static shared memory per block, bytes.
+    pub static_smem: i32,
+    /// Dynamic shared memory per block, bytes.
+    pub dynamic_smem: i32,
+    /// Shared memory carveout the driver set for the launch, bytes.
+    pub smem_executed: u32,
+    /// Local memory per thread, bytes.
+    pub local_mem_per_thread: u32,
+    /// CUDA graph id (0: not from a graph).
+    pub graph_id: u32,
+    /// CUDA graph node id.
+    pub graph_node_id: u64,
+    /// Launched from the device (dynamic parallelism).
+    pub device_launched: bool,
+}
+
+/// A memory copy.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MemcpyActivity {
+    /// `CUpti_ActivityMemcpyKind`.
+    pub copy_kind: u8,
+    /// `CUpti_ActivityMemoryKind` of the source (1: pageable host).
+    pub src_kind: u8,
+    /// `CUpti_ActivityMemoryKind` of the destination.
+    pub dst_kind: u8,
+    /// Bytes copied.
+    pub bytes: u64,
+    /// Start, ns.
+    pub start: u64,
+    /// End, ns.
+    pub end: u64,
+    /// Device.
+    pub device: u32,
+    /// Context.
+    pub context: u32,
+    /// Stream.
+    pub stream: u32,
+    /// Correlation id.
+    pub correlation_id: u32,
+}
+
+/// A memset.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MemsetActivity {
+    /// Bytes set.
+    pub bytes: u64,
+    /// Start, ns.
+    pub start: u64,
+    /// End, ns.
+    pub end: u64,
+    /// Device.
+    pub device: u32,
+    /// Context.
+    pub context: u32,
+    /// Stream.
+    pub stream: u32,
+    /// Correlation id.
+    pub correlation_id: u32,
+}
+
+/// A host-side wait (stream/event/context synchronize).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SyncActivity {
+    /// `CUpti_ActivitySynchronizationType`.
+    pub sync_type: u32,
+    /// Start, ns.
+    pub start: u64,
+    /// End, ns.
+    pub end: u64,
+    /// Context.
+    pub context: u32,
+    /// Stream (`u32::MAX` for context syncs).
+    pub stream: u32,
+    /// Correlation id.
+    pub correlation_id: u32,
+}
+
+/// One decoded record.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Activity {
+    /// `CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL` (or `KERNEL`).
+    Kernel(KernelActivity),
+    /// `CUPTI_ACTIVITY_KIND_MEMCPY`.
+    Memcpy(MemcpyActivity),
+    /// `CUPTI_ACTIVITY_KIND_MEMSET`.
+    Memset(MemsetActivity),
+    /// `CUPTI_ACTIVITY_KIND_SYNCHRONIZATION`.
+    Sync(SyncActivity),
+    /// A kind gpuscope does not decode (counted, skipped).
+    Other(u32),
+}
+
+/// Why a buffer could not be decoded to its end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DecodeError {
+    /// The record at this offset runs past the valid bytes.
+    Truncated {
+        /// Offset of the record.
+        offset: usize,
+    },
+    /// A kind whose size [`LayoutCursor`] does not know.
+    UnknownKind {
+        /// The kind.
+        kind: u32,
+        /// Offset of the record.
+        offset: usize,
+    },
+    /// CUPTI's cursor failed with this code.
+    Cupti(u32),
+}
+
+/// The byte size of the records this crate decodes, by kind.
+pub fn record_size(kind: u32) -> Option<usize> {
+    Some(match kind {
+        sys::CUPTI_ACTIVITY_KIND_KERNEL | sys::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL => {
+            std::mem::size_of::<sys::CUpti_ActivityKernel10>()
+        }
+        sys::CUPTI_ACTIVITY_KIND_MEMCPY => std::mem::size_of::<sys::CUpti_ActivityMemcpy6>(),
+        sys::CUPTI_ACTIVITY_KIND_MEMSET => std::mem::size_of::<sys::CUpti_ActivityMemset4>(),
+        sys::CUPTI_ACTIVITY_KIND_SYNCHRONIZATION => std::mem::size_of::<sys::CUpti_ActivitySynchronization2>(),
+        _ => return None,
+    })
+}
+
+/// Decodes the record at the start of `bytes`.
+pub fn decode(bytes: &[u8]) -> Result<Activity, DecodeError> {
+    if bytes.len() < 4 {
+        return Err(DecodeError::Truncated { offset: 0 });
+    }
+    let kind = u32::from_ne_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
+    let Some(size) = record_size(kind) else {
+        return Ok(Activity::Other(kind));
+    };
+    if bytes.len() < size {
+        return Err(DecodeError::Truncated { offset: 0 });
+    }
+    let p = bytes.as_ptr();
+    // SAFETY (all reads below): `bytes` holds at least `size` bytes, the size
+    // of the struct read; read_unaligned has no alignment requirement; the
+    // structs are plain data (pointers are copied, not dereferenced).
+    Ok(match kind {
+        sys::CUPTI_ACTIVITY_KIND_KERNEL | sys::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL => {
+            let r = unsafe { std::ptr::read_unaligned(p as *const sys::CUpti_ActivityKernel10) };
+            Activity::Kernel(KernelActivity {
+                name: r.name,
+                start: r.start,
+                end: r.end,
+                device: r.deviceId,
+                context: r.contextId,
+                stream: r.streamId,
+                correlation_id: r.correlationId,
+                grid: [r.gridX, r.gridY, r.gridZ],
+                block: [r.blockX, r.blockY, r.blockZ],
+                cluster: [r.clusterX, r.clusterY, r.clusterZ],
+                registers_per_thread: r.registersPerThread,
+                static_smem: r.staticSharedMemory,
+                dynamic_smem: r.dynamicSharedMemory,
+                smem_executed: r.sharedMemoryExecuted,
+                local_mem_per_thread: r.localMemoryPerThread,
+                graph_id: r.graphId,
+                graph_node_id: r.graphNodeId,
+                device_launched: r.isDeviceLaunched != 0,
+            })
+        }
+        sys::CUPTI_ACTIVITY_KIND_MEMCPY => {
+            let r = unsafe { std::ptr::read_unaligned(p as *const sys::CUpti_ActivityMemcpy6) };
+            Activity::Memcpy(MemcpyActivity {
+                copy_kind: r.copyKind,
+                src_kind: r.srcKind,
+                dst_kind: r.dstKind,
+                bytes: r.bytes,
+                start: r.start,
+                end: r.end,
+                device: r.deviceId,
+                context: r.contextId,
+                stream: r.streamId,
+                correlation_id: r.correlationId,
+            })
+        }
+        sys::CUPTI_ACTIVITY_KIND_MEMSET => {
+            let r = unsafe { std::ptr::read_unaligned(p as *const sys::CUpti_ActivityMemset4) };
+            Activity::Memset(MemsetActivity {
+                bytes: r.bytes,
+                start: r.start,
+                end: r.end,
+                device: r.deviceId,
+                context: r.contextId,
+                stream: r.streamId,
+                correlation_id: r.correlationId,
+            })
+        }
+        sys::CUPTI_ACTIVITY_KIND_SYNCHRONIZATION => {
+            let r = unsafe { std::ptr::read_unaligned(p as *const sys::CUpti_ActivitySynchronization2) };
+            Activity::Sync(SyncActivity {
+                sync_type: r.type_,
+                start: r.start,
+                end: r.end,
+                context: r.contextId,
+                stream: r.streamId,
+                correlation_id: r.correlationId,
+            })
+        }
+        _ => Activity::Other(kind),
+    })
+}
+
+/// Walks the records of one completed buffer.
+pub trait RecordCursor {
+    /// The next record's bytes (from its start to the buffer's valid end),
+    /// `Ok(None)` at the end.
+    fn next_record(&mut self) -> Result<Option<&[u8]>, DecodeError>;
+}
+
+/// Walks a buffer by the record sizes of [`record_size`]: for buffers made in
+/// tests, and as the reference for what CUPTI's cursor returns.
+pub struct LayoutCursor<'a> {
+    buf: &'a [u8],
+    offset: usize,
+}
+
+impl<'a> LayoutCursor<'a> {
+    /// A cursor over `buf`'s valid bytes.
+    pub fn new(buf: &'a [u8]) -> Self {
+        LayoutCursor { buf, offset: 0 }
+    }
+}
+
+impl RecordCursor for LayoutCursor<'_> {
+    fn next_record(&mut self) -> Result<Option<&[u8]>, DecodeError> {
+        let rest = &self.buf[self.offset..];
+        if rest.is_empty() {
+            return Ok(None);
+        }
+        if rest.len() < 4 {
+            return Err(DecodeError::Truncated { offset: self.offset });
+        }
+        let kind = u32::from_ne_bytes([rest[0], rest[1], rest[2], rest[3]]);
+        let Some(size) = record_size(kind) else {
+            return Err(DecodeError::UnknownKind { kind, offset: self.offset });
+        };
+        if rest.len() < size {
+            return Err(DecodeError::Truncated { offset: self.offset });
+        }
+        self.offset += size;
+        Ok(Some(rest))
+    }
+}
+
+/// CUPTI's `cuptiActivityGetNextRecord` over a completed buffer.
+pub(crate) struct CuptiCursor<'a> {
+    pub(crate) cupti: &'a sys::Cupti,
+    pub(crate) buf: *mut u8,
+    pub(crate) valid: usize,
+    pub(crate) record: *mut sys::CUpti_Activity,
+}
+
+impl RecordCursor for CuptiCursor<'_> {
+    fn next_record(&mut self) -> Result<Option<&[u8]>, DecodeError> {
+        let f = sys::sym!(self.cupti, cuptiActivityGetNextRecord).map_err(|_| DecodeError::Cupti(u32::MAX))?;
+        // SAFETY: buf/valid are the buffer CUPTI completed; `record` is null
+        // or the previous record, as the API requires.
+        let r = unsafe { f(self.buf, self.valid, &mut self.record) };
+        match r {
+            sys::CUPTI_SUCCESS => {
+                let off = self.record as usize - self.buf as usize;
+                // SAFETY: CUPTI returned a record inside [buf, buf + valid).
+                Ok(Some(unsafe { std::slice::from_raw_parts(self.record as *const u8, self.valid - off) }))
+            }
+            sys::CUPTI_ERROR_MAX_LIMIT_REACHED => Ok(None),
+            e => Err(DecodeError::Cupti(e)),
+        }
+    }
+}

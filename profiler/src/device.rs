@@ -1,0 +1,79 @@
+//! Device attributes (for occupancy and the report), read once per device
+//! from the CUDA driver when its first kernel record arrives.
+
+use crate::occupancy::SmLimits;
+use crate::report::DeviceInfo;
+use cupti_sys::driver::Driver;
+use std::collections::BTreeMap;
+use std::sync::OnceLock;
+
+/// Devices seen in a session.
+pub(crate) struct DeviceTable {
+    query: bool,
+    known: BTreeMap<u32, Option<DeviceInfo>>,
+}
+
+fn driver() -> Option<&'static Driver> {
+    static DRIVER: OnceLock<Option<Driver>> = OnceLock::new();
+    DRIVER.get_or_init(|| Driver::load().ok()).as_ref()
+}
+
+fn query(ordinal: u32) -> Option<DeviceInfo> {
+    let d = driver()?;
+    let mut dev = 0;
+    // SAFETY: out pointer is a valid local. Kernels ran, so cuInit was done.
+    if unsafe { (d.cu_device_get)(&mut dev, ordinal as i32) } != 0 {
+        return None;
+    }
+    let attr = |a: cupti_sys::CUdevice_attribute| -> Option<u32> {
+        let mut v = 0;
+        // SAFETY: out pointer is a valid local; `dev` is a valid device.
+        (unsafe { (d.cu_device_get_attribute)(&mut v, a, dev) } == 0).then_some(v as u32)
+    };
+    use cupti_sys as s;
+    let limits = SmLimits {
+        cc_major: attr(s::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?,
+        cc_minor: attr(s::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?,
+        warp_size: attr(s::CU_DEVICE_ATTRIBUTE_WARP_SIZE)?,
+        max_threads_per_sm: attr(s::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR)?,
+        max_blocks_per_sm: attr(s::CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR)?,
+        max_threads_per_block: attr(s::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)?,
+        regs_per_sm: attr(s::CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR)?,
+        regs_per_block: attr(s::CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK)?,
+        smem_per_sm: attr(s::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR)?,
+        smem_per_block_optin: attr(s::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?,
+        reserved_smem_per_block: attr(s::CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK)?,
+    };
+    let mut name = [0 as std::ffi::c_char; 256];
+    // SAFETY: the buffer holds 256 bytes, as passed.
+    unsafe { (d.cu_device_get_name)(name.as_mut_ptr(), name.len() as i32, dev) };
+    // SAFETY: the driver NUL-terminates within the buffer (zeroed anyway).
+    let name = unsafe { std::ffi::CStr::from_ptr(name.as_ptr()) }.to_string_lossy().into_owned();
+    Some(DeviceInfo { id: ordinal, name, sm_count: attr(s::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?, limits })
+}
+
+impl DeviceTable {
+    /// Devices read from the driver as they appear.
+    pub(crate) fn from_driver() -> Self {
+        DeviceTable { query: true, known: BTreeMap::new() }
+    }
+
+    /// Fixed devices (tests, replaying saved records).
+    pub(crate) fn fixed(devices: Vec<DeviceInfo>) -> Self {
+        DeviceTable { query: false, known: devices.into_iter().map(|d| (d.id, Some(d))).collect() }
+    }
+
+    /// SM limits of `device`, if its attributes could be read.
+    pub(crate) fn limits(&mut self, device: u32) -> Option<SmLimits> {
+        let query = self.query;
+        self.known
+            .entry(device)
+            .or_insert_with(|| if query { self::query(device) } else { None })
+            .as_ref()
+            .map(|d| d.limits)
+    }
+
+    pub(crate) fn infos(&self) -> Vec<DeviceInfo> {
+        self.known.values().flatten().cloned().collect()
+    }
+}

@@ -1,0 +1,84 @@
+//! A bounded union of time intervals: GPU busy time of a range.
+
+/// Disjoint, sorted intervals; once more than `cap` are held, the earliest
+/// are folded into running totals (kernels arrive roughly in time order, so
+/// folded intervals are ones no later kernel overlaps).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct IntervalUnion {
+    spans: Vec<(u64, u64)>,
+    folded_total: u64,
+    folded_in_window: u64,
+}
+
+const CAP: usize = 256;
+
+impl IntervalUnion {
+    /// Adds `[start, end)`.
+    pub(crate) fn add(&mut self, start: u64, end: u64) {
+        if end <= start {
+            return;
+        }
+        // First span that ends at or after `start`: everything it and later
+        // spans overlap merges into one.
+        let i = self.spans.partition_point(|&(_, e)| e < start);
+        let mut j = i;
+        let (mut s, mut e) = (start, end);
+        while j < self.spans.len() && self.spans[j].0 <= e {
+            s = s.min(self.spans[j].0);
+            e = e.max(self.spans[j].1);
+            j += 1;
+        }
+        self.spans.splice(i..j, [(s, e)]);
+        if self.spans.len() > CAP {
+            let (fs, fe) = self.spans.remove(0);
+            self.folded_total += fe - fs;
+            self.folded_in_window += fe - fs;
+        }
+    }
+
+    /// Total covered time.
+    pub(crate) fn total(&self) -> u64 {
+        self.folded_total + self.spans.iter().map(|&(s, e)| e - s).sum::<u64>()
+    }
+
+    /// Covered time inside `[lo, hi)` (folded spans count whole).
+    pub(crate) fn within(&self, lo: u64, hi: u64) -> u64 {
+        self.folded_in_window
+            + self
+                .spans
+                .iter()
+                .map(|&(s, e)| {
+                    let (s, e) = (s.max(lo), e.min(hi));
+                    e.saturating_sub(s)
+                })
+                .sum::<u64>()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overlapping_and_out_of_order_intervals_merge() {
+        let mut u = IntervalUnion::default();
+        u.add(10, 20);
+        u.add(30, 40);
+        u.add(15, 32); // bridges both
+        u.add(0, 5);
+        u.add(50, 50); // empty, ignored
+        assert_eq!(u.total(), 5 + 30);
+        assert_eq!(u.within(12, 35), 23);
+        assert_eq!(u.within(100, 200), 0);
+    }
+
+    #[test]
+    fn many_disjoint_intervals_stay_bounded_and_exact_in_total() {
+        let mut u = IntervalUnion::default();
+        for i in 0..10_000u64 {
+            u.add(i * 10, i * 10 + 3);
+        }
+        assert!(u.spans.len() <= CAP);
+        assert_eq!(u.total(), 30_000);
+    }
+}

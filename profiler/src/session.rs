@@ -1,0 +1,557 @@
+//! A profiling session: the [`Profiler`] builder, the [`Session`] guard, and
+//! everything between CUPTI and the aggregator.
+//!
+//! Threads: CUPTI calls `buffer_requested`/`buffer_completed` and the API
+//! callback on the application's threads; they only take a buffer from the
+//! pool, pass a pointer, or send a small event, and never block. One
+//! decoder thread owns the [`Aggregator`]: it walks completed buffers with
+//! CUPTI's cursor, applies host events, and builds the report at the end.
+
+use crate::activity::pool::BufferPool;
+use crate::activity::record::CuptiCursor;
+pub(crate) use crate::aggregate::HostEvent;
+use crate::aggregate::{AggregateOptions, Aggregator};
+use crate::cupti;
+use crate::device::DeviceTable;
+use crate::error::{Error, ErrorKind, Result};
+use crate::ranges;
+use crate::report::{Format, Report};
+use crossbeam_channel::{bounded, select, unbounded, Receiver, Sender, TrySendError};
+use cupti_sys::{self as sys, sym, Cupti};
+use std::cell::Cell;
+use std::ffi::{c_void, CStr};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+/// Options of a session; [`Profiler::start`] begins it.
+#[derive(Debug, Clone)]
+#[must_use = "a Profiler does nothing until .start()"]
+pub struct Profiler {
+    buffer_size: usize,
+    max_buffers: usize,
+    host_queue: usize,
+    trace_cap: usize,
+    max_live_ranges: usize,
+    output: Option<(PathBuf, Format)>,
+    quiet: bool,
+}
+
+impl Default for Profiler {
+    fn default() -> Self {
+        Profiler {
+            buffer_size: 4 << 20,
+            max_buffers: 16,
+            host_queue: 1 << 18,
+            trace_cap: 0,
+            max_live_ranges: 100_000,
+            output: None,
+            quiet: false,
+        }
+    }
+}
+
+impl Profiler {
+    /// Defaults: trace mode, 16 buffers of 4 MiB, no per-kernel trace.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Bytes per activity buffer (64 KiB to 256 MiB; default 4 MiB).
+    pub fn buffer_size(mut self, bytes: usize) -> Self {
+        self.buffer_size = bytes;
+        self
+    }
+
+    /// Buffers alive at once (1 to 1024; default 16). When all are full and
+    /// not yet decoded, CUPTI drops records and the report counts them.
+    pub fn max_buffers(mut self, n: usize) -> Self {
+        self.max_buffers = n;
+        self
+    }
+
+    /// Capacity of the queue of NVTX and launch events (default 262144).
+    pub fn host_queue(mut self, n: usize) -> Self {
+        self.host_queue = n;
+        self
+    }
+
+    /// Keep per-kernel, per-range and per-copy records, at most `max` of
+    /// each (for the Chrome trace and [`crate::report::Trace`]).
+    pub fn keep_trace(mut self, max: usize) -> Self {
+        self.trace_cap = max;
+        self
+    }
+
+    /// Open range instances kept at once before the oldest closed ones are
+    /// summarised (default 100000).
+    pub fn max_live_ranges(mut self, n: usize) -> Self {
+        self.max_live_ranges = n;
+        self
+    }
+
+    /// Also write the report to `path` in `format` when the session ends,
+    /// including at process exit if the guard was never dropped.
+    pub fn output(mut self, path: impl Into<PathBuf>, format: Format) -> Self {
+        self.output = Some((path.into(), format));
+        self
+    }
+
+    /// No summary on stderr when the report is written at exit.
+    pub fn quiet(mut self, quiet: bool) -> Self {
+        self.quiet = quiet;
+        self
+    }
+
+    fn validate(&self) -> Result<()> {
+        let bad = |what: &str, v: usize, allowed: &str| {
+            Err(Error::new(ErrorKind::InvalidConfig, format!("{what} = {v} is out of range; allowed: {allowed}")))
+        };
+        if !(64 << 10..=256 << 20).contains(&self.buffer_size) || self.buffer_size % 8 != 0 {
+            return bad("buffer_size", self.buffer_size, "64 KiB to 256 MiB, a multiple of 8");
+        }
+        if !(1..=1024).contains(&self.max_buffers) {
+            return bad("max_buffers", self.max_buffers, "1 to 1024");
+        }
+        if !(1024..=1 << 24).contains(&self.host_queue) {
+            return bad("host_queue", self.host_queue, "1024 to 16777216");
+        }
+        if self.max_live_ranges == 0 {
+            return bad("max_live_ranges", 0, "1 or more");
+        }
+        Ok(())
+    }
+
+    /// Starts profiling this process. Fails (and changes nothing) when
+    /// CUPTI cannot be loaded, another tool holds it, or a session is
+    /// already running.
+    pub fn start(self) -> Result<Session> {
+        self.validate()?;
+        let mut active = ACTIVE.write().unwrap_or_else(|e| e.into_inner());
+        if active.is_some() {
+            return Err(Error::new(ErrorKind::SessionActive, "a gpuscope session is already running in this process"));
+        }
+        let cupti = cupti::lib()?;
+        let subscriber = subscribe(cupti)?;
+        let (buf_tx, buf_rx) = unbounded();
+        let (host_tx, host_rx) = bounded(self.host_queue);
+        let (ctl_tx, ctl_rx) = unbounded();
+        let shared = Arc::new(Shared {
+            cupti,
+            pool: BufferPool::new(self.buffer_size, self.max_buffers),
+            buf_tx,
+            host_tx,
+            ctl_tx,
+            host_dropped: AtomicU64::new(0),
+            cupti_dropped: AtomicU64::new(0),
+            start_ns: cupti::timestamp(cupti),
+            subscriber,
+            stopped: AtomicBool::new(false),
+            options: self.clone(),
+        });
+        let opts =
+            AggregateOptions { trace_cap: self.trace_cap, max_live_ranges: self.max_live_ranges, ..Default::default() };
+        let decoder = {
+            let shared = shared.clone();
+            std::thread::Builder::new()
+                .name("gpuscope-decoder".into())
+                .spawn(move || decode_loop(shared, opts, buf_rx, host_rx, ctl_rx))
+                .map_err(|e| Error::new(ErrorKind::Io, format!("cannot start the decoder thread: {e}")))?
+        };
+        *active = Some(shared.clone());
+        drop(active);
+        if let Err(e) = enable(cupti, subscriber) {
+            let _ = finish(&shared, Some(decoder));
+            return Err(e);
+        }
+        ranges::install();
+        *DECODER.lock().unwrap_or_else(|e| e.into_inner()) = Some(decoder);
+        register_atexit();
+        Ok(Session { _priv: () })
+    }
+}
+
+/// A running session. Dropping it stops profiling (writing the report if
+/// [`Profiler::output`] was set); [`Session::stop`] also returns it.
+#[must_use = "profiling stops when the session is dropped"]
+pub struct Session {
+    _priv: (),
+}
+
+impl Session {
+    /// Stops profiling: flushes every buffer, detaches from CUPTI, and
+    /// returns the report (also written if [`Profiler::output`] was set).
+    pub fn stop(self) -> Result<Report> {
+        let r = stop_active();
+        std::mem::forget(self);
+        r
+    }
+
+    /// Asks CUPTI for the buffers completed so far (not partial ones).
+    pub fn flush(&self) {
+        if let Some(s) = active() {
+            if let Ok(f) = sym!(s.cupti, cuptiActivityFlushAll) {
+                // SAFETY: no pointers; CUPTI is initialised.
+                unsafe { f(0) };
+            }
+        }
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        if let Err(e) = stop_active() {
+            eprintln!("gpuscope: {e}");
+        }
+    }
+}
+
+pub(crate) struct Shared {
+    cupti: &'static Cupti,
+    pool: BufferPool,
+    buf_tx: Sender<(usize, usize)>,
+    host_tx: Sender<HostEvent>,
+    ctl_tx: Sender<Control>,
+    host_dropped: AtomicU64,
+    cupti_dropped: AtomicU64,
+    start_ns: u64,
+    subscriber: sys::CUpti_SubscriberHandle,
+    stopped: AtomicBool,
+    options: Profiler,
+}
+
+// SAFETY: the subscriber handle is an opaque id CUPTI accepts from any
+// thread; the rest is Sync on its own.
+unsafe impl Send for Shared {}
+// SAFETY: as above.
+unsafe impl Sync for Shared {}
+
+enum Control {
+    Finish(u64, Sender<Report>),
+}
+
+static ACTIVE: RwLock<Option<Arc<Shared>>> = RwLock::new(None);
+static DECODER: Mutex<Option<std::thread::JoinHandle<()>>> = Mutex::new(None);
+
+fn active() -> Option<Arc<Shared>> {
+    ACTIVE.read().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
+/// Sends a host event to the running session, if any; `make` gets CUPTI's
+/// timestamp. Never blocks: a full queue counts a drop.
+pub(crate) fn send_host_event(make: impl FnOnce(u64) -> HostEvent) {
+    let guard = ACTIVE.read().unwrap_or_else(|e| e.into_inner());
+    let Some(s) = guard.as_ref() else { return };
+    let ev = make(cupti::timestamp(s.cupti));
+    if let Err(TrySendError::Full(_)) = s.host_tx.try_send(ev) {
+        s.host_dropped.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+fn subscribe(cupti: &'static Cupti) -> Result<sys::CUpti_SubscriberHandle> {
+    let mut handle: sys::CUpti_SubscriberHandle = std::ptr::null_mut();
+    let mut old = [0 as std::ffi::c_char; 256];
+    let mut params = sys::CUpti_SubscriberParams {
+        structSize: std::mem::size_of::<sys::CUpti_SubscriberParams>(),
+        subscriberName: c"gpuscope".as_ptr(),
+        oldSubscriberName: old.as_mut_ptr(),
+        oldSubscriberSize: old.len(),
+    };
+    let f = sym!(cupti, cuptiSubscribe_v2).map_err(cupti::missing)?;
+    // SAFETY: all pointers are valid for the call; `api_callback` has the
+    // CUpti_CallbackFunc signature and catches every panic.
+    let r = unsafe { f(&mut handle, Some(api_callback), std::ptr::null_mut(), &mut params) };
+    if r == sys::CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED {
+        // SAFETY: CUPTI NUL-terminates within the buffer we gave it (zeroed).
+        let holder = unsafe { CStr::from_ptr(old.as_ptr()) }.to_string_lossy().into_owned();
+        let who = if holder.is_empty() {
+            "another tool (Nsight Systems/Compute, torch.profiler, ...)".to_string()
+        } else {
+            format!("{holder:?}")
+        };
+        return Err(Error::new(
+            ErrorKind::CuptiBusy,
+            format!("CUPTI is already in use by {who}; only one CUPTI subscriber per process is possible, so gpuscope is not profiling"),
+        ));
+    }
+    cupti::check(cupti, r, "cuptiSubscribe_v2")?;
+    Ok(handle)
+}
+
+const DRIVER_LAUNCHES: &[u32] = &[
+    sys::CUPTI_DRIVER_TRACE_CBID_cuLaunch,
+    sys::CUPTI_DRIVER_TRACE_CBID_cuLaunchGrid,
+    sys::CUPTI_DRIVER_TRACE_CBID_cuLaunchGridAsync,
+    sys::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
+    sys::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
+    sys::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,
+    sys::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
+    sys::CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel,
+    sys::CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz,
+    sys::CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernelMultiDevice,
+    sys::CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch,
+    sys::CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz,
+];
+
+const RUNTIME_LAUNCHES: &[u32] = &[
+    sys::CUPTI_RUNTIME_TRACE_CBID_cudaLaunch_v3020,
+    sys::CUPTI_RUNTIME_TRACE_CBID_cudaLaunch_ptsz_v7000,
+    sys::CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+    sys::CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000,
+    sys::CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060,
+    sys::CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060,
+    sys::CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000,
+    sys::CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_ptsz_v9000,
+    sys::CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernelMultiDevice_v9000,
+    sys::CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000,
+    sys::CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000,
+    sys::CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000,
+    sys::CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_ptsz_v13000,
+];
+
+fn is_graph_launch(domain: u32, cbid: u32) -> bool {
+    match domain {
+        sys::CUPTI_CB_DOMAIN_DRIVER_API => {
+            cbid == sys::CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch
+                || cbid == sys::CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz
+        }
+        _ => {
+            cbid == sys::CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000
+                || cbid == sys::CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000
+        }
+    }
+}
+
+/// The activity kinds a trace session records.
+pub(crate) const TRACE_KINDS: &[u32] = &[
+    sys::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+    sys::CUPTI_ACTIVITY_KIND_MEMCPY,
+    sys::CUPTI_ACTIVITY_KIND_MEMSET,
+    sys::CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
+];
+
+fn enable(cupti: &'static Cupti, sub: sys::CUpti_SubscriberHandle) -> Result<()> {
+    let en = sym!(cupti, cuptiEnableCallback).map_err(cupti::missing)?;
+    for (domain, list) in
+        [(sys::CUPTI_CB_DOMAIN_DRIVER_API, DRIVER_LAUNCHES), (sys::CUPTI_CB_DOMAIN_RUNTIME_API, RUNTIME_LAUNCHES)]
+    {
+        for &cbid in list {
+            // SAFETY: a valid subscriber; unknown cbids fail harmlessly.
+            unsafe { en(1, sub, domain, cbid) };
+        }
+    }
+    let reg = sym!(cupti, cuptiActivityRegisterCallbacks).map_err(cupti::missing)?;
+    // SAFETY: both callbacks have CUPTI's signatures and catch panics.
+    cupti::check(
+        cupti,
+        unsafe { reg(Some(buffer_requested), Some(buffer_completed)) },
+        "cuptiActivityRegisterCallbacks",
+    )?;
+    let act = sym!(cupti, cuptiActivityEnable).map_err(cupti::missing)?;
+    for &k in TRACE_KINDS {
+        // SAFETY: plain integer argument.
+        cupti::check(cupti, unsafe { act(k) }, "cuptiActivityEnable")?;
+    }
+    Ok(())
+}
+
+thread_local! {
+    // Set while a runtime launch is in progress on this thread, so the
+    // driver call it makes is not recorded a second time.
+    static IN_RUNTIME_LAUNCH: Cell<bool> = const { Cell::new(false) };
+}
+
+unsafe extern "C" fn api_callback(
+    _user: *mut c_void,
+    domain: sys::CUpti_CallbackDomain,
+    cbid: sys::CUpti_CallbackId,
+    data: *const c_void,
+) {
+    let _ = std::panic::catch_unwind(|| {
+        if data.is_null() || (domain != sys::CUPTI_CB_DOMAIN_RUNTIME_API && domain != sys::CUPTI_CB_DOMAIN_DRIVER_API) {
+            return;
+        }
+        // SAFETY: for the API domains CUPTI passes a CUpti_CallbackData.
+        let d = unsafe { &*(data as *const sys::CUpti_CallbackData) };
+        let enter = d.callbackSite == sys::CUPTI_API_ENTER;
+        if domain == sys::CUPTI_CB_DOMAIN_RUNTIME_API {
+            let _ = IN_RUNTIME_LAUNCH.try_with(|f| f.set(enter));
+        } else if IN_RUNTIME_LAUNCH.try_with(|f| f.get()).unwrap_or(false) {
+            return;
+        }
+        if !enter {
+            return;
+        }
+        let ctx = ranges::current();
+        let graph = is_graph_launch(domain, cbid);
+        let correlation_id = d.correlationId;
+        send_host_event(|_| HostEvent::Launch {
+            correlation_id,
+            tid: ctx.tid,
+            path: ctx.path,
+            instance: ctx.instance,
+            graph,
+        });
+    });
+}
+
+unsafe extern "C" fn buffer_requested(buffer: *mut *mut u8, size: *mut usize, max_records: *mut usize) {
+    let _ = std::panic::catch_unwind(|| {
+        let (p, n) = match active().and_then(|s| s.pool.take().map(|p| (p, s.pool.buffer_size()))) {
+            Some(x) => x,
+            // No buffer: CUPTI drops the records and counts them.
+            None => (std::ptr::null_mut(), 0),
+        };
+        // SAFETY: CUPTI passes valid out pointers.
+        unsafe {
+            *buffer = p;
+            *size = n;
+            *max_records = 0;
+        }
+    });
+}
+
+unsafe extern "C" fn buffer_completed(ctx: sys::CUcontext, stream: u32, buffer: *mut u8, size: usize, valid: usize) {
+    let _ = std::panic::catch_unwind(|| {
+        let Some(s) = active() else {
+            if !buffer.is_null() && size > 0 {
+                // Late buffer after the session: free it (pool layout).
+                // SAFETY: every buffer we hand out is size bytes, align 8.
+                unsafe { std::alloc::dealloc(buffer, std::alloc::Layout::from_size_align_unchecked(size, 8)) };
+            }
+            return;
+        };
+        if let Ok(f) = sym!(s.cupti, cuptiActivityGetNumDroppedRecords) {
+            let mut n = 0usize;
+            // SAFETY: out pointer is valid; ctx/stream come from CUPTI.
+            if unsafe { f(ctx, stream, &mut n) } == sys::CUPTI_SUCCESS {
+                s.cupti_dropped.fetch_add(n as u64, Ordering::Relaxed);
+            }
+        }
+        if buffer.is_null() {
+            return;
+        }
+        // The decoder walks it and gives it back to the pool. Unbounded,
+        // but at most max_buffers pointers can ever be in flight.
+        let _ = s.buf_tx.send((buffer as usize, valid));
+    });
+}
+
+fn decode_loop(
+    s: Arc<Shared>,
+    opts: AggregateOptions,
+    bufs: Receiver<(usize, usize)>,
+    host: Receiver<HostEvent>,
+    ctl: Receiver<Control>,
+) {
+    let mut agg = Aggregator::new(opts, DeviceTable::from_driver());
+    let drain_host = |agg: &mut Aggregator| {
+        while let Ok(e) = host.try_recv() {
+            agg.host_event(e);
+        }
+    };
+    let process = |agg: &mut Aggregator, (p, valid): (usize, usize)| {
+        // Launch events precede their kernels' records: apply them first.
+        while let Ok(e) = host.try_recv() {
+            agg.host_event(e);
+        }
+        let mut cursor = CuptiCursor { cupti: s.cupti, buf: p as *mut u8, valid, record: std::ptr::null_mut() };
+        agg.buffer(&mut cursor);
+        // SAFETY: CUPTI got this buffer from our pool and has completed it.
+        unsafe { s.pool.give_back(p as *mut u8) };
+    };
+    loop {
+        select! {
+            recv(bufs) -> b => if let Ok(b) = b { process(&mut agg, b) },
+            recv(host) -> e => if let Ok(e) = e { agg.host_event(e) },
+            recv(ctl) -> c => {
+                let Ok(Control::Finish(end, reply)) = c else { return };
+                while let Ok(b) = bufs.try_recv() { process(&mut agg, b); }
+                drain_host(&mut agg);
+                agg.drops.cupti_records += s.cupti_dropped.load(Ordering::Relaxed);
+                agg.drops.buffer_requests_refused += s.pool.refused();
+                agg.drops.host_events += s.host_dropped.load(Ordering::Relaxed);
+                let report = agg.finish(s.start_ns, end);
+                let _ = reply.send(report);
+                return;
+            },
+            default(Duration::from_millis(200)) => {},
+        }
+    }
+}
+
+fn stop_active() -> Result<Report> {
+    let Some(s) = active() else {
+        return Err(Error::new(ErrorKind::SessionActive, "no gpuscope session is running"));
+    };
+    let decoder = DECODER.lock().unwrap_or_else(|e| e.into_inner()).take();
+    let report = finish(&s, decoder)?;
+    if let Some((path, format)) = &s.options.output {
+        report.write(path, *format)?;
+    }
+    Ok(report)
+}
+
+/// Detaches from CUPTI, drains the decoder and builds the report.
+fn finish(s: &Arc<Shared>, decoder: Option<std::thread::JoinHandle<()>>) -> Result<Report> {
+    if s.stopped.swap(true, Ordering::AcqRel) {
+        return Err(Error::new(ErrorKind::SessionActive, "the session is already stopping"));
+    }
+    let c = s.cupti;
+    // SAFETY (all calls below): plain arguments; the subscriber is ours.
+    if let Ok(f) = sym!(c, cuptiEnableDomain) {
+        unsafe {
+            f(0, s.subscriber, sys::CUPTI_CB_DOMAIN_DRIVER_API);
+            f(0, s.subscriber, sys::CUPTI_CB_DOMAIN_RUNTIME_API);
+        }
+    }
+    if let Ok(f) = sym!(c, cuptiActivityFlushAll) {
+        unsafe { f(sys::CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) };
+    }
+    if let Ok(f) = sym!(c, cuptiActivityDisable) {
+        for &k in TRACE_KINDS {
+            unsafe { f(k) };
+        }
+    }
+    if let Ok(f) = sym!(c, cuptiActivityFlushAll) {
+        unsafe { f(sys::CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) };
+    }
+    if let Ok(f) = sym!(c, cuptiUnsubscribe) {
+        unsafe { f(s.subscriber) };
+    }
+    let end = cupti::timestamp(c);
+    let (tx, rx) = bounded(1);
+    let report = if s.ctl_tx.send(Control::Finish(end, tx)).is_ok() { rx.recv().ok() } else { None };
+    if let Some(d) = decoder {
+        let _ = d.join();
+    }
+    nvtx_rs::tool::set_handler(None);
+    *ACTIVE.write().unwrap_or_else(|e| e.into_inner()) = None;
+    report.ok_or_else(|| Error::new(ErrorKind::Io, "the decoder thread ended without a report"))
+}
+
+fn register_atexit() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        extern "C" fn at_exit() {
+            let _ = std::panic::catch_unwind(|| {
+                let Some(s) = active() else { return };
+                let wants_output = s.options.output.is_some();
+                let quiet = s.options.quiet;
+                match stop_active() {
+                    Ok(r) if wants_output && !quiet => {
+                        eprintln!(
+                            "gpuscope: {} kernels, report written at exit",
+                            r.kernels.iter().map(|k| k.stats.launches).sum::<u64>()
+                        )
+                    }
+                    Ok(_) => {}
+                    Err(e) => eprintln!("gpuscope: at exit: {e}"),
+                }
+            });
+        }
+        // SAFETY: at_exit is a plain extern "C" fn that catches panics.
+        unsafe { libc::atexit(at_exit) };
+    });
+}

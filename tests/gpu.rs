@@ -1,0 +1,158 @@
+//! GPU tests: the quickstart workload under the profiler. Run on a machine
+//! with an NVIDIA GPU: `cargo test -- --include-ignored` (or, here,
+//! `../shared/gpu/bundle` then `bash .gpu/run tests` on the device).
+
+#[path = "../examples/workload.rs"]
+#[allow(dead_code)]
+mod workload;
+
+use gpuscope::{Profiler, Report};
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+// One session per process at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn ctx() -> std::sync::Arc<cudarc::driver::CudaContext> {
+    cudarc::driver::CudaContext::new(0).expect("a CUDA device")
+}
+
+fn profile(sizes: workload::Sizes, trace: usize) -> (workload::Expected, Report) {
+    let ctx = ctx();
+    let session = Profiler::new().keep_trace(trace).start().expect("profiler starts");
+    let expected = workload::run(&ctx, sizes).expect("workload runs");
+    let report = session.stop().expect("report");
+    (expected, report)
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn reports_exactly_the_kernels_launched_under_their_nvtx_paths() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (expected, r) = profile(workload::Sizes::small(), 100_000);
+    println!("{}", r.to_table(100));
+    let got: BTreeMap<(String, String), u64> =
+        r.path_kernels.iter().map(|p| ((p.path.to_string(), p.name.clone()), p.stats.launches)).collect();
+    assert_eq!(got, expected, "launches per (NVTX path, kernel)");
+    assert!(r.drops.is_empty(), "nothing may be dropped here: {:?}", r.drops);
+
+    let t = r.trace.as_ref().expect("trace kept");
+    let s = workload::Sizes::small();
+    for k in &t.kernels {
+        assert!(k.end_ns > k.start_ns, "{} has a duration", k.name);
+        assert!(k.thread != 0, "{} has its launching thread", k.name);
+        let occ = k.occupancy.unwrap_or_else(|| panic!("{} has theoretical occupancy", k.name));
+        assert!(occ.theoretical_pct > 0.0 && occ.theoretical_pct <= 100.0);
+        match k.name.as_str() {
+            "vector_add" => assert_eq!(k.block, [256, 1, 1]),
+            "softmax_fused" => {
+                assert_eq!((k.grid, k.block), ([s.rows as i32, 1, 1], [256, 1, 1]));
+                assert_eq!(k.dynamic_smem_bytes as usize, (s.cols + 256) * 4);
+                assert!(k.smem_carveout_bytes as usize >= (s.cols + 256) * 4);
+            }
+            "tiny" => assert_eq!((k.grid, k.block), ([1, 1, 1], [32, 1, 1])),
+            n if n.contains("matmul_tiled<16>") => {
+                let tiles = s.matmul_n.div_ceil(16) as i32;
+                assert_eq!((k.grid, k.block), ([tiles, tiles, 1], [16, 16, 1]));
+                assert!(k.static_smem_bytes >= 2 * 16 * 16 * 4);
+            }
+            _ => {}
+        }
+    }
+    let graph: Vec<_> = t.kernels.iter().filter(|k| k.graph_id != 0).collect();
+    assert_eq!(graph.len(), 3 * s.reps);
+    assert!(graph.iter().all(|k| k.path.to_string() == "quickstart/graph replay"));
+
+    // Ranges: every phase was entered, and the outer range holds them all.
+    let range = |p: &str| r.ranges.iter().find(|g| g.path.to_string() == p).unwrap_or_else(|| panic!("range {p}"));
+    let all = range("quickstart");
+    assert_eq!(all.count, 1);
+    assert!(all.gpu_busy_ns > 0 && all.gpu_busy_ns <= all.wall_ns + 1_000_000);
+    assert_eq!(range("quickstart/softmax/naive").kernel_launches, 3 * s.reps as u64);
+    let v: serde_json::Value = serde_json::from_str(&r.to_chrome_trace()).expect("chrome trace parses");
+    assert!(v["traceEvents"].as_array().unwrap().iter().any(|e| e["cat"] == "kernel"));
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn sessions_can_follow_each_other_and_see_only_their_own_kernels() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (e1, r1) = profile(workload::Sizes::small(), 0);
+    let (e2, r2) = profile(workload::Sizes::small(), 0);
+    let total = |e: &workload::Expected| e.values().sum::<u64>();
+    let launches = |r: &Report| r.kernels.iter().map(|k| k.stats.launches).sum::<u64>();
+    assert_eq!(launches(&r1), total(&e1));
+    assert_eq!(launches(&r2), total(&e2));
+    // A second session while one runs is refused, not corrupted.
+    let s = Profiler::new().start().unwrap();
+    let err = Profiler::new().start().err().expect("second session refused");
+    assert_eq!(err.kind(), gpuscope::ErrorKind::SessionActive);
+    drop(s);
+}
+
+/// Run by `theoretical_occupancy_matches_ncu` in a child process under ncu
+/// (ncu holds CUPTI, so no gpuscope session here). Does nothing otherwise.
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn ncu_child_workload() {
+    if std::env::var_os("GPUSCOPE_NCU_CHILD").is_none() {
+        return;
+    }
+    workload::run(&ctx(), workload::Sizes::small()).expect("workload runs");
+}
+
+/// The kernel's base name: `matmul_tiled<16>(...)` -> `matmul_tiled`.
+fn base(name: &str) -> String {
+    let s = name.split('(').next().unwrap_or(name);
+    let s = s.split('<').next().unwrap_or(s);
+    s.rsplit(' ').next().unwrap_or(s).to_string()
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn theoretical_occupancy_matches_ncu() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // Ours, per kernel launch configuration.
+    let (_, r) = profile(workload::Sizes::small(), 100_000);
+    let mut ours: BTreeMap<String, f64> = BTreeMap::new();
+    for k in &r.trace.as_ref().unwrap().kernels {
+        let o = k.occupancy.expect("occupancy").theoretical_pct;
+        if let Some(prev) = ours.insert(base(&k.name), o) {
+            assert_eq!(prev, o, "one value per kernel in this workload");
+        }
+    }
+    // ncu's, on the same workload in a child process.
+    let exe = std::env::current_exe().unwrap();
+    let out = std::process::Command::new("ncu")
+        .args(["--clock-control", "none", "--metrics", "sm__maximum_warps_per_active_cycle_pct", "--csv"])
+        .arg(&exe)
+        .args(["--exact", "ncu_child_workload", "--include-ignored", "--test-threads=1"])
+        .env("GPUSCOPE_NCU_CHILD", "1")
+        .output()
+        .expect("ncu runs (it is on the device's PATH)");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "ncu failed: {}\n{}", text, String::from_utf8_lossy(&out.stderr));
+    let mut theirs: BTreeMap<String, f64> = BTreeMap::new();
+    let mut header: Option<Vec<String>> = None;
+    for line in text.lines().filter(|l| l.starts_with('"')) {
+        let cells: Vec<String> = line.trim_matches('"').split("\",\"").map(str::to_string).collect();
+        let Some(h) = &header else {
+            header = Some(cells);
+            continue;
+        };
+        let col = |n: &str| h.iter().position(|c| c == n).unwrap_or_else(|| panic!("ncu column {n}"));
+        if cells[col("Metric Name")] != "sm__maximum_warps_per_active_cycle_pct" {
+            continue;
+        }
+        let v: f64 = cells[col("Metric Value")].replace(',', "").parse().unwrap();
+        theirs.insert(base(&cells[col("Kernel Name")]), v);
+    }
+    println!("kernel               gpuscope      ncu");
+    for (k, v) in &ours {
+        println!("{k:<20} {v:>8.2} {:>8.2}", theirs.get(k).copied().unwrap_or(f64::NAN));
+    }
+    assert_eq!(ours.keys().collect::<Vec<_>>(), theirs.keys().collect::<Vec<_>>(), "same kernels");
+    for (k, v) in &ours {
+        assert!((v - theirs[k]).abs() < 0.01, "{k}: gpuscope {v} vs ncu {}", theirs[k]);
+    }
+}

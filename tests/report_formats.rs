@@ -1,0 +1,320 @@
+//! CPU tests: synthetic CUPTI 13 activity buffers and host events folded into
+//! a report, then the report's JSON, Chrome trace and table.
+
+use cupti_sys as sys;
+use gpuscope::occupancy::{Limiter, SmLimits};
+use gpuscope::report::{DeviceInfo, Format, Report};
+use gpuscope::testing::{HostEvent, Replay};
+use std::ffi::CStr;
+
+fn h200() -> DeviceInfo {
+    DeviceInfo { id: 0, name: "NVIDIA H200".into(), sm_count: 132, limits: SmLimits::SM_90 }
+}
+
+fn bytes_of<T: Copy>(v: &T) -> Vec<u8> {
+    // SAFETY: T is a plain-data CUPTI record struct; reading its bytes is
+    // what CUPTI's consumers do.
+    unsafe { std::slice::from_raw_parts(v as *const T as *const u8, std::mem::size_of::<T>()) }.to_vec()
+}
+
+struct K {
+    name: &'static CStr,
+    corr: u32,
+    start: u64,
+    end: u64,
+    block: i32,
+    regs: u16,
+    dyn_smem: i32,
+    stream: u32,
+}
+
+fn kernel(k: &K) -> Vec<u8> {
+    // SAFETY: an all-zero CUpti_ActivityKernel10 is a valid value (integers
+    // and null pointers).
+    let mut r: sys::CUpti_ActivityKernel10 = unsafe { std::mem::zeroed() };
+    r.kind = sys::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+    r.name = k.name.as_ptr();
+    r.correlationId = k.corr;
+    r.start = k.start;
+    r.end = k.end;
+    r.streamId = k.stream;
+    r.contextId = 1;
+    (r.gridX, r.gridY, r.gridZ) = (1024, 1, 1);
+    (r.blockX, r.blockY, r.blockZ) = (k.block, 1, 1);
+    r.registersPerThread = k.regs;
+    r.dynamicSharedMemory = k.dyn_smem;
+    r.sharedMemoryExecuted = 228 * 1024;
+    bytes_of(&r)
+}
+
+fn memcpy(corr: u32, start: u64, end: u64, bytes: u64) -> Vec<u8> {
+    // SAFETY: all-zero is a valid CUpti_ActivityMemcpy6.
+    let mut r: sys::CUpti_ActivityMemcpy6 = unsafe { std::mem::zeroed() };
+    r.kind = sys::CUPTI_ACTIVITY_KIND_MEMCPY;
+    r.copyKind = sys::CUPTI_ACTIVITY_MEMCPY_KIND_HTOD as u8;
+    r.srcKind = sys::CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE as u8;
+    r.dstKind = sys::CUPTI_ACTIVITY_MEMORY_KIND_DEVICE as u8;
+    r.bytes = bytes;
+    r.start = start;
+    r.end = end;
+    r.correlationId = corr;
+    bytes_of(&r)
+}
+
+fn memset(start: u64, end: u64) -> Vec<u8> {
+    // SAFETY: all-zero is a valid CUpti_ActivityMemset4.
+    let mut r: sys::CUpti_ActivityMemset4 = unsafe { std::mem::zeroed() };
+    r.kind = sys::CUPTI_ACTIVITY_KIND_MEMSET;
+    r.bytes = 4096;
+    r.start = start;
+    r.end = end;
+    bytes_of(&r)
+}
+
+fn sync(start: u64, end: u64) -> Vec<u8> {
+    // SAFETY: all-zero is a valid CUpti_ActivitySynchronization2.
+    let mut r: sys::CUpti_ActivitySynchronization2 = unsafe { std::mem::zeroed() };
+    r.kind = sys::CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
+    r.start = start;
+    r.end = end;
+    bytes_of(&r)
+}
+
+/// Two phases ("train/forward", "train/backward"), kernels on two threads'
+/// ranges, records delivered out of order in two buffers.
+fn workload(trace_cap: usize) -> Report {
+    let mut rp = Replay::new(vec![h200()], trace_cap);
+    let train = rp.path(&["train"]);
+    let fwd = rp.path(&["train", "forward"]);
+    let bwd = rp.path(&["train", "backward"]);
+    let ev = [
+        HostEvent::Push { instance: 1, parent: 0, path: train, tid: 7, ts: 1_000 },
+        HostEvent::Push { instance: 2, parent: 1, path: fwd, tid: 7, ts: 1_100 },
+        HostEvent::Launch { correlation_id: 10, tid: 7, path: fwd, instance: 2, graph: false },
+        HostEvent::Launch { correlation_id: 11, tid: 7, path: fwd, instance: 2, graph: false },
+        HostEvent::Pop { instance: 2, ts: 2_000 },
+        HostEvent::Push { instance: 3, parent: 1, path: bwd, tid: 7, ts: 2_100 },
+        HostEvent::Launch { correlation_id: 12, tid: 7, path: bwd, instance: 3, graph: true },
+        HostEvent::Pop { instance: 3, ts: 5_000 },
+        HostEvent::Pop { instance: 1, ts: 6_000 },
+        HostEvent::Launch { correlation_id: 13, tid: 9, path: 0, instance: 0, graph: false },
+        HostEvent::ThreadName { tid: 7, name: "trainer".into() },
+        HostEvent::UnbalancedPop { tid: 9 },
+    ];
+    for e in ev {
+        rp.host_event(e);
+    }
+    let add = |v: Vec<u8>, buf: &mut Vec<u8>| buf.extend(v);
+    let mut b1 = Vec::new();
+    // Second kernel of "forward" arrives first; they overlap (two streams).
+    add(
+        kernel(&K {
+            name: c"_Z12matmul_tiledILi16EEvPKfS1_Pfi",
+            corr: 11,
+            start: 1_500,
+            end: 2_500,
+            block: 256,
+            regs: 44,
+            dyn_smem: 0,
+            stream: 14,
+        }),
+        &mut b1,
+    );
+    add(
+        kernel(&K {
+            name: c"vector_add",
+            corr: 10,
+            start: 1_200,
+            end: 1_800,
+            block: 256,
+            regs: 16,
+            dyn_smem: 0,
+            stream: 13,
+        }),
+        &mut b1,
+    );
+    add(memcpy(9, 900, 1_000, 1 << 20), &mut b1);
+    add(memset(950, 960), &mut b1);
+    add(sync(2_600, 2_700), &mut b1);
+    rp.buffer(&b1);
+    let mut b2 = Vec::new();
+    // A graph launch: two kernels share correlation id 12.
+    add(
+        kernel(&K {
+            name: c"softmax_fused",
+            corr: 12,
+            start: 2_200,
+            end: 3_200,
+            block: 256,
+            regs: 32,
+            dyn_smem: 64 * 1024,
+            stream: 13,
+        }),
+        &mut b2,
+    );
+    add(
+        kernel(&K {
+            name: c"softmax_fused",
+            corr: 12,
+            start: 3_400,
+            end: 4_400,
+            block: 256,
+            regs: 32,
+            dyn_smem: 64 * 1024,
+            stream: 13,
+        }),
+        &mut b2,
+    );
+    // No range open on thread 9; and a kernel whose launch was never seen.
+    add(
+        kernel(&K { name: c"tiny", corr: 13, start: 7_000, end: 7_010, block: 32, regs: 8, dyn_smem: 0, stream: 13 }),
+        &mut b2,
+    );
+    add(
+        kernel(&K { name: c"tiny", corr: 99, start: 7_100, end: 7_110, block: 32, regs: 8, dyn_smem: 0, stream: 13 }),
+        &mut b2,
+    );
+    rp.buffer(&b2);
+    rp.finish(0, 10_000)
+}
+
+#[test]
+fn kernels_are_counted_per_name_and_attributed_to_their_nvtx_path() {
+    let r = workload(0);
+    let k = |n: &str| r.kernels.iter().find(|k| k.name == n).unwrap_or_else(|| panic!("no kernel {n}"));
+    assert_eq!(k("softmax_fused").stats.launches, 2);
+    assert_eq!(k("softmax_fused").stats.total_ns, 2_000);
+    assert_eq!(k("tiny").stats.launches, 2);
+    assert_eq!(k("tiny").stats.min_ns, 10);
+    // Demangled, not the raw symbol.
+    assert!(r.kernels.iter().any(|k| k.name == "void matmul_tiled<16>(float const*, float const*, float*, int)"));
+    // Most GPU time first.
+    assert_eq!(r.kernels[0].name, "softmax_fused");
+
+    let at = |path: &str, name: &str| {
+        r.path_kernels.iter().find(|p| p.path.to_string() == path && p.name.starts_with(name)).map(|p| p.stats.launches)
+    };
+    assert_eq!(at("train/forward", "vector_add"), Some(1));
+    assert_eq!(at("train/forward", "void matmul_tiled"), Some(1));
+    assert_eq!(at("train/backward", "softmax_fused"), Some(2), "graph kernels get the graph launch's path");
+    assert_eq!(at("(no range)", "tiny"), Some(2));
+    assert_eq!(r.drops.unattributed_kernels, 1);
+    assert_eq!(r.drops.unbalanced_pops, 1);
+}
+
+#[test]
+fn ranges_get_wall_time_gpu_busy_union_and_utilisation() {
+    let r = workload(0);
+    let g = |p: &str| r.ranges.iter().find(|g| g.path.to_string() == p).unwrap();
+    let fwd = g("train/forward");
+    assert_eq!(fwd.wall_ns, 900);
+    // [1200,1800] U [1500,2500] = 1300 ns busy; inside [1100,2000]: 800.
+    assert_eq!(fwd.gpu_busy_ns, 1_300);
+    assert!((fwd.gpu_utilization_pct - 800.0 / 900.0 * 100.0).abs() < 1e-9);
+    let train = g("train");
+    assert_eq!(train.wall_ns, 5_000);
+    // [1200,2500] U [2200,3200] U [3400,4400]: forward and backward overlap.
+    assert_eq!(train.gpu_busy_ns, 2_000 + 1_000);
+    assert_eq!(train.kernel_launches, 3, "launch API calls inside, nested included");
+    assert_eq!(g("train/backward").count, 1);
+}
+
+#[test]
+fn theoretical_occupancy_is_computed_per_launch() {
+    let r = workload(1000);
+    let t = r.trace.as_ref().unwrap();
+    let mm = t.kernels.iter().find(|k| k.name.contains("matmul")).unwrap();
+    let o = mm.occupancy.unwrap();
+    assert_eq!(o.theoretical_pct, 62.5);
+    assert_eq!(o.limiter, Limiter::Registers);
+    let sm = t.kernels.iter().find(|k| k.name == "softmax_fused").unwrap().occupancy.unwrap();
+    assert_eq!(sm.limiter, Limiter::SharedMemory);
+    assert_eq!(sm.blocks_per_sm, 3);
+    assert_eq!(mm.path.to_string(), "train/forward");
+    assert_eq!(mm.thread, 7);
+}
+
+#[test]
+fn memory_records_are_summarised() {
+    let r = workload(0);
+    assert_eq!(r.memory.memcpy.len(), 1);
+    let c = &r.memory.memcpy[0];
+    assert_eq!((c.kind.as_str(), c.count, c.bytes, c.total_ns, c.pageable), ("HtoD", 1, 1 << 20, 100, 1));
+    assert_eq!(r.memory.memset.count, 1);
+    assert_eq!(r.memory.synchronizations, 1);
+}
+
+#[test]
+fn json_round_trips_with_a_schema_version() {
+    let r = workload(100);
+    let s = r.to_json();
+    let v: serde_json::Value = serde_json::from_str(&s).unwrap();
+    assert_eq!(v["schema_version"], 1);
+    assert_eq!(Report::from_json(&s).unwrap(), r);
+    assert!(Report::from_json("{\"nope\": 1}").is_err());
+}
+
+#[test]
+fn chrome_trace_parses_and_has_gpu_stream_and_host_thread_tracks() {
+    let r = workload(100);
+    let v: serde_json::Value = serde_json::from_str(&r.to_chrome_trace()).unwrap();
+    let ev = v["traceEvents"].as_array().unwrap();
+    let kernels: Vec<_> = ev.iter().filter(|e| e["cat"] == "kernel").collect();
+    assert_eq!(kernels.len(), 6);
+    assert!(kernels.iter().all(|k| k["ph"] == "X" && k["pid"] == 100));
+    let streams: std::collections::BTreeSet<_> = kernels.iter().map(|k| k["tid"].as_u64().unwrap()).collect();
+    assert_eq!(streams.into_iter().collect::<Vec<_>>(), vec![13, 14]);
+    let ranges: Vec<_> = ev.iter().filter(|e| e["cat"] == "nvtx").collect();
+    assert_eq!(ranges.len(), 3);
+    assert!(ranges.iter().all(|e| e["pid"] == 1 && e["tid"] == 7));
+    assert!(ev.iter().any(|e| e["cat"] == "memory" && e["name"] == "HtoD"));
+    assert!(ev.iter().any(|e| e["ph"] == "M" && e["args"]["name"] == "trainer"));
+    assert!(ev.iter().any(|e| e["ph"] == "M" && e["args"]["name"] == "stream 13"));
+    // Times are us from the session start.
+    let va = kernels.iter().find(|k| k["name"] == "vector_add").unwrap();
+    assert_eq!(va["ts"].as_f64().unwrap(), 1.2);
+    assert_eq!(va["dur"].as_f64().unwrap(), 0.6);
+}
+
+#[test]
+fn the_table_shows_the_tree_within_100_columns() {
+    let r = workload(0);
+    let t = r.render(Format::Table);
+    println!("{t}");
+    for line in t.lines() {
+        assert!(line.chars().count() <= 100, "too wide: {line:?}");
+    }
+    let pos = |s: &str| t.find(s).unwrap_or_else(|| panic!("{s:?} missing from\n{t}"));
+    assert!(pos("train") < pos("  forward"));
+    assert!(pos("  forward") < pos("    · vector_add"));
+    assert!(pos("  backward") < pos("    · softmax_fused"), "{t}");
+    assert!(t.contains("(no range)"));
+    assert!(t.contains("1 kernels with no launch seen"));
+    assert!(t.contains("matmul_tiled<16>"));
+}
+
+#[test]
+fn the_trace_cap_bounds_records_and_counts_the_rest() {
+    let r = workload(2);
+    let t = r.trace.unwrap();
+    assert_eq!(t.kernels.len(), 2);
+    assert_eq!(r.drops.trace_kernels_over_cap, 4);
+    assert_eq!(r.kernels.iter().map(|k| k.stats.launches).sum::<u64>(), 6, "statistics keep everything");
+}
+
+#[test]
+fn truncated_and_unknown_buffers_count_undecodable_records() {
+    let mut rp = Replay::new(vec![h200()], 0);
+    let mut b = kernel(&K { name: c"k", corr: 1, start: 0, end: 10, block: 32, regs: 8, dyn_smem: 0, stream: 1 });
+    let full = b.len();
+    b.extend(kernel(&K { name: c"k", corr: 2, start: 20, end: 30, block: 32, regs: 8, dyn_smem: 0, stream: 1 }));
+    b.truncate(full + 100); // the second record is cut short
+    rp.buffer(&b);
+    // A kind this decoder does not size (e.g. a marker record) stops the walk.
+    let mut unknown = vec![0u8; 64];
+    unknown[..4].copy_from_slice(&sys::CUPTI_ACTIVITY_KIND_MARKER.to_ne_bytes());
+    rp.buffer(&unknown);
+    let r = rp.finish(0, 100);
+    assert_eq!(r.kernels[0].stats.launches, 1);
+    assert_eq!(r.drops.undecodable_records, 2);
+}
