@@ -173,9 +173,11 @@ pub fn theoretical(l: &SmLimits, s: &LaunchShape) -> Option<Occupancy> {
     let by_smem = if per_block == 0 {
         u32::MAX
     } else {
-        let mut sm = s.smem_carveout as u64;
+        // Unknown carveout: the calculator's default preference, the SM's
+        // whole shared memory.
+        let mut sm = if s.smem_carveout == 0 { l.smem_per_sm as u64 } else { s.smem_carveout as u64 };
         if sm < per_block {
-            // Unknown or too small: the driver would pick the next size up.
+            // Too small for one block: the driver would pick the next size up.
             sm = carveouts_kb(l)
                 .iter()
                 .map(|kb| *kb as u64 * 1024)
@@ -271,8 +273,10 @@ mod tests {
         // 8 KB + 1 KB per block: a 32 KB carveout holds 3, 228 KB holds 25.
         assert_eq!(occ(64, 16, 8 * 1024, 32 * 1024).blocks_per_sm, 3);
         assert_eq!(occ(64, 16, 8 * 1024, 228 * 1024).blocks_per_sm, 25);
-        // Unknown carveout: the smallest that fits one block (16 KB) -> 1.
-        assert_eq!(occ(64, 16, 8 * 1024, 0).blocks_per_sm, 1);
+        // Unknown carveout: the whole 228 KB, as CUDA's calculator assumes.
+        assert_eq!(occ(64, 16, 8 * 1024, 0).blocks_per_sm, 25);
+        // A carveout smaller than one block rounds up to the next size (16 KB).
+        assert_eq!(occ(64, 16, 8 * 1024, 8 * 1024).blocks_per_sm, 1);
     }
 
     #[test]
@@ -292,8 +296,8 @@ mod tests {
 
     #[test]
     fn odd_thread_counts_round_up_to_whole_warps() {
-        // 100 threads = 4 warps; 64/4 = 16 blocks by warps; 32 regs: 2048
-        // per warp -> 8 warps per sub-partition -> 32 warps -> 8 blocks.
+        // 100 threads = 4 warps; 64/4 = 16 blocks by warps; 32 regs: 1024
+        // per warp -> 16 warps per sub-partition -> 64 warps -> 16 blocks.
         let o = occ(100, 32, 0, 0);
         assert_eq!(o.block_limit_warps, 16);
         assert_eq!(o.block_limit_registers, 16);
