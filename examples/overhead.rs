@@ -44,6 +44,30 @@ unsafe extern "C" fn raw_complete(_c: sys::CUcontext, _s: u32, b: *mut u8, _size
     }
 }
 
+unsafe extern "C" fn empty_callback(_u: *mut std::ffi::c_void, _d: u32, _c: u32, _p: *const std::ffi::c_void) {}
+
+static RAW_SUB: Mutex<usize> = Mutex::new(0);
+
+/// (b2): (b) plus an empty CUPTI callback on the driver launch APIs: what
+/// subscribing to launches costs before gpuscope does anything in it.
+fn raw_callbacks(on: bool) {
+    let (c, _) = RAW.get().expect("raw_cupti ran first");
+    let mut sub = RAW_SUB.lock().unwrap();
+    // SAFETY: plain CUPTI calls; the callback does nothing.
+    unsafe {
+        if on {
+            let mut h: sys::CUpti_SubscriberHandle = std::ptr::null_mut();
+            assert_eq!(sys::sym!(c, cuptiSubscribe).unwrap()(&mut h, Some(empty_callback), std::ptr::null_mut()), 0);
+            for cbid in [sys::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, sys::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx] {
+                sys::sym!(c, cuptiEnableCallback).unwrap()(1, h, sys::CUPTI_CB_DOMAIN_DRIVER_API, cbid);
+            }
+            *sub = h as usize;
+        } else {
+            sys::sym!(c, cuptiUnsubscribe).unwrap()(*sub as sys::CUpti_SubscriberHandle);
+        }
+    }
+}
+
 fn raw_cupti(on: bool) {
     let (c, _) = RAW.get_or_init(|| {
         let c = sys::load_cupti().expect("libcupti");
@@ -60,6 +84,8 @@ fn raw_cupti(on: bool) {
             sys::sym!(c, cuptiActivityFlushAll).unwrap()(sys::CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
             sys::sym!(c, cuptiActivityDisable).unwrap()(sys::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
             sys::sym!(c, cuptiActivityFlushAll).unwrap()(sys::CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+            // As gpuscope does at stop, so neither leaves CUPTI attached.
+            sys::sym!(c, cuptiFinalize).unwrap()();
         }
     }
 }
@@ -140,6 +166,11 @@ fn main() {
             raw_cupti(true);
             record(format!("{name} b"), w.run(name, n));
             raw_cupti(false);
+            raw_cupti(true);
+            raw_callbacks(true);
+            record(format!("{name} b2"), w.run(name, n));
+            raw_callbacks(false);
+            raw_cupti(false);
             let t = Instant::now();
             let s = gpuscope::Profiler::new().start().expect("gpuscope starts");
             let started = t.elapsed().as_secs_f64();
@@ -189,7 +220,14 @@ fn main() {
             (c - a) / (b - a),
             c / a
         );
-        println!("{:<26} b-a per launch {:.3} us", "", (b - a) / n as f64 * 1e6);
+        let b2 = get(&format!("{name} b2"));
+        println!(
+            "{:<26} per launch: b-a {:.3} us, b2-a {:.3} us (CUPTI + empty launch callback: {:.1}ms)",
+            "",
+            (b - a) / n as f64 * 1e6,
+            (b2 - a) / n as f64 * 1e6,
+            b2 * 1e3
+        );
     }
     let (st, sp): (Vec<f64>, Vec<f64>) = start_stop.into_iter().unzip();
     println!(

@@ -218,6 +218,10 @@ fn graph_phase(
     let mut c = stream.alloc_zeros::<f32>(n)?;
     let n32 = n as i32;
     stream.synchronize()?;
+    // cudarc makes streams wait on events of earlier uncaptured work, which
+    // capture forbids; the stream was synchronised, so tracking can pause.
+    // SAFETY: no other stream touches these buffers until the graph ran.
+    unsafe { ctx.disable_event_tracking() };
     // Launches during capture are recorded into the graph, not run: they
     // are not kernels yet, and get no NVTX path of their own.
     stream.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
@@ -230,6 +234,8 @@ fn graph_phase(
     let graph = stream
         .end_capture(cudarc::driver::sys::CUgraphInstantiate_flags::CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH)?;
     let graph = graph.expect("capture produced a graph");
+    // SAFETY: re-enabling what was disabled above.
+    unsafe { ctx.enable_event_tracking() };
     {
         let _r = nvtx_rs::push("graph replay");
         for _ in 0..s.reps.max(1) {
