@@ -171,6 +171,20 @@ fn main() {
             record(format!("{name} b2"), w.run(name, n));
             raw_callbacks(false);
             raw_cupti(false);
+            // Variants, to see what each part of gpuscope costs.
+            let variants = [
+                (
+                    "c-kernels",
+                    gpuscope::Profiler::new().memory_records(false).sync_records(false).launch_attribution(false),
+                ),
+                ("c-noattr", gpuscope::Profiler::new().launch_attribution(false)),
+                ("c-nosync", gpuscope::Profiler::new().sync_records(false)),
+            ];
+            for (label, p) in variants {
+                let s = p.start().expect("gpuscope starts");
+                record(format!("{name} {label}"), w.run(name, n));
+                drop(s);
+            }
             let t = Instant::now();
             let s = gpuscope::Profiler::new().start().expect("gpuscope starts");
             let started = t.elapsed().as_secs_f64();
@@ -228,6 +242,10 @@ fn main() {
             (b2 - a) / n as f64 * 1e6,
             b2 * 1e3
         );
+        for v in ["c-kernels", "c-noattr", "c-nosync"] {
+            let x = get(&format!("{name} {v}"));
+            println!("{:<26} {v}: {:.1}ms, {:.3} us per launch over a", "", x * 1e3, (x - a) / n as f64 * 1e6);
+        }
     }
     let (st, sp): (Vec<f64>, Vec<f64>) = start_stop.into_iter().unzip();
     println!(

@@ -36,6 +36,9 @@ pub struct Profiler {
     max_live_ranges: usize,
     output: Option<(PathBuf, Format)>,
     quiet: bool,
+    memory_records: bool,
+    sync_records: bool,
+    attribution: bool,
 }
 
 impl Default for Profiler {
@@ -48,6 +51,9 @@ impl Default for Profiler {
             max_live_ranges: 100_000,
             output: None,
             quiet: false,
+            memory_records: true,
+            sync_records: true,
+            attribution: true,
         }
     }
 }
@@ -96,6 +102,39 @@ impl Profiler {
     pub fn output(mut self, path: impl Into<PathBuf>, format: Format) -> Self {
         self.output = Some((path.into(), format));
         self
+    }
+
+    /// Record memcpy and memset operations (default on).
+    pub fn memory_records(mut self, on: bool) -> Self {
+        self.memory_records = on;
+        self
+    }
+
+    /// Record host waits: stream, event and context synchronisation
+    /// (default on).
+    pub fn sync_records(mut self, on: bool) -> Self {
+        self.sync_records = on;
+        self
+    }
+
+    /// Attribute kernels to the launching thread and its NVTX ranges
+    /// (default on). Off, no launch callback runs: kernels are still timed
+    /// and counted, under "(no range)".
+    pub fn launch_attribution(mut self, on: bool) -> Self {
+        self.attribution = on;
+        self
+    }
+
+    /// The activity kinds these options record.
+    fn activity_kinds(&self) -> Vec<u32> {
+        let mut k = vec![sys::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL];
+        if self.memory_records {
+            k.extend([sys::CUPTI_ACTIVITY_KIND_MEMCPY, sys::CUPTI_ACTIVITY_KIND_MEMSET]);
+        }
+        if self.sync_records {
+            k.push(sys::CUPTI_ACTIVITY_KIND_SYNCHRONIZATION);
+        }
+        k
     }
 
     /// No summary on stderr when the report is written at exit.
@@ -161,7 +200,7 @@ impl Profiler {
         };
         *active = Some(shared.clone());
         drop(active);
-        if let Err(e) = enable(cupti, subscriber) {
+        if let Err(e) = enable(cupti, subscriber, &self) {
             let _ = finish(&shared, Some(decoder));
             return Err(e);
         }
@@ -358,7 +397,7 @@ fn enable(cupti: &'static Cupti, sub: sys::CUpti_SubscriberHandle) -> Result<()>
         "cuptiActivityRegisterCallbacks",
     )?;
     let act = sym!(cupti, cuptiActivityEnable).map_err(cupti::missing)?;
-    for &k in TRACE_KINDS {
+    for k in p.activity_kinds() {
         // SAFETY: plain integer argument.
         cupti::check(cupti, unsafe { act(k) }, "cuptiActivityEnable")?;
     }
@@ -519,7 +558,7 @@ fn finish(s: &Arc<Shared>, decoder: Option<std::thread::JoinHandle<()>>) -> Resu
         unsafe { f(sys::CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) };
     }
     if let Ok(f) = sym!(c, cuptiActivityDisable) {
-        for &k in TRACE_KINDS {
+        for k in s.options.activity_kinds() {
             unsafe { f(k) };
         }
     }
