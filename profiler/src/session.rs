@@ -371,19 +371,11 @@ fn is_graph_launch(domain: u32, cbid: u32) -> bool {
     }
 }
 
-/// The activity kinds a trace session records.
-pub(crate) const TRACE_KINDS: &[u32] = &[
-    sys::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
-    sys::CUPTI_ACTIVITY_KIND_MEMCPY,
-    sys::CUPTI_ACTIVITY_KIND_MEMSET,
-    sys::CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
-];
-
-fn enable(cupti: &'static Cupti, sub: sys::CUpti_SubscriberHandle) -> Result<()> {
+fn enable(cupti: &'static Cupti, sub: sys::CUpti_SubscriberHandle, p: &Profiler) -> Result<()> {
     let en = sym!(cupti, cuptiEnableCallback).map_err(cupti::missing)?;
-    for (domain, list) in
-        [(sys::CUPTI_CB_DOMAIN_DRIVER_API, DRIVER_LAUNCHES), (sys::CUPTI_CB_DOMAIN_RUNTIME_API, RUNTIME_LAUNCHES)]
-    {
+    let lists =
+        [(sys::CUPTI_CB_DOMAIN_DRIVER_API, DRIVER_LAUNCHES), (sys::CUPTI_CB_DOMAIN_RUNTIME_API, RUNTIME_LAUNCHES)];
+    for (domain, list) in lists.into_iter().filter(|_| p.attribution) {
         for &cbid in list {
             // SAFETY: a valid subscriber; unknown cbids fail harmlessly.
             unsafe { en(1, sub, domain, cbid) };
