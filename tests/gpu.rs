@@ -147,7 +147,7 @@ fn theoretical_occupancy_matches_ncu() {
         let v: f64 = cells[col("Metric Value")].replace(',', "").parse().unwrap();
         theirs.insert(base(&cells[col("Kernel Name")]), v);
     }
-    println!("kernel               gpuscope      ncu");
+    eprintln!("kernel               gpuscope      ncu");
     for (k, v) in &ours {
         println!("{k:<20} {v:>8.2} {:>8.2}", theirs.get(k).copied().unwrap_or(f64::NAN));
     }
