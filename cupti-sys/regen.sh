@@ -1,11 +1,19 @@
 #!/usr/bin/env bash
 # Regenerates src/bindings.rs from the CUDA 13.0 CUPTI headers.
 #
-# Needs bindgen-cli (cargo install bindgen-cli), libclang (Debian:
+# Needs bindgen-cli 0.73.2, libclang (Debian:
 # libclang-dev) and pip. The headers come from the PyPI wheels below, so no
 # CUDA install is needed. `regen.sh --check` compares instead of writing.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+# The committed file was made with this bindgen; other versions differ in
+# formatting, so --check insists on it.
+want="bindgen 0.73.2"
+have=$(bindgen --version 2>/dev/null || echo "no bindgen")
+if [ "$have" != "$want" ]; then
+  echo "cupti-sys/regen.sh needs $want (cargo install bindgen-cli --version 0.73.2 --locked); found: $have" >&2
+  exit 2
+fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 python3 -m pip download -q --no-deps -d "$work/whl" \

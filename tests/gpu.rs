@@ -156,3 +156,32 @@ fn theoretical_occupancy_matches_ncu() {
         assert!((v - theirs[k]).abs() < 0.01, "{k}: gpuscope {v} vs ncu {}", theirs[k]);
     }
 }
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn another_cupti_subscriber_is_reported_and_the_program_runs_on() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    use cupti_sys as sys;
+    let c = sys::load_cupti().expect("libcupti");
+    unsafe extern "C" fn nothing(_: *mut std::ffi::c_void, _: u32, _: u32, _: *const std::ffi::c_void) {}
+    let mut h: sys::CUpti_SubscriberHandle = std::ptr::null_mut();
+    let mut params = sys::CUpti_SubscriberParams {
+        structSize: std::mem::size_of::<sys::CUpti_SubscriberParams>(),
+        subscriberName: c"other-tool".as_ptr(),
+        oldSubscriberName: std::ptr::null_mut(),
+        oldSubscriberSize: 0,
+    };
+    // SAFETY: valid out pointers and a callback that does nothing.
+    let r =
+        unsafe { sys::sym!(c, cuptiSubscribe_v2).unwrap()(&mut h, Some(nothing), std::ptr::null_mut(), &mut params) };
+    assert_eq!(r, 0, "the stand-in tool subscribes");
+    let err = Profiler::new().start().err().expect("gpuscope must refuse a held CUPTI");
+    eprintln!("gpuscope said: {err}");
+    assert_eq!(err.kind(), gpuscope::ErrorKind::CuptiBusy);
+    // The program carries on: CUDA works while gpuscope stands aside.
+    workload::run(&ctx(), workload::Sizes::small()).expect("workload runs");
+    // SAFETY: our own subscriber.
+    unsafe { sys::sym!(c, cuptiUnsubscribe).unwrap()(h) };
+    let s = Profiler::new().start().expect("free again after the other tool left");
+    assert!(s.stop().is_ok());
+}

@@ -109,8 +109,8 @@ pub struct Occupancy {
     pub blocks_per_sm: u32,
     /// Warps an SM holds at once.
     pub warps_per_sm: u32,
-    /// The binding limit (the first of warps, registers, shared memory,
-    /// blocks when several bind equally).
+    /// The binding limit (the first of warps, blocks, registers, shared
+    /// memory when several bind equally).
     pub limiter: Limiter,
     /// Blocks each resource would allow.
     pub block_limit_warps: u32,
@@ -189,14 +189,16 @@ pub fn theoretical(l: &SmLimits, s: &LaunchShape) -> Option<Occupancy> {
 
     let by_blocks = l.max_blocks_per_sm;
     let blocks = by_warps.min(by_regs).min(by_smem).min(by_blocks);
+    // On a tie the fixed caps (warps, blocks per SM) are named first: a
+    // resource that ties with them is not what to reduce.
     let limiter = if blocks == by_warps {
         Limiter::Warps
+    } else if blocks == by_blocks {
+        Limiter::Blocks
     } else if blocks == by_regs {
         Limiter::Registers
-    } else if blocks == by_smem {
-        Limiter::SharedMemory
     } else {
-        Limiter::Blocks
+        Limiter::SharedMemory
     };
     let warps = blocks * warps_per_block;
     Some(Occupancy {
@@ -254,7 +256,10 @@ mod tests {
 
     #[test]
     fn small_blocks_hit_the_block_limit() {
-        let o = occ(32, 16, 0, 0);
+        // 32 KB carveout: shared memory (1 KB reserve per block) allows 32
+        // blocks too; the tie names the blocks-per-SM cap.
+        let o = occ(32, 16, 0, 32 * 1024);
+        assert_eq!(o.block_limit_shared_mem, 32);
         assert_eq!(o.blocks_per_sm, 32);
         assert_eq!(o.limiter, Limiter::Blocks);
         assert_eq!(o.theoretical_pct, 50.0);

@@ -256,6 +256,41 @@ pub(crate) fn install() -> bool {
 mod tests {
     use super::*;
 
+    fn path_now() -> String {
+        paths().path(current().path).to_string()
+    }
+
+    #[test]
+    fn nvtx_calls_build_per_thread_paths_across_domains() {
+        assert!(install());
+        let io = nvtx_rs::Domain::new("io");
+        {
+            let _a = nvtx_rs::push("step");
+            let _b = io.push("read");
+            let _c = nvtx_rs::push("decode");
+            assert_eq!(path_now(), "step/io::read/decode");
+            // Another thread has its own stack.
+            std::thread::spawn(|| {
+                assert_eq!(path_now(), "(no range)");
+                let _w = nvtx_rs::push("worker");
+                assert_eq!(path_now(), "worker");
+            })
+            .join()
+            .unwrap();
+            // Popping the io range while "decode" is still open: "decode"
+            // stays, re-parented.
+            io.pop();
+            assert_eq!(path_now(), "step/decode");
+            std::mem::forget(_b);
+        }
+        assert_eq!(path_now(), "(no range)");
+        // An unbalanced pop changes nothing.
+        nvtx_rs::pop();
+        assert_eq!(path_now(), "(no range)");
+        let p = paths().path(paths().intern(ROOT, 0, "x"));
+        assert_eq!(p.for_domain(None), vec!["x"]);
+    }
+
     #[test]
     fn interning_is_stable_and_paths_read_back() {
         let t = PathTable::new();
