@@ -5,6 +5,7 @@
 #include <cupti.h>
 #include <cupti_range_profiler.h>
 #include <cupti_profiler_host.h>
+#include <cupti_target.h>
 #include <cupti_profiler_target.h>
 #include <cupti_pmsampling.h>
 #include <generated_nvtx_meta.h>

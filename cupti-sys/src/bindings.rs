@@ -38883,6 +38883,28 @@ const _: () = {
     ) - 40usize];
 };
 #[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_Device_GetChipName_Params {
+    pub structSize: usize,
+    pub pPriv: *mut ::core::ffi::c_void,
+    pub deviceIndex: usize,
+    pub pChipName: *const ::core::ffi::c_char,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of CUpti_Device_GetChipName_Params"][::core::mem::size_of::<CUpti_Device_GetChipName_Params>() - 32usize];
+    ["Alignment of CUpti_Device_GetChipName_Params"]
+        [::core::mem::align_of::<CUpti_Device_GetChipName_Params>() - 8usize];
+    ["Offset of field: CUpti_Device_GetChipName_Params::structSize"]
+        [::core::mem::offset_of!(CUpti_Device_GetChipName_Params, structSize) - 0usize];
+    ["Offset of field: CUpti_Device_GetChipName_Params::pPriv"]
+        [::core::mem::offset_of!(CUpti_Device_GetChipName_Params, pPriv) - 8usize];
+    ["Offset of field: CUpti_Device_GetChipName_Params::deviceIndex"]
+        [::core::mem::offset_of!(CUpti_Device_GetChipName_Params, deviceIndex) - 16usize];
+    ["Offset of field: CUpti_Device_GetChipName_Params::pChipName"]
+        [::core::mem::offset_of!(CUpti_Device_GetChipName_Params, pChipName) - 24usize];
+};
+#[repr(C)]
 #[derive(Debug)]
 pub struct CUpti_PmSampling_Object {
     _unused: [u8; 0],
@@ -40555,6 +40577,8 @@ pub struct Cupti {
         unsafe extern "C" fn(pParams: *mut CUpti_Profiler_Host_GetMaxNumHardwareMetricsPerPass_Params) -> CUptiResult,
         ::libloading::Error,
     >,
+    pub cuptiDeviceGetChipName:
+        Result<unsafe extern "C" fn(pParams: *mut CUpti_Device_GetChipName_Params) -> CUptiResult, ::libloading::Error>,
     pub cuptiPmSamplingSetConfig: Result<
         unsafe extern "C" fn(pParams: *mut CUpti_PmSampling_SetConfig_Params) -> CUptiResult,
         ::libloading::Error,
@@ -40773,6 +40797,7 @@ impl Cupti {
         let cuptiProfilerHostGetNumOfPasses = __library.get(b"cuptiProfilerHostGetNumOfPasses\0").map(|sym| *sym);
         let cuptiProfilerHostGetMaxNumHardwareMetricsPerPass =
             __library.get(b"cuptiProfilerHostGetMaxNumHardwareMetricsPerPass\0").map(|sym| *sym);
+        let cuptiDeviceGetChipName = __library.get(b"cuptiDeviceGetChipName\0").map(|sym| *sym);
         let cuptiPmSamplingSetConfig = __library.get(b"cuptiPmSamplingSetConfig\0").map(|sym| *sym);
         let cuptiPmSamplingEnable = __library.get(b"cuptiPmSamplingEnable\0").map(|sym| *sym);
         let cuptiPmSamplingDisable = __library.get(b"cuptiPmSamplingDisable\0").map(|sym| *sym);
@@ -40934,6 +40959,7 @@ impl Cupti {
             cuptiProfilerHostGetConfigImage,
             cuptiProfilerHostGetNumOfPasses,
             cuptiProfilerHostGetMaxNumHardwareMetricsPerPass,
+            cuptiDeviceGetChipName,
             cuptiPmSamplingSetConfig,
             cuptiPmSamplingEnable,
             cuptiPmSamplingDisable,
@@ -41843,6 +41869,9 @@ impl Cupti {
         (self.cuptiProfilerHostGetMaxNumHardwareMetricsPerPass.as_ref().expect("Expected function, got error."))(
             pParams,
         )
+    }
+    pub unsafe fn cuptiDeviceGetChipName(&self, pParams: *mut CUpti_Device_GetChipName_Params) -> CUptiResult {
+        (self.cuptiDeviceGetChipName.as_ref().expect("Expected function, got error."))(pParams)
     }
     pub unsafe fn cuptiPmSamplingSetConfig(&self, pParams: *mut CUpti_PmSampling_SetConfig_Params) -> CUptiResult {
         (self.cuptiPmSamplingSetConfig.as_ref().expect("Expected function, got error."))(pParams)
