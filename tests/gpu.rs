@@ -185,3 +185,133 @@ fn another_cupti_subscriber_is_reported_and_the_program_runs_on() {
     let s = Profiler::new().start().expect("free again after the other tool left");
     assert!(s.stop().is_ok());
 }
+
+fn profile_metrics(sel: gpuscope::Selection) -> (workload::Expected, Report) {
+    let ctx = ctx();
+    let session =
+        Profiler::new().keep_trace(100_000).metrics(gpuscope::MetricSet::default()).select(sel).start().unwrap();
+    let expected = workload::run(&ctx, workload::Sizes::small()).expect("workload runs");
+    (expected, session.stop().unwrap())
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn default_selection_measures_the_first_three_launches_of_each_kernel() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (expected, r) = profile_metrics(gpuscope::Selection::default());
+    println!("{}", r.to_table(100));
+    let ms = r.metrics.as_ref().expect("metrics status");
+    assert!(ms.disabled.is_none(), "{:?}", ms.disabled);
+    assert_eq!(ms.mismatches, 0);
+    assert_eq!(ms.skipped_graph_launches, workload::Sizes::small().reps as u64);
+    // Launches per name outside graphs; graph launches are not measured.
+    let mut plain: BTreeMap<String, u64> = BTreeMap::new();
+    for ((path, name), n) in &expected {
+        if !path.ends_with("graph replay") {
+            *plain.entry(name.clone()).or_default() += n;
+        }
+    }
+    for k in &r.kernels {
+        assert_eq!(k.stats.profiled_launches, plain[&k.name].min(3), "{}", k.name);
+        let a = k.stats.achieved_occupancy_pct.unwrap();
+        let e = k.stats.sm_efficiency_pct.unwrap();
+        assert!(a > 0.0 && a <= 100.0 && e > 0.0 && e <= 100.0, "{}: {a} {e}", k.name);
+    }
+    assert_eq!(r.drops.kernels_missing_metrics, 0);
+    let t = r.trace.unwrap();
+    assert!(t.kernels.iter().all(|k| k.metrics.is_some() == k.replayed));
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn nvtx_and_name_filters_pick_only_matching_launches() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let sel = gpuscope::Selection::all().nvtx("quickstart/softmax").kernels("exp|fused").unwrap();
+    let (_, r) = profile_metrics(sel);
+    let measured: Vec<(&str, u64)> = r
+        .kernels
+        .iter()
+        .filter(|k| k.stats.profiled_launches > 0)
+        .map(|k| (k.name.as_str(), k.stats.profiled_launches))
+        .collect();
+    let reps = workload::Sizes::small().reps as u64;
+    let mut measured = measured;
+    measured.sort();
+    assert_eq!(measured, vec![("softmax_exp_sum", reps), ("softmax_fused", reps)]);
+}
+
+/// `(kernel base name, grid)` -> mean of a metric over launches.
+type PerShape = BTreeMap<(String, String), f64>;
+
+fn ncu_per_shape(metrics: &[&str]) -> Vec<PerShape> {
+    let exe = std::env::current_exe().unwrap();
+    let out = std::process::Command::new("ncu")
+        .args(["--clock-control", "none", "--csv", "--metrics", &metrics.join(",")])
+        .arg(&exe)
+        .args(["--exact", "ncu_child_workload", "--include-ignored", "--test-threads=1"])
+        .env("GPUSCOPE_NCU_CHILD", "1")
+        .output()
+        .expect("ncu runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "ncu failed: {}", String::from_utf8_lossy(&out.stderr));
+    let mut sums: Vec<BTreeMap<(String, String), (f64, u32)>> = vec![BTreeMap::new(); metrics.len()];
+    let mut header: Option<Vec<String>> = None;
+    for line in text.lines().filter(|l| l.starts_with('"')) {
+        let cells: Vec<String> = line.trim_matches('"').split("\",\"").map(str::to_string).collect();
+        let Some(h) = &header else {
+            header = Some(cells);
+            continue;
+        };
+        let col = |n: &str| h.iter().position(|c| c == n).unwrap_or_else(|| panic!("ncu column {n}"));
+        let Some(i) = metrics.iter().position(|m| *m == cells[col("Metric Name")]) else { continue };
+        let v: f64 = cells[col("Metric Value")].replace(',', "").parse().unwrap();
+        let grid = cells[col("Grid Size")].replace(' ', "");
+        let e = sums[i].entry((base(&cells[col("Kernel Name")]), grid)).or_default();
+        e.0 += v;
+        e.1 += 1;
+    }
+    sums.into_iter().map(|m| m.into_iter().map(|(k, (s, n))| (k, s / n as f64)).collect()).collect()
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn achieved_occupancy_and_sm_efficiency_match_ncu() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (_, r) = profile_metrics(gpuscope::Selection::all());
+    let t = r.trace.as_ref().unwrap();
+    let mut ours: BTreeMap<(String, String), (f64, f64, f64, u32)> = BTreeMap::new();
+    for k in t.kernels.iter() {
+        let Some(m) = &k.metrics else { continue };
+        let grid = format!("({},{},{})", k.grid[0], k.grid[1], k.grid[2]);
+        let e = ours.entry((base(&k.name), grid)).or_default();
+        e.0 += m.achieved_occupancy_pct;
+        e.1 += m.sm_efficiency_pct;
+        e.2 += m.duration_ns;
+        e.3 += 1;
+    }
+    let theirs = ncu_per_shape(&[gpuscope::metrics::ACHIEVED_OCCUPANCY, gpuscope::metrics::SM_EFFICIENCY]);
+    eprintln!(
+        "{:<18} {:>12} {:>9} {:>9} {:>6} {:>9} {:>9} {:>6}",
+        "kernel", "grid", "occ ncu", "occ ours", "diff", "eff ncu", "eff ours", "diff"
+    );
+    let mut failures = Vec::new();
+    for ((name, grid), (a, e, d, n)) in &ours {
+        let n = *n as f64;
+        let (a, e, dur) = (a / n, e / n, d / n);
+        let key = (name.clone(), grid.clone());
+        let (Some(na), Some(ne)) = (theirs[0].get(&key), theirs[1].get(&key)) else {
+            failures.push(format!("{name} {grid}: ncu has no such kernel"));
+            continue;
+        };
+        eprintln!(
+            "{name:<18} {grid:>12} {na:>9.2} {a:>9.2} {:>6.2} {ne:>9.2} {e:>9.2} {:>6.2}   ({:.1} us)",
+            a - na,
+            e - ne,
+            dur / 1e3
+        );
+        if dur >= 10_000.0 && ((a - na).abs() > 2.0 || (e - ne).abs() > 2.0) {
+            failures.push(format!("{name} {grid}: occupancy {a:.2} vs {na:.2}, SM efficiency {e:.2} vs {ne:.2}"));
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+}

@@ -90,14 +90,14 @@ fn workload(trace_cap: usize) -> Report {
     let ev = [
         HostEvent::Push { instance: 1, parent: 0, path: train, tid: 7, ts: 1_000 },
         HostEvent::Push { instance: 2, parent: 1, path: fwd, tid: 7, ts: 1_100 },
-        HostEvent::Launch { correlation_id: 10, tid: 7, path: fwd, instance: 2, graph: false },
-        HostEvent::Launch { correlation_id: 11, tid: 7, path: fwd, instance: 2, graph: false },
+        HostEvent::Launch { correlation_id: 10, tid: 7, path: fwd, instance: 2, graph: false, profiled: false },
+        HostEvent::Launch { correlation_id: 11, tid: 7, path: fwd, instance: 2, graph: false, profiled: false },
         HostEvent::Pop { instance: 2, ts: 2_000 },
         HostEvent::Push { instance: 3, parent: 1, path: bwd, tid: 7, ts: 2_100 },
-        HostEvent::Launch { correlation_id: 12, tid: 7, path: bwd, instance: 3, graph: true },
+        HostEvent::Launch { correlation_id: 12, tid: 7, path: bwd, instance: 3, graph: true, profiled: false },
         HostEvent::Pop { instance: 3, ts: 5_000 },
         HostEvent::Pop { instance: 1, ts: 6_000 },
-        HostEvent::Launch { correlation_id: 13, tid: 9, path: 0, instance: 0, graph: false },
+        HostEvent::Launch { correlation_id: 13, tid: 9, path: 0, instance: 0, graph: false, profiled: false },
         HostEvent::ThreadName { tid: 7, name: "trainer".into() },
         HostEvent::UnbalancedPop { tid: 9 },
     ];
@@ -317,4 +317,59 @@ fn truncated_and_unknown_buffers_count_undecodable_records() {
     let r = rp.finish(0, 100);
     assert_eq!(r.kernels[0].stats.launches, 1);
     assert_eq!(r.drops.undecodable_records, 2);
+}
+
+#[test]
+fn metrics_join_profiled_launches_by_correlation_id_in_either_order() {
+    let set = gpuscope::MetricSet::default();
+    let mut rp = Replay::with_metrics(vec![h200()], 100, set.names());
+    let p = rp.path(&["phase"]);
+    let launch = |c: u32, profiled: bool| HostEvent::Launch {
+        correlation_id: c,
+        tid: 1,
+        path: p,
+        instance: 0,
+        graph: false,
+        profiled,
+    };
+    for c in 1..=5 {
+        rp.host_event(launch(c, c != 5));
+    }
+    // Metrics before the record (1), after it (2), discarded (3), never (4).
+    rp.host_event(HostEvent::KernelMetrics { correlation_id: 1, values: Some(vec![40.0, 80.0, 1000.0, 1900.0]) });
+    rp.host_event(HostEvent::KernelMetrics { correlation_id: 3, values: None });
+    let k = |corr, start| K { name: c"k", corr, start, end: start, block: 256, regs: 32, dyn_smem: 0, stream: 1 };
+    let mut b = Vec::new();
+    for (c, t) in [(1, 0), (2, 10_000), (3, 20_000), (4, 30_000)] {
+        b.extend(kernel(&k(c, t)));
+    }
+    b.extend(kernel(&K {
+        name: c"k",
+        corr: 5,
+        start: 40_000,
+        end: 41_000,
+        block: 256,
+        regs: 32,
+        dyn_smem: 0,
+        stream: 1,
+    }));
+    rp.buffer(&b);
+    rp.host_event(HostEvent::KernelMetrics { correlation_id: 2, values: Some(vec![60.0, 100.0, 3000.0, 5700.0]) });
+    let r = rp.finish(0, 100_000);
+    let s = &r.kernels[0].stats;
+    assert_eq!(s.launches, 5);
+    assert_eq!(s.profiled_launches, 2);
+    // Weighted by measured duration: (40*1000 + 60*3000) / 4000.
+    assert_eq!(s.achieved_occupancy_pct, Some(55.0));
+    assert_eq!(s.sm_efficiency_pct, Some(95.0));
+    // Replayed kernels (zero-length records) get their measured durations.
+    // Measured 1000 + 3000; 3 and 4 zero-length records; 5 unprofiled 1000.
+    assert_eq!(s.total_ns, 5000);
+    assert_eq!(r.drops.kernels_missing_metrics, 1);
+    let t = r.trace.unwrap();
+    let by = |c: u32| t.kernels.iter().find(|k| k.correlation_id == c).unwrap();
+    assert!(by(2).replayed && by(2).metrics.as_ref().unwrap().duration_ns == 3000.0);
+    assert_eq!(by(2).end_ns, 13_000);
+    assert!(by(3).metrics.is_none() && by(4).metrics.is_none() && !by(5).replayed);
+    assert_eq!(r.mode, "metrics");
 }

@@ -23,6 +23,8 @@ pub struct Driver {
     /// `cuDeviceGetAttribute`.
     pub cu_device_get_attribute:
         unsafe extern "C" fn(value: *mut c_int, attr: CUdevice_attribute, dev: CUdevice) -> CUresult,
+    /// `cuCtxGetDevice`: the device of the calling thread's current context.
+    pub cu_ctx_get_device: unsafe extern "C" fn(dev: *mut CUdevice) -> CUresult,
     /// `cuDeviceGetName`.
     pub cu_device_get_name: unsafe extern "C" fn(name: *mut c_char, len: c_int, dev: CUdevice) -> CUresult,
 }
@@ -52,6 +54,7 @@ impl Driver {
             cu_device_get: get!("cuDeviceGet"),
             cu_device_get_attribute: get!("cuDeviceGetAttribute"),
             cu_device_get_name: get!("cuDeviceGetName"),
+            cu_ctx_get_device: get!("cuCtxGetDevice"),
             _lib: lib,
         })
     }

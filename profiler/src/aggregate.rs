@@ -5,6 +5,7 @@
 use crate::activity::{Activity, KernelActivity, RecordCursor};
 use crate::device::DeviceTable;
 use crate::interval::IntervalUnion;
+use crate::metrics::KernelMetrics;
 use crate::occupancy::{self, LaunchShape, Limiter};
 use crate::ranges::{paths, PathId, ROOT};
 use crate::report::*;
@@ -27,14 +28,17 @@ pub enum HostEvent {
     Start { id: u64, path: PathId, tid: u32, ts: u64 },
     /// It ended.
     End { id: u64, ts: u64 },
-    /// A kernel (or graph) launch API call.
-    Launch { correlation_id: u32, tid: u32, path: PathId, instance: u64, graph: bool },
+    /// A kernel (or graph) launch API call; `profiled`: its metrics follow
+    /// in a `KernelMetrics` event.
+    Launch { correlation_id: u32, tid: u32, path: PathId, instance: u64, graph: bool, profiled: bool },
+    /// Metric values of a profiled launch (`None`: measurement discarded).
+    KernelMetrics { correlation_id: u32, values: Option<Vec<f64>> },
     /// `nvtxNameOsThread`.
     ThreadName { tid: u32, name: String },
 }
 
 /// Options of the aggregation.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) struct AggregateOptions {
     /// Keep per-kernel records, at most this many (0: none).
     pub trace_cap: usize,
@@ -42,11 +46,18 @@ pub(crate) struct AggregateOptions {
     pub max_live_ranges: usize,
     /// Launches waiting for their kernel record.
     pub max_pending_launches: usize,
+    /// Names of the metrics in `KernelMetrics` values (metrics mode).
+    pub metric_names: Vec<String>,
 }
 
 impl Default for AggregateOptions {
     fn default() -> Self {
-        AggregateOptions { trace_cap: 0, max_live_ranges: 100_000, max_pending_launches: 1 << 20 }
+        AggregateOptions {
+            trace_cap: 0,
+            max_live_ranges: 100_000,
+            max_pending_launches: 1 << 20,
+            metric_names: Vec::new(),
+        }
     }
 }
 
@@ -55,6 +66,7 @@ struct LaunchInfo {
     tid: u32,
     path: PathId,
     instance: u64,
+    profiled: bool,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -66,10 +78,22 @@ struct KernelAcc {
     occ_weighted: f64,
     occ_time: u64,
     limiter_time: [u64; 4],
+    profiled: u64,
+    achieved_weighted: f64,
+    efficiency_weighted: f64,
+    metric_time: f64,
 }
 
 impl KernelAcc {
-    fn add(&mut self, dur: u64, occ: Option<&occupancy::Occupancy>) {
+    fn add(&mut self, dur: u64, occ: Option<&occupancy::Occupancy>, m: Option<&KernelMetrics>) {
+        if let Some(m) = m {
+            // Weighted by measured GPU time, as ncu's per-range averages.
+            let w = if m.duration_ns.is_finite() && m.duration_ns > 0.0 { m.duration_ns } else { 1.0 };
+            self.profiled += 1;
+            self.achieved_weighted += m.achieved_occupancy_pct * w;
+            self.efficiency_weighted += m.sm_efficiency_pct * w;
+            self.metric_time += w;
+        }
         if self.launches == 0 || dur < self.min {
             self.min = dur;
         }
@@ -96,6 +120,9 @@ impl KernelAcc {
             max_ns: self.max,
             theoretical_occupancy_pct: (self.occ_time > 0).then(|| self.occ_weighted / self.occ_time as f64),
             occupancy_limiter: best.map(|i| lim[i]),
+            profiled_launches: self.profiled,
+            achieved_occupancy_pct: (self.profiled > 0).then(|| self.achieved_weighted / self.metric_time),
+            sm_efficiency_pct: (self.profiled > 0).then(|| self.efficiency_weighted / self.metric_time),
         }
     }
 }
@@ -148,6 +175,8 @@ pub(crate) struct Aggregator {
     thread_names: BTreeMap<u32, String>,
     trace: Option<Trace>,
     trace_kernel_paths: Vec<PathId>,
+    pending_metrics: HashMap<u32, Option<Vec<f64>>>,
+    parked: HashMap<u32, (KernelActivity, LaunchInfo)>,
     trace_range_paths: Vec<PathId>,
     pub(crate) drops: Drops,
 }
@@ -183,7 +212,6 @@ pub fn demangle(name: &str) -> String {
 impl Aggregator {
     pub(crate) fn new(opts: AggregateOptions, devices: DeviceTable) -> Self {
         Aggregator {
-            opts,
             devices,
             launches: HashMap::new(),
             graph_launches: BTreeMap::new(),
@@ -201,7 +229,10 @@ impl Aggregator {
             syncs: (0, 0),
             thread_names: BTreeMap::new(),
             trace: (opts.trace_cap > 0).then(Trace::default),
+            opts,
             trace_kernel_paths: Vec::new(),
+            pending_metrics: HashMap::new(),
+            parked: HashMap::new(),
             trace_range_paths: Vec::new(),
             drops: Drops::default(),
         }
@@ -240,8 +271,14 @@ impl Aggregator {
                     self.trace_range(path, tid, start, ts);
                 }
             }
-            HostEvent::Launch { correlation_id, tid, path, instance, graph } => {
-                let info = LaunchInfo { tid, path, instance };
+            HostEvent::KernelMetrics { correlation_id, values } => match self.parked.remove(&correlation_id) {
+                Some((k, info)) => self.kernel_with(&k, info, values),
+                None => {
+                    self.pending_metrics.insert(correlation_id, values);
+                }
+            },
+            HostEvent::Launch { correlation_id, tid, path, instance, graph, profiled } => {
+                let info = LaunchInfo { tid, path, instance, profiled };
                 if graph {
                     self.graph_launches.insert(correlation_id, info);
                     if self.graph_launches.len() > 4096 {
@@ -325,14 +362,28 @@ impl Aggregator {
         id
     }
 
-    /// Folds one kernel record in.
+    /// Folds one kernel record in (a profiled one waits for its metrics).
     pub(crate) fn kernel(&mut self, k: &KernelActivity) {
         let info =
             self.launches.remove(&k.correlation_id).or_else(|| self.graph_launches.get(&k.correlation_id).copied());
         let info = info.unwrap_or_else(|| {
             self.drops.unattributed_kernels += 1;
-            LaunchInfo { tid: 0, path: ROOT, instance: 0 }
+            LaunchInfo { tid: 0, path: ROOT, instance: 0, profiled: false }
         });
+        if info.profiled {
+            match self.pending_metrics.remove(&k.correlation_id) {
+                Some(values) => self.kernel_with(k, info, values),
+                None => {
+                    self.parked.insert(k.correlation_id, (*k, info));
+                }
+            }
+        } else {
+            self.kernel_with(k, info, None);
+        }
+    }
+
+    fn kernel_with(&mut self, k: &KernelActivity, info: LaunchInfo, values: Option<Vec<f64>>) {
+        let metrics = values.map(|v| KernelMetrics::from_values(&self.opts.metric_names, &v));
         let name = self.name_id(k.name);
         let threads = (k.block[0].max(0) * k.block[1].max(0) * k.block[2].max(0)) as u32;
         let shape = LaunchShape {
@@ -343,12 +394,18 @@ impl Aggregator {
             smem_carveout: k.smem_executed,
         };
         let occ = self.devices.limits(k.device).and_then(|l| occupancy::theoretical(&l, &shape));
-        let dur = k.end.saturating_sub(k.start);
-        self.by_name.entry(name).or_default().add(dur, occ.as_ref());
-        self.by_path_name.entry((info.path, name)).or_default().add(dur, occ.as_ref());
+        // Under kernel replay the record's end is not the kernel's: a
+        // profiled kernel's duration is the measured gpu__time_duration.
+        let dur = match &metrics {
+            Some(m) if m.duration_ns.is_finite() && m.duration_ns >= 0.0 => m.duration_ns as u64,
+            _ => k.end.saturating_sub(k.start),
+        };
+        let end = k.start + dur;
+        self.by_name.entry(name).or_default().add(dur, occ.as_ref(), metrics.as_ref());
+        self.by_path_name.entry((info.path, name)).or_default().add(dur, occ.as_ref(), metrics.as_ref());
         let mut inst = info.instance;
         while let Some(i) = self.instances.get_mut(&inst) {
-            i.busy.add(k.start, k.end);
+            i.busy.add(k.start, end);
             inst = i.parent;
         }
         if let Some(t) = &mut self.trace {
@@ -360,7 +417,7 @@ impl Aggregator {
                     stream: k.stream,
                     correlation_id: k.correlation_id,
                     start_ns: k.start,
-                    end_ns: k.end,
+                    end_ns: end,
                     grid: k.grid,
                     block: k.block,
                     cluster: k.cluster,
@@ -372,6 +429,8 @@ impl Aggregator {
                     thread: info.tid,
                     path: Default::default(),
                     graph_id: k.graph_id,
+                    replayed: info.profiled,
+                    metrics,
                 });
                 self.trace_kernel_paths.push(info.path);
             } else {
@@ -447,6 +506,11 @@ impl Aggregator {
 
     /// Closes every open range at `end_ns` and builds the report.
     pub(crate) fn finish(mut self, start_ns: u64, end_ns: u64) -> Report {
+        // Profiled kernels whose metrics never came: report them without.
+        for (_, (k, info)) in std::mem::take(&mut self.parked) {
+            self.drops.kernels_missing_metrics += 1;
+            self.kernel_with(&k, info, None);
+        }
         let open = std::mem::take(&mut self.instances);
         for (_, i) in open {
             self.finish_instance(i, end_ns);
@@ -528,7 +592,8 @@ impl Aggregator {
         Report {
             schema_version: SCHEMA_VERSION,
             gpuscope_version: env!("CARGO_PKG_VERSION").to_string(),
-            mode: "trace".into(),
+            mode: if self.opts.metric_names.is_empty() { "trace" } else { "metrics" }.into(),
+            metrics: None,
             start_ns,
             end_ns,
             devices: self.devices.infos(),

@@ -13,7 +13,7 @@ pub(crate) struct DeviceTable {
     known: BTreeMap<u32, Option<DeviceInfo>>,
 }
 
-fn driver() -> Option<&'static Driver> {
+pub(crate) fn driver() -> Option<&'static Driver> {
     static DRIVER: OnceLock<Option<Driver>> = OnceLock::new();
     DRIVER.get_or_init(|| Driver::load().ok()).as_ref()
 }

@@ -20,6 +20,10 @@ pub enum ErrorKind {
     InvalidConfig,
     /// Writing a report failed.
     Io,
+    /// Reading performance counters is not permitted for this user.
+    NoPermission,
+    /// The GPU or its configuration does not support what was asked.
+    Unsupported,
 }
 
 /// An error from gpuscope.

@@ -27,6 +27,7 @@ mod cupti;
 mod device;
 mod error;
 mod interval;
+pub mod metrics;
 pub mod occupancy;
 mod ranges;
 pub mod report;
@@ -34,6 +35,8 @@ mod session;
 
 pub use aggregate::demangle;
 pub use error::{Error, ErrorKind, Result};
+pub use metrics::collector::MetricsStatus;
+pub use metrics::{KernelMetrics, MetricSet, Selection};
 pub use occupancy::{Limiter, Occupancy};
 pub use ranges::{RangeFrame, RangePath};
 pub use report::{Format, KernelRecord, Report};
@@ -54,7 +57,12 @@ pub mod testing {
     impl Replay {
         /// `trace_cap` 0 keeps no per-kernel records.
         pub fn new(devices: Vec<DeviceInfo>, trace_cap: usize) -> Self {
-            Replay(Aggregator::new(AggregateOptions { trace_cap, ..Default::default() }, DeviceTable::fixed(devices)))
+            Self::with_metrics(devices, trace_cap, &[])
+        }
+        /// In metrics mode: `KernelMetrics` values are of `metrics`.
+        pub fn with_metrics(devices: Vec<DeviceInfo>, trace_cap: usize, metrics: &[String]) -> Self {
+            let opts = AggregateOptions { trace_cap, metric_names: metrics.to_vec(), ..Default::default() };
+            Replay(Aggregator::new(opts, DeviceTable::fixed(devices)))
         }
         /// Interns an NVTX path (default domain), for host events.
         pub fn path(&self, names: &[&str]) -> u32 {

@@ -14,6 +14,8 @@ use crate::aggregate::{AggregateOptions, Aggregator};
 use crate::cupti;
 use crate::device::DeviceTable;
 use crate::error::{Error, ErrorKind, Result};
+use crate::metrics::collector::Collector;
+use crate::metrics::{MetricSet, Selection};
 use crate::ranges;
 use crate::report::{Format, Report};
 use crossbeam_channel::{bounded, select, unbounded, Receiver, Sender, TrySendError};
@@ -39,6 +41,8 @@ pub struct Profiler {
     memory_records: bool,
     sync_records: bool,
     attribution: bool,
+    metrics: Option<MetricSet>,
+    selection: Selection,
 }
 
 impl Default for Profiler {
@@ -54,6 +58,8 @@ impl Default for Profiler {
             memory_records: true,
             sync_records: true,
             attribution: true,
+            metrics: None,
+            selection: Selection::default(),
         }
     }
 }
@@ -101,6 +107,20 @@ impl Profiler {
     /// including at process exit if the guard was never dropped.
     pub fn output(mut self, path: impl Into<PathBuf>, format: Format) -> Self {
         self.output = Some((path.into(), format));
+        self
+    }
+
+    /// Metrics mode: measure `set` with hardware counters on the launches
+    /// [`Profiler::select`] picks (default: the first 3 of each kernel).
+    /// Each measured launch is replayed once per pass and serialised.
+    pub fn metrics(mut self, set: MetricSet) -> Self {
+        self.metrics = Some(set);
+        self
+    }
+
+    /// Which launches metrics mode measures.
+    pub fn select(mut self, selection: Selection) -> Self {
+        self.selection = selection;
         self
     }
 
@@ -188,9 +208,19 @@ impl Profiler {
             subscriber,
             stopped: AtomicBool::new(false),
             options: self.clone(),
+            collector: self.metrics.clone().map(|m| Collector::new(cupti, m, self.selection.clone())),
         });
-        let opts =
-            AggregateOptions { trace_cap: self.trace_cap, max_live_ranges: self.max_live_ranges, ..Default::default() };
+        if let Some(c) = &shared.collector {
+            if let Some(why) = c.status().disabled {
+                eprintln!("gpuscope: hardware metrics are off for this session: {why}. Tracing continues.");
+            }
+        }
+        let opts = AggregateOptions {
+            trace_cap: self.trace_cap,
+            max_live_ranges: self.max_live_ranges,
+            metric_names: shared.collector.as_ref().map(|c| c.names().to_vec()).unwrap_or_default(),
+            ..Default::default()
+        };
         let decoder = {
             let shared = shared.clone();
             std::thread::Builder::new()
@@ -258,6 +288,16 @@ pub(crate) struct Shared {
     subscriber: sys::CUpti_SubscriberHandle,
     stopped: AtomicBool,
     options: Profiler,
+    collector: Option<Collector>,
+}
+
+impl Shared {
+    /// Queues a host event; never blocks (a full queue counts a drop).
+    fn send(&self, e: HostEvent) {
+        if let Err(TrySendError::Full(_)) = self.host_tx.try_send(e) {
+            self.host_dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
 }
 
 // SAFETY: the subscriber handle is an opaque id CUPTI accepts from any
@@ -282,19 +322,7 @@ fn active() -> Option<Arc<Shared>> {
 pub(crate) fn send_host_event(make: impl FnOnce(u64) -> HostEvent) {
     let guard = ACTIVE.read().unwrap_or_else(|e| e.into_inner());
     let Some(s) = guard.as_ref() else { return };
-    let ev = make(cupti::timestamp(s.cupti));
-    if let Err(TrySendError::Full(_)) = s.host_tx.try_send(ev) {
-        s.host_dropped.fetch_add(1, Ordering::Relaxed);
-    }
-}
-
-/// [`send_host_event`] for events that need no timestamp.
-fn send_untimed_host_event(make: impl FnOnce() -> HostEvent) {
-    let guard = ACTIVE.read().unwrap_or_else(|e| e.into_inner());
-    let Some(s) = guard.as_ref() else { return };
-    if let Err(TrySendError::Full(_)) = s.host_tx.try_send(make()) {
-        s.host_dropped.fetch_add(1, Ordering::Relaxed);
-    }
+    s.send(make(cupti::timestamp(s.cupti)));
 }
 
 fn subscribe(cupti: &'static Cupti) -> Result<sys::CUpti_SubscriberHandle> {
@@ -420,18 +448,26 @@ unsafe extern "C" fn api_callback(
         } else if IN_RUNTIME_LAUNCH.try_with(|f| f.get()).unwrap_or(false) {
             return;
         }
+        let guard = ACTIVE.read().unwrap_or_else(|e| e.into_inner());
+        let Some(s) = guard.as_ref() else { return };
+        let correlation_id = d.correlationId;
         if !enter {
+            // A launch measured at entry: its kernel has run (replayed) by now.
+            if let Some(values) = s.collector.as_ref().and_then(|c| c.on_exit()) {
+                s.send(HostEvent::KernelMetrics { correlation_id, values });
+            }
             return;
         }
         let ctx = ranges::current();
         let graph = is_graph_launch(domain, cbid);
-        let correlation_id = d.correlationId;
-        send_untimed_host_event(|| HostEvent::Launch {
+        let profiled = s.collector.as_ref().is_some_and(|c| c.on_enter(d.context, d.symbolName, ctx.path, graph));
+        s.send(HostEvent::Launch {
             correlation_id,
             tid: ctx.tid,
             path: ctx.path,
             instance: ctx.instance,
             graph,
+            profiled,
         });
     });
 }
@@ -565,6 +601,9 @@ fn finish(s: &Arc<Shared>, decoder: Option<std::thread::JoinHandle<()>>) -> Resu
     if let Ok(f) = sym!(c, cuptiActivityFlushAll) {
         unsafe { f(sys::CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) };
     }
+    if let Some(col) = &s.collector {
+        col.shutdown();
+    }
     if let Ok(f) = sym!(c, cuptiUnsubscribe) {
         unsafe { f(s.subscriber) };
     }
@@ -581,7 +620,9 @@ fn finish(s: &Arc<Shared>, decoder: Option<std::thread::JoinHandle<()>>) -> Resu
     }
     nvtx_rs::tool::set_handler(None);
     *ACTIVE.write().unwrap_or_else(|e| e.into_inner()) = None;
-    report.ok_or_else(|| Error::new(ErrorKind::Io, "the decoder thread ended without a report"))
+    let mut report = report.ok_or_else(|| Error::new(ErrorKind::Io, "the decoder thread ended without a report"))?;
+    report.metrics = s.collector.as_ref().map(|c| c.status());
+    Ok(report)
 }
 
 fn register_atexit() {

@@ -41,6 +41,9 @@ pub struct Report {
     pub drops: Drops,
     /// Names given to threads with NVTX.
     pub thread_names: Vec<ThreadName>,
+    /// How hardware-metric collection went (metrics mode only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics: Option<crate::metrics::collector::MetricsStatus>,
     /// Per-kernel records, when the session kept a trace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<Trace>,
@@ -76,6 +79,15 @@ pub struct KernelStats {
     pub theoretical_occupancy_pct: Option<f64>,
     /// The limiter of most of the GPU time.
     pub occupancy_limiter: Option<Limiter>,
+    /// Launches measured with hardware counters (metrics mode).
+    #[serde(default)]
+    pub profiled_launches: u64,
+    /// Achieved occupancy of the profiled launches, %, weighted by GPU time.
+    #[serde(default)]
+    pub achieved_occupancy_pct: Option<f64>,
+    /// SM efficiency of the profiled launches, %, weighted by GPU time.
+    #[serde(default)]
+    pub sm_efficiency_pct: Option<f64>,
 }
 
 /// One kernel name.
@@ -167,6 +179,9 @@ pub struct Drops {
     /// Range instances summarised early to bound memory (their late kernels
     /// are missing from range busy time).
     pub ranges_evicted: u64,
+    /// Profiled kernels whose metric values never arrived.
+    #[serde(default)]
+    pub kernels_missing_metrics: u64,
 }
 
 impl Drops {
@@ -235,6 +250,13 @@ pub struct KernelRecord {
     pub path: RangePath,
     /// CUDA graph id (0: not from a graph).
     pub graph_id: u32,
+    /// Replayed by the range profiler: `start_ns` is the record's, `end_ns`
+    /// is start + the measured duration.
+    #[serde(default)]
+    pub replayed: bool,
+    /// Hardware metrics, for profiled launches.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics: Option<crate::metrics::KernelMetrics>,
 }
 
 /// One range instance.

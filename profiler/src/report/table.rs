@@ -192,6 +192,47 @@ pub fn render(r: &Report, width: usize) -> String {
         );
     }
 
+    // Hardware metrics.
+    if let Some(ms) = &r.metrics {
+        let _ = writeln!(out);
+        let mut line = format!(
+            "hardware metrics: {} launches measured ({} replay pass{} each)",
+            ms.profiled_launches,
+            ms.passes,
+            if ms.passes == 1 { "" } else { "es" }
+        );
+        if ms.mismatches > 0 {
+            let _ = write!(line, ", {} discarded (another kernel ran meanwhile)", ms.mismatches);
+        }
+        if ms.skipped_graph_launches > 0 {
+            let _ = write!(line, ", {} graph launches not measured", ms.skipped_graph_launches);
+        }
+        let _ = writeln!(out, "{line}");
+        if let Some(why) = &ms.disabled {
+            let _ = writeln!(out, "metrics missing: {why}");
+        }
+        let measured: Vec<&KernelSummary> = r.kernels.iter().filter(|k| k.stats.profiled_launches > 0).collect();
+        if !measured.is_empty() {
+            cols.row(&mut out, "kernel", ["measured", "GPU time", "SM eff", "ach occ", "theo", "limiter"]);
+            let _ = writeln!(out, "{}", "-".repeat(width.min(cols.name + COLS)));
+            for k in measured {
+                let s = &k.stats;
+                cols.row(
+                    &mut out,
+                    short_name(&k.name),
+                    [
+                        &format!("{}/{}", s.profiled_launches, s.launches),
+                        &fmt_ns(s.total_ns),
+                        &pct(s.sm_efficiency_pct),
+                        &pct(s.achieved_occupancy_pct),
+                        &pct(s.theoretical_occupancy_pct).replace(".0%", "%"),
+                        s.occupancy_limiter.map_or("-", |l| l.as_str()),
+                    ],
+                );
+            }
+        }
+    }
+
     // Memory.
     let m = &r.memory;
     if !m.memcpy.is_empty() || m.memset.count > 0 {
@@ -260,6 +301,7 @@ fn drops_line(d: &Drops) -> String {
     add(d.trace_kernels_over_cap, "kernels over the trace cap");
     add(d.unbalanced_pops, "unbalanced NVTX pops");
     add(d.ranges_evicted, "ranges summarised early");
+    add(d.kernels_missing_metrics, "profiled kernels without metrics");
     format!("dropped: {}", parts.join(", "))
 }
 

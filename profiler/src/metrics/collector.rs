@@ -1,0 +1,225 @@
+//! Measuring selected launches, from inside CUPTI's launch callback.
+//!
+//! At API entry a selected launch starts its context's range profiler; at
+//! API exit (the kernel has been replayed and measured) it stops, decodes
+//! exactly one range, evaluates it and re-arms. Any failure to set up (no
+//! permission, unsupported GPU, unknown metric) switches metrics off for the
+//! session once, with one message; tracing goes on.
+
+use super::rangeprof::{self, ContextProfiler, HostObject};
+use super::{MetricSet, Selection};
+use crate::error::{Error, Result};
+use crate::ranges::{paths, PathId};
+use cupti_sys::{self as sys, Cupti};
+use serde::{Deserialize, Serialize};
+use std::cell::Cell;
+use std::collections::{HashMap, HashSet};
+use std::ffi::{c_char, CStr};
+use std::sync::Mutex;
+
+/// How metrics collection went, for the report.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct MetricsStatus {
+    /// The metrics collected.
+    pub metrics: Vec<String>,
+    /// Replay passes per profiled kernel.
+    pub passes: usize,
+    /// Launches measured.
+    pub profiled_launches: u64,
+    /// Measurements discarded because the range count after a launch was
+    /// not exactly one (another kernel ran in the context meanwhile).
+    pub mismatches: u64,
+    /// Selected launches skipped because their context was already being
+    /// measured on another thread.
+    pub skipped_busy: u64,
+    /// CUDA graph launches, which are not measured.
+    pub skipped_graph_launches: u64,
+    /// Why metrics were switched off, if they were.
+    pub disabled: Option<String>,
+}
+
+struct State {
+    hosts: HashMap<i32, HostObject>,
+    contexts: HashMap<usize, (i32, ContextProfiler)>,
+    busy: HashSet<usize>,
+    counts: HashMap<String, u64>,
+    names: HashMap<usize, String>,
+    path_names: HashMap<PathId, String>,
+    status: MetricsStatus,
+}
+
+/// Metrics collection for one session.
+pub(crate) struct Collector {
+    cupti: &'static Cupti,
+    metrics: MetricSet,
+    selection: Selection,
+    state: Mutex<State>,
+}
+
+thread_local! {
+    // The context whose range profiler this thread started at API entry.
+    static PENDING: Cell<usize> = const { Cell::new(0) };
+}
+
+impl Collector {
+    pub(crate) fn new(cupti: &'static Cupti, metrics: MetricSet, selection: Selection) -> Self {
+        let mut status = MetricsStatus { metrics: metrics.names().to_vec(), ..Default::default() };
+        if let Err(e) = rangeprof::initialize(cupti) {
+            status.disabled = Some(e.to_string());
+        }
+        Collector {
+            cupti,
+            metrics,
+            selection,
+            state: Mutex::new(State {
+                hosts: HashMap::new(),
+                contexts: HashMap::new(),
+                busy: HashSet::new(),
+                counts: HashMap::new(),
+                names: HashMap::new(),
+                path_names: HashMap::new(),
+                status,
+            }),
+        }
+    }
+
+    /// The metric names, in value order.
+    pub(crate) fn names(&self) -> &[String] {
+        self.metrics.names()
+    }
+
+    /// Disables every context's range profiler and frees the host objects
+    /// (before CUPTI is finalized).
+    pub(crate) fn shutdown(&self) {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.contexts.clear();
+        st.hosts.clear();
+    }
+
+    pub(crate) fn status(&self) -> MetricsStatus {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).status.clone()
+    }
+
+    /// Sets up the range profiler of `ctx` (the calling thread's current
+    /// context) on first use.
+    fn context<'a>(&self, st: &'a mut State, ctx: sys::CUcontext) -> Result<&'a mut ContextProfiler> {
+        let key = ctx as usize;
+        if !st.contexts.contains_key(&key) {
+            let driver = crate::device::driver()
+                .ok_or_else(|| Error::new(crate::ErrorKind::LibraryNotFound, "libcuda.so.1 could not be loaded"))?;
+            let mut dev = 0;
+            // SAFETY: out pointer valid; the launch's context is current.
+            unsafe { (driver.cu_ctx_get_device)(&mut dev) };
+            rangeprof::device_supported(self.cupti, dev)?;
+            if !st.hosts.contains_key(&dev) {
+                let chip = rangeprof::chip_name(self.cupti, dev as usize)?;
+                let avail = rangeprof::counter_availability(self.cupti, ctx)?;
+                let host = HostObject::new(self.cupti, &chip, &avail, self.metrics.names())?;
+                st.status.passes = host.passes();
+                st.hosts.insert(dev, host);
+            }
+            let host = &st.hosts[&dev];
+            let cp = ContextProfiler::new(self.cupti, ctx, host, self.metrics.names(), 1)?;
+            st.contexts.insert(key, (dev, cp));
+        }
+        Ok(&mut st.contexts.get_mut(&key).expect("inserted above").1)
+    }
+
+    fn disable(st: &mut State, e: &Error) {
+        if st.status.disabled.is_none() {
+            eprintln!("gpuscope: hardware metrics are off for this session: {e}. Tracing continues.");
+            st.status.disabled = Some(e.to_string());
+        }
+        st.contexts.clear();
+    }
+
+    /// At a launch's API entry: measure it? If so the profiler is started.
+    pub(crate) fn on_enter(&self, ctx: sys::CUcontext, symbol: *const c_char, path: PathId, graph: bool) -> bool {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let st = &mut *st;
+        if st.status.disabled.is_some() || ctx.is_null() {
+            return false;
+        }
+        if graph {
+            st.status.skipped_graph_launches += 1;
+            return false;
+        }
+        let name = st
+            .names
+            .entry(symbol as usize)
+            .or_insert_with(|| {
+                if symbol.is_null() {
+                    return String::new();
+                }
+                // SAFETY: CUPTI's symbolName is a NUL-terminated string.
+                crate::aggregate::demangle(&unsafe { CStr::from_ptr(symbol) }.to_string_lossy())
+            })
+            .clone();
+        let path_name = st.path_names.entry(path).or_insert_with(|| paths().path(path).to_string());
+        if !self.selection.matches(&name, path_name) {
+            return false;
+        }
+        let nth = st.counts.entry(name).or_insert(0);
+        let pick = self.selection.picks(*nth);
+        *nth += 1;
+        if !pick {
+            return false;
+        }
+        if st.busy.contains(&(ctx as usize)) {
+            st.status.skipped_busy += 1;
+            return false;
+        }
+        let started = self.context(st, ctx).and_then(|cp| cp.start());
+        match started {
+            Ok(()) => {
+                st.busy.insert(ctx as usize);
+                PENDING.with(|p| p.set(ctx as usize));
+                true
+            }
+            Err(e) => {
+                Self::disable(st, &e);
+                false
+            }
+        }
+    }
+
+    /// At the API exit of a launch this thread started measuring: its metric
+    /// values, or `None` if the measurement had to be discarded.
+    pub(crate) fn on_exit(&self) -> Option<Option<Vec<f64>>> {
+        let ctx = PENDING.with(|p| p.replace(0));
+        if ctx == 0 {
+            return None;
+        }
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let st = &mut *st;
+        st.busy.remove(&ctx);
+        let Some((dev, cp)) = st.contexts.get_mut(&ctx) else { return Some(None) };
+        let host = st.hosts.get(dev);
+        let measured = (|| -> Result<Option<Vec<f64>>> {
+            cp.stop()?;
+            let (ranges, dropped) = cp.decode()?;
+            // Exactly one range: this launch's. Anything else means another
+            // kernel ran in the context meanwhile; no value is attached.
+            let values = match host {
+                Some(h) if ranges.len() == 1 && dropped == 0 => Some(h.evaluate(cp.image(), 0)?),
+                _ => None,
+            };
+            cp.reset()?;
+            Ok(values)
+        })();
+        match measured {
+            Ok(Some(v)) => {
+                st.status.profiled_launches += 1;
+                Some(Some(v))
+            }
+            Ok(None) => {
+                st.status.mismatches += 1;
+                Some(None)
+            }
+            Err(e) => {
+                Self::disable(st, &e);
+                Some(None)
+            }
+        }
+    }
+}

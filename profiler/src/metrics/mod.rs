@@ -1,0 +1,253 @@
+//! Hardware metrics per kernel (metrics mode): which metrics ([`MetricSet`]),
+//! which launches ([`Selection`]), and the range-profiler plumbing that
+//! measures a selected launch while it runs.
+//!
+//! A selected launch is measured alone: the launch callback starts CUPTI's
+//! range profiler (auto range, kernel replay) on the launch's context at API
+//! entry and stops and decodes it at API exit, so the one range decoded is
+//! that launch's, joined by its correlation id. Launches not selected run
+//! as in trace mode, unserialised.
+
+pub mod collector;
+pub(crate) mod rangeprof;
+
+use crate::error::{Error, ErrorKind, Result};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// nvprof's `achieved_occupancy`: active warps over the SM's maximum.
+pub const ACHIEVED_OCCUPANCY: &str = "sm__warps_active.avg.pct_of_peak_sustained_active";
+/// nvprof's `sm_efficiency`: share of elapsed cycles with a warp active.
+pub const SM_EFFICIENCY: &str = "smsp__cycles_active.avg.pct_of_peak_sustained_elapsed";
+/// GPU duration of the kernel, ns (the activity record's times are not
+/// trustworthy under kernel replay).
+pub const DURATION: &str = "gpu__time_duration.sum";
+/// Elapsed SM cycles.
+pub const SM_CYCLES_ELAPSED: &str = "sm__cycles_elapsed.avg";
+
+const DRAM: &[&str] = &["dram__bytes_read.sum", "dram__bytes_write.sum"];
+const FLOPS: &[&str] = &[
+    "smsp__sass_thread_inst_executed_op_fadd_pred_on.sum",
+    "smsp__sass_thread_inst_executed_op_fmul_pred_on.sum",
+    "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum",
+    "smsp__sass_thread_inst_executed_op_dadd_pred_on.sum",
+    "smsp__sass_thread_inst_executed_op_dmul_pred_on.sum",
+    "smsp__sass_thread_inst_executed_op_dfma_pred_on.sum",
+    "smsp__sass_thread_inst_executed_op_hadd_pred_on.sum",
+    "smsp__sass_thread_inst_executed_op_hmul_pred_on.sum",
+    "smsp__sass_thread_inst_executed_op_hfma_pred_on.sum",
+];
+
+/// The metrics collected for each profiled kernel. Always the four of
+/// [`MetricSet::default`]; `dram`, `flops` and raw names add to them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetricSet {
+    names: Vec<String>,
+}
+
+impl Default for MetricSet {
+    /// Achieved occupancy, SM efficiency, duration, elapsed SM cycles.
+    fn default() -> Self {
+        MetricSet { names: [ACHIEVED_OCCUPANCY, SM_EFFICIENCY, DURATION, SM_CYCLES_ELAPSED].map(String::from).to_vec() }
+    }
+}
+
+impl MetricSet {
+    /// Adds DRAM bytes read and written.
+    pub fn with_dram(self) -> Self {
+        DRAM.iter().fold(self, |s, m| s.with(m))
+    }
+
+    /// Adds FP32/FP64/FP16 instruction counts (FLOPs as ncu's roofline
+    /// weighs them: add and mul 1, fma 2).
+    pub fn with_flops(self) -> Self {
+        FLOPS.iter().fold(self, |s, m| s.with(m))
+    }
+
+    /// Adds a raw metric name (checked against the GPU at session start).
+    pub fn with(mut self, name: &str) -> Self {
+        if !self.names.iter().any(|n| n == name) {
+            self.names.push(name.to_string());
+        }
+        self
+    }
+
+    /// Parses `GPUSCOPE_METRICS`-style text: comma-separated `dram`,
+    /// `flops`, or metric names (`unit__counter.rollup...`).
+    pub fn parse(spec: &str) -> Result<Self> {
+        let mut s = MetricSet::default();
+        for item in spec.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+            s = match item {
+                "default" => s,
+                "dram" => s.with_dram(),
+                "flops" => s.with_flops(),
+                raw if raw.contains("__") && raw.chars().all(|c| c.is_ascii_alphanumeric() || "_.".contains(c)) => s.with(raw),
+                other => {
+                    return Err(Error::new(
+                        ErrorKind::InvalidConfig,
+                        format!("unknown metric set {other:?}; allowed: default, dram, flops, or a metric name like dram__bytes_read.sum"),
+                    ))
+                }
+            };
+        }
+        Ok(s)
+    }
+
+    /// The metric names, in collection order.
+    pub fn names(&self) -> &[String] {
+        &self.names
+    }
+}
+
+/// Which launches are measured. A launch passes the filters (kernel name
+/// regex, NVTX path prefix); of those, per distinct kernel name, the first
+/// `first` are measured, then every `every`-th (0: no more).
+#[derive(Debug, Clone)]
+pub struct Selection {
+    kernel: Option<regex::Regex>,
+    nvtx: Option<String>,
+    first: u64,
+    every: u64,
+}
+
+impl Default for Selection {
+    /// The first 3 launches of each kernel.
+    fn default() -> Self {
+        Selection { kernel: None, nvtx: None, first: 3, every: 0 }
+    }
+}
+
+impl Selection {
+    /// Every launch (serialises the program: each is replayed).
+    pub fn all() -> Self {
+        Selection { kernel: None, nvtx: None, first: u64::MAX, every: 0 }
+    }
+
+    /// Only kernels whose demangled name matches `regex`.
+    pub fn kernels(mut self, regex: &str) -> Result<Self> {
+        self.kernel = Some(regex::Regex::new(regex).map_err(|e| {
+            Error::new(ErrorKind::InvalidConfig, format!("kernel filter {regex:?} is not a valid regex: {e}"))
+        })?);
+        Ok(self)
+    }
+
+    /// Only kernels launched inside the NVTX path `prefix` (`outer/inner`;
+    /// deeper ranges included).
+    pub fn nvtx(mut self, prefix: &str) -> Self {
+        self.nvtx = Some(prefix.trim_matches('/').to_string());
+        self
+    }
+
+    /// The first `n` launches of each kernel.
+    pub fn first(mut self, n: u64) -> Self {
+        self.first = n;
+        self
+    }
+
+    /// After the first ones, every `k`-th launch (0: none).
+    pub fn every(mut self, k: u64) -> Self {
+        self.every = k;
+        self
+    }
+
+    /// Whether a launch passes the name and path filters.
+    pub fn matches(&self, kernel: &str, path: &str) -> bool {
+        if let Some(r) = &self.kernel {
+            if !r.is_match(kernel) {
+                return false;
+            }
+        }
+        match &self.nvtx {
+            Some(p) => path == p || (path.starts_with(p.as_str()) && path[p.len()..].starts_with('/')),
+            None => true,
+        }
+    }
+
+    /// Whether the `nth` (0-based) matching launch of a kernel is measured.
+    pub fn picks(&self, nth: u64) -> bool {
+        nth < self.first || (self.every > 0 && (nth - self.first + 1) % self.every == 0)
+    }
+}
+
+/// What was measured on one kernel launch.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KernelMetrics {
+    /// [`ACHIEVED_OCCUPANCY`], %.
+    pub achieved_occupancy_pct: f64,
+    /// [`SM_EFFICIENCY`], %.
+    pub sm_efficiency_pct: f64,
+    /// [`DURATION`], ns.
+    pub duration_ns: f64,
+    /// [`SM_CYCLES_ELAPSED`].
+    pub sm_cycles_elapsed: f64,
+    /// Every collected metric by name, the four above included.
+    pub values: BTreeMap<String, f64>,
+}
+
+impl KernelMetrics {
+    /// From values in the order of `names` (a [`MetricSet`]'s).
+    pub fn from_values(names: &[String], values: &[f64]) -> Self {
+        let values: BTreeMap<String, f64> = names.iter().cloned().zip(values.iter().copied()).collect();
+        let get = |n: &str| values.get(n).copied().unwrap_or(f64::NAN);
+        KernelMetrics {
+            achieved_occupancy_pct: get(ACHIEVED_OCCUPANCY),
+            sm_efficiency_pct: get(SM_EFFICIENCY),
+            duration_ns: get(DURATION),
+            sm_cycles_elapsed: get(SM_CYCLES_ELAPSED),
+            values,
+        }
+    }
+
+    /// FP32 FLOPs (fadd + fmul + 2 ffma), when `flops` was collected.
+    pub fn fp32_flops(&self) -> Option<f64> {
+        let v = |s: &str| self.values.get(&format!("smsp__sass_thread_inst_executed_op_{s}_pred_on.sum")).copied();
+        Some(v("fadd")? + v("fmul")? + 2.0 * v("ffma")?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn selection_takes_the_first_n_then_every_kth() {
+        let s = Selection::default().first(2).every(3);
+        let picked: Vec<u64> = (0..12).filter(|&i| s.picks(i)).collect();
+        assert_eq!(picked, vec![0, 1, 4, 7, 10]);
+        assert_eq!((0..100).filter(|&i| Selection::default().picks(i)).count(), 3);
+        assert!((0..1000).all(|i| Selection::all().picks(i)));
+    }
+
+    #[test]
+    fn filters_match_names_and_path_prefixes() {
+        let s = Selection::default().kernels("^softmax_").unwrap().nvtx("/train/fwd/");
+        assert!(s.matches("softmax_fused", "train/fwd"));
+        assert!(s.matches("softmax_fused", "train/fwd/attn"));
+        assert!(!s.matches("softmax_fused", "train/fwdx"), "a prefix ends at a range boundary");
+        assert!(!s.matches("softmax_fused", "train"));
+        assert!(!s.matches("vector_add", "train/fwd"));
+        let e = Selection::default().kernels("(").unwrap_err();
+        assert!(e.message().contains("\"(\""), "{e}");
+    }
+
+    #[test]
+    fn metric_sets_parse_and_name_what_is_allowed() {
+        let s = MetricSet::parse("dram, flops,lts__t_bytes.sum").unwrap();
+        assert_eq!(s.names()[..4], MetricSet::default().names()[..]);
+        assert!(s.names().iter().any(|n| n == "dram__bytes_write.sum"));
+        assert!(s.names().iter().any(|n| n == "lts__t_bytes.sum"));
+        assert_eq!(s.names().len(), 4 + 2 + 9 + 1);
+        let e = MetricSet::parse("dram,tensor").unwrap_err();
+        assert!(e.message().contains("\"tensor\"") && e.message().contains("allowed"), "{e}");
+    }
+
+    #[test]
+    fn values_map_to_named_fields() {
+        let set = MetricSet::default().with_flops();
+        let mut v = vec![55.0, 90.0, 1000.0, 1800.0];
+        v.extend([10.0, 20.0, 30.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]);
+        let m = KernelMetrics::from_values(set.names(), &v);
+        assert_eq!((m.achieved_occupancy_pct, m.sm_efficiency_pct, m.duration_ns), (55.0, 90.0, 1000.0));
+        assert_eq!(m.fp32_flops(), Some(10.0 + 20.0 + 60.0));
+    }
+}
