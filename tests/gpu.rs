@@ -313,5 +313,9 @@ fn achieved_occupancy_and_sm_efficiency_match_ncu() {
             failures.push(format!("{name} {grid}: occupancy {a:.2} vs {na:.2}, SM efficiency {e:.2} vs {ne:.2}"));
         }
     }
+    assert!(!ours.is_empty(), "no launch was measured: {:?}", r.metrics);
+    // Every launch shape outside the graph phase (graph launches are not
+    // measured) was measured by both.
+    assert_eq!(ours.len(), theirs[0].len() - 1, "shapes: ours {:?}, ncu {:?}", ours.keys(), theirs[0].keys());
     assert!(failures.is_empty(), "{failures:#?}");
 }

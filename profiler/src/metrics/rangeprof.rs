@@ -9,8 +9,13 @@ use crate::error::{Error, ErrorKind, Result};
 use cupti_sys::{self as sys, sym, Cupti};
 use std::ffi::{CStr, CString};
 
-fn size_of<T>() -> usize {
-    std::mem::size_of::<T>()
+/// CUPTI's `*_STRUCT_SIZE`: up to the end of the last field, without the
+/// trailing padding `size_of` counts (CUPTI rejects the padded size with
+/// CUPTI_ERROR_INVALID_PARAMETER).
+macro_rules! struct_size {
+    ($t:ty, $last:ident: $ft:ty) => {
+        std::mem::offset_of!($t, $last) + std::mem::size_of::<$ft>()
+    };
 }
 
 /// Turns `CUPTI_ERROR_INSUFFICIENT_PRIVILEGES` into the message with the fix.
@@ -31,7 +36,7 @@ fn privileged(cupti: &Cupti, code: sys::CUptiResult, call: &str) -> Result<()> {
 /// `cuptiProfilerInitialize`, once per process.
 pub(crate) fn initialize(cupti: &Cupti) -> Result<()> {
     let mut p = sys::CUpti_Profiler_Initialize_Params {
-        structSize: size_of::<sys::CUpti_Profiler_Initialize_Params>(),
+        structSize: struct_size!(sys::CUpti_Profiler_Initialize_Params, pPriv: *mut std::ffi::c_void),
         pPriv: std::ptr::null_mut(),
     };
     let f = sym!(cupti, cuptiProfilerInitialize).map_err(cupti::missing)?;
@@ -42,7 +47,7 @@ pub(crate) fn initialize(cupti: &Cupti) -> Result<()> {
 /// The chip name of device `index` (e.g. "GH100").
 pub(crate) fn chip_name(cupti: &Cupti, index: usize) -> Result<CString> {
     let mut p = sys::CUpti_Device_GetChipName_Params {
-        structSize: size_of::<sys::CUpti_Device_GetChipName_Params>(),
+        structSize: struct_size!(sys::CUpti_Device_GetChipName_Params, pChipName: *const std::ffi::c_char),
         pPriv: std::ptr::null_mut(),
         deviceIndex: index,
         pChipName: std::ptr::null(),
@@ -61,7 +66,7 @@ pub(crate) fn chip_name(cupti: &Cupti, index: usize) -> Result<CString> {
 pub(crate) fn device_supported(cupti: &Cupti, dev: i32) -> Result<()> {
     // SAFETY: all-zero is a valid value for this plain params struct.
     let mut p: sys::CUpti_Profiler_DeviceSupported_Params = unsafe { std::mem::zeroed() };
-    p.structSize = size_of::<sys::CUpti_Profiler_DeviceSupported_Params>();
+    p.structSize = struct_size!(sys::CUpti_Profiler_DeviceSupported_Params, api: sys::CUpti_Profiler_API);
     p.cuDevice = dev;
     p.api = sys::CUPTI_PROFILER_RANGE_PROFILING;
     let f = sym!(cupti, cuptiProfilerDeviceSupported).map_err(cupti::missing)?;
@@ -92,7 +97,7 @@ pub(crate) fn device_supported(cupti: &Cupti, dev: i32) -> Result<()> {
 /// The counter availability image of a context.
 pub(crate) fn counter_availability(cupti: &Cupti, ctx: sys::CUcontext) -> Result<Vec<u8>> {
     let mut p = sys::CUpti_Profiler_GetCounterAvailability_Params {
-        structSize: size_of::<sys::CUpti_Profiler_GetCounterAvailability_Params>(),
+        structSize: struct_size!(sys::CUpti_Profiler_GetCounterAvailability_Params, pCounterAvailabilityImage: *mut u8),
         pPriv: std::ptr::null_mut(),
         ctx,
         counterAvailabilityImageSize: 0,
@@ -126,7 +131,7 @@ impl HostObject {
     /// fail here, with CUPTI's error.
     pub(crate) fn new(cupti: &'static Cupti, chip: &CStr, availability: &[u8], metrics: &[String]) -> Result<Self> {
         let mut p = sys::CUpti_Profiler_Host_Initialize_Params {
-            structSize: size_of::<sys::CUpti_Profiler_Host_Initialize_Params>(),
+            structSize: struct_size!(sys::CUpti_Profiler_Host_Initialize_Params, pHostObject: *mut sys::CUpti_Profiler_Host_Object),
             pPriv: std::ptr::null_mut(),
             profilerType: sys::CUPTI_PROFILER_TYPE_RANGE_PROFILER,
             pChipName: chip.as_ptr(),
@@ -144,7 +149,7 @@ impl HostObject {
             .map_err(|_| Error::new(ErrorKind::InvalidConfig, "a metric name contains a NUL byte"))?;
         let mut ptrs: Vec<*const std::ffi::c_char> = host.names.iter().map(|n| n.as_ptr()).collect();
         let mut add = sys::CUpti_Profiler_Host_ConfigAddMetrics_Params {
-            structSize: size_of::<sys::CUpti_Profiler_Host_ConfigAddMetrics_Params>(),
+            structSize: struct_size!(sys::CUpti_Profiler_Host_ConfigAddMetrics_Params, numMetrics: usize),
             pPriv: std::ptr::null_mut(),
             pHostObject: host.ptr,
             ppMetricNames: ptrs.as_mut_ptr(),
@@ -161,7 +166,7 @@ impl HostObject {
         }
         // SAFETY: all-zero is valid for these plain params structs.
         let mut size: sys::CUpti_Profiler_Host_GetConfigImageSize_Params = unsafe { std::mem::zeroed() };
-        size.structSize = size_of::<sys::CUpti_Profiler_Host_GetConfigImageSize_Params>();
+        size.structSize = struct_size!(sys::CUpti_Profiler_Host_GetConfigImageSize_Params, configImageSize: usize);
         size.pHostObject = host.ptr;
         let f = sym!(cupti, cuptiProfilerHostGetConfigImageSize).map_err(cupti::missing)?;
         // SAFETY: valid params.
@@ -169,7 +174,7 @@ impl HostObject {
         host.config = vec![0u8; size.configImageSize];
         // SAFETY: as above.
         let mut get: sys::CUpti_Profiler_Host_GetConfigImage_Params = unsafe { std::mem::zeroed() };
-        get.structSize = size_of::<sys::CUpti_Profiler_Host_GetConfigImage_Params>();
+        get.structSize = struct_size!(sys::CUpti_Profiler_Host_GetConfigImage_Params, pConfigImage: *mut u8);
         get.pHostObject = host.ptr;
         get.pConfigImage = host.config.as_mut_ptr();
         get.configImageSize = host.config.len();
@@ -177,7 +182,7 @@ impl HostObject {
         // SAFETY: the buffer holds configImageSize bytes.
         check(cupti, unsafe { f(&mut get) }, "cuptiProfilerHostGetConfigImage")?;
         let mut passes = sys::CUpti_Profiler_Host_GetNumOfPasses_Params {
-            structSize: size_of::<sys::CUpti_Profiler_Host_GetNumOfPasses_Params>(),
+            structSize: struct_size!(sys::CUpti_Profiler_Host_GetNumOfPasses_Params, numOfPasses: usize),
             pPriv: std::ptr::null_mut(),
             configImageSize: host.config.len(),
             pConfigImage: host.config.as_mut_ptr(),
@@ -201,7 +206,7 @@ impl HostObject {
         let mut ptrs: Vec<*const std::ffi::c_char> = self.names.iter().map(|n| n.as_ptr()).collect();
         let mut values = vec![0f64; ptrs.len()];
         let mut p = sys::CUpti_Profiler_Host_EvaluateToGpuValues_Params {
-            structSize: size_of::<sys::CUpti_Profiler_Host_EvaluateToGpuValues_Params>(),
+            structSize: struct_size!(sys::CUpti_Profiler_Host_EvaluateToGpuValues_Params, pMetricValues: *mut f64),
             pPriv: std::ptr::null_mut(),
             pHostObject: self.ptr,
             pCounterDataImage: image.as_ptr(),
@@ -221,7 +226,7 @@ impl HostObject {
 impl Drop for HostObject {
     fn drop(&mut self) {
         let mut p = sys::CUpti_Profiler_Host_Deinitialize_Params {
-            structSize: size_of::<sys::CUpti_Profiler_Host_Deinitialize_Params>(),
+            structSize: struct_size!(sys::CUpti_Profiler_Host_Deinitialize_Params, pHostObject: *mut sys::CUpti_Profiler_Host_Object),
             pPriv: std::ptr::null_mut(),
             pHostObject: self.ptr,
         };
@@ -256,7 +261,7 @@ impl ContextProfiler {
         max_ranges: usize,
     ) -> Result<Self> {
         let mut en = sys::CUpti_RangeProfiler_Enable_Params {
-            structSize: size_of::<sys::CUpti_RangeProfiler_Enable_Params>(),
+            structSize: struct_size!(sys::CUpti_RangeProfiler_Enable_Params, pRangeProfilerObject: *mut sys::CUpti_RangeProfiler_Object),
             pPriv: std::ptr::null_mut(),
             ctx,
             pRangeProfilerObject: std::ptr::null_mut(),
@@ -275,7 +280,7 @@ impl ContextProfiler {
         let mut ptrs: Vec<*const std::ffi::c_char> = names.iter().map(|n| n.as_ptr()).collect();
         // SAFETY: all-zero is valid for this plain params struct.
         let mut sz: sys::CUpti_RangeProfiler_GetCounterDataSize_Params = unsafe { std::mem::zeroed() };
-        sz.structSize = size_of::<sys::CUpti_RangeProfiler_GetCounterDataSize_Params>();
+        sz.structSize = struct_size!(sys::CUpti_RangeProfiler_GetCounterDataSize_Params, counterDataSize: usize);
         sz.pRangeProfilerObject = me.object;
         sz.pMetricNames = ptrs.as_mut_ptr();
         sz.numMetrics = ptrs.len();
@@ -293,7 +298,7 @@ impl ContextProfiler {
     /// creation and after each decode.
     pub(crate) fn reset(&mut self) -> Result<()> {
         let mut init = sys::CUpti_RangeProfiler_CounterDataImage_Initialize_Params {
-            structSize: size_of::<sys::CUpti_RangeProfiler_CounterDataImage_Initialize_Params>(),
+            structSize: struct_size!(sys::CUpti_RangeProfiler_CounterDataImage_Initialize_Params, pCounterData: *mut u8),
             pPriv: std::ptr::null_mut(),
             pRangeProfilerObject: self.object,
             counterDataSize: self.image.len(),
@@ -304,7 +309,7 @@ impl ContextProfiler {
         check(self.cupti, unsafe { f(&mut init) }, "cuptiRangeProfilerCounterDataImageInitialize")?;
         // SAFETY: all-zero is valid for this plain params struct.
         let mut cfg: sys::CUpti_RangeProfiler_SetConfig_Params = unsafe { std::mem::zeroed() };
-        cfg.structSize = size_of::<sys::CUpti_RangeProfiler_SetConfig_Params>();
+        cfg.structSize = struct_size!(sys::CUpti_RangeProfiler_SetConfig_Params, targetNestingLevel: u16);
         cfg.pRangeProfilerObject = self.object;
         cfg.configSize = self.config.len();
         cfg.pConfig = self.config.as_ptr();
@@ -326,7 +331,7 @@ impl ContextProfiler {
     /// replayed and measured, one range each.
     pub(crate) fn start(&mut self) -> Result<()> {
         let mut p = sys::CUpti_RangeProfiler_Start_Params {
-            structSize: size_of::<sys::CUpti_RangeProfiler_Start_Params>(),
+            structSize: struct_size!(sys::CUpti_RangeProfiler_Start_Params, pRangeProfilerObject: *mut sys::CUpti_RangeProfiler_Object),
             pPriv: std::ptr::null_mut(),
             pRangeProfilerObject: self.object,
         };
@@ -339,7 +344,7 @@ impl ContextProfiler {
     pub(crate) fn stop(&mut self) -> Result<()> {
         // SAFETY: all-zero is valid for this plain params struct.
         let mut p: sys::CUpti_RangeProfiler_Stop_Params = unsafe { std::mem::zeroed() };
-        p.structSize = size_of::<sys::CUpti_RangeProfiler_Stop_Params>();
+        p.structSize = struct_size!(sys::CUpti_RangeProfiler_Stop_Params, isAllPassSubmitted: u8);
         p.pRangeProfilerObject = self.object;
         let f = sym!(self.cupti, cuptiRangeProfilerStop).map_err(cupti::missing)?;
         // SAFETY: valid params.
@@ -351,7 +356,7 @@ impl ContextProfiler {
     /// number CUPTI dropped for lack of room.
     pub(crate) fn decode(&mut self) -> Result<(Vec<String>, usize)> {
         let mut d = sys::CUpti_RangeProfiler_DecodeData_Params {
-            structSize: size_of::<sys::CUpti_RangeProfiler_DecodeData_Params>(),
+            structSize: struct_size!(sys::CUpti_RangeProfiler_DecodeData_Params, numOfRangeDropped: usize),
             pPriv: std::ptr::null_mut(),
             pRangeProfilerObject: self.object,
             numOfRangeDropped: 0,
@@ -360,7 +365,7 @@ impl ContextProfiler {
         // SAFETY: valid params.
         check(self.cupti, unsafe { f(&mut d) }, "cuptiRangeProfilerDecodeData")?;
         let mut info = sys::CUpti_RangeProfiler_GetCounterDataInfo_Params {
-            structSize: size_of::<sys::CUpti_RangeProfiler_GetCounterDataInfo_Params>(),
+            structSize: struct_size!(sys::CUpti_RangeProfiler_GetCounterDataInfo_Params, numTotalRanges: usize),
             pPriv: std::ptr::null_mut(),
             pCounterDataImage: self.image.as_ptr(),
             counterDataImageSize: self.image.len(),
@@ -373,7 +378,7 @@ impl ContextProfiler {
         let f = sym!(self.cupti, cuptiRangeProfilerCounterDataGetRangeInfo).map_err(cupti::missing)?;
         for i in 0..info.numTotalRanges {
             let mut r = sys::CUpti_RangeProfiler_CounterData_GetRangeInfo_Params {
-                structSize: size_of::<sys::CUpti_RangeProfiler_CounterData_GetRangeInfo_Params>(),
+                structSize: struct_size!(sys::CUpti_RangeProfiler_CounterData_GetRangeInfo_Params, rangeName: *const std::ffi::c_char),
                 pPriv: std::ptr::null_mut(),
                 pCounterDataImage: self.image.as_ptr(),
                 counterDataImageSize: self.image.len(),
@@ -403,7 +408,7 @@ impl ContextProfiler {
 impl Drop for ContextProfiler {
     fn drop(&mut self) {
         let mut p = sys::CUpti_RangeProfiler_Disable_Params {
-            structSize: size_of::<sys::CUpti_RangeProfiler_Disable_Params>(),
+            structSize: struct_size!(sys::CUpti_RangeProfiler_Disable_Params, pRangeProfilerObject: *mut sys::CUpti_RangeProfiler_Object),
             pPriv: std::ptr::null_mut(),
             pRangeProfilerObject: self.object,
         };
