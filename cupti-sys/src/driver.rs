@@ -25,6 +25,8 @@ pub struct Driver {
         unsafe extern "C" fn(value: *mut c_int, attr: CUdevice_attribute, dev: CUdevice) -> CUresult,
     /// `cuCtxGetDevice`: the device of the calling thread's current context.
     pub cu_ctx_get_device: unsafe extern "C" fn(dev: *mut CUdevice) -> CUresult,
+    /// `cuStreamIsCapturing`: 0 (none), 1 (active), 2 (invalidated).
+    pub cu_stream_is_capturing: unsafe extern "C" fn(stream: crate::CUstream, status: *mut c_int) -> CUresult,
     /// `cuDeviceGetName`.
     pub cu_device_get_name: unsafe extern "C" fn(name: *mut c_char, len: c_int, dev: CUdevice) -> CUresult,
 }
@@ -55,6 +57,7 @@ impl Driver {
             cu_device_get_attribute: get!("cuDeviceGetAttribute"),
             cu_device_get_name: get!("cuDeviceGetName"),
             cu_ctx_get_device: get!("cuCtxGetDevice"),
+            cu_stream_is_capturing: get!("cuStreamIsCapturing"),
             _lib: lib,
         })
     }

@@ -460,7 +460,11 @@ unsafe extern "C" fn api_callback(
         }
         let ctx = ranges::current();
         let graph = is_graph_launch(domain, cbid);
-        let profiled = s.collector.as_ref().is_some_and(|c| c.on_enter(d.context, d.symbolName, ctx.path, graph));
+        let profiled = s.collector.as_ref().is_some_and(|c| {
+            // SAFETY: CUPTI passes the launch function's own params struct.
+            let stream = unsafe { launch_stream(domain, cbid, d.functionParams) };
+            c.on_enter(d.context, stream, d.symbolName, ctx.path, graph)
+        });
         s.send(HostEvent::Launch {
             correlation_id,
             tid: ctx.tid,
@@ -470,6 +474,46 @@ unsafe extern "C" fn api_callback(
             profiled,
         });
     });
+}
+
+/// The stream a kernel launch API call targets, read from its parameters;
+/// `None` for launch APIs whose parameters gpuscope does not decode.
+///
+/// # Safety
+/// `params` is the `functionParams` CUPTI passed for `(domain, cbid)`.
+unsafe fn launch_stream(domain: u32, cbid: u32, params: *const c_void) -> Option<sys::CUstream> {
+    if params.is_null() {
+        return None;
+    }
+    // SAFETY (all reads): per this function's contract, `params` points to
+    // the `<api>_params` struct of this callback id.
+    unsafe {
+        match (domain, cbid) {
+            (sys::CUPTI_CB_DOMAIN_DRIVER_API, sys::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel)
+            | (sys::CUPTI_CB_DOMAIN_DRIVER_API, sys::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz) => {
+                Some((*(params as *const sys::cuLaunchKernel_params)).hStream)
+            }
+            (sys::CUPTI_CB_DOMAIN_DRIVER_API, sys::CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel)
+            | (sys::CUPTI_CB_DOMAIN_DRIVER_API, sys::CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz) => {
+                Some((*(params as *const sys::cuLaunchCooperativeKernel_params)).hStream)
+            }
+            (sys::CUPTI_CB_DOMAIN_DRIVER_API, sys::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx)
+            | (sys::CUPTI_CB_DOMAIN_DRIVER_API, sys::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz) => {
+                let cfg = (*(params as *const sys::cuLaunchKernelEx_params)).config;
+                (!cfg.is_null()).then(|| (*cfg).hStream)
+            }
+            (sys::CUPTI_CB_DOMAIN_RUNTIME_API, sys::CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000)
+            | (sys::CUPTI_CB_DOMAIN_RUNTIME_API, sys::CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000) => {
+                Some((*(params as *const sys::cudaLaunchKernel_v7000_params)).stream as sys::CUstream)
+            }
+            (sys::CUPTI_CB_DOMAIN_RUNTIME_API, sys::CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060)
+            | (sys::CUPTI_CB_DOMAIN_RUNTIME_API, sys::CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060) => {
+                let cfg = (*(params as *const sys::cudaLaunchKernelExC_v11060_params)).config;
+                (!cfg.is_null()).then(|| (*cfg).stream as sys::CUstream)
+            }
+            _ => None,
+        }
+    }
 }
 
 unsafe extern "C" fn buffer_requested(buffer: *mut *mut u8, size: *mut usize, max_records: *mut usize) {

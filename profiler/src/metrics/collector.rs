@@ -34,6 +34,14 @@ pub struct MetricsStatus {
     pub skipped_busy: u64,
     /// CUDA graph launches, which are not measured.
     pub skipped_graph_launches: u64,
+    /// Selected launches into a stream being captured into a graph (they
+    /// run later, as a graph; measuring them would break the capture).
+    #[serde(default)]
+    pub skipped_capturing: u64,
+    /// Selected launches through an API whose stream gpuscope cannot read
+    /// (legacy `cuLaunch*`, multi-device cooperative launches).
+    #[serde(default)]
+    pub skipped_unsupported_api: u64,
     /// Why metrics were switched off, if they were.
     pub disabled: Option<String>,
 }
@@ -134,7 +142,14 @@ impl Collector {
     }
 
     /// At a launch's API entry: measure it? If so the profiler is started.
-    pub(crate) fn on_enter(&self, ctx: sys::CUcontext, symbol: *const c_char, path: PathId, graph: bool) -> bool {
+    pub(crate) fn on_enter(
+        &self,
+        ctx: sys::CUcontext,
+        stream: Option<sys::CUstream>,
+        symbol: *const c_char,
+        path: PathId,
+        graph: bool,
+    ) -> bool {
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let st = &mut *st;
         if st.status.disabled.is_some() || ctx.is_null() {
@@ -142,6 +157,9 @@ impl Collector {
         }
         if graph {
             st.status.skipped_graph_launches += 1;
+            return false;
+        }
+        if ctx.is_null() {
             return false;
         }
         let name = st
@@ -167,6 +185,21 @@ impl Collector {
         }
         if st.busy.contains(&(ctx as usize)) {
             st.status.skipped_busy += 1;
+            return false;
+        }
+        let Some(stream) = stream else {
+            st.status.skipped_unsupported_api += 1;
+            return false;
+        };
+        let mut capture = 0;
+        if let Some(d) = crate::device::driver() {
+            // SAFETY: `stream` is the launch's own stream handle.
+            if unsafe { (d.cu_stream_is_capturing)(stream, &mut capture) } != 0 {
+                capture = -1;
+            }
+        }
+        if capture != 0 {
+            st.status.skipped_capturing += 1;
             return false;
         }
         let started = self.context(st, ctx).and_then(|cp| cp.start());
