@@ -102,3 +102,46 @@ extern "C" __global__ void spin(u64 cycles, int* sink) {
   while (__nvvm_read_ptx_sreg_clock64() - start < cycles) {}
   if (tid() == 0 && cycles == 0) sink[ctaid()] = 1;
 }
+
+// ---- Validation kernels (examples/validate.rs): shapes whose SM efficiency
+// and achieved occupancy are known in advance.
+
+static __device__ inline void spin_for(u64 cycles) {
+  u64 start = __nvvm_read_ptx_sreg_clock64();
+  while (__nvvm_read_ptx_sreg_clock64() - start < cycles) {}
+}
+
+// One block on one SM for a long time: SM efficiency ~1/#SMs.
+extern "C" __global__ void one_block_spin(u64 cycles) { spin_for(cycles); }
+
+// Launched with enough dynamic shared memory that one block fits per SM,
+// and a grid of 2 x #SMs + 1: the last wave runs on one SM alone.
+extern "C" __global__ void tail_wave_spin(u64 cycles) {
+  extern __shared__ float pad[];
+  if (tid() == 0) pad[0] = 0.f;
+  spin_for(cycles);
+}
+
+// One block per SM by shared memory (~200 KB), touching all of it.
+extern "C" __global__ void smem_limited(float* out, int words, int iters) {
+  extern __shared__ float buf[];
+  for (int i = tid(); i < words; i += ntid()) buf[i] = (float)i;
+  sync();
+  float acc = 0.f;
+  for (int k = 0; k < iters; ++k)
+    for (int i = tid(); i < words; i += ntid()) acc += buf[(i * 33 + k) % words];
+  out[ctaid() * ntid() + tid()] = acc;
+}
+
+// Streaming copy, grid-stride: memory-bound.
+struct __attribute__((aligned(16))) float4 { float x, y, z, w; };
+extern "C" __global__ void stream_copy(const float4* src, float4* dst, u64 n) {
+  for (u64 i = (u64)ctaid() * ntid() + tid(); i < n; i += (u64)nctaid() * ntid()) dst[i] = src[i];
+}
+
+// Dependent FMAs per thread: compute-bound, all SMs busy.
+extern "C" __global__ void fma_loop(float* out, int iters) {
+  float a = tid() * 1e-3f, b = 1.0001f, c = 0.9999f;
+  for (int k = 0; k < iters; ++k) { a = a * b + c; b = b * c + a * 1e-7f; }
+  out[ctaid() * ntid() + tid()] = a + b;
+}

@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""Joins gpuscope's per-launch metrics (report JSON with a trace) with ncu's
+CSV, launch by launch: the n-th launch of a kernel in one is the n-th in the
+other (both list launches in order). Prints the table and the cost ratios.
+
+    compare_ncu.py gpuscope.json ncu_nocache.csv ncu_default.csv times.txt
+"""
+import csv, json, re, sys
+from collections import defaultdict
+
+OCC = "sm__warps_active.avg.pct_of_peak_sustained_active"
+EFF = "smsp__cycles_active.avg.pct_of_peak_sustained_elapsed"
+DUR = "gpu__time_duration.sum"
+
+
+def base(name):
+    s = name.split("(")[0]
+    s = re.sub(r"<.*", "", s)
+    return s.split()[-1] if s.split() else s
+
+
+def ncu_launches(path):
+    rows = [r for r in csv.reader(open(path)) if r and not r[0].startswith("==")]
+    head, rows = rows[0], rows[1:]
+    col = {c: i for i, c in enumerate(head)}
+    by_id = {}
+    for r in rows:
+        if len(r) != len(head) or not r[col["ID"]].isdigit():
+            continue
+        d = by_id.setdefault(int(r[col["ID"]]), {"name": base(r[col["Kernel Name"]])})
+        v = r[col["Metric Value"]].replace(",", "")
+        unit = r[col["Metric Unit"]]
+        try:
+            x = float(v)
+        except ValueError:
+            continue
+        if r[col["Metric Name"]] == DUR:
+            x *= {"ns": 1, "nsecond": 1, "us": 1e3, "usecond": 1e3, "ms": 1e6, "msecond": 1e6, "s": 1e9, "second": 1e9}.get(unit, 1)
+        d[r[col["Metric Name"]]] = x
+    per = defaultdict(list)
+    for i in sorted(by_id):
+        per[by_id[i]["name"]].append(by_id[i])
+    return per
+
+
+def main():
+    ours_path, nocache_path, default_path, times_path = sys.argv[1:5]
+    report = json.load(open(ours_path))
+    ours = defaultdict(list)
+    for k in sorted(report["trace"]["kernels"], key=lambda k: k["correlation_id"]):
+        if k.get("metrics"):
+            ours[base(k["name"])].append(k["metrics"])
+    nc, nd = ncu_launches(nocache_path), ncu_launches(default_path)
+    print("metrics status:", json.dumps(report.get("metrics")))
+    hdr = f"{'kernel':<24}{'#':>3}{'dur us':>9} | {'occ ncu':>8}{'ours':>8}{'diff':>7} | {'eff ncu':>8}{'ours':>8}{'diff':>7} | {'occ/eff ncu flush':>18}"
+    print(hdr)
+    print("-" * len(hdr))
+    worst = []
+    for name in sorted(ours):
+        for i, m in enumerate(ours[name]):
+            a = nc.get(name, [])
+            b = nd.get(name, [])
+            if i >= len(a):
+                print(f"{name:<24}{i:>3}  (ncu has no launch {i})")
+                worst.append((name, i, "missing"))
+                continue
+            x, y = a[i], (b[i] if i < len(b) else {})
+            do, de = m["achieved_occupancy_pct"] - x[OCC], m["sm_efficiency_pct"] - x[EFF]
+            dur = x.get(DUR, 0) / 1e3
+            flag = " <-" if dur >= 10 and (abs(do) > 2 or abs(de) > 2) else ""
+            print(f"{name:<24}{i:>3}{dur:>9.1f} | {x[OCC]:>8.2f}{m['achieved_occupancy_pct']:>8.2f}{do:>7.2f} | "
+                  f"{x[EFF]:>8.2f}{m['sm_efficiency_pct']:>8.2f}{de:>7.2f} | {y.get(OCC, float('nan')):>8.2f}/{y.get(EFF, float('nan')):<8.2f}{flag}")
+            if flag:
+                worst.append((name, i, f"occ {do:+.2f} eff {de:+.2f}"))
+    print()
+    t = dict(l.split() for l in open(times_path))
+    t = {k: float(v) for k, v in t.items()}
+    print("process wall time, s: " + ", ".join(f"{k} {v:.2f}" for k, v in t.items()))
+    if "ncu" in t and "gpuscope_all" in t:
+        print(f"ncu / gpuscope(all launches) = {t['ncu'] / t['gpuscope_all']:.1f}x")
+    if "gpuscope_default" in t and "plain" in t:
+        print(f"gpuscope(default selection) / plain = {t['gpuscope_default'] / t['plain']:.2f}x")
+        print(f"gpuscope(all launches) / plain = {t['gpuscope_all'] / t['plain']:.2f}x")
+    print(f"launches of 10 us or more off by over 2 points (vs ncu --cache-control none): {len(worst)}")
+    for w in worst:
+        print("  ", *w)
+
+
+main()
