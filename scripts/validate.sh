@@ -30,4 +30,4 @@ timed gpuscope_all validate --mode all --out "$out/all.json" > "$out/all.txt" 2>
 timed gpuscope_default validate --mode default --out "$out/default.json" > "$out/default.txt" 2> "$out/default.table.txt"
 timed ncu ncu --clock-control none --metrics "$metrics" --csv validate --mode plain > "$out/ncu.csv"
 ncu --clock-control none --cache-control none --metrics "$metrics" --csv validate --mode plain > "$out/ncu_nocache.csv"
-python3 "$here/compare_ncu.py" "$out/all.json" "$out/ncu_nocache.csv" "$out/ncu.csv" "$out/times.txt"
+python3 "$here/compare_ncu.py" "$out/all.json" "$out/ncu_nocache.csv" "$out/ncu.csv" "$out/times.txt" | tee "$out/compare.txt"

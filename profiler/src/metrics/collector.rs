@@ -47,6 +47,7 @@ pub struct MetricsStatus {
 }
 
 struct State {
+    initialized: bool,
     hosts: HashMap<i32, HostObject>,
     contexts: HashMap<usize, (i32, ContextProfiler)>,
     busy: HashSet<usize>,
@@ -71,15 +72,13 @@ thread_local! {
 
 impl Collector {
     pub(crate) fn new(cupti: &'static Cupti, metrics: MetricSet, selection: Selection) -> Self {
-        let mut status = MetricsStatus { metrics: metrics.names().to_vec(), ..Default::default() };
-        if let Err(e) = rangeprof::initialize(cupti) {
-            status.disabled = Some(e.to_string());
-        }
+        let status = MetricsStatus { metrics: metrics.names().to_vec(), ..Default::default() };
         Collector {
             cupti,
             metrics,
             selection,
             state: Mutex::new(State {
+                initialized: false,
                 hosts: HashMap::new(),
                 contexts: HashMap::new(),
                 busy: HashSet::new(),
@@ -112,6 +111,12 @@ impl Collector {
     /// context) on first use.
     fn context<'a>(&self, st: &'a mut State, ctx: sys::CUcontext) -> Result<&'a mut ContextProfiler> {
         let key = ctx as usize;
+        if !st.initialized {
+            // Needs an initialised driver, so it waits for the first launch:
+            // a session may start before the program touches CUDA.
+            rangeprof::initialize(self.cupti)?;
+            st.initialized = true;
+        }
         if !st.contexts.contains_key(&key) {
             let driver = crate::device::driver()
                 .ok_or_else(|| Error::new(crate::ErrorKind::LibraryNotFound, "libcuda.so.1 could not be loaded"))?;
