@@ -453,8 +453,10 @@ unsafe extern "C" fn api_callback(
         let correlation_id = d.correlationId;
         if !enter {
             // A launch measured at entry: its kernel has run (replayed) by now.
-            if let Some(values) = s.collector.as_ref().and_then(|c| c.on_exit()) {
-                s.send(HostEvent::KernelMetrics { correlation_id, values });
+            if let Some(c) = &s.collector {
+                for (correlation_id, values) in c.on_exit(correlation_id) {
+                    s.send(HostEvent::KernelMetrics { correlation_id, values });
+                }
             }
             return;
         }
@@ -646,6 +648,11 @@ fn finish(s: &Arc<Shared>, decoder: Option<std::thread::JoinHandle<()>>) -> Resu
         unsafe { f(sys::CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) };
     }
     if let Some(col) = &s.collector {
+        // Launches measured since the last batch: decode them now, before
+        // the decoder's final drain.
+        for (correlation_id, values) in col.flush() {
+            s.send(HostEvent::KernelMetrics { correlation_id, values });
+        }
         col.shutdown();
     }
     if let Ok(f) = sym!(c, cuptiUnsubscribe) {

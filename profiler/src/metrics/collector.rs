@@ -44,12 +44,47 @@ pub struct MetricsStatus {
     pub skipped_unsupported_api: u64,
     /// Why metrics were switched off, if they were.
     pub disabled: Option<String>,
+    /// Time spent in each range-profiler step, summed over the session, ns:
+    /// setup (per context), start, stop, decode, evaluate, re-arm.
+    #[serde(default)]
+    pub time_ns: PhaseTimes,
 }
+
+/// Where metrics mode spends its time (ns, summed).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[allow(missing_docs)]
+pub struct PhaseTimes {
+    pub setup: u64,
+    pub start: u64,
+    pub stop: u64,
+    pub decode: u64,
+    pub evaluate: u64,
+    pub rearm: u64,
+}
+
+fn timed<T>(acc: &mut u64, f: impl FnOnce() -> T) -> T {
+    let t = std::time::Instant::now();
+    let r = f();
+    *acc += t.elapsed().as_nanos() as u64;
+    r
+}
+
+/// A context's profiler and the correlation ids of the launches it has
+/// measured since its last decode, in launch order: range `i` of the next
+/// decode is `log[i]`'s.
+struct Armed {
+    device: i32,
+    profiler: ContextProfiler,
+    log: Vec<u32>,
+}
+
+/// Measured launches decoded at once (the counter data image's room).
+const BATCH: usize = 64;
 
 struct State {
     initialized: bool,
     hosts: HashMap<i32, HostObject>,
-    contexts: HashMap<usize, (i32, ContextProfiler)>,
+    contexts: HashMap<usize, Armed>,
     busy: HashSet<usize>,
     counts: HashMap<String, u64>,
     names: HashMap<usize, String>,
@@ -132,10 +167,10 @@ impl Collector {
                 st.hosts.insert(dev, host);
             }
             let host = &st.hosts[&dev];
-            let cp = ContextProfiler::new(self.cupti, ctx, host, self.metrics.names(), 1)?;
-            st.contexts.insert(key, (dev, cp));
+            let cp = ContextProfiler::new(self.cupti, ctx, host, self.metrics.names(), BATCH)?;
+            st.contexts.insert(key, Armed { device: dev, profiler: cp, log: Vec::with_capacity(BATCH) });
         }
-        Ok(&mut st.contexts.get_mut(&key).expect("inserted above").1)
+        Ok(&mut st.contexts.get_mut(&key).expect("inserted above").profiler)
     }
 
     fn disable(st: &mut State, e: &Error) {
@@ -207,7 +242,16 @@ impl Collector {
             st.status.skipped_capturing += 1;
             return false;
         }
-        let started = self.context(st, ctx).and_then(|cp| cp.start());
+        let mut setup = 0;
+        let cp = timed(&mut setup, || self.context(st, ctx).map(|_| ()));
+        st.status.time_ns.setup += setup;
+        let started = cp.and_then(|()| {
+            let mut t = 0;
+            let key = ctx as usize;
+            let r = timed(&mut t, || st.contexts.get_mut(&key).expect("set up above").profiler.start());
+            st.status.time_ns.start += t;
+            r
+        });
         match started {
             Ok(()) => {
                 st.busy.insert(ctx as usize);
@@ -221,43 +265,75 @@ impl Collector {
         }
     }
 
-    /// At the API exit of a launch this thread started measuring: its metric
-    /// values, or `None` if the measurement had to be discarded.
-    pub(crate) fn on_exit(&self) -> Option<Option<Vec<f64>>> {
+    /// At the API exit of a launch this thread started measuring (the
+    /// kernel has been replayed and measured): stops the profiler and logs
+    /// the launch. Returns the metric values of every launch whose batch
+    /// was decoded now (`None` values: discarded).
+    pub(crate) fn on_exit(&self, correlation_id: u32) -> Vec<(u32, Option<Vec<f64>>)> {
         let ctx = PENDING.with(|p| p.replace(0));
         if ctx == 0 {
-            return None;
+            return Vec::new();
         }
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let st = &mut *st;
         st.busy.remove(&ctx);
-        let Some((dev, cp)) = st.contexts.get_mut(&ctx) else { return Some(None) };
-        let host = st.hosts.get(dev);
-        let measured = (|| -> Result<Option<Vec<f64>>> {
-            cp.stop()?;
-            let (ranges, dropped) = cp.decode()?;
-            // Exactly one range: this launch's. Anything else means another
-            // kernel ran in the context meanwhile; no value is attached.
+        let Some(armed) = st.contexts.get_mut(&ctx) else { return vec![(correlation_id, None)] };
+        let stopped = timed(&mut st.status.time_ns.stop, || armed.profiler.stop());
+        if let Err(e) = stopped {
+            Self::disable(st, &e);
+            return vec![(correlation_id, None)];
+        }
+        armed.log.push(correlation_id);
+        if armed.log.len() < BATCH {
+            return Vec::new();
+        }
+        self.decode(st, ctx)
+    }
+
+    /// Decodes a context's measured launches and joins them with its log.
+    fn decode(&self, st: &mut State, ctx: usize) -> Vec<(u32, Option<Vec<f64>>)> {
+        let Some(armed) = st.contexts.get_mut(&ctx) else { return Vec::new() };
+        let log = std::mem::take(&mut armed.log);
+        if log.is_empty() {
+            return Vec::new();
+        }
+        let host = st.hosts.get(&armed.device);
+        let times = &mut st.status.time_ns;
+        let measured = (|| -> Result<Option<Vec<Vec<f64>>>> {
+            let (ranges, dropped) = timed(&mut times.decode, || armed.profiler.decode())?;
+            // One range per logged launch, in launch order. Any other count
+            // means a kernel ran that the log does not know (or one was
+            // lost): then no value is attached to any launch of the batch.
             let values = match host {
-                Some(h) if ranges.len() == 1 && dropped == 0 => Some(h.evaluate(cp.image(), 0)?),
+                Some(h) if ranges.len() == log.len() && dropped == 0 => Some(timed(&mut times.evaluate, || {
+                    (0..ranges.len()).map(|i| h.evaluate(armed.profiler.image(), i)).collect::<Result<Vec<_>>>()
+                })?),
                 _ => None,
             };
-            cp.reset()?;
+            timed(&mut times.rearm, || armed.profiler.reset())?;
             Ok(values)
         })();
         match measured {
-            Ok(Some(v)) => {
-                st.status.profiled_launches += 1;
-                Some(Some(v))
+            Ok(Some(values)) => {
+                st.status.profiled_launches += log.len() as u64;
+                log.into_iter().zip(values.into_iter().map(Some)).collect()
             }
             Ok(None) => {
-                st.status.mismatches += 1;
-                Some(None)
+                st.status.mismatches += log.len() as u64;
+                log.into_iter().map(|c| (c, None)).collect()
             }
             Err(e) => {
                 Self::disable(st, &e);
-                Some(None)
+                log.into_iter().map(|c| (c, None)).collect()
             }
         }
+    }
+
+    /// Decodes what every context still holds; for session end.
+    pub(crate) fn flush(&self) -> Vec<(u32, Option<Vec<f64>>)> {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let st = &mut *st;
+        let keys: Vec<usize> = st.contexts.keys().copied().collect();
+        keys.into_iter().flat_map(|k| self.decode(st, k)).collect()
     }
 }

@@ -208,6 +208,19 @@ pub fn render(r: &Report, width: usize) -> String {
             let _ = write!(line, ", {} graph launches not measured", ms.skipped_graph_launches);
         }
         let _ = writeln!(out, "{line}");
+        let t = &ms.time_ns;
+        if ms.profiled_launches > 0 {
+            let _ = writeln!(
+                out,
+                "time in the range profiler: setup {}, start {}, stop {}, decode {}, evaluate {}, re-arm {}",
+                fmt_ns(t.setup),
+                fmt_ns(t.start),
+                fmt_ns(t.stop),
+                fmt_ns(t.decode),
+                fmt_ns(t.evaluate),
+                fmt_ns(t.rearm)
+            );
+        }
         if let Some(why) = &ms.disabled {
             let _ = writeln!(out, "metrics missing: {why}");
         }
