@@ -55,6 +55,9 @@ pub struct MetricsStatus {
 #[allow(missing_docs)]
 pub struct PhaseTimes {
     pub setup: u64,
+    /// From start to stop: the measured launch call itself.
+    #[serde(default)]
+    pub launch: u64,
     pub start: u64,
     pub stop: u64,
     pub decode: u64,
@@ -103,6 +106,7 @@ pub(crate) struct Collector {
 thread_local! {
     // The context whose range profiler this thread started at API entry.
     static PENDING: Cell<usize> = const { Cell::new(0) };
+    static STARTED_AT: Cell<Option<std::time::Instant>> = const { Cell::new(None) };
 }
 
 impl Collector {
@@ -256,6 +260,7 @@ impl Collector {
             Ok(()) => {
                 st.busy.insert(ctx as usize);
                 PENDING.with(|p| p.set(ctx as usize));
+                STARTED_AT.with(|t| t.set(Some(std::time::Instant::now())));
                 true
             }
             Err(e) => {
@@ -274,8 +279,10 @@ impl Collector {
         if ctx == 0 {
             return Vec::new();
         }
+        let launched = STARTED_AT.with(|t| t.take()).map_or(0, |t| t.elapsed().as_nanos() as u64);
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let st = &mut *st;
+        st.status.time_ns.launch += launched;
         st.busy.remove(&ctx);
         let Some(armed) = st.contexts.get_mut(&ctx) else { return vec![(correlation_id, None)] };
         let stopped = timed(&mut st.status.time_ns.stop, || armed.profiler.stop());

@@ -238,13 +238,14 @@ impl Drop for HostObject {
 }
 
 /// The range profiler of one context, set up for auto ranges (one per
-/// kernel) with kernel replay.
+/// kernel), replaying kernels only when the metrics need several passes.
 pub(crate) struct ContextProfiler {
     cupti: &'static Cupti,
     object: *mut sys::CUpti_RangeProfiler_Object,
     image: Vec<u8>,
     config: Vec<u8>,
     max_ranges: usize,
+    replay: sys::CUpti_ProfilerReplayMode,
 }
 
 // SAFETY: used under the metrics state's mutex only.
@@ -316,7 +317,7 @@ impl ContextProfiler {
         cfg.counterDataImageSize = self.image.len();
         cfg.pCounterDataImage = self.image.as_mut_ptr();
         cfg.range = sys::CUPTI_AutoRange;
-        cfg.replayMode = sys::CUPTI_KernelReplay;
+        cfg.replayMode = self.replay;
         cfg.maxRangesPerPass = self.max_ranges;
         cfg.numNestingLevels = 1;
         cfg.minNestingLevel = 1;
