@@ -270,12 +270,17 @@ impl ContextProfiler {
         let f = sym!(cupti, cuptiRangeProfilerEnable).map_err(cupti::missing)?;
         // SAFETY: valid params; ctx comes from CUPTI's callback data.
         privileged(cupti, unsafe { f(&mut en) }, "cuptiRangeProfilerEnable")?;
+        // One pass needs no replay: the kernel runs once, as it would
+        // unprofiled ("user replay" with a single pass). Several passes
+        // need kernel replay, which saves and restores memory per pass.
+        let replay = if host.passes() <= 1 { sys::CUPTI_UserReplay } else { sys::CUPTI_KernelReplay };
         let mut me = ContextProfiler {
             cupti,
             object: en.pRangeProfilerObject,
             image: Vec::new(),
             config: host.config.clone(),
             max_ranges,
+            replay,
         };
         let names: Vec<CString> = metrics.iter().filter_map(|m| CString::new(m.as_str()).ok()).collect();
         let mut ptrs: Vec<*const std::ffi::c_char> = names.iter().map(|n| n.as_ptr()).collect();
