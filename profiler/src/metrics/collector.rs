@@ -13,7 +13,7 @@ use crate::ranges::{paths, PathId};
 use cupti_sys::{self as sys, Cupti};
 use serde::{Deserialize, Serialize};
 use std::cell::Cell;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::ffi::{c_char, CStr};
 use std::sync::Mutex;
 
@@ -29,8 +29,8 @@ pub struct MetricsStatus {
     /// Measurements discarded because the range count after a launch was
     /// not exactly one (another kernel ran in the context meanwhile).
     pub mismatches: u64,
-    /// Selected launches skipped because their context was already being
-    /// measured on another thread.
+    /// Selected launches skipped because another thread was measuring in
+    /// the same context.
     pub skipped_busy: u64,
     /// CUDA graph launches, which are not measured.
     pub skipped_graph_launches: u64,
@@ -79,6 +79,18 @@ struct Armed {
     device: i32,
     profiler: ContextProfiler,
     log: Vec<u32>,
+    /// Started and not yet stopped, by this OS thread: consecutive
+    /// selected launches share one start/stop (each costs milliseconds).
+    running_on: Option<u32>,
+}
+
+impl Armed {
+    fn stop(&mut self, times: &mut PhaseTimes) -> Result<()> {
+        if self.running_on.take().is_some() {
+            timed(&mut times.stop, || self.profiler.stop())?;
+        }
+        Ok(())
+    }
 }
 
 /// Measured launches decoded at once (the counter data image's room).
@@ -88,7 +100,6 @@ struct State {
     initialized: bool,
     hosts: HashMap<i32, HostObject>,
     contexts: HashMap<usize, Armed>,
-    busy: HashSet<usize>,
     counts: HashMap<String, u64>,
     names: HashMap<usize, String>,
     path_names: HashMap<PathId, String>,
@@ -120,7 +131,6 @@ impl Collector {
                 initialized: false,
                 hosts: HashMap::new(),
                 contexts: HashMap::new(),
-                busy: HashSet::new(),
                 counts: HashMap::new(),
                 names: HashMap::new(),
                 path_names: HashMap::new(),
@@ -172,7 +182,8 @@ impl Collector {
             }
             let host = &st.hosts[&dev];
             let cp = ContextProfiler::new(self.cupti, ctx, host, self.metrics.names(), BATCH)?;
-            st.contexts.insert(key, Armed { device: dev, profiler: cp, log: Vec::with_capacity(BATCH) });
+            st.contexts
+                .insert(key, Armed { device: dev, profiler: cp, log: Vec::with_capacity(BATCH), running_on: None });
         }
         Ok(&mut st.contexts.get_mut(&key).expect("inserted above").profiler)
     }
@@ -185,7 +196,10 @@ impl Collector {
         st.contexts.clear();
     }
 
-    /// At a launch's API entry: measure it? If so the profiler is started.
+    /// At a launch's API entry: measure it? If so the context's profiler is
+    /// running (started now, or still running from the previous selected
+    /// launch). An unselected launch stops a running profiler first, so it
+    /// is never measured.
     pub(crate) fn on_enter(
         &self,
         ctx: sys::CUcontext,
@@ -194,41 +208,79 @@ impl Collector {
         path: PathId,
         graph: bool,
     ) -> bool {
-        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        let st = &mut *st;
+        let mut guard = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let st = &mut *guard;
         if st.status.disabled.is_some() || ctx.is_null() {
             return false;
         }
+        let key = ctx as usize;
+        // SAFETY: gettid has no preconditions.
+        let me = unsafe { libc::gettid() } as u32;
+        let selected = self.selects(st, stream, symbol, path, graph);
+        let other_thread = st.contexts.get(&key).and_then(|a| a.running_on).is_some_and(|t| t != me);
+        if !selected || other_thread {
+            if selected {
+                st.status.skipped_busy += 1;
+            }
+            if let Some(a) = st.contexts.get_mut(&key) {
+                if let Err(e) = a.stop(&mut st.status.time_ns) {
+                    Self::disable(st, &e);
+                }
+            }
+            return false;
+        }
+        let mut setup = 0;
+        let armed = timed(&mut setup, || self.context(st, ctx).map(|_| ()));
+        st.status.time_ns.setup += setup;
+        let started = armed.and_then(|()| {
+            let a = st.contexts.get_mut(&key).expect("set up above");
+            if a.running_on.is_none() {
+                timed(&mut st.status.time_ns.start, || a.profiler.start())?;
+                a.running_on = Some(me);
+            }
+            Ok(())
+        });
+        match started {
+            Ok(()) => {
+                PENDING.with(|p| p.set(key));
+                STARTED_AT.with(|t| t.set(Some(std::time::Instant::now())));
+                true
+            }
+            Err(e) => {
+                Self::disable(st, &e);
+                false
+            }
+        }
+    }
+
+    /// The selection rules, applied to one launch.
+    fn selects(
+        &self,
+        st: &mut State,
+        stream: Option<sys::CUstream>,
+        symbol: *const c_char,
+        path: PathId,
+        graph: bool,
+    ) -> bool {
         if graph {
             st.status.skipped_graph_launches += 1;
             return false;
         }
-        if ctx.is_null() {
-            return false;
-        }
-        let name = st
-            .names
-            .entry(symbol as usize)
-            .or_insert_with(|| {
-                if symbol.is_null() {
-                    return String::new();
-                }
-                // SAFETY: CUPTI's symbolName is a NUL-terminated string.
-                crate::aggregate::demangle(&unsafe { CStr::from_ptr(symbol) }.to_string_lossy())
-            })
-            .clone();
+        let name = st.names.entry(symbol as usize).or_insert_with(|| {
+            if symbol.is_null() {
+                return String::new();
+            }
+            // SAFETY: CUPTI's symbolName is a NUL-terminated string.
+            crate::aggregate::demangle(&unsafe { CStr::from_ptr(symbol) }.to_string_lossy())
+        });
         let path_name = st.path_names.entry(path).or_insert_with(|| paths().path(path).to_string());
-        if !self.selection.matches(&name, path_name) {
+        if !self.selection.matches(name, path_name) {
             return false;
         }
-        let nth = st.counts.entry(name).or_insert(0);
+        let nth = st.counts.entry(name.clone()).or_insert(0);
         let pick = self.selection.picks(*nth);
         *nth += 1;
         if !pick {
-            return false;
-        }
-        if st.busy.contains(&(ctx as usize)) {
-            st.status.skipped_busy += 1;
             return false;
         }
         let Some(stream) = stream else {
@@ -246,28 +298,7 @@ impl Collector {
             st.status.skipped_capturing += 1;
             return false;
         }
-        let mut setup = 0;
-        let cp = timed(&mut setup, || self.context(st, ctx).map(|_| ()));
-        st.status.time_ns.setup += setup;
-        let started = cp.and_then(|()| {
-            let mut t = 0;
-            let key = ctx as usize;
-            let r = timed(&mut t, || st.contexts.get_mut(&key).expect("set up above").profiler.start());
-            st.status.time_ns.start += t;
-            r
-        });
-        match started {
-            Ok(()) => {
-                st.busy.insert(ctx as usize);
-                PENDING.with(|p| p.set(ctx as usize));
-                STARTED_AT.with(|t| t.set(Some(std::time::Instant::now())));
-                true
-            }
-            Err(e) => {
-                Self::disable(st, &e);
-                false
-            }
-        }
+        true
     }
 
     /// At the API exit of a launch this thread started measuring (the
@@ -283,13 +314,7 @@ impl Collector {
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let st = &mut *st;
         st.status.time_ns.launch += launched;
-        st.busy.remove(&ctx);
         let Some(armed) = st.contexts.get_mut(&ctx) else { return vec![(correlation_id, None)] };
-        let stopped = timed(&mut st.status.time_ns.stop, || armed.profiler.stop());
-        if let Err(e) = stopped {
-            Self::disable(st, &e);
-            return vec![(correlation_id, None)];
-        }
         armed.log.push(correlation_id);
         if armed.log.len() < BATCH {
             return Vec::new();
@@ -307,6 +332,7 @@ impl Collector {
         let host = st.hosts.get(&armed.device);
         let times = &mut st.status.time_ns;
         let measured = (|| -> Result<Option<Vec<Vec<f64>>>> {
+            armed.stop(times)?;
             let (ranges, dropped) = timed(&mut times.decode, || armed.profiler.decode())?;
             // One range per logged launch, in launch order. Any other count
             // means a kernel ran that the log does not know (or one was
