@@ -353,6 +353,17 @@ fn metrics_join_profiled_launches_by_correlation_id_in_either_order() {
         dyn_smem: 0,
         stream: 1,
     }));
+    // CUPTI's own per-range kernel: no launch of the program behind it.
+    b.extend(kernel(&K {
+        name: c"WaitNs",
+        corr: 77,
+        start: 50_000,
+        end: 130_000,
+        block: 1,
+        regs: 8,
+        dyn_smem: 0,
+        stream: 6,
+    }));
     rp.buffer(&b);
     rp.host_event(HostEvent::KernelMetrics { correlation_id: 2, values: Some(vec![60.0, 100.0, 3000.0, 5700.0]) });
     let r = rp.finish(0, 100_000);
@@ -372,4 +383,7 @@ fn metrics_join_profiled_launches_by_correlation_id_in_either_order() {
     assert_eq!(by(2).end_ns, 13_000);
     assert!(by(3).metrics.is_none() && by(4).metrics.is_none() && !by(5).replayed);
     assert_eq!(r.mode, "metrics");
+    assert_eq!((r.profiler_kernels, r.profiler_kernel_ns), (1, 80_000));
+    assert_eq!(r.kernels.len(), 1, "WaitNs is not reported as the program's kernel");
+    assert_eq!(r.drops.unattributed_kernels, 0);
 }

@@ -176,6 +176,7 @@ pub(crate) struct Aggregator {
     trace: Option<Trace>,
     trace_kernel_paths: Vec<PathId>,
     pending_metrics: HashMap<u32, Option<Vec<f64>>>,
+    injected: (u64, u64),
     parked: HashMap<u32, (KernelActivity, LaunchInfo)>,
     trace_range_paths: Vec<PathId>,
     pub(crate) drops: Drops,
@@ -232,6 +233,7 @@ impl Aggregator {
             opts,
             trace_kernel_paths: Vec::new(),
             pending_metrics: HashMap::new(),
+            injected: (0, 0),
             parked: HashMap::new(),
             trace_range_paths: Vec::new(),
             drops: Drops::default(),
@@ -385,6 +387,15 @@ impl Aggregator {
     fn kernel_with(&mut self, k: &KernelActivity, info: LaunchInfo, values: Option<Vec<f64>>) {
         let metrics = values.map(|v| KernelMetrics::from_values(&self.opts.metric_names, &v));
         let name = self.name_id(k.name);
+        // CUPTI's range profiler launches a `WaitNs` kernel of its own per
+        // measured range (single-pass mode): gpuscope's overhead, not the
+        // program's work. It has no launch of the program's behind it.
+        if !self.opts.metric_names.is_empty() && info.tid == 0 && self.names[name as usize] == "WaitNs" {
+            self.drops.unattributed_kernels = self.drops.unattributed_kernels.saturating_sub(1);
+            self.injected.0 += 1;
+            self.injected.1 += k.end.saturating_sub(k.start);
+            return;
+        }
         let threads = (k.block[0].max(0) * k.block[1].max(0) * k.block[2].max(0)) as u32;
         let shape = LaunchShape {
             threads_per_block: threads,
@@ -594,6 +605,8 @@ impl Aggregator {
             gpuscope_version: env!("CARGO_PKG_VERSION").to_string(),
             mode: if self.opts.metric_names.is_empty() { "trace" } else { "metrics" }.into(),
             metrics: None,
+            profiler_kernels: self.injected.0,
+            profiler_kernel_ns: self.injected.1,
             start_ns,
             end_ns,
             devices: self.devices.infos(),

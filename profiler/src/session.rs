@@ -386,6 +386,21 @@ const RUNTIME_LAUNCHES: &[u32] = &[
     sys::CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_ptsz_v13000,
 ];
 
+/// Stream-capture begins: metrics mode closes its measurement window there
+/// (stopping the range profiler during a capture would invalidate it).
+const CAPTURE_BEGINS: &[(u32, u32)] = &[
+    (sys::CUPTI_CB_DOMAIN_DRIVER_API, sys::CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture),
+    (sys::CUPTI_CB_DOMAIN_DRIVER_API, sys::CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_ptsz),
+    (sys::CUPTI_CB_DOMAIN_DRIVER_API, sys::CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_v2),
+    (sys::CUPTI_CB_DOMAIN_DRIVER_API, sys::CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_v2_ptsz),
+    (sys::CUPTI_CB_DOMAIN_DRIVER_API, sys::CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCaptureToGraph),
+    (sys::CUPTI_CB_DOMAIN_DRIVER_API, sys::CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCaptureToGraph_ptsz),
+    (sys::CUPTI_CB_DOMAIN_RUNTIME_API, sys::CUPTI_RUNTIME_TRACE_CBID_cudaStreamBeginCapture_v10000),
+    (sys::CUPTI_CB_DOMAIN_RUNTIME_API, sys::CUPTI_RUNTIME_TRACE_CBID_cudaStreamBeginCapture_ptsz_v10000),
+    (sys::CUPTI_CB_DOMAIN_RUNTIME_API, sys::CUPTI_RUNTIME_TRACE_CBID_cudaStreamBeginCaptureToGraph_v12030),
+    (sys::CUPTI_CB_DOMAIN_RUNTIME_API, sys::CUPTI_RUNTIME_TRACE_CBID_cudaStreamBeginCaptureToGraph_ptsz_v12030),
+];
+
 fn is_graph_launch(domain: u32, cbid: u32) -> bool {
     match domain {
         sys::CUPTI_CB_DOMAIN_DRIVER_API => {
@@ -408,6 +423,10 @@ fn enable(cupti: &'static Cupti, sub: sys::CUpti_SubscriberHandle, p: &Profiler)
             // SAFETY: a valid subscriber; unknown cbids fail harmlessly.
             unsafe { en(1, sub, domain, cbid) };
         }
+    }
+    for &(domain, cbid) in CAPTURE_BEGINS.iter().filter(|_| p.metrics.is_some()) {
+        // SAFETY: as above.
+        unsafe { en(1, sub, domain, cbid) };
     }
     let reg = sym!(cupti, cuptiActivityRegisterCallbacks).map_err(cupti::missing)?;
     // SAFETY: both callbacks have CUPTI's signatures and catch panics.
@@ -450,6 +469,12 @@ unsafe extern "C" fn api_callback(
         }
         let guard = ACTIVE.read().unwrap_or_else(|e| e.into_inner());
         let Some(s) = guard.as_ref() else { return };
+        if CAPTURE_BEGINS.contains(&(domain, cbid)) {
+            if let (true, Some(c)) = (enter, &s.collector) {
+                c.close_windows();
+            }
+            return;
+        }
         let correlation_id = d.correlationId;
         if !enter {
             // A launch measured at entry: its kernel has run (replayed) by now.

@@ -362,6 +362,22 @@ impl Collector {
         }
     }
 
+    /// Stops every running profiler (before a stream capture begins); what
+    /// was measured stays logged for the next decode.
+    pub(crate) fn close_windows(&self) {
+        let mut guard = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let st = &mut *guard;
+        let mut failed = None;
+        for a in st.contexts.values_mut() {
+            if let Err(e) = a.stop(&mut st.status.time_ns) {
+                failed = Some(e);
+            }
+        }
+        if let Some(e) = failed {
+            Self::disable(st, &e);
+        }
+    }
+
     /// Decodes what every context still holds; for session end.
     pub(crate) fn flush(&self) -> Vec<(u32, Option<Vec<f64>>)> {
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());

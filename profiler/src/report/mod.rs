@@ -41,6 +41,13 @@ pub struct Report {
     pub drops: Drops,
     /// Names given to threads with NVTX.
     pub thread_names: Vec<ThreadName>,
+    /// Kernels CUPTI launched for its own measurements (metrics mode), left
+    /// out of every other statistic.
+    #[serde(default)]
+    pub profiler_kernels: u64,
+    /// Their GPU time, ns.
+    #[serde(default)]
+    pub profiler_kernel_ns: u64,
     /// How hardware-metric collection went (metrics mode only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metrics: Option<crate::metrics::collector::MetricsStatus>,

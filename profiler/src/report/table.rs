@@ -222,6 +222,14 @@ pub fn render(r: &Report, width: usize) -> String {
                 fmt_ns(t.rearm)
             );
         }
+        if r.profiler_kernels > 0 {
+            let _ = writeln!(
+                out,
+                "CUPTI ran {} kernels of its own for these measurements ({} of GPU time), left out of the tables",
+                r.profiler_kernels,
+                fmt_ns(r.profiler_kernel_ns)
+            );
+        }
         if let Some(why) = &ms.disabled {
             let _ = writeln!(out, "metrics missing: {why}");
         }
