@@ -387,3 +387,34 @@ fn metrics_join_profiled_launches_by_correlation_id_in_either_order() {
     assert_eq!(r.kernels.len(), 1, "WaitNs is not reported as the program's kernel");
     assert_eq!(r.drops.unattributed_kernels, 0);
 }
+
+#[test]
+fn a_busy_range_with_idle_sms_is_flagged() {
+    let set = gpuscope::MetricSet::default();
+    let mut rp = Replay::with_metrics(vec![h200()], 0, set.names());
+    let (busy, fine) = (rp.path(&["busy"]), rp.path(&["fine"]));
+    // Each range is 1000 ns of wall time filled by one measured kernel.
+    for (inst, path, corr, t0, eff) in [(1u64, busy, 1u32, 0u64, 5.0), (2, fine, 2, 2_000, 95.0)] {
+        rp.host_event(HostEvent::Push { instance: inst, parent: 0, path, tid: 1, ts: t0 });
+        rp.host_event(HostEvent::Launch {
+            correlation_id: corr,
+            tid: 1,
+            path,
+            instance: inst,
+            graph: false,
+            profiled: true,
+        });
+        rp.host_event(HostEvent::Pop { instance: inst, ts: t0 + 1_000 });
+        rp.host_event(HostEvent::KernelMetrics { correlation_id: corr, values: Some(vec![60.0, eff, 1000.0, 1.0]) });
+        let k = K { name: c"k", corr, start: t0, end: t0, block: 256, regs: 32, dyn_smem: 0, stream: 1 };
+        rp.buffer(&kernel(&k));
+    }
+    let r = rp.finish(0, 10_000);
+    let g = |p: &str| r.ranges.iter().find(|g| g.path.to_string() == p).unwrap();
+    assert_eq!(g("busy").gpu_utilization_pct, 100.0);
+    assert_eq!(g("busy").sm_efficiency_pct, Some(5.0));
+    assert!(g("busy").busy_but_underused);
+    assert!(!g("fine").busy_but_underused);
+    let t = r.to_table(100);
+    assert!(t.contains("busy but underused") && t.contains("  busy: utilisation 100%, SM efficiency 5.0%"), "{t}");
+}

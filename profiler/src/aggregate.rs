@@ -559,12 +559,35 @@ impl Aggregator {
                     gpu_busy_ns: a.busy,
                     gpu_utilization_pct: if a.wall > 0 { 100.0 * a.in_window as f64 / a.wall as f64 } else { 0.0 },
                     kernel_launches: a.launches,
+                    sm_efficiency_pct: None,
+                    achieved_occupancy_pct: None,
+                    busy_but_underused: false,
                 })
                 .collect();
             v.sort_by(|a, b| a.path.cmp(&b.path));
             v
         };
-        let ranges = summarize(&self.ranges);
+        let mut ranges = summarize(&self.ranges);
+        // Hardware metrics of each range: its measured kernels and those of
+        // the ranges nested in it, weighted by measured GPU time.
+        let kernel_paths: Vec<(crate::ranges::RangePath, &KernelAcc)> =
+            self.by_path_name.iter().filter(|(_, a)| a.profiled > 0).map(|((p, _), a)| (table.path(*p), a)).collect();
+        for g in &mut ranges {
+            let (mut ach, mut eff, mut w) = (0.0, 0.0, 0.0);
+            for (p, a) in &kernel_paths {
+                if p.frames.starts_with(&g.path.frames) {
+                    ach += a.achieved_weighted;
+                    eff += a.efficiency_weighted;
+                    w += a.metric_time;
+                }
+            }
+            if w > 0.0 {
+                g.achieved_occupancy_pct = Some(ach / w);
+                g.sm_efficiency_pct = Some(eff / w);
+                g.busy_but_underused = g.gpu_utilization_pct >= BUSY_PCT
+                    && (eff / w < LOW_SM_EFFICIENCY_PCT || ach / w < LOW_OCCUPANCY_PCT);
+            }
+        }
         let start_end_ranges = summarize(&self.start_end);
         let memory = MemorySummary {
             memcpy: self

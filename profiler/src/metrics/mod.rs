@@ -205,9 +205,49 @@ impl KernelMetrics {
     }
 }
 
+/// Levenshtein distance, for suggesting metric names.
+fn distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            cur[j + 1] = (prev[j] + usize::from(ca != *cb)).min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+/// The `n` names of `known` closest to `name`.
+pub(crate) fn closest(name: &str, known: &[String], n: usize) -> Vec<String> {
+    let mut v: Vec<(usize, &String)> = known.iter().map(|k| (distance(name, k), k)).collect();
+    v.sort();
+    v.into_iter().take(n).map(|(_, k)| k.clone()).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unknown_metric_names_get_close_suggestions() {
+        let known: Vec<String> = ["sm__warps_active", "sm__cycles_active", "dram__bytes_read", "smsp__cycles_active"]
+            .map(String::from)
+            .to_vec();
+        assert_eq!(closest("sm__warp_active", &known, 1), vec!["sm__warps_active"]);
+        assert_eq!(closest("dram__byte_read", &known, 2)[0], "dram__bytes_read");
+        assert_eq!(distance("kitten", "sitting"), 3);
+    }
+
+    #[test]
+    fn the_permission_error_names_the_fix() {
+        let e = rangeprof::no_permission("cuptiRangeProfilerEnable");
+        assert_eq!(e.kind(), ErrorKind::NoPermission);
+        let m = e.message();
+        assert!(m.contains("NVreg_RestrictProfilingToAdminUsers=0") && m.contains("CAP_SYS_ADMIN"), "{m}");
+        assert!(m.starts_with("cuptiRangeProfilerEnable"), "{m}");
+    }
 
     #[test]
     fn selection_takes_the_first_n_then_every_kth() {

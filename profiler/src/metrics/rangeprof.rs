@@ -18,17 +18,22 @@ macro_rules! struct_size {
     };
 }
 
-/// Turns `CUPTI_ERROR_INSUFFICIENT_PRIVILEGES` into the message with the fix.
+/// The error for `CUPTI_ERROR_INSUFFICIENT_PRIVILEGES` from `call`, with the fix.
+pub(crate) fn no_permission(call: &str) -> Error {
+    Error::new(
+        ErrorKind::NoPermission,
+        format!(
+            "{call}: reading GPU performance counters is not permitted for this user \
+             (CUPTI_ERROR_INSUFFICIENT_PRIVILEGES). Fix: load the driver with \
+             NVreg_RestrictProfilingToAdminUsers=0, or run with CAP_SYS_ADMIN (CAP_PERFMON on newer drivers)"
+        ),
+    )
+}
+
+/// Like `check`, but a privilege failure gets the message with the fix.
 fn privileged(cupti: &Cupti, code: sys::CUptiResult, call: &str) -> Result<()> {
     if code == sys::CUPTI_ERROR_INSUFFICIENT_PRIVILEGES {
-        return Err(Error::new(
-            ErrorKind::NoPermission,
-            format!(
-                "{call}: reading GPU performance counters is not permitted for this user \
-                 (CUPTI_ERROR_INSUFFICIENT_PRIVILEGES). Fix: load the driver with \
-                 NVreg_RestrictProfilingToAdminUsers=0, or run with CAP_SYS_ADMIN (CAP_PERFMON on newer drivers)"
-            ),
-        ));
+        return Err(no_permission(call));
     }
     check(cupti, code, call)
 }
@@ -159,10 +164,18 @@ impl HostObject {
         // SAFETY: valid params; names outlive the call.
         let r = unsafe { f(&mut add) };
         if r != sys::CUPTI_SUCCESS {
-            return Err(Error::cupti(
-                r,
-                format!("cannot collect metrics {:?}: {}", metrics, cupti::result_name(cupti, r)),
-            ));
+            let known = host.base_metrics().unwrap_or_default();
+            let mut msg = format!("cannot collect metrics ({})", cupti::result_name(cupti, r));
+            for m in metrics {
+                let base = m.split('.').next().unwrap_or(m);
+                if !known.is_empty() && !known.iter().any(|k| k == base) {
+                    msg.push_str(&format!(
+                        "; unknown metric {m:?}, close names: {}",
+                        super::closest(base, &known, 3).join(", ")
+                    ));
+                }
+            }
+            return Err(Error::new(ErrorKind::InvalidConfig, msg));
         }
         // SAFETY: all-zero is valid for these plain params structs.
         let mut size: sys::CUpti_Profiler_Host_GetConfigImageSize_Params = unsafe { std::mem::zeroed() };
@@ -193,6 +206,33 @@ impl HostObject {
         check(cupti, unsafe { f(&mut passes) }, "cuptiProfilerHostGetNumOfPasses")?;
         host.passes = passes.numOfPasses;
         Ok(host)
+    }
+
+    /// The chip's base metric names (counters, ratios, throughputs).
+    fn base_metrics(&self) -> Result<Vec<String>> {
+        let f = sym!(self.cupti, cuptiProfilerHostGetBaseMetrics).map_err(cupti::missing)?;
+        let mut out = Vec::new();
+        for ty in [sys::CUPTI_METRIC_TYPE_COUNTER, sys::CUPTI_METRIC_TYPE_RATIO, sys::CUPTI_METRIC_TYPE_THROUGHPUT] {
+            let mut p = sys::CUpti_Profiler_Host_GetBaseMetrics_Params {
+                structSize: struct_size!(sys::CUpti_Profiler_Host_GetBaseMetrics_Params, numMetrics: usize),
+                pPriv: std::ptr::null_mut(),
+                pHostObject: self.ptr,
+                metricType: ty,
+                ppMetricNames: std::ptr::null_mut(),
+                numMetrics: 0,
+            };
+            // SAFETY: valid params; CUPTI sets ppMetricNames to its own array.
+            check(self.cupti, unsafe { f(&mut p) }, "cuptiProfilerHostGetBaseMetrics")?;
+            for i in 0..p.numMetrics {
+                // SAFETY: CUPTI returned an array of numMetrics C strings.
+                let n = unsafe { *p.ppMetricNames.add(i) };
+                if !n.is_null() {
+                    // SAFETY: a NUL-terminated string owned by CUPTI.
+                    out.push(unsafe { CStr::from_ptr(n) }.to_string_lossy().into_owned());
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// Replay passes each profiled kernel needs.

@@ -136,7 +136,27 @@ pub struct RangeSummary {
     pub gpu_utilization_pct: f64,
     /// Kernels launched inside it, nested ranges included.
     pub kernel_launches: u64,
+    /// SM efficiency of its measured kernels (nested included), %, weighted
+    /// by GPU time (metrics mode).
+    #[serde(default)]
+    pub sm_efficiency_pct: Option<f64>,
+    /// Achieved occupancy of its measured kernels, %, weighted likewise.
+    #[serde(default)]
+    pub achieved_occupancy_pct: Option<f64>,
+    /// The case `nvidia-smi` hides: the GPU looked busy (utilisation of at
+    /// least [`BUSY_PCT`]) while its SMs were underused (SM efficiency under
+    /// [`LOW_SM_EFFICIENCY_PCT`] or achieved occupancy under
+    /// [`LOW_OCCUPANCY_PCT`]).
+    #[serde(default)]
+    pub busy_but_underused: bool,
 }
+
+/// Utilisation from which a range counts as busy, %.
+pub const BUSY_PCT: f64 = 90.0;
+/// SM efficiency under which a busy range is flagged, %.
+pub const LOW_SM_EFFICIENCY_PCT: f64 = 50.0;
+/// Achieved occupancy under which a busy range is flagged, %.
+pub const LOW_OCCUPANCY_PCT: f64 = 20.0;
 
 /// Memory operations.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]

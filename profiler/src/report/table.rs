@@ -255,6 +255,26 @@ pub fn render(r: &Report, width: usize) -> String {
         }
     }
 
+    // The case nvidia-smi hides.
+    let flagged: Vec<&RangeSummary> = r.ranges.iter().filter(|g| g.busy_but_underused).collect();
+    if !flagged.is_empty() {
+        let _ = writeln!(
+            out,
+            "busy but underused (GPU utilisation >= {BUSY_PCT:.0}% while SM efficiency < {LOW_SM_EFFICIENCY_PCT:.0}% \
+             or achieved occupancy < {LOW_OCCUPANCY_PCT:.0}%):"
+        );
+        for g in flagged {
+            let _ = writeln!(
+                out,
+                "  {}: utilisation {:.0}%, SM efficiency {}, achieved occupancy {}",
+                g.path,
+                g.gpu_utilization_pct,
+                pct(g.sm_efficiency_pct),
+                pct(g.achieved_occupancy_pct)
+            );
+        }
+    }
+
     // Memory.
     let m = &r.memory;
     if !m.memcpy.is_empty() || m.memset.count > 0 {
