@@ -331,3 +331,21 @@ fn achieved_occupancy_and_sm_efficiency_match_ncu() {
     assert_eq!(ours.len(), theirs[0].len() - 1, "shapes: ours {:?}, ncu {:?}", ours.keys(), theirs[0].keys());
     assert!(failures.is_empty(), "{failures:#?}");
 }
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn an_unknown_metric_is_named_with_close_names_and_tracing_goes_on() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let ctx = ctx();
+    let set = gpuscope::MetricSet::default().with("sm__warp_activ.avg.pct_of_peak_sustained_active");
+    let session = Profiler::new().metrics(set).start().unwrap();
+    let expected = workload::run(&ctx, workload::Sizes::small()).expect("workload runs");
+    let r = session.stop().unwrap();
+    let why = r.metrics.as_ref().and_then(|m| m.disabled.clone()).expect("metrics reported missing");
+    eprintln!("metrics missing: {why}");
+    assert!(why.contains("\"sm__warp_activ.avg.pct_of_peak_sustained_active\""), "{why}");
+    assert!(why.contains("sm__warps_active"), "close names listed: {why}");
+    let launches: u64 = r.kernels.iter().map(|k| k.stats.launches).sum();
+    assert_eq!(launches, expected.values().sum::<u64>(), "trace mode carried on");
+    assert!(r.to_table(100).contains("metrics missing:"));
+}
