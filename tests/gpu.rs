@@ -349,3 +349,75 @@ fn an_unknown_metric_is_named_with_close_names_and_tracing_goes_on() {
     assert_eq!(launches, expected.values().sum::<u64>(), "trace mode carried on");
     assert!(r.to_table(100).contains("metrics missing:"));
 }
+
+/// Run by `without_counter_permission_tracing_goes_on` in a child process
+/// with GPUSCOPE_FAULT set (the device permits counters; this simulates a
+/// machine that does not). Does nothing otherwise.
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn permission_child_workload() {
+    if std::env::var_os("GPUSCOPE_FAULT").is_none() {
+        return;
+    }
+    let ctx = ctx();
+    let session = Profiler::new().metrics(gpuscope::MetricSet::default()).start().unwrap();
+    let expected = workload::run(&ctx, workload::Sizes::small()).expect("the program runs on");
+    let r = session.stop().unwrap();
+    let launches: u64 = r.kernels.iter().map(|k| k.stats.launches).sum();
+    assert_eq!(launches, expected.values().sum::<u64>());
+    assert!(r.kernels.iter().all(|k| k.stats.profiled_launches == 0));
+    println!("REPORT-METRICS {}", serde_json::to_string(&r.metrics).unwrap());
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn without_counter_permission_tracing_goes_on() {
+    let exe = std::env::current_exe().unwrap();
+    let out = std::process::Command::new(exe)
+        .args(["--exact", "permission_child_workload", "--include-ignored", "--nocapture"])
+        .env("GPUSCOPE_FAULT", "insufficient-privileges")
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    eprintln!("{}", stderr.lines().filter(|l| l.starts_with("gpuscope:")).collect::<Vec<_>>().join("\n"));
+    // One message, naming the fix; the report says why metrics are missing.
+    let told: Vec<&str> = stderr.lines().filter(|l| l.contains("hardware metrics are off")).collect();
+    assert_eq!(told.len(), 1, "exactly one message: {stderr}");
+    assert!(told[0].contains("NVreg_RestrictProfilingToAdminUsers=0"), "{}", told[0]);
+    let line = stdout.lines().find(|l| l.starts_with("REPORT-METRICS ")).expect("child report");
+    assert!(line.contains("INSUFFICIENT_PRIVILEGES"), "{line}");
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn every_device_gets_its_own_measurements() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let n = cudarc::driver::CudaContext::device_count().unwrap() as usize;
+    let session = Profiler::new().keep_trace(100_000).metrics(gpuscope::MetricSet::default()).start().unwrap();
+    // One context per device, created after the session started, each
+    // running the workload on its own thread.
+    let handles: Vec<_> = (0..n)
+        .map(|d| {
+            std::thread::spawn(move || {
+                let ctx = cudarc::driver::CudaContext::new(d).unwrap();
+                workload::run(&ctx, workload::Sizes::small()).unwrap()
+            })
+        })
+        .collect();
+    let expected: u64 = handles.into_iter().map(|h| h.join().unwrap().values().sum::<u64>()).sum();
+    let r = session.stop().unwrap();
+    eprintln!("{n} device(s): {:?}", r.metrics);
+    let t = r.trace.as_ref().unwrap();
+    assert_eq!(t.kernels.len() as u64, expected);
+    assert_eq!(r.devices.len(), n);
+    let ms = r.metrics.as_ref().unwrap();
+    assert!(ms.disabled.is_none(), "{:?}", ms.disabled);
+    for d in 0..n as u32 {
+        let measured = t.kernels.iter().filter(|k| k.device == d && k.metrics.is_some()).count();
+        assert!(measured > 0, "device {d}: no measured kernel");
+    }
+    // Measured values are never attached to the wrong kernel: a batch either
+    // joins exactly or is discarded.
+    assert!(t.kernels.iter().filter_map(|k| k.metrics.as_ref()).all(|m| m.duration_ns > 0.0));
+}

@@ -65,6 +65,13 @@ pub struct PhaseTimes {
     pub rearm: u64,
 }
 
+/// Fault injection for tests on machines where counters are permitted:
+/// `GPUSCOPE_FAULT=insufficient-privileges` makes enabling the range
+/// profiler fail as CUPTI does for an unprivileged user.
+fn simulated_no_permission() -> bool {
+    std::env::var("GPUSCOPE_FAULT").is_ok_and(|v| v == "insufficient-privileges")
+}
+
 fn timed<T>(acc: &mut u64, f: impl FnOnce() -> T) -> T {
     let t = std::time::Instant::now();
     let r = f();
@@ -181,6 +188,9 @@ impl Collector {
                 st.hosts.insert(dev, host);
             }
             let host = &st.hosts[&dev];
+            if simulated_no_permission() {
+                return Err(rangeprof::no_permission("cuptiRangeProfilerEnable"));
+            }
             let cp = ContextProfiler::new(self.cupti, ctx, host, self.metrics.names(), BATCH)?;
             st.contexts
                 .insert(key, Armed { device: dev, profiler: cp, log: Vec::with_capacity(BATCH), running_on: None });
