@@ -27,6 +27,10 @@ pub struct Driver {
     pub cu_ctx_get_device: unsafe extern "C" fn(dev: *mut CUdevice) -> CUresult,
     /// `cuStreamIsCapturing`: 0 (none), 1 (active), 2 (invalidated).
     pub cu_stream_is_capturing: unsafe extern "C" fn(stream: crate::CUstream, status: *mut c_int) -> CUresult,
+    /// `cuCtxPushCurrent` (v2).
+    pub cu_ctx_push_current: unsafe extern "C" fn(ctx: crate::CUcontext) -> CUresult,
+    /// `cuCtxPopCurrent` (v2).
+    pub cu_ctx_pop_current: unsafe extern "C" fn(ctx: *mut crate::CUcontext) -> CUresult,
     /// `cuDeviceGetName`.
     pub cu_device_get_name: unsafe extern "C" fn(name: *mut c_char, len: c_int, dev: CUdevice) -> CUresult,
 }
@@ -58,6 +62,8 @@ impl Driver {
             cu_device_get_name: get!("cuDeviceGetName"),
             cu_ctx_get_device: get!("cuCtxGetDevice"),
             cu_stream_is_capturing: get!("cuStreamIsCapturing"),
+            cu_ctx_push_current: get!("cuCtxPushCurrent_v2"),
+            cu_ctx_pop_current: get!("cuCtxPopCurrent_v2"),
             _lib: lib,
         })
     }

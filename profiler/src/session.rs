@@ -428,6 +428,11 @@ fn enable(cupti: &'static Cupti, sub: sys::CUpti_SubscriberHandle, p: &Profiler)
         // SAFETY: as above.
         unsafe { en(1, sub, domain, cbid) };
     }
+    if p.metrics.is_some() {
+        // A context's measurements are decoded before it is destroyed.
+        // SAFETY: as above.
+        unsafe { en(1, sub, sys::CUPTI_CB_DOMAIN_RESOURCE, sys::CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING) };
+    }
     let reg = sym!(cupti, cuptiActivityRegisterCallbacks).map_err(cupti::missing)?;
     // SAFETY: both callbacks have CUPTI's signatures and catch panics.
     cupti::check(
@@ -456,7 +461,25 @@ unsafe extern "C" fn api_callback(
     data: *const c_void,
 ) {
     let _ = std::panic::catch_unwind(|| {
-        if data.is_null() || (domain != sys::CUPTI_CB_DOMAIN_RUNTIME_API && domain != sys::CUPTI_CB_DOMAIN_DRIVER_API) {
+        if data.is_null() {
+            return;
+        }
+        if domain == sys::CUPTI_CB_DOMAIN_RESOURCE {
+            if cbid == sys::CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING {
+                // SAFETY: resource callbacks pass a CUpti_ResourceData.
+                let ctx = unsafe { &*(data as *const sys::CUpti_ResourceData) }.context;
+                let guard = ACTIVE.read().unwrap_or_else(|e| e.into_inner());
+                if let Some(s) = guard.as_ref() {
+                    if let Some(c) = &s.collector {
+                        for (correlation_id, values) in c.context_destroyed(ctx) {
+                            s.send(HostEvent::KernelMetrics { correlation_id, values });
+                        }
+                    }
+                }
+            }
+            return;
+        }
+        if domain != sys::CUPTI_CB_DOMAIN_RUNTIME_API && domain != sys::CUPTI_CB_DOMAIN_DRIVER_API {
             return;
         }
         // SAFETY: for the API domains CUPTI passes a CUpti_CallbackData.

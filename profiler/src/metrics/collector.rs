@@ -72,6 +72,21 @@ fn simulated_no_permission() -> bool {
     std::env::var("GPUSCOPE_FAULT").is_ok_and(|v| v == "insufficient-privileges")
 }
 
+/// Runs `f` with `ctx` current on this thread: CUPTI's range-profiler
+/// calls act on the current context.
+fn with_current<T>(ctx: usize, f: impl FnOnce() -> T) -> T {
+    let Some(d) = crate::device::driver() else { return f() };
+    // SAFETY: `ctx` is a live context gpuscope enabled profiling on.
+    let pushed = unsafe { (d.cu_ctx_push_current)(ctx as sys::CUcontext) } == 0;
+    let r = f();
+    if pushed {
+        let mut old: sys::CUcontext = std::ptr::null_mut();
+        // SAFETY: pops what was pushed above.
+        unsafe { (d.cu_ctx_pop_current)(&mut old) };
+    }
+    r
+}
+
 fn timed<T>(acc: &mut u64, f: impl FnOnce() -> T) -> T {
     let t = std::time::Instant::now();
     let r = f();
@@ -155,7 +170,11 @@ impl Collector {
     /// (before CUPTI is finalized).
     pub(crate) fn shutdown(&self) {
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        st.contexts.clear();
+        let contexts: Vec<(usize, Armed)> = st.contexts.drain().collect();
+        for (ctx, armed) in contexts {
+            // Disabling acts on the context: make it current.
+            with_current(ctx, || drop(armed));
+        }
         st.hosts.clear();
     }
 
@@ -378,8 +397,8 @@ impl Collector {
         let mut guard = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let st = &mut *guard;
         let mut failed = None;
-        for a in st.contexts.values_mut() {
-            if let Err(e) = a.stop(&mut st.status.time_ns) {
+        for (&ctx, a) in st.contexts.iter_mut() {
+            if let Err(e) = with_current(ctx, || a.stop(&mut st.status.time_ns)) {
                 failed = Some(e);
             }
         }
@@ -393,6 +412,22 @@ impl Collector {
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let st = &mut *st;
         let keys: Vec<usize> = st.contexts.keys().copied().collect();
-        keys.into_iter().flat_map(|k| self.decode(st, k)).collect()
+        keys.into_iter().flat_map(|k| with_current(k, || self.decode(st, k))).collect()
+    }
+
+    /// A context is about to be destroyed: decode what it measured and
+    /// release its range profiler while it still exists.
+    pub(crate) fn context_destroyed(&self, ctx: sys::CUcontext) -> Vec<(u32, Option<Vec<f64>>)> {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let st = &mut *st;
+        let key = ctx as usize;
+        if !st.contexts.contains_key(&key) {
+            return Vec::new();
+        }
+        with_current(key, || {
+            let out = self.decode(st, key);
+            st.contexts.remove(&key);
+            out
+        })
     }
 }
