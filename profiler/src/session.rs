@@ -502,7 +502,12 @@ unsafe extern "C" fn api_callback(
         if !enter {
             // A launch measured at entry: its kernel has run (replayed) by now.
             if let Some(c) = &s.collector {
-                for (correlation_id, values) in c.on_exit(correlation_id) {
+                // A launch that failed ran no kernel: it has no range.
+                let ret = d.functionReturnValue as *const i32;
+                // SAFETY: at API exit CUPTI points this at the call's return
+                // value (CUresult or cudaError_t, both 32-bit).
+                let launched = ret.is_null() || unsafe { *ret } == 0;
+                for (correlation_id, values) in c.on_exit(correlation_id, launched) {
                     s.send(HostEvent::KernelMetrics { correlation_id, values });
                 }
             }

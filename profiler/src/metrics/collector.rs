@@ -334,7 +334,7 @@ impl Collector {
     /// kernel has been replayed and measured): stops the profiler and logs
     /// the launch. Returns the metric values of every launch whose batch
     /// was decoded now (`None` values: discarded).
-    pub(crate) fn on_exit(&self, correlation_id: u32) -> Vec<(u32, Option<Vec<f64>>)> {
+    pub(crate) fn on_exit(&self, correlation_id: u32, ran: bool) -> Vec<(u32, Option<Vec<f64>>)> {
         let ctx = PENDING.with(|p| p.replace(0));
         if ctx == 0 {
             return Vec::new();
@@ -344,6 +344,9 @@ impl Collector {
         let st = &mut *st;
         st.status.time_ns.launch += launched;
         let Some(armed) = st.contexts.get_mut(&ctx) else { return vec![(correlation_id, None)] };
+        if !ran {
+            return Vec::new();
+        }
         armed.log.push(correlation_id);
         if armed.log.len() < BATCH {
             return Vec::new();
