@@ -418,3 +418,19 @@ fn a_busy_range_with_idle_sms_is_flagged() {
     let t = r.to_table(100);
     assert!(t.contains("busy but underused") && t.contains("  busy: utilisation 100%, SM efficiency 5.0%"), "{t}");
 }
+
+#[test]
+fn csv_has_a_row_per_path_and_kernel_with_quoting() {
+    let r = workload(0);
+    let csv = r.render(Format::Csv);
+    let lines: Vec<&str> = csv.lines().collect();
+    assert!(lines[0].starts_with("nvtx_path,kernel,launches,total_ns"));
+    assert_eq!(lines.len(), 1 + r.path_kernels.len());
+    // The demangled matmul name has commas: quoted.
+    assert!(
+        csv.contains("train/forward,\"void matmul_tiled<16>(float const*, float const*, float*, int)\",1,1000,"),
+        "{csv}"
+    );
+    assert!("csv".parse::<Format>().is_ok());
+    assert!("xml".parse::<Format>().unwrap_err().message().contains("allowed: table, json, csv, chrome"));
+}

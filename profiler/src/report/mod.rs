@@ -325,6 +325,8 @@ pub enum Format {
     Json,
     /// Chrome trace event JSON (ui.perfetto.dev, chrome://tracing).
     ChromeTrace,
+    /// CSV: one row per (NVTX path, kernel).
+    Csv,
 }
 
 impl std::str::FromStr for Format {
@@ -334,9 +336,10 @@ impl std::str::FromStr for Format {
             "table" => Ok(Format::Table),
             "json" => Ok(Format::Json),
             "chrome" | "chrome-trace" | "perfetto" => Ok(Format::ChromeTrace),
+            "csv" => Ok(Format::Csv),
             other => Err(crate::Error::new(
                 crate::ErrorKind::InvalidConfig,
-                format!("unknown report format {other:?}; allowed: table, json, chrome"),
+                format!("unknown report format {other:?}; allowed: table, json, csv, chrome"),
             )),
         }
     }
@@ -366,12 +369,49 @@ impl Report {
         chrome::render(self)
     }
 
+    /// CSV, one row per (NVTX path, kernel name), most GPU time first within
+    /// a path; fields quoted where needed.
+    pub fn to_csv(&self) -> String {
+        fn q(s: &str) -> String {
+            if s.contains([',', '"', '\n']) {
+                format!("\"{}\"", s.replace('"', "\"\""))
+            } else {
+                s.to_string()
+            }
+        }
+        let opt = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v:.2}"));
+        let mut out = String::from(
+            "nvtx_path,kernel,launches,total_ns,mean_ns,min_ns,max_ns,theoretical_occupancy_pct,limiter,\
+             profiled_launches,achieved_occupancy_pct,sm_efficiency_pct\n",
+        );
+        for k in &self.path_kernels {
+            let s = &k.stats;
+            out.push_str(&format!(
+                "{},{},{},{},{},{},{},{},{},{},{},{}\n",
+                q(&k.path.to_string()),
+                q(&k.name),
+                s.launches,
+                s.total_ns,
+                s.mean_ns,
+                s.min_ns,
+                s.max_ns,
+                opt(s.theoretical_occupancy_pct),
+                s.occupancy_limiter.map_or("", |l| l.as_str()),
+                s.profiled_launches,
+                opt(s.achieved_occupancy_pct),
+                opt(s.sm_efficiency_pct),
+            ));
+        }
+        out
+    }
+
     /// Renders in `format`.
     pub fn render(&self, format: Format) -> String {
         match format {
             Format::Table => self.to_table(100),
             Format::Json => self.to_json(),
             Format::ChromeTrace => self.to_chrome_trace(),
+            Format::Csv => self.to_csv(),
         }
     }
 
