@@ -23,6 +23,7 @@
 
 pub mod activity;
 mod aggregate;
+pub mod config;
 mod cupti;
 mod device;
 mod error;

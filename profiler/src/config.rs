@@ -1,0 +1,182 @@
+//! Configuration from the environment (`GPUSCOPE_*`), for programs profiled
+//! without being rebuilt (the preload shim, `gpuscope run`). A bad value is
+//! an error naming the variable, the value and what is allowed.
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::metrics::{MetricSet, Selection};
+use crate::report::Format;
+use crate::session::Profiler;
+use std::path::PathBuf;
+
+/// Everything the `GPUSCOPE_*` variables set.
+#[derive(Debug, Clone)]
+pub struct EnvConfig {
+    /// `GPUSCOPE_MODE`: `trace` (default) or `metrics`.
+    pub metrics: Option<MetricSet>,
+    /// `GPUSCOPE_KERNELS` (regex), `GPUSCOPE_NVTX` (path prefix),
+    /// `GPUSCOPE_LAUNCH_COUNT` (first N per kernel; `all`).
+    pub selection: Selection,
+    /// `GPUSCOPE_OUTPUT` with `{pid}` and `{rank}` filled in; default
+    /// `gpuscope-{pid}.json`.
+    pub output: PathBuf,
+    /// `GPUSCOPE_FORMAT`: `json` (default), `table`, `csv`, `chrome`.
+    pub format: Format,
+    /// `GPUSCOPE_QUIET=1`: no summary on stderr.
+    pub quiet: bool,
+    /// `GPUSCOPE_TRACE`: per-kernel records kept (default 0; 100000 for
+    /// the chrome format).
+    pub trace: usize,
+}
+
+fn invalid(var: &str, value: &str, allowed: &str) -> Error {
+    Error::new(ErrorKind::InvalidConfig, format!("{var}={value:?} is not valid; allowed: {allowed}"))
+}
+
+/// `{pid}` and `{rank}` (from `RANK`, `LOCAL_RANK` or
+/// `OMPI_COMM_WORLD_RANK`; 0 when none is set) substituted in `template`.
+pub fn expand_output(template: &str, pid: u32, get: &dyn Fn(&str) -> Option<String>) -> String {
+    let rank = ["RANK", "LOCAL_RANK", "OMPI_COMM_WORLD_RANK"].iter().find_map(|v| get(v)).unwrap_or_else(|| "0".into());
+    template.replace("{pid}", &pid.to_string()).replace("{rank}", &rank)
+}
+
+impl EnvConfig {
+    /// Reads the process environment.
+    pub fn from_env() -> Result<Self> {
+        Self::from_vars(&|k| std::env::var(k).ok(), std::process::id())
+    }
+
+    /// Reads variables through `get` (tests pass a map).
+    pub fn from_vars(get: &dyn Fn(&str) -> Option<String>, pid: u32) -> Result<Self> {
+        let mode = get("GPUSCOPE_MODE").unwrap_or_else(|| "trace".into());
+        let metrics = match mode.as_str() {
+            "trace" => None,
+            "metrics" => Some(match get("GPUSCOPE_METRICS") {
+                Some(m) => MetricSet::parse(&m).map_err(|e| {
+                    Error::new(ErrorKind::InvalidConfig, format!("GPUSCOPE_METRICS={m:?}: {}", e.message()))
+                })?,
+                None => MetricSet::default(),
+            }),
+            other => return Err(invalid("GPUSCOPE_MODE", other, "trace, metrics")),
+        };
+        let mut selection = Selection::default();
+        if let Some(n) = get("GPUSCOPE_LAUNCH_COUNT") {
+            selection = match n.as_str() {
+                "all" => Selection::all(),
+                _ => match n.parse::<u64>() {
+                    Ok(n) if n > 0 => selection.first(n),
+                    _ => return Err(invalid("GPUSCOPE_LAUNCH_COUNT", &n, "a positive integer, or all")),
+                },
+            };
+        }
+        if let Some(k) = get("GPUSCOPE_EVERY") {
+            match k.parse::<u64>() {
+                Ok(k) => selection = selection.every(k),
+                Err(_) => return Err(invalid("GPUSCOPE_EVERY", &k, "an integer (0: none after the first ones)")),
+            }
+        }
+        if let Some(r) = get("GPUSCOPE_KERNELS") {
+            selection = selection.kernels(&r).map_err(|e| {
+                Error::new(ErrorKind::InvalidConfig, format!("GPUSCOPE_KERNELS={r:?}: {}", e.message()))
+            })?;
+        }
+        if let Some(p) = get("GPUSCOPE_NVTX") {
+            selection = selection.nvtx(&p);
+        }
+        let format = match get("GPUSCOPE_FORMAT") {
+            None => Format::Json,
+            Some(f) => f.parse().map_err(|_| invalid("GPUSCOPE_FORMAT", &f, "json, table, csv, chrome"))?,
+        };
+        let quiet = match get("GPUSCOPE_QUIET").as_deref() {
+            None | Some("0") | Some("") => false,
+            Some("1") => true,
+            Some(v) => return Err(invalid("GPUSCOPE_QUIET", v, "0, 1")),
+        };
+        let trace = match get("GPUSCOPE_TRACE") {
+            None => {
+                if format == Format::ChromeTrace {
+                    100_000
+                } else {
+                    0
+                }
+            }
+            Some(t) => {
+                t.parse().map_err(|_| invalid("GPUSCOPE_TRACE", &t, "a count of kernels to keep, e.g. 100000"))?
+            }
+        };
+        let template = get("GPUSCOPE_OUTPUT").unwrap_or_else(|| "gpuscope-{pid}.json".into());
+        if template.trim().is_empty() {
+            return Err(invalid("GPUSCOPE_OUTPUT", &template, "a file path; {pid} and {rank} are replaced"));
+        }
+        let output = PathBuf::from(expand_output(&template, pid, get));
+        Ok(EnvConfig { metrics, selection, output, format, quiet, trace })
+    }
+
+    /// The profiler these settings describe.
+    pub fn profiler(&self) -> Profiler {
+        let mut p = Profiler::new().keep_trace(self.trace).output(&self.output, self.format).quiet(self.quiet);
+        if let Some(m) = &self.metrics {
+            p = p.metrics(m.clone()).select(self.selection.clone());
+        }
+        p
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn cfg(vars: &[(&str, &str)]) -> Result<EnvConfig> {
+        let m: HashMap<String, String> = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        EnvConfig::from_vars(&|k| m.get(k).cloned(), 4242)
+    }
+
+    #[test]
+    fn defaults_trace_to_a_json_file_named_by_pid() {
+        let c = cfg(&[]).unwrap();
+        assert!(c.metrics.is_none());
+        assert_eq!(c.output, PathBuf::from("gpuscope-4242.json"));
+        assert_eq!(c.format, Format::Json);
+    }
+
+    #[test]
+    fn rank_and_pid_fill_the_output_template() {
+        let c =
+            cfg(&[("GPUSCOPE_OUTPUT", "/tmp/run-{rank}-{pid}.csv"), ("LOCAL_RANK", "3"), ("GPUSCOPE_FORMAT", "csv")])
+                .unwrap();
+        assert_eq!(c.output, PathBuf::from("/tmp/run-3-4242.csv"));
+        let c = cfg(&[("GPUSCOPE_OUTPUT", "r{rank}"), ("OMPI_COMM_WORLD_RANK", "7")]).unwrap();
+        assert_eq!(c.output, PathBuf::from("r7"));
+    }
+
+    #[test]
+    fn metrics_mode_reads_its_selection() {
+        let c = cfg(&[
+            ("GPUSCOPE_MODE", "metrics"),
+            ("GPUSCOPE_METRICS", "dram"),
+            ("GPUSCOPE_KERNELS", "^gemm"),
+            ("GPUSCOPE_NVTX", "train/fwd"),
+            ("GPUSCOPE_LAUNCH_COUNT", "5"),
+        ])
+        .unwrap();
+        assert!(c.metrics.unwrap().names().iter().any(|n| n == "dram__bytes_read.sum"));
+        assert!(c.selection.matches("gemm_kernel", "train/fwd/attn"));
+        assert!(!c.selection.matches("softmax", "train/fwd"));
+        assert!(c.selection.picks(4) && !c.selection.picks(5));
+    }
+
+    #[test]
+    fn bad_values_name_the_variable_the_value_and_what_is_allowed() {
+        let e = |vars: &[(&str, &str)]| cfg(vars).unwrap_err().to_string();
+        assert_eq!(e(&[("GPUSCOPE_MODE", "fast")]), "GPUSCOPE_MODE=\"fast\" is not valid; allowed: trace, metrics");
+        assert!(e(&[("GPUSCOPE_FORMAT", "xml")]).starts_with("GPUSCOPE_FORMAT=\"xml\" is not valid; allowed: json"));
+        assert!(e(&[("GPUSCOPE_LAUNCH_COUNT", "-1")]).contains("a positive integer, or all"));
+        assert!(e(&[("GPUSCOPE_MODE", "metrics"), ("GPUSCOPE_METRICS", "tensor")])
+            .starts_with("GPUSCOPE_METRICS=\"tensor\""));
+        assert!(e(&[("GPUSCOPE_KERNELS", "(")]).starts_with("GPUSCOPE_KERNELS=\"(\""));
+        assert!(e(&[("GPUSCOPE_QUIET", "yes")]).contains("allowed: 0, 1"));
+        for msg in [e(&[("GPUSCOPE_MODE", "fast")]), e(&[("GPUSCOPE_TRACE", "lots")])] {
+            assert_eq!(msg.lines().count(), 1, "one line: {msg}");
+        }
+    }
+}
