@@ -1,0 +1,329 @@
+//! gpuscope's C ABI. Every function returns a status code (`GPUSCOPE_OK` or
+//! a `GPUSCOPE_ERR_*` constant), never aborts, and stops panics at the
+//! boundary; `gpuscope_last_error` explains the last failure on the calling
+//! thread. One session per process.
+
+#![allow(clippy::missing_safety_doc)]
+
+use profiler::{ErrorKind, Format, MetricSet, Profiler, Report, Selection, Session};
+use std::cell::RefCell;
+use std::ffi::{c_char, c_int, CStr, CString};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Mutex;
+
+/// Success.
+pub const GPUSCOPE_OK: c_int = 0;
+/// No NVIDIA driver, GPU or CUPTI: the program runs on unprofiled.
+pub const GPUSCOPE_ERR_NO_GPU: c_int = 1;
+/// Another tool holds CUPTI.
+pub const GPUSCOPE_ERR_BUSY: c_int = 2;
+/// A bad argument or configuration value.
+pub const GPUSCOPE_ERR_INVALID: c_int = 3;
+/// Wrong state: no session running, or one already is.
+pub const GPUSCOPE_ERR_STATE: c_int = 4;
+/// Writing the report failed.
+pub const GPUSCOPE_ERR_IO: c_int = 5;
+/// A CUPTI call failed.
+pub const GPUSCOPE_ERR_CUPTI: c_int = 6;
+/// A bug in gpuscope (a panic was caught at the boundary).
+pub const GPUSCOPE_ERR_INTERNAL: c_int = 7;
+
+/// Trace mode: every kernel, timed and attributed.
+pub const GPUSCOPE_MODE_TRACE: u32 = 0;
+/// Metrics mode: trace plus hardware counters on selected launches.
+pub const GPUSCOPE_MODE_METRICS: u32 = 1;
+
+/// Terminal table.
+pub const GPUSCOPE_FORMAT_TABLE: c_int = 0;
+/// JSON (schema_version 1).
+pub const GPUSCOPE_FORMAT_JSON: c_int = 1;
+/// CSV, one row per (NVTX path, kernel).
+pub const GPUSCOPE_FORMAT_CSV: c_int = 2;
+/// Chrome trace (ui.perfetto.dev).
+pub const GPUSCOPE_FORMAT_CHROME: c_int = 3;
+
+/// Session options. Call `gpuscope_config_init` first: it sets
+/// `struct_size`, which lets later versions add fields at the end.
+#[repr(C)]
+#[allow(non_camel_case_types)]
+pub struct gpuscope_config {
+    /// `sizeof(gpuscope_config)`, set by `gpuscope_config_init`.
+    pub struct_size: u32,
+    /// `GPUSCOPE_MODE_TRACE` or `GPUSCOPE_MODE_METRICS`.
+    pub mode: u32,
+    /// Per-kernel records kept for the Chrome trace (0: none).
+    pub keep_trace: u32,
+    /// Metrics mode: the first N launches of each kernel are measured.
+    pub launch_count: u32,
+    /// Metrics mode: comma-separated metric sets/names ("dram,flops"), or NULL.
+    pub metrics: *const c_char,
+    /// Metrics mode: regex on kernel names, or NULL.
+    pub kernel_filter: *const c_char,
+    /// Metrics mode: NVTX path prefix ("train/forward"), or NULL.
+    pub nvtx_filter: *const c_char,
+}
+
+thread_local! {
+    static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
+}
+
+struct State {
+    session: Option<Session>,
+    report: Option<Report>,
+}
+
+static STATE: Mutex<State> = Mutex::new(State { session: None, report: None });
+
+fn set_error(msg: &str) {
+    let c = CString::new(msg.replace('\0', " ")).unwrap_or_default();
+    let _ = LAST_ERROR.try_with(|e| *e.borrow_mut() = c);
+}
+
+fn code(e: &profiler::Error) -> c_int {
+    set_error(e.message());
+    match e.kind() {
+        ErrorKind::LibraryNotFound | ErrorKind::NoDevice | ErrorKind::Unsupported => GPUSCOPE_ERR_NO_GPU,
+        ErrorKind::CuptiBusy => GPUSCOPE_ERR_BUSY,
+        ErrorKind::InvalidConfig => GPUSCOPE_ERR_INVALID,
+        ErrorKind::SessionActive => GPUSCOPE_ERR_STATE,
+        ErrorKind::Io => GPUSCOPE_ERR_IO,
+        _ => GPUSCOPE_ERR_CUPTI,
+    }
+}
+
+/// The panic boundary every exported function goes through.
+fn guard(f: impl FnOnce() -> c_int) -> c_int {
+    catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|_| {
+        set_error("internal error in gpuscope (a panic was caught); please report it");
+        GPUSCOPE_ERR_INTERNAL
+    })
+}
+
+/// # Safety
+/// `p` is NULL or a NUL-terminated string.
+unsafe fn opt_str<'a>(p: *const c_char, what: &str) -> Result<Option<&'a str>, c_int> {
+    if p.is_null() {
+        return Ok(None);
+    }
+    // SAFETY: per this function's contract.
+    match unsafe { CStr::from_ptr(p) }.to_str() {
+        Ok(s) => Ok(Some(s)),
+        Err(_) => {
+            set_error(&format!("{what} is not valid UTF-8"));
+            Err(GPUSCOPE_ERR_INVALID)
+        }
+    }
+}
+
+/// Fills `config` with the defaults (trace mode, first 3 launches per
+/// kernel in metrics mode). Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn gpuscope_config_init(config: *mut gpuscope_config) -> c_int {
+    guard(|| {
+        if config.is_null() {
+            set_error("gpuscope_config_init: config is NULL");
+            return GPUSCOPE_ERR_INVALID;
+        }
+        // SAFETY: non-null, and the caller provides a gpuscope_config.
+        unsafe {
+            config.write(gpuscope_config {
+                struct_size: std::mem::size_of::<gpuscope_config>() as u32,
+                mode: GPUSCOPE_MODE_TRACE,
+                keep_trace: 0,
+                launch_count: 3,
+                metrics: std::ptr::null(),
+                kernel_filter: std::ptr::null(),
+                nvtx_filter: std::ptr::null(),
+            })
+        };
+        GPUSCOPE_OK
+    })
+}
+
+fn profiler_from(c: &gpuscope_config) -> Result<Profiler, c_int> {
+    if (c.struct_size as usize) < std::mem::size_of::<gpuscope_config>() {
+        set_error("gpuscope_config.struct_size is too small: call gpuscope_config_init first");
+        return Err(GPUSCOPE_ERR_INVALID);
+    }
+    let mut p = Profiler::new().keep_trace(c.keep_trace as usize);
+    match c.mode {
+        GPUSCOPE_MODE_TRACE => {}
+        GPUSCOPE_MODE_METRICS => {
+            // SAFETY: the caller passes NULL or C strings in these fields.
+            let (m, k, n) = unsafe {
+                (
+                    opt_str(c.metrics, "metrics")?,
+                    opt_str(c.kernel_filter, "kernel_filter")?,
+                    opt_str(c.nvtx_filter, "nvtx_filter")?,
+                )
+            };
+            let set = MetricSet::parse(m.unwrap_or("")).map_err(|e| code(&e))?;
+            let mut sel = Selection::default().first(c.launch_count.max(1) as u64);
+            if let Some(k) = k {
+                sel = sel.kernels(k).map_err(|e| code(&e))?;
+            }
+            if let Some(n) = n {
+                sel = sel.nvtx(n);
+            }
+            p = p.metrics(set).select(sel);
+        }
+        other => {
+            set_error(&format!(
+                "gpuscope_config.mode = {other}; allowed: GPUSCOPE_MODE_TRACE (0), GPUSCOPE_MODE_METRICS (1)"
+            ));
+            return Err(GPUSCOPE_ERR_INVALID);
+        }
+    }
+    Ok(p)
+}
+
+/// Starts the process's session. `config` may be NULL (defaults).
+/// Returns `GPUSCOPE_ERR_NO_GPU` when there is no driver, GPU or CUPTI: the
+/// program can carry on unprofiled. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn gpuscope_start(config: *const gpuscope_config) -> c_int {
+    guard(|| {
+        let p = if config.is_null() {
+            Profiler::new()
+        } else {
+            // SAFETY: non-null; the caller passes an initialised config.
+            match profiler_from(unsafe { &*config }) {
+                Ok(p) => p,
+                Err(c) => return c,
+            }
+        };
+        let mut st = STATE.lock().unwrap_or_else(|e| e.into_inner());
+        if st.session.is_some() {
+            set_error("a gpuscope session is already running");
+            return GPUSCOPE_ERR_STATE;
+        }
+        match p.start() {
+            Ok(s) => {
+                st.session = Some(s);
+                st.report = None;
+                GPUSCOPE_OK
+            }
+            Err(e) => code(&e),
+        }
+    })
+}
+
+/// Stops the session and keeps its report for `gpuscope_write_report`.
+/// Thread-safe.
+#[no_mangle]
+pub extern "C" fn gpuscope_stop() -> c_int {
+    guard(|| {
+        let session = STATE.lock().unwrap_or_else(|e| e.into_inner()).session.take();
+        let Some(session) = session else {
+            set_error("gpuscope_stop: no session is running");
+            return GPUSCOPE_ERR_STATE;
+        };
+        // The lock is not held while CUPTI flushes (its callbacks run here).
+        match session.stop() {
+            Ok(r) => {
+                STATE.lock().unwrap_or_else(|e| e.into_inner()).report = Some(r);
+                GPUSCOPE_OK
+            }
+            Err(e) => code(&e),
+        }
+    })
+}
+
+/// Asks CUPTI for the activity buffers completed so far. Thread-safe.
+#[no_mangle]
+pub extern "C" fn gpuscope_flush() -> c_int {
+    guard(|| {
+        let st = STATE.lock().unwrap_or_else(|e| e.into_inner());
+        match &st.session {
+            Some(s) => {
+                s.flush();
+                GPUSCOPE_OK
+            }
+            None => {
+                set_error("gpuscope_flush: no session is running");
+                GPUSCOPE_ERR_STATE
+            }
+        }
+    })
+}
+
+/// Writes the report of the last stopped session to `path` in `format`
+/// (`GPUSCOPE_FORMAT_*`). Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn gpuscope_write_report(path: *const c_char, format: c_int) -> c_int {
+    guard(|| {
+        // SAFETY: the caller passes NULL or a C string.
+        let path = match unsafe { opt_str(path, "path") } {
+            Ok(Some(p)) => p.to_string(),
+            Ok(None) => {
+                set_error("gpuscope_write_report: path is NULL");
+                return GPUSCOPE_ERR_INVALID;
+            }
+            Err(c) => return c,
+        };
+        let format = match format {
+            GPUSCOPE_FORMAT_TABLE => Format::Table,
+            GPUSCOPE_FORMAT_JSON => Format::Json,
+            GPUSCOPE_FORMAT_CSV => Format::Csv,
+            GPUSCOPE_FORMAT_CHROME => Format::ChromeTrace,
+            other => {
+                set_error(&format!("format = {other}; allowed: GPUSCOPE_FORMAT_TABLE/JSON/CSV/CHROME (0-3)"));
+                return GPUSCOPE_ERR_INVALID;
+            }
+        };
+        let st = STATE.lock().unwrap_or_else(|e| e.into_inner());
+        match &st.report {
+            Some(r) => match r.write(&path, format) {
+                Ok(()) => GPUSCOPE_OK,
+                Err(e) => code(&e),
+            },
+            None => {
+                set_error("gpuscope_write_report: no stopped session has a report yet");
+                GPUSCOPE_ERR_STATE
+            }
+        }
+    })
+}
+
+/// Pushes an NVTX range on the calling thread (other NVTX tools see it
+/// too). Pair with `gpuscope_range_pop` on the same thread.
+#[no_mangle]
+pub unsafe extern "C" fn gpuscope_range_push(name: *const c_char) -> c_int {
+    guard(|| {
+        // SAFETY: the caller passes NULL or a C string.
+        let name = match unsafe { opt_str(name, "name") } {
+            Ok(n) => n.unwrap_or(""),
+            Err(c) => return c,
+        };
+        // The range stays open until gpuscope_range_pop: no guard to drop.
+        std::mem::forget(nvtx_rs::push(name));
+        GPUSCOPE_OK
+    })
+}
+
+/// Pops the calling thread's innermost range.
+#[no_mangle]
+pub extern "C" fn gpuscope_range_pop() -> c_int {
+    guard(|| {
+        nvtx_rs::pop();
+        GPUSCOPE_OK
+    })
+}
+
+/// The last error on the calling thread ("" if none). The string stays
+/// valid until the thread's next failing gpuscope call.
+#[no_mangle]
+pub extern "C" fn gpuscope_last_error() -> *const c_char {
+    static EMPTY: &CStr = c"";
+    LAST_ERROR.try_with(|e| e.borrow().as_ptr()).unwrap_or(EMPTY.as_ptr())
+}
+
+/// The library version, e.g. "0.1.0". Static string.
+#[no_mangle]
+pub extern "C" fn gpuscope_version() -> *const c_char {
+    static V: &CStr = match CStr::from_bytes_with_nul(concat!(env!("CARGO_PKG_VERSION"), "\0").as_bytes()) {
+        Ok(v) => v,
+        Err(_) => c"unknown",
+    };
+    V.as_ptr()
+}
