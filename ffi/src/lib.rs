@@ -5,6 +5,9 @@
 
 #![allow(clippy::missing_safety_doc)]
 
+mod shim;
+pub use shim::{InitializeInjection, InitializeInjectionNvtx2};
+
 use profiler::{ErrorKind, Format, MetricSet, Profiler, Report, Selection, Session};
 use std::cell::RefCell;
 use std::ffi::{c_char, c_int, CStr, CString};

@@ -43,6 +43,14 @@ pub use ranges::{RangeFrame, RangePath};
 pub use report::{Format, KernelRecord, Report};
 pub use session::{Profiler, Session};
 
+/// Routes NVTX events of this process into gpuscope's per-thread range
+/// stacks now, before any session: for injection shims, whose NVTX tool is
+/// attached when the program first calls NVTX. `Profiler::start` does this
+/// too.
+pub fn install_nvtx_handler() {
+    ranges::install();
+}
+
 /// CPU-only entry points for tests and tools: fold synthetic activity
 /// buffers and host events into a report without CUPTI.
 #[doc(hidden)]

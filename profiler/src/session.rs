@@ -209,6 +209,7 @@ impl Profiler {
             stopped: AtomicBool::new(false),
             options: self.clone(),
             collector: self.metrics.clone().map(|m| Collector::new(cupti, m, self.selection.clone())),
+            pid: std::process::id(),
         });
         if let Some(c) = &shared.collector {
             if let Some(why) = c.status().disabled {
@@ -289,6 +290,7 @@ pub(crate) struct Shared {
     stopped: AtomicBool,
     options: Profiler,
     collector: Option<Collector>,
+    pid: u32,
 }
 
 impl Shared {
@@ -735,14 +737,24 @@ fn register_atexit() {
         extern "C" fn at_exit() {
             let _ = std::panic::catch_unwind(|| {
                 let Some(s) = active() else { return };
-                let wants_output = s.options.output.is_some();
+                // A forked child inherits the parent's session but not its
+                // CUPTI state or decoder thread: it writes nothing.
+                if s.pid != std::process::id() {
+                    return;
+                }
+                let output = s.options.output.clone();
                 let quiet = s.options.quiet;
                 match stop_active() {
-                    Ok(r) if wants_output && !quiet => {
-                        eprintln!(
-                            "gpuscope: {} kernels, report written at exit",
-                            r.kernels.iter().map(|k| k.stats.launches).sum::<u64>()
-                        )
+                    Ok(r) if !quiet => {
+                        if let Some((path, _)) = output {
+                            let launches: u64 = r.kernels.iter().map(|k| k.stats.launches).sum();
+                            eprintln!(
+                                "gpuscope: {launches} kernel launches ({} distinct, {} of GPU time); report written to {}",
+                                r.kernels.len(),
+                                crate::report::fmt_ns(r.total_kernel_ns()),
+                                path.display()
+                            );
+                        }
                     }
                     Ok(_) => {}
                     Err(e) => eprintln!("gpuscope: at exit: {e}"),

@@ -5,6 +5,8 @@
 mod chrome;
 mod table;
 
+pub use table::fmt_ns;
+
 use crate::occupancy::{Limiter, Occupancy};
 use crate::ranges::RangePath;
 use serde::{Deserialize, Serialize};
