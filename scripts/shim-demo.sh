@@ -7,11 +7,11 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 
 nvcc -O2 -o /tmp/gpuscope-app "$here/examples/cuda/app.cu" -ldl
 echo "== CUDA C++ app via CUDA_INJECTION64_PATH"
-GPUSCOPE_OUTPUT="$out/cuda-app.json" CUDA_INJECTION64_PATH="$lib" NVTX_INJECTION64_PATH="$lib" /tmp/gpuscope-app
+GPUSCOPE_DEBUG=1 GPUSCOPE_OUTPUT="$out/cuda-app.json" CUDA_INJECTION64_PATH="$lib" NVTX_INJECTION64_PATH="$lib" timeout 60 /tmp/gpuscope-app
 echo "== the same app via LD_PRELOAD, table format"
-GPUSCOPE_OUTPUT="$out/cuda-app.txt" GPUSCOPE_FORMAT=table LD_PRELOAD="$lib" /tmp/gpuscope-app
+GPUSCOPE_OUTPUT="$out/cuda-app.txt" GPUSCOPE_FORMAT=table LD_PRELOAD="$lib" timeout 60 /tmp/gpuscope-app
 echo "== PyTorch loop via LD_PRELOAD, metrics mode"
-GPUSCOPE_MODE=metrics GPUSCOPE_OUTPUT="$out/torch.json" LD_PRELOAD="$lib" python3 "$here/examples/python/train_loop.py"
+GPUSCOPE_MODE=metrics GPUSCOPE_OUTPUT="$out/torch.json" LD_PRELOAD="$lib" timeout 120 python3 "$here/examples/python/train_loop.py"
 python3 - "$out" <<'PY'
 import json, sys
 out = sys.argv[1]

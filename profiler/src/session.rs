@@ -191,7 +191,9 @@ impl Profiler {
         if active.is_some() {
             return Err(Error::new(ErrorKind::SessionActive, "a gpuscope session is already running in this process"));
         }
+        debug("start: loading CUPTI");
         let cupti = cupti::lib()?;
+        debug("start: subscribing");
         let subscriber = subscribe(cupti)?;
         let (buf_tx, buf_rx) = unbounded();
         let (host_tx, host_rx) = bounded(self.host_queue);
@@ -231,11 +233,14 @@ impl Profiler {
         };
         *active = Some(shared.clone());
         drop(active);
+        debug("start: enabling callbacks and activity");
         if let Err(e) = enable(cupti, subscriber, &self) {
-            let _ = finish(&shared, Some(decoder));
+            let _ = finish(&shared, Some(decoder), false);
             return Err(e);
         }
+        debug("start: NVTX");
         ranges::install();
+        debug("start: done");
         *DECODER.lock().unwrap_or_else(|e| e.into_inner()) = Some(decoder);
         register_atexit();
         Ok(Session { _priv: () })
@@ -666,12 +671,25 @@ fn decode_loop(
     }
 }
 
+/// `GPUSCOPE_DEBUG=1`: each step of start and stop on stderr, to tell
+/// where a hang or failure inside CUPTI happens.
+fn debug(step: &str) {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    if *ON.get_or_init(|| std::env::var("GPUSCOPE_DEBUG").is_ok_and(|v| v == "1")) {
+        eprintln!("gpuscope[debug]: {step}");
+    }
+}
+
 fn stop_active() -> Result<Report> {
+    stop_active_at(false)
+}
+
+fn stop_active_at(at_exit: bool) -> Result<Report> {
     let Some(s) = active() else {
         return Err(Error::new(ErrorKind::SessionActive, "no gpuscope session is running"));
     };
     let decoder = DECODER.lock().unwrap_or_else(|e| e.into_inner()).take();
-    let report = finish(&s, decoder)?;
+    let report = finish(&s, decoder, at_exit)?;
     if let Some((path, format)) = &s.options.output {
         report.write(path, *format)?;
     }
@@ -679,11 +697,12 @@ fn stop_active() -> Result<Report> {
 }
 
 /// Detaches from CUPTI, drains the decoder and builds the report.
-fn finish(s: &Arc<Shared>, decoder: Option<std::thread::JoinHandle<()>>) -> Result<Report> {
+fn finish(s: &Arc<Shared>, decoder: Option<std::thread::JoinHandle<()>>, at_exit: bool) -> Result<Report> {
     if s.stopped.swap(true, Ordering::AcqRel) {
         return Err(Error::new(ErrorKind::SessionActive, "the session is already stopping"));
     }
     let c = s.cupti;
+    debug("stop: callbacks off");
     // SAFETY (all calls below): plain arguments; the subscriber is ours.
     if let Ok(f) = sym!(c, cuptiEnableDomain) {
         unsafe {
@@ -691,9 +710,11 @@ fn finish(s: &Arc<Shared>, decoder: Option<std::thread::JoinHandle<()>>) -> Resu
             f(0, s.subscriber, sys::CUPTI_CB_DOMAIN_RUNTIME_API);
         }
     }
+    debug("stop: flush");
     if let Ok(f) = sym!(c, cuptiActivityFlushAll) {
         unsafe { f(sys::CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) };
     }
+    debug("stop: activity off");
     if let Ok(f) = sym!(c, cuptiActivityDisable) {
         for k in s.options.activity_kinds() {
             unsafe { f(k) };
@@ -715,9 +736,15 @@ fn finish(s: &Arc<Shared>, decoder: Option<std::thread::JoinHandle<()>>) -> Resu
     }
     // Detach CUPTI from the driver entirely: left attached it keeps costing
     // each launch after the session (seen: +1.5 us per tiny launch on H100).
-    if let Ok(f) = sym!(c, cuptiFinalize) {
-        unsafe { f() };
+    // Not at process exit: nothing runs after, and the driver may be
+    // tearing down already.
+    if !at_exit {
+        debug("stop: finalize");
+        if let Ok(f) = sym!(c, cuptiFinalize) {
+            unsafe { f() };
+        }
     }
+    debug("stop: report");
     let end = cupti::timestamp(c);
     let (tx, rx) = bounded(1);
     let report = if s.ctl_tx.send(Control::Finish(end, tx)).is_ok() { rx.recv().ok() } else { None };
@@ -744,7 +771,7 @@ fn register_atexit() {
                 }
                 let output = s.options.output.clone();
                 let quiet = s.options.quiet;
-                match stop_active() {
+                match stop_active_at(true) {
                     Ok(r) if !quiet => {
                         if let Some((path, _)) = output {
                             let launches: u64 = r.kernels.iter().map(|k| k.stats.launches).sum();
