@@ -48,7 +48,7 @@ pub use session::{Profiler, Session};
 /// attached when the program first calls NVTX. `Profiler::start` does this
 /// too.
 pub fn install_nvtx_handler() {
-    ranges::install();
+    ranges::install_handler();
 }
 
 /// CPU-only entry points for tests and tools: fold synthetic activity

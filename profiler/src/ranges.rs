@@ -243,12 +243,34 @@ impl tool::Handler for NvtxHandler {
     }
 }
 
+/// Routes NVTX events into the per-thread stacks (no attaching).
+pub(crate) fn install_handler() {
+    tool::set_handler(Some(Arc::new(NvtxHandler)));
+}
+
 /// Attaches the NVTX tool to this crate's emitter (once per process) and
 /// installs the handler. Returns false if NVTX could not be attached.
+///
+/// Attaching may re-enter: when NVTX_INJECTION64_PATH names gpuscope's own
+/// shim, the emitter's loader calls the shim's InitializeInjectionNvtx2,
+/// which installs the handler. So this is a non-blocking state machine, not
+/// a `OnceLock` (whose re-entrant initialisation deadlocks).
 pub(crate) fn install() -> bool {
-    static ATTACHED: OnceLock<bool> = OnceLock::new();
-    let ok = *ATTACHED.get_or_init(nvtx_rs::tool::attach);
-    tool::set_handler(Some(Arc::new(NvtxHandler)));
+    use std::sync::atomic::AtomicU8;
+    const NEW: u8 = 0;
+    const ATTACHING: u8 = 1;
+    const OK: u8 = 2;
+    const FAILED: u8 = 3;
+    static STATE: AtomicU8 = AtomicU8::new(NEW);
+    let ok = match STATE.compare_exchange(NEW, ATTACHING, Ordering::AcqRel, Ordering::Acquire) {
+        Ok(_) => {
+            let ok = nvtx_rs::tool::attach();
+            STATE.store(if ok { OK } else { FAILED }, Ordering::Release);
+            ok
+        }
+        Err(s) => s != FAILED,
+    };
+    install_handler();
     ok
 }
 
