@@ -5,7 +5,7 @@
 mod chrome;
 mod table;
 
-pub use table::fmt_ns;
+pub use table::{fmt_ns, short_name};
 
 use crate::occupancy::{Limiter, Occupancy};
 use crate::ranges::RangePath;

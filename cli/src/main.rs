@@ -1,0 +1,207 @@
+//! `gpuscope`: profile a program without rebuilding it, and read reports.
+//!
+//!     gpuscope run [options] -- CMD ARGS...
+//!     gpuscope report FILE [--format table|json|csv|chrome] [-o OUT]
+//!     gpuscope report BEFORE AFTER        (compare two runs)
+
+mod compare;
+
+use clap::{Parser, Subcommand};
+use gpuscope::{Format, Report};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+#[derive(Parser)]
+#[command(
+    name = "gpuscope",
+    version,
+    about = "Per-kernel GPU profiling: what nvidia-smi's utilization does not tell you"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run a program under gpuscope (through the CUDA injection interface:
+    /// no rebuild needed), then print its report.
+    #[command(after_help = "Examples:\n  gpuscope run -- python3 train.py\n  \
+        gpuscope run --mode metrics --kernels 'gemm|softmax' --nvtx train/forward -o run-{rank}.json -- torchrun ...")]
+    Run {
+        /// trace: every kernel, timed and attributed; metrics: also hardware
+        /// counters on selected launches.
+        #[arg(long, default_value = "trace", value_parser = ["trace", "metrics"])]
+        mode: String,
+        /// Metric sets or names for metrics mode: dram, flops, or names like
+        /// lts__t_bytes.sum, comma-separated.
+        #[arg(long)]
+        metrics: Option<String>,
+        /// Metrics mode: only kernels whose name matches this regex.
+        #[arg(long, value_name = "REGEX")]
+        kernels: Option<String>,
+        /// Metrics mode: only kernels launched inside this NVTX path.
+        #[arg(long, value_name = "PATH")]
+        nvtx: Option<String>,
+        /// Metrics mode: measure the first N launches of each kernel ("all": every one).
+        #[arg(long, value_name = "N", allow_hyphen_values = true)]
+        launch_count: Option<String>,
+        /// Where each process writes its JSON report; {pid} and {rank} are replaced.
+        #[arg(short, long, default_value = "gpuscope-{pid}.json", value_name = "FILE")]
+        output: String,
+        /// Per-kernel records to keep in the report (for `report --format chrome`).
+        #[arg(long, default_value_t = 100_000)]
+        trace: usize,
+        /// No summary from the profiled processes on stderr.
+        #[arg(short, long)]
+        quiet: bool,
+        /// libgpuscope.so to inject (default: next to this program, or in ../lib).
+        #[arg(long, value_name = "PATH")]
+        lib: Option<PathBuf>,
+        /// The program and its arguments.
+        #[arg(required = true, last = true, value_name = "CMD")]
+        cmd: Vec<String>,
+    },
+    /// Print a saved report (one file), or compare two.
+    Report {
+        /// One report to render, or BEFORE and AFTER to compare.
+        #[arg(required = true, num_args = 1..=2, value_name = "FILE")]
+        files: Vec<PathBuf>,
+        /// table, json, csv or chrome (one report only).
+        #[arg(long, default_value = "table")]
+        format: String,
+        /// Write to this file instead of standard output.
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+    },
+}
+
+fn find_lib(explicit: Option<PathBuf>) -> Result<PathBuf, String> {
+    if let Some(p) = explicit.or_else(|| std::env::var_os("GPUSCOPE_LIB").map(PathBuf::from)) {
+        return if p.exists() { Ok(p) } else { Err(format!("--lib {}: no such file", p.display())) };
+    }
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let dir = exe.parent().unwrap_or(Path::new("."));
+    let tried = [dir.join("libgpuscope.so"), dir.join("../lib/libgpuscope.so"), dir.join("../lib64/libgpuscope.so")];
+    tried.iter().find(|p| p.exists()).map(|p| p.canonicalize().unwrap_or(p.clone())).ok_or_else(|| {
+        let places: Vec<String> = tried.iter().map(|p| p.display().to_string()).collect();
+        format!("libgpuscope.so not found (looked in {}); pass --lib or set GPUSCOPE_LIB", places.join(", "))
+    })
+}
+
+fn load(path: &Path) -> Result<Report, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    Report::from_json(&text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Reports that `template` names and that appeared since `since`.
+fn written_reports(template: &str, since: std::time::SystemTime) -> Vec<PathBuf> {
+    let path = Path::new(template);
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let name = path.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+    // The file name with {pid} and {rank} as wildcards.
+    let parts: Vec<String> = name.split("{pid}").flat_map(|s| s.split("{rank}")).map(str::to_string).collect();
+    let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| {
+            let n = e.file_name().to_string_lossy().to_string();
+            let fresh = e.metadata().and_then(|m| m.modified()).is_ok_and(|t| t >= since);
+            fresh
+                && n.starts_with(parts.first().map(String::as_str).unwrap_or(""))
+                && n.ends_with(parts.last().map(String::as_str).unwrap_or(""))
+                && parts.iter().all(|p| n.contains(p.as_str()))
+        })
+        .map(|e| e.path())
+        .collect();
+    found.sort();
+    found
+}
+
+fn run(cmd: Cmd) -> Result<ExitCode, String> {
+    match cmd {
+        Cmd::Run { mode, metrics, kernels, nvtx, launch_count, output, trace, quiet, lib, cmd } => {
+            let lib = find_lib(lib)?;
+            let lib_s = lib.display().to_string();
+            let mut c = Command::new(&cmd[0]);
+            c.args(&cmd[1..]);
+            let preload = match std::env::var("LD_PRELOAD") {
+                Ok(p) if !p.is_empty() => format!("{lib_s}:{p}"),
+                _ => lib_s.clone(),
+            };
+            c.env("LD_PRELOAD", preload)
+                .env("CUDA_INJECTION64_PATH", &lib_s)
+                .env("NVTX_INJECTION64_PATH", &lib_s)
+                .env("GPUSCOPE_MODE", &mode)
+                .env("GPUSCOPE_OUTPUT", &output)
+                .env("GPUSCOPE_FORMAT", "json")
+                .env("GPUSCOPE_TRACE", trace.to_string());
+            for (var, val) in [
+                ("GPUSCOPE_METRICS", metrics),
+                ("GPUSCOPE_KERNELS", kernels),
+                ("GPUSCOPE_NVTX", nvtx),
+                ("GPUSCOPE_LAUNCH_COUNT", launch_count),
+            ] {
+                if let Some(v) = val {
+                    c.env(var, v);
+                }
+            }
+            if quiet {
+                c.env("GPUSCOPE_QUIET", "1");
+            }
+            // The same checks the shim makes, before anything runs.
+            let probe = |k: &str| match k {
+                "GPUSCOPE_MODE" => Some(mode.clone()),
+                "GPUSCOPE_OUTPUT" => Some(output.clone()),
+                "GPUSCOPE_FORMAT" => Some("json".into()),
+                _ => c.get_envs().find(|(n, _)| *n == k).and_then(|(_, v)| v.map(|v| v.to_string_lossy().to_string())),
+            };
+            gpuscope::config::EnvConfig::from_vars(&probe, 0).map_err(|e| e.to_string())?;
+            let since = std::time::SystemTime::now() - std::time::Duration::from_secs(1);
+            let status = c.status().map_err(|e| format!("cannot run {}: {e}", cmd[0]))?;
+            let reports = written_reports(&output, since);
+            if reports.is_empty() {
+                eprintln!("gpuscope: no report was written (did the program use CUDA? stderr above says why if not)");
+            }
+            for r in &reports {
+                match load(r) {
+                    Ok(rep) => println!("== {}\n{}", r.display(), rep.to_table(100)),
+                    Err(e) => eprintln!("gpuscope: {e}"),
+                }
+            }
+            // The program's exit status, passed through.
+            Ok(match status.code() {
+                Some(code) => ExitCode::from(code as u8),
+                None => ExitCode::from(128 + std::os::unix::process::ExitStatusExt::signal(&status).unwrap_or(0) as u8),
+            })
+        }
+        Cmd::Report { files, format, output } => {
+            let text = if files.len() == 2 {
+                if format != "table" {
+                    return Err(format!("--format {format}: comparing two reports prints a table only"));
+                }
+                compare::render(&load(&files[0])?, &load(&files[1])?, 100)
+            } else {
+                let f: Format = format.parse().map_err(|e: gpuscope::Error| e.to_string())?;
+                load(&files[0])?.render(f)
+            };
+            match output {
+                Some(p) => std::fs::write(&p, text).map_err(|e| format!("{}: {e}", p.display()))?,
+                None => print!("{text}"),
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli.command) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("gpuscope: {e}");
+            ExitCode::from(2)
+        }
+    }
+}

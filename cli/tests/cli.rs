@@ -1,0 +1,115 @@
+//! The `gpuscope` command, without a GPU: reports render and compare, `run`
+//! passes the program's exit code through and checks options first.
+
+use gpuscope::occupancy::SmLimits;
+use gpuscope::report::DeviceInfo;
+use gpuscope::testing::{HostEvent, Replay};
+use std::path::PathBuf;
+use std::process::Command;
+
+fn gpuscope() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_gpuscope"))
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    std::fs::create_dir_all(&d).unwrap();
+    d.join(name)
+}
+
+/// A report with one kernel in one range, of `ns` GPU time, saved as JSON.
+fn saved_report(name: &str, ns: u64) -> PathBuf {
+    let mut rp =
+        Replay::new(vec![DeviceInfo { id: 0, name: "H100".into(), sm_count: 132, limits: SmLimits::SM_90 }], 100);
+    let p = rp.path(&["step"]);
+    rp.host_event(HostEvent::Push { instance: 1, parent: 0, path: p, tid: 1, ts: 0 });
+    rp.host_event(HostEvent::Launch { correlation_id: 5, tid: 1, path: p, instance: 1, graph: false, profiled: false });
+    rp.host_event(HostEvent::Pop { instance: 1, ts: ns });
+    // SAFETY: all-zero is a valid CUpti_ActivityKernel10.
+    let mut k: cupti_sys::CUpti_ActivityKernel10 = unsafe { std::mem::zeroed() };
+    k.kind = cupti_sys::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+    k.name = c"gemm_kernel".as_ptr();
+    k.correlationId = 5;
+    (k.start, k.end) = (0, ns);
+    (k.blockX, k.blockY, k.blockZ) = (256, 1, 1);
+    k.registersPerThread = 32;
+    // SAFETY: reading the bytes of a plain-data record.
+    let bytes = unsafe { std::slice::from_raw_parts(&k as *const _ as *const u8, std::mem::size_of_val(&k)) };
+    rp.buffer(bytes);
+    let path = tmp(name);
+    rp.finish(0, ns).write(&path, gpuscope::Format::Json).unwrap();
+    path
+}
+
+#[test]
+fn report_renders_every_format() {
+    let f = saved_report("one.json", 5_000);
+    let out = gpuscope().arg("report").arg(&f).output().unwrap();
+    assert!(out.status.success());
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(table.contains("step") && table.contains("gemm_kernel"), "{table}");
+    let out = gpuscope().args(["report", "--format", "csv"]).arg(&f).output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("nvtx_path,kernel,launches"));
+    let chrome = tmp("one.chrome.json");
+    let st = gpuscope().args(["report", "--format", "chrome", "-o"]).arg(&chrome).arg(&f).status().unwrap();
+    assert!(st.success());
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&chrome).unwrap()).unwrap();
+    assert!(v["traceEvents"].as_array().unwrap().iter().any(|e| e["name"] == "gemm_kernel"));
+    let out = gpuscope().args(["report", "--format", "xml"]).arg(&f).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("allowed: table, json, csv, chrome"));
+}
+
+#[test]
+fn report_compares_two_runs() {
+    let (a, b) = (saved_report("before.json", 4_000), saved_report("after.json", 3_000));
+    let out = gpuscope().arg("report").arg(&a).arg(&b).output().unwrap();
+    assert!(out.status.success());
+    let t = String::from_utf8_lossy(&out.stdout);
+    assert!(t.contains("kernel time: 4.0 us -> 3.0 us (-25.0%)"), "{t}");
+    assert!(t.contains("step · gemm_kernel") && t.contains("-25.0%"), "{t}");
+    let bad = gpuscope().arg("report").arg(&a).arg(tmp("missing.json")).output().unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("missing.json"));
+}
+
+fn lib() -> PathBuf {
+    let p = PathBuf::from(env!("CARGO_BIN_EXE_gpuscope")).with_file_name("libgpuscope.so");
+    assert!(p.exists(), "{} missing: run the tests with --workspace (it builds gpuscope-ffi)", p.display());
+    p
+}
+
+#[test]
+fn run_passes_the_exit_code_and_output_through() {
+    let out = gpuscope()
+        .args(["run", "--lib"])
+        .arg(lib())
+        .args(["-o"])
+        .arg(tmp("run-{pid}.json"))
+        .args(["--", "/bin/sh", "-c", "echo from-the-program; exit 3"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    let (o, e) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(o, "from-the-program\n");
+    assert!(e.contains("no report was written"), "{e}");
+}
+
+#[test]
+fn run_checks_options_before_running_anything() {
+    let marker = tmp("should-not-exist");
+    let _ = std::fs::remove_file(&marker);
+    let out = gpuscope()
+        .args(["run", "--mode", "metrics", "--launch-count", "-1", "--lib"])
+        .arg(lib())
+        .args(["--", "touch"])
+        .arg(&marker)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(!marker.exists(), "the program must not run");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("GPUSCOPE_LAUNCH_COUNT=\"-1\" is not valid"));
+    let out = gpuscope().args(["run", "--mode", "fast", "--", "true"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("[possible values: trace, metrics]"));
+}
