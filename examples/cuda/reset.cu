@@ -1,3 +1,5 @@
+// Not yet run on a GPU: checks that records survive cudaDeviceReset before exit
+// (gpuscope flushes at context destruction only in metrics mode so far).
 // Launches kernels and resets the device before exiting: the profiler must
 // have the kernels' records out before the context is destroyed.
 #include <cstdio>
