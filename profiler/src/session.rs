@@ -435,10 +435,11 @@ fn enable(cupti: &'static Cupti, sub: sys::CUpti_SubscriberHandle, p: &Profiler)
         // SAFETY: as above.
         unsafe { en(1, sub, domain, cbid) };
     }
-    // A context's records are flushed, and its measurements decoded,
-    // before it is destroyed.
-    // SAFETY: as above.
-    unsafe { en(1, sub, sys::CUPTI_CB_DOMAIN_RESOURCE, sys::CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING) };
+    if p.metrics.is_some() {
+        // A context's measurements are decoded before it is destroyed.
+        // SAFETY: as above.
+        unsafe { en(1, sub, sys::CUPTI_CB_DOMAIN_RESOURCE, sys::CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING) };
+    }
     let reg = sym!(cupti, cuptiActivityRegisterCallbacks).map_err(cupti::missing)?;
     // SAFETY: both callbacks have CUPTI's signatures and catch panics.
     cupti::check(
@@ -476,12 +477,6 @@ unsafe extern "C" fn api_callback(
                 let ctx = unsafe { &*(data as *const sys::CUpti_ResourceData) }.context;
                 let guard = ACTIVE.read().unwrap_or_else(|e| e.into_inner());
                 if let Some(s) = guard.as_ref() {
-                    // The context's records must be out before it goes
-                    // (cudaDeviceReset before exit, say).
-                    if let Ok(f) = sym!(s.cupti, cuptiActivityFlushAll) {
-                        // SAFETY: plain flag argument.
-                        unsafe { f(sys::CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) };
-                    }
                     if let Some(c) = &s.collector {
                         for (correlation_id, values) in c.context_destroyed(ctx) {
                             s.send(HostEvent::KernelMetrics { correlation_id, values });
