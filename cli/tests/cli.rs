@@ -73,10 +73,14 @@ fn report_compares_two_runs() {
     assert!(String::from_utf8_lossy(&bad.stderr).contains("missing.json"));
 }
 
+/// libgpuscope.so as `cargo test --workspace` leaves it: in target/<profile>
+/// or, when cargo does not copy it up (two workspace libraries are named
+/// gpuscope), in target/<profile>/deps.
 fn lib() -> PathBuf {
-    let p = PathBuf::from(env!("CARGO_BIN_EXE_gpuscope")).with_file_name("libgpuscope.so");
-    assert!(p.exists(), "{} missing: run the tests with --workspace (it builds gpuscope-ffi)", p.display());
-    p
+    let bin = PathBuf::from(env!("CARGO_BIN_EXE_gpuscope"));
+    let dir = bin.parent().unwrap();
+    let found = [dir.join("libgpuscope.so"), dir.join("deps/libgpuscope.so")].into_iter().find(|p| p.exists());
+    found.unwrap_or_else(|| panic!("libgpuscope.so not in {}: run the tests with --workspace", dir.display()))
 }
 
 #[test]

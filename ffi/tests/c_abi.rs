@@ -14,7 +14,7 @@ fn root() -> PathBuf {
 fn lib_dir() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
     let up = exe.parent().unwrap().parent().unwrap();
-    [up.to_path_buf(), up.join("lib")]
+    [up.to_path_buf(), up.join("deps"), up.join("lib")]
         .into_iter()
         .find(|d| d.join("libgpuscope.so").exists())
         .unwrap_or(up.to_path_buf())

@@ -10,7 +10,7 @@ use std::process::{Command, Output};
 fn lib() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
     let up = exe.parent().unwrap().parent().unwrap();
-    let p = [up.join("libgpuscope.so"), up.join("lib/libgpuscope.so")]
+    let p = [up.join("libgpuscope.so"), up.join("deps/libgpuscope.so"), up.join("lib/libgpuscope.so")]
         .into_iter()
         .find(|p| p.exists())
         .unwrap_or(up.join("libgpuscope.so"));
