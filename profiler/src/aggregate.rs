@@ -644,3 +644,88 @@ impl Aggregator {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::activity::KernelActivity;
+
+    fn kernel(corr: u32, start: u64) -> KernelActivity {
+        KernelActivity {
+            name: c"k".as_ptr(),
+            start,
+            end: start + 10,
+            device: 0,
+            context: 1,
+            stream: 7,
+            correlation_id: corr,
+            grid: [1, 1, 1],
+            block: [32, 1, 1],
+            cluster: [0; 3],
+            registers_per_thread: 8,
+            static_smem: 0,
+            dynamic_smem: 0,
+            smem_executed: 0,
+            local_mem_per_thread: 0,
+            graph_id: 0,
+            graph_node_id: 0,
+            device_launched: false,
+        }
+    }
+
+    #[test]
+    fn a_million_launches_keep_memory_bounded() {
+        let opts = AggregateOptions { max_live_ranges: 1000, max_pending_launches: 4096, ..Default::default() };
+        let mut a = Aggregator::new(opts, DeviceTable::fixed(vec![]));
+        let path = crate::ranges::paths().intern(ROOT, 0, "bounded-test");
+        for i in 0..1_000_000u32 {
+            // One range per 10 launches; every launch's kernel arrives.
+            if i % 10 == 0 {
+                let inst = 1 + (i / 10) as u64;
+                a.host_event(HostEvent::Push { instance: inst, parent: 0, path, tid: 1, ts: i as u64 * 100 });
+            }
+            let inst = 1 + (i / 10) as u64;
+            a.host_event(HostEvent::Launch {
+                correlation_id: i,
+                tid: 1,
+                path,
+                instance: inst,
+                graph: false,
+                profiled: false,
+            });
+            a.kernel(&kernel(i, i as u64 * 100));
+            if i % 10 == 9 {
+                a.host_event(HostEvent::Pop { instance: inst, ts: i as u64 * 100 + 50 });
+            }
+        }
+        // Launch records are dropped as their kernels arrive; range
+        // instances are summarised once the cap is reached.
+        assert!(a.launches.is_empty());
+        assert!(a.instances.len() <= 1000, "{}", a.instances.len());
+        assert_eq!(a.by_name.len(), 1);
+        assert_eq!(a.by_path_name.len(), 1);
+        let r = a.finish(0, 1_000_000 * 100);
+        assert_eq!(r.kernels[0].stats.launches, 1_000_000);
+        let g = r.ranges.iter().find(|g| g.path.to_string() == "bounded-test").unwrap();
+        assert_eq!(g.count, 100_000, "every instance summarised, early or at the end");
+        assert_eq!(g.kernel_launches, 1_000_000);
+        assert!(r.drops.ranges_evicted > 0, "early summaries are counted");
+    }
+
+    #[test]
+    fn launches_that_never_ran_are_forgotten_not_accumulated() {
+        let opts = AggregateOptions { max_pending_launches: 1000, ..Default::default() };
+        let mut a = Aggregator::new(opts, DeviceTable::fixed(vec![]));
+        for i in 0..100_000u32 {
+            a.host_event(HostEvent::Launch {
+                correlation_id: i,
+                tid: 1,
+                path: ROOT,
+                instance: 0,
+                graph: false,
+                profiled: false,
+            });
+        }
+        assert!(a.launches.len() <= 1000);
+    }
+}
