@@ -2,7 +2,7 @@
 //! achieved occupancy differ on purpose, in NVTX ranges, to compare
 //! gpuscope with Nsight Compute launch by launch (scripts/validate.sh).
 //!
-//!     validate --mode plain|all|default [--out report.json]
+//!     validate --mode plain|all|default [--out report.json] [--reps N]
 //!
 //! `plain` runs without gpuscope (for ncu, and as the timing baseline);
 //! `all` measures every launch; `default` the first 3 of each kernel.
@@ -20,6 +20,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
     let arg = |k: &str| args.iter().position(|a| a == k).and_then(|i| args.get(i + 1)).cloned();
     let mode = arg("--mode").unwrap_or_else(|| "plain".into());
+    let reps: usize = match arg("--reps").map(|r| r.parse()) {
+        None => 3,
+        Some(Ok(n)) if n > 0 => n,
+        Some(_) => return Err("--reps: a positive integer".into()),
+    };
     let session = match mode.as_str() {
         "plain" => None,
         "all" | "default" => {
@@ -68,7 +73,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let t = Instant::now();
     let _all = nvtx_rs::push("validate");
-    for rep in 0..3 {
+    for rep in 0..reps {
         let _rep = nvtx_rs::push(&format!("rep {rep}"));
         {
             let _r = nvtx_rs::push("one block");
