@@ -4,8 +4,6 @@
 //!     gpuscope report FILE [--format table|json|csv|chrome] [-o OUT]
 //!     gpuscope report BEFORE AFTER        (compare two runs)
 
-mod compare;
-
 use clap::{Parser, Subcommand};
 use gpuscope::{Format, Report};
 use std::path::{Path, PathBuf};
@@ -181,7 +179,7 @@ fn run(cmd: Cmd) -> Result<ExitCode, String> {
                 if format != "table" {
                     return Err(format!("--format {format}: comparing two reports prints a table only"));
                 }
-                compare::render(&load(&files[0])?, &load(&files[1])?, 100)
+                load(&files[0])?.compare(&load(&files[1])?, 100)
             } else {
                 let f: Format = format.parse().map_err(|e: gpuscope::Error| e.to_string())?;
                 load(&files[0])?.render(f)

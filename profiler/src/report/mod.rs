@@ -3,9 +3,10 @@
 //! renders as a terminal table or a Chrome trace.
 
 mod chrome;
+mod compare;
 mod table;
 
-pub use table::{fmt_ns, short_name};
+pub use table::fmt_ns;
 
 use crate::occupancy::{Limiter, Occupancy};
 use crate::ranges::RangePath;
@@ -362,6 +363,13 @@ impl Report {
     /// The terminal table, at most `width` columns wide.
     pub fn to_table(&self, width: usize) -> String {
         table::render(self, width)
+    }
+
+    /// This report against a later one (`after`): per NVTX path and kernel,
+    /// GPU time before and after with the change, SM efficiency and
+    /// occupancy after with their change; at most `width` columns.
+    pub fn compare(&self, after: &Report, width: usize) -> String {
+        compare::render(self, after, width)
     }
 
     /// A Chrome trace (JSON object format). Needs a trace

@@ -66,7 +66,7 @@ pub fn short_name(name: &str) -> &str {
     &s[cut..]
 }
 
-fn fit(s: &str, w: usize) -> String {
+pub(super) fn fit(s: &str, w: usize) -> String {
     if s.chars().count() <= w {
         format!("{s:<w$}")
     } else {
@@ -75,7 +75,7 @@ fn fit(s: &str, w: usize) -> String {
     }
 }
 
-fn pct(v: Option<f64>) -> String {
+pub(super) fn pct(v: Option<f64>) -> String {
     v.map_or("-".into(), |v| format!("{v:.1}%"))
 }
 

@@ -1,13 +1,10 @@
 //! Two reports side by side: per kernel and per NVTX path, GPU time, SM
 //! efficiency and occupancy before and after, with the change.
 
-use gpuscope::report::{fmt_ns, short_name, KernelStats, Report};
+use super::table::{fit, fmt_ns, pct, short_name};
+use super::{KernelStats, Report};
 use std::collections::BTreeMap;
 use std::fmt::Write;
-
-fn pct(v: Option<f64>) -> String {
-    v.map_or("-".into(), |v| format!("{v:.1}%"))
-}
 
 fn delta_pct(a: Option<f64>, b: Option<f64>) -> String {
     match (a, b) {
@@ -23,16 +20,8 @@ fn change(a: u64, b: u64) -> String {
     format!("{:+.1}%", (b as f64 - a as f64) / a as f64 * 100.0)
 }
 
-fn fit(s: &str, w: usize) -> String {
-    if s.chars().count() <= w {
-        format!("{s:<w$}")
-    } else {
-        format!("{}…", s.chars().take(w - 1).collect::<String>())
-    }
-}
-
 /// The comparison table, at most `width` columns.
-pub fn render(before: &Report, after: &Report, width: usize) -> String {
+pub(super) fn render(before: &Report, after: &Report, width: usize) -> String {
     let name_w = width.saturating_sub(66).max(20);
     let mut out = String::new();
     let _ = writeln!(
