@@ -2,6 +2,9 @@
 //! languages, the examples link against libgpuscope.so and run to the end.
 //! Without a GPU (CI) they must report "no GPU" through the status code.
 
+mod common;
+
+use common::{lib_dir, scratch};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -9,32 +12,10 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
 }
 
-/// Where libgpuscope.so is: target/<profile> under cargo, or the lib/
-/// folder beside the test binaries in a GPU bundle (.gpu/).
-fn lib_dir() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let up = exe.parent().unwrap().parent().unwrap();
-    [up.to_path_buf(), up.join("deps"), up.join("lib")]
-        .into_iter()
-        .find(|d| d.join("libgpuscope.so").exists())
-        .unwrap_or(up.to_path_buf())
-}
-
-/// A scratch folder (created: a bundle run elsewhere lacks cargo's).
-fn tmp_dir() -> PathBuf {
-    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
-    if std::fs::create_dir_all(&d).is_ok() {
-        d
-    } else {
-        std::env::temp_dir()
-    }
-}
-
 fn build_and_run(compiler: &str, std: &str, src: &str, out: &str) -> String {
-    let dir = tmp_dir();
+    let dir = scratch();
     let bin = dir.join(out);
     let lib = lib_dir();
-    assert!(lib.join("libgpuscope.so").exists(), "libgpuscope.so not built in {}", lib.display());
     let st = Command::new(compiler)
         .args([std, "-Wall", "-Wextra", "-Werror", "-pedantic"])
         .arg("-I")

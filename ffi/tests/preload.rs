@@ -2,29 +2,17 @@
 //! a program can see but the two injection variables; a bad setting is one
 //! line on stderr; the driver's entry point returns and says why once.
 
+mod common;
+
+use common::{lib, scratch};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-
-/// libgpuscope.so: in target/<profile> under cargo, or the lib/ folder
-/// beside the test binaries in a GPU bundle (.gpu/).
-fn lib() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let up = exe.parent().unwrap().parent().unwrap();
-    let p = [up.join("libgpuscope.so"), up.join("deps/libgpuscope.so"), up.join("lib/libgpuscope.so")]
-        .into_iter()
-        .find(|p| p.exists())
-        .unwrap_or(up.join("libgpuscope.so"));
-    assert!(p.exists(), "{} not built", p.display());
-    std::fs::canonicalize(p).unwrap()
-}
 
 /// The probe program, compiled once for all tests.
 fn probe() -> PathBuf {
     static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     BIN.get_or_init(|| {
-        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
-        let dir = if std::fs::create_dir_all(&dir).is_ok() { dir } else { std::env::temp_dir() };
-        let bin = dir.join("envprobe");
+        let bin = scratch().join("envprobe");
         let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/envprobe.c");
         let st = Command::new("cc")
             .args(["-std=c99", "-Wall", "-Werror"])
