@@ -318,7 +318,8 @@ pub extern "C" fn gpuscope_range_pop() -> c_int {
 #[no_mangle]
 pub extern "C" fn gpuscope_last_error() -> *const c_char {
     static EMPTY: &CStr = c"";
-    LAST_ERROR.try_with(|e| e.borrow().as_ptr()).unwrap_or(EMPTY.as_ptr())
+    // try_borrow: nothing may panic across the C boundary.
+    LAST_ERROR.try_with(|e| e.try_borrow().map(|c| c.as_ptr()).unwrap_or(EMPTY.as_ptr())).unwrap_or(EMPTY.as_ptr())
 }
 
 /// The library version, e.g. "0.1.0". Static string.

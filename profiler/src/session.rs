@@ -703,8 +703,8 @@ fn finish(s: &Arc<Shared>, decoder: Option<std::thread::JoinHandle<()>>, at_exit
     }
     let c = s.cupti;
     debug("stop: callbacks off");
-    // SAFETY (all calls below): plain arguments; the subscriber is ours.
     if let Ok(f) = sym!(c, cuptiEnableDomain) {
+        // SAFETY: plain arguments; the subscriber is ours and still valid.
         unsafe {
             f(0, s.subscriber, sys::CUPTI_CB_DOMAIN_DRIVER_API);
             f(0, s.subscriber, sys::CUPTI_CB_DOMAIN_RUNTIME_API);
@@ -712,15 +712,18 @@ fn finish(s: &Arc<Shared>, decoder: Option<std::thread::JoinHandle<()>>, at_exit
     }
     debug("stop: flush");
     if let Ok(f) = sym!(c, cuptiActivityFlushAll) {
+        // SAFETY: a plain flag; the buffer callbacks it runs catch panics.
         unsafe { f(sys::CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) };
     }
     debug("stop: activity off");
     if let Ok(f) = sym!(c, cuptiActivityDisable) {
         for k in s.options.activity_kinds() {
+            // SAFETY: a plain activity kind this session enabled.
             unsafe { f(k) };
         }
     }
     if let Ok(f) = sym!(c, cuptiActivityFlushAll) {
+        // SAFETY: as the flush above.
         unsafe { f(sys::CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) };
     }
     if let Some(col) = &s.collector {
@@ -732,6 +735,7 @@ fn finish(s: &Arc<Shared>, decoder: Option<std::thread::JoinHandle<()>>, at_exit
         col.shutdown();
     }
     if let Ok(f) = sym!(c, cuptiUnsubscribe) {
+        // SAFETY: our subscriber, unsubscribed once (`stopped` guards).
         unsafe { f(s.subscriber) };
     }
     // Detach CUPTI from the driver entirely: left attached it keeps costing
@@ -741,6 +745,8 @@ fn finish(s: &Arc<Shared>, decoder: Option<std::thread::JoinHandle<()>>, at_exit
     if !at_exit {
         debug("stop: finalize");
         if let Ok(f) = sym!(c, cuptiFinalize) {
+            // SAFETY: no arguments; our subscriber is gone and every buffer
+            // has been flushed.
             unsafe { f() };
         }
     }

@@ -171,11 +171,13 @@ pub fn decode(bytes: &[u8]) -> Result<Activity, DecodeError> {
         return Err(DecodeError::Truncated { offset: 0 });
     }
     let p = bytes.as_ptr();
-    // SAFETY (all reads below): `bytes` holds at least `size` bytes, the size
-    // of the struct read; read_unaligned has no alignment requirement; the
-    // structs are plain data (pointers are copied, not dereferenced).
+    // The reads below are sound for one reason: `bytes` holds at least
+    // `size` bytes, the size of the struct read; read_unaligned has no
+    // alignment requirement; the structs are plain data (pointers are
+    // copied, not dereferenced).
     Ok(match kind {
         sys::CUPTI_ACTIVITY_KIND_KERNEL | sys::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL => {
+            // SAFETY: `bytes` holds record_size(kind) = size_of::<CUpti_ActivityKernel10>() bytes.
             let r = unsafe { std::ptr::read_unaligned(p as *const sys::CUpti_ActivityKernel10) };
             Activity::Kernel(KernelActivity {
                 name: r.name,
@@ -199,6 +201,7 @@ pub fn decode(bytes: &[u8]) -> Result<Activity, DecodeError> {
             })
         }
         sys::CUPTI_ACTIVITY_KIND_MEMCPY => {
+            // SAFETY: `bytes` holds record_size(kind) = size_of::<CUpti_ActivityMemcpy6>() bytes.
             let r = unsafe { std::ptr::read_unaligned(p as *const sys::CUpti_ActivityMemcpy6) };
             Activity::Memcpy(MemcpyActivity {
                 copy_kind: r.copyKind,
@@ -214,6 +217,7 @@ pub fn decode(bytes: &[u8]) -> Result<Activity, DecodeError> {
             })
         }
         sys::CUPTI_ACTIVITY_KIND_MEMSET => {
+            // SAFETY: `bytes` holds record_size(kind) = size_of::<CUpti_ActivityMemset4>() bytes.
             let r = unsafe { std::ptr::read_unaligned(p as *const sys::CUpti_ActivityMemset4) };
             Activity::Memset(MemsetActivity {
                 bytes: r.bytes,
@@ -226,6 +230,7 @@ pub fn decode(bytes: &[u8]) -> Result<Activity, DecodeError> {
             })
         }
         sys::CUPTI_ACTIVITY_KIND_SYNCHRONIZATION => {
+            // SAFETY: `bytes` holds record_size(kind) = size_of::<CUpti_ActivitySynchronization2>() bytes.
             let r = unsafe { std::ptr::read_unaligned(p as *const sys::CUpti_ActivitySynchronization2) };
             Activity::Sync(SyncActivity {
                 sync_type: r.type_,
