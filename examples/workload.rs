@@ -6,7 +6,7 @@
 //! memory-bound case; the fused one caches a 64 KB row in shared memory), a
 //! small tiled matmul, a burst of tiny launches, and a CUDA graph replay.
 
-use cudarc::driver::{CudaContext, CudaFunction, CudaStream, DriverError, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaContext, CudaFunction, DriverError, LaunchConfig, PushKernelArg};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -196,7 +196,7 @@ pub fn run(ctx: &Arc<CudaContext>, s: Sizes) -> Result<Expected, DriverError> {
         assert_eq!(stream.clone_dtoh(&counter)?[0], s.tiny as i32);
     }
 
-    graph_phase(ctx, &stream, &k, s, &mut count)?;
+    graph_phase(ctx, &k, s, &mut count)?;
     stream.synchronize()?;
     Ok(expected)
 }
@@ -205,7 +205,6 @@ pub fn run(ctx: &Arc<CudaContext>, s: Sizes) -> Result<Expected, DriverError> {
 /// launches the graph twice inside "quickstart/graph replay".
 fn graph_phase(
     ctx: &Arc<CudaContext>,
-    _default: &Arc<CudaStream>,
     k: &Kernels,
     s: Sizes,
     count: &mut impl FnMut(&str, &str, usize),
