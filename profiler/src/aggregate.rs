@@ -364,14 +364,32 @@ impl Aggregator {
         id
     }
 
+    /// The demangled name of CUPTI's name string.
+    fn name(&mut self, p: *const c_char) -> &str {
+        let id = self.name_id(p);
+        &self.names[id as usize]
+    }
+
     /// Folds one kernel record in (a profiled one waits for its metrics).
     pub(crate) fn kernel(&mut self, k: &KernelActivity) {
         let info =
             self.launches.remove(&k.correlation_id).or_else(|| self.graph_launches.get(&k.correlation_id).copied());
-        let info = info.unwrap_or_else(|| {
-            self.drops.unattributed_kernels += 1;
-            LaunchInfo { tid: 0, path: ROOT, instance: 0, profiled: false }
-        });
+        let info = match info {
+            Some(info) => info,
+            None => {
+                // CUPTI's range profiler launches a `WaitNs` kernel of its
+                // own per measured range (single-pass mode): gpuscope's
+                // overhead, not the program's work, and no launch of the
+                // program's is behind it.
+                if !self.opts.metric_names.is_empty() && self.name(k.name) == "WaitNs" {
+                    self.injected.0 += 1;
+                    self.injected.1 += k.end.saturating_sub(k.start);
+                    return;
+                }
+                self.drops.unattributed_kernels += 1;
+                LaunchInfo { tid: 0, path: ROOT, instance: 0, profiled: false }
+            }
+        };
         if info.profiled {
             match self.pending_metrics.remove(&k.correlation_id) {
                 Some(values) => self.kernel_with(k, info, values),
@@ -387,15 +405,6 @@ impl Aggregator {
     fn kernel_with(&mut self, k: &KernelActivity, info: LaunchInfo, values: Option<Vec<f64>>) {
         let metrics = values.map(|v| KernelMetrics::from_values(&self.opts.metric_names, &v));
         let name = self.name_id(k.name);
-        // CUPTI's range profiler launches a `WaitNs` kernel of its own per
-        // measured range (single-pass mode): gpuscope's overhead, not the
-        // program's work. It has no launch of the program's behind it.
-        if !self.opts.metric_names.is_empty() && info.tid == 0 && self.names[name as usize] == "WaitNs" {
-            self.drops.unattributed_kernels = self.drops.unattributed_kernels.saturating_sub(1);
-            self.injected.0 += 1;
-            self.injected.1 += k.end.saturating_sub(k.start);
-            return;
-        }
         let threads = (k.block[0].max(0) * k.block[1].max(0) * k.block[2].max(0)) as u32;
         let shape = LaunchShape {
             threads_per_block: threads,
