@@ -31,6 +31,8 @@ pub struct Driver {
     pub cu_ctx_push_current: unsafe extern "C" fn(ctx: crate::CUcontext) -> CUresult,
     /// `cuCtxPopCurrent` (v2).
     pub cu_ctx_pop_current: unsafe extern "C" fn(ctx: *mut crate::CUcontext) -> CUresult,
+    /// `cuCtxSynchronize`: waits for the current context's work.
+    pub cu_ctx_synchronize: unsafe extern "C" fn() -> CUresult,
     /// `cuDeviceGetName`.
     pub cu_device_get_name: unsafe extern "C" fn(name: *mut c_char, len: c_int, dev: CUdevice) -> CUresult,
 }
@@ -64,6 +66,7 @@ impl Driver {
             cu_stream_is_capturing: get!("cuStreamIsCapturing"),
             cu_ctx_push_current: get!("cuCtxPushCurrent_v2"),
             cu_ctx_pop_current: get!("cuCtxPopCurrent_v2"),
+            cu_ctx_synchronize: get!("cuCtxSynchronize"),
             _lib: lib,
         })
     }

@@ -18,6 +18,22 @@ pub(crate) fn driver() -> Option<&'static Driver> {
     DRIVER.get_or_init(|| Driver::load().ok()).as_ref()
 }
 
+/// Runs `f` with `ctx` current on this thread (CUPTI's range profiler and
+/// `cuCtxSynchronize` act on the current context), then restores the
+/// thread's previous context.
+pub(crate) fn with_current<T>(ctx: usize, f: impl FnOnce() -> T) -> T {
+    let Some(d) = driver() else { return f() };
+    // SAFETY: `ctx` is a live context (CUPTI handed it to gpuscope).
+    let pushed = unsafe { (d.cu_ctx_push_current)(ctx as cupti_sys::CUcontext) } == 0;
+    let r = f();
+    if pushed {
+        let mut old: cupti_sys::CUcontext = std::ptr::null_mut();
+        // SAFETY: pops what was pushed above.
+        unsafe { (d.cu_ctx_pop_current)(&mut old) };
+    }
+    r
+}
+
 fn query(ordinal: u32) -> Option<DeviceInfo> {
     let d = driver()?;
     let mut dev = 0;

@@ -435,11 +435,10 @@ fn enable(cupti: &'static Cupti, sub: sys::CUpti_SubscriberHandle, p: &Profiler)
         // SAFETY: as above.
         unsafe { en(1, sub, domain, cbid) };
     }
-    if p.metrics.is_some() {
-        // A context's measurements are decoded before it is destroyed.
-        // SAFETY: as above.
-        unsafe { en(1, sub, sys::CUPTI_CB_DOMAIN_RESOURCE, sys::CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING) };
-    }
+    // A context's records (and measurements) are taken out before it is
+    // destroyed: cudaDeviceReset or cuCtxDestroy before exit.
+    // SAFETY: as above.
+    unsafe { en(1, sub, sys::CUPTI_CB_DOMAIN_RESOURCE, sys::CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING) };
     let reg = sym!(cupti, cuptiActivityRegisterCallbacks).map_err(cupti::missing)?;
     // SAFETY: both callbacks have CUPTI's signatures and catch panics.
     cupti::check(
@@ -475,13 +474,10 @@ unsafe extern "C" fn api_callback(
             if cbid == sys::CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING {
                 // SAFETY: resource callbacks pass a CUpti_ResourceData.
                 let ctx = unsafe { &*(data as *const sys::CUpti_ResourceData) }.context;
-                let guard = ACTIVE.read().unwrap_or_else(|e| e.into_inner());
-                if let Some(s) = guard.as_ref() {
-                    if let Some(c) = &s.collector {
-                        for (correlation_id, values) in c.context_destroyed(ctx) {
-                            s.send(HostEvent::KernelMetrics { correlation_id, values });
-                        }
-                    }
+                // A clone, not the guard: the flush below runs the buffer
+                // callbacks, which read ACTIVE themselves.
+                if let Some(s) = active() {
+                    context_destroying(&s, ctx);
                 }
             }
             return;
@@ -536,6 +532,29 @@ unsafe extern "C" fn api_callback(
             profiled,
         });
     });
+}
+
+/// Context `ctx` is about to be destroyed: wait for its work, then take
+/// out every record CUPTI holds (partial buffers too) and what metrics mode
+/// measured in it, while the context still exists.
+fn context_destroying(s: &Shared, ctx: sys::CUcontext) {
+    debug("context destroy: flush");
+    if !ctx.is_null() {
+        if let Some(d) = crate::device::driver() {
+            // SAFETY: CUPTI passes a context that is still alive at
+            // DESTROY_STARTING; the call has no pointer arguments.
+            crate::device::with_current(ctx as usize, || unsafe { (d.cu_ctx_synchronize)() });
+        }
+    }
+    if let Ok(f) = sym!(s.cupti, cuptiActivityFlushAll) {
+        // SAFETY: a plain flag; the buffer callbacks it runs catch panics.
+        unsafe { f(sys::CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) };
+    }
+    if let Some(c) = &s.collector {
+        for (correlation_id, values) in c.context_destroyed(ctx) {
+            s.send(HostEvent::KernelMetrics { correlation_id, values });
+        }
+    }
 }
 
 /// The stream a kernel launch API call targets, read from its parameters;

@@ -8,6 +8,7 @@
 
 use super::rangeprof::{self, ContextProfiler, HostObject};
 use super::{MetricSet, Selection};
+use crate::device::with_current;
 use crate::error::{Error, Result};
 use crate::ranges::{paths, PathId};
 use cupti_sys::{self as sys, Cupti};
@@ -70,21 +71,6 @@ pub struct PhaseTimes {
 /// profiler fail as CUPTI does for an unprivileged user.
 fn simulated_no_permission() -> bool {
     std::env::var("GPUSCOPE_FAULT").is_ok_and(|v| v == "insufficient-privileges")
-}
-
-/// Runs `f` with `ctx` current on this thread: CUPTI's range-profiler
-/// calls act on the current context.
-fn with_current<T>(ctx: usize, f: impl FnOnce() -> T) -> T {
-    let Some(d) = crate::device::driver() else { return f() };
-    // SAFETY: `ctx` is a live context gpuscope enabled profiling on.
-    let pushed = unsafe { (d.cu_ctx_push_current)(ctx as sys::CUcontext) } == 0;
-    let r = f();
-    if pushed {
-        let mut old: sys::CUcontext = std::ptr::null_mut();
-        // SAFETY: pops what was pushed above.
-        unsafe { (d.cu_ctx_pop_current)(&mut old) };
-    }
-    r
 }
 
 fn timed<T>(acc: &mut u64, f: impl FnOnce() -> T) -> T {

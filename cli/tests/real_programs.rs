@@ -1,0 +1,173 @@
+//! `gpuscope run` on programs that were not written for gpuscope, on a GPU
+//! machine with `nvcc` and PyTorch: a CUDA C++ program built here, one that
+//! resets the device before it exits, a PyTorch training loop, and a
+//! PyTorch process that forks. Each asserts kernel counts and NVTX paths in
+//! the report the run wrote.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The `gpuscope` binary: cargo's, or the one beside the test binaries in a
+/// GPU bundle (`.gpu/bin`).
+fn gpuscope() -> Command {
+    let built = PathBuf::from(env!("CARGO_BIN_EXE_gpuscope"));
+    if built.exists() {
+        return Command::new(built);
+    }
+    let exe = std::env::current_exe().unwrap();
+    Command::new(exe.parent().unwrap().parent().unwrap().join("bin/gpuscope"))
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let d = if std::fs::create_dir_all(&d).is_ok() { d } else { std::env::temp_dir() };
+    d.join(name)
+}
+
+fn example(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples").join(rel)
+}
+
+/// Builds a CUDA example with nvcc (on PATH, or in /usr/local/cuda/bin).
+fn nvcc(src: &str, out: &str) -> PathBuf {
+    let exe = scratch(out);
+    let nvcc = ["nvcc", "/usr/local/cuda/bin/nvcc"]
+        .into_iter()
+        .find(|n| Command::new(n).arg("--version").output().is_ok_and(|o| o.status.success()))
+        .expect("nvcc (CUDA toolkit) for this test");
+    let st = Command::new(nvcc).args(["-O2", "-o"]).arg(&exe).arg(example(src)).arg("-ldl").status().unwrap();
+    assert!(st.success(), "nvcc {src}");
+    exe
+}
+
+/// Runs `gpuscope run ARGS -o REPORT -- CMD`, checks the exit code, and
+/// returns the report.
+fn run(report: &str, args: &[&str], cmd: &[&str]) -> Value {
+    let out = scratch(report);
+    let _ = std::fs::remove_file(&out);
+    let o = gpuscope()
+        .arg("run")
+        .args(args)
+        .arg("-o")
+        .arg(&out)
+        .arg("--")
+        .args(cmd)
+        .env("GPUSCOPE_QUIET", "1")
+        .output()
+        .expect("gpuscope runs");
+    let (stdout, stderr) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    println!("{stdout}\n{stderr}");
+    assert_eq!(o.status.code(), Some(0), "exit code passed through");
+    serde_json::from_str(&std::fs::read_to_string(&out).unwrap_or_else(|e| panic!("{}: {e}", out.display())))
+        .expect("report parses")
+}
+
+/// "path frames joined by /" (domain ranges as `domain::name`).
+fn path(p: &Value) -> String {
+    let frames = p["path"]["frames"].as_array().cloned().unwrap_or_default();
+    let name = |f: &Value| match f["domain"].as_str() {
+        Some(d) if !d.is_empty() => format!("{d}::{}", f["name"].as_str().unwrap_or("")),
+        _ => f["name"].as_str().unwrap_or("").to_string(),
+    };
+    frames.iter().map(name).collect::<Vec<_>>().join("/")
+}
+
+fn launches_by_path_and_kernel(r: &Value) -> Vec<(String, String, u64)> {
+    let mut v: Vec<_> = r["path_kernels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (path(p), p["name"].as_str().unwrap().to_string(), p["launches"].as_u64().unwrap()))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn a_cuda_cpp_program_is_profiled_through_injection_with_its_nvtx3_ranges() {
+    let app = nvcc("cuda/app.cu", "gpuscope-app");
+    let r = run("cuda-app.json", &[], &[app.to_str().unwrap()]);
+    assert_eq!(
+        launches_by_path_and_kernel(&r),
+        vec![
+            ("app/step/io::add".into(), "add(float const*, float*, int)".into(), 5),
+            ("app/step/scale".into(), "scale(float*, float, int)".into(), 5),
+        ]
+    );
+    assert_eq!(r["drops"]["unattributed_kernels"], 0, "{}", r["drops"]);
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn records_are_taken_out_before_cuda_device_reset_destroys_the_context() {
+    let app = nvcc("cuda/reset.cu", "gpuscope-reset");
+    for mode in ["trace", "metrics"] {
+        let r = run(&format!("reset-{mode}.json"), &["--mode", mode], &[app.to_str().unwrap()]);
+        let launches = launches_by_path_and_kernel(&r);
+        assert_eq!(launches, vec![("".into(), "k(int*)".into(), 7)], "mode {mode}");
+        if mode == "metrics" {
+            let measured: u64 = r["path_kernels"][0]["profiled_launches"].as_u64().unwrap_or(0);
+            assert_eq!(measured, 3, "default selection: the first 3 launches, decoded before the reset");
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn a_pytorch_training_loop_gets_measured_kernels_under_its_nvtx_ranges() {
+    let script = example("python/train_loop.py");
+    let r = run("torch.json", &["--mode", "metrics"], &["python3", script.to_str().unwrap()]);
+    let m = &r["metrics"];
+    println!("metrics status: {m}");
+    assert!(m["disabled"].is_null(), "metrics were switched off: {}", m["disabled"]);
+    assert_eq!(m["mismatches"], 0);
+    let mut launches = std::collections::BTreeMap::<String, (u64, u64)>::new();
+    for p in r["path_kernels"].as_array().unwrap() {
+        let e = launches.entry(path(p)).or_default();
+        e.0 += p["launches"].as_u64().unwrap();
+        e.1 += p["profiled_launches"].as_u64().unwrap_or(0);
+        if p["profiled_launches"].as_u64().unwrap_or(0) > 0 {
+            let occ = p["achieved_occupancy_pct"].as_f64().expect("measured kernels have achieved occupancy");
+            let eff = p["sm_efficiency_pct"].as_f64().expect("and SM efficiency");
+            assert!((0.0..=100.5).contains(&occ) && (0.0..=100.5).contains(&eff), "{p}");
+        }
+    }
+    println!("launches (measured) per NVTX path: {launches:?}");
+    // Backward kernels run on PyTorch's autograd thread, outside the main
+    // thread's NVTX range: "step/backward" holds only what the main thread
+    // launched there (zero_grad), so it is not required to have kernels.
+    for ph in ["step/forward", "step/optimizer"] {
+        let (n, measured) = launches.get(ph).copied().unwrap_or_default();
+        assert!(n > 0 && measured > 0, "{ph}: {n} launches, {measured} measured");
+    }
+    // cuBLAS GEMMs (the linear layers) are among the measured kernels.
+    let gemm = r["path_kernels"].as_array().unwrap().iter().any(|p| {
+        let n = p["name"].as_str().unwrap_or("").to_lowercase();
+        (n.contains("gemm") || n.contains("cutlass") || n.contains("sm90")) && p["profiled_launches"].as_u64() > Some(0)
+    });
+    assert!(gemm, "no measured GEMM kernel");
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn a_process_that_forks_after_cuda_init_writes_one_report() {
+    let dir = scratch("fork");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let script = example("python/fork_after_cuda.py");
+    let template = dir.join("r-{pid}.json");
+    let o = gpuscope()
+        .args(["run", "-q", "-o"])
+        .arg(&template)
+        .args(["--", "timeout", "120", "python3"])
+        .arg(&script)
+        .output()
+        .unwrap();
+    println!("{}\n{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert_eq!(o.status.code(), Some(0), "no hang (timeout exits 124), no changed exit code");
+    assert!(String::from_utf8_lossy(&o.stdout).contains("parent sum 2048"));
+    let reports: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().collect();
+    assert_eq!(reports.len(), 1, "only the parent writes: {reports:?}");
+}
