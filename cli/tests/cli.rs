@@ -5,16 +5,12 @@ use gpuscope::occupancy::SmLimits;
 use gpuscope::report::DeviceInfo;
 use gpuscope::testing::{HostEvent, Replay};
 use std::path::PathBuf;
-use std::process::Command;
 
-fn gpuscope() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_gpuscope"))
-}
+mod common;
+use common::{gpuscope, lib};
 
 fn tmp(name: &str) -> PathBuf {
-    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
-    std::fs::create_dir_all(&d).unwrap();
-    d.join(name)
+    common::scratch(name)
 }
 
 /// A report with one kernel in one range, of `ns` GPU time, saved as JSON.
@@ -71,16 +67,6 @@ fn report_compares_two_runs() {
     let bad = gpuscope().arg("report").arg(&a).arg(tmp("missing.json")).output().unwrap();
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("missing.json"));
-}
-
-/// libgpuscope.so as `cargo test --workspace` leaves it: in target/<profile>
-/// or, when cargo does not copy it up (two workspace libraries are named
-/// gpuscope), in target/<profile>/deps.
-fn lib() -> PathBuf {
-    let bin = PathBuf::from(env!("CARGO_BIN_EXE_gpuscope"));
-    let dir = bin.parent().unwrap();
-    let found = [dir.join("libgpuscope.so"), dir.join("deps/libgpuscope.so")].into_iter().find(|p| p.exists());
-    found.unwrap_or_else(|| panic!("libgpuscope.so not in {}: run the tests with --workspace", dir.display()))
 }
 
 #[test]

@@ -8,22 +8,8 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// The `gpuscope` binary: cargo's, or the one beside the test binaries in a
-/// GPU bundle (`.gpu/bin`).
-fn gpuscope() -> Command {
-    let built = PathBuf::from(env!("CARGO_BIN_EXE_gpuscope"));
-    if built.exists() {
-        return Command::new(built);
-    }
-    let exe = std::env::current_exe().unwrap();
-    Command::new(exe.parent().unwrap().parent().unwrap().join("bin/gpuscope"))
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
-    let d = if std::fs::create_dir_all(&d).is_ok() { d } else { std::env::temp_dir() };
-    d.join(name)
-}
+mod common;
+use common::{gpuscope, scratch};
 
 fn example(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples").join(rel)
