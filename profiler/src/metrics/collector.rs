@@ -56,6 +56,10 @@ pub struct MetricsStatus {
 #[allow(missing_docs)]
 pub struct PhaseTimes {
     pub setup: u64,
+    /// The part of `setup` that builds the metric configuration (profiler
+    /// initialise, chip name, counter availability, host object).
+    #[serde(default)]
+    pub setup_host: u64,
     /// From start to stop: the measured launch call itself.
     #[serde(default)]
     pub launch: u64,
@@ -90,6 +94,8 @@ struct Armed {
     /// Started and not yet stopped, by this OS thread: consecutive
     /// selected launches share one start/stop (each costs milliseconds).
     running_on: Option<u32>,
+    /// User-range mode: the thread whose launch has a range open now.
+    open_on: Option<u32>,
 }
 
 impl Armed {
@@ -102,7 +108,7 @@ impl Armed {
 }
 
 /// Measured launches decoded at once (the counter data image's room).
-const BATCH: usize = 64;
+const BATCH: usize = 512;
 
 struct State {
     initialized: bool,
@@ -119,6 +125,9 @@ pub(crate) struct Collector {
     cupti: &'static Cupti,
     metrics: MetricSet,
     selection: Selection,
+    /// One user range per measured launch (pushed at API entry, popped at
+    /// exit, named by correlation id) instead of CUPTI's auto ranges.
+    user_ranges: bool,
     state: Mutex<State>,
 }
 
@@ -131,10 +140,12 @@ thread_local! {
 impl Collector {
     pub(crate) fn new(cupti: &'static Cupti, metrics: MetricSet, selection: Selection) -> Self {
         let status = MetricsStatus { metrics: metrics.names().to_vec(), ..Default::default() };
+        let user_ranges = std::env::var("GPUSCOPE_RANGE_MODE").is_ok_and(|v| v == "user");
         Collector {
             cupti,
             metrics,
             selection,
+            user_ranges,
             state: Mutex::new(State {
                 initialized: false,
                 hosts: HashMap::new(),
@@ -175,8 +186,10 @@ impl Collector {
         if !st.initialized {
             // Needs an initialised driver, so it waits for the first launch:
             // a session may start before the program touches CUDA.
+            let t = std::time::Instant::now();
             rangeprof::initialize(self.cupti)?;
             st.initialized = true;
+            st.status.time_ns.setup_host += t.elapsed().as_nanos() as u64;
         }
         if !st.contexts.contains_key(&key) {
             let driver = crate::device::driver()
@@ -186,19 +199,22 @@ impl Collector {
             unsafe { (driver.cu_ctx_get_device)(&mut dev) };
             rangeprof::device_supported(self.cupti, dev)?;
             if !st.hosts.contains_key(&dev) {
+                let t = std::time::Instant::now();
                 let chip = rangeprof::chip_name(self.cupti, dev as usize)?;
                 let avail = rangeprof::counter_availability(self.cupti, ctx)?;
                 let host = HostObject::new(self.cupti, &chip, &avail, self.metrics.names())?;
                 st.status.passes = host.passes();
                 st.hosts.insert(dev, host);
+                st.status.time_ns.setup_host += t.elapsed().as_nanos() as u64;
             }
             let host = &st.hosts[&dev];
             if simulated_no_permission() {
                 return Err(rangeprof::no_permission("cuptiRangeProfilerEnable"));
             }
-            let cp = ContextProfiler::new(self.cupti, ctx, host, self.metrics.names(), BATCH)?;
-            st.contexts
-                .insert(key, Armed { device: dev, profiler: cp, log: Vec::with_capacity(BATCH), running_on: None });
+            let cp = ContextProfiler::new(self.cupti, ctx, host, self.metrics.names(), BATCH, self.user_ranges)?;
+            let armed =
+                Armed { device: dev, profiler: cp, log: Vec::with_capacity(BATCH), running_on: None, open_on: None };
+            st.contexts.insert(key, armed);
         }
         Ok(&mut st.contexts.get_mut(&key).expect("inserted above").profiler)
     }
@@ -222,6 +238,7 @@ impl Collector {
         symbol: *const c_char,
         path: PathId,
         graph: bool,
+        correlation_id: u32,
     ) -> bool {
         let mut guard = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let st = &mut *guard;
@@ -232,6 +249,9 @@ impl Collector {
         // SAFETY: gettid has no preconditions.
         let me = unsafe { libc::gettid() } as u32;
         let selected = self.selects(st, stream, symbol, path, graph);
+        if self.user_ranges {
+            return self.enter_user_range(st, ctx, selected, me, correlation_id);
+        }
         let other_thread = st.contexts.get(&key).and_then(|a| a.running_on).is_some_and(|t| t != me);
         if !selected || other_thread {
             if selected {
@@ -256,6 +276,45 @@ impl Collector {
             Ok(())
         });
         match started {
+            Ok(()) => {
+                PENDING.with(|p| p.set(key));
+                STARTED_AT.with(|t| t.set(Some(std::time::Instant::now())));
+                true
+            }
+            Err(e) => {
+                Self::disable(st, &e);
+                false
+            }
+        }
+    }
+
+    /// User-range mode: a selected launch gets a range of its own, named by
+    /// its correlation id; the profiler stays started across unselected
+    /// launches, which fall outside every range.
+    fn enter_user_range(&self, st: &mut State, ctx: sys::CUcontext, selected: bool, me: u32, corr: u32) -> bool {
+        if !selected {
+            return false;
+        }
+        let key = ctx as usize;
+        if st.contexts.get(&key).is_some_and(|a| a.open_on.is_some()) {
+            st.status.skipped_busy += 1;
+            return false;
+        }
+        let mut setup = 0;
+        let armed = timed(&mut setup, || self.context(st, ctx).map(|_| ()));
+        st.status.time_ns.setup += setup;
+        let opened = armed.and_then(|()| {
+            let a = st.contexts.get_mut(&key).expect("set up above");
+            if a.running_on.is_none() {
+                timed(&mut st.status.time_ns.start, || a.profiler.start())?;
+                a.running_on = Some(me);
+            }
+            let name = std::ffi::CString::new(corr.to_string()).expect("digits have no NUL");
+            a.profiler.push(&name)?;
+            a.open_on = Some(me);
+            Ok(())
+        });
+        match opened {
             Ok(()) => {
                 PENDING.with(|p| p.set(key));
                 STARTED_AT.with(|t| t.set(Some(std::time::Instant::now())));
@@ -325,11 +384,16 @@ impl Collector {
         if ctx == 0 {
             return Vec::new();
         }
-        let launched = STARTED_AT.with(|t| t.take()).map_or(0, |t| t.elapsed().as_nanos() as u64);
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let st = &mut *st;
-        st.status.time_ns.launch += launched;
         let Some(armed) = st.contexts.get_mut(&ctx) else { return vec![(correlation_id, None)] };
+        let popped = if armed.open_on.take().is_some() { armed.profiler.pop() } else { Ok(()) };
+        st.status.time_ns.launch += STARTED_AT.with(|t| t.take()).map_or(0, |t| t.elapsed().as_nanos() as u64);
+        if let Err(e) = popped {
+            Self::disable(st, &e);
+            return vec![(correlation_id, None)];
+        }
+        let armed = st.contexts.get_mut(&ctx).expect("looked up above");
         if !ran {
             return Vec::new();
         }
@@ -349,15 +413,30 @@ impl Collector {
         }
         let host = st.hosts.get(&armed.device);
         let times = &mut st.status.time_ns;
-        let measured = (|| -> Result<Option<Vec<Vec<f64>>>> {
+        let user_ranges = self.user_ranges;
+        let measured = (|| -> Result<Option<Vec<Option<Vec<f64>>>>> {
             armed.stop(times)?;
             let (ranges, dropped) = timed(&mut times.decode, || armed.profiler.decode())?;
             // One range per logged launch, in launch order. Any other count
             // means a kernel ran that the log does not know (or one was
             // lost): then no value is attached to any launch of the batch.
             let values = match host {
+                // User ranges carry the launch's correlation id as their name.
+                Some(h) if user_ranges && dropped == 0 => {
+                    let index: HashMap<&str, usize> = ranges.iter().enumerate().map(|(i, n)| (n.as_str(), i)).collect();
+                    Some(timed(&mut times.evaluate, || {
+                        log.iter()
+                            .map(|c| match index.get(c.to_string().as_str()) {
+                                Some(&i) => h.evaluate(armed.profiler.image(), i).map(Some),
+                                None => Ok(None),
+                            })
+                            .collect::<Result<Vec<_>>>()
+                    })?)
+                }
                 Some(h) if ranges.len() == log.len() && dropped == 0 => Some(timed(&mut times.evaluate, || {
-                    (0..ranges.len()).map(|i| h.evaluate(armed.profiler.image(), i)).collect::<Result<Vec<_>>>()
+                    (0..ranges.len())
+                        .map(|i| h.evaluate(armed.profiler.image(), i).map(Some))
+                        .collect::<Result<Vec<_>>>()
                 })?),
                 _ => None,
             };
@@ -366,8 +445,10 @@ impl Collector {
         })();
         match measured {
             Ok(Some(values)) => {
-                st.status.profiled_launches += log.len() as u64;
-                log.into_iter().zip(values.into_iter().map(Some)).collect()
+                let found = values.iter().filter(|v| v.is_some()).count() as u64;
+                st.status.profiled_launches += found;
+                st.status.mismatches += log.len() as u64 - found;
+                log.into_iter().zip(values).collect()
             }
             Ok(None) => {
                 st.status.mismatches += log.len() as u64;
