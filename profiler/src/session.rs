@@ -521,7 +521,7 @@ unsafe extern "C" fn api_callback(
         let profiled = s.collector.as_ref().is_some_and(|c| {
             // SAFETY: CUPTI passes the launch function's own params struct.
             let stream = unsafe { launch_stream(domain, cbid, d.functionParams) };
-            c.on_enter(d.context, stream, d.symbolName, ctx.path, graph, correlation_id)
+            c.on_enter(d.context, stream, d.symbolName, ctx.path, graph)
         });
         s.send(HostEvent::Launch {
             correlation_id,

@@ -94,8 +94,6 @@ struct Armed {
     /// Started and not yet stopped, by this OS thread: consecutive
     /// selected launches share one start/stop (each costs milliseconds).
     running_on: Option<u32>,
-    /// User-range mode: the thread whose launch has a range open now.
-    open_on: Option<u32>,
 }
 
 impl Armed {
@@ -125,9 +123,6 @@ pub(crate) struct Collector {
     cupti: &'static Cupti,
     metrics: MetricSet,
     selection: Selection,
-    /// One user range per measured launch (pushed at API entry, popped at
-    /// exit, named by correlation id) instead of CUPTI's auto ranges.
-    user_ranges: bool,
     state: Mutex<State>,
 }
 
@@ -140,12 +135,10 @@ thread_local! {
 impl Collector {
     pub(crate) fn new(cupti: &'static Cupti, metrics: MetricSet, selection: Selection) -> Self {
         let status = MetricsStatus { metrics: metrics.names().to_vec(), ..Default::default() };
-        let user_ranges = std::env::var("GPUSCOPE_RANGE_MODE").is_ok_and(|v| v == "user");
         Collector {
             cupti,
             metrics,
             selection,
-            user_ranges,
             state: Mutex::new(State {
                 initialized: false,
                 hosts: HashMap::new(),
@@ -211,9 +204,8 @@ impl Collector {
             if simulated_no_permission() {
                 return Err(rangeprof::no_permission("cuptiRangeProfilerEnable"));
             }
-            let cp = ContextProfiler::new(self.cupti, ctx, host, self.metrics.names(), BATCH, self.user_ranges)?;
-            let armed =
-                Armed { device: dev, profiler: cp, log: Vec::with_capacity(BATCH), running_on: None, open_on: None };
+            let cp = ContextProfiler::new(self.cupti, ctx, host, self.metrics.names(), BATCH)?;
+            let armed = Armed { device: dev, profiler: cp, log: Vec::with_capacity(BATCH), running_on: None };
             st.contexts.insert(key, armed);
         }
         Ok(&mut st.contexts.get_mut(&key).expect("inserted above").profiler)
@@ -238,7 +230,6 @@ impl Collector {
         symbol: *const c_char,
         path: PathId,
         graph: bool,
-        correlation_id: u32,
     ) -> bool {
         let mut guard = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let st = &mut *guard;
@@ -249,9 +240,6 @@ impl Collector {
         // SAFETY: gettid has no preconditions.
         let me = unsafe { libc::gettid() } as u32;
         let selected = self.selects(st, stream, symbol, path, graph);
-        if self.user_ranges {
-            return self.enter_user_range(st, ctx, selected, me, correlation_id);
-        }
         let other_thread = st.contexts.get(&key).and_then(|a| a.running_on).is_some_and(|t| t != me);
         if !selected || other_thread {
             if selected {
@@ -276,45 +264,6 @@ impl Collector {
             Ok(())
         });
         match started {
-            Ok(()) => {
-                PENDING.with(|p| p.set(key));
-                STARTED_AT.with(|t| t.set(Some(std::time::Instant::now())));
-                true
-            }
-            Err(e) => {
-                Self::disable(st, &e);
-                false
-            }
-        }
-    }
-
-    /// User-range mode: a selected launch gets a range of its own, named by
-    /// its correlation id; the profiler stays started across unselected
-    /// launches, which fall outside every range.
-    fn enter_user_range(&self, st: &mut State, ctx: sys::CUcontext, selected: bool, me: u32, corr: u32) -> bool {
-        if !selected {
-            return false;
-        }
-        let key = ctx as usize;
-        if st.contexts.get(&key).is_some_and(|a| a.open_on.is_some()) {
-            st.status.skipped_busy += 1;
-            return false;
-        }
-        let mut setup = 0;
-        let armed = timed(&mut setup, || self.context(st, ctx).map(|_| ()));
-        st.status.time_ns.setup += setup;
-        let opened = armed.and_then(|()| {
-            let a = st.contexts.get_mut(&key).expect("set up above");
-            if a.running_on.is_none() {
-                timed(&mut st.status.time_ns.start, || a.profiler.start())?;
-                a.running_on = Some(me);
-            }
-            let name = std::ffi::CString::new(corr.to_string()).expect("digits have no NUL");
-            a.profiler.push(&name)?;
-            a.open_on = Some(me);
-            Ok(())
-        });
-        match opened {
             Ok(()) => {
                 PENDING.with(|p| p.set(key));
                 STARTED_AT.with(|t| t.set(Some(std::time::Instant::now())));
@@ -387,13 +336,7 @@ impl Collector {
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let st = &mut *st;
         let Some(armed) = st.contexts.get_mut(&ctx) else { return vec![(correlation_id, None)] };
-        let popped = if armed.open_on.take().is_some() { armed.profiler.pop() } else { Ok(()) };
         st.status.time_ns.launch += STARTED_AT.with(|t| t.take()).map_or(0, |t| t.elapsed().as_nanos() as u64);
-        if let Err(e) = popped {
-            Self::disable(st, &e);
-            return vec![(correlation_id, None)];
-        }
-        let armed = st.contexts.get_mut(&ctx).expect("looked up above");
         if !ran {
             return Vec::new();
         }
@@ -413,7 +356,6 @@ impl Collector {
         }
         let host = st.hosts.get(&armed.device);
         let times = &mut st.status.time_ns;
-        let user_ranges = self.user_ranges;
         let measured = (|| -> Result<Option<Vec<Option<Vec<f64>>>>> {
             armed.stop(times)?;
             let (ranges, dropped) = timed(&mut times.decode, || armed.profiler.decode())?;
@@ -421,18 +363,6 @@ impl Collector {
             // means a kernel ran that the log does not know (or one was
             // lost): then no value is attached to any launch of the batch.
             let values = match host {
-                // User ranges carry the launch's correlation id as their name.
-                Some(h) if user_ranges && dropped == 0 => {
-                    let index: HashMap<&str, usize> = ranges.iter().enumerate().map(|(i, n)| (n.as_str(), i)).collect();
-                    Some(timed(&mut times.evaluate, || {
-                        log.iter()
-                            .map(|c| match index.get(c.to_string().as_str()) {
-                                Some(&i) => h.evaluate(armed.profiler.image(), i).map(Some),
-                                None => Ok(None),
-                            })
-                            .collect::<Result<Vec<_>>>()
-                    })?)
-                }
                 Some(h) if ranges.len() == log.len() && dropped == 0 => Some(timed(&mut times.evaluate, || {
                     (0..ranges.len())
                         .map(|i| h.evaluate(armed.profiler.image(), i).map(Some))

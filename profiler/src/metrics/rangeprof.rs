@@ -286,7 +286,6 @@ pub(crate) struct ContextProfiler {
     config: Vec<u8>,
     max_ranges: usize,
     replay: sys::CUpti_ProfilerReplayMode,
-    range: sys::CUpti_ProfilerRange,
 }
 
 // SAFETY: used under the metrics state's mutex only.
@@ -294,15 +293,13 @@ unsafe impl Send for ContextProfiler {}
 
 impl ContextProfiler {
     /// Enables the range profiler on `ctx` for `host`'s metrics, room for
-    /// `max_ranges` ranges between decodes: one per kernel (`user_ranges`
-    /// false: CUPTI's auto ranges), or one per push/pop.
+    /// `max_ranges` kernels between decodes.
     pub(crate) fn new(
         cupti: &'static Cupti,
         ctx: sys::CUcontext,
         host: &HostObject,
         metrics: &[String],
         max_ranges: usize,
-        user_ranges: bool,
     ) -> Result<Self> {
         let mut en = sys::CUpti_RangeProfiler_Enable_Params {
             structSize: struct_size!(sys::CUpti_RangeProfiler_Enable_Params, pRangeProfilerObject: *mut sys::CUpti_RangeProfiler_Object),
@@ -324,7 +321,6 @@ impl ContextProfiler {
             config: host.config.clone(),
             max_ranges,
             replay,
-            range: if user_ranges { sys::CUPTI_UserRange } else { sys::CUPTI_AutoRange },
         };
         let names: Vec<CString> = metrics.iter().filter_map(|m| CString::new(m.as_str()).ok()).collect();
         let mut ptrs: Vec<*const std::ffi::c_char> = names.iter().map(|n| n.as_ptr()).collect();
@@ -365,7 +361,7 @@ impl ContextProfiler {
         cfg.pConfig = self.config.as_ptr();
         cfg.counterDataImageSize = self.image.len();
         cfg.pCounterDataImage = self.image.as_mut_ptr();
-        cfg.range = self.range;
+        cfg.range = sys::CUPTI_AutoRange;
         cfg.replayMode = self.replay;
         cfg.maxRangesPerPass = self.max_ranges;
         cfg.numNestingLevels = 1;
@@ -388,32 +384,6 @@ impl ContextProfiler {
         let f = sym!(self.cupti, cuptiRangeProfilerStart).map_err(cupti::missing)?;
         // SAFETY: valid params.
         check(self.cupti, unsafe { f(&mut p) }, "cuptiRangeProfilerStart")
-    }
-
-    /// Opens a user range named `name` (user-range mode only): counters
-    /// count from here to [`pop`](Self::pop).
-    pub(crate) fn push(&mut self, name: &CStr) -> Result<()> {
-        let mut p = sys::CUpti_RangeProfiler_PushRange_Params {
-            structSize: struct_size!(sys::CUpti_RangeProfiler_PushRange_Params, pRangeName: *const std::ffi::c_char),
-            pPriv: std::ptr::null_mut(),
-            pRangeProfilerObject: self.object,
-            pRangeName: name.as_ptr(),
-        };
-        let f = sym!(self.cupti, cuptiRangeProfilerPushRange).map_err(cupti::missing)?;
-        // SAFETY: valid params; CUPTI copies the name.
-        check(self.cupti, unsafe { f(&mut p) }, "cuptiRangeProfilerPushRange")
-    }
-
-    /// Closes the range [`push`](Self::push) opened.
-    pub(crate) fn pop(&mut self) -> Result<()> {
-        let mut p = sys::CUpti_RangeProfiler_PopRange_Params {
-            structSize: struct_size!(sys::CUpti_RangeProfiler_PopRange_Params, pRangeProfilerObject: *mut sys::CUpti_RangeProfiler_Object),
-            pPriv: std::ptr::null_mut(),
-            pRangeProfilerObject: self.object,
-        };
-        let f = sym!(self.cupti, cuptiRangeProfilerPopRange).map_err(cupti::missing)?;
-        // SAFETY: valid params.
-        check(self.cupti, unsafe { f(&mut p) }, "cuptiRangeProfilerPopRange")
     }
 
     /// Stops collecting.
