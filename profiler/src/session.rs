@@ -439,6 +439,11 @@ fn enable(cupti: &'static Cupti, sub: sys::CUpti_SubscriberHandle, p: &Profiler)
     // destroyed: cudaDeviceReset or cuCtxDestroy before exit.
     // SAFETY: as above.
     unsafe { en(1, sub, sys::CUPTI_CB_DOMAIN_RESOURCE, sys::CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING) };
+    if p.metrics.is_some() {
+        // Metrics mode prepares each new context's range profiler early.
+        // SAFETY: as above.
+        unsafe { en(1, sub, sys::CUPTI_CB_DOMAIN_RESOURCE, sys::CUPTI_CBID_RESOURCE_CONTEXT_CREATED) };
+    }
     let reg = sym!(cupti, cuptiActivityRegisterCallbacks).map_err(cupti::missing)?;
     // SAFETY: both callbacks have CUPTI's signatures and catch panics.
     cupti::check(
@@ -478,6 +483,12 @@ unsafe extern "C" fn api_callback(
                 // callbacks, which read ACTIVE themselves.
                 if let Some(s) = active() {
                     context_destroying(&s, ctx);
+                }
+            } else if cbid == sys::CUPTI_CBID_RESOURCE_CONTEXT_CREATED {
+                // SAFETY: as above.
+                let ctx = unsafe { &*(data as *const sys::CUpti_ResourceData) }.context;
+                if let Some(s) = active() {
+                    prepare_metrics(s, ctx);
                 }
             }
             return;
@@ -532,6 +543,24 @@ unsafe extern "C" fn api_callback(
             profiled,
         });
     });
+}
+
+/// A context was created: set up its range profiler on a thread of its
+/// own, overlapping the program's start-up (see `Collector::prepare`).
+fn prepare_metrics(s: Arc<Shared>, ctx: sys::CUcontext) {
+    if s.collector.is_none() || ctx.is_null() {
+        return;
+    }
+    let key = ctx as usize;
+    // A thread of gpuscope's own: a panic there ends only that thread.
+    let spawned = std::thread::Builder::new().name("gpuscope-metrics-setup".into()).spawn(move || {
+        if let Some(c) = &s.collector {
+            crate::device::with_current(key, || c.prepare(key as sys::CUcontext));
+        }
+    });
+    if spawned.is_err() {
+        debug("metrics: no setup thread; the first selected launch sets up");
+    }
 }
 
 /// Context `ctx` is about to be destroyed: wait for its work, then take

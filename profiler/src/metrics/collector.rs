@@ -105,11 +105,19 @@ impl Armed {
     }
 }
 
-/// Measured launches decoded at once (the counter data image's room).
-const BATCH: usize = 512;
+/// Measured launches decoded at once (the counter data image's room), by
+/// default. Starting the profiler costs more the more room the image has.
+const BATCH: usize = 64;
 
 struct State {
     initialized: bool,
+    /// The profiler has been started once in this process (the first
+    /// start costs ~225 ms; later ones ~5 ms).
+    warmed: bool,
+    /// A stream capture has begun: no start/stop outside a launch since.
+    captures_seen: bool,
+    /// The session is ending: set nothing up any more.
+    shut: bool,
     hosts: HashMap<i32, HostObject>,
     contexts: HashMap<usize, Armed>,
     counts: HashMap<String, u64>,
@@ -123,6 +131,7 @@ pub(crate) struct Collector {
     cupti: &'static Cupti,
     metrics: MetricSet,
     selection: Selection,
+    batch: usize,
     state: Mutex<State>,
 }
 
@@ -139,8 +148,16 @@ impl Collector {
             cupti,
             metrics,
             selection,
+            batch: std::env::var("GPUSCOPE_METRICS_BATCH")
+                .ok()
+                .and_then(|b| b.parse().ok())
+                .filter(|b| (1..=4096).contains(b))
+                .unwrap_or(BATCH),
             state: Mutex::new(State {
                 initialized: false,
+                warmed: false,
+                captures_seen: false,
+                shut: false,
                 hosts: HashMap::new(),
                 contexts: HashMap::new(),
                 counts: HashMap::new(),
@@ -160,6 +177,7 @@ impl Collector {
     /// (before CUPTI is finalized).
     pub(crate) fn shutdown(&self) {
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.shut = true;
         let contexts: Vec<(usize, Armed)> = st.contexts.drain().collect();
         for (ctx, armed) in contexts {
             // Disabling acts on the context: make it current.
@@ -204,11 +222,47 @@ impl Collector {
             if simulated_no_permission() {
                 return Err(rangeprof::no_permission("cuptiRangeProfilerEnable"));
             }
-            let cp = ContextProfiler::new(self.cupti, ctx, host, self.metrics.names(), BATCH)?;
-            let armed = Armed { device: dev, profiler: cp, log: Vec::with_capacity(BATCH), running_on: None };
+            let cp = ContextProfiler::new(self.cupti, ctx, host, self.metrics.names(), self.batch)?;
+            let armed = Armed { device: dev, profiler: cp, log: Vec::with_capacity(self.batch), running_on: None };
             st.contexts.insert(key, armed);
         }
         Ok(&mut st.contexts.get_mut(&key).expect("inserted above").profiler)
+    }
+
+    /// Sets up `ctx`'s range profiler ahead of its first selected launch,
+    /// and pays the process's first start, which costs ~225 ms, with an
+    /// empty start/stop. Runs on a thread of its own right after the
+    /// context is created, so both overlap the program's own start-up
+    /// (module loading, allocations, library handles) instead of stalling
+    /// its first measured launch. `ctx` must be current on this thread.
+    ///
+    /// Launches wait for the state lock meanwhile, so no kernel runs while
+    /// the empty window is open.
+    pub(crate) fn prepare(&self, ctx: sys::CUcontext) {
+        let mut guard = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let st = &mut *guard;
+        if st.shut || st.status.disabled.is_some() || ctx.is_null() || st.contexts.contains_key(&(ctx as usize)) {
+            return;
+        }
+        let mut setup = 0;
+        let armed = timed(&mut setup, || self.context(st, ctx).map(|_| ()));
+        st.status.time_ns.setup += setup;
+        if let Err(e) = armed {
+            Self::disable(st, &e);
+            return;
+        }
+        // Starting and stopping while a stream captures would invalidate
+        // the capture.
+        if st.warmed || st.captures_seen {
+            return;
+        }
+        st.warmed = true;
+        let a = st.contexts.get_mut(&(ctx as usize)).expect("set up above");
+        let t = &mut st.status.time_ns;
+        let warmed = timed(&mut t.start, || a.profiler.start()).and_then(|()| timed(&mut t.stop, || a.profiler.stop()));
+        if let Err(e) = warmed {
+            Self::disable(st, &e);
+        }
     }
 
     fn disable(st: &mut State, e: &Error) {
@@ -260,6 +314,7 @@ impl Collector {
             if a.running_on.is_none() {
                 timed(&mut st.status.time_ns.start, || a.profiler.start())?;
                 a.running_on = Some(me);
+                st.warmed = true;
             }
             Ok(())
         });
@@ -341,7 +396,7 @@ impl Collector {
             return Vec::new();
         }
         armed.log.push(correlation_id);
-        if armed.log.len() < BATCH {
+        if armed.log.len() < self.batch {
             return Vec::new();
         }
         self.decode(st, ctx)
@@ -396,6 +451,7 @@ impl Collector {
     pub(crate) fn close_windows(&self) {
         let mut guard = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let st = &mut *guard;
+        st.captures_seen = true;
         let mut failed = None;
         for (&ctx, a) in st.contexts.iter_mut() {
             if let Err(e) = with_current(ctx, || a.stop(&mut st.status.time_ns)) {
