@@ -238,6 +238,21 @@ impl Profiler {
             let _ = finish(&shared, Some(decoder), false);
             return Err(e);
         }
+        if shared.collector.is_some() {
+            let s = shared.clone();
+            // A thread of gpuscope's own: a panic there ends only that thread.
+            let spawned = std::thread::Builder::new().name("gpuscope-metrics-hosts".into()).spawn(move || {
+                if let Some(c) = &s.collector {
+                    c.prepare_hosts();
+                }
+            });
+            if spawned.is_err() {
+                debug("metrics: no host setup thread; the first selected launch sets up");
+                if let Some(c) = &shared.collector {
+                    c.hosts_prepared();
+                }
+            }
+        }
         debug("start: NVTX");
         ranges::install();
         debug("start: done");

@@ -16,7 +16,9 @@ use serde::{Deserialize, Serialize};
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::ffi::{c_char, CStr};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Condvar, Mutex};
+use std::time::{Duration, Instant};
 
 /// How metrics collection went, for the report.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -78,7 +80,7 @@ fn simulated_no_permission() -> bool {
 }
 
 fn timed<T>(acc: &mut u64, f: impl FnOnce() -> T) -> T {
-    let t = std::time::Instant::now();
+    let t = Instant::now();
     let r = f();
     *acc += t.elapsed().as_nanos() as u64;
     r
@@ -105,8 +107,10 @@ impl Armed {
     }
 }
 
-/// Measured launches decoded at once (the counter data image's room), by
-/// default. Starting the profiler costs more the more room the image has.
+/// Measured launches decoded at once (the counter data image's room).
+/// Starting the profiler costs more the more room the image has: 64 and
+/// 256 cost about the same per launch when every launch is measured, and
+/// 64 starts faster (docs/cupti-findings.md).
 const BATCH: usize = 64;
 
 struct State {
@@ -131,7 +135,11 @@ pub(crate) struct Collector {
     cupti: &'static Cupti,
     metrics: MetricSet,
     selection: Selection,
-    batch: usize,
+    /// Set once the host-side setup started at session start has finished
+    /// (or given up).
+    hosts_ready: (Mutex<bool>, Condvar),
+    /// The session is stopping: the host-setup thread stops waiting.
+    shutting: AtomicBool,
     state: Mutex<State>,
 }
 
@@ -148,11 +156,8 @@ impl Collector {
             cupti,
             metrics,
             selection,
-            batch: std::env::var("GPUSCOPE_METRICS_BATCH")
-                .ok()
-                .and_then(|b| b.parse().ok())
-                .filter(|b| (1..=4096).contains(b))
-                .unwrap_or(BATCH),
+            hosts_ready: (Mutex::new(false), Condvar::new()),
+            shutting: AtomicBool::new(false),
             state: Mutex::new(State {
                 initialized: false,
                 warmed: false,
@@ -176,6 +181,9 @@ impl Collector {
     /// Disables every context's range profiler and frees the host objects
     /// (before CUPTI is finalized).
     pub(crate) fn shutdown(&self) {
+        // CUPTI is finalized next: the host-setup thread must be out of it.
+        self.shutting.store(true, Ordering::Relaxed);
+        self.wait_hosts_prepared(Duration::from_secs(10));
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         st.shut = true;
         let contexts: Vec<(usize, Armed)> = st.contexts.drain().collect();
@@ -197,7 +205,7 @@ impl Collector {
         if !st.initialized {
             // Needs an initialised driver, so it waits for the first launch:
             // a session may start before the program touches CUDA.
-            let t = std::time::Instant::now();
+            let t = Instant::now();
             rangeprof::initialize(self.cupti)?;
             st.initialized = true;
             st.status.time_ns.setup_host += t.elapsed().as_nanos() as u64;
@@ -210,7 +218,7 @@ impl Collector {
             unsafe { (driver.cu_ctx_get_device)(&mut dev) };
             rangeprof::device_supported(self.cupti, dev)?;
             if !st.hosts.contains_key(&dev) {
-                let t = std::time::Instant::now();
+                let t = Instant::now();
                 let chip = rangeprof::chip_name(self.cupti, dev as usize)?;
                 let avail = rangeprof::counter_availability(self.cupti, ctx)?;
                 let host = HostObject::new(self.cupti, &chip, &avail, self.metrics.names())?;
@@ -222,11 +230,72 @@ impl Collector {
             if simulated_no_permission() {
                 return Err(rangeprof::no_permission("cuptiRangeProfilerEnable"));
             }
-            let cp = ContextProfiler::new(self.cupti, ctx, host, self.metrics.names(), self.batch)?;
-            let armed = Armed { device: dev, profiler: cp, log: Vec::with_capacity(self.batch), running_on: None };
+            let cp = ContextProfiler::new(self.cupti, ctx, host, self.metrics.names(), BATCH)?;
+            let armed = Armed { device: dev, profiler: cp, log: Vec::with_capacity(BATCH), running_on: None };
             st.contexts.insert(key, armed);
         }
         Ok(&mut st.contexts.get_mut(&key).expect("inserted above").profiler)
+    }
+
+    /// Builds every device's host object (the metric configuration, ~200 ms)
+    /// on a thread of gpuscope's own at session start, once the program has
+    /// initialised the driver, so that it overlaps the program's context
+    /// creation. gpuscope never initialises the driver itself: a program
+    /// that forks before using CUDA must keep CUDA usable in the child.
+    /// Failures are left for the first selected launch to meet and report.
+    pub(crate) fn prepare_hosts(&self) {
+        let built = self.build_hosts();
+        {
+            let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            if let (false, Some((hosts, ns))) = (st.shut, built) {
+                st.initialized = true;
+                st.status.time_ns.setup_host += ns;
+                for (dev, host) in hosts {
+                    st.status.passes = host.passes();
+                    st.hosts.entry(dev).or_insert(host);
+                }
+            }
+        }
+        self.hosts_prepared();
+    }
+
+    /// The host-setup thread is done (or was never started).
+    pub(crate) fn hosts_prepared(&self) {
+        let (done, cv) = &self.hosts_ready;
+        *done.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        cv.notify_all();
+    }
+
+    /// Waits (at most `limit`) for the host-setup thread to be done.
+    fn wait_hosts_prepared(&self, limit: Duration) {
+        let (done, cv) = &self.hosts_ready;
+        let g = done.lock().unwrap_or_else(|e| e.into_inner());
+        let _ = cv.wait_timeout_while(g, limit, |d| !*d);
+    }
+
+    fn build_hosts(&self) -> Option<(HashMap<i32, HostObject>, u64)> {
+        let d = crate::device::driver()?;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let devices = loop {
+            let mut n = 0;
+            // SAFETY: out pointer valid. Before cuInit this returns
+            // CUDA_ERROR_NOT_INITIALIZED (3) and initialises nothing.
+            match unsafe { (d.cu_device_get_count)(&mut n) } {
+                0 => break n,
+                3 if Instant::now() < deadline && !self.shutting.load(Ordering::Relaxed) => {
+                    std::thread::sleep(Duration::from_millis(1))
+                }
+                _ => return None,
+            }
+        };
+        let t = Instant::now();
+        rangeprof::initialize(self.cupti).ok()?;
+        let mut hosts = HashMap::new();
+        for dev in 0..devices {
+            let chip = rangeprof::chip_name(self.cupti, dev as usize).ok()?;
+            hosts.insert(dev, HostObject::new(self.cupti, &chip, &[], self.metrics.names()).ok()?);
+        }
+        Some((hosts, t.elapsed().as_nanos() as u64))
     }
 
     /// Sets up `ctx`'s range profiler ahead of its first selected launch,
@@ -239,6 +308,9 @@ impl Collector {
     /// Launches wait for the state lock meanwhile, so no kernel runs while
     /// the empty window is open.
     pub(crate) fn prepare(&self, ctx: sys::CUcontext) {
+        // The host objects being built at session start: wait for them
+        // rather than build them twice (this is gpuscope's own thread).
+        self.wait_hosts_prepared(Duration::from_secs(10));
         let mut guard = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let st = &mut *guard;
         if st.shut || st.status.disabled.is_some() || ctx.is_null() || st.contexts.contains_key(&(ctx as usize)) {
@@ -321,7 +393,7 @@ impl Collector {
         match started {
             Ok(()) => {
                 PENDING.with(|p| p.set(key));
-                STARTED_AT.with(|t| t.set(Some(std::time::Instant::now())));
+                STARTED_AT.with(|t| t.set(Some(Instant::now())));
                 true
             }
             Err(e) => {
@@ -396,7 +468,7 @@ impl Collector {
             return Vec::new();
         }
         armed.log.push(correlation_id);
-        if armed.log.len() < self.batch {
+        if armed.log.len() < BATCH {
             return Vec::new();
         }
         self.decode(st, ctx)

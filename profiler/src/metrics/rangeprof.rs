@@ -132,15 +132,18 @@ pub(crate) struct HostObject {
 unsafe impl Send for HostObject {}
 
 impl HostObject {
-    /// Host object for `chip`, with `metrics` added. Unknown metric names
-    /// fail here, with CUPTI's error.
+    /// Host object for `chip`, with `metrics` added (`availability` may be
+    /// empty for chips CUPTI knows). Unknown metric names fail here, with
+    /// CUPTI's error.
     pub(crate) fn new(cupti: &'static Cupti, chip: &CStr, availability: &[u8], metrics: &[String]) -> Result<Self> {
         let mut p = sys::CUpti_Profiler_Host_Initialize_Params {
             structSize: struct_size!(sys::CUpti_Profiler_Host_Initialize_Params, pHostObject: *mut sys::CUpti_Profiler_Host_Object),
             pPriv: std::ptr::null_mut(),
             profilerType: sys::CUPTI_PROFILER_TYPE_RANGE_PROFILER,
             pChipName: chip.as_ptr(),
-            pCounterAvailabilityImage: availability.as_ptr(),
+            // Known chips need no availability image (CUPTI wants one only
+            // for chips newer than itself).
+            pCounterAvailabilityImage: if availability.is_empty() { std::ptr::null() } else { availability.as_ptr() },
             pHostObject: std::ptr::null_mut(),
         };
         let init = sym!(cupti, cuptiProfilerHostInitialize).map_err(cupti::missing)?;
