@@ -226,6 +226,21 @@ fn default_selection_measures_the_first_three_launches_of_each_kernel() {
 
 #[test]
 #[ignore = "needs an NVIDIA GPU"]
+fn measuring_every_launch_joins_every_batch_without_a_mismatch() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (expected, r) = profile_metrics(gpuscope::Selection::all());
+    let ms = r.metrics.as_ref().expect("metrics status");
+    println!("{ms:?}");
+    assert!(ms.disabled.is_none(), "{:?}", ms.disabled);
+    let outside_graphs: u64 = expected.iter().filter(|((p, _), _)| !p.ends_with("graph replay")).map(|(_, n)| n).sum();
+    // Thousands of launches: many batches, each decoded and joined.
+    assert!(outside_graphs > 1000, "{outside_graphs}");
+    assert_eq!((ms.profiled_launches, ms.mismatches), (outside_graphs, 0));
+    assert_eq!(r.drops.kernels_missing_metrics, 0);
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
 fn nvtx_and_name_filters_pick_only_matching_launches() {
     let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let sel = gpuscope::Selection::all().nvtx("quickstart/softmax").kernels("exp|fused").unwrap();

@@ -96,8 +96,6 @@ struct Armed {
     /// Started and not yet stopped, by this OS thread: consecutive
     /// selected launches share one start/stop (each costs milliseconds).
     running_on: Option<u32>,
-    /// Windows (starts) since the last decode.
-    windows: u32,
 }
 
 impl Armed {
@@ -110,15 +108,12 @@ impl Armed {
 }
 
 /// Measured launches decoded at once (the counter data image's room).
-/// Starting the profiler costs more the more room the image has (~5 ms with
-/// 64, ~20 ms with 256; a stop ~9 ms either way): a context starts with
-/// room for 64, gets 256 once a whole batch was measured in one window
-/// (every launch selected), and goes back to 64 when windows are short.
+/// Starting the profiler costs more the more room the image has: 64 and
+/// 256 cost about the same per launch when every launch is measured, and
+/// 64 starts faster (docs/cupti-findings.md). A context keeps the size it
+/// was configured with: resizing its image between decodes made every
+/// later batch mismatch.
 const BATCH: usize = 64;
-/// The room for long runs of measured launches.
-const BATCH_STREAMING: usize = 256;
-/// Windows per batch above which a large image is shrunk back.
-const SHORT_WINDOWS: u32 = 4;
 
 struct State {
     initialized: bool,
@@ -238,8 +233,7 @@ impl Collector {
                 return Err(rangeprof::no_permission("cuptiRangeProfilerEnable"));
             }
             let cp = ContextProfiler::new(self.cupti, ctx, host, self.metrics.names(), BATCH)?;
-            let armed =
-                Armed { device: dev, profiler: cp, log: Vec::with_capacity(BATCH), running_on: None, windows: 0 };
+            let armed = Armed { device: dev, profiler: cp, log: Vec::with_capacity(BATCH), running_on: None };
             st.contexts.insert(key, armed);
         }
         Ok(&mut st.contexts.get_mut(&key).expect("inserted above").profiler)
@@ -394,7 +388,6 @@ impl Collector {
             if a.running_on.is_none() {
                 timed(&mut st.status.time_ns.start, || a.profiler.start())?;
                 a.running_on = Some(me);
-                a.windows += 1;
                 st.warmed = true;
             }
             Ok(())
@@ -477,8 +470,7 @@ impl Collector {
             return Vec::new();
         }
         armed.log.push(correlation_id);
-        let room = armed.profiler.room();
-        if armed.log.len() < room && !(room > BATCH && armed.windows > SHORT_WINDOWS) {
+        if armed.log.len() < BATCH {
             return Vec::new();
         }
         self.decode(st, ctx)
@@ -507,20 +499,7 @@ impl Collector {
                 })?),
                 _ => None,
             };
-            // Long windows earn a larger image (fewer stops and starts per
-            // launch); short ones a smaller one (cheaper starts).
-            let room = armed.profiler.room();
-            let next = match armed.windows {
-                1 if log.len() >= room => BATCH_STREAMING,
-                w if w > SHORT_WINDOWS => BATCH,
-                _ => room,
-            };
-            armed.windows = 0;
-            if next == room {
-                timed(&mut times.rearm, || armed.profiler.reset())?;
-            } else {
-                timed(&mut times.rearm, || armed.profiler.resize(next))?;
-            }
+            timed(&mut times.rearm, || armed.profiler.reset())?;
             Ok(values)
         })();
         match measured {

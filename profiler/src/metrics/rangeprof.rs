@@ -287,7 +287,6 @@ pub(crate) struct ContextProfiler {
     object: *mut sys::CUpti_RangeProfiler_Object,
     image: Vec<u8>,
     config: Vec<u8>,
-    names: Vec<CString>,
     max_ranges: usize,
     replay: sys::CUpti_ProfilerReplayMode,
 }
@@ -323,38 +322,25 @@ impl ContextProfiler {
             object: en.pRangeProfilerObject,
             image: Vec::new(),
             config: host.config.clone(),
-            names: metrics.iter().filter_map(|m| CString::new(m.as_str()).ok()).collect(),
-            max_ranges: 0,
+            max_ranges,
             replay,
         };
-        me.resize(max_ranges)?;
-        Ok(me)
-    }
-
-    /// Room for `max_ranges` kernels until the next decode: a counter data
-    /// image of that size, initialised, and the config applied. Only
-    /// between decodes (the image is replaced).
-    pub(crate) fn resize(&mut self, max_ranges: usize) -> Result<()> {
-        let mut ptrs: Vec<*const std::ffi::c_char> = self.names.iter().map(|n| n.as_ptr()).collect();
+        let names: Vec<CString> = metrics.iter().filter_map(|m| CString::new(m.as_str()).ok()).collect();
+        let mut ptrs: Vec<*const std::ffi::c_char> = names.iter().map(|n| n.as_ptr()).collect();
         // SAFETY: all-zero is valid for this plain params struct.
         let mut sz: sys::CUpti_RangeProfiler_GetCounterDataSize_Params = unsafe { std::mem::zeroed() };
         sz.structSize = struct_size!(sys::CUpti_RangeProfiler_GetCounterDataSize_Params, counterDataSize: usize);
-        sz.pRangeProfilerObject = self.object;
+        sz.pRangeProfilerObject = me.object;
         sz.pMetricNames = ptrs.as_mut_ptr();
         sz.numMetrics = ptrs.len();
         sz.maxNumOfRanges = max_ranges;
         sz.maxNumRangeTreeNodes = max_ranges as u32;
-        let f = sym!(self.cupti, cuptiRangeProfilerGetCounterDataSize).map_err(cupti::missing)?;
+        let f = sym!(cupti, cuptiRangeProfilerGetCounterDataSize).map_err(cupti::missing)?;
         // SAFETY: valid params; names outlive the call.
-        check(self.cupti, unsafe { f(&mut sz) }, "cuptiRangeProfilerGetCounterDataSize")?;
-        self.image = vec![0u8; sz.counterDataSize];
-        self.max_ranges = max_ranges;
-        self.reset()
-    }
-
-    /// The number of kernels the image has room for.
-    pub(crate) fn room(&self) -> usize {
-        self.max_ranges
+        check(cupti, unsafe { f(&mut sz) }, "cuptiRangeProfilerGetCounterDataSize")?;
+        me.image = vec![0u8; sz.counterDataSize];
+        me.reset()?;
+        Ok(me)
     }
 
     /// Re-initialises the counter data image and applies the config: after
