@@ -57,9 +57,11 @@ pub struct MetricsStatus {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[allow(missing_docs)]
 pub struct PhaseTimes {
+    /// Per-context setup (enable, counter data image, config).
     pub setup: u64,
-    /// The part of `setup` that builds the metric configuration (profiler
-    /// initialise, chip name, counter availability, host object).
+    /// Building the metric configuration (profiler initialise, chip name,
+    /// host object), on gpuscope's own thread at session start or at the
+    /// first measured launch.
     #[serde(default)]
     pub setup_host: u64,
     /// From start to stop: the measured launch call itself.
@@ -318,9 +320,7 @@ impl Collector {
         if st.shut || st.status.disabled.is_some() || ctx.is_null() || st.contexts.contains_key(&(ctx as usize)) {
             return;
         }
-        let mut setup = 0;
-        let armed = timed(&mut setup, || self.context(st, ctx).map(|_| ()));
-        st.status.time_ns.setup += setup;
+        let armed = self.timed_context(st, ctx);
         if let Err(e) = armed {
             Self::disable(st, &e);
             return;
@@ -337,6 +337,16 @@ impl Collector {
         if let Err(e) = warmed {
             Self::disable(st, &e);
         }
+    }
+
+    /// `context`, its time added to `setup` (the context's share) and
+    /// `setup_host` (the metric configuration's, when built here).
+    fn timed_context(&self, st: &mut State, ctx: sys::CUcontext) -> Result<()> {
+        let (t, host_before) = (Instant::now(), st.status.time_ns.setup_host);
+        let r = self.context(st, ctx).map(|_| ());
+        let host = st.status.time_ns.setup_host - host_before;
+        st.status.time_ns.setup += (t.elapsed().as_nanos() as u64).saturating_sub(host);
+        r
     }
 
     fn disable(st: &mut State, e: &Error) {
@@ -380,9 +390,7 @@ impl Collector {
             }
             return false;
         }
-        let mut setup = 0;
-        let armed = timed(&mut setup, || self.context(st, ctx).map(|_| ()));
-        st.status.time_ns.setup += setup;
+        let armed = self.timed_context(st, ctx);
         let started = armed.and_then(|()| {
             let a = st.contexts.get_mut(&key).expect("set up above");
             if a.running_on.is_none() {

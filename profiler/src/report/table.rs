@@ -212,9 +212,9 @@ pub fn render(r: &Report, width: usize) -> String {
         if ms.profiled_launches > 0 {
             let _ = writeln!(
                 out,
-                "time in the range profiler: setup {} (metric configuration {}), start {}, measured launches {}, stop {}, decode {}, evaluate {}, re-arm {}",
-                fmt_ns(t.setup),
+                "time in the range profiler: metric configuration {}, context setup {}, start {}, measured launches {}, stop {}, decode {}, evaluate {}, re-arm {}",
                 fmt_ns(t.setup_host),
+                fmt_ns(t.setup),
                 fmt_ns(t.start),
                 fmt_ns(t.launch),
                 fmt_ns(t.stop),
