@@ -493,7 +493,7 @@ impl Collector {
         }
         let host = st.hosts.get(&armed.device);
         let times = &mut st.status.time_ns;
-        let measured = (|| -> Result<Option<Vec<Option<Vec<f64>>>>> {
+        let measured = (|| -> Result<Option<Vec<Vec<f64>>>> {
             armed.stop(times)?;
             let (ranges, dropped) = timed(&mut times.decode, || armed.profiler.decode())?;
             // One range per logged launch, in launch order. Any other count
@@ -501,9 +501,7 @@ impl Collector {
             // lost): then no value is attached to any launch of the batch.
             let values = match host {
                 Some(h) if ranges.len() == log.len() && dropped == 0 => Some(timed(&mut times.evaluate, || {
-                    (0..ranges.len())
-                        .map(|i| h.evaluate(armed.profiler.image(), i).map(Some))
-                        .collect::<Result<Vec<_>>>()
+                    (0..ranges.len()).map(|i| h.evaluate(armed.profiler.image(), i)).collect::<Result<Vec<_>>>()
                 })?),
                 _ => None,
             };
@@ -512,10 +510,8 @@ impl Collector {
         })();
         match measured {
             Ok(Some(values)) => {
-                let found = values.iter().filter(|v| v.is_some()).count() as u64;
-                st.status.profiled_launches += found;
-                st.status.mismatches += log.len() as u64 - found;
-                log.into_iter().zip(values).collect()
+                st.status.profiled_launches += log.len() as u64;
+                log.into_iter().zip(values.into_iter().map(Some)).collect()
             }
             Ok(None) => {
                 st.status.mismatches += log.len() as u64;
