@@ -122,30 +122,11 @@ fn theoretical_occupancy_matches_ncu() {
         }
     }
     // ncu's, on the same workload in a child process.
-    let exe = std::env::current_exe().unwrap();
-    let out = std::process::Command::new("ncu")
-        .args(["--clock-control", "none", "--metrics", "sm__maximum_warps_per_active_cycle_pct", "--csv"])
-        .arg(&exe)
-        .args(["--exact", "ncu_child_workload", "--include-ignored", "--test-threads=1"])
-        .env("GPUSCOPE_NCU_CHILD", "1")
-        .output()
-        .expect("ncu runs (it is on the device's PATH)");
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "ncu failed: {}\n{}", text, String::from_utf8_lossy(&out.stderr));
     let mut theirs: BTreeMap<String, f64> = BTreeMap::new();
-    let mut header: Option<Vec<String>> = None;
-    for line in text.lines().filter(|l| l.starts_with('"')) {
-        let cells: Vec<String> = line.trim_matches('"').split("\",\"").map(str::to_string).collect();
-        let Some(h) = &header else {
-            header = Some(cells);
-            continue;
-        };
-        let col = |n: &str| h.iter().position(|c| c == n).unwrap_or_else(|| panic!("ncu column {n}"));
-        if cells[col("Metric Name")] != "sm__maximum_warps_per_active_cycle_pct" {
-            continue;
+    for row in ncu_rows(&["--metrics", "sm__maximum_warps_per_active_cycle_pct"]) {
+        if row["Metric Name"] == "sm__maximum_warps_per_active_cycle_pct" {
+            theirs.insert(base(&row["Kernel Name"]), row["Metric Value"].replace(',', "").parse().unwrap());
         }
-        let v: f64 = cells[col("Metric Value")].replace(',', "").parse().unwrap();
-        theirs.insert(base(&cells[col("Kernel Name")]), v);
     }
     eprintln!("kernel               gpuscope      ncu");
     for (k, v) in &ours {
@@ -265,33 +246,37 @@ fn nvtx_and_name_filters_pick_only_matching_launches() {
 /// `(kernel base name, grid)` -> mean of a metric over launches.
 type PerShape = BTreeMap<(String, String), f64>;
 
-fn ncu_per_shape(metrics: &[&str]) -> Vec<PerShape> {
+/// ncu (`--clock-control none --csv` and `args`) on the workload in a child
+/// process (`ncu_child_workload`): its CSV rows, column name -> cell.
+fn ncu_rows(args: &[&str]) -> Vec<BTreeMap<String, String>> {
     let exe = std::env::current_exe().unwrap();
     let out = std::process::Command::new("ncu")
-        // gpuscope measures kernels in place, caches warm; ncu by default
-        // flushes them before each pass, which lengthens short memory-bound
-        // kernels (seen: up to 15 points of SM efficiency on 12-31 us ones).
-        .args(["--clock-control", "none", "--cache-control", "none", "--csv", "--metrics", &metrics.join(",")])
+        .args(["--clock-control", "none", "--csv"])
+        .args(args)
         .arg(&exe)
         .args(["--exact", "ncu_child_workload", "--include-ignored", "--test-threads=1"])
         .env("GPUSCOPE_NCU_CHILD", "1")
         .output()
-        .expect("ncu runs");
+        .expect("ncu runs (it is on the device's PATH)");
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "ncu failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "ncu failed: {}\n{}", text, String::from_utf8_lossy(&out.stderr));
+    let mut lines = text.lines().filter(|l| l.starts_with('"'));
+    let cells = |l: &str| -> Vec<String> { l.trim_matches('"').split("\",\"").map(str::to_string).collect() };
+    let header = cells(lines.next().expect("ncu printed a CSV table"));
+    lines.map(|l| header.iter().cloned().zip(cells(l)).collect()).collect()
+}
+
+fn ncu_per_shape(metrics: &[&str]) -> Vec<PerShape> {
+    // gpuscope measures kernels in place, caches warm; ncu by default
+    // flushes them before each pass, which lengthens short memory-bound
+    // kernels (seen: up to 15 points of SM efficiency on 12-31 us ones).
+    let joined = metrics.join(",");
     let mut sums: Vec<BTreeMap<(String, String), (f64, u32)>> = vec![BTreeMap::new(); metrics.len()];
-    let mut header: Option<Vec<String>> = None;
-    for line in text.lines().filter(|l| l.starts_with('"')) {
-        let cells: Vec<String> = line.trim_matches('"').split("\",\"").map(str::to_string).collect();
-        let Some(h) = &header else {
-            header = Some(cells);
-            continue;
-        };
-        let col = |n: &str| h.iter().position(|c| c == n).unwrap_or_else(|| panic!("ncu column {n}"));
-        let Some(i) = metrics.iter().position(|m| *m == cells[col("Metric Name")]) else { continue };
-        let v: f64 = cells[col("Metric Value")].replace(',', "").parse().unwrap();
-        let grid = cells[col("Grid Size")].replace(' ', "");
-        let e = sums[i].entry((base(&cells[col("Kernel Name")]), grid)).or_default();
+    for row in ncu_rows(&["--cache-control", "none", "--metrics", &joined]) {
+        let Some(i) = metrics.iter().position(|m| *m == row["Metric Name"]) else { continue };
+        let v: f64 = row["Metric Value"].replace(',', "").parse().unwrap();
+        let grid = row["Grid Size"].replace(' ', "");
+        let e = sums[i].entry((base(&row["Kernel Name"]), grid)).or_default();
         e.0 += v;
         e.1 += 1;
     }
