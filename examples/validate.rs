@@ -2,10 +2,12 @@
 //! achieved occupancy differ on purpose, in NVTX ranges, to compare
 //! gpuscope with Nsight Compute launch by launch (scripts/validate.sh).
 //!
-//!     validate --mode plain|all|default [--out report.json] [--reps N]
+//!     validate --mode plain|trace|all|default [--out report.json] [--reps N]
+//!              [--metrics SPEC]
 //!
 //! `plain` runs without gpuscope (for ncu, and as the timing baseline);
-//! `all` measures every launch; `default` the first 3 of each kernel.
+//! `trace` traces without metrics; `all` measures every launch; `default`
+//! the first 3 of each kernel. `--metrics` takes `GPUSCOPE_METRICS` text.
 
 use cudarc::driver::{CudaContext, LaunchConfig, PushKernelArg};
 use std::time::Instant;
@@ -25,19 +27,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         Some(Ok(n)) if n > 0 => n,
         Some(_) => return Err("--reps: a positive integer".into()),
     };
+    let metrics = match arg("--metrics") {
+        Some(spec) => gpuscope::MetricSet::parse(&spec)?,
+        None => gpuscope::MetricSet::default(),
+    };
     let session = match mode.as_str() {
         "plain" => None,
+        "trace" => Some(gpuscope::Profiler::new().keep_trace(100_000).start()?),
         "all" | "default" => {
             let sel = if mode == "all" { gpuscope::Selection::all() } else { gpuscope::Selection::default() };
-            Some(
-                gpuscope::Profiler::new()
-                    .keep_trace(100_000)
-                    .metrics(gpuscope::MetricSet::default())
-                    .select(sel)
-                    .start()?,
-            )
+            Some(gpuscope::Profiler::new().keep_trace(100_000).metrics(metrics).select(sel).start()?)
         }
-        other => return Err(format!("--mode {other:?}: allowed plain, all, default").into()),
+        other => return Err(format!("--mode {other:?}: allowed plain, trace, all, default").into()),
     };
 
     let ctx = CudaContext::new(0)?;

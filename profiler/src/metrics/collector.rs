@@ -11,6 +11,7 @@ use super::{MetricSet, Selection};
 use crate::device::with_current;
 use crate::error::{Error, Result};
 use crate::ranges::{paths, PathId};
+use crate::session::debug;
 use cupti_sys::{self as sys, Cupti};
 use serde::{Deserialize, Serialize};
 use std::cell::Cell;
@@ -72,6 +73,10 @@ pub struct PhaseTimes {
     pub decode: u64,
     pub evaluate: u64,
     pub rearm: u64,
+    /// The program's launches waiting for gpuscope's metrics lock, mostly
+    /// behind setup still running on gpuscope's own threads.
+    #[serde(default)]
+    pub launch_waits: u64,
 }
 
 /// Fault injection for tests on machines where counters are permitted:
@@ -292,6 +297,7 @@ impl Collector {
                 _ => return None,
             }
         };
+        debug("metrics: the program initialised the driver; building the metric configuration");
         let t = Instant::now();
         rangeprof::initialize(self.cupti).ok()?;
         let mut hosts = HashMap::new();
@@ -299,6 +305,7 @@ impl Collector {
             let chip = rangeprof::chip_name(self.cupti, dev as usize).ok()?;
             hosts.insert(dev, HostObject::new(self.cupti, &chip, &[], self.metrics.names()).ok()?);
         }
+        debug("metrics: metric configuration built");
         Some((hosts, t.elapsed().as_nanos() as u64))
     }
 
@@ -325,6 +332,7 @@ impl Collector {
             Self::disable(st, &e);
             return;
         }
+        debug("metrics: context set up");
         // Starting and stopping while a stream captures would invalidate
         // the capture.
         if st.warmed || st.captures_seen {
@@ -337,6 +345,7 @@ impl Collector {
         if let Err(e) = warmed {
             Self::disable(st, &e);
         }
+        debug("metrics: first start and stop paid");
     }
 
     /// `context`, its time added to `setup` (the context's share) and
@@ -369,8 +378,10 @@ impl Collector {
         path: PathId,
         graph: bool,
     ) -> bool {
+        let t = Instant::now();
         let mut guard = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let st = &mut *guard;
+        st.status.time_ns.launch_waits += t.elapsed().as_nanos() as u64;
         if st.status.disabled.is_some() || ctx.is_null() {
             return false;
         }

@@ -212,7 +212,7 @@ pub fn render(r: &Report, width: usize) -> String {
         if ms.profiled_launches > 0 {
             let _ = writeln!(
                 out,
-                "time in the range profiler: metric configuration {}, context setup {}, start {}, measured launches {}, stop {}, decode {}, evaluate {}, re-arm {}",
+                "time in the range profiler: metric configuration {}, context setup {}, start {}, measured launches {}, stop {}, decode {}, evaluate {}, re-arm {}; launches waited {} for gpuscope",
                 fmt_ns(t.setup_host),
                 fmt_ns(t.setup),
                 fmt_ns(t.start),
@@ -220,7 +220,8 @@ pub fn render(r: &Report, width: usize) -> String {
                 fmt_ns(t.stop),
                 fmt_ns(t.decode),
                 fmt_ns(t.evaluate),
-                fmt_ns(t.rearm)
+                fmt_ns(t.rearm),
+                fmt_ns(t.launch_waits)
             );
         }
         if r.profiler_kernels > 0 {
