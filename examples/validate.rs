@@ -3,11 +3,12 @@
 //! gpuscope with Nsight Compute launch by launch (scripts/validate.sh).
 //!
 //!     validate --mode plain|trace|all|default [--out report.json] [--reps N]
-//!              [--metrics SPEC]
+//!              [--metrics SPEC] [--timeline]
 //!
 //! `plain` runs without gpuscope (for ncu, and as the timing baseline);
 //! `trace` traces without metrics; `all` measures every launch; `default`
-//! the first 3 of each kernel. `--metrics` takes `GPUSCOPE_METRICS` text.
+//! the first 3 of each kernel. `--metrics` takes `GPUSCOPE_METRICS` text;
+//! `--timeline` prints when each start-up step ended (ms since start).
 
 use cudarc::driver::{CudaContext, LaunchConfig, PushKernelArg};
 use std::time::Instant;
@@ -19,7 +20,16 @@ fn cfg(grid: u32, block: u32, smem: u32) -> LaunchConfig {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let t0 = Instant::now();
     let args: Vec<String> = std::env::args().collect();
+    // --timeline: when each start-up step ended, to line up with
+    // GPUSCOPE_DEBUG's timestamps.
+    let timeline = args.iter().any(|a| a == "--timeline");
+    let step = |what: &str| {
+        if timeline {
+            eprintln!("validate[timeline] {:>9.3} ms: {what}", t0.elapsed().as_secs_f64() * 1e3);
+        }
+    };
     let arg = |k: &str| args.iter().position(|a| a == k).and_then(|i| args.get(i + 1)).cloned();
     let mode = arg("--mode").unwrap_or_else(|| "plain".into());
     let reps: usize = match arg("--reps").map(|r| r.parse()) {
@@ -41,7 +51,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         other => return Err(format!("--mode {other:?}: allowed plain, trace, all, default").into()),
     };
 
+    step("session started");
     let ctx = CudaContext::new(0)?;
+    step("context created");
     let sms = ctx.attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32;
     let clock_khz = ctx.attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_CLOCK_RATE)? as u64;
     let cycles = |us: u64| us * clock_khz / 1000;
@@ -50,6 +62,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let f = |n: &str| m.load_function(n);
     let (one_block, tail, smem_limited, copy, fma, tiny) =
         (f("one_block_spin")?, f("tail_wave_spin")?, f("smem_limited")?, f("stream_copy")?, f("fma_loop")?, f("tiny")?);
+    step("module loaded");
     use cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES as MAX_DYN;
     let big_smem = 200 * 1024u32;
     let tail_smem = 120 * 1024u32;
@@ -60,6 +73,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut dst = stream.alloc_zeros::<f32>(n4 * 4)?;
     let mut out = stream.alloc_zeros::<f32>((sms * 16 * 256) as usize)?;
     let mut counter = stream.alloc_zeros::<i32>(1)?;
+    step("buffers allocated");
     let gemm_n = 2048usize;
     // SAFETY: only tries to dlopen libcublas; nothing is called.
     let blas = if unsafe { cudarc::cublas::sys::is_culib_present() } {
@@ -68,11 +82,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         eprintln!("validate: libcublas not found; the cuBLAS GEMM is skipped");
         None
     };
+    step("cuBLAS ready");
     let ga = stream.clone_htod(&vec![0.5f32; gemm_n * gemm_n])?;
     let gb = stream.clone_htod(&vec![0.25f32; gemm_n * gemm_n])?;
     let mut gc = stream.alloc_zeros::<f32>(gemm_n * gemm_n)?;
     stream.synchronize()?;
 
+    step("workload starts");
     let t = Instant::now();
     let _all = nvtx_rs::push("validate");
     for rep in 0..reps {
@@ -150,12 +166,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     drop(_all);
     let wall = t.elapsed();
     println!("validate --mode {mode}: workload {:.1} ms", wall.as_secs_f64() * 1e3);
+    step("workload done");
     if let Some(s) = session {
         let r = s.stop()?;
         eprintln!("{}", r.to_table(100));
         if let Some(path) = arg("--out") {
             r.write(&path, gpuscope::Format::Json)?;
         }
+        step("session stopped");
     }
     Ok(())
 }

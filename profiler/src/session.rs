@@ -566,6 +566,7 @@ fn prepare_metrics(s: Arc<Shared>, ctx: sys::CUcontext) {
     if s.collector.is_none() || ctx.is_null() {
         return;
     }
+    debug("metrics: a context was created");
     let key = ctx as usize;
     // A thread of gpuscope's own: a panic there ends only that thread.
     let spawned = std::thread::Builder::new().name("gpuscope-metrics-setup".into()).spawn(move || {
@@ -794,9 +795,11 @@ fn finish(s: &Arc<Shared>, decoder: Option<std::thread::JoinHandle<()>>, at_exit
     if let Some(col) = &s.collector {
         // Launches measured since the last batch: decode them now, before
         // the decoder's final drain.
+        debug("stop: metrics decode");
         for (correlation_id, values) in col.flush() {
             s.send(HostEvent::KernelMetrics { correlation_id, values });
         }
+        debug("stop: metrics off");
         col.shutdown();
     }
     if let Ok(f) = sym!(c, cuptiUnsubscribe) {

@@ -300,9 +300,11 @@ impl Collector {
         debug("metrics: the program initialised the driver; building the metric configuration");
         let t = Instant::now();
         rangeprof::initialize(self.cupti).ok()?;
+        debug("metrics: profiler initialised");
         let mut hosts = HashMap::new();
         for dev in 0..devices {
             let chip = rangeprof::chip_name(self.cupti, dev as usize).ok()?;
+            debug("metrics: chip name read");
             hosts.insert(dev, HostObject::new(self.cupti, &chip, &[], self.metrics.names()).ok()?);
         }
         debug("metrics: metric configuration built");
@@ -322,11 +324,13 @@ impl Collector {
         // The host objects being built at session start: wait for them
         // rather than build them twice (this is gpuscope's own thread).
         self.wait_hosts_prepared(Duration::from_secs(10));
+        debug("metrics: context setup waits for the collector");
         let mut guard = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let st = &mut *guard;
         if st.shut || st.status.disabled.is_some() || ctx.is_null() || st.contexts.contains_key(&(ctx as usize)) {
             return;
         }
+        debug("metrics: context setup begins");
         let armed = self.timed_context(st, ctx);
         if let Err(e) = armed {
             Self::disable(st, &e);
