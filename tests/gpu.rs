@@ -394,6 +394,99 @@ fn without_counter_permission_tracing_goes_on() {
     assert!(line.contains("INSUFFICIENT_PRIVILEGES"), "{line}");
 }
 
+/// A child of `counters_held_by_another_process_are_reported_once`, by
+/// `GPUSCOPE_TEST_ROLE`: the `holder` measures every launch, round after
+/// round, until the file `GPUSCOPE_TEST_STOP` exists; the `contender`
+/// profiles one workload with the default selection. Each checks that its
+/// workload's launches were all traced and prints its metrics status.
+/// Does nothing without the variable.
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn counters_child_workload() {
+    let Ok(role) = std::env::var("GPUSCOPE_TEST_ROLE") else { return };
+    let ctx = ctx();
+    let sizes = workload::Sizes { tiny: 300, ..workload::Sizes::small() };
+    let sel = if role == "holder" { gpuscope::Selection::all() } else { gpuscope::Selection::default() };
+    let session = Profiler::new().metrics(gpuscope::MetricSet::default()).select(sel).start().unwrap();
+    let mut launches = 0;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        launches += workload::run(&ctx, sizes).expect("the program runs on").values().sum::<u64>();
+        if role != "holder" {
+            break;
+        }
+        // The profiler is running now (every launch is measured): the
+        // parent may start the contender.
+        println!("HOLDING");
+        let stop = std::env::var_os("GPUSCOPE_TEST_STOP").expect("stop file");
+        if std::path::Path::new(&stop).exists() || std::time::Instant::now() > deadline {
+            break;
+        }
+    }
+    let r = session.stop().unwrap();
+    assert_eq!(r.kernels.iter().map(|k| k.stats.launches).sum::<u64>(), launches);
+    println!("REPORT-METRICS {}", serde_json::to_string(&r.metrics).unwrap());
+}
+
+/// Counters busy, triggered for real: while one process measures every
+/// launch, a second one starts metrics mode. Whichever loses gets one
+/// message naming the other profiler, and runs on with tracing.
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn counters_held_by_another_process_are_reported_once() {
+    use std::io::BufRead;
+    // No other test of this binary may hold the counters meanwhile.
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let exe = std::env::current_exe().unwrap();
+    let stop = std::env::temp_dir().join(format!("gpuscope-busy-{}", std::process::id()));
+    let _ = std::fs::remove_file(&stop);
+    let child = |role: &str| {
+        let mut c = std::process::Command::new(&exe);
+        c.args(["--exact", "counters_child_workload", "--include-ignored", "--nocapture", "--test-threads", "1"])
+            .env("GPUSCOPE_TEST_ROLE", role)
+            .env("GPUSCOPE_TEST_STOP", &stop);
+        c
+    };
+    let mut holder =
+        child("holder").stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    let mut holder_out = std::io::BufReader::new(holder.stdout.take().unwrap());
+    let mut seen = String::new();
+    while !seen.contains("HOLDING") {
+        let mut line = String::new();
+        assert!(holder_out.read_line(&mut line).unwrap() > 0, "the holder ended early: {seen}");
+        seen.push_str(&line);
+    }
+    let contender = child("contender").output().unwrap();
+    std::fs::write(&stop, b"").unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut holder_out, &mut rest).unwrap();
+    let holder = holder.wait_with_output().unwrap();
+    let _ = std::fs::remove_file(&stop);
+    let runs = [
+        ("holder", holder.status.success(), seen + &rest, String::from_utf8_lossy(&holder.stderr).into_owned()),
+        (
+            "contender",
+            contender.status.success(),
+            String::from_utf8_lossy(&contender.stdout).into_owned(),
+            String::from_utf8_lossy(&contender.stderr).into_owned(),
+        ),
+    ];
+    let mut losers = Vec::new();
+    for (role, ok, stdout, stderr) in &runs {
+        assert!(ok, "{role} failed:\n{stdout}\n{stderr}");
+        let told: Vec<&str> = stderr.lines().filter(|l| l.contains("hardware metrics are off")).collect();
+        let status = stdout.lines().find(|l| l.starts_with("REPORT-METRICS ")).expect("child report");
+        eprintln!("{role}: {told:?}\n{status}");
+        assert!(told.len() <= 1, "{role}: at most one message: {stderr}");
+        if let Some(line) = told.first() {
+            assert!(line.contains("in use by another profiler") && line.contains("HARDWARE_BUSY"), "{line}");
+            assert!(status.contains("HARDWARE_BUSY"), "the report says why: {status}");
+            losers.push(*role);
+        }
+    }
+    assert_eq!(losers.len(), 1, "exactly one of the two processes lost the counters: {losers:?}");
+}
+
 #[test]
 #[ignore = "needs an NVIDIA GPU"]
 fn every_device_gets_its_own_measurements() {

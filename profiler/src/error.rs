@@ -24,6 +24,9 @@ pub enum ErrorKind {
     NoPermission,
     /// The GPU or its configuration does not support what was asked.
     Unsupported,
+    /// The GPU's performance counters are in use by another profiler
+    /// (Nsight Compute, DCGM profiling, gpuscope in another process).
+    CountersBusy,
 }
 
 /// An error from gpuscope.

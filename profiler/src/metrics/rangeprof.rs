@@ -30,12 +30,35 @@ pub(crate) fn no_permission(call: &str) -> Error {
     )
 }
 
-/// Like `check`, but a privilege failure gets the message with the fix.
-fn privileged(cupti: &Cupti, code: sys::CUptiResult, call: &str) -> Result<()> {
-    if code == sys::CUPTI_ERROR_INSUFFICIENT_PRIVILEGES {
-        return Err(no_permission(call));
+/// The error for `CUPTI_ERROR_HARDWARE_BUSY` from `call`, with the fix.
+pub(crate) fn counters_busy(call: &str) -> Error {
+    Error::new(
+        ErrorKind::CountersBusy,
+        format!(
+            "{call}: the GPU's performance counters are in use by another profiler \
+             (Nsight Compute, Nsight Systems GPU metrics, DCGM profiling, or gpuscope metrics mode in \
+             another process) (CUPTI_ERROR_HARDWARE_BUSY). Fix: let the other profiler finish, or pause \
+             DCGM profiling (`dcgmi profile --pause`) while gpuscope measures"
+        ),
+    )
+}
+
+/// Like `check`, but the failures a user can fix (no counter permission,
+/// counters held by another profiler) get messages with the fix.
+fn counters(cupti: &Cupti, code: sys::CUptiResult, call: &str) -> Result<()> {
+    match fixable(code, call) {
+        Some(e) => Err(e),
+        None => check(cupti, code, call),
     }
-    check(cupti, code, call)
+}
+
+/// The error with a fix for `code`, if the user can fix it.
+fn fixable(code: sys::CUptiResult, call: &str) -> Option<Error> {
+    match code {
+        sys::CUPTI_ERROR_INSUFFICIENT_PRIVILEGES => Some(no_permission(call)),
+        sys::CUPTI_ERROR_HARDWARE_BUSY => Some(counters_busy(call)),
+        _ => None,
+    }
 }
 
 /// `cuptiProfilerInitialize`, once per process.
@@ -46,7 +69,7 @@ pub(crate) fn initialize(cupti: &Cupti) -> Result<()> {
     };
     let f = sym!(cupti, cuptiProfilerInitialize).map_err(cupti::missing)?;
     // SAFETY: a valid params struct.
-    privileged(cupti, unsafe { f(&mut p) }, "cuptiProfilerInitialize")
+    counters(cupti, unsafe { f(&mut p) }, "cuptiProfilerInitialize")
 }
 
 /// The chip name of device `index` (e.g. "GH100").
@@ -110,11 +133,11 @@ pub(crate) fn counter_availability(cupti: &Cupti, ctx: sys::CUcontext) -> Result
     };
     let f = sym!(cupti, cuptiProfilerGetCounterAvailability).map_err(cupti::missing)?;
     // SAFETY: first call asks for the size (null image).
-    privileged(cupti, unsafe { f(&mut p) }, "cuptiProfilerGetCounterAvailability")?;
+    counters(cupti, unsafe { f(&mut p) }, "cuptiProfilerGetCounterAvailability")?;
     let mut image = vec![0u8; p.counterAvailabilityImageSize];
     p.pCounterAvailabilityImage = image.as_mut_ptr();
     // SAFETY: the image holds the size CUPTI asked for.
-    privileged(cupti, unsafe { f(&mut p) }, "cuptiProfilerGetCounterAvailability")?;
+    counters(cupti, unsafe { f(&mut p) }, "cuptiProfilerGetCounterAvailability")?;
     Ok(image)
 }
 
@@ -312,7 +335,7 @@ impl ContextProfiler {
         };
         let f = sym!(cupti, cuptiRangeProfilerEnable).map_err(cupti::missing)?;
         // SAFETY: valid params; ctx comes from CUPTI's callback data.
-        privileged(cupti, unsafe { f(&mut en) }, "cuptiRangeProfilerEnable")?;
+        counters(cupti, unsafe { f(&mut en) }, "cuptiRangeProfilerEnable")?;
         // One pass needs no replay: the kernel runs once, as it would
         // unprofiled ("user replay" with a single pass). Several passes
         // need kernel replay, which saves and restores memory per pass.
@@ -373,7 +396,7 @@ impl ContextProfiler {
         cfg.targetNestingLevel = 1;
         let f = sym!(self.cupti, cuptiRangeProfilerSetConfig).map_err(cupti::missing)?;
         // SAFETY: config and image live in self, as long as the object.
-        check(self.cupti, unsafe { f(&mut cfg) }, "cuptiRangeProfilerSetConfig")
+        counters(self.cupti, unsafe { f(&mut cfg) }, "cuptiRangeProfilerSetConfig")
     }
 
     /// Starts collecting: kernels launched until [`stop`](Self::stop) are
@@ -386,7 +409,7 @@ impl ContextProfiler {
         };
         let f = sym!(self.cupti, cuptiRangeProfilerStart).map_err(cupti::missing)?;
         // SAFETY: valid params.
-        check(self.cupti, unsafe { f(&mut p) }, "cuptiRangeProfilerStart")
+        counters(self.cupti, unsafe { f(&mut p) }, "cuptiRangeProfilerStart")
     }
 
     /// Stops collecting.
@@ -465,5 +488,25 @@ impl Drop for ContextProfiler {
             // SAFETY: our object, disabled once.
             unsafe { f(&mut p) };
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counter_failures_a_user_can_fix_name_the_fix() {
+        let busy = fixable(sys::CUPTI_ERROR_HARDWARE_BUSY, "cuptiRangeProfilerStart").expect("busy is fixable");
+        assert_eq!(busy.kind(), ErrorKind::CountersBusy);
+        for part in ["cuptiRangeProfilerStart", "in use by another profiler", "HARDWARE_BUSY", "dcgmi profile --pause"]
+        {
+            assert!(busy.message().contains(part), "{part}: {}", busy.message());
+        }
+        let denied = fixable(sys::CUPTI_ERROR_INSUFFICIENT_PRIVILEGES, "cuptiRangeProfilerEnable").expect("fixable");
+        assert_eq!(denied.kind(), ErrorKind::NoPermission);
+        assert!(denied.message().contains("NVreg_RestrictProfilingToAdminUsers=0"));
+        assert!(fixable(sys::CUPTI_SUCCESS, "x").is_none());
+        assert!(fixable(sys::CUPTI_ERROR_UNKNOWN, "x").is_none());
     }
 }
