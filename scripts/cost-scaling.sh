@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # How the cost of metrics mode scales with program length, on a GPU machine:
-# whole-process wall time of the validation program plain, under gpuscope
-# (every launch measured; default selection) and under ncu (optional), for
-# each REPS given. Separates gpuscope's one-time cost from its cost per
-# measured launch.
+# whole-process wall time of the validation program plain, traced only,
+# under gpuscope metrics mode (every launch measured; default selection)
+# and under ncu (optional), for each REPS given. Separates gpuscope's
+# one-time cost from its cost per measured launch.
 #
-#   [ROUNDS=5] scripts/cost-scaling.sh OUT_DIR "1 10 30" [NCU_REPS...]
+#   [ROUNDS=5] [ALL_MAX_REPS=40] scripts/cost-scaling.sh OUT_DIR "1 10 30" [NCU_REPS...]
+#
+# Every-launch runs are skipped above ALL_MAX_REPS (they take ~1.3 ms per
+# launch, 106 launches per rep).
 set -euo pipefail
 out=$1; reps=$2; shift 2
 mkdir -p "$out"
@@ -14,21 +17,28 @@ now() { date +%s.%N; }
 t() { local t0 t1; t0=$(now); "$@" > /dev/null 2>&1; t1=$(now); python3 -c "print(f'{$t1 - $t0:.3f}')"; }
 validate --mode plain --reps 1 > /dev/null
 rounds=${ROUNDS:-1}
+all_max=${ALL_MAX_REPS:-40}
 echo "median of $rounds interleaved round(s)"
-echo "reps launches plain_s all_s default_s all/plain default/plain"
+echo "reps launches plain_s trace_s all_s default_s trace/plain all/plain default/plain"
 for r in $reps; do
-  ps=(); as=(); ds=()
+  ps=(); ts=(); as=(); ds=()
   for _ in $(seq "$rounds"); do
     ps+=("$(t validate --mode plain --reps "$r")")
-    as+=("$(t validate --mode all --reps "$r" --out "$out/all-$r.json")")
+    ts+=("$(t validate --mode trace --reps "$r")")
+    if [ "$r" -le "$all_max" ]; then
+      as+=("$(t validate --mode all --reps "$r" --out "$out/all-$r.json")")
+    fi
     ds+=("$(t validate --mode default --reps "$r" --out "$out/default-$r.json")")
   done
-  python3 - "$r" "${ps[*]}" "${as[*]}" "${ds[*]}" <<'PY'
+  python3 - "$r" "${ps[*]}" "${ts[*]}" "${as[*]:-}" "${ds[*]}" <<'PY'
 import statistics as st, sys
 r = int(sys.argv[1])
-p, a, d = (st.median(map(float, x.split())) for x in sys.argv[2:5])
-print(r, r * 106, f"{p:.3f}", f"{a:.3f}", f"{d:.3f}", f"{a/p:.2f}", f"{d/p:.2f}",
-      " (each: plain", sys.argv[2], "| all", sys.argv[3], "| default", sys.argv[4], ")")
+med = lambda x: st.median(map(float, x.split())) if x.strip() else None
+p, t, a, d = (med(x) for x in sys.argv[2:6])
+f = lambda v: "-" if v is None else f"{v:.3f}"
+ratio = lambda v: "-" if v is None else f"{v / p:.2f}"
+print(r, r * 106, f(p), f(t), f(a), f(d), ratio(t), ratio(a), ratio(d),
+      " (each: plain", sys.argv[2], "| trace", sys.argv[3], "| all", sys.argv[4] or "-", "| default", sys.argv[5], ")")
 PY
 done
 for r in "$@"; do
