@@ -475,7 +475,8 @@ fn counters_held_by_another_process_are_reported_once() {
     for (role, ok, stdout, stderr) in &runs {
         assert!(ok, "{role} failed:\n{stdout}\n{stderr}");
         let told: Vec<&str> = stderr.lines().filter(|l| l.contains("hardware metrics are off")).collect();
-        let status = stdout.lines().find(|l| l.starts_with("REPORT-METRICS ")).expect("child report");
+        // libtest may print "test NAME ... " on the same line first.
+        let status = stdout.lines().find_map(|l| l.split_once("REPORT-METRICS ")).expect("child report").1;
         eprintln!("{role}: {told:?}\n{status}");
         assert!(told.len() <= 1, "{role}: at most one message: {stderr}");
         if let Some(line) = told.first() {
