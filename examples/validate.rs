@@ -3,12 +3,15 @@
 //! gpuscope with Nsight Compute launch by launch (scripts/validate.sh).
 //!
 //!     validate --mode plain|trace|all|default [--out report.json] [--reps N]
-//!              [--metrics SPEC] [--timeline]
+//!              [--metrics SPEC] [--trace-records N] [--timeline]
 //!
 //! `plain` runs without gpuscope (for ncu, and as the timing baseline);
 //! `trace` traces without metrics; `all` measures every launch; `default`
 //! the first 3 of each kernel. `--metrics` takes `GPUSCOPE_METRICS` text;
-//! `--timeline` prints when each start-up step ended (ms since start).
+//! `--trace-records` keeps that many per-launch records in the report
+//! (default 100000, for the launch-by-launch join with ncu; 0 for timing
+//! runs, as `GPUSCOPE_TRACE` defaults to); `--timeline` prints when each
+//! start-up step ended (ms since start).
 
 use cudarc::driver::{CudaContext, LaunchConfig, PushKernelArg};
 use std::time::Instant;
@@ -41,12 +44,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         Some(spec) => gpuscope::MetricSet::parse(&spec)?,
         None => gpuscope::MetricSet::default(),
     };
+    let keep: usize = match arg("--trace-records").map(|r| r.parse()) {
+        None => 100_000,
+        Some(Ok(n)) => n,
+        Some(Err(_)) => return Err("--trace-records: a non-negative integer".into()),
+    };
     let session = match mode.as_str() {
         "plain" => None,
-        "trace" => Some(gpuscope::Profiler::new().keep_trace(100_000).start()?),
+        "trace" => Some(gpuscope::Profiler::new().keep_trace(keep).start()?),
         "all" | "default" => {
             let sel = if mode == "all" { gpuscope::Selection::all() } else { gpuscope::Selection::default() };
-            Some(gpuscope::Profiler::new().keep_trace(100_000).metrics(metrics).select(sel).start()?)
+            Some(gpuscope::Profiler::new().keep_trace(keep).metrics(metrics).select(sel).start()?)
         }
         other => return Err(format!("--mode {other:?}: allowed plain, trace, all, default").into()),
     };
@@ -169,11 +177,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     step("workload done");
     if let Some(s) = session {
         let r = s.stop()?;
+        step("session stopped");
         eprintln!("{}", r.to_table(100));
         if let Some(path) = arg("--out") {
             r.write(&path, gpuscope::Format::Json)?;
         }
-        step("session stopped");
+        step("report written");
     }
     Ok(())
 }

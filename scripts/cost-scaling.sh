@@ -8,7 +8,9 @@
 #   [ROUNDS=5] [ALL_MAX_REPS=40] scripts/cost-scaling.sh OUT_DIR "1 10 30" [NCU_REPS...]
 #
 # Every-launch runs are skipped above ALL_MAX_REPS (they take ~1.3 ms per
-# launch, 106 launches per rep).
+# launch, 106 launches per rep). gpuscope's runs write their JSON report
+# without per-launch records (--trace-records 0, GPUSCOPE_TRACE's default):
+# at 400 reps those would be a 55 MB file, timed as part of the run.
 set -euo pipefail
 out=$1; reps=$2; shift 2
 mkdir -p "$out"
@@ -24,11 +26,11 @@ for r in $reps; do
   ps=(); ts=(); as=(); ds=()
   for _ in $(seq "$rounds"); do
     ps+=("$(t validate --mode plain --reps "$r")")
-    ts+=("$(t validate --mode trace --reps "$r")")
+    ts+=("$(t validate --mode trace --reps "$r" --trace-records 0 --out "$out/trace-$r.json")")
     if [ "$r" -le "$all_max" ]; then
-      as+=("$(t validate --mode all --reps "$r" --out "$out/all-$r.json")")
+      as+=("$(t validate --mode all --reps "$r" --trace-records 0 --out "$out/all-$r.json")")
     fi
-    ds+=("$(t validate --mode default --reps "$r" --out "$out/default-$r.json")")
+    ds+=("$(t validate --mode default --reps "$r" --trace-records 0 --out "$out/default-$r.json")")
   done
   python3 - "$r" "${ps[*]}" "${ts[*]}" "${as[*]:-}" "${ds[*]}" <<'PY'
 import statistics as st, sys
@@ -47,7 +49,9 @@ done
 python3 - "$out" <<'PY'
 import json, glob, sys
 for f in sorted(glob.glob(sys.argv[1] + "/*.json")):
-    m = json.load(open(f)).get("metrics") or {}
+    m = json.load(open(f)).get("metrics")
+    if not m:
+        continue
     t = m.get("time_ns", {})
     print(f.split("/")[-1], "measured", m.get("profiled_launches"), "mismatches", m.get("mismatches"),
           "ms:", {k: round(v / 1e6, 1) for k, v in t.items()})
