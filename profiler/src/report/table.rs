@@ -2,6 +2,7 @@
 //! directly under each range, the kernels by GPU time, memory, and drops.
 
 use super::*;
+use std::collections::HashMap;
 use std::fmt::Write;
 
 /// `812 ns`, `12.3 us`, `4.56 ms`, `1.234 s`.
@@ -129,8 +130,15 @@ pub fn render(r: &Report, width: usize) -> String {
         let _ = writeln!(out);
         cols.row(&mut out, "NVTX range / kernel", ["launches", "GPU time", "wall", "util", "occ", "limiter"]);
         let _ = writeln!(out, "{}", "-".repeat(width.min(cols.name + COLS)));
+        // Looked up by path, not searched: a program with a range per step
+        // has thousands of paths.
+        let busy: HashMap<&RangePath, u64> = r.ranges.iter().map(|g| (&g.path, g.gpu_busy_ns)).collect();
+        let mut under: HashMap<&RangePath, Vec<&PathKernelSummary>> = HashMap::new();
+        for k in &r.path_kernels {
+            under.entry(&k.path).or_default().push(k);
+        }
         let mut order: Vec<&RangeSummary> = r.ranges.iter().collect();
-        order.sort_by_cached_key(|g| tree_key(r, &g.path));
+        order.sort_by_cached_key(|g| tree_key(&busy, &g.path));
         for g in order {
             let depth = g.path.frames.len() - 1;
             let leaf = g.path.frames.last().map(|f| match &f.domain {
@@ -151,15 +159,12 @@ pub fn render(r: &Report, width: usize) -> String {
                     "",
                 ],
             );
-            for k in r.path_kernels.iter().filter(|k| k.path == g.path) {
+            for k in under.get(&g.path).into_iter().flatten() {
                 kernel_row(&cols, &mut out, &format!("{}· {}", "  ".repeat(depth + 1), short_name(&k.name)), &k.stats);
             }
         }
-        let orphans: Vec<&PathKernelSummary> = r
-            .path_kernels
-            .iter()
-            .filter(|k| !k.path.is_empty() && !r.ranges.iter().any(|g| g.path == k.path))
-            .collect();
+        let orphans: Vec<&PathKernelSummary> =
+            r.path_kernels.iter().filter(|k| !k.path.is_empty() && !busy.contains_key(&k.path)).collect();
         for k in orphans {
             kernel_row(&cols, &mut out, &format!("{} · {}", k.path, short_name(&k.name)), &k.stats);
         }
@@ -317,12 +322,11 @@ fn kernel_row(cols: &Cols, out: &mut String, name: &str, s: &KernelStats) {
 
 /// Sort key putting children after parents, siblings by GPU time (widest
 /// first).
-fn tree_key(r: &Report, p: &RangePath) -> Vec<(std::cmp::Reverse<u64>, String)> {
+fn tree_key(busy: &HashMap<&RangePath, u64>, p: &RangePath) -> Vec<(std::cmp::Reverse<u64>, String)> {
     (1..=p.frames.len())
         .map(|n| {
             let prefix = RangePath { frames: p.frames[..n].to_vec() };
-            let busy = r.ranges.iter().find(|g| g.path == prefix).map_or(0, |g| g.gpu_busy_ns);
-            (std::cmp::Reverse(busy), p.frames[n - 1].name.clone())
+            (std::cmp::Reverse(busy.get(&prefix).copied().unwrap_or(0)), p.frames[n - 1].name.clone())
         })
         .collect()
 }
