@@ -1,9 +1,13 @@
 //! Measuring selected launches, from inside CUPTI's launch callback.
 //!
-//! At API entry a selected launch starts its context's range profiler; at
-//! API exit (the kernel has been replayed and measured) it stops, decodes
-//! exactly one range, evaluates it and re-arms. Any failure to set up (no
-//! permission, unsupported GPU, unknown metric) switches metrics off for the
+//! At API entry a selected launch starts its context's range profiler (or
+//! finds it still running from the previous selected launch); an unselected
+//! launch stops it first. At API exit the launch's correlation id joins the
+//! context's launch log; every `BATCH` launches (and when the context is
+//! destroyed or the session stops) the profiler is stopped, the ranges are
+//! decoded, checked against the log's length and evaluated, and the image
+//! is re-armed. Any failure to set up or collect (no permission, counters
+//! busy, unsupported GPU, unknown metric) switches metrics off for the
 //! session once, with one message; tracing goes on.
 
 use super::rangeprof::{self, ContextProfiler, HostObject};
@@ -30,8 +34,9 @@ pub struct MetricsStatus {
     pub passes: usize,
     /// Launches measured.
     pub profiled_launches: u64,
-    /// Measurements discarded because the range count after a launch was
-    /// not exactly one (another kernel ran in the context meanwhile).
+    /// Launches whose measurements were discarded because their batch's
+    /// decoded range count differed from the launch log (a kernel ran that
+    /// the log does not know, or a range was dropped).
     pub mismatches: u64,
     /// Selected launches skipped because another thread was measuring in
     /// the same context.

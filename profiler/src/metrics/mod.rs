@@ -2,11 +2,12 @@
 //! which launches ([`Selection`]), and the range-profiler plumbing that
 //! measures a selected launch while it runs.
 //!
-//! A selected launch is measured alone: the launch callback starts CUPTI's
-//! range profiler (auto range, kernel replay) on the launch's context at API
-//! entry and stops and decodes it at API exit, so the one range decoded is
-//! that launch's, joined by its correlation id. Launches not selected run
-//! as in trace mode, unserialised.
+//! Selected launches are measured one range each: CUPTI's range profiler
+//! runs in auto-range mode on the launch's context (user replay when the
+//! metrics fit one pass, so nothing is replayed; kernel replay otherwise)
+//! while selected launches follow each other, and the ranges are joined to
+//! the launches' correlation ids in launch order (see [`collector`]).
+//! Launches not selected run as in trace mode, unserialised.
 
 pub mod collector;
 pub(crate) mod rangeprof;
