@@ -14,7 +14,7 @@ use crate::aggregate::{AggregateOptions, Aggregator};
 use crate::cupti;
 use crate::device::DeviceTable;
 use crate::error::{Error, ErrorKind, Result};
-use crate::metrics::collector::Collector;
+use crate::metrics::collector::{self, Collector};
 use crate::metrics::{MetricSet, Selection};
 use crate::ranges;
 use crate::report::{Format, Report};
@@ -517,6 +517,11 @@ unsafe extern "C" fn api_callback(
         if domain == sys::CUPTI_CB_DOMAIN_RUNTIME_API {
             let _ = IN_RUNTIME_LAUNCH.try_with(|f| f.set(enter));
         } else if IN_RUNTIME_LAUNCH.try_with(|f| f.get()).unwrap_or(false) {
+            return;
+        }
+        // The exit of a launch this thread is not measuring (every exit in
+        // trace mode) has nothing to do.
+        if !enter && !collector::measuring_here() {
             return;
         }
         let guard = ACTIVE.read().unwrap_or_else(|e| e.into_inner());

@@ -138,9 +138,17 @@ struct State {
     shut: bool,
     hosts: HashMap<i32, HostObject>,
     contexts: HashMap<usize, Armed>,
-    counts: HashMap<String, u64>,
-    names: HashMap<usize, String>,
-    path_names: HashMap<PathId, String>,
+    /// Per kernel symbol seen at launch: its name's index in `counts` and
+    /// whether the name passes the filter. Decided once per kernel, not
+    /// per launch.
+    kernels: HashMap<usize, (usize, bool)>,
+    /// Name index by demangled name: the same kernel in several modules
+    /// or contexts counts once.
+    name_ids: HashMap<String, usize>,
+    /// Matching launches so far, per name index ("first N" counts these).
+    counts: Vec<u64>,
+    /// Whether a path passes the NVTX filter, per path.
+    paths_pass: HashMap<PathId, bool>,
     status: MetricsStatus,
 }
 
@@ -163,6 +171,13 @@ thread_local! {
     static STARTED_AT: Cell<Option<std::time::Instant>> = const { Cell::new(None) };
 }
 
+/// Whether this thread started measuring a launch at API entry that its
+/// API exit has yet to log. Most exits have nothing to do: they return on
+/// this, before taking any lock.
+pub(crate) fn measuring_here() -> bool {
+    PENDING.try_with(|p| p.get() != 0).unwrap_or(false)
+}
+
 impl Collector {
     pub(crate) fn new(cupti: &'static Cupti, metrics: MetricSet, selection: Selection) -> Self {
         let status = MetricsStatus { metrics: metrics.names().to_vec(), ..Default::default() };
@@ -179,9 +194,10 @@ impl Collector {
                 shut: false,
                 hosts: HashMap::new(),
                 contexts: HashMap::new(),
-                counts: HashMap::new(),
-                names: HashMap::new(),
-                path_names: HashMap::new(),
+                kernels: HashMap::new(),
+                name_ids: HashMap::new(),
+                counts: Vec::new(),
+                paths_pass: HashMap::new(),
                 status,
             }),
         }
@@ -446,18 +462,33 @@ impl Collector {
             st.status.skipped_graph_launches += 1;
             return false;
         }
-        let name = st.names.entry(symbol as usize).or_insert_with(|| {
-            if symbol.is_null() {
-                return String::new();
+        let (id, name_passes) = *st.kernels.entry(symbol as usize).or_insert_with(|| {
+            let name = if symbol.is_null() {
+                String::new()
+            } else {
+                // SAFETY: CUPTI's symbolName is a NUL-terminated string.
+                crate::aggregate::demangle(&unsafe { CStr::from_ptr(symbol) }.to_string_lossy())
+            };
+            let passes = self.selection.matches_kernel(&name);
+            let next = st.name_ids.len();
+            let id = *st.name_ids.entry(name).or_insert(next);
+            if id == st.counts.len() {
+                st.counts.push(0);
             }
-            // SAFETY: CUPTI's symbolName is a NUL-terminated string.
-            crate::aggregate::demangle(&unsafe { CStr::from_ptr(symbol) }.to_string_lossy())
+            (id, passes)
         });
-        let path_name = st.path_names.entry(path).or_insert_with(|| paths().path(path).to_string());
-        if !self.selection.matches(name, path_name) {
+        if !name_passes {
             return false;
         }
-        let nth = st.counts.entry(name.clone()).or_insert(0);
+        if self.selection.filters_paths()
+            && !*st
+                .paths_pass
+                .entry(path)
+                .or_insert_with(|| self.selection.matches_path(&paths().path(path).to_string()))
+        {
+            return false;
+        }
+        let nth = &mut st.counts[id];
         let pick = self.selection.picks(*nth);
         *nth += 1;
         if !pick {

@@ -153,15 +153,25 @@ impl Selection {
 
     /// Whether a launch passes the name and path filters.
     pub fn matches(&self, kernel: &str, path: &str) -> bool {
-        if let Some(r) = &self.kernel {
-            if !r.is_match(kernel) {
-                return false;
-            }
-        }
+        self.matches_kernel(kernel) && self.matches_path(path)
+    }
+
+    /// Whether a kernel name passes the name filter.
+    pub(crate) fn matches_kernel(&self, kernel: &str) -> bool {
+        self.kernel.as_ref().map_or(true, |r| r.is_match(kernel))
+    }
+
+    /// Whether an NVTX path passes the path filter.
+    pub(crate) fn matches_path(&self, path: &str) -> bool {
         match &self.nvtx {
             Some(p) => path == p || (path.starts_with(p.as_str()) && path[p.len()..].starts_with('/')),
             None => true,
         }
+    }
+
+    /// Whether the filter looks at NVTX paths at all.
+    pub(crate) fn filters_paths(&self) -> bool {
+        self.nvtx.is_some()
     }
 
     /// Whether the `nth` (0-based) matching launch of a kernel is measured.
