@@ -3,8 +3,9 @@
 
 use cupti_sys as sys;
 use gpuscope::occupancy::{Limiter, SmLimits};
-use gpuscope::report::{DeviceInfo, Format, Report};
+use gpuscope::report::{DeviceInfo, Report};
 use gpuscope::testing::{HostEvent, Replay};
+use gpuscope::Format;
 use std::ffi::CStr;
 
 fn h200() -> DeviceInfo {

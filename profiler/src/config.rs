@@ -2,9 +2,9 @@
 //! without being rebuilt (the preload shim, `gpuscope run`). A bad value is
 //! an error naming the variable, the value and what is allowed.
 
+use crate::collect::metrics::{MetricSet, Selection};
 use crate::error::{Error, ErrorKind, Result};
-use crate::metrics::{MetricSet, Selection};
-use crate::report::Format;
+use crate::render::Format;
 use crate::session::Profiler;
 use std::path::PathBuf;
 

@@ -21,43 +21,67 @@
 
 #![warn(missing_docs)]
 
-pub mod activity;
+// The pipeline, in order: each stage imports only the stages before it
+// (and `error`, `model`, the data they share); `tests/architecture.rs`
+// checks it.
 mod aggregate;
+mod attribute;
+mod collect;
 pub mod config;
-mod cupti;
-mod device;
+mod decode;
 mod error;
-mod interval;
-pub mod metrics;
-pub mod occupancy;
-mod ranges;
+mod model;
+mod render;
 pub mod report;
 mod session;
 
-pub use aggregate::demangle;
 pub use error::{Error, ErrorKind, Result};
-pub use metrics::collector::MetricsStatus;
-pub use metrics::{KernelMetrics, MetricSet, Selection};
-pub use occupancy::{Limiter, Occupancy};
-pub use ranges::{RangeFrame, RangePath};
-pub use report::{Format, KernelRecord, Report};
+pub use model::names::demangle;
+pub use model::path::{RangeFrame, RangePath};
+pub use render::Format;
+pub use report::{KernelRecord, Report};
 pub use session::{Profiler, Session};
+
+/// Hardware metrics: which to collect, on which launches, and what one
+/// launch measured.
+pub mod metrics {
+    pub use crate::collect::metrics::{MetricSet, Selection};
+    pub use crate::model::metrics::{
+        KernelMetrics, MetricsStatus, PhaseTimes, ACHIEVED_OCCUPANCY, DURATION, SM_CYCLES_ELAPSED, SM_EFFICIENCY,
+    };
+}
+pub use metrics::{KernelMetrics, MetricSet, MetricsStatus, Selection};
+
+/// Theoretical occupancy: the calculator and its types.
+pub mod occupancy {
+    pub use crate::aggregate::occupancy::{theoretical, LaunchShape};
+    pub use crate::model::occupancy::{Limiter, Occupancy, SmLimits};
+}
+pub use occupancy::{Limiter, Occupancy};
+
+/// CUPTI activity records as gpuscope decodes them.
+pub mod activity {
+    pub use crate::decode::{
+        decode, record_size, Activity, DecodeError, KernelActivity, LayoutCursor, MemcpyActivity, MemsetActivity,
+        RecordCursor, SyncActivity,
+    };
+}
 
 /// Routes NVTX events of this process into gpuscope's per-thread range
 /// stacks now, before any session: for injection shims, whose NVTX tool is
 /// attached when the program first calls NVTX. `Profiler::start` does this
 /// too.
 pub fn install_nvtx_handler() {
-    ranges::install_handler();
+    collect::nvtx::install_handler();
 }
 
 /// CPU-only entry points for tests and tools: fold synthetic activity
 /// buffers and host events into a report without CUPTI.
 #[doc(hidden)]
 pub mod testing {
-    pub use crate::aggregate::HostEvent;
+    use crate::aggregate::devices::DeviceTable;
     use crate::aggregate::{AggregateOptions, Aggregator};
-    use crate::device::DeviceTable;
+    pub use crate::model::event::HostEvent;
     use crate::report::{DeviceInfo, Report};
 
     /// An aggregator over fixed devices.
@@ -75,7 +99,8 @@ pub mod testing {
         }
         /// Interns an NVTX path (default domain), for host events.
         pub fn path(&self, names: &[&str]) -> u32 {
-            names.iter().fold(crate::ranges::ROOT, |p, n| crate::ranges::paths().intern(p, 0, n))
+            use crate::model::path::{paths, ROOT};
+            names.iter().fold(ROOT, |p, n| paths().intern(p, 0, n))
         }
         /// Applies a host event.
         pub fn host_event(&mut self, e: HostEvent) {
@@ -83,11 +108,11 @@ pub mod testing {
         }
         /// Folds a buffer of records laid out as CUPTI 13 writes them.
         pub fn buffer(&mut self, bytes: &[u8]) {
-            self.0.buffer(&mut crate::activity::LayoutCursor::new(bytes))
+            self.0.buffer(&mut crate::decode::LayoutCursor::new(bytes))
         }
         /// The report.
         pub fn finish(self, start_ns: u64, end_ns: u64) -> Report {
-            self.0.finish(start_ns, end_ns)
+            Report::build(self.0.finish(end_ns), start_ns, end_ns)
         }
     }
 }

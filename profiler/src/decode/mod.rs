@@ -1,4 +1,5 @@
-//! Decoding CUPTI activity records into plain Rust values.
+//! Decoding: the second stage. CUPTI activity records into plain Rust
+//! values.
 //!
 //! Records are read with `read_unaligned` from the bindgen structs of
 //! CUPTI 13 (`CUpti_ActivityKernel10`, `Memcpy6`, `Memset4`,
@@ -289,10 +290,17 @@ impl RecordCursor for LayoutCursor<'_> {
 
 /// CUPTI's `cuptiActivityGetNextRecord` over a completed buffer.
 pub(crate) struct CuptiCursor<'a> {
-    pub(crate) cupti: &'a sys::Cupti,
-    pub(crate) buf: *mut u8,
-    pub(crate) valid: usize,
-    pub(crate) record: *mut sys::CUpti_Activity,
+    cupti: &'a sys::Cupti,
+    buf: *mut u8,
+    valid: usize,
+    record: *mut sys::CUpti_Activity,
+}
+
+impl<'a> CuptiCursor<'a> {
+    /// A cursor over the `valid` bytes of a buffer CUPTI completed.
+    pub(crate) fn new(cupti: &'a sys::Cupti, buf: *mut u8, valid: usize) -> Self {
+        CuptiCursor { cupti, buf, valid, record: std::ptr::null_mut() }
+    }
 }
 
 impl RecordCursor for CuptiCursor<'_> {

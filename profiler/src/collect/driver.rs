@@ -1,18 +1,12 @@
-//! Device attributes (for occupancy and the report), read once per device
-//! from the CUDA driver when its first kernel record arrives.
+//! The few CUDA driver calls gpuscope makes itself: loading libcuda,
+//! making a context current, and reading a device's attributes.
 
-use crate::occupancy::SmLimits;
-use crate::report::DeviceInfo;
+use crate::model::device::DeviceInfo;
+use crate::model::occupancy::SmLimits;
 use cupti_sys::driver::Driver;
-use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
-/// Devices seen in a session.
-pub(crate) struct DeviceTable {
-    query: bool,
-    known: BTreeMap<u32, Option<DeviceInfo>>,
-}
-
+/// libcuda, loaded once.
 pub(crate) fn driver() -> Option<&'static Driver> {
     static DRIVER: OnceLock<Option<Driver>> = OnceLock::new();
     DRIVER.get_or_init(|| Driver::load().ok()).as_ref()
@@ -34,7 +28,8 @@ pub(crate) fn with_current<T>(ctx: usize, f: impl FnOnce() -> T) -> T {
     r
 }
 
-fn query(ordinal: u32) -> Option<DeviceInfo> {
+/// A device's attributes from the driver; `None` when they cannot be read.
+pub(crate) fn query(ordinal: u32) -> Option<DeviceInfo> {
     let d = driver()?;
     let mut dev = 0;
     // SAFETY: out pointer is a valid local. Kernels ran, so cuInit was done.
@@ -66,30 +61,4 @@ fn query(ordinal: u32) -> Option<DeviceInfo> {
     // SAFETY: the driver NUL-terminates within the buffer (zeroed anyway).
     let name = unsafe { std::ffi::CStr::from_ptr(name.as_ptr()) }.to_string_lossy().into_owned();
     Some(DeviceInfo { id: ordinal, name, sm_count: attr(s::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?, limits })
-}
-
-impl DeviceTable {
-    /// Devices read from the driver as they appear.
-    pub(crate) fn from_driver() -> Self {
-        DeviceTable { query: true, known: BTreeMap::new() }
-    }
-
-    /// Fixed devices (tests, replaying saved records).
-    pub(crate) fn fixed(devices: Vec<DeviceInfo>) -> Self {
-        DeviceTable { query: false, known: devices.into_iter().map(|d| (d.id, Some(d))).collect() }
-    }
-
-    /// SM limits of `device`, if its attributes could be read.
-    pub(crate) fn limits(&mut self, device: u32) -> Option<SmLimits> {
-        let query = self.query;
-        self.known
-            .entry(device)
-            .or_insert_with(|| if query { self::query(device) } else { None })
-            .as_ref()
-            .map(|d| d.limits)
-    }
-
-    pub(crate) fn infos(&self) -> Vec<DeviceInfo> {
-        self.known.values().flatten().cloned().collect()
-    }
 }

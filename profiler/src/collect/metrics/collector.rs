@@ -12,77 +12,19 @@
 
 use super::rangeprof::{self, ContextProfiler, HostObject};
 use super::{MetricSet, Selection};
-use crate::device::with_current;
+use crate::collect::debug::debug;
+use crate::collect::driver::{self, with_current};
 use crate::error::{Error, Result};
-use crate::ranges::{paths, PathId};
-use crate::session::debug;
+use crate::model::metrics::{MetricsStatus, PhaseTimes};
+use crate::model::names::demangle;
+use crate::model::path::{paths, PathId};
 use cupti_sys::{self as sys, Cupti};
-use serde::{Deserialize, Serialize};
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::ffi::{c_char, CStr};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
-
-/// How metrics collection went, for the report.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct MetricsStatus {
-    /// The metrics collected.
-    pub metrics: Vec<String>,
-    /// Replay passes per profiled kernel.
-    pub passes: usize,
-    /// Launches measured.
-    pub profiled_launches: u64,
-    /// Launches whose measurements were discarded because their batch's
-    /// decoded range count differed from the launch log (a kernel ran that
-    /// the log does not know, or a range was dropped).
-    pub mismatches: u64,
-    /// Selected launches skipped because another thread was measuring in
-    /// the same context.
-    pub skipped_busy: u64,
-    /// CUDA graph launches, which are not measured.
-    pub skipped_graph_launches: u64,
-    /// Selected launches into a stream being captured into a graph (they
-    /// run later, as a graph; measuring them would break the capture).
-    #[serde(default)]
-    pub skipped_capturing: u64,
-    /// Selected launches through an API whose stream gpuscope cannot read
-    /// (legacy `cuLaunch*`, multi-device cooperative launches).
-    #[serde(default)]
-    pub skipped_unsupported_api: u64,
-    /// Why metrics were switched off, if they were.
-    pub disabled: Option<String>,
-    /// Time spent in each range-profiler step, summed over the session, ns:
-    /// setup (per context), start, stop, decode, evaluate, re-arm.
-    #[serde(default)]
-    pub time_ns: PhaseTimes,
-}
-
-/// Where metrics mode spends its time (ns, summed).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[allow(missing_docs)]
-pub struct PhaseTimes {
-    /// Per-context setup (enable, counter data image, config).
-    pub setup: u64,
-    /// Building the metric configuration (profiler initialise, chip name,
-    /// host object), on gpuscope's own thread at session start or at the
-    /// first measured launch.
-    #[serde(default)]
-    pub setup_host: u64,
-    /// From start to stop: the measured launch call itself.
-    #[serde(default)]
-    pub launch: u64,
-    pub start: u64,
-    pub stop: u64,
-    pub decode: u64,
-    pub evaluate: u64,
-    pub rearm: u64,
-    /// The program's launches waiting for gpuscope's metrics lock, mostly
-    /// behind setup still running on gpuscope's own threads.
-    #[serde(default)]
-    pub launch_waits: u64,
-}
 
 /// Fault injection for tests on machines where counters are permitted:
 /// `GPUSCOPE_FAULT=insufficient-privileges` makes enabling the range
@@ -241,8 +183,9 @@ impl Collector {
             st.status.time_ns.setup_host += t.elapsed().as_nanos() as u64;
         }
         if !st.contexts.contains_key(&key) {
-            let driver = crate::device::driver()
-                .ok_or_else(|| Error::new(crate::ErrorKind::LibraryNotFound, "libcuda.so.1 could not be loaded"))?;
+            let driver = driver::driver().ok_or_else(|| {
+                Error::new(crate::error::ErrorKind::LibraryNotFound, "libcuda.so.1 could not be loaded")
+            })?;
             let mut dev = 0;
             // SAFETY: out pointer valid; the launch's context is current.
             unsafe { (driver.cu_ctx_get_device)(&mut dev) };
@@ -304,7 +247,7 @@ impl Collector {
     }
 
     fn build_hosts(&self) -> Option<(HashMap<i32, HostObject>, u64)> {
-        let d = crate::device::driver()?;
+        let d = driver::driver()?;
         let deadline = Instant::now() + Duration::from_secs(60);
         let devices = loop {
             let mut n = 0;
@@ -467,7 +410,7 @@ impl Collector {
                 String::new()
             } else {
                 // SAFETY: CUPTI's symbolName is a NUL-terminated string.
-                crate::aggregate::demangle(&unsafe { CStr::from_ptr(symbol) }.to_string_lossy())
+                demangle(&unsafe { CStr::from_ptr(symbol) }.to_string_lossy())
             };
             let passes = self.selection.matches_kernel(&name);
             let next = st.name_ids.len();
@@ -499,7 +442,7 @@ impl Collector {
             return false;
         };
         let mut capture = 0;
-        if let Some(d) = crate::device::driver() {
+        if let Some(d) = driver::driver() {
             // SAFETY: `stream` is the launch's own stream handle.
             if unsafe { (d.cu_stream_is_capturing)(stream, &mut capture) } != 0 {
                 capture = -1;

@@ -4,7 +4,7 @@
 //! [`ContextProfiler`] collects counters in one CUDA context. Both release
 //! their CUPTI objects on drop.
 
-use crate::cupti::{self, check};
+use crate::collect::cupti::{self, check};
 use crate::error::{Error, ErrorKind, Result};
 use cupti_sys::{self as sys, sym, Cupti};
 use std::ffi::{CStr, CString};

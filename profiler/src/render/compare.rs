@@ -2,7 +2,7 @@
 //! efficiency and occupancy before and after, with the change.
 
 use super::table::{fit, fmt_ns, pct, short_name};
-use super::{KernelStats, Report};
+use crate::report::{KernelStats, Report};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 

@@ -1,5 +1,4 @@
-//! NVTX attribution: every thread's open ranges, and the interned paths they
-//! form.
+//! NVTX hooks: every thread's open ranges, kept from the NVTX tool's events.
 //!
 //! The NVTX handler keeps, per thread, the stack of open push/pop ranges of
 //! every domain, and the id of the path they form (outermost first). A
@@ -7,131 +6,13 @@
 //! no allocation. Stacks live as long as the process (not a session), so a
 //! session started inside an open range still sees the whole path.
 
-use crate::session::{self, HostEvent};
+use super::send_host_event;
+use crate::model::event::HostEvent;
+use crate::model::path::{paths, PathId, ROOT};
 use nvtx_rs::tool::{self, DomainId, Event};
-use serde::{Deserialize, Serialize};
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock, RwLock};
-
-/// Id of an interned path; [`ROOT`] is "no range open".
-pub type PathId = u32;
-/// The empty path.
-pub const ROOT: PathId = 0;
-
-/// One range of a path.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct RangeFrame {
-    /// NVTX domain name; `None` for the default domain.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub domain: Option<String>,
-    /// The range's message.
-    pub name: String,
-}
-
-/// The NVTX ranges open on a thread at one moment, outermost first, all
-/// domains interleaved in push order.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct RangePath {
-    /// Outermost first.
-    pub frames: Vec<RangeFrame>,
-}
-
-impl RangePath {
-    /// The path of one domain (`None`: the default domain), outermost first.
-    pub fn for_domain(&self, domain: Option<&str>) -> Vec<&str> {
-        self.frames.iter().filter(|f| f.domain.as_deref() == domain).map(|f| f.name.as_str()).collect()
-    }
-
-    /// True when no range was open.
-    pub fn is_empty(&self) -> bool {
-        self.frames.is_empty()
-    }
-}
-
-impl std::fmt::Display for RangePath {
-    /// `outer/inner`, with frames of named domains as `domain::name`.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.frames.is_empty() {
-            return f.write_str("(no range)");
-        }
-        for (i, fr) in self.frames.iter().enumerate() {
-            if i > 0 {
-                f.write_str("/")?;
-            }
-            if let Some(d) = &fr.domain {
-                write!(f, "{d}::")?;
-            }
-            f.write_str(&fr.name)?;
-        }
-        Ok(())
-    }
-}
-
-struct Node {
-    parent: PathId,
-    domain: DomainId,
-    name: Arc<str>,
-}
-
-/// Children of a (parent, domain) by name.
-type ChildIndex = HashMap<(PathId, DomainId), HashMap<Arc<str>, PathId>>;
-
-/// Interned paths: (parent, domain, name) -> id.
-pub(crate) struct PathTable {
-    nodes: RwLock<Vec<Node>>,
-    index: RwLock<ChildIndex>,
-}
-
-impl PathTable {
-    fn new() -> Self {
-        PathTable {
-            nodes: RwLock::new(vec![Node { parent: ROOT, domain: 0, name: Arc::from("") }]),
-            index: RwLock::new(HashMap::new()),
-        }
-    }
-
-    pub(crate) fn intern(&self, parent: PathId, domain: DomainId, name: &str) -> PathId {
-        if let Some(id) =
-            self.index.read().unwrap_or_else(|e| e.into_inner()).get(&(parent, domain)).and_then(|m| m.get(name))
-        {
-            return *id;
-        }
-        let mut index = self.index.write().unwrap_or_else(|e| e.into_inner());
-        let by_name = index.entry((parent, domain)).or_default();
-        if let Some(id) = by_name.get(name) {
-            return *id;
-        }
-        let mut nodes = self.nodes.write().unwrap_or_else(|e| e.into_inner());
-        let id = nodes.len() as PathId;
-        let name: Arc<str> = Arc::from(name);
-        nodes.push(Node { parent, domain, name: name.clone() });
-        by_name.insert(name, id);
-        id
-    }
-
-    /// The full path of `id`.
-    pub(crate) fn path(&self, id: PathId) -> RangePath {
-        let nodes = self.nodes.read().unwrap_or_else(|e| e.into_inner());
-        let mut frames = Vec::new();
-        let mut cur = id;
-        while cur != ROOT {
-            let Some(n) = nodes.get(cur as usize) else { break };
-            frames
-                .push(RangeFrame { domain: tool::domain_name(n.domain).map(str::to_owned), name: n.name.to_string() });
-            cur = n.parent;
-        }
-        frames.reverse();
-        RangePath { frames }
-    }
-}
-
-/// The process's path table.
-pub(crate) fn paths() -> &'static PathTable {
-    static PATHS: OnceLock<PathTable> = OnceLock::new();
-    PATHS.get_or_init(PathTable::new)
-}
+use std::sync::Arc;
 
 #[derive(Clone, Copy)]
 struct Frame {
@@ -189,13 +70,7 @@ fn push(domain: DomainId, name: &str) {
         let node = paths().intern(parent.path, domain, name);
         let instance = NEXT_INSTANCE.fetch_add(1, Ordering::Relaxed);
         r.frames.push(Frame { domain, node, instance });
-        session::send_host_event(|ts| HostEvent::Push {
-            instance,
-            parent: parent.instance,
-            path: node,
-            tid: r.tid,
-            ts,
-        });
+        send_host_event(|ts| HostEvent::Push { instance, parent: parent.instance, path: node, tid: r.tid, ts });
     });
 }
 
@@ -206,17 +81,17 @@ fn pop(domain: DomainId) {
         // The innermost open range of this domain; other domains' ranges
         // pushed after it stay open, re-parented onto what is left.
         let Some(i) = r.frames.iter().rposition(|f| f.domain == domain) else {
-            session::send_host_event(|_| HostEvent::UnbalancedPop { tid });
+            send_host_event(|_| HostEvent::UnbalancedPop { tid });
             return;
         };
         let gone = r.frames.remove(i);
         for j in i..r.frames.len() {
             let parent = if j == 0 { ROOT } else { r.frames[j - 1].node };
             let f = r.frames[j];
-            let name = paths().nodes.read().unwrap_or_else(|e| e.into_inner())[f.node as usize].name.clone();
+            let name = paths().name(f.node);
             r.frames[j].node = paths().intern(parent, f.domain, &name);
         }
-        session::send_host_event(|ts| HostEvent::Pop { instance: gone.instance, ts });
+        send_host_event(|ts| HostEvent::Pop { instance: gone.instance, ts });
     });
 }
 
@@ -231,12 +106,12 @@ impl tool::Handler for NvtxHandler {
             Event::Start { domain, id, attributes } => {
                 let path = paths().intern(ROOT, *domain, &attributes.message);
                 let tid = current().tid;
-                session::send_host_event(|ts| HostEvent::Start { id: *id, path, tid, ts });
+                send_host_event(|ts| HostEvent::Start { id: *id, path, tid, ts });
             }
-            Event::End { id, .. } => session::send_host_event(|ts| HostEvent::End { id: *id, ts }),
+            Event::End { id, .. } => send_host_event(|ts| HostEvent::End { id: *id, ts }),
             Event::NameThread { os_tid, name } => {
                 let (tid, name) = (*os_tid, name.to_string());
-                session::send_host_event(|_| HostEvent::ThreadName { tid, name });
+                send_host_event(|_| HostEvent::ThreadName { tid, name });
             }
             Event::Mark { .. } | Event::NameCategory { .. } => {}
         }
@@ -311,17 +186,5 @@ mod tests {
         assert_eq!(path_now(), "(no range)");
         let p = paths().path(paths().intern(ROOT, 0, "x"));
         assert_eq!(p.for_domain(None), vec!["x"]);
-    }
-
-    #[test]
-    fn interning_is_stable_and_paths_read_back() {
-        let t = PathTable::new();
-        let a = t.intern(ROOT, 0, "train");
-        let b = t.intern(a, 0, "forward");
-        assert_eq!(t.intern(ROOT, 0, "train"), a);
-        assert_eq!(t.intern(a, 0, "forward"), b);
-        assert_ne!(t.intern(ROOT, 0, "forward"), b, "same name, other parent");
-        assert_eq!(t.path(b).to_string(), "train/forward");
-        assert!(t.path(ROOT).is_empty());
     }
 }

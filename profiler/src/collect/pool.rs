@@ -85,6 +85,7 @@ impl BufferPool {
     }
 
     /// Buffers allocated so far.
+    #[cfg(test)]
     pub fn allocated(&self) -> usize {
         self.allocated.load(Ordering::Relaxed)
     }

@@ -2,7 +2,7 @@
 //! kernels and copies on one track per stream under one process per GPU,
 //! NVTX ranges on one track per host thread.
 
-use super::*;
+use crate::report::*;
 use serde_json::{json, Value};
 
 const HOST_PID: u32 = 1;

@@ -1,7 +1,8 @@
 //! The terminal table: a header, the NVTX tree with the kernels launched
 //! directly under each range, the kernels by GPU time, memory, and drops.
 
-use super::*;
+use crate::model::path::RangePath;
+use crate::report::*;
 use std::collections::HashMap;
 use std::fmt::Write;
 

@@ -9,22 +9,12 @@
 //! the launches' correlation ids in launch order (see [`collector`]).
 //! Launches not selected run as in trace mode, unserialised.
 
-pub mod collector;
+pub(crate) mod collector;
 pub(crate) mod rangeprof;
 
-use crate::error::{Error, ErrorKind, Result};
-use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use crate::model::metrics::{ACHIEVED_OCCUPANCY, DURATION, SM_CYCLES_ELAPSED, SM_EFFICIENCY};
 
-/// nvprof's `achieved_occupancy`: active warps over the SM's maximum.
-pub const ACHIEVED_OCCUPANCY: &str = "sm__warps_active.avg.pct_of_peak_sustained_active";
-/// nvprof's `sm_efficiency`: share of elapsed cycles with a warp active.
-pub const SM_EFFICIENCY: &str = "smsp__cycles_active.avg.pct_of_peak_sustained_elapsed";
-/// GPU duration of the kernel, ns (the activity record's times are not
-/// trustworthy under kernel replay).
-pub const DURATION: &str = "gpu__time_duration.sum";
-/// Elapsed SM cycles.
-pub const SM_CYCLES_ELAPSED: &str = "sm__cycles_elapsed.avg";
+use crate::error::{Error, ErrorKind, Result};
 
 const DRAM: &[&str] = &["dram__bytes_read.sum", "dram__bytes_write.sum"];
 const FLOPS: &[&str] = &[
@@ -180,42 +170,6 @@ impl Selection {
     }
 }
 
-/// What was measured on one kernel launch.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct KernelMetrics {
-    /// [`ACHIEVED_OCCUPANCY`], %.
-    pub achieved_occupancy_pct: f64,
-    /// [`SM_EFFICIENCY`], %.
-    pub sm_efficiency_pct: f64,
-    /// [`DURATION`], ns.
-    pub duration_ns: f64,
-    /// [`SM_CYCLES_ELAPSED`].
-    pub sm_cycles_elapsed: f64,
-    /// Every collected metric by name, the four above included.
-    pub values: BTreeMap<String, f64>,
-}
-
-impl KernelMetrics {
-    /// From values in the order of `names` (a [`MetricSet`]'s).
-    pub fn from_values(names: &[String], values: &[f64]) -> Self {
-        let values: BTreeMap<String, f64> = names.iter().cloned().zip(values.iter().copied()).collect();
-        let get = |n: &str| values.get(n).copied().unwrap_or(f64::NAN);
-        KernelMetrics {
-            achieved_occupancy_pct: get(ACHIEVED_OCCUPANCY),
-            sm_efficiency_pct: get(SM_EFFICIENCY),
-            duration_ns: get(DURATION),
-            sm_cycles_elapsed: get(SM_CYCLES_ELAPSED),
-            values,
-        }
-    }
-
-    /// FP32 FLOPs (fadd + fmul + 2 ffma), when `flops` was collected.
-    pub fn fp32_flops(&self) -> Option<f64> {
-        let v = |s: &str| self.values.get(&format!("smsp__sass_thread_inst_executed_op_{s}_pred_on.sum")).copied();
-        Some(v("fadd")? + v("fmul")? + 2.0 * v("ffma")?)
-    }
-}
-
 /// Levenshtein distance, for suggesting metric names.
 fn distance(a: &str, b: &str) -> usize {
     let b: Vec<char> = b.chars().collect();
@@ -290,15 +244,5 @@ mod tests {
         assert_eq!(s.names().len(), 4 + 2 + 9 + 1);
         let e = MetricSet::parse("dram,tensor").unwrap_err();
         assert!(e.message().contains("\"tensor\"") && e.message().contains("allowed"), "{e}");
-    }
-
-    #[test]
-    fn values_map_to_named_fields() {
-        let set = MetricSet::default().with_flops();
-        let mut v = vec![55.0, 90.0, 1000.0, 1800.0];
-        v.extend([10.0, 20.0, 30.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]);
-        let m = KernelMetrics::from_values(set.names(), &v);
-        assert_eq!((m.achieved_occupancy_pct, m.sm_efficiency_pct, m.duration_ns), (55.0, 90.0, 1000.0));
-        assert_eq!(m.fp32_flops(), Some(10.0 + 20.0 + 60.0));
     }
 }

@@ -1,8 +1,0 @@
-//! CUPTI activity records: the bounded buffer pool and record decoding.
-
-pub mod pool;
-pub mod record;
-
-pub use record::{
-    Activity, DecodeError, KernelActivity, LayoutCursor, MemcpyActivity, MemsetActivity, RecordCursor, SyncActivity,
-};

@@ -1,0 +1,69 @@
+//! Copies, sets and host synchronisations.
+
+use crate::decode::{MemcpyActivity, MemsetActivity, SyncActivity};
+use std::collections::BTreeMap;
+
+/// Running totals of one kind of copy (or of sets).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct CopyAcc {
+    pub count: u64,
+    pub bytes: u64,
+    pub ns: u64,
+    pub pageable: u64,
+}
+
+/// All memory operations and host waits.
+#[derive(Debug, Default)]
+pub(crate) struct MemoryAcc {
+    /// By `CUpti_ActivityMemcpyKind`.
+    pub memcpy: BTreeMap<u8, CopyAcc>,
+    pub memset: CopyAcc,
+    /// Host synchronisations: count, ns.
+    pub syncs: (u64, u64),
+}
+
+/// The name of a `CUpti_ActivityMemcpyKind`.
+pub(crate) fn copy_kind_name(k: u8) -> &'static str {
+    match k as u32 {
+        cupti_sys::CUPTI_ACTIVITY_MEMCPY_KIND_HTOD => "HtoD",
+        cupti_sys::CUPTI_ACTIVITY_MEMCPY_KIND_DTOH => "DtoH",
+        cupti_sys::CUPTI_ACTIVITY_MEMCPY_KIND_DTOD => "DtoD",
+        cupti_sys::CUPTI_ACTIVITY_MEMCPY_KIND_HTOH => "HtoH",
+        cupti_sys::CUPTI_ACTIVITY_MEMCPY_KIND_PTOP => "PtoP",
+        cupti_sys::CUPTI_ACTIVITY_MEMCPY_KIND_HTOA => "HtoA",
+        cupti_sys::CUPTI_ACTIVITY_MEMCPY_KIND_ATOH => "AtoH",
+        cupti_sys::CUPTI_ACTIVITY_MEMCPY_KIND_ATOA => "AtoA",
+        cupti_sys::CUPTI_ACTIVITY_MEMCPY_KIND_ATOD => "AtoD",
+        cupti_sys::CUPTI_ACTIVITY_MEMCPY_KIND_DTOA => "DtoA",
+        _ => "unknown",
+    }
+}
+
+/// Whether a copy reads or writes pageable host memory.
+pub(crate) fn is_pageable(m: &MemcpyActivity) -> bool {
+    let pageable = cupti_sys::CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE as u8;
+    m.src_kind == pageable || m.dst_kind == pageable
+}
+
+impl MemoryAcc {
+    pub(crate) fn copy(&mut self, m: &MemcpyActivity) {
+        let acc = self.memcpy.entry(m.copy_kind).or_default();
+        acc.count += 1;
+        acc.bytes += m.bytes;
+        acc.ns += m.end.saturating_sub(m.start);
+        if is_pageable(m) {
+            acc.pageable += 1;
+        }
+    }
+
+    pub(crate) fn set(&mut self, m: &MemsetActivity) {
+        self.memset.count += 1;
+        self.memset.bytes += m.bytes;
+        self.memset.ns += m.end.saturating_sub(m.start);
+    }
+
+    pub(crate) fn sync(&mut self, s: &SyncActivity) {
+        self.syncs.0 += 1;
+        self.syncs.1 += s.end.saturating_sub(s.start);
+    }
+}

@@ -1,0 +1,387 @@
+//! Aggregation: the fourth stage. Folds attributed kernels, copies and host
+//! events into running totals as they arrive, in memory bounded by the
+//! number of distinct kernel names, NVTX paths and open ranges, not by the
+//! number of launches. [`Aggregator::finish`] hands the totals to the report
+//! stage.
+
+pub(crate) mod devices;
+pub(crate) mod interval;
+pub(crate) mod kernels;
+pub(crate) mod memory;
+mod names;
+pub mod occupancy;
+pub(crate) mod ranges;
+
+use crate::attribute::{Attributed, Attributor, LaunchInfo};
+use crate::decode::{Activity, KernelActivity, RecordCursor};
+use crate::model::device::DeviceInfo;
+use crate::model::drops::Drops;
+use crate::model::event::HostEvent;
+use crate::model::path::{paths, PathId, RangePath};
+use crate::model::trace::{KernelRecord, MemoryRecord, RangeRecord, Trace};
+use devices::DeviceTable;
+use kernels::KernelAcc;
+use memory::{copy_kind_name, MemoryAcc};
+use names::KernelNames;
+use occupancy::LaunchShape;
+use ranges::{Finished, RangeAcc, Ranges};
+use std::collections::{BTreeMap, HashMap};
+
+/// Options of the aggregation.
+#[derive(Debug, Clone)]
+pub(crate) struct AggregateOptions {
+    /// Keep per-kernel records, at most this many (0: none).
+    pub trace_cap: usize,
+    /// Open or unfinished range instances kept at once.
+    pub max_live_ranges: usize,
+    /// Launches waiting for their kernel record.
+    pub max_pending_launches: usize,
+    /// Names of the metrics in `KernelMetrics` values (metrics mode).
+    pub metric_names: Vec<String>,
+}
+
+impl Default for AggregateOptions {
+    fn default() -> Self {
+        AggregateOptions {
+            trace_cap: 0,
+            max_live_ranges: 100_000,
+            max_pending_launches: 1 << 20,
+            metric_names: Vec::new(),
+        }
+    }
+}
+
+/// What aggregation folded, with names and paths resolved, for the report.
+pub(crate) struct Aggregate {
+    /// Metrics mode: values were measured.
+    pub metrics_mode: bool,
+    pub devices: Vec<DeviceInfo>,
+    /// Per kernel name.
+    pub kernels: Vec<(String, KernelAcc)>,
+    /// Per (NVTX path, kernel name).
+    pub path_kernels: Vec<(RangePath, String, KernelAcc)>,
+    /// Push/pop ranges by path.
+    pub ranges: Vec<(RangePath, RangeAcc)>,
+    /// Start/end ranges by name.
+    pub start_end_ranges: Vec<(RangePath, RangeAcc)>,
+    /// Copies by kind name, sets, host waits.
+    pub memcpy: Vec<(&'static str, memory::CopyAcc)>,
+    pub memset: memory::CopyAcc,
+    pub syncs: (u64, u64),
+    pub thread_names: Vec<(u32, String)>,
+    pub trace: Option<Trace>,
+    pub drops: Drops,
+    /// CUPTI's own kernels (metrics mode): count, ns.
+    pub profiler_kernels: (u64, u64),
+}
+
+/// The running state of one session's aggregation.
+pub(crate) struct Aggregator {
+    opts: AggregateOptions,
+    devices: DeviceTable,
+    attribution: Attributor,
+    names: KernelNames,
+    by_name: HashMap<u32, KernelAcc>,
+    by_path_name: HashMap<(PathId, u32), KernelAcc>,
+    ranges: Ranges,
+    memory: MemoryAcc,
+    thread_names: BTreeMap<u32, String>,
+    trace: Option<Trace>,
+    trace_kernel_paths: Vec<PathId>,
+    trace_range_paths: Vec<PathId>,
+    pub(crate) drops: Drops,
+}
+
+impl Aggregator {
+    pub(crate) fn new(opts: AggregateOptions, devices: DeviceTable) -> Self {
+        Aggregator {
+            devices,
+            attribution: Attributor::new(opts.metric_names.clone(), opts.max_pending_launches),
+            names: KernelNames::default(),
+            by_name: HashMap::new(),
+            by_path_name: HashMap::new(),
+            ranges: Ranges::new(opts.max_live_ranges),
+            memory: MemoryAcc::default(),
+            thread_names: BTreeMap::new(),
+            trace: (opts.trace_cap > 0).then(Trace::default),
+            opts,
+            trace_kernel_paths: Vec::new(),
+            trace_range_paths: Vec::new(),
+            drops: Drops::default(),
+        }
+    }
+
+    /// Applies one host event.
+    pub(crate) fn host_event(&mut self, e: HostEvent) {
+        match e {
+            HostEvent::Push { instance, parent, path, tid, ts } => {
+                for f in self.ranges.push(instance, parent, path, tid, ts) {
+                    self.trace_range(f);
+                }
+            }
+            HostEvent::Pop { instance, ts } => self.ranges.pop(instance, ts),
+            HostEvent::UnbalancedPop { .. } => self.drops.unbalanced_pops += 1,
+            HostEvent::Start { id, path, tid, ts } => self.ranges.start(id, path, tid, ts),
+            HostEvent::End { id, ts } => {
+                if let Some(f) = self.ranges.end(id, ts) {
+                    self.trace_range(f);
+                }
+            }
+            HostEvent::KernelMetrics { correlation_id, values } => {
+                if let Some(a) = self.attribution.metrics(correlation_id, values) {
+                    self.kernel_with(a);
+                }
+            }
+            HostEvent::Launch { correlation_id, tid, path, instance, graph, profiled } => {
+                self.attribution.launch(correlation_id, LaunchInfo { tid, path, instance, profiled }, graph);
+                self.ranges.launch(instance);
+            }
+            HostEvent::ThreadName { tid, name } => {
+                self.thread_names.insert(tid, name);
+            }
+        }
+    }
+
+    fn trace_range(&mut self, f: Finished) {
+        if let Some(t) = &mut self.trace {
+            if t.ranges.len() < self.opts.trace_cap {
+                t.ranges.push(RangeRecord {
+                    path: Default::default(),
+                    thread: f.tid,
+                    start_ns: f.start,
+                    end_ns: f.end,
+                });
+                self.trace_range_paths.push(f.path);
+            }
+        }
+    }
+
+    /// Folds one kernel record in (a profiled one waits for its metrics).
+    pub(crate) fn kernel(&mut self, k: &KernelActivity) {
+        let names = &mut self.names;
+        if let Some(a) = self.attribution.kernel(k, || names.name(k.name) == "WaitNs") {
+            self.kernel_with(a);
+        }
+    }
+
+    fn kernel_with(&mut self, a: Attributed) {
+        let Attributed { kernel: k, launch: info, metrics } = a;
+        let name = self.names.id(k.name);
+        let threads = (k.block[0].max(0) * k.block[1].max(0) * k.block[2].max(0)) as u32;
+        let shape = LaunchShape {
+            threads_per_block: threads,
+            registers_per_thread: k.registers_per_thread as u32,
+            static_smem: k.static_smem.max(0) as u32,
+            dynamic_smem: k.dynamic_smem.max(0) as u32,
+            smem_carveout: k.smem_executed,
+        };
+        let occ = self.devices.limits(k.device).and_then(|l| occupancy::theoretical(&l, &shape));
+        // Under kernel replay the record's end is not the kernel's: a
+        // profiled kernel's duration is the measured gpu__time_duration.
+        let dur = match &metrics {
+            Some(m) if m.duration_ns.is_finite() && m.duration_ns >= 0.0 => m.duration_ns as u64,
+            _ => k.end.saturating_sub(k.start),
+        };
+        let end = k.start + dur;
+        self.by_name.entry(name).or_default().add(dur, occ.as_ref(), metrics.as_ref());
+        self.by_path_name.entry((info.path, name)).or_default().add(dur, occ.as_ref(), metrics.as_ref());
+        self.ranges.kernel(info.instance, k.start, end);
+        if let Some(t) = &mut self.trace {
+            if t.kernels.len() < self.opts.trace_cap {
+                t.kernels.push(KernelRecord {
+                    name: self.names.get(name).to_string(),
+                    device: k.device,
+                    context: k.context,
+                    stream: k.stream,
+                    correlation_id: k.correlation_id,
+                    start_ns: k.start,
+                    end_ns: end,
+                    grid: k.grid,
+                    block: k.block,
+                    cluster: k.cluster,
+                    registers_per_thread: k.registers_per_thread as u32,
+                    static_smem_bytes: shape.static_smem,
+                    dynamic_smem_bytes: shape.dynamic_smem,
+                    smem_carveout_bytes: k.smem_executed,
+                    occupancy: occ,
+                    thread: info.tid,
+                    path: Default::default(),
+                    graph_id: k.graph_id,
+                    replayed: info.profiled,
+                    metrics,
+                });
+                self.trace_kernel_paths.push(info.path);
+            } else {
+                self.drops.trace_kernels_over_cap += 1;
+            }
+        }
+    }
+
+    /// Folds one decoded record in.
+    pub(crate) fn activity(&mut self, a: &Activity) {
+        match a {
+            Activity::Kernel(k) => self.kernel(k),
+            Activity::Memcpy(m) => {
+                self.memory.copy(m);
+                self.trace_memory(copy_kind_name(m.copy_kind), m.bytes, m.device, m.stream, m.start, m.end);
+            }
+            Activity::Memset(m) => {
+                self.memory.set(m);
+                self.trace_memory("memset", m.bytes, m.device, m.stream, m.start, m.end);
+            }
+            Activity::Sync(s) => self.memory.sync(s),
+            Activity::Other(_) => {}
+        }
+    }
+
+    fn trace_memory(&mut self, kind: &str, bytes: u64, device: u32, stream: u32, start: u64, end: u64) {
+        if let Some(t) = &mut self.trace {
+            if t.memory.len() < self.opts.trace_cap {
+                t.memory.push(MemoryRecord {
+                    kind: kind.to_string(),
+                    bytes,
+                    device,
+                    stream,
+                    start_ns: start,
+                    end_ns: end,
+                });
+            }
+        }
+    }
+
+    /// Decodes and folds every record a cursor yields.
+    pub(crate) fn buffer(&mut self, cursor: &mut dyn RecordCursor) {
+        loop {
+            match cursor.next_record() {
+                Ok(Some(bytes)) => match crate::decode::decode(bytes) {
+                    Ok(a) => self.activity(&a),
+                    Err(_) => {
+                        self.drops.undecodable_records += 1;
+                        break;
+                    }
+                },
+                Ok(None) => break,
+                Err(_) => {
+                    // The rest of the buffer cannot be walked.
+                    self.drops.undecodable_records += 1;
+                    break;
+                }
+            }
+        }
+    }
+
+    /// Closes every open range at `end_ns` and hands over the totals.
+    pub(crate) fn finish(mut self, end_ns: u64) -> Aggregate {
+        // Profiled kernels whose metrics never came: report them without.
+        for a in self.attribution.finish() {
+            self.kernel_with(a);
+        }
+        for f in self.ranges.finish(end_ns) {
+            self.trace_range(f);
+        }
+        self.drops.kernels_missing_metrics += self.attribution.missing_metrics;
+        self.drops.unattributed_kernels += self.attribution.unattributed;
+        self.drops.ranges_evicted += self.ranges.evicted;
+        let table = paths();
+        // Paths were kept as ids while aggregating; resolve each once.
+        let mut cache: HashMap<PathId, RangePath> = HashMap::new();
+        let mut resolve = |p: PathId| cache.entry(p).or_insert_with(|| table.path(p)).clone();
+        let names = &self.names;
+        let kernels = self.by_name.into_iter().map(|(n, a)| (names.get(n).to_string(), a)).collect();
+        let path_kernels =
+            self.by_path_name.into_iter().map(|((p, n), a)| (resolve(p), names.get(n).to_string(), a)).collect();
+        let ranges = self.ranges.by_path.drain().map(|(p, a)| (resolve(p), a)).collect();
+        let start_end_ranges = self.ranges.start_end.drain().map(|(p, a)| (resolve(p), a)).collect();
+        if let Some(t) = &mut self.trace {
+            for (k, p) in t.kernels.iter_mut().zip(&self.trace_kernel_paths) {
+                k.path = resolve(*p);
+            }
+            for (r, p) in t.ranges.iter_mut().zip(&self.trace_range_paths) {
+                r.path = resolve(*p);
+            }
+        }
+        Aggregate {
+            metrics_mode: !self.opts.metric_names.is_empty(),
+            devices: self.devices.infos(),
+            kernels,
+            path_kernels,
+            ranges,
+            start_end_ranges,
+            memcpy: self.memory.memcpy.into_iter().map(|(k, a)| (copy_kind_name(k), a)).collect(),
+            memset: self.memory.memset,
+            syncs: self.memory.syncs,
+            thread_names: self.thread_names.into_iter().collect(),
+            trace: self.trace,
+            drops: self.drops,
+            profiler_kernels: self.attribution.profiler_kernels,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::path::ROOT;
+
+    fn kernel(corr: u32, start: u64) -> KernelActivity {
+        KernelActivity {
+            name: c"k".as_ptr(),
+            start,
+            end: start + 10,
+            device: 0,
+            context: 1,
+            stream: 7,
+            correlation_id: corr,
+            grid: [1, 1, 1],
+            block: [32, 1, 1],
+            cluster: [0; 3],
+            registers_per_thread: 8,
+            static_smem: 0,
+            dynamic_smem: 0,
+            smem_executed: 0,
+            local_mem_per_thread: 0,
+            graph_id: 0,
+            graph_node_id: 0,
+            device_launched: false,
+        }
+    }
+
+    #[test]
+    fn a_million_launches_keep_memory_bounded() {
+        let opts = AggregateOptions { max_live_ranges: 1000, max_pending_launches: 4096, ..Default::default() };
+        let mut a = Aggregator::new(opts, DeviceTable::fixed(vec![]));
+        let path = paths().intern(ROOT, 0, "bounded-test");
+        for i in 0..1_000_000u32 {
+            // One range per 10 launches; every launch's kernel arrives.
+            if i % 10 == 0 {
+                let inst = 1 + (i / 10) as u64;
+                a.host_event(HostEvent::Push { instance: inst, parent: 0, path, tid: 1, ts: i as u64 * 100 });
+            }
+            let inst = 1 + (i / 10) as u64;
+            a.host_event(HostEvent::Launch {
+                correlation_id: i,
+                tid: 1,
+                path,
+                instance: inst,
+                graph: false,
+                profiled: false,
+            });
+            a.kernel(&kernel(i, i as u64 * 100));
+            if i % 10 == 9 {
+                a.host_event(HostEvent::Pop { instance: inst, ts: i as u64 * 100 + 50 });
+            }
+        }
+        // Launch records are dropped as their kernels arrive; range
+        // instances are summarised once the cap is reached.
+        assert_eq!(a.attribution.pending_launches(), 0);
+        assert!(a.ranges.live() <= 1000, "{}", a.ranges.live());
+        assert_eq!(a.by_name.len(), 1);
+        assert_eq!(a.by_path_name.len(), 1);
+        let r = a.finish(1_000_000 * 100);
+        assert_eq!(r.kernels[0].1.launches, 1_000_000);
+        let (_, g) = r.ranges.iter().find(|(p, _)| p.to_string() == "bounded-test").unwrap();
+        assert_eq!(g.count, 100_000, "every instance summarised, early or at the end");
+        assert_eq!(g.launches, 1_000_000);
+        assert!(r.drops.ranges_evicted > 0, "early summaries are counted");
+    }
+}

@@ -1,0 +1,164 @@
+//! NVTX range instances while they are open (and until their kernels have
+//! run), summed per path once finished.
+
+use super::interval::IntervalUnion;
+use crate::model::path::PathId;
+use std::collections::{BTreeMap, HashMap};
+
+/// One opening of a push/pop range.
+pub(crate) struct Instance {
+    pub parent: u64,
+    pub path: PathId,
+    pub tid: u32,
+    pub start: u64,
+    pub end: Option<u64>,
+    /// GPU time of the kernels launched inside it (nested ranges included).
+    pub busy: IntervalUnion,
+    pub launches: u64,
+}
+
+/// Running totals of the finished instances of one path.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct RangeAcc {
+    pub count: u64,
+    pub wall: u64,
+    pub busy: u64,
+    pub in_window: u64,
+    pub launches: u64,
+}
+
+/// A finished instance, for the trace.
+pub(crate) struct Finished {
+    pub path: PathId,
+    pub tid: u32,
+    pub start: u64,
+    pub end: u64,
+}
+
+/// Open and unfinished instances, and the per-path totals.
+pub(crate) struct Ranges {
+    max_live: usize,
+    instances: BTreeMap<u64, Instance>,
+    /// Push/pop ranges by path.
+    pub by_path: HashMap<PathId, RangeAcc>,
+    /// Open start/end ranges: id -> (path, thread, start).
+    starts: HashMap<u64, (PathId, u32, u64)>,
+    /// Start/end ranges by name.
+    pub start_end: HashMap<PathId, RangeAcc>,
+    /// Instances summarised early to bound memory.
+    pub evicted: u64,
+}
+
+impl Ranges {
+    pub(crate) fn new(max_live: usize) -> Self {
+        Ranges {
+            max_live,
+            instances: BTreeMap::new(),
+            by_path: HashMap::new(),
+            starts: HashMap::new(),
+            start_end: HashMap::new(),
+            evicted: 0,
+        }
+    }
+
+    /// A push. Returns instances summarised early to make room.
+    pub(crate) fn push(&mut self, instance: u64, parent: u64, path: PathId, tid: u32, ts: u64) -> Vec<Finished> {
+        let i = Instance { parent, path, tid, start: ts, end: None, busy: IntervalUnion::default(), launches: 0 };
+        self.instances.insert(instance, i);
+        if self.instances.len() > self.max_live {
+            self.evict()
+        } else {
+            Vec::new()
+        }
+    }
+
+    /// Its pop.
+    pub(crate) fn pop(&mut self, instance: u64, ts: u64) {
+        if let Some(i) = self.instances.get_mut(&instance) {
+            i.end = Some(ts);
+        }
+    }
+
+    /// A start/end range opened.
+    pub(crate) fn start(&mut self, id: u64, path: PathId, tid: u32, ts: u64) {
+        if self.starts.len() < self.max_live {
+            self.starts.insert(id, (path, tid, ts));
+        } else {
+            self.evicted += 1;
+        }
+    }
+
+    /// It ended.
+    pub(crate) fn end(&mut self, id: u64, ts: u64) -> Option<Finished> {
+        let (path, tid, start) = self.starts.remove(&id)?;
+        let acc = self.start_end.entry(path).or_default();
+        acc.count += 1;
+        acc.wall += ts.saturating_sub(start);
+        Some(Finished { path, tid, start, end: ts })
+    }
+
+    /// A launch inside `instance` counts for it and every range around it.
+    pub(crate) fn launch(&mut self, instance: u64) {
+        let mut inst = instance;
+        while let Some(i) = self.instances.get_mut(&inst) {
+            i.launches += 1;
+            inst = i.parent;
+        }
+    }
+
+    /// A kernel launched inside `instance` ran over `[start, end)`.
+    pub(crate) fn kernel(&mut self, instance: u64, start: u64, end: u64) {
+        let mut inst = instance;
+        while let Some(i) = self.instances.get_mut(&inst) {
+            i.busy.add(start, end);
+            inst = i.parent;
+        }
+    }
+
+    /// Summarises the oldest closed instances to bound memory.
+    fn evict(&mut self) -> Vec<Finished> {
+        let n = (self.max_live / 10).max(1);
+        let victims: Vec<u64> =
+            self.instances.iter().filter(|(_, i)| i.end.is_some()).map(|(id, _)| *id).take(n).collect();
+        let mut done = Vec::new();
+        for id in victims {
+            if let Some(i) = self.instances.remove(&id) {
+                self.evicted += 1;
+                done.push(self.finish_instance(i, 0));
+            }
+        }
+        done
+    }
+
+    fn finish_instance(&mut self, i: Instance, session_end: u64) -> Finished {
+        let end = i.end.unwrap_or(session_end).max(i.start);
+        let acc = self.by_path.entry(i.path).or_default();
+        acc.count += 1;
+        acc.wall += end - i.start;
+        acc.busy += i.busy.total();
+        acc.in_window += i.busy.within(i.start, end);
+        acc.launches += i.launches;
+        Finished { path: i.path, tid: i.tid, start: i.start, end }
+    }
+
+    /// Closes everything still open at `end_ns`.
+    pub(crate) fn finish(&mut self, end_ns: u64) -> Vec<Finished> {
+        let mut done = Vec::new();
+        for (_, i) in std::mem::take(&mut self.instances) {
+            done.push(self.finish_instance(i, end_ns));
+        }
+        for (_, (path, tid, start)) in std::mem::take(&mut self.starts) {
+            let acc = self.start_end.entry(path).or_default();
+            acc.count += 1;
+            acc.wall += end_ns.saturating_sub(start);
+            done.push(Finished { path, tid, start, end: end_ns });
+        }
+        done
+    }
+
+    /// Instances held now.
+    #[cfg(test)]
+    pub(crate) fn live(&self) -> usize {
+        self.instances.len()
+    }
+}

@@ -1,0 +1,215 @@
+//! Attribution: the third stage. Joins each decoded kernel record with the
+//! launch that made it (thread, NVTX path and range instance, seen by the
+//! launch callback) and, in metrics mode, with its measured values, which
+//! may arrive before or after the record.
+
+use crate::decode::KernelActivity;
+use crate::model::metrics::KernelMetrics;
+use crate::model::path::{PathId, ROOT};
+use std::collections::{BTreeMap, HashMap};
+
+/// Where a launch came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct LaunchInfo {
+    /// OS thread that launched (0: unknown).
+    pub tid: u32,
+    /// NVTX path open on it.
+    pub path: PathId,
+    /// Innermost open range instance (0: none).
+    pub instance: u64,
+    /// Measured in metrics mode: its values follow.
+    pub profiled: bool,
+}
+
+impl LaunchInfo {
+    /// A kernel whose launch was not seen.
+    pub(crate) const UNKNOWN: LaunchInfo = LaunchInfo { tid: 0, path: ROOT, instance: 0, profiled: false };
+}
+
+/// A kernel with its launch and measurements.
+#[derive(Debug, Clone)]
+pub(crate) struct Attributed {
+    pub kernel: KernelActivity,
+    pub launch: LaunchInfo,
+    pub metrics: Option<KernelMetrics>,
+}
+
+/// Graph launches remembered at once (each may run many kernels, and no
+/// record says which was the last).
+const MAX_GRAPH_LAUNCHES: usize = 4096;
+
+/// The joins in progress.
+pub(crate) struct Attributor {
+    /// Names of the metrics in measured values (empty: trace mode).
+    metric_names: Vec<String>,
+    max_pending: usize,
+    launches: HashMap<u32, LaunchInfo>,
+    graph_launches: BTreeMap<u32, LaunchInfo>,
+    /// Measured values that came before their kernel record.
+    pending_metrics: HashMap<u32, Option<Vec<f64>>>,
+    /// Kernel records of measured launches waiting for their values.
+    parked: HashMap<u32, (KernelActivity, LaunchInfo)>,
+    /// CUPTI's own kernels (count, ns).
+    pub(crate) profiler_kernels: (u64, u64),
+    /// Kernels whose launch was not seen.
+    pub(crate) unattributed: u64,
+    /// Measured kernels whose values never came.
+    pub(crate) missing_metrics: u64,
+}
+
+impl Attributor {
+    /// `metric_names`: the names of measured values (metrics mode);
+    /// `max_pending`: launches kept waiting for their kernel.
+    pub(crate) fn new(metric_names: Vec<String>, max_pending: usize) -> Self {
+        Attributor {
+            metric_names,
+            max_pending,
+            launches: HashMap::new(),
+            graph_launches: BTreeMap::new(),
+            pending_metrics: HashMap::new(),
+            parked: HashMap::new(),
+            profiler_kernels: (0, 0),
+            unattributed: 0,
+            missing_metrics: 0,
+        }
+    }
+
+    /// A kernel (or graph) launch API call.
+    pub(crate) fn launch(&mut self, correlation_id: u32, info: LaunchInfo, graph: bool) {
+        if graph {
+            self.graph_launches.insert(correlation_id, info);
+            if self.graph_launches.len() > MAX_GRAPH_LAUNCHES {
+                self.graph_launches.pop_first();
+            }
+            return;
+        }
+        if self.launches.len() >= self.max_pending {
+            // Launches that never produced a kernel (failed launches):
+            // forget the oldest half.
+            let mut ids: Vec<u32> = self.launches.keys().copied().collect();
+            ids.sort_unstable();
+            for id in &ids[..ids.len() / 2] {
+                self.launches.remove(id);
+            }
+        }
+        self.launches.insert(correlation_id, info);
+    }
+
+    /// Launches waiting for their kernel.
+    #[cfg(test)]
+    pub(crate) fn pending_launches(&self) -> usize {
+        self.launches.len()
+    }
+
+    /// Measured values of a launch (`None`: the measurement was discarded).
+    /// Returns its kernel if the record came first.
+    pub(crate) fn metrics(&mut self, correlation_id: u32, values: Option<Vec<f64>>) -> Option<Attributed> {
+        match self.parked.remove(&correlation_id) {
+            Some((kernel, launch)) => Some(self.join(kernel, launch, values)),
+            None => {
+                self.pending_metrics.insert(correlation_id, values);
+                None
+            }
+        }
+    }
+
+    /// A kernel record. `is_profiler_kernel` tells CUPTI's own kernels
+    /// (asked only of kernels with no launch seen, in metrics mode). `None`:
+    /// the kernel waits for its measured values, or is CUPTI's own.
+    pub(crate) fn kernel(
+        &mut self,
+        k: &KernelActivity,
+        is_profiler_kernel: impl FnOnce() -> bool,
+    ) -> Option<Attributed> {
+        let launch =
+            self.launches.remove(&k.correlation_id).or_else(|| self.graph_launches.get(&k.correlation_id).copied());
+        let launch = match launch {
+            Some(l) => l,
+            None => {
+                // CUPTI's range profiler launches a `WaitNs` kernel of its
+                // own per measured range (single-pass mode): gpuscope's
+                // overhead, not the program's work, and no launch of the
+                // program's is behind it.
+                if !self.metric_names.is_empty() && is_profiler_kernel() {
+                    self.profiler_kernels.0 += 1;
+                    self.profiler_kernels.1 += k.end.saturating_sub(k.start);
+                    return None;
+                }
+                self.unattributed += 1;
+                LaunchInfo::UNKNOWN
+            }
+        };
+        if !launch.profiled {
+            return Some(Attributed { kernel: *k, launch, metrics: None });
+        }
+        match self.pending_metrics.remove(&k.correlation_id) {
+            Some(values) => Some(self.join(*k, launch, values)),
+            None => {
+                self.parked.insert(k.correlation_id, (*k, launch));
+                None
+            }
+        }
+    }
+
+    fn join(&self, kernel: KernelActivity, launch: LaunchInfo, values: Option<Vec<f64>>) -> Attributed {
+        let metrics = values.map(|v| KernelMetrics::from_values(&self.metric_names, &v));
+        Attributed { kernel, launch, metrics }
+    }
+
+    /// Measured kernels whose values never came, reported without them.
+    pub(crate) fn finish(&mut self) -> Vec<Attributed> {
+        let parked = std::mem::take(&mut self.parked);
+        self.missing_metrics += parked.len() as u64;
+        parked.into_values().map(|(kernel, launch)| Attributed { kernel, launch, metrics: None }).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kernel(corr: u32) -> KernelActivity {
+        KernelActivity {
+            name: c"k".as_ptr(),
+            start: 0,
+            end: 10,
+            device: 0,
+            context: 1,
+            stream: 7,
+            correlation_id: corr,
+            grid: [1, 1, 1],
+            block: [32, 1, 1],
+            cluster: [0; 3],
+            registers_per_thread: 8,
+            static_smem: 0,
+            dynamic_smem: 0,
+            smem_executed: 0,
+            local_mem_per_thread: 0,
+            graph_id: 0,
+            graph_node_id: 0,
+            device_launched: false,
+        }
+    }
+
+    #[test]
+    fn launches_that_never_ran_are_forgotten_not_accumulated() {
+        let mut a = Attributor::new(vec![], 1000);
+        let info = LaunchInfo { tid: 1, path: ROOT, instance: 0, profiled: false };
+        for i in 0..100_000u32 {
+            a.launch(i, info, false);
+        }
+        assert!(a.pending_launches() <= 1000);
+    }
+
+    #[test]
+    fn graph_kernels_share_their_launch_and_unknown_ones_are_counted() {
+        let mut a = Attributor::new(vec![], 1000);
+        let info = LaunchInfo { tid: 3, path: 5, instance: 9, profiled: false };
+        a.launch(12, info, true);
+        for _ in 0..3 {
+            assert_eq!(a.kernel(&kernel(12), || false).unwrap().launch, info);
+        }
+        assert_eq!(a.kernel(&kernel(99), || false).unwrap().launch, LaunchInfo::UNKNOWN);
+        assert_eq!(a.unattributed, 1);
+    }
+}

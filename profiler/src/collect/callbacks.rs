@@ -1,0 +1,354 @@
+//! CUPTI's callbacks: kernel launches (attributed to the launching thread's
+//! NVTX ranges, and measured in metrics mode), context creation and
+//! destruction, and the activity buffers. They run on the program's threads:
+//! each only takes a buffer from the pool, passes a pointer on, or queues a
+//! small event, and never blocks on gpuscope's decoder.
+
+use super::cupti::{check, missing};
+use super::debug::debug;
+use super::driver::{self, with_current};
+use super::metrics::collector;
+use super::{active, nvtx, CollectOptions, Collection, ACTIVE};
+use crate::error::{Error, ErrorKind, Result};
+use crate::model::event::HostEvent;
+use cupti_sys::{self as sys, sym, Cupti};
+use std::cell::Cell;
+use std::ffi::{c_void, CStr};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// Becomes CUPTI's subscriber, with [`api_callback`] as the callback.
+pub(super) fn subscribe(cupti: &'static Cupti) -> Result<sys::CUpti_SubscriberHandle> {
+    let mut handle: sys::CUpti_SubscriberHandle = std::ptr::null_mut();
+    let mut old = [0 as std::ffi::c_char; 256];
+    let mut params = sys::CUpti_SubscriberParams {
+        structSize: std::mem::size_of::<sys::CUpti_SubscriberParams>(),
+        subscriberName: c"gpuscope".as_ptr(),
+        oldSubscriberName: old.as_mut_ptr(),
+        oldSubscriberSize: old.len(),
+    };
+    let f = sym!(cupti, cuptiSubscribe_v2).map_err(missing)?;
+    // SAFETY: all pointers are valid for the call; `api_callback` has the
+    // CUpti_CallbackFunc signature and catches every panic.
+    let r = unsafe { f(&mut handle, Some(api_callback), std::ptr::null_mut(), &mut params) };
+    if r == sys::CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED {
+        // SAFETY: CUPTI NUL-terminates within the buffer we gave it (zeroed).
+        let holder = unsafe { CStr::from_ptr(old.as_ptr()) }.to_string_lossy().into_owned();
+        let who = if holder.is_empty() {
+            "another tool (Nsight Systems/Compute, torch.profiler, ...)".to_string()
+        } else {
+            format!("{holder:?}")
+        };
+        return Err(Error::new(
+            ErrorKind::CuptiBusy,
+            format!("CUPTI is already in use by {who}; only one CUPTI subscriber per process is possible, so gpuscope is not profiling"),
+        ));
+    }
+    check(cupti, r, "cuptiSubscribe_v2")?;
+    Ok(handle)
+}
+
+const DRIVER_LAUNCHES: &[u32] = &[
+    sys::CUPTI_DRIVER_TRACE_CBID_cuLaunch,
+    sys::CUPTI_DRIVER_TRACE_CBID_cuLaunchGrid,
+    sys::CUPTI_DRIVER_TRACE_CBID_cuLaunchGridAsync,
+    sys::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
+    sys::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
+    sys::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,
+    sys::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
+    sys::CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel,
+    sys::CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz,
+    sys::CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernelMultiDevice,
+    sys::CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch,
+    sys::CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz,
+];
+
+const RUNTIME_LAUNCHES: &[u32] = &[
+    sys::CUPTI_RUNTIME_TRACE_CBID_cudaLaunch_v3020,
+    sys::CUPTI_RUNTIME_TRACE_CBID_cudaLaunch_ptsz_v7000,
+    sys::CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+    sys::CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000,
+    sys::CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060,
+    sys::CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060,
+    sys::CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000,
+    sys::CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_ptsz_v9000,
+    sys::CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernelMultiDevice_v9000,
+    sys::CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000,
+    sys::CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000,
+    sys::CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000,
+    sys::CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_ptsz_v13000,
+];
+
+/// Stream-capture begins: metrics mode closes its measurement window there
+/// (stopping the range profiler during a capture would invalidate it).
+const CAPTURE_BEGINS: &[(u32, u32)] = &[
+    (sys::CUPTI_CB_DOMAIN_DRIVER_API, sys::CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture),
+    (sys::CUPTI_CB_DOMAIN_DRIVER_API, sys::CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_ptsz),
+    (sys::CUPTI_CB_DOMAIN_DRIVER_API, sys::CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_v2),
+    (sys::CUPTI_CB_DOMAIN_DRIVER_API, sys::CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_v2_ptsz),
+    (sys::CUPTI_CB_DOMAIN_DRIVER_API, sys::CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCaptureToGraph),
+    (sys::CUPTI_CB_DOMAIN_DRIVER_API, sys::CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCaptureToGraph_ptsz),
+    (sys::CUPTI_CB_DOMAIN_RUNTIME_API, sys::CUPTI_RUNTIME_TRACE_CBID_cudaStreamBeginCapture_v10000),
+    (sys::CUPTI_CB_DOMAIN_RUNTIME_API, sys::CUPTI_RUNTIME_TRACE_CBID_cudaStreamBeginCapture_ptsz_v10000),
+    (sys::CUPTI_CB_DOMAIN_RUNTIME_API, sys::CUPTI_RUNTIME_TRACE_CBID_cudaStreamBeginCaptureToGraph_v12030),
+    (sys::CUPTI_CB_DOMAIN_RUNTIME_API, sys::CUPTI_RUNTIME_TRACE_CBID_cudaStreamBeginCaptureToGraph_ptsz_v12030),
+];
+
+fn is_graph_launch(domain: u32, cbid: u32) -> bool {
+    match domain {
+        sys::CUPTI_CB_DOMAIN_DRIVER_API => {
+            cbid == sys::CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch
+                || cbid == sys::CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz
+        }
+        _ => {
+            cbid == sys::CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000
+                || cbid == sys::CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000
+        }
+    }
+}
+
+/// Turns on the launch and resource callbacks and the activity kinds.
+pub(super) fn enable(cupti: &'static Cupti, sub: sys::CUpti_SubscriberHandle, p: &CollectOptions) -> Result<()> {
+    let en = sym!(cupti, cuptiEnableCallback).map_err(missing)?;
+    let lists =
+        [(sys::CUPTI_CB_DOMAIN_DRIVER_API, DRIVER_LAUNCHES), (sys::CUPTI_CB_DOMAIN_RUNTIME_API, RUNTIME_LAUNCHES)];
+    for (domain, list) in lists.into_iter().filter(|_| p.attribution) {
+        for &cbid in list {
+            // SAFETY: a valid subscriber; unknown cbids fail harmlessly.
+            unsafe { en(1, sub, domain, cbid) };
+        }
+    }
+    for &(domain, cbid) in CAPTURE_BEGINS.iter().filter(|_| p.metrics.is_some()) {
+        // SAFETY: as above.
+        unsafe { en(1, sub, domain, cbid) };
+    }
+    // A context's records (and measurements) are taken out before it is
+    // destroyed: cudaDeviceReset or cuCtxDestroy before exit.
+    // SAFETY: as above.
+    unsafe { en(1, sub, sys::CUPTI_CB_DOMAIN_RESOURCE, sys::CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING) };
+    if p.metrics.is_some() {
+        // Metrics mode prepares each new context's range profiler early.
+        // SAFETY: as above.
+        unsafe { en(1, sub, sys::CUPTI_CB_DOMAIN_RESOURCE, sys::CUPTI_CBID_RESOURCE_CONTEXT_CREATED) };
+    }
+    let reg = sym!(cupti, cuptiActivityRegisterCallbacks).map_err(missing)?;
+    // SAFETY: both callbacks have CUPTI's signatures and catch panics.
+    check(cupti, unsafe { reg(Some(buffer_requested), Some(buffer_completed)) }, "cuptiActivityRegisterCallbacks")?;
+    let act = sym!(cupti, cuptiActivityEnable).map_err(missing)?;
+    for &k in &p.kinds {
+        // SAFETY: plain integer argument.
+        check(cupti, unsafe { act(k) }, "cuptiActivityEnable")?;
+    }
+    Ok(())
+}
+
+thread_local! {
+    // Set while a runtime launch is in progress on this thread, so the
+    // driver call it makes is not recorded a second time.
+    static IN_RUNTIME_LAUNCH: Cell<bool> = const { Cell::new(false) };
+}
+
+pub(super) unsafe extern "C" fn api_callback(
+    _user: *mut c_void,
+    domain: sys::CUpti_CallbackDomain,
+    cbid: sys::CUpti_CallbackId,
+    data: *const c_void,
+) {
+    let _ = std::panic::catch_unwind(|| {
+        if data.is_null() {
+            return;
+        }
+        if domain == sys::CUPTI_CB_DOMAIN_RESOURCE {
+            if cbid == sys::CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING {
+                // SAFETY: resource callbacks pass a CUpti_ResourceData.
+                let ctx = unsafe { &*(data as *const sys::CUpti_ResourceData) }.context;
+                // A clone, not the guard: the flush below runs the buffer
+                // callbacks, which read ACTIVE themselves.
+                if let Some(s) = active() {
+                    context_destroying(&s, ctx);
+                }
+            } else if cbid == sys::CUPTI_CBID_RESOURCE_CONTEXT_CREATED {
+                // SAFETY: as above.
+                let ctx = unsafe { &*(data as *const sys::CUpti_ResourceData) }.context;
+                if let Some(s) = active() {
+                    prepare_metrics(s, ctx);
+                }
+            }
+            return;
+        }
+        if domain != sys::CUPTI_CB_DOMAIN_RUNTIME_API && domain != sys::CUPTI_CB_DOMAIN_DRIVER_API {
+            return;
+        }
+        // SAFETY: for the API domains CUPTI passes a CUpti_CallbackData.
+        let d = unsafe { &*(data as *const sys::CUpti_CallbackData) };
+        let enter = d.callbackSite == sys::CUPTI_API_ENTER;
+        if domain == sys::CUPTI_CB_DOMAIN_RUNTIME_API {
+            let _ = IN_RUNTIME_LAUNCH.try_with(|f| f.set(enter));
+        } else if IN_RUNTIME_LAUNCH.try_with(|f| f.get()).unwrap_or(false) {
+            return;
+        }
+        // The exit of a launch this thread is not measuring (every exit in
+        // trace mode) has nothing to do.
+        if !enter && !collector::measuring_here() {
+            return;
+        }
+        let guard = ACTIVE.read().unwrap_or_else(|e| e.into_inner());
+        let Some(s) = guard.as_ref() else { return };
+        if CAPTURE_BEGINS.contains(&(domain, cbid)) {
+            if let (true, Some(c)) = (enter, &s.collector) {
+                c.close_windows();
+            }
+            return;
+        }
+        let correlation_id = d.correlationId;
+        if !enter {
+            // A launch measured at entry: its kernel has run (replayed) by now.
+            if let Some(c) = &s.collector {
+                // A launch that failed ran no kernel: it has no range.
+                let ret = d.functionReturnValue as *const i32;
+                // SAFETY: at API exit CUPTI points this at the call's return
+                // value (CUresult or cudaError_t, both 32-bit).
+                let launched = ret.is_null() || unsafe { *ret } == 0;
+                for (correlation_id, values) in c.on_exit(correlation_id, launched) {
+                    s.send(HostEvent::KernelMetrics { correlation_id, values });
+                }
+            }
+            return;
+        }
+        let ctx = nvtx::current();
+        let graph = is_graph_launch(domain, cbid);
+        let profiled = s.collector.as_ref().is_some_and(|c| {
+            // SAFETY: CUPTI passes the launch function's own params struct.
+            let stream = unsafe { launch_stream(domain, cbid, d.functionParams) };
+            c.on_enter(d.context, stream, d.symbolName, ctx.path, graph)
+        });
+        s.send(HostEvent::Launch {
+            correlation_id,
+            tid: ctx.tid,
+            path: ctx.path,
+            instance: ctx.instance,
+            graph,
+            profiled,
+        });
+    });
+}
+
+/// A context was created: set up its range profiler on a thread of its
+/// own, overlapping the program's start-up (see `Collector::prepare`).
+fn prepare_metrics(s: Arc<Collection>, ctx: sys::CUcontext) {
+    if s.collector.is_none() || ctx.is_null() {
+        return;
+    }
+    debug("metrics: a context was created");
+    let key = ctx as usize;
+    // A thread of gpuscope's own: a panic there ends only that thread.
+    let spawned = std::thread::Builder::new().name("gpuscope-metrics-setup".into()).spawn(move || {
+        if let Some(c) = &s.collector {
+            with_current(key, || c.prepare(key as sys::CUcontext));
+        }
+    });
+    if spawned.is_err() {
+        debug("metrics: no setup thread; the first selected launch sets up");
+    }
+}
+
+/// Context `ctx` is about to be destroyed: wait for its work, then take
+/// out every record CUPTI holds (partial buffers too) and what metrics mode
+/// measured in it, while the context still exists.
+fn context_destroying(s: &Collection, ctx: sys::CUcontext) {
+    debug("context destroy: flush");
+    if !ctx.is_null() {
+        if let Some(d) = driver::driver() {
+            // SAFETY: CUPTI passes a context that is still alive at
+            // DESTROY_STARTING; the call has no pointer arguments.
+            with_current(ctx as usize, || unsafe { (d.cu_ctx_synchronize)() });
+        }
+    }
+    s.flush(true);
+    if let Some(c) = &s.collector {
+        for (correlation_id, values) in c.context_destroyed(ctx) {
+            s.send(HostEvent::KernelMetrics { correlation_id, values });
+        }
+    }
+}
+
+/// The stream a kernel launch API call targets, read from its parameters;
+/// `None` for launch APIs whose parameters gpuscope does not decode.
+///
+/// # Safety
+/// `params` is the `functionParams` CUPTI passed for `(domain, cbid)`.
+unsafe fn launch_stream(domain: u32, cbid: u32, params: *const c_void) -> Option<sys::CUstream> {
+    if params.is_null() {
+        return None;
+    }
+    // SAFETY (all reads): per this function's contract, `params` points to
+    // the `<api>_params` struct of this callback id.
+    unsafe {
+        match (domain, cbid) {
+            (sys::CUPTI_CB_DOMAIN_DRIVER_API, sys::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel)
+            | (sys::CUPTI_CB_DOMAIN_DRIVER_API, sys::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz) => {
+                Some((*(params as *const sys::cuLaunchKernel_params)).hStream)
+            }
+            (sys::CUPTI_CB_DOMAIN_DRIVER_API, sys::CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel)
+            | (sys::CUPTI_CB_DOMAIN_DRIVER_API, sys::CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz) => {
+                Some((*(params as *const sys::cuLaunchCooperativeKernel_params)).hStream)
+            }
+            (sys::CUPTI_CB_DOMAIN_DRIVER_API, sys::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx)
+            | (sys::CUPTI_CB_DOMAIN_DRIVER_API, sys::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz) => {
+                let cfg = (*(params as *const sys::cuLaunchKernelEx_params)).config;
+                (!cfg.is_null()).then(|| (*cfg).hStream)
+            }
+            (sys::CUPTI_CB_DOMAIN_RUNTIME_API, sys::CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000)
+            | (sys::CUPTI_CB_DOMAIN_RUNTIME_API, sys::CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000) => {
+                Some((*(params as *const sys::cudaLaunchKernel_v7000_params)).stream as sys::CUstream)
+            }
+            (sys::CUPTI_CB_DOMAIN_RUNTIME_API, sys::CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060)
+            | (sys::CUPTI_CB_DOMAIN_RUNTIME_API, sys::CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060) => {
+                let cfg = (*(params as *const sys::cudaLaunchKernelExC_v11060_params)).config;
+                (!cfg.is_null()).then(|| (*cfg).stream as sys::CUstream)
+            }
+            _ => None,
+        }
+    }
+}
+
+unsafe extern "C" fn buffer_requested(buffer: *mut *mut u8, size: *mut usize, max_records: *mut usize) {
+    let _ = std::panic::catch_unwind(|| {
+        let (p, n) = match active().and_then(|s| s.pool.take().map(|p| (p, s.pool.buffer_size()))) {
+            Some(x) => x,
+            // No buffer: CUPTI drops the records and counts them.
+            None => (std::ptr::null_mut(), 0),
+        };
+        // SAFETY: CUPTI passes valid out pointers.
+        unsafe {
+            *buffer = p;
+            *size = n;
+            *max_records = 0;
+        }
+    });
+}
+
+unsafe extern "C" fn buffer_completed(ctx: sys::CUcontext, stream: u32, buffer: *mut u8, size: usize, valid: usize) {
+    let _ = std::panic::catch_unwind(|| {
+        let Some(s) = active() else {
+            if !buffer.is_null() && size > 0 {
+                // Late buffer after the session: free it (pool layout).
+                // SAFETY: every buffer we hand out is size bytes, align 8.
+                unsafe { std::alloc::dealloc(buffer, std::alloc::Layout::from_size_align_unchecked(size, 8)) };
+            }
+            return;
+        };
+        if let Ok(f) = sym!(s.cupti, cuptiActivityGetNumDroppedRecords) {
+            let mut n = 0usize;
+            // SAFETY: out pointer is valid; ctx/stream come from CUPTI.
+            if unsafe { f(ctx, stream, &mut n) } == sys::CUPTI_SUCCESS {
+                s.cupti_dropped.fetch_add(n as u64, Ordering::Relaxed);
+            }
+        }
+        if buffer.is_null() {
+            return;
+        }
+        // The decoder walks it and gives it back to the pool.
+        s.completed(buffer, valid);
+    });
+}

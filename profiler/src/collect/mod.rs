@@ -1,0 +1,258 @@
+//! Collection: the first stage. Everything that talks to CUPTI, the CUDA
+//! driver and NVTX while the program runs: CUPTI's callbacks, the bounded
+//! pool of activity buffers, the per-thread NVTX stacks, and metrics mode's
+//! range profiler. What it collects leaves through two queues (completed
+//! buffers, host events), drained by the session's decoder thread.
+
+mod callbacks;
+pub(crate) mod cupti;
+pub(crate) mod debug;
+pub(crate) mod driver;
+pub(crate) mod metrics;
+pub(crate) mod nvtx;
+pub(crate) mod pool;
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::model::event::HostEvent;
+use crossbeam_channel::{bounded, unbounded, Receiver, Sender, TrySendError};
+use cupti_sys::{self as sys, sym, Cupti};
+use debug::debug;
+use metrics::collector::Collector;
+use metrics::{MetricSet, Selection};
+use pool::BufferPool;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+
+/// What to collect.
+#[derive(Debug, Clone)]
+pub(crate) struct CollectOptions {
+    /// Bytes per activity buffer.
+    pub buffer_size: usize,
+    /// Buffers alive at once.
+    pub max_buffers: usize,
+    /// Capacity of the host event queue.
+    pub host_queue: usize,
+    /// Activity kinds to enable.
+    pub kinds: Vec<u32>,
+    /// Launch callbacks (thread and NVTX path of each kernel).
+    pub attribution: bool,
+    /// Metrics mode: what to measure, on which launches.
+    pub metrics: Option<(MetricSet, Selection)>,
+}
+
+/// The running collection: shared by CUPTI's callbacks (on the program's
+/// threads) and the decoder.
+pub(crate) struct Collection {
+    pub(crate) cupti: &'static Cupti,
+    pub(crate) pool: BufferPool,
+    buf_tx: Sender<(usize, usize)>,
+    host_tx: Sender<HostEvent>,
+    host_dropped: AtomicU64,
+    cupti_dropped: AtomicU64,
+    /// CUPTI's clock when collection began.
+    pub(crate) start_ns: u64,
+    subscriber: sys::CUpti_SubscriberHandle,
+    stopped: AtomicBool,
+    kinds: Vec<u32>,
+    /// Metrics mode's measurements.
+    pub(crate) collector: Option<Collector>,
+    /// The process that started it (a forked child inherits it, not CUPTI).
+    pub(crate) pid: u32,
+}
+
+// SAFETY: the subscriber handle is an opaque id CUPTI accepts from any
+// thread; the rest is Sync on its own.
+unsafe impl Send for Collection {}
+// SAFETY: as above.
+unsafe impl Sync for Collection {}
+
+/// What collection hands on: completed buffers (pointer, valid bytes) and
+/// host events.
+pub(crate) struct Outputs {
+    pub buffers: Receiver<(usize, usize)>,
+    pub host: Receiver<HostEvent>,
+}
+
+/// Records and events lost in collection, by cause.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Lost {
+    pub cupti_records: u64,
+    pub buffer_requests_refused: u64,
+    pub host_events: u64,
+}
+
+static ACTIVE: RwLock<Option<Arc<Collection>>> = RwLock::new(None);
+
+/// The running collection, if any.
+pub(crate) fn active() -> Option<Arc<Collection>> {
+    ACTIVE.read().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
+/// Sends a host event to the running collection, if any; `make` gets
+/// CUPTI's timestamp. Never blocks: a full queue counts a drop.
+pub(crate) fn send_host_event(make: impl FnOnce(u64) -> HostEvent) {
+    let guard = ACTIVE.read().unwrap_or_else(|e| e.into_inner());
+    let Some(s) = guard.as_ref() else { return };
+    s.send(make(cupti::timestamp(s.cupti)));
+}
+
+impl Collection {
+    /// Queues a host event; never blocks (a full queue counts a drop).
+    fn send(&self, e: HostEvent) {
+        if let Err(TrySendError::Full(_)) = self.host_tx.try_send(e) {
+            self.host_dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Hands a completed buffer to the decoder.
+    fn completed(&self, buffer: *mut u8, valid: usize) {
+        // Unbounded, but at most max_buffers pointers can ever be in flight.
+        let _ = self.buf_tx.send((buffer as usize, valid));
+    }
+
+    /// What was lost so far.
+    pub(crate) fn lost(&self) -> Lost {
+        Lost {
+            cupti_records: self.cupti_dropped.load(Ordering::Relaxed),
+            buffer_requests_refused: self.pool.refused(),
+            host_events: self.host_dropped.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Asks CUPTI for the buffers completed so far (`forced`: partial ones
+    /// too).
+    pub(crate) fn flush(&self, forced: bool) {
+        if let Ok(f) = sym!(self.cupti, cuptiActivityFlushAll) {
+            let flag = if forced { sys::CUPTI_ACTIVITY_FLAG_FLUSH_FORCED } else { 0 };
+            // SAFETY: a plain flag; the buffer callbacks it runs catch panics.
+            unsafe { f(flag) };
+        }
+    }
+}
+
+/// Starts collecting: loads CUPTI, subscribes, enables callbacks and
+/// activity kinds. Fails (changing nothing) when CUPTI cannot be loaded,
+/// another tool holds it, or a collection is already running.
+pub(crate) fn start(opts: &CollectOptions) -> Result<(Arc<Collection>, Outputs)> {
+    let mut slot = ACTIVE.write().unwrap_or_else(|e| e.into_inner());
+    if slot.is_some() {
+        return Err(Error::new(ErrorKind::SessionActive, "a gpuscope session is already running in this process"));
+    }
+    debug("start: loading CUPTI");
+    let cupti = cupti::lib()?;
+    debug("start: subscribing");
+    let subscriber = callbacks::subscribe(cupti)?;
+    let (buf_tx, buffers) = unbounded();
+    let (host_tx, host) = bounded(opts.host_queue);
+    let collection = Arc::new(Collection {
+        cupti,
+        pool: BufferPool::new(opts.buffer_size, opts.max_buffers),
+        buf_tx,
+        host_tx,
+        host_dropped: AtomicU64::new(0),
+        cupti_dropped: AtomicU64::new(0),
+        start_ns: cupti::timestamp(cupti),
+        subscriber,
+        stopped: AtomicBool::new(false),
+        kinds: opts.kinds.clone(),
+        collector: opts.metrics.clone().map(|(m, s)| Collector::new(cupti, m, s)),
+        pid: std::process::id(),
+    });
+    if let Some(why) = collection.collector.as_ref().and_then(|c| c.status().disabled) {
+        eprintln!("gpuscope: hardware metrics are off for this session: {why}. Tracing continues.");
+    }
+    *slot = Some(collection.clone());
+    drop(slot);
+    debug("start: enabling callbacks and activity");
+    if let Err(e) = callbacks::enable(cupti, subscriber, opts) {
+        let _ = stop(&collection, false);
+        clear();
+        return Err(e);
+    }
+    if collection.collector.is_some() {
+        let c = collection.clone();
+        // A thread of gpuscope's own: a panic there ends only that thread.
+        let spawned = std::thread::Builder::new().name("gpuscope-metrics-hosts".into()).spawn(move || {
+            if let Some(m) = &c.collector {
+                m.prepare_hosts();
+            }
+        });
+        if spawned.is_err() {
+            debug("metrics: no host setup thread; the first selected launch sets up");
+            if let Some(m) = &collection.collector {
+                m.hosts_prepared();
+            }
+        }
+    }
+    debug("start: NVTX");
+    nvtx::install();
+    Ok((collection, Outputs { buffers, host }))
+}
+
+/// Stops collecting: callbacks off, every buffer flushed (partial ones
+/// too), metrics decoded and released, CUPTI detached. The decoder drains
+/// the outputs afterwards. `at_exit`: the process is ending (CUPTI is not
+/// finalized then).
+pub(crate) fn stop(s: &Collection, at_exit: bool) -> Result<()> {
+    if s.stopped.swap(true, Ordering::AcqRel) {
+        return Err(Error::new(ErrorKind::SessionActive, "the session is already stopping"));
+    }
+    let c = s.cupti;
+    debug("stop: callbacks off");
+    if let Ok(f) = sym!(c, cuptiEnableDomain) {
+        // SAFETY: plain arguments; the subscriber is ours and still valid.
+        unsafe {
+            f(0, s.subscriber, sys::CUPTI_CB_DOMAIN_DRIVER_API);
+            f(0, s.subscriber, sys::CUPTI_CB_DOMAIN_RUNTIME_API);
+        }
+    }
+    debug("stop: flush");
+    s.flush(true);
+    debug("stop: activity off");
+    if let Ok(f) = sym!(c, cuptiActivityDisable) {
+        for &k in &s.kinds {
+            // SAFETY: a plain activity kind this session enabled.
+            unsafe { f(k) };
+        }
+    }
+    s.flush(true);
+    if let Some(col) = &s.collector {
+        // Launches measured since the last batch: decode them now, before
+        // the decoder's final drain.
+        debug("stop: metrics decode");
+        for (correlation_id, values) in col.flush() {
+            s.send(HostEvent::KernelMetrics { correlation_id, values });
+        }
+        debug("stop: metrics off");
+        col.shutdown();
+    }
+    if let Ok(f) = sym!(c, cuptiUnsubscribe) {
+        // SAFETY: our subscriber, unsubscribed once (`stopped` guards).
+        unsafe { f(s.subscriber) };
+    }
+    // Detach CUPTI from the driver entirely: left attached it keeps costing
+    // each launch after the session (seen: +1.5 us per tiny launch on H100).
+    // Not at process exit: nothing runs after, and the driver may be
+    // tearing down already.
+    if !at_exit {
+        debug("stop: finalize");
+        if let Ok(f) = sym!(c, cuptiFinalize) {
+            // SAFETY: no arguments; our subscriber is gone and every buffer
+            // has been flushed.
+            unsafe { f() };
+        }
+    }
+    Ok(())
+}
+
+/// Forgets the stopped collection: NVTX events go nowhere, a new session
+/// may start.
+pub(crate) fn clear() {
+    nvtx_rs::tool::set_handler(None);
+    *ACTIVE.write().unwrap_or_else(|e| e.into_inner()) = None;
+}
+
+/// CUPTI's clock now (ns), as activity records read it.
+pub(crate) fn now(s: &Collection) -> u64 {
+    cupti::timestamp(s.cupti)
+}

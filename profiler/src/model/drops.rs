@@ -1,0 +1,36 @@
+//! What was lost, by cause: collection, decoding, attribution and
+//! aggregation each count theirs here.
+
+use serde::{Deserialize, Serialize};
+
+/// What was lost, by cause. Every report carries it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Drops {
+    /// Records CUPTI dropped (it had no buffer).
+    pub cupti_records: u64,
+    /// Buffer requests refused because the pool was at its cap.
+    pub buffer_requests_refused: u64,
+    /// NVTX and launch events lost because the event queue was full.
+    pub host_events: u64,
+    /// Kernels whose launch was not seen (no thread or NVTX path).
+    pub unattributed_kernels: u64,
+    /// Records that could not be decoded.
+    pub undecodable_records: u64,
+    /// Kernels left out of the trace by its cap (they are in the statistics).
+    pub trace_kernels_over_cap: u64,
+    /// Pops with no open range of their domain on that thread.
+    pub unbalanced_pops: u64,
+    /// Range instances summarised early to bound memory (their late kernels
+    /// are missing from range busy time).
+    pub ranges_evicted: u64,
+    /// Profiled kernels whose metric values never arrived.
+    #[serde(default)]
+    pub kernels_missing_metrics: u64,
+}
+
+impl Drops {
+    /// True when nothing was lost.
+    pub fn is_empty(&self) -> bool {
+        *self == Drops::default()
+    }
+}

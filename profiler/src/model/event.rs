@@ -1,0 +1,29 @@
+//! What the collection stage hands on from the program's threads: NVTX
+//! range events and kernel launches, in the order each thread made them.
+
+use super::path::PathId;
+
+/// What the NVTX handler and launch callbacks report, in the order they
+/// happened on each thread. Times are ns on CUPTI's clock; `instance` ids
+/// name one opening of a range, `path` ids an interned NVTX path.
+#[derive(Debug, Clone, PartialEq)]
+#[allow(missing_docs)]
+pub enum HostEvent {
+    /// A push/pop range opened (`parent`: the innermost range open before).
+    Push { instance: u64, parent: u64, path: PathId, tid: u32, ts: u64 },
+    /// It closed.
+    Pop { instance: u64, ts: u64 },
+    /// A pop with nothing open.
+    UnbalancedPop { tid: u32 },
+    /// A start/end range opened.
+    Start { id: u64, path: PathId, tid: u32, ts: u64 },
+    /// It ended.
+    End { id: u64, ts: u64 },
+    /// A kernel (or graph) launch API call; `profiled`: its metrics follow
+    /// in a `KernelMetrics` event.
+    Launch { correlation_id: u32, tid: u32, path: PathId, instance: u64, graph: bool, profiled: bool },
+    /// Metric values of a profiled launch (`None`: measurement discarded).
+    KernelMetrics { correlation_id: u32, values: Option<Vec<f64>> },
+    /// `nvtxNameOsThread`.
+    ThreadName { tid: u32, name: String },
+}

@@ -1,0 +1,131 @@
+//! Hardware metrics as the stages after collection see them: the names
+//! gpuscope always collects, one launch's values, and how collection went.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// nvprof's `achieved_occupancy`: active warps over the SM's maximum.
+pub const ACHIEVED_OCCUPANCY: &str = "sm__warps_active.avg.pct_of_peak_sustained_active";
+/// nvprof's `sm_efficiency`: share of elapsed cycles with a warp active.
+pub const SM_EFFICIENCY: &str = "smsp__cycles_active.avg.pct_of_peak_sustained_elapsed";
+/// GPU duration of the kernel, ns (the activity record's times are not
+/// trustworthy under kernel replay).
+pub const DURATION: &str = "gpu__time_duration.sum";
+/// Elapsed SM cycles.
+pub const SM_CYCLES_ELAPSED: &str = "sm__cycles_elapsed.avg";
+
+/// What was measured on one kernel launch.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KernelMetrics {
+    /// [`ACHIEVED_OCCUPANCY`], %.
+    pub achieved_occupancy_pct: f64,
+    /// [`SM_EFFICIENCY`], %.
+    pub sm_efficiency_pct: f64,
+    /// [`DURATION`], ns.
+    pub duration_ns: f64,
+    /// [`SM_CYCLES_ELAPSED`].
+    pub sm_cycles_elapsed: f64,
+    /// Every collected metric by name, the four above included.
+    pub values: BTreeMap<String, f64>,
+}
+
+impl KernelMetrics {
+    /// From values in the order of `names` (a [`MetricSet`]'s).
+    pub fn from_values(names: &[String], values: &[f64]) -> Self {
+        let values: BTreeMap<String, f64> = names.iter().cloned().zip(values.iter().copied()).collect();
+        let get = |n: &str| values.get(n).copied().unwrap_or(f64::NAN);
+        KernelMetrics {
+            achieved_occupancy_pct: get(ACHIEVED_OCCUPANCY),
+            sm_efficiency_pct: get(SM_EFFICIENCY),
+            duration_ns: get(DURATION),
+            sm_cycles_elapsed: get(SM_CYCLES_ELAPSED),
+            values,
+        }
+    }
+
+    /// FP32 FLOPs (fadd + fmul + 2 ffma), when `flops` was collected.
+    pub fn fp32_flops(&self) -> Option<f64> {
+        let v = |s: &str| self.values.get(&format!("smsp__sass_thread_inst_executed_op_{s}_pred_on.sum")).copied();
+        Some(v("fadd")? + v("fmul")? + 2.0 * v("ffma")?)
+    }
+}
+
+/// How metrics collection went, for the report.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct MetricsStatus {
+    /// The metrics collected.
+    pub metrics: Vec<String>,
+    /// Replay passes per profiled kernel.
+    pub passes: usize,
+    /// Launches measured.
+    pub profiled_launches: u64,
+    /// Launches whose measurements were discarded because their batch's
+    /// decoded range count differed from the launch log (a kernel ran that
+    /// the log does not know, or a range was dropped).
+    pub mismatches: u64,
+    /// Selected launches skipped because another thread was measuring in
+    /// the same context.
+    pub skipped_busy: u64,
+    /// CUDA graph launches, which are not measured.
+    pub skipped_graph_launches: u64,
+    /// Selected launches into a stream being captured into a graph (they
+    /// run later, as a graph; measuring them would break the capture).
+    #[serde(default)]
+    pub skipped_capturing: u64,
+    /// Selected launches through an API whose stream gpuscope cannot read
+    /// (legacy `cuLaunch*`, multi-device cooperative launches).
+    #[serde(default)]
+    pub skipped_unsupported_api: u64,
+    /// Why metrics were switched off, if they were.
+    pub disabled: Option<String>,
+    /// Time spent in each range-profiler step, summed over the session, ns:
+    /// setup (per context), start, stop, decode, evaluate, re-arm.
+    #[serde(default)]
+    pub time_ns: PhaseTimes,
+}
+
+/// Where metrics mode spends its time (ns, summed).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[allow(missing_docs)]
+pub struct PhaseTimes {
+    /// Per-context setup (enable, counter data image, config).
+    pub setup: u64,
+    /// Building the metric configuration (profiler initialise, chip name,
+    /// host object), on gpuscope's own thread at session start or at the
+    /// first measured launch.
+    #[serde(default)]
+    pub setup_host: u64,
+    /// From start to stop: the measured launch call itself.
+    #[serde(default)]
+    pub launch: u64,
+    pub start: u64,
+    pub stop: u64,
+    pub decode: u64,
+    pub evaluate: u64,
+    pub rearm: u64,
+    /// The program's launches waiting for gpuscope's metrics lock, mostly
+    /// behind setup still running on gpuscope's own threads.
+    #[serde(default)]
+    pub launch_waits: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_map_to_named_fields() {
+        let names: Vec<String> = [ACHIEVED_OCCUPANCY, SM_EFFICIENCY, DURATION, SM_CYCLES_ELAPSED]
+            .iter()
+            .map(|s| s.to_string())
+            .chain(
+                ["fadd", "fmul", "ffma"]
+                    .iter()
+                    .map(|op| format!("smsp__sass_thread_inst_executed_op_{op}_pred_on.sum")),
+            )
+            .collect();
+        let m = KernelMetrics::from_values(&names, &[55.0, 90.0, 1000.0, 1800.0, 10.0, 20.0, 30.0]);
+        assert_eq!((m.achieved_occupancy_pct, m.sm_efficiency_pct, m.duration_ns), (55.0, 90.0, 1000.0));
+        assert_eq!(m.fp32_flops(), Some(10.0 + 20.0 + 60.0));
+    }
+}

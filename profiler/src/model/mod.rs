@@ -1,0 +1,12 @@
+//! Data that several pipeline stages share: NVTX paths, the host events
+//! collection hands on, device and occupancy descriptions, metric values.
+//! Plain types and small helpers; no CUPTI.
+
+pub mod device;
+pub mod drops;
+pub mod event;
+pub mod metrics;
+pub mod names;
+pub mod occupancy;
+pub mod path;
+pub mod trace;

@@ -1,0 +1,95 @@
+//! Per-event records, kept (up to a cap) for the Chrome trace.
+
+use super::metrics::KernelMetrics;
+use super::occupancy::Occupancy;
+use super::path::RangePath;
+use serde::{Deserialize, Serialize};
+
+/// Per-event records.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Trace {
+    /// Kernels, in arrival order.
+    pub kernels: Vec<KernelRecord>,
+    /// Push/pop and start/end range instances.
+    pub ranges: Vec<RangeRecord>,
+    /// Copies and sets.
+    pub memory: Vec<MemoryRecord>,
+}
+
+/// One kernel execution.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct KernelRecord {
+    /// Demangled name.
+    pub name: String,
+    /// Device ordinal.
+    pub device: u32,
+    /// CUDA context id.
+    pub context: u32,
+    /// Stream id.
+    pub stream: u32,
+    /// Correlation id of the launch.
+    pub correlation_id: u32,
+    /// Start, ns.
+    pub start_ns: u64,
+    /// End, ns.
+    pub end_ns: u64,
+    /// Grid.
+    pub grid: [i32; 3],
+    /// Block.
+    pub block: [i32; 3],
+    /// Cluster (zeros when none).
+    pub cluster: [u32; 3],
+    /// Registers per thread.
+    pub registers_per_thread: u32,
+    /// Static shared memory per block, bytes.
+    pub static_smem_bytes: u32,
+    /// Dynamic shared memory per block, bytes.
+    pub dynamic_smem_bytes: u32,
+    /// The SM's shared memory carveout for the launch, bytes.
+    pub smem_carveout_bytes: u32,
+    /// Theoretical occupancy.
+    pub occupancy: Option<Occupancy>,
+    /// OS thread that launched it (0: unknown).
+    pub thread: u32,
+    /// NVTX ranges open on that thread at the launch.
+    pub path: RangePath,
+    /// CUDA graph id (0: not from a graph).
+    pub graph_id: u32,
+    /// Replayed by the range profiler: `start_ns` is the record's, `end_ns`
+    /// is start + the measured duration.
+    #[serde(default)]
+    pub replayed: bool,
+    /// Hardware metrics, for profiled launches.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics: Option<KernelMetrics>,
+}
+
+/// One range instance.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RangeRecord {
+    /// Path (for start/end ranges, the range alone).
+    pub path: RangePath,
+    /// Thread that opened it.
+    pub thread: u32,
+    /// Start, ns.
+    pub start_ns: u64,
+    /// End, ns.
+    pub end_ns: u64,
+}
+
+/// One copy or set.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct MemoryRecord {
+    /// "HtoD", ..., "memset".
+    pub kind: String,
+    /// Bytes.
+    pub bytes: u64,
+    /// Device.
+    pub device: u32,
+    /// Stream.
+    pub stream: u32,
+    /// Start, ns.
+    pub start_ns: u64,
+    /// End, ns.
+    pub end_ns: u64,
+}

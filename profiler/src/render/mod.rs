@@ -1,0 +1,90 @@
+//! Rendering: the last stage. A report, with its analysis, as a terminal
+//! table, JSON, CSV or a Chrome trace, and two reports side by side.
+
+mod chrome;
+mod compare;
+mod csv;
+mod table;
+
+pub use table::fmt_ns;
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::report::Report;
+
+/// Output formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// Terminal table.
+    Table,
+    /// JSON ([`Report`] as is).
+    Json,
+    /// Chrome trace event JSON (ui.perfetto.dev, chrome://tracing).
+    ChromeTrace,
+    /// CSV: one row per (NVTX path, kernel).
+    Csv,
+}
+
+impl std::str::FromStr for Format {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "table" => Ok(Format::Table),
+            "json" => Ok(Format::Json),
+            "chrome" | "chrome-trace" | "perfetto" => Ok(Format::ChromeTrace),
+            "csv" => Ok(Format::Csv),
+            other => Err(Error::new(
+                ErrorKind::InvalidConfig,
+                format!("unknown report format {other:?}; allowed: table, json, csv, chrome"),
+            )),
+        }
+    }
+}
+
+impl Report {
+    /// The report as JSON.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).unwrap_or_default()
+    }
+
+    /// The terminal table, at most `width` columns wide.
+    pub fn to_table(&self, width: usize) -> String {
+        table::render(self, width)
+    }
+
+    /// This report against a later one (`after`): per NVTX path and kernel,
+    /// GPU time before and after with the change, SM efficiency and
+    /// occupancy after with their change; at most `width` columns.
+    pub fn compare(&self, after: &Report, width: usize) -> String {
+        compare::render(self, after, width)
+    }
+
+    /// A Chrome trace (JSON object format). Needs a trace
+    /// ([`crate::Profiler::keep_trace`]); without one, ranges and kernels are
+    /// absent and the trace says so in its metadata.
+    pub fn to_chrome_trace(&self) -> String {
+        chrome::render(self)
+    }
+
+    /// CSV, one row per (NVTX path, kernel name), most GPU time first within
+    /// a path; fields quoted where needed.
+    pub fn to_csv(&self) -> String {
+        csv::render(self)
+    }
+
+    /// Renders in `format`.
+    pub fn render(&self, format: Format) -> String {
+        match format {
+            Format::Table => self.to_table(100),
+            Format::Json => self.to_json(),
+            Format::ChromeTrace => self.to_chrome_trace(),
+            Format::Csv => self.to_csv(),
+        }
+    }
+
+    /// Writes the report to `path` in `format`.
+    pub fn write(&self, path: impl AsRef<std::path::Path>, format: Format) -> Result<()> {
+        let path = path.as_ref();
+        std::fs::write(path, self.render(format))
+            .map_err(|e| Error::new(ErrorKind::Io, format!("cannot write report to {}: {e}", path.display())))
+    }
+}

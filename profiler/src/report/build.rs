@@ -1,0 +1,115 @@
+//! From aggregation's running totals to the report's summaries.
+
+use super::*;
+use crate::aggregate::kernels::KernelAcc;
+use crate::aggregate::memory::CopyAcc;
+use crate::aggregate::ranges::RangeAcc;
+use crate::aggregate::Aggregate;
+use std::collections::HashMap;
+
+fn stats(a: &KernelAcc) -> KernelStats {
+    let lim = [Limiter::Warps, Limiter::Registers, Limiter::SharedMemory, Limiter::Blocks];
+    let best = (0..4).max_by_key(|&i| a.limiter_time[i]).filter(|&i| a.limiter_time[i] > 0);
+    KernelStats {
+        launches: a.launches,
+        total_ns: a.total,
+        mean_ns: a.total.checked_div(a.launches).unwrap_or(0),
+        min_ns: a.min,
+        max_ns: a.max,
+        theoretical_occupancy_pct: (a.occ_time > 0).then(|| a.occ_weighted / a.occ_time as f64),
+        occupancy_limiter: best.map(|i| lim[i]),
+        profiled_launches: a.profiled,
+        achieved_occupancy_pct: (a.profiled > 0).then(|| a.achieved_weighted / a.metric_time),
+        sm_efficiency_pct: (a.profiled > 0).then(|| a.efficiency_weighted / a.metric_time),
+    }
+}
+
+fn range(path: RangePath, a: &RangeAcc) -> RangeSummary {
+    RangeSummary {
+        path,
+        count: a.count,
+        wall_ns: a.wall,
+        gpu_busy_ns: a.busy,
+        gpu_utilization_pct: if a.wall > 0 { 100.0 * a.in_window as f64 / a.wall as f64 } else { 0.0 },
+        kernel_launches: a.launches,
+        sm_efficiency_pct: None,
+        achieved_occupancy_pct: None,
+        busy_but_underused: false,
+    }
+}
+
+fn copies(kind: &str, a: &CopyAcc) -> CopySummary {
+    CopySummary { kind: kind.to_string(), count: a.count, bytes: a.bytes, total_ns: a.ns, pageable: a.pageable }
+}
+
+/// Measured values of each range: its measured kernels and those of the
+/// ranges nested in it, weighted by measured GPU time. Each (path, kernel)
+/// adds to every prefix of its path: linear in paths times depth.
+fn range_metrics(ranges: &mut [RangeSummary], path_kernels: &[(RangePath, String, KernelAcc)]) {
+    let mut sums: HashMap<&[RangeFrame], (f64, f64, f64)> = HashMap::new();
+    for (p, _, a) in path_kernels.iter().filter(|(_, _, a)| a.profiled > 0) {
+        for n in 1..=p.frames.len() {
+            let s = sums.entry(&p.frames[..n]).or_default();
+            s.0 += a.achieved_weighted;
+            s.1 += a.efficiency_weighted;
+            s.2 += a.metric_time;
+        }
+    }
+    for g in ranges {
+        if let Some(&(ach, eff, w)) = sums.get(g.path.frames.as_slice()) {
+            if w > 0.0 {
+                g.achieved_occupancy_pct = Some(ach / w);
+                g.sm_efficiency_pct = Some(eff / w);
+                g.busy_but_underused = g.gpu_utilization_pct >= BUSY_PCT
+                    && (eff / w < LOW_SM_EFFICIENCY_PCT || ach / w < LOW_OCCUPANCY_PCT);
+            }
+        }
+    }
+}
+
+impl Report {
+    /// The report of what aggregation folded between `start_ns` and
+    /// `end_ns`.
+    pub(crate) fn build(a: Aggregate, start_ns: u64, end_ns: u64) -> Report {
+        let mut kernels: Vec<KernelSummary> =
+            a.kernels.iter().map(|(n, k)| KernelSummary { name: n.clone(), stats: stats(k) }).collect();
+        kernels.sort_by(|a, b| b.stats.total_ns.cmp(&a.stats.total_ns).then(a.name.cmp(&b.name)));
+        let mut path_kernels: Vec<PathKernelSummary> = a
+            .path_kernels
+            .iter()
+            .map(|(p, n, k)| PathKernelSummary { path: p.clone(), name: n.clone(), stats: stats(k) })
+            .collect();
+        path_kernels.sort_by(|a, b| a.path.cmp(&b.path).then(b.stats.total_ns.cmp(&a.stats.total_ns)));
+        let mut ranges: Vec<RangeSummary> = a.ranges.iter().map(|(p, r)| range(p.clone(), r)).collect();
+        ranges.sort_by(|a, b| a.path.cmp(&b.path));
+        range_metrics(&mut ranges, &a.path_kernels);
+        let mut start_end_ranges: Vec<RangeSummary> =
+            a.start_end_ranges.iter().map(|(p, r)| range(p.clone(), r)).collect();
+        start_end_ranges.sort_by(|a, b| a.path.cmp(&b.path));
+        let memory = MemorySummary {
+            memcpy: a.memcpy.iter().map(|(k, c)| copies(k, c)).collect(),
+            memset: CopySummary { pageable: 0, ..copies("memset", &a.memset) },
+            synchronizations: a.syncs.0,
+            synchronization_ns: a.syncs.1,
+        };
+        Report {
+            schema_version: SCHEMA_VERSION,
+            gpuscope_version: env!("CARGO_PKG_VERSION").to_string(),
+            mode: if a.metrics_mode { "metrics" } else { "trace" }.into(),
+            metrics: None,
+            profiler_kernels: a.profiler_kernels.0,
+            profiler_kernel_ns: a.profiler_kernels.1,
+            start_ns,
+            end_ns,
+            devices: a.devices,
+            kernels,
+            ranges,
+            path_kernels,
+            start_end_ranges,
+            memory,
+            drops: a.drops,
+            thread_names: a.thread_names.into_iter().map(|(tid, name)| ThreadName { tid, name }).collect(),
+            trace: a.trace,
+        }
+    }
+}
