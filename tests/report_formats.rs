@@ -9,7 +9,15 @@ use gpuscope::Format;
 use std::ffi::CStr;
 
 fn h200() -> DeviceInfo {
-    DeviceInfo { id: 0, name: "NVIDIA H200".into(), sm_count: 132, limits: SmLimits::SM_90 }
+    DeviceInfo {
+        id: 0,
+        name: "NVIDIA H200".into(),
+        sm_count: 132,
+        limits: SmLimits::SM_90,
+        clock_khz: Some(1_980_000),
+        memory_clock_khz: Some(3_201_000),
+        memory_bus_bits: Some(6144),
+    }
 }
 
 fn bytes_of<T: Copy>(v: &T) -> Vec<u8> {
@@ -91,14 +99,46 @@ fn workload(trace_cap: usize) -> Report {
     let ev = [
         HostEvent::Push { instance: 1, parent: 0, path: train, tid: 7, ts: 1_000 },
         HostEvent::Push { instance: 2, parent: 1, path: fwd, tid: 7, ts: 1_100 },
-        HostEvent::Launch { correlation_id: 10, tid: 7, path: fwd, instance: 2, graph: false, profiled: false },
-        HostEvent::Launch { correlation_id: 11, tid: 7, path: fwd, instance: 2, graph: false, profiled: false },
+        HostEvent::Launch {
+            correlation_id: 10,
+            tid: 7,
+            path: fwd,
+            instance: 2,
+            graph: false,
+            profiled: false,
+            ts: 1_150,
+        },
+        HostEvent::Launch {
+            correlation_id: 11,
+            tid: 7,
+            path: fwd,
+            instance: 2,
+            graph: false,
+            profiled: false,
+            ts: 1_160,
+        },
         HostEvent::Pop { instance: 2, ts: 2_000 },
         HostEvent::Push { instance: 3, parent: 1, path: bwd, tid: 7, ts: 2_100 },
-        HostEvent::Launch { correlation_id: 12, tid: 7, path: bwd, instance: 3, graph: true, profiled: false },
+        HostEvent::Launch {
+            correlation_id: 12,
+            tid: 7,
+            path: bwd,
+            instance: 3,
+            graph: true,
+            profiled: false,
+            ts: 2_150,
+        },
         HostEvent::Pop { instance: 3, ts: 5_000 },
         HostEvent::Pop { instance: 1, ts: 6_000 },
-        HostEvent::Launch { correlation_id: 13, tid: 9, path: 0, instance: 0, graph: false, profiled: false },
+        HostEvent::Launch {
+            correlation_id: 13,
+            tid: 9,
+            path: 0,
+            instance: 0,
+            graph: false,
+            profiled: false,
+            ts: 6_900,
+        },
         HostEvent::ThreadName { tid: 7, name: "trainer".into() },
         HostEvent::UnbalancedPop { tid: 9 },
     ];
@@ -250,7 +290,11 @@ fn json_round_trips_with_a_schema_version() {
     let r = workload(100);
     let s = r.to_json();
     let v: serde_json::Value = serde_json::from_str(&s).unwrap();
-    assert_eq!(v["schema_version"], 1);
+    assert_eq!(v["schema_version"], 2);
+    // The analysis travels with the data and is ignored when read back.
+    assert!(v["findings"].is_array() && v["peaks"]["source"].as_str().unwrap().contains("H200"));
+    assert!(v["ranges"][0]["analysis"]["verdict"]["bound"].is_string());
+    assert!(v["ranges"][0]["idle"].is_object());
     assert_eq!(Report::from_json(&s).unwrap(), r);
     assert!(Report::from_json("{\"nope\": 1}").is_err());
 }
@@ -356,6 +400,7 @@ fn metrics_join_profiled_launches_by_correlation_id_in_either_order() {
         instance: 0,
         graph: false,
         profiled,
+        ts: 0,
     };
     for c in 1..=5 {
         rp.host_event(launch(c, c != 5));
@@ -428,6 +473,7 @@ fn a_busy_range_with_idle_sms_is_flagged() {
             instance: inst,
             graph: false,
             profiled: true,
+            ts: 0,
         });
         rp.host_event(HostEvent::Pop { instance: inst, ts: t0 + 1_000 });
         rp.host_event(HostEvent::KernelMetrics { correlation_id: corr, values: Some(vec![60.0, eff, 1000.0, 1.0]) });
@@ -441,7 +487,10 @@ fn a_busy_range_with_idle_sms_is_flagged() {
     assert!(g("busy").busy_but_underused);
     assert!(!g("fine").busy_but_underused);
     let t = r.to_table(100);
-    assert!(t.contains("busy but underused") && t.contains("  busy: utilisation 100%, SM efficiency 5.0%"), "{t}");
+    assert!(
+        t.contains("[latency-bound]") && t.contains("busy: busy 100% of the time as nvidia-smi counts it, but SM"),
+        "{t}"
+    );
 }
 
 #[test]

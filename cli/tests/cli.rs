@@ -15,11 +15,18 @@ fn tmp(name: &str) -> PathBuf {
 
 /// A report with one kernel in one range, of `ns` GPU time, saved as JSON.
 fn saved_report(name: &str, ns: u64) -> PathBuf {
-    let mut rp =
-        Replay::new(vec![DeviceInfo { id: 0, name: "H100".into(), sm_count: 132, limits: SmLimits::SM_90 }], 100);
+    let mut rp = Replay::new(vec![DeviceInfo::new(0, "NVIDIA H100 80GB HBM3", 132, SmLimits::SM_90)], 100);
     let p = rp.path(&["step"]);
     rp.host_event(HostEvent::Push { instance: 1, parent: 0, path: p, tid: 1, ts: 0 });
-    rp.host_event(HostEvent::Launch { correlation_id: 5, tid: 1, path: p, instance: 1, graph: false, profiled: false });
+    rp.host_event(HostEvent::Launch {
+        correlation_id: 5,
+        tid: 1,
+        path: p,
+        instance: 1,
+        graph: false,
+        profiled: false,
+        ts: 0,
+    });
     rp.host_event(HostEvent::Pop { instance: 1, ts: ns });
     // SAFETY: all-zero is a valid CUpti_ActivityKernel10.
     let mut k: cupti_sys::CUpti_ActivityKernel10 = unsafe { std::mem::zeroed() };

@@ -171,8 +171,8 @@ mod tests {
         assert_eq!(e(&[("GPUSCOPE_MODE", "fast")]), "GPUSCOPE_MODE=\"fast\" is not valid; allowed: trace, metrics");
         assert!(e(&[("GPUSCOPE_FORMAT", "xml")]).starts_with("GPUSCOPE_FORMAT=\"xml\" is not valid; allowed: json"));
         assert!(e(&[("GPUSCOPE_LAUNCH_COUNT", "-1")]).contains("a positive integer, or all"));
-        assert!(e(&[("GPUSCOPE_MODE", "metrics"), ("GPUSCOPE_METRICS", "tensor")])
-            .starts_with("GPUSCOPE_METRICS=\"tensor\""));
+        assert!(e(&[("GPUSCOPE_MODE", "metrics"), ("GPUSCOPE_METRICS", "tensors")])
+            .starts_with("GPUSCOPE_METRICS=\"tensors\""));
         assert!(e(&[("GPUSCOPE_KERNELS", "(")]).starts_with("GPUSCOPE_KERNELS=\"(\""));
         assert!(e(&[("GPUSCOPE_QUIET", "yes")]).contains("allowed: 0, 1"));
         for msg in [e(&[("GPUSCOPE_MODE", "fast")]), e(&[("GPUSCOPE_TRACE", "lots")])] {

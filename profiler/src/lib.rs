@@ -21,10 +21,13 @@
 
 #![warn(missing_docs)]
 
-// The pipeline, in order: each stage imports only the stages before it
-// (and `error`, `model`, the data they share); `tests/architecture.rs`
-// checks it.
+// The pipeline: collect -> decode -> attribute -> aggregate -> report ->
+// analysis -> render, run by the session and configured from the
+// environment by config. Each stage imports only the stages before it (and
+// `error` and `model`, the data they share); `tests/architecture.rs` checks
+// it.
 mod aggregate;
+pub mod analysis;
 mod attribute;
 mod collect;
 pub mod config;
@@ -35,6 +38,7 @@ mod render;
 pub mod report;
 mod session;
 
+pub use collect::declare::{declare_flops, declare_work};
 pub use error::{Error, ErrorKind, Result};
 pub use model::names::demangle;
 pub use model::path::{RangeFrame, RangePath};

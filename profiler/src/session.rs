@@ -196,6 +196,7 @@ impl Profiler {
             trace_cap: self.trace_cap,
             max_live_ranges: self.max_live_ranges,
             metric_names: collection.collector.as_ref().map(|c| c.names().to_vec()).unwrap_or_default(),
+            start_ns: collection.start_ns,
             ..Default::default()
         };
         let (ctl_tx, ctl_rx) = unbounded();
@@ -347,6 +348,7 @@ fn finish(
     stopped?;
     let mut report = report.ok_or_else(|| Error::new(ErrorKind::Io, "the decoder thread ended without a report"))?;
     report.metrics = s.collector.as_ref().map(|c| c.status());
+    report.declared = collect::declare::all();
     Ok(report)
 }
 

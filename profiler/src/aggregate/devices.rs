@@ -34,6 +34,12 @@ impl DeviceTable {
             .map(|d| d.limits)
     }
 
+    /// SM count of `device`, if its attributes could be read.
+    pub(crate) fn sm_count(&mut self, device: u32) -> Option<u32> {
+        self.limits(device)?;
+        self.known.get(&device).and_then(|d| d.as_ref()).map(|d| d.sm_count)
+    }
+
     pub(crate) fn infos(&self) -> Vec<DeviceInfo> {
         self.known.values().flatten().cloned().collect()
     }

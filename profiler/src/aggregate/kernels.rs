@@ -3,6 +3,14 @@
 
 use crate::model::metrics::KernelMetrics;
 use crate::model::occupancy::Occupancy;
+use std::collections::BTreeMap;
+
+/// How a launch's grid meets the device: `blocks` blocks on `sms` SMs.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Grid {
+    pub blocks: u64,
+    pub sms: u32,
+}
 
 /// Running totals of a set of launches.
 #[derive(Debug, Clone, Default)]
@@ -21,11 +29,24 @@ pub(crate) struct KernelAcc {
     pub achieved_weighted: f64,
     pub efficiency_weighted: f64,
     pub metric_time: f64,
+    /// Every measured value by metric name: summed for additive counters
+    /// (`.sum`), weighted by measured duration for the rest.
+    pub counters: BTreeMap<String, f64>,
+    /// Share of SMs the grid reaches, and wave efficiency, each times
+    /// duration, and the duration they cover.
+    pub coverage_weighted: f64,
+    pub waves_weighted: f64,
+    pub grid_time: u64,
+}
+
+/// Whether a metric's values add up over launches (a count, not a rate).
+pub(crate) fn additive(metric: &str) -> bool {
+    metric.ends_with(".sum")
 }
 
 impl KernelAcc {
     /// Adds one launch of `dur` ns.
-    pub(crate) fn add(&mut self, dur: u64, occ: Option<&Occupancy>, m: Option<&KernelMetrics>) {
+    pub(crate) fn add(&mut self, dur: u64, occ: Option<&Occupancy>, m: Option<&KernelMetrics>, grid: Option<Grid>) {
         if let Some(m) = m {
             // Weighted by measured GPU time, as ncu's per-range averages.
             let w = if m.duration_ns.is_finite() && m.duration_ns > 0.0 { m.duration_ns } else { 1.0 };
@@ -33,6 +54,9 @@ impl KernelAcc {
             self.achieved_weighted += m.achieved_occupancy_pct * w;
             self.efficiency_weighted += m.sm_efficiency_pct * w;
             self.metric_time += w;
+            for (name, v) in m.values.iter().filter(|(_, v)| v.is_finite()) {
+                *self.counters.entry(name.clone()).or_default() += if additive(name) { *v } else { v * w };
+            }
         }
         if self.launches == 0 || dur < self.min {
             self.min = dur;
@@ -46,6 +70,15 @@ impl KernelAcc {
             self.occ_weighted += o.theoretical_pct * w as f64;
             self.occ_time += w;
             self.limiter_time[o.limiter as usize] += w;
+            if let Some(g) = grid.filter(|g| g.sms > 0 && g.blocks > 0 && o.blocks_per_sm > 0) {
+                // Blocks reach at most one SM each; they run in waves of
+                // SMs x blocks-per-SM, and the last wave may be partial.
+                let slots = g.sms as u64 * o.blocks_per_sm as u64;
+                let waves = g.blocks.div_ceil(slots);
+                self.coverage_weighted += g.blocks.min(g.sms as u64) as f64 / g.sms as f64 * w as f64;
+                self.waves_weighted += g.blocks as f64 / (waves * slots) as f64 * w as f64;
+                self.grid_time += w;
+            }
         }
     }
 }

@@ -5,6 +5,7 @@
 //! stage.
 
 pub(crate) mod devices;
+pub(crate) mod idle;
 pub(crate) mod interval;
 pub(crate) mod kernels;
 pub(crate) mod memory;
@@ -20,7 +21,8 @@ use crate::model::event::HostEvent;
 use crate::model::path::{paths, PathId, RangePath};
 use crate::model::trace::{KernelRecord, MemoryRecord, RangeRecord, Trace};
 use devices::DeviceTable;
-use kernels::KernelAcc;
+use idle::{IdleTracker, Piece};
+use kernels::{Grid, KernelAcc};
 use memory::{copy_kind_name, MemoryAcc};
 use names::KernelNames;
 use occupancy::LaunchShape;
@@ -38,11 +40,14 @@ pub(crate) struct AggregateOptions {
     pub max_pending_launches: usize,
     /// Names of the metrics in `KernelMetrics` values (metrics mode).
     pub metric_names: Vec<String>,
+    /// When the session began (the idle timeline starts there).
+    pub start_ns: u64,
 }
 
 impl Default for AggregateOptions {
     fn default() -> Self {
         AggregateOptions {
+            start_ns: 0,
             trace_cap: 0,
             max_live_ranges: 100_000,
             max_pending_launches: 1 << 20,
@@ -73,6 +78,8 @@ pub(crate) struct Aggregate {
     pub drops: Drops,
     /// CUPTI's own kernels (metrics mode): count, ns.
     pub profiler_kernels: (u64, u64),
+    /// GPU idle time of the whole session by cause (`model::idle` order).
+    pub idle: [u64; 6],
 }
 
 /// The running state of one session's aggregation.
@@ -85,6 +92,8 @@ pub(crate) struct Aggregator {
     by_path_name: HashMap<(PathId, u32), KernelAcc>,
     ranges: Ranges,
     memory: MemoryAcc,
+    idle: IdleTracker,
+    idle_total: [u64; 6],
     thread_names: BTreeMap<u32, String>,
     trace: Option<Trace>,
     trace_kernel_paths: Vec<PathId>,
@@ -102,6 +111,8 @@ impl Aggregator {
             by_path_name: HashMap::new(),
             ranges: Ranges::new(opts.max_live_ranges),
             memory: MemoryAcc::default(),
+            idle: IdleTracker::new(opts.start_ns),
+            idle_total: [0; 6],
             thread_names: BTreeMap::new(),
             trace: (opts.trace_cap > 0).then(Trace::default),
             opts,
@@ -132,10 +143,14 @@ impl Aggregator {
                     self.kernel_with(a);
                 }
             }
-            HostEvent::Launch { correlation_id, tid, path, instance, graph, profiled } => {
-                self.attribution.launch(correlation_id, LaunchInfo { tid, path, instance, profiled }, graph);
+            HostEvent::Launch { correlation_id, tid, path, instance, graph, profiled, ts } => {
+                let info = LaunchInfo { tid, path, instance, profiled, ts, graph, seen: true };
+                self.attribution.launch(correlation_id, info);
+                self.idle.launch(correlation_id, ts, graph);
                 self.ranges.launch(instance);
             }
+            HostEvent::HostCopy { start, end } => self.idle.copy(start, end),
+            HostEvent::Overhead { start, end } => self.idle.overhead(start, end),
             HostEvent::ThreadName { tid, name } => {
                 self.thread_names.insert(tid, name);
             }
@@ -183,9 +198,18 @@ impl Aggregator {
             _ => k.end.saturating_sub(k.start),
         };
         let end = k.start + dur;
-        self.by_name.entry(name).or_default().add(dur, occ.as_ref(), metrics.as_ref());
-        self.by_path_name.entry((info.path, name)).or_default().add(dur, occ.as_ref(), metrics.as_ref());
+        let grid = self
+            .devices
+            .sm_count(k.device)
+            .map(|sms| Grid { blocks: k.grid.iter().map(|&d| d.max(0) as u64).product(), sms });
+        self.by_name.entry(name).or_default().add(dur, occ.as_ref(), metrics.as_ref(), grid);
+        self.by_path_name.entry((info.path, name)).or_default().add(dur, occ.as_ref(), metrics.as_ref(), grid);
         self.ranges.kernel(info.instance, k.start, end);
+        let launch = info.seen.then_some((info.ts, info.graph));
+        self.idle.kernel(k.correlation_id, k.start, end, launch);
+        if self.idle.full() {
+            self.advance_idle();
+        }
         if let Some(t) = &mut self.trace {
             if t.kernels.len() < self.opts.trace_cap {
                 t.kernels.push(KernelRecord {
@@ -223,13 +247,22 @@ impl Aggregator {
             Activity::Kernel(k) => self.kernel(k),
             Activity::Memcpy(m) => {
                 self.memory.copy(m);
+                self.idle.copy(m.start, m.end);
                 self.trace_memory(copy_kind_name(m.copy_kind), m.bytes, m.device, m.stream, m.start, m.end);
             }
             Activity::Memset(m) => {
                 self.memory.set(m);
+                self.idle.copy(m.start, m.end);
                 self.trace_memory("memset", m.bytes, m.device, m.stream, m.start, m.end);
             }
-            Activity::Sync(s) => self.memory.sync(s),
+            Activity::Sync(s) => {
+                self.memory.sync(s);
+                // A stream waiting on an event is the GPU waiting, not the
+                // host.
+                if s.sync_type != cupti_sys::CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT {
+                    self.idle.sync(s.start, s.end);
+                }
+            }
             Activity::Other(_) => {}
         }
     }
@@ -268,6 +301,23 @@ impl Aggregator {
                 }
             }
         }
+        // Every record of the buffer is in: decide the idle gaps that
+        // nothing still to come can fill.
+        self.advance_idle();
+    }
+
+    fn advance_idle(&mut self) {
+        let mut pieces = Vec::new();
+        self.idle.advance(&mut |p| pieces.push(p));
+        self.credit_idle(&pieces);
+    }
+
+    fn credit_idle(&mut self, pieces: &[Piece]) {
+        for p in pieces {
+            self.idle_total[p.cause] += p.end - p.start;
+        }
+        self.ranges.idle(pieces);
+        self.ranges.idle_decided(self.idle.decided_until());
     }
 
     /// Closes every open range at `end_ns` and hands over the totals.
@@ -276,6 +326,10 @@ impl Aggregator {
         for a in self.attribution.finish() {
             self.kernel_with(a);
         }
+        let mut pieces = Vec::new();
+        self.idle.finish(end_ns, &mut |p| pieces.push(p));
+        self.credit_idle(&pieces);
+        self.drops.late_kernels += self.idle.late_kernels;
         for f in self.ranges.finish(end_ns) {
             self.trace_range(f);
         }
@@ -314,6 +368,7 @@ impl Aggregator {
             trace: self.trace,
             drops: self.drops,
             profiler_kernels: self.attribution.profiler_kernels,
+            idle: self.idle_total,
         }
     }
 }
@@ -365,6 +420,7 @@ mod tests {
                 instance: inst,
                 graph: false,
                 profiled: false,
+                ts: i as u64 * 100,
             });
             a.kernel(&kernel(i, i as u64 * 100));
             if i % 10 == 9 {

@@ -1,9 +1,10 @@
 //! NVTX range instances while they are open (and until their kernels have
 //! run), summed per path once finished.
 
+use super::idle::Piece;
 use super::interval::IntervalUnion;
 use crate::model::path::PathId;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// One opening of a push/pop range.
 pub(crate) struct Instance {
@@ -15,6 +16,8 @@ pub(crate) struct Instance {
     /// GPU time of the kernels launched inside it (nested ranges included).
     pub busy: IntervalUnion,
     pub launches: u64,
+    /// GPU idle time inside its window, by cause (`model::idle` order).
+    pub idle: [u64; 6],
 }
 
 /// Running totals of the finished instances of one path.
@@ -25,6 +28,7 @@ pub(crate) struct RangeAcc {
     pub busy: u64,
     pub in_window: u64,
     pub launches: u64,
+    pub idle: [u64; 6],
 }
 
 /// A finished instance, for the trace.
@@ -47,6 +51,8 @@ pub(crate) struct Ranges {
     pub start_end: HashMap<PathId, RangeAcc>,
     /// Instances summarised early to bound memory.
     pub evicted: u64,
+    /// Instances that may still get idle time: (start, id).
+    idle_open: BTreeSet<(u64, u64)>,
 }
 
 impl Ranges {
@@ -58,13 +64,24 @@ impl Ranges {
             starts: HashMap::new(),
             start_end: HashMap::new(),
             evicted: 0,
+            idle_open: BTreeSet::new(),
         }
     }
 
     /// A push. Returns instances summarised early to make room.
     pub(crate) fn push(&mut self, instance: u64, parent: u64, path: PathId, tid: u32, ts: u64) -> Vec<Finished> {
-        let i = Instance { parent, path, tid, start: ts, end: None, busy: IntervalUnion::default(), launches: 0 };
+        let i = Instance {
+            parent,
+            path,
+            tid,
+            start: ts,
+            end: None,
+            busy: IntervalUnion::default(),
+            launches: 0,
+            idle: [0; 6],
+        };
         self.instances.insert(instance, i);
+        self.idle_open.insert((ts, instance));
         if self.instances.len() > self.max_live {
             self.evict()
         } else {
@@ -115,6 +132,32 @@ impl Ranges {
         }
     }
 
+    /// Idle time decided by the idle tracker: each piece counts for every
+    /// instance open during it. Pieces are disjoint.
+    pub(crate) fn idle(&mut self, pieces: &[Piece]) {
+        let mut pieces = pieces.to_vec();
+        pieces.sort_unstable_by_key(|p| p.start);
+        let Some(last) = pieces.last().map(|p| p.end) else { return };
+        for &(start, id) in self.idle_open.range(..(last, u64::MAX)) {
+            let Some(i) = self.instances.get_mut(&id) else { continue };
+            let end = i.end.unwrap_or(u64::MAX);
+            let first = pieces.partition_point(|p| p.end <= start);
+            for p in pieces[first..].iter().take_while(|p| p.start < end) {
+                let (s, e) = (p.start.max(start), p.end.min(end));
+                if e > s {
+                    i.idle[p.cause] += e - s;
+                }
+            }
+        }
+    }
+
+    /// Everything before `t` is decided: instances that ended by then get
+    /// no more idle time.
+    pub(crate) fn idle_decided(&mut self, t: u64) {
+        let instances = &self.instances;
+        self.idle_open.retain(|(_, id)| instances.get(id).is_some_and(|i| i.end.map_or(true, |e| e > t)));
+    }
+
     /// Summarises the oldest closed instances to bound memory.
     fn evict(&mut self) -> Vec<Finished> {
         let n = (self.max_live / 10).max(1);
@@ -124,13 +167,14 @@ impl Ranges {
         for id in victims {
             if let Some(i) = self.instances.remove(&id) {
                 self.evicted += 1;
-                done.push(self.finish_instance(i, 0));
+                done.push(self.finish_instance(id, i, 0));
             }
         }
         done
     }
 
-    fn finish_instance(&mut self, i: Instance, session_end: u64) -> Finished {
+    fn finish_instance(&mut self, id: u64, i: Instance, session_end: u64) -> Finished {
+        self.idle_open.remove(&(i.start, id));
         let end = i.end.unwrap_or(session_end).max(i.start);
         let acc = self.by_path.entry(i.path).or_default();
         acc.count += 1;
@@ -138,14 +182,17 @@ impl Ranges {
         acc.busy += i.busy.total();
         acc.in_window += i.busy.within(i.start, end);
         acc.launches += i.launches;
+        for (a, b) in acc.idle.iter_mut().zip(i.idle) {
+            *a += b;
+        }
         Finished { path: i.path, tid: i.tid, start: i.start, end }
     }
 
     /// Closes everything still open at `end_ns`.
     pub(crate) fn finish(&mut self, end_ns: u64) -> Vec<Finished> {
         let mut done = Vec::new();
-        for (_, i) in std::mem::take(&mut self.instances) {
-            done.push(self.finish_instance(i, end_ns));
+        for (id, i) in std::mem::take(&mut self.instances) {
+            done.push(self.finish_instance(id, i, end_ns));
         }
         for (_, (path, tid, start)) in std::mem::take(&mut self.starts) {
             let acc = self.start_end.entry(path).or_default();

@@ -19,11 +19,19 @@ pub(crate) struct LaunchInfo {
     pub instance: u64,
     /// Measured in metrics mode: its values follow.
     pub profiled: bool,
+    /// When the launch call was entered, ns on CUPTI's clock.
+    pub ts: u64,
+    /// A graph launch (all its kernels share it).
+    pub graph: bool,
+    /// The launch was seen (false: a kernel whose launch callback never
+    /// ran, attributed to no range).
+    pub seen: bool,
 }
 
 impl LaunchInfo {
     /// A kernel whose launch was not seen.
-    pub(crate) const UNKNOWN: LaunchInfo = LaunchInfo { tid: 0, path: ROOT, instance: 0, profiled: false };
+    pub(crate) const UNKNOWN: LaunchInfo =
+        LaunchInfo { tid: 0, path: ROOT, instance: 0, profiled: false, ts: 0, graph: false, seen: false };
 }
 
 /// A kernel with its launch and measurements.
@@ -75,8 +83,8 @@ impl Attributor {
     }
 
     /// A kernel (or graph) launch API call.
-    pub(crate) fn launch(&mut self, correlation_id: u32, info: LaunchInfo, graph: bool) {
-        if graph {
+    pub(crate) fn launch(&mut self, correlation_id: u32, info: LaunchInfo) {
+        if info.graph {
             self.graph_launches.insert(correlation_id, info);
             if self.graph_launches.len() > MAX_GRAPH_LAUNCHES {
                 self.graph_launches.pop_first();
@@ -194,9 +202,9 @@ mod tests {
     #[test]
     fn launches_that_never_ran_are_forgotten_not_accumulated() {
         let mut a = Attributor::new(vec![], 1000);
-        let info = LaunchInfo { tid: 1, path: ROOT, instance: 0, profiled: false };
+        let info = LaunchInfo { tid: 1, seen: true, ..LaunchInfo::UNKNOWN };
         for i in 0..100_000u32 {
-            a.launch(i, info, false);
+            a.launch(i, info);
         }
         assert!(a.pending_launches() <= 1000);
     }
@@ -204,8 +212,8 @@ mod tests {
     #[test]
     fn graph_kernels_share_their_launch_and_unknown_ones_are_counted() {
         let mut a = Attributor::new(vec![], 1000);
-        let info = LaunchInfo { tid: 3, path: 5, instance: 9, profiled: false };
-        a.launch(12, info, true);
+        let info = LaunchInfo { tid: 3, path: 5, instance: 9, graph: true, seen: true, ..LaunchInfo::UNKNOWN };
+        a.launch(12, info);
         for _ in 0..3 {
             assert_eq!(a.kernel(&kernel(12), || false).unwrap().launch, info);
         }

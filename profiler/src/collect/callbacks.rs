@@ -4,7 +4,7 @@
 //! each only takes a buffer from the pool, passes a pointer on, or queues a
 //! small event, and never blocks on gpuscope's decoder.
 
-use super::cupti::{check, missing};
+use super::cupti::{self, check, missing};
 use super::debug::debug;
 use super::driver::{self, with_current};
 use super::metrics::collector;
@@ -94,6 +94,46 @@ const CAPTURE_BEGINS: &[(u32, u32)] = &[
     (sys::CUPTI_CB_DOMAIN_RUNTIME_API, sys::CUPTI_RUNTIME_TRACE_CBID_cudaStreamBeginCaptureToGraph_ptsz_v12030),
 ];
 
+/// Copy API calls: the time a thread spends blocked in them tells copies
+/// apart from other host work when the GPU idles (a copy from pageable
+/// memory blocks for all of its transfer). Driver variants are those the
+/// runtime and current programs call.
+const COPIES: &[(u32, u32)] = &[
+    (sys::CUPTI_CB_DOMAIN_RUNTIME_API, sys::CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020),
+    (sys::CUPTI_CB_DOMAIN_RUNTIME_API, sys::CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_ptds_v7000),
+    (sys::CUPTI_CB_DOMAIN_RUNTIME_API, sys::CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020),
+    (sys::CUPTI_CB_DOMAIN_RUNTIME_API, sys::CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_ptsz_v7000),
+    (sys::CUPTI_CB_DOMAIN_RUNTIME_API, sys::CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2D_v3020),
+    (sys::CUPTI_CB_DOMAIN_RUNTIME_API, sys::CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2D_ptds_v7000),
+    (sys::CUPTI_CB_DOMAIN_RUNTIME_API, sys::CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2DAsync_v3020),
+    (sys::CUPTI_CB_DOMAIN_RUNTIME_API, sys::CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2DAsync_ptsz_v7000),
+    (sys::CUPTI_CB_DOMAIN_DRIVER_API, sys::CUPTI_DRIVER_TRACE_CBID_cuMemcpy),
+    (sys::CUPTI_CB_DOMAIN_DRIVER_API, sys::CUPTI_DRIVER_TRACE_CBID_cuMemcpy_ptds),
+    (sys::CUPTI_CB_DOMAIN_DRIVER_API, sys::CUPTI_DRIVER_TRACE_CBID_cuMemcpyAsync),
+    (sys::CUPTI_CB_DOMAIN_DRIVER_API, sys::CUPTI_DRIVER_TRACE_CBID_cuMemcpyAsync_ptsz),
+    (sys::CUPTI_CB_DOMAIN_DRIVER_API, sys::CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoD_v2),
+    (sys::CUPTI_CB_DOMAIN_DRIVER_API, sys::CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoD_v2_ptds),
+    (sys::CUPTI_CB_DOMAIN_DRIVER_API, sys::CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2),
+    (sys::CUPTI_CB_DOMAIN_DRIVER_API, sys::CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2_ptsz),
+    (sys::CUPTI_CB_DOMAIN_DRIVER_API, sys::CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoH_v2),
+    (sys::CUPTI_CB_DOMAIN_DRIVER_API, sys::CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoH_v2_ptds),
+    (sys::CUPTI_CB_DOMAIN_DRIVER_API, sys::CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoHAsync_v2),
+    (sys::CUPTI_CB_DOMAIN_DRIVER_API, sys::CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoHAsync_v2_ptsz),
+    (sys::CUPTI_CB_DOMAIN_DRIVER_API, sys::CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoD_v2),
+    (sys::CUPTI_CB_DOMAIN_DRIVER_API, sys::CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoD_v2_ptds),
+    (sys::CUPTI_CB_DOMAIN_DRIVER_API, sys::CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoDAsync_v2),
+    (sys::CUPTI_CB_DOMAIN_DRIVER_API, sys::CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoDAsync_v2_ptsz),
+    (sys::CUPTI_CB_DOMAIN_DRIVER_API, sys::CUPTI_DRIVER_TRACE_CBID_cuMemcpy2D_v2),
+    (sys::CUPTI_CB_DOMAIN_DRIVER_API, sys::CUPTI_DRIVER_TRACE_CBID_cuMemcpy2D_v2_ptds),
+    (sys::CUPTI_CB_DOMAIN_DRIVER_API, sys::CUPTI_DRIVER_TRACE_CBID_cuMemcpy2DAsync_v2),
+    (sys::CUPTI_CB_DOMAIN_DRIVER_API, sys::CUPTI_DRIVER_TRACE_CBID_cuMemcpy2DAsync_v2_ptsz),
+];
+
+/// Time in gpuscope's measurement at a launch's entry from which it is
+/// reported as overhead: stopping the range profiler there costs
+/// milliseconds, an uncontended lock well under a microsecond.
+const OVERHEAD_MIN_NS: u64 = 20_000;
+
 fn is_graph_launch(domain: u32, cbid: u32) -> bool {
     match domain {
         sys::CUPTI_CB_DOMAIN_DRIVER_API => {
@@ -122,6 +162,10 @@ pub(super) fn enable(cupti: &'static Cupti, sub: sys::CUpti_SubscriberHandle, p:
         // SAFETY: as above.
         unsafe { en(1, sub, domain, cbid) };
     }
+    for &(domain, cbid) in COPIES.iter().filter(|_| p.attribution) {
+        // SAFETY: as above.
+        unsafe { en(1, sub, domain, cbid) };
+    }
     // A context's records (and measurements) are taken out before it is
     // destroyed: cudaDeviceReset or cuCtxDestroy before exit.
     // SAFETY: as above.
@@ -143,9 +187,13 @@ pub(super) fn enable(cupti: &'static Cupti, sub: sys::CUpti_SubscriberHandle, p:
 }
 
 thread_local! {
-    // Set while a runtime launch is in progress on this thread, so the
+    // Set while a runtime call is in progress on this thread, so the
     // driver call it makes is not recorded a second time.
-    static IN_RUNTIME_LAUNCH: Cell<bool> = const { Cell::new(false) };
+    static IN_RUNTIME_CALL: Cell<bool> = const { Cell::new(false) };
+    // When this thread entered the copy call it is in.
+    static COPY_ENTERED: Cell<Option<u64>> = const { Cell::new(None) };
+    // When this thread entered the launch gpuscope is measuring.
+    static MEASURE_ENTERED: Cell<Option<u64>> = const { Cell::new(None) };
 }
 
 pub(super) unsafe extern "C" fn api_callback(
@@ -183,17 +231,27 @@ pub(super) unsafe extern "C" fn api_callback(
         let d = unsafe { &*(data as *const sys::CUpti_CallbackData) };
         let enter = d.callbackSite == sys::CUPTI_API_ENTER;
         if domain == sys::CUPTI_CB_DOMAIN_RUNTIME_API {
-            let _ = IN_RUNTIME_LAUNCH.try_with(|f| f.set(enter));
-        } else if IN_RUNTIME_LAUNCH.try_with(|f| f.get()).unwrap_or(false) {
+            let _ = IN_RUNTIME_CALL.try_with(|f| f.set(enter));
+        } else if IN_RUNTIME_CALL.try_with(|f| f.get()).unwrap_or(false) {
             return;
         }
-        // The exit of a launch this thread is not measuring (every exit in
-        // trace mode) has nothing to do.
-        if !enter && !collector::measuring_here() {
+        let copy = COPIES.contains(&(domain, cbid));
+        // The exit of a launch this thread is not measuring (every launch
+        // exit in trace mode) has nothing to do.
+        if !enter && !copy && !collector::measuring_here() {
             return;
         }
         let guard = ACTIVE.read().unwrap_or_else(|e| e.into_inner());
         let Some(s) = guard.as_ref() else { return };
+        let now = || cupti::timestamp(s.cupti);
+        if copy {
+            if enter {
+                let _ = COPY_ENTERED.try_with(|t| t.set(Some(now())));
+            } else if let Some(start) = COPY_ENTERED.try_with(|t| t.take()).ok().flatten() {
+                s.send(HostEvent::HostCopy { start, end: now() });
+            }
+            return;
+        }
         if CAPTURE_BEGINS.contains(&(domain, cbid)) {
             if let (true, Some(c)) = (enter, &s.collector) {
                 c.close_windows();
@@ -212,15 +270,30 @@ pub(super) unsafe extern "C" fn api_callback(
                 for (correlation_id, values) in c.on_exit(correlation_id, launched) {
                     s.send(HostEvent::KernelMetrics { correlation_id, values });
                 }
+                if let Some(start) = MEASURE_ENTERED.try_with(|t| t.take()).ok().flatten() {
+                    s.send(HostEvent::Overhead { start, end: now() });
+                }
             }
             return;
         }
+        // Before anything gpuscope does at this launch.
+        let ts = now();
         let ctx = nvtx::current();
         let graph = is_graph_launch(domain, cbid);
         let profiled = s.collector.as_ref().is_some_and(|c| {
             // SAFETY: CUPTI passes the launch function's own params struct.
             let stream = unsafe { launch_stream(domain, cbid, d.functionParams) };
-            c.on_enter(d.context, stream, d.symbolName, ctx.path, graph)
+            let profiled = c.on_enter(d.context, stream, d.symbolName, ctx.path, graph);
+            if profiled {
+                // The measured launch holds the thread until its exit.
+                let _ = MEASURE_ENTERED.try_with(|t| t.set(Some(ts)));
+            } else {
+                let end = now();
+                if end.saturating_sub(ts) >= OVERHEAD_MIN_NS {
+                    s.send(HostEvent::Overhead { start: ts, end });
+                }
+            }
+            profiled
         });
         s.send(HostEvent::Launch {
             correlation_id,
@@ -229,6 +302,7 @@ pub(super) unsafe extern "C" fn api_callback(
             instance: ctx.instance,
             graph,
             profiled,
+            ts,
         });
     });
 }

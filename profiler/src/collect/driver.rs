@@ -60,5 +60,13 @@ pub(crate) fn query(ordinal: u32) -> Option<DeviceInfo> {
     unsafe { (d.cu_device_get_name)(name.as_mut_ptr(), name.len() as i32, dev) };
     // SAFETY: the driver NUL-terminates within the buffer (zeroed anyway).
     let name = unsafe { std::ffi::CStr::from_ptr(name.as_ptr()) }.to_string_lossy().into_owned();
-    Some(DeviceInfo { id: ordinal, name, sm_count: attr(s::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?, limits })
+    Some(DeviceInfo {
+        id: ordinal,
+        name,
+        sm_count: attr(s::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?,
+        limits,
+        clock_khz: attr(s::CU_DEVICE_ATTRIBUTE_CLOCK_RATE),
+        memory_clock_khz: attr(s::CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE),
+        memory_bus_bits: attr(s::CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH),
+    })
 }

@@ -7,6 +7,7 @@
 mod callbacks;
 pub(crate) mod cupti;
 pub(crate) mod debug;
+pub(crate) mod declare;
 pub(crate) mod driver;
 pub(crate) mod metrics;
 pub(crate) mod nvtx;

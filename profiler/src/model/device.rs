@@ -14,4 +14,29 @@ pub struct DeviceInfo {
     pub sm_count: u32,
     /// SM limits used for occupancy.
     pub limits: SmLimits,
+    /// Peak SM clock, kHz (for computed peaks of GPUs gpuscope has no
+    /// datasheet figures for).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock_khz: Option<u32>,
+    /// Peak memory clock, kHz.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_clock_khz: Option<u32>,
+    /// Memory bus width, bits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_bus_bits: Option<u32>,
+}
+
+impl DeviceInfo {
+    /// A device without clock figures.
+    pub fn new(id: u32, name: impl Into<String>, sm_count: u32, limits: SmLimits) -> Self {
+        DeviceInfo {
+            id,
+            name: name.into(),
+            sm_count,
+            limits,
+            clock_khz: None,
+            memory_clock_khz: None,
+            memory_bus_bits: None,
+        }
+    }
 }

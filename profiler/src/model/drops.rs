@@ -26,6 +26,10 @@ pub struct Drops {
     /// Profiled kernels whose metric values never arrived.
     #[serde(default)]
     pub kernels_missing_metrics: u64,
+    /// Kernels that arrived after the idle time around them was decided:
+    /// idle time they overlapped is counted as idle.
+    #[serde(default)]
+    pub late_kernels: u64,
 }
 
 impl Drops {

@@ -19,9 +19,16 @@ pub enum HostEvent {
     Start { id: u64, path: PathId, tid: u32, ts: u64 },
     /// It ended.
     End { id: u64, ts: u64 },
-    /// A kernel (or graph) launch API call; `profiled`: its metrics follow
-    /// in a `KernelMetrics` event.
-    Launch { correlation_id: u32, tid: u32, path: PathId, instance: u64, graph: bool, profiled: bool },
+    /// A kernel (or graph) launch API call entered at `ts`; `profiled`: its
+    /// metrics follow in a `KernelMetrics` event.
+    Launch { correlation_id: u32, tid: u32, path: PathId, instance: u64, graph: bool, profiled: bool, ts: u64 },
+    /// A thread was blocked in a copy API call (`cudaMemcpy*`,
+    /// `cuMemcpy*`) from `start` to `end`.
+    HostCopy { start: u64, end: u64 },
+    /// gpuscope's own measurement held a thread from `start` to `end`
+    /// (metrics mode: starting, stopping and reading the range profiler
+    /// around a launch).
+    Overhead { start: u64, end: u64 },
     /// Metric values of a profiled launch (`None`: measurement discarded).
     KernelMetrics { correlation_id: u32, values: Option<Vec<f64>> },
     /// `nvtxNameOsThread`.

@@ -13,6 +13,38 @@ pub const SM_EFFICIENCY: &str = "smsp__cycles_active.avg.pct_of_peak_sustained_e
 pub const DURATION: &str = "gpu__time_duration.sum";
 /// Elapsed SM cycles.
 pub const SM_CYCLES_ELAPSED: &str = "sm__cycles_elapsed.avg";
+/// DRAM bytes read.
+pub const DRAM_READ: &str = "dram__bytes_read.sum";
+/// DRAM bytes written.
+pub const DRAM_WRITE: &str = "dram__bytes_write.sum";
+/// Share of active cycles in which a warp scheduler issued an instruction:
+/// how busy the SM's issue slots (ALU, FMA, memory instructions) are.
+pub const ISSUE_ACTIVE: &str = "smsp__issue_active.avg.pct_of_peak_sustained_active";
+/// Share of active cycles the tensor cores worked (any data type).
+pub const TENSOR_ACTIVE: &str = "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active";
+/// Tensor-core operations (FLOPs: 2 per multiply-add) per input type, with
+/// the analysis pipe each counts for.
+pub const TENSOR_OPS: [(&str, &str); 6] = [
+    ("sm__ops_path_tensor_src_bf16_dst_fp32.sum", "tensor_bf16"),
+    ("sm__ops_path_tensor_src_fp16.sum", "tensor_fp16"),
+    ("sm__ops_path_tensor_src_tf32_dst_fp32.sum", "tensor_tf32"),
+    ("sm__ops_path_tensor_src_fp8.sum", "tensor_fp8"),
+    ("sm__ops_path_tensor_src_int8.sum", "tensor_int8"),
+    ("sm__ops_path_tensor_src_fp64.sum", "tensor_fp64"),
+];
+/// Thread instructions of the FMA pipes: (op, FLOPs each, pipe). A half
+/// instruction works on a pair (ncu's roofline weights).
+pub const FMA_OPS: [(&str, f64, &str); 9] = [
+    ("smsp__sass_thread_inst_executed_op_fadd_pred_on.sum", 1.0, "fma_fp32"),
+    ("smsp__sass_thread_inst_executed_op_fmul_pred_on.sum", 1.0, "fma_fp32"),
+    ("smsp__sass_thread_inst_executed_op_ffma_pred_on.sum", 2.0, "fma_fp32"),
+    ("smsp__sass_thread_inst_executed_op_dadd_pred_on.sum", 1.0, "fma_fp64"),
+    ("smsp__sass_thread_inst_executed_op_dmul_pred_on.sum", 1.0, "fma_fp64"),
+    ("smsp__sass_thread_inst_executed_op_dfma_pred_on.sum", 2.0, "fma_fp64"),
+    ("smsp__sass_thread_inst_executed_op_hadd_pred_on.sum", 2.0, "fma_fp16"),
+    ("smsp__sass_thread_inst_executed_op_hmul_pred_on.sum", 2.0, "fma_fp16"),
+    ("smsp__sass_thread_inst_executed_op_hfma_pred_on.sum", 4.0, "fma_fp16"),
+];
 
 /// What was measured on one kernel launch.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -2,11 +2,14 @@
 //! collection hands on, device and occupancy descriptions, metric values.
 //! Plain types and small helpers; no CUPTI.
 
+pub mod declared;
 pub mod device;
 pub mod drops;
 pub mod event;
+pub mod idle;
 pub mod metrics;
 pub mod names;
 pub mod occupancy;
 pub mod path;
 pub mod trace;
+pub mod units;

@@ -1,7 +1,11 @@
-//! Two reports side by side: per kernel and per NVTX path, GPU time, SM
+//! Two reports side by side: per NVTX range, wall time, utilisation and
+//! what bounds it before and after; per kernel and NVTX path, GPU time, SM
 //! efficiency and occupancy before and after, with the change.
 
-use super::table::{fit, fmt_ns, pct, short_name};
+use super::table::{fit, pct};
+use crate::analysis::{analyze, RangeAnalysis};
+use crate::model::names::short_name;
+use crate::model::units::fmt_ns;
 use crate::report::{KernelStats, Report};
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -31,6 +35,7 @@ pub(super) fn render(before: &Report, after: &Report, width: usize) -> String {
         fmt_ns(after.total_kernel_ns()),
         change(before.total_kernel_ns(), after.total_kernel_ns())
     );
+    ranges(before, after, width, &mut out);
     type Key = (String, String);
     let rows = |r: &Report| -> BTreeMap<Key, KernelStats> {
         r.path_kernels.iter().map(|p| ((p.path.to_string(), p.name.clone()), p.stats.clone())).collect()
@@ -77,4 +82,53 @@ pub(super) fn render(before: &Report, after: &Report, width: usize) -> String {
         );
     }
     out
+}
+
+/// Ranges in both reports: wall time per call, utilisation, GPU idle time
+/// by cause and the verdict, before -> after.
+fn ranges(before: &Report, after: &Report, width: usize, out: &mut String) {
+    let (a, b) = (analyze(before), analyze(after));
+    let pairs: Vec<(&RangeAnalysis, &RangeAnalysis)> =
+        a.ranges.iter().filter_map(|x| b.ranges.iter().find(|y| y.path == x.path).map(|y| (x, y))).collect();
+    if pairs.is_empty() {
+        return;
+    }
+    let name_w = width.saturating_sub(72).max(16);
+    let _ = writeln!(
+        out,
+        "\n{} {:>10} {:>10} {:>8} {:>9} {:>31}",
+        fit("NVTX range (per call)", name_w),
+        "before",
+        "after",
+        "change",
+        "util",
+        "bound"
+    );
+    let _ = writeln!(out, "{}", "-".repeat(name_w + 72));
+    for (x, y) in pairs {
+        let per = |g: &RangeAnalysis| g.active_ns / g.count.max(1);
+        let bound = if x.verdict.bound == y.verdict.bound {
+            format!("{} (same)", y.verdict.bound)
+        } else {
+            format!("{} -> {}", x.verdict.bound, y.verdict.bound)
+        };
+        let _ = writeln!(
+            out,
+            "{} {:>10} {:>10} {:>8} {:>9} {:>31}",
+            fit(&x.path, name_w),
+            fmt_ns(per(x)),
+            fmt_ns(per(y)),
+            change(per(x), per(y)),
+            format!("{:.0}->{:.0}%", x.utilization_pct, y.utilization_pct),
+            bound
+        );
+        if let (Some(i), Some(j)) = (x.idle, y.idle) {
+            let host = |s: &crate::report::IdleSplit| (s.host_ns + s.copy_ns) / x.count.max(1);
+            let host_after = (j.host_ns + j.copy_ns) / y.count.max(1);
+            if host(&i) > 0 || host_after > 0 {
+                let _ =
+                    writeln!(out, "    host and copy idle per call: {} -> {}", fmt_ns(host(&i)), fmt_ns(host_after));
+            }
+        }
+    }
 }

@@ -4,10 +4,13 @@
 mod chrome;
 mod compare;
 mod csv;
+mod diagnosis;
+mod json;
 mod table;
 
-pub use table::fmt_ns;
+pub use crate::model::units::fmt_ns;
 
+use crate::analysis::analyze;
 use crate::error::{Error, ErrorKind, Result};
 use crate::report::Report;
 
@@ -41,14 +44,17 @@ impl std::str::FromStr for Format {
 }
 
 impl Report {
-    /// The report as JSON.
+    /// The report as JSON, with its analysis: `findings`, `peaks` and
+    /// `analysis_notes` at the top, an `analysis` object in each range and
+    /// heavy kernel. [`Report::from_json`] reads it back (ignoring them).
     pub fn to_json(&self) -> String {
-        serde_json::to_string_pretty(self).unwrap_or_default()
+        json::render(self, &analyze(self))
     }
 
-    /// The terminal table, at most `width` columns wide.
+    /// The terminal table with the analysis, ending with the findings, at
+    /// most `width` columns wide.
     pub fn to_table(&self, width: usize) -> String {
-        table::render(self, width)
+        table::render(self, &analyze(self), width)
     }
 
     /// This report against a later one (`after`): per NVTX path and kernel,
@@ -62,7 +68,7 @@ impl Report {
     /// ([`crate::Profiler::keep_trace`]); without one, ranges and kernels are
     /// absent and the trace says so in its metadata.
     pub fn to_chrome_trace(&self) -> String {
-        chrome::render(self)
+        chrome::render(self, &analyze(self))
     }
 
     /// CSV, one row per (NVTX path, kernel name), most GPU time first within

@@ -1,72 +1,15 @@
 //! The terminal table: a header, the NVTX tree with the kernels launched
-//! directly under each range, the kernels by GPU time, memory, and drops.
+//! directly under each range, the kernels by GPU time, hardware metrics,
+//! memory, then the analysis, ending with the findings.
 
+use super::diagnosis;
+use crate::analysis::Analysis;
+use crate::model::names::short_name;
 use crate::model::path::RangePath;
+use crate::model::units::{fmt_bytes, fmt_ns};
 use crate::report::*;
 use std::collections::HashMap;
 use std::fmt::Write;
-
-/// `812 ns`, `12.3 us`, `4.56 ms`, `1.234 s`.
-pub fn fmt_ns(ns: u64) -> String {
-    let n = ns as f64;
-    if ns < 1_000 {
-        format!("{ns} ns")
-    } else if ns < 1_000_000 {
-        format!("{:.1} us", n / 1e3)
-    } else if ns < 1_000_000_000 {
-        format!("{:.2} ms", n / 1e6)
-    } else {
-        format!("{:.3} s", n / 1e9)
-    }
-}
-
-fn fmt_bytes(b: u64) -> String {
-    let n = b as f64;
-    if b < 1 << 10 {
-        format!("{b} B")
-    } else if b < 1 << 20 {
-        format!("{:.1} KiB", n / 1024.0)
-    } else if b < 1 << 30 {
-        format!("{:.1} MiB", n / 1048576.0)
-    } else {
-        format!("{:.2} GiB", n / 1073741824.0)
-    }
-}
-
-/// A kernel's name without return type and parameter list:
-/// `void matmul_tiled<16>(float const*, ...)` -> `matmul_tiled<16>`.
-pub fn short_name(name: &str) -> &str {
-    let mut s = name;
-    // Cut the parameter list: the last top-level '(' ... ')'.
-    if s.ends_with(')') {
-        let mut depth = 0i32;
-        for (i, c) in s.char_indices().rev() {
-            match c {
-                ')' => depth += 1,
-                '(' => {
-                    depth -= 1;
-                    if depth == 0 {
-                        s = &s[..i];
-                        break;
-                    }
-                }
-                _ => {}
-            }
-        }
-    }
-    // Drop a return type: the text before the last top-level space.
-    let mut depth = 0i32;
-    let mut cut = 0;
-    for (i, c) in s.char_indices() {
-        match c {
-            '<' | '(' => depth += 1,
-            '>' | ')' => depth -= 1,
-            ' ' if depth == 0 => cut = i + 1,
-            _ => {}
-        }
-    }
-    &s[cut..]
-}
 
 pub(super) fn fit(s: &str, w: usize) -> String {
     if s.chars().count() <= w {
@@ -104,8 +47,9 @@ impl Cols {
     }
 }
 
-/// Renders the report at most `width` columns wide (at least 80).
-pub fn render(r: &Report, width: usize) -> String {
+/// Renders the report and its analysis at most `width` columns wide (at
+/// least 80).
+pub fn render(r: &Report, a: &Analysis, width: usize) -> String {
     let width = width.max(80);
     let cols = Cols { name: width - COLS };
     let mut out = String::new();
@@ -125,6 +69,13 @@ pub fn render(r: &Report, width: usize) -> String {
         let _ = writeln!(out, "devices: {}", devices.join(", "));
     }
     let _ = writeln!(out, "{}", drops_line(&r.drops));
+    if let Some(idle) = &r.idle {
+        let session = r.end_ns.saturating_sub(r.start_ns).saturating_sub(idle.profiler_ns);
+        let _ = writeln!(out, "session: {}", diagnosis::idle_line(idle, session));
+    }
+    // A range's utilisation as nvidia-smi would show it: any kernel of the
+    // process counts (schema 2), not only the range's own.
+    let util: HashMap<&str, f64> = a.ranges.iter().map(|g| (g.path.as_str(), g.utilization_pct)).collect();
 
     // The NVTX tree.
     if !r.ranges.is_empty() || r.path_kernels.iter().any(|p| !p.path.is_empty()) {
@@ -155,7 +106,7 @@ pub fn render(r: &Report, width: usize) -> String {
                     &g.kernel_launches.to_string(),
                     &fmt_ns(g.gpu_busy_ns),
                     &fmt_ns(g.wall_ns),
-                    &format!("{:.0}%", g.gpu_utilization_pct),
+                    &format!("{:.0}%", util.get(g.path.to_string().as_str()).copied().unwrap_or(g.gpu_utilization_pct)),
                     "",
                     "",
                 ],
@@ -263,26 +214,6 @@ pub fn render(r: &Report, width: usize) -> String {
         }
     }
 
-    // The case nvidia-smi hides.
-    let flagged: Vec<&RangeSummary> = r.ranges.iter().filter(|g| g.busy_but_underused).collect();
-    if !flagged.is_empty() {
-        let _ = writeln!(
-            out,
-            "busy but underused (GPU utilisation >= {BUSY_PCT:.0}% while SM efficiency < {LOW_SM_EFFICIENCY_PCT:.0}% \
-             or achieved occupancy < {LOW_OCCUPANCY_PCT:.0}%):"
-        );
-        for g in flagged {
-            let _ = writeln!(
-                out,
-                "  {}: utilisation {:.0}%, SM efficiency {}, achieved occupancy {}",
-                g.path,
-                g.gpu_utilization_pct,
-                pct(g.sm_efficiency_pct),
-                pct(g.achieved_occupancy_pct)
-            );
-        }
-    }
-
     // Memory.
     let m = &r.memory;
     if !m.memcpy.is_empty() || m.memset.count > 0 {
@@ -303,6 +234,7 @@ pub fn render(r: &Report, width: usize) -> String {
     if m.synchronizations > 0 {
         let _ = writeln!(out, "host waits: {} synchronizations, {}", m.synchronizations, fmt_ns(m.synchronization_ns));
     }
+    diagnosis::render(a, width, &mut out);
     out
 }
 
@@ -351,25 +283,6 @@ fn drops_line(d: &Drops) -> String {
     add(d.unbalanced_pops, "unbalanced NVTX pops");
     add(d.ranges_evicted, "ranges summarised early");
     add(d.kernels_missing_metrics, "profiled kernels without metrics");
+    add(d.late_kernels, "kernels later than their idle time was decided");
     format!("dropped: {}", parts.join(", "))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn short_names_drop_return_type_and_parameters() {
-        assert_eq!(short_name("void matmul_tiled<16>(float const*, float const*, float*, int)"), "matmul_tiled<16>");
-        assert_eq!(short_name("vector_add"), "vector_add");
-        assert_eq!(short_name("void at::native::f<(int)4, float>(int, float)"), "at::native::f<(int)4, float>");
-    }
-
-    #[test]
-    fn durations_pick_a_unit() {
-        assert_eq!(fmt_ns(999), "999 ns");
-        assert_eq!(fmt_ns(12_345), "12.3 us");
-        assert_eq!(fmt_ns(4_560_000), "4.56 ms");
-        assert_eq!(fmt_ns(1_234_000_000), "1.234 s");
-    }
 }

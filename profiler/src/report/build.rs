@@ -1,7 +1,7 @@
 //! From aggregation's running totals to the report's summaries.
 
 use super::*;
-use crate::aggregate::kernels::KernelAcc;
+use crate::aggregate::kernels::{additive, KernelAcc};
 use crate::aggregate::memory::CopyAcc;
 use crate::aggregate::ranges::RangeAcc;
 use crate::aggregate::Aggregate;
@@ -21,10 +21,18 @@ fn stats(a: &KernelAcc) -> KernelStats {
         profiled_launches: a.profiled,
         achieved_occupancy_pct: (a.profiled > 0).then(|| a.achieved_weighted / a.metric_time),
         sm_efficiency_pct: (a.profiled > 0).then(|| a.efficiency_weighted / a.metric_time),
+        counters: a
+            .counters
+            .iter()
+            .map(|(n, v)| (n.clone(), if additive(n) { *v } else { v / a.metric_time }))
+            .collect(),
+        measured_ns: if a.profiled > 0 { a.metric_time } else { 0.0 },
+        sm_coverage_pct: (a.grid_time > 0).then(|| 100.0 * a.coverage_weighted / a.grid_time as f64),
+        wave_efficiency_pct: (a.grid_time > 0).then(|| 100.0 * a.waves_weighted / a.grid_time as f64),
     }
 }
 
-fn range(path: RangePath, a: &RangeAcc) -> RangeSummary {
+fn range(path: RangePath, a: &RangeAcc, idle: bool) -> RangeSummary {
     RangeSummary {
         path,
         count: a.count,
@@ -35,6 +43,7 @@ fn range(path: RangePath, a: &RangeAcc) -> RangeSummary {
         sm_efficiency_pct: None,
         achieved_occupancy_pct: None,
         busy_but_underused: false,
+        idle: idle.then(|| IdleSplit::from_array(a.idle)),
     }
 }
 
@@ -80,11 +89,11 @@ impl Report {
             .map(|(p, n, k)| PathKernelSummary { path: p.clone(), name: n.clone(), stats: stats(k) })
             .collect();
         path_kernels.sort_by(|a, b| a.path.cmp(&b.path).then(b.stats.total_ns.cmp(&a.stats.total_ns)));
-        let mut ranges: Vec<RangeSummary> = a.ranges.iter().map(|(p, r)| range(p.clone(), r)).collect();
+        let mut ranges: Vec<RangeSummary> = a.ranges.iter().map(|(p, r)| range(p.clone(), r, true)).collect();
         ranges.sort_by(|a, b| a.path.cmp(&b.path));
         range_metrics(&mut ranges, &a.path_kernels);
         let mut start_end_ranges: Vec<RangeSummary> =
-            a.start_end_ranges.iter().map(|(p, r)| range(p.clone(), r)).collect();
+            a.start_end_ranges.iter().map(|(p, r)| range(p.clone(), r, false)).collect();
         start_end_ranges.sort_by(|a, b| a.path.cmp(&b.path));
         let memory = MemorySummary {
             memcpy: a.memcpy.iter().map(|(k, c)| copies(k, c)).collect(),
@@ -110,6 +119,8 @@ impl Report {
             drops: a.drops,
             thread_names: a.thread_names.into_iter().map(|(tid, name)| ThreadName { tid, name }).collect(),
             trace: a.trace,
+            idle: Some(IdleSplit::from_array(a.idle)),
+            declared: Vec::new(),
         }
     }
 }

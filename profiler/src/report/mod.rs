@@ -4,16 +4,24 @@
 
 mod build;
 
+pub use crate::model::declared::Declared;
 pub use crate::model::device::DeviceInfo;
 pub use crate::model::drops::Drops;
+pub use crate::model::idle::IdleSplit;
 use crate::model::metrics::MetricsStatus;
 use crate::model::occupancy::Limiter;
 use crate::model::path::{RangeFrame, RangePath};
 pub use crate::model::trace::{KernelRecord, MemoryRecord, RangeRecord, Trace};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// Version of the JSON layout; bumped when a field changes meaning.
-pub const SCHEMA_VERSION: u32 = 1;
+/// Version 2 added GPU idle time by cause (`idle`, per range and for the
+/// session), declared FLOPs and work (`declared`), every measured counter
+/// per kernel (`counters`, `measured_ns`), launch-shape figures and device
+/// clocks; written reports also carry the analysis (`findings`, per-range
+/// and per-kernel `analysis`), which reading ignores and recomputes.
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// Everything a session measured.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -57,6 +65,12 @@ pub struct Report {
     /// Per-kernel records, when the session kept a trace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<Trace>,
+    /// GPU idle time of the whole session by cause (schema 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle: Option<IdleSplit>,
+    /// FLOPs and work per call the program declared for its ranges.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub declared: Vec<Declared>,
 }
 
 /// Statistics of a set of kernel launches.
@@ -85,6 +99,24 @@ pub struct KernelStats {
     /// SM efficiency of the profiled launches, %, weighted by GPU time.
     #[serde(default)]
     pub sm_efficiency_pct: Option<f64>,
+    /// Every measured metric over the profiled launches: totals for
+    /// additive counters (names ending in `.sum`), means weighted by
+    /// measured duration for the rest (schema 2).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub counters: BTreeMap<String, f64>,
+    /// Measured duration of the profiled launches, ns: what the totals in
+    /// `counters` cover.
+    #[serde(default)]
+    pub measured_ns: f64,
+    /// Share of the device's SMs the grids reach (one block per SM at
+    /// most), %, weighted by GPU time. 1 block on 132 SMs: 0.8%.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sm_coverage_pct: Option<f64>,
+    /// Blocks over the block slots of the waves they need (SMs x blocks per
+    /// SM per wave), %, weighted by GPU time: below 100% the last wave runs
+    /// partly empty (a tail).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wave_efficiency_pct: Option<f64>,
 }
 
 /// One kernel name.
@@ -139,6 +171,11 @@ pub struct RangeSummary {
     /// [`LOW_OCCUPANCY_PCT`]).
     #[serde(default)]
     pub busy_but_underused: bool,
+    /// GPU idle time inside the range's windows by cause; GPU busy time of
+    /// any kernel in them is `wall_ns` minus its total (schema 2; absent
+    /// for start/end ranges).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle: Option<IdleSplit>,
 }
 
 /// Utilisation from which a range counts as busy, %.

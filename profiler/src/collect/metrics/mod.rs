@@ -12,47 +12,59 @@
 pub(crate) mod collector;
 pub(crate) mod rangeprof;
 
-use crate::model::metrics::{ACHIEVED_OCCUPANCY, DURATION, SM_CYCLES_ELAPSED, SM_EFFICIENCY};
+use crate::model::metrics::{
+    ACHIEVED_OCCUPANCY, DRAM_READ, DRAM_WRITE, DURATION, FMA_OPS, ISSUE_ACTIVE, SM_CYCLES_ELAPSED, SM_EFFICIENCY,
+    TENSOR_ACTIVE, TENSOR_OPS,
+};
 
 use crate::error::{Error, ErrorKind, Result};
 
-const DRAM: &[&str] = &["dram__bytes_read.sum", "dram__bytes_write.sum"];
-const FLOPS: &[&str] = &[
-    "smsp__sass_thread_inst_executed_op_fadd_pred_on.sum",
-    "smsp__sass_thread_inst_executed_op_fmul_pred_on.sum",
-    "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum",
-    "smsp__sass_thread_inst_executed_op_dadd_pred_on.sum",
-    "smsp__sass_thread_inst_executed_op_dmul_pred_on.sum",
-    "smsp__sass_thread_inst_executed_op_dfma_pred_on.sum",
-    "smsp__sass_thread_inst_executed_op_hadd_pred_on.sum",
-    "smsp__sass_thread_inst_executed_op_hmul_pred_on.sum",
-    "smsp__sass_thread_inst_executed_op_hfma_pred_on.sum",
-];
-
-/// The metrics collected for each profiled kernel. Always the four of
-/// [`MetricSet::default`]; `dram`, `flops` and raw names add to them.
+/// The metrics collected for each profiled kernel. Always those of
+/// [`MetricSet::default`]; `flops`, `tensor` and raw names add to them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MetricSet {
     names: Vec<String>,
 }
 
 impl Default for MetricSet {
-    /// Achieved occupancy, SM efficiency, duration, elapsed SM cycles.
+    /// Achieved occupancy, SM efficiency, duration, elapsed SM cycles, DRAM
+    /// bytes, issue-slot and tensor-pipe activity: what tells compute-,
+    /// memory- and latency-bound kernels apart. One replay pass on H100
+    /// (measured: no slower per launch than the first four alone).
     fn default() -> Self {
-        MetricSet { names: [ACHIEVED_OCCUPANCY, SM_EFFICIENCY, DURATION, SM_CYCLES_ELAPSED].map(String::from).to_vec() }
+        let names = [
+            ACHIEVED_OCCUPANCY,
+            SM_EFFICIENCY,
+            DURATION,
+            SM_CYCLES_ELAPSED,
+            DRAM_READ,
+            DRAM_WRITE,
+            ISSUE_ACTIVE,
+            TENSOR_ACTIVE,
+        ];
+        MetricSet { names: names.map(String::from).to_vec() }
     }
 }
 
 impl MetricSet {
-    /// Adds DRAM bytes read and written.
+    /// DRAM bytes read and written (part of the default set since schema
+    /// 2; kept for callers that ask for them).
     pub fn with_dram(self) -> Self {
-        DRAM.iter().fold(self, |s, m| s.with(m))
+        [DRAM_READ, DRAM_WRITE].iter().fold(self, |s, m| s.with(m))
     }
 
-    /// Adds FP32/FP64/FP16 instruction counts (FLOPs as ncu's roofline
-    /// weighs them: add and mul 1, fma 2).
+    /// Adds FP32/FP64/FP16 instruction counts of the FMA pipes (FLOPs as
+    /// ncu's roofline weighs them: add and mul 1, fma 2, half pairs twice).
+    /// Needs a second replay pass.
     pub fn with_flops(self) -> Self {
-        FLOPS.iter().fold(self, |s, m| s.with(m))
+        FMA_OPS.iter().fold(self, |s, (m, _, _)| s.with(m))
+    }
+
+    /// Adds tensor-core operations per input type (bf16, fp16, tf32, fp8,
+    /// int8, fp64): hardware FLOPs for MFU. Six more replay passes on H100
+    /// (about 80 ms per measured launch, measured).
+    pub fn with_tensor(self) -> Self {
+        TENSOR_OPS.iter().fold(self, |s, (m, _)| s.with(m))
     }
 
     /// Adds a raw metric name (checked against the GPU at session start).
@@ -63,8 +75,9 @@ impl MetricSet {
         self
     }
 
-    /// Parses `GPUSCOPE_METRICS`-style text: comma-separated `dram`,
-    /// `flops`, or metric names (`unit__counter.rollup...`).
+    /// Parses `GPUSCOPE_METRICS`-style text: comma-separated `flops` (FMA
+    /// pipe FLOPs), `tensor` (tensor-core FLOPs per type), `roofline` (both),
+    /// `dram`, or metric names (`unit__counter.rollup...`).
     pub fn parse(spec: &str) -> Result<Self> {
         let mut s = MetricSet::default();
         for item in spec.split(',').map(str::trim).filter(|i| !i.is_empty()) {
@@ -72,11 +85,13 @@ impl MetricSet {
                 "default" => s,
                 "dram" => s.with_dram(),
                 "flops" => s.with_flops(),
+                "tensor" => s.with_tensor(),
+                "roofline" => s.with_flops().with_tensor(),
                 raw if raw.contains("__") && raw.chars().all(|c| c.is_ascii_alphanumeric() || "_.".contains(c)) => s.with(raw),
                 other => {
                     return Err(Error::new(
                         ErrorKind::InvalidConfig,
-                        format!("unknown metric set {other:?}; allowed: default, dram, flops, or a metric name like dram__bytes_read.sum"),
+                        format!("unknown metric set {other:?}; allowed: default, dram, flops, tensor, roofline, or a metric name like lts__t_bytes.sum"),
                     ))
                 }
             };
@@ -238,11 +253,14 @@ mod tests {
     #[test]
     fn metric_sets_parse_and_name_what_is_allowed() {
         let s = MetricSet::parse("dram, flops,lts__t_bytes.sum").unwrap();
-        assert_eq!(s.names()[..4], MetricSet::default().names()[..]);
+        assert_eq!(s.names()[..8], MetricSet::default().names()[..]);
         assert!(s.names().iter().any(|n| n == "dram__bytes_write.sum"));
         assert!(s.names().iter().any(|n| n == "lts__t_bytes.sum"));
-        assert_eq!(s.names().len(), 4 + 2 + 9 + 1);
-        let e = MetricSet::parse("dram,tensor").unwrap_err();
-        assert!(e.message().contains("\"tensor\"") && e.message().contains("allowed"), "{e}");
+        assert_eq!(s.names().len(), 8 + 9 + 1, "dram is in the default set already");
+        let r = MetricSet::parse("roofline").unwrap();
+        assert_eq!(r.names().len(), 8 + 9 + 6);
+        assert!(r.names().iter().any(|n| n == "sm__ops_path_tensor_src_bf16_dst_fp32.sum"));
+        let e = MetricSet::parse("dram,tensors").unwrap_err();
+        assert!(e.message().contains("\"tensors\"") && e.message().contains("allowed"), "{e}");
     }
 }

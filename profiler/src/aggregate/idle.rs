@@ -1,0 +1,492 @@
+//! GPU idle time and its causes. A timeline of when any kernel ran (on any
+//! of the process's GPUs) whose gaps are classified once no kernel still to
+//! arrive can fill them, so memory stays bounded over long runs.
+//!
+//! A gap is final when every launch made before its end has delivered its
+//! kernel: kernels start after their launch, so a kernel still missing
+//! cannot run in a gap that ends before its launch. Each final gap is split
+//! by what the host was doing (see [`IdleTracker::classify`]):
+//!
+//! 1. gpuscope's own measurement held the program (metrics mode);
+//! 2. a copy ran on the GPU, or the host was blocked in a copy call;
+//! 3. the gap began while the host waited in a synchronisation, and lasted
+//!    until at most [`SYNC_RESUME_NS`] after it returned;
+//! 4. the rest: before the next kernel's launch, the host had not launched
+//!    yet (host work, or launch overhead when the whole gap is short);
+//!    after it, the kernel was queued (launch latency when short, a
+//!    dependency on something else when long).
+
+use crate::model::idle::{Cause, COPY, HOST, LAUNCH, OTHER, PROFILER, SYNC};
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+/// Gaps no longer than this, from one kernel's end to the next one's start,
+/// are launch overhead: a CUDA launch costs the host a few microseconds and
+/// a PyTorch eager op 10-30 us of Python and dispatcher time, and kernels
+/// start 2-5 us after their launch. These are the gaps CUDA graphs and
+/// `torch.compile` remove; longer ones are the host doing other work.
+pub const LAUNCH_GAP_NS: u64 = 50_000;
+
+/// After a synchronisation returns, a host that launches again within this
+/// long was only waiting on it (the next few ops' dispatch); idle time
+/// beyond is host work of its own.
+pub const SYNC_RESUME_NS: u64 = 100_000;
+
+/// A synchronisation that began up to this long after the GPU went idle
+/// still counts as the host waiting when it did: host and GPU timestamps
+/// agree to about 1 us (`../shared/cupti-notes.md`).
+const CLOCK_SLACK_NS: u64 = 5_000;
+
+/// Busy spans kept undecided at once. Beyond, the oldest gap is decided
+/// even if a launch is still missing its kernel (a failed launch never
+/// delivers one).
+const MAX_SPANS: usize = 8192;
+
+/// Host intervals (synchronisations, copies, overhead) kept at once.
+const MAX_INTERVALS: usize = 65_536;
+
+/// A classified piece of idle time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Piece {
+    pub start: u64,
+    pub end: u64,
+    pub cause: Cause,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Span {
+    start: u64,
+    end: u64,
+    /// When the kernel that starts the span was launched.
+    launch: Option<u64>,
+}
+
+/// Disjoint-or-not intervals sorted by start; dropped once decided.
+#[derive(Default)]
+struct Intervals(Vec<(u64, u64)>);
+
+impl Intervals {
+    fn add(&mut self, start: u64, end: u64) {
+        if end <= start {
+            return;
+        }
+        let i = self.0.partition_point(|&(s, _)| s <= start);
+        self.0.insert(i, (start, end));
+        if self.0.len() > MAX_INTERVALS {
+            self.0.remove(0);
+        }
+    }
+
+    /// The parts of `[lo, hi)` they cover, merged and sorted.
+    fn covered(&self, lo: u64, hi: u64) -> Vec<(u64, u64)> {
+        let upto = self.0.partition_point(|&(s, _)| s < hi);
+        let mut v: Vec<(u64, u64)> =
+            self.0[..upto].iter().filter(|&&(_, e)| e > lo).map(|&(s, e)| (s.max(lo), e.min(hi))).collect();
+        v.sort_unstable();
+        merge(v)
+    }
+
+    /// One that contains `t` (within the slack), the latest ending.
+    fn around(&self, t: u64) -> Option<(u64, u64)> {
+        let upto = self.0.partition_point(|&(s, _)| s <= t + CLOCK_SLACK_NS);
+        self.0[..upto].iter().filter(|&&(_, e)| e + CLOCK_SLACK_NS >= t).max_by_key(|&&(_, e)| e).copied()
+    }
+
+    fn forget_before(&mut self, t: u64) {
+        self.0.retain(|&(_, e)| e > t);
+    }
+}
+
+fn merge(v: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
+    let mut out: Vec<(u64, u64)> = Vec::with_capacity(v.len());
+    for (s, e) in v {
+        match out.last_mut() {
+            Some(last) if s <= last.1 => last.1 = last.1.max(e),
+            _ => out.push((s, e)),
+        }
+    }
+    out
+}
+
+/// `[lo, hi)` minus `cut` (sorted, merged).
+fn minus(lo: u64, hi: u64, cut: &[(u64, u64)]) -> Vec<(u64, u64)> {
+    let mut out = Vec::new();
+    let mut at = lo;
+    for &(s, e) in cut {
+        if s > at {
+            out.push((at, s.min(hi)));
+        }
+        at = at.max(e);
+        if at >= hi {
+            break;
+        }
+    }
+    if at < hi {
+        out.push((at, hi));
+    }
+    out.retain(|&(s, e)| e > s);
+    out
+}
+
+/// The idle timeline of one session.
+pub(crate) struct IdleTracker {
+    /// Undecided busy time, merged and sorted.
+    spans: VecDeque<Span>,
+    /// Time before this is decided.
+    done_until: u64,
+    /// Launches whose kernels have not arrived, by launch time (a count per
+    /// time).
+    pending: BTreeMap<u64, u32>,
+    /// Graph launches whose first kernel has not arrived.
+    pending_graphs: HashMap<u32, u64>,
+    syncs: Intervals,
+    copies: Intervals,
+    overhead: Intervals,
+    /// Kernels that arrived after their time was decided (counted, and
+    /// their late part added as busy).
+    pub late_kernels: u64,
+}
+
+impl IdleTracker {
+    /// A timeline starting at `start_ns`.
+    pub(crate) fn new(start_ns: u64) -> Self {
+        IdleTracker {
+            spans: VecDeque::new(),
+            done_until: start_ns,
+            pending: BTreeMap::new(),
+            pending_graphs: HashMap::new(),
+            syncs: Intervals::default(),
+            copies: Intervals::default(),
+            overhead: Intervals::default(),
+            late_kernels: 0,
+        }
+    }
+
+    /// A launch at `ts` whose kernel will come (`graph`: a graph launch,
+    /// waited for until its first kernel).
+    pub(crate) fn launch(&mut self, correlation_id: u32, ts: u64, graph: bool) {
+        if graph {
+            self.pending_graphs.insert(correlation_id, ts);
+        } else {
+            *self.pending.entry(ts).or_default() += 1;
+        }
+    }
+
+    /// A kernel ran over `[start, end)`; `launch`: its launch (time, graph)
+    /// when it was seen.
+    pub(crate) fn kernel(&mut self, correlation_id: u32, start: u64, end: u64, launch: Option<(u64, bool)>) {
+        if let Some((ts, graph)) = launch {
+            if graph {
+                self.pending_graphs.remove(&correlation_id);
+            } else if let Some(n) = self.pending.get_mut(&ts) {
+                *n -= 1;
+                if *n == 0 {
+                    self.pending.remove(&ts);
+                }
+            }
+        }
+        let mut start = start;
+        if start < self.done_until {
+            self.late_kernels += 1;
+            start = self.done_until;
+        }
+        if end <= start {
+            return;
+        }
+        let launch = launch.map(|(ts, _)| ts);
+        // First span that ends at or after `start`: it and the later spans
+        // it overlaps merge with the kernel.
+        let i = self.spans.partition_point(|s| s.end < start);
+        let mut merged = Span { start, end, launch };
+        while i < self.spans.len() && self.spans[i].start <= merged.end {
+            let s = self.spans.remove(i).expect("index checked");
+            if s.start < merged.start {
+                merged.launch = s.launch;
+            }
+            merged.start = merged.start.min(s.start);
+            merged.end = merged.end.max(s.end);
+        }
+        self.spans.insert(i, merged);
+    }
+
+    /// The host waited in a synchronisation over `[start, end)`.
+    pub(crate) fn sync(&mut self, start: u64, end: u64) {
+        if end > self.done_until {
+            self.syncs.add(start, end);
+        }
+    }
+
+    /// A copy ran on the GPU, or the host was blocked in a copy call.
+    pub(crate) fn copy(&mut self, start: u64, end: u64) {
+        if end > self.done_until {
+            self.copies.add(start, end);
+        }
+    }
+
+    /// gpuscope's own measurement held a thread.
+    pub(crate) fn overhead(&mut self, start: u64, end: u64) {
+        if end > self.done_until {
+            self.overhead.add(start, end);
+        }
+    }
+
+    /// Whether undecided time has reached its cap: [`IdleTracker::advance`]
+    /// should run (it decides the oldest gaps then).
+    pub(crate) fn full(&self) -> bool {
+        self.spans.len() > MAX_SPANS
+    }
+
+    /// Time before this is decided.
+    pub(crate) fn decided_until(&self) -> u64 {
+        self.done_until
+    }
+
+    /// Decides every gap that no missing kernel can fill, handing each
+    /// piece of idle time to `out`.
+    pub(crate) fn advance(&mut self, out: &mut impl FnMut(Piece)) {
+        let watermark =
+            self.pending.keys().next().copied().into_iter().chain(self.pending_graphs.values().copied()).min();
+        self.decide(watermark.unwrap_or(u64::MAX), out);
+    }
+
+    /// Decides everything up to `end_ns` (the session's end).
+    pub(crate) fn finish(&mut self, end_ns: u64, out: &mut impl FnMut(Piece)) {
+        self.decide(u64::MAX, out);
+        if let Some(last) = self.spans.pop_front() {
+            self.done_until = self.done_until.max(last.end);
+        }
+        if end_ns > self.done_until {
+            self.classify(self.done_until, end_ns, None, true, out);
+            self.done_until = end_ns;
+        }
+    }
+
+    fn decide(&mut self, watermark: u64, out: &mut impl FnMut(Piece)) {
+        // Over the cap, decide down to half of it, so that forcing happens
+        // once per many kernels, not at every one.
+        let keep = if self.spans.len() > MAX_SPANS { MAX_SPANS / 2 } else { usize::MAX };
+        loop {
+            let forced = self.spans.len() > keep;
+            let Some(&first) = self.spans.front() else { break };
+            if self.done_until < first.start {
+                // The gap before the first span.
+                if first.start > watermark && !forced {
+                    break;
+                }
+                self.classify(self.done_until, first.start, first.launch, false, out);
+                self.done_until = first.start;
+            } else {
+                // The first span is busy time; its end is final once the
+                // next span's start is.
+                let Some(next) = self.spans.get(1) else { break };
+                if next.start > watermark && !forced {
+                    break;
+                }
+                self.done_until = self.done_until.max(first.end);
+                self.spans.pop_front();
+            }
+        }
+        let t = self.done_until;
+        self.syncs.forget_before(t);
+        self.copies.forget_before(t);
+        self.overhead.forget_before(t);
+    }
+
+    /// Splits the idle gap `[g0, g1)` by cause. `next_launch`: when the
+    /// kernel that ends it was launched (`None`: unknown); `last`: no kernel
+    /// followed before the session ended.
+    fn classify(&self, g0: u64, g1: u64, next_launch: Option<u64>, last: bool, out: &mut impl FnMut(Piece)) {
+        if g1 <= g0 {
+            return;
+        }
+        let mut emit = |start: u64, end: u64, cause: Cause| {
+            if end > start {
+                out(Piece { start, end, cause });
+            }
+        };
+        let gap = g1 - g0;
+        let overhead = self.overhead.covered(g0, g1);
+        for &(s, e) in &overhead {
+            emit(s, e, PROFILER);
+        }
+        let mut rest = Vec::new();
+        for (a, b) in minus(g0, g1, &overhead) {
+            let copies = self.copies.covered(a, b);
+            for &(s, e) in &copies {
+                emit(s, e, COPY);
+            }
+            rest.extend(minus(a, b, &copies));
+        }
+        // The host was waiting in a synchronisation when the GPU ran dry:
+        // nothing could be queued behind the work it waited for.
+        let shadow = self.syncs.around(g0).map(|(_, end)| (g0, end.max(g0).saturating_add(SYNC_RESUME_NS).min(g1)));
+        for (a, b) in rest {
+            let parts = match shadow {
+                Some((s, e)) if e > a && s < b => {
+                    emit(a.max(s), b.min(e), SYNC);
+                    minus(a, b, &[(s, e)])
+                }
+                _ => vec![(a, b)],
+            };
+            for (a, b) in parts {
+                if last {
+                    // The program did something else until the session
+                    // ended.
+                    emit(a, b, HOST);
+                    continue;
+                }
+                let split = next_launch.map_or(b, |l| l.clamp(a, b));
+                // Before the launch: the host had not launched yet.
+                emit(a, split, if gap <= LAUNCH_GAP_NS { LAUNCH } else { HOST });
+                // After it: the kernel was queued.
+                emit(split, b, if gap <= LAUNCH_GAP_NS || b - split <= LAUNCH_GAP_NS { LAUNCH } else { OTHER });
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(t: &mut IdleTracker, end: Option<u64>) -> [u64; 6] {
+        let mut by = [0u64; 6];
+        let mut add = |p: Piece| by[p.cause] += p.end - p.start;
+        match end {
+            Some(e) => t.finish(e, &mut add),
+            None => t.advance(&mut add),
+        }
+        by
+    }
+
+    #[test]
+    fn a_gap_waits_for_launches_that_could_fill_it() {
+        let mut t = IdleTracker::new(0);
+        t.launch(1, 0, false);
+        t.launch(2, 5, false);
+        t.launch(3, 200_000, false);
+        t.kernel(1, 10, 100, Some((0, false)));
+        // Kernel 2 (launched at 5) is missing: the gap after kernel 1 may
+        // still be filled.
+        t.kernel(3, 300_000, 310_000, Some((200_000, false)));
+        assert_eq!(run(&mut t, None), [0; 6], "kernel 2 may still start at 5");
+        t.kernel(2, 120, 200, Some((5, false)));
+        let by = run(&mut t, None);
+        // [0,10) and [100,120): queued, short. [200,300000): the host
+        // launched at 200000: host work before, queued after.
+        assert_eq!(by[LAUNCH], 10 + 20);
+        assert_eq!(by[HOST], 200_000 - 200);
+        assert_eq!(by[OTHER], 100_000, "queued for 100 us with nothing else running");
+    }
+
+    #[test]
+    fn short_gaps_are_launch_overhead_and_long_ones_host_work() {
+        let mut t = IdleTracker::new(0);
+        // Tiny kernels launched 4 us apart, each running 1 us.
+        for i in 0..10u64 {
+            t.launch(i as u32, i * 4_000, false);
+            t.kernel(i as u32, i * 4_000 + 2_000, i * 4_000 + 3_000, Some((i * 4_000, false)));
+        }
+        let by = run(&mut t, Some(36_000 + 3_000));
+        assert_eq!(by[LAUNCH], 2_000 + 9 * 3_000, "the leading 2 us and nine 3 us gaps");
+        assert_eq!(by[HOST] + by[SYNC] + by[COPY] + by[OTHER], 0);
+        // One long pause of the host.
+        let mut t = IdleTracker::new(0);
+        t.kernel(1, 0, 1_000, None);
+        t.launch(2, 5_000_000, false);
+        t.kernel(2, 5_004_000, 5_005_000, Some((5_000_000, false)));
+        let by = run(&mut t, Some(5_005_000));
+        assert_eq!(by[HOST], 5_000_000 - 1_000);
+        assert_eq!(by[LAUNCH], 4_000);
+    }
+
+    #[test]
+    fn a_gap_that_begins_in_a_synchronisation_is_the_sync_s_until_the_host_resumes() {
+        let mut t = IdleTracker::new(0);
+        t.kernel(1, 0, 10_000, None);
+        // The host waits from 2 us to 12 us, launches again at 20 us.
+        t.sync(2_000, 12_000);
+        t.launch(2, 20_000, false);
+        t.kernel(2, 25_000, 30_000, Some((20_000, false)));
+        // And after the second kernel waits again, then works for 1 ms.
+        t.sync(26_000, 31_000);
+        t.launch(3, 1_031_000, false);
+        t.kernel(3, 1_035_000, 1_040_000, Some((1_031_000, false)));
+        let by = run(&mut t, Some(1_040_000));
+        // Gap 1 [10,25) us: all sync (resume within 100 us).
+        // Gap 2 [30, 1035) us: sync until 31 + 100 us, then host until the
+        // launch at 1031 us, then 4 us queued (launch).
+        assert_eq!(by[SYNC], 15_000 + 101_000);
+        assert_eq!(by[HOST], 1_031_000 - 131_000);
+        assert_eq!(by[LAUNCH], 4_000);
+        // A sync that starts after the GPU went idle is not what it waited on.
+        let mut t = IdleTracker::new(0);
+        t.kernel(1, 0, 10_000, None);
+        t.sync(500_000, 500_010);
+        t.launch(2, 900_000, false);
+        t.kernel(2, 905_000, 906_000, Some((900_000, false)));
+        let by = run(&mut t, Some(906_000));
+        assert_eq!(by[SYNC], 0);
+        assert_eq!(by[HOST], 890_000);
+    }
+
+    #[test]
+    fn copies_and_gpuscope_s_own_measurements_take_their_share_first() {
+        let mut t = IdleTracker::new(0);
+        t.kernel(1, 0, 1_000, None);
+        t.copy(100_000, 300_000); // a pageable copy, host blocked
+        t.overhead(400_000, 500_000);
+        t.launch(2, 600_000, false);
+        t.kernel(2, 605_000, 700_000, Some((600_000, false)));
+        let by = run(&mut t, Some(700_000));
+        assert_eq!(by[COPY], 200_000);
+        assert_eq!(by[PROFILER], 100_000);
+        assert_eq!(by[HOST], 99_000 + 100_000 + 100_000);
+        assert_eq!(by[LAUNCH], 5_000);
+        assert_eq!(by.iter().sum::<u64>(), 700_000 - 1_000 - 95_000);
+    }
+
+    #[test]
+    fn overlapping_streams_merge_and_the_trailing_gap_is_the_host_s() {
+        let mut t = IdleTracker::new(0);
+        t.kernel(1, 100, 500, None);
+        t.kernel(2, 300, 900, None);
+        t.kernel(3, 200, 250, None);
+        let by = run(&mut t, Some(2_000));
+        assert_eq!(by[LAUNCH], 100, "the leading gap is short");
+        assert_eq!(by[HOST], 1_100, "nothing followed: the host's");
+        assert_eq!(by.iter().sum::<u64>(), 2_000 - 800);
+    }
+
+    #[test]
+    fn a_kernel_arriving_after_its_time_was_decided_is_counted() {
+        let mut t = IdleTracker::new(0);
+        t.kernel(1, 0, 100, None);
+        t.kernel(2, 1_000, 1_100, None);
+        let _ = run(&mut t, None);
+        t.kernel(3, 500, 600, None);
+        assert_eq!(t.late_kernels, 1);
+    }
+
+    #[test]
+    fn a_launch_that_never_delivers_does_not_hold_memory_forever() {
+        let mut t = IdleTracker::new(0);
+        t.launch(0, 0, false); // never arrives
+        for i in 1..(MAX_SPANS as u64 * 3) {
+            t.kernel(i as u32, i * 1_000, i * 1_000 + 10, None);
+            let _ = run(&mut t, None);
+        }
+        assert!(t.spans.len() <= MAX_SPANS + 1, "{}", t.spans.len());
+    }
+
+    #[test]
+    fn graph_launches_hold_the_watermark_until_their_first_kernel() {
+        let mut t = IdleTracker::new(0);
+        t.launch(7, 50, true);
+        t.kernel(1, 0, 10, None);
+        t.kernel(2, 100, 110, None);
+        assert_eq!(run(&mut t, None).iter().sum::<u64>(), 0, "the graph launched at 50 may run in [10,100)");
+        t.kernel(7, 60, 70, Some((50, true)));
+        t.kernel(7, 75, 80, Some((50, true)));
+        assert_eq!(run(&mut t, None).iter().sum::<u64>(), 50 + 5 + 20);
+    }
+}

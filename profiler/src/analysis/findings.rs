@@ -1,0 +1,237 @@
+//! What to change: one finding per cause of lost GPU time, with what it
+//! cost and one line of advice, most costly first.
+
+use super::peaks::Peaks;
+use super::verdict::{self, Bound};
+use super::{KernelAnalysis, RangeAnalysis};
+use crate::report::Report;
+use serde::Serialize;
+
+/// An idle cause is a finding when it takes at least this share of a
+/// range's time: smaller ones are noise next to run-to-run variation
+/// (plain runs of one program vary by ~10%, `docs/cupti-findings.md`).
+pub const MIN_SHARE_PCT: f64 = 10.0;
+/// ... and at least this much time, ns.
+pub const MIN_COST_NS: u64 = 100_000;
+/// A range's finding is left to a range inside it that has the same cause
+/// for at least this share of the time: the inner range says where.
+pub const INNER_EXPLAINS_PCT: f64 = 80.0;
+/// Achieved occupancy under this, in a latency-bound kernel, leaves too few
+/// warps to hide latency.
+pub const LOW_OCCUPANCY_PCT: f64 = 25.0;
+
+/// One thing to change.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Finding {
+    /// host-idle, copies, sync, launch-gaps, waiting, few-sms, tail-wave,
+    /// low-occupancy, memory-bound, busy-but-underused.
+    pub kind: &'static str,
+    /// The verdict it explains.
+    pub bound: Bound,
+    /// The range it is about (`None`: the whole session, or a kernel).
+    pub range: Option<String>,
+    /// The kernel it is about.
+    pub kernel: Option<String>,
+    /// GPU time it cost, ns: idle time for idle causes, unused SM time for
+    /// kernels.
+    pub cost_ns: u64,
+    /// What was seen.
+    pub message: String,
+    /// One line of advice.
+    pub advice: String,
+}
+
+fn ms(ns: u64) -> String {
+    crate::model::units::fmt_ns(ns)
+}
+
+/// The idle causes that make findings: (IdleSplit field index, kind,
+/// verdict, what it means).
+const IDLE_CAUSES: [(usize, &str, Bound, &str); 5] = [
+    (crate::model::idle::HOST, "host-idle", verdict::HOST, "waiting for the host to launch work"),
+    (crate::model::idle::COPY, "copies", verdict::HOST, "during copies"),
+    (crate::model::idle::SYNC, "sync", verdict::SYNC, "after host synchronisations"),
+    (crate::model::idle::LAUNCH, "launch-gaps", verdict::LAUNCH, "in short gaps between kernels"),
+    (crate::model::idle::OTHER, "waiting", verdict::DEPENDENCY, "with work queued behind a dependency"),
+];
+
+fn idle_advice(kind: &str, r: &Report) -> String {
+    match kind {
+        "host-idle" => "Keep the GPU fed: load and preprocess data off this thread (PyTorch: DataLoader(num_workers>0), transforms on the GPU) and keep logging and checkpoints out of the step.".into(),
+        "copies" => {
+            let (pageable, all): (u64, u64) =
+                r.memory.memcpy.iter().fold((0, 0), |(p, a), c| (p + c.pageable, a + c.count));
+            if pageable > 0 {
+                format!("{pageable} of {all} copies use pageable host memory, which blocks the host: pin it (PyTorch: DataLoader(pin_memory=True) or tensor.pin_memory()) and copy with non_blocking=True so copies overlap compute.")
+            } else {
+                "Overlap copies with compute: issue them on a side stream ahead of use (prefetch the next batch).".into()
+            }
+        }
+        "sync" => format!("Take host synchronisations out of the loop ({} in this run): no .item(), .cpu(), printing GPU tensors or torch.cuda.synchronize() per step; keep values on the GPU and read them every N steps.", r.memory.synchronizations),
+        "launch-gaps" => "Cut per-kernel launch overhead: capture the step in a CUDA graph (torch.compile(mode=\"reduce-overhead\"), torch.cuda.CUDAGraph) or fuse small kernels (torch.compile).".into(),
+        _ => "Queued work waited: look for cross-stream event waits and host functions (cudaLaunchHostFunc) in this range.".into(),
+    }
+}
+
+/// Whether `inner` is a range nested in `outer`.
+fn nested(outer: &str, inner: &str) -> bool {
+    inner.len() > outer.len() && inner.starts_with(outer) && inner.as_bytes()[outer.len()] == b'/'
+}
+
+pub(super) fn findings(
+    r: &Report,
+    ranges: &[RangeAnalysis],
+    kernels: &[KernelAnalysis],
+    peaks: Option<&Peaks>,
+) -> Vec<Finding> {
+    let mut out = Vec::new();
+    // Idle time, per range and cause.
+    let mut idle: Vec<Finding> = Vec::new();
+    for g in ranges {
+        let Some(split) = g.idle else { continue };
+        let a = split.to_array();
+        for (i, kind, bound, what) in IDLE_CAUSES {
+            let cost = a[i];
+            let share = 100.0 * cost as f64 / g.active_ns.max(1) as f64;
+            if share < MIN_SHARE_PCT || cost < MIN_COST_NS {
+                continue;
+            }
+            let calls = if g.count > 1 { format!(" over {} calls", g.count) } else { String::new() };
+            idle.push(Finding {
+                kind,
+                bound,
+                range: Some(g.path.clone()),
+                kernel: None,
+                cost_ns: cost,
+                message: format!("{}: GPU idle {} ({share:.0}% of the range{calls}) {what}", g.path, ms(cost)),
+                advice: idle_advice(kind, r),
+            });
+        }
+    }
+    let explained: Vec<bool> = idle
+        .iter()
+        .map(|f| {
+            let p = f.range.as_deref().unwrap_or("");
+            idle.iter().any(|c| {
+                c.kind == f.kind
+                    && nested(p, c.range.as_deref().unwrap_or(""))
+                    && c.cost_ns as f64 >= f.cost_ns as f64 * INNER_EXPLAINS_PCT / 100.0
+            })
+        })
+        .collect();
+    out.extend(idle.into_iter().zip(explained).filter(|(_, e)| !e).map(|(f, _)| f));
+    // Whole-session idle when the program has no ranges.
+    if ranges.is_empty() {
+        if let Some(split) = r.idle {
+            let wall = r.end_ns.saturating_sub(r.start_ns).saturating_sub(split.profiler_ns).max(1);
+            let a = split.to_array();
+            for (i, kind, bound, what) in IDLE_CAUSES {
+                let share = 100.0 * a[i] as f64 / wall as f64;
+                if share >= MIN_SHARE_PCT && a[i] >= MIN_COST_NS {
+                    out.push(Finding {
+                        kind,
+                        bound,
+                        range: None,
+                        kernel: None,
+                        cost_ns: a[i],
+                        message: format!("the session: GPU idle {} ({share:.0}%) {what}", ms(a[i])),
+                        advice: idle_advice(kind, r),
+                    });
+                }
+            }
+        }
+    }
+    // Ranges nvidia-smi calls busy whose SMs are underused.
+    for g in r.ranges.iter().filter(|g| g.busy_but_underused) {
+        let eff = g.sm_efficiency_pct.unwrap_or(0.0);
+        out.push(Finding {
+            kind: "busy-but-underused",
+            bound: verdict::LATENCY,
+            range: Some(g.path.to_string()),
+            kernel: None,
+            cost_ns: (g.gpu_busy_ns as f64 * (1.0 - eff / 100.0)) as u64,
+            message: format!(
+                "{}: busy {:.0}% of the time as nvidia-smi counts it, but SM efficiency {eff:.1}%",
+                g.path, g.gpu_utilization_pct
+            ),
+            advice: "nvidia-smi's utilisation hides idle SMs here: see the kernel findings for why they idle.".into(),
+        });
+    }
+    // Kernels.
+    let sms = r.devices.first().map(|d| d.sm_count).unwrap_or(0);
+    for k in kernels {
+        let t = k.gpu_ns as f64;
+        let short = crate::model::names::short_name(&k.name);
+        let few = k.sm_coverage_pct.filter(|c| *c < verdict::LOW_COVERAGE_PCT).or(k
+            .sm_efficiency_pct
+            .filter(|e| *e < verdict::FEW_SMS_PCT && k.sm_coverage_pct.is_some_and(|c| c < 100.0)));
+        if let Some(used) = few {
+            out.push(Finding {
+                kind: "few-sms",
+                bound: verdict::LATENCY,
+                range: None,
+                kernel: Some(k.name.clone()),
+                cost_ns: (t * (1.0 - used / 100.0)) as u64,
+                message: format!("{short}: its grid keeps {used:.1}% of the {sms} SMs busy ({} of GPU time)", ms(k.gpu_ns)),
+                advice: format!("Launch at least one block per SM ({sms}): split the work into more, smaller blocks or use a grid-stride loop over a grid of {sms} or more blocks."),
+            });
+            continue;
+        }
+        if let Some(w) = k.wave_efficiency_pct.filter(|w| *w < verdict::TAIL_WAVE_PCT) {
+            out.push(Finding {
+                kind: "tail-wave",
+                bound: verdict::LATENCY,
+                range: None,
+                kernel: Some(k.name.clone()),
+                cost_ns: (t * (1.0 - w / 100.0)) as u64,
+                message: format!("{short}: its blocks fill {w:.0}% of the block slots of the waves they run in; the last wave leaves SMs idle"),
+                advice: "Size the grid to whole waves (a multiple of SMs x blocks per SM), or use smaller blocks so the last wave is fuller.".into(),
+            });
+            continue;
+        }
+        let Some(v) = &k.verdict else { continue };
+        if v.bound == verdict::LATENCY {
+            if let Some(o) = k.achieved_occupancy_pct.filter(|o| *o < LOW_OCCUPANCY_PCT) {
+                let busy = k.compute_pct.unwrap_or(0.0).max(k.dram_pct.unwrap_or(0.0));
+                out.push(Finding {
+                    kind: "low-occupancy",
+                    bound: verdict::LATENCY,
+                    range: None,
+                    kernel: Some(k.name.clone()),
+                    cost_ns: (t * (1.0 - busy / 100.0)) as u64,
+                    message: format!("{short}: latency-bound at {o:.0}% achieved occupancy ({})", v.evidence),
+                    advice: "Give the SMs more warps to switch between: fewer registers per thread (__launch_bounds__, -maxrregcount) or less shared memory per block, or more independent work per warp.".into(),
+                });
+            }
+        } else if v.bound == verdict::MEMORY {
+            let ai = k.arithmetic_intensity.map(|a| format!(", {a:.1} FLOP/byte")).unwrap_or_default();
+            let ridge = peaks
+                .and_then(|p| p.ridge(super::peaks::TENSOR_BF16))
+                .map(|r| format!(" (ridge point {r:.0})"))
+                .unwrap_or_default();
+            out.push(Finding {
+                kind: "memory-bound",
+                bound: verdict::MEMORY,
+                range: None,
+                kernel: Some(k.name.clone()),
+                cost_ns: k.gpu_ns,
+                message: format!("{short}: memory-bound, DRAM at {:.0}% of peak{ai}{ridge}, {} of GPU time", k.dram_pct.unwrap_or(0.0), ms(k.gpu_ns)),
+                advice: "Move fewer bytes: fuse it with the ops around it (torch.compile) so intermediates stay on chip, and use narrower dtypes (bf16, fp8).".into(),
+            });
+        }
+    }
+    out.sort_by(|a, b| b.cost_ns.cmp(&a.cost_ns).then(a.message.cmp(&b.message)));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nesting_is_by_whole_range_names() {
+        assert!(nested("step", "step/data"));
+        assert!(!nested("step", "steps/data"));
+        assert!(!nested("step", "step"));
+    }
+}

@@ -1,0 +1,327 @@
+//! Analysis: the sixth stage. Pure functions of a [`Report`] (a fresh one,
+//! or one read back from JSON, schema 1 included) that say what bounds each
+//! NVTX range and each heavy kernel, how far they are from the device's
+//! peaks, why the GPU idled, and what to change, ranked by what it costs.
+
+mod findings;
+pub mod peaks;
+mod rates;
+pub mod verdict;
+
+pub use findings::Finding;
+pub use peaks::Peaks;
+pub use verdict::Verdict;
+
+use crate::model::idle::IdleSplit;
+use crate::report::{KernelStats, RangeSummary, Report};
+use peaks::{Pipe, TENSOR_BF16};
+use rates::{rates, Rates};
+use serde::Serialize;
+use std::collections::HashMap;
+
+/// Kernels with at least this share of all kernel time get a verdict of
+/// their own (the rest are too small to change the picture).
+pub const HEAVY_KERNEL_PCT: f64 = 3.0;
+/// At most this many heavy kernels.
+pub const MAX_HEAVY_KERNELS: usize = 12;
+
+/// Everything the analysis says about one report.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Analysis {
+    /// The device's peaks, and where they come from.
+    pub peaks: Option<Peaks>,
+    /// One per push/pop range path, in the report's order.
+    pub ranges: Vec<RangeAnalysis>,
+    /// Kernels with at least [`HEAVY_KERNEL_PCT`] of kernel time, most
+    /// first.
+    pub kernels: Vec<KernelAnalysis>,
+    /// What to change, most costly first.
+    pub findings: Vec<Finding>,
+    /// What the analysis could not do, and what would let it.
+    pub notes: Vec<String>,
+}
+
+/// One NVTX range path, all its calls together.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RangeAnalysis {
+    /// `outer/inner`.
+    pub path: String,
+    /// Calls.
+    pub count: u64,
+    /// Wall time, ns.
+    pub wall_ns: u64,
+    /// Wall time without gpuscope's own measurements (metrics mode), ns:
+    /// the time base of the shares, utilisation and MFU below.
+    pub active_ns: u64,
+    /// Share of that time in which a kernel ran: what `nvidia-smi` would
+    /// show for the range, %. Any kernel of the process counts (schema 2);
+    /// schema-1 reports count only the range's own kernels.
+    pub utilization_pct: f64,
+    /// GPU idle time by cause (schema 2).
+    pub idle: Option<IdleSplit>,
+    /// Kernel time launched inside the range (nested ranges included), ns.
+    pub kernel_ns: u64,
+    /// Share of that kernel time whose kernels have hardware counters
+    /// (measured there, or the same kernel measured elsewhere), %.
+    pub measured_pct: f64,
+    /// SM efficiency, achieved occupancy, compute and DRAM throughput
+    /// (% of peak), weighted by kernel time over the kernels with values.
+    pub sm_efficiency_pct: Option<f64>,
+    /// See `sm_efficiency_pct`.
+    pub achieved_occupancy_pct: Option<f64>,
+    /// See `sm_efficiency_pct`.
+    pub compute_pct: Option<f64>,
+    /// See `sm_efficiency_pct`.
+    pub dram_pct: Option<f64>,
+    /// FLOPs counted by the hardware (extrapolated from the measured
+    /// launches to all of the range's kernel time), when FLOP counters
+    /// were collected (`--metrics tensor`, `flops` or `roofline`).
+    pub flops: Option<f64>,
+    /// Counted FLOPs per pipe.
+    pub flops_by_pipe: Vec<(Pipe, f64)>,
+    /// Hardware MFU: for each pipe, its FLOPs over its dense peak, summed,
+    /// over `active_ns`, %.
+    pub hardware_mfu_pct: Option<f64>,
+    /// FLOPs per DRAM byte, and the ridge point of the pipe with most FLOPs.
+    pub arithmetic_intensity: Option<f64>,
+    /// See `arithmetic_intensity`.
+    pub ridge_point: Option<f64>,
+    /// Declared model FLOPs per second, and as a share of the dense peak of
+    /// the pipe with most counted FLOPs (bf16 tensor cores when none), %.
+    pub model_flops_per_s: Option<f64>,
+    /// See `model_flops_per_s`.
+    pub model_mfu_pct: Option<f64>,
+    /// The pipe whose peak `model_mfu_pct` uses.
+    pub model_mfu_pipe: Option<Pipe>,
+    /// Declared work per second, and its unit.
+    pub throughput_per_s: Option<f64>,
+    /// See `throughput_per_s`.
+    pub throughput_unit: Option<String>,
+    /// What bounds it.
+    pub verdict: Verdict,
+}
+
+/// One heavy kernel.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct KernelAnalysis {
+    /// Demangled name.
+    pub name: String,
+    /// Launches.
+    pub launches: u64,
+    /// GPU time, ns, and its share of all kernel time, %.
+    pub gpu_ns: u64,
+    /// See `gpu_ns`.
+    pub share_pct: f64,
+    /// Measured figures (see [`RangeAnalysis`]).
+    pub sm_efficiency_pct: Option<f64>,
+    /// See `sm_efficiency_pct`.
+    pub achieved_occupancy_pct: Option<f64>,
+    /// See `sm_efficiency_pct`.
+    pub compute_pct: Option<f64>,
+    /// See `sm_efficiency_pct`.
+    pub dram_pct: Option<f64>,
+    /// Counted FLOP/s while it runs.
+    pub flops_per_s: Option<f64>,
+    /// FLOPs per DRAM byte.
+    pub arithmetic_intensity: Option<f64>,
+    /// Launch shape (see [`KernelStats`]).
+    pub sm_coverage_pct: Option<f64>,
+    /// See `sm_coverage_pct`.
+    pub wave_efficiency_pct: Option<f64>,
+    /// What bounds it (`None`: not measured, shape unremarkable).
+    pub verdict: Option<Verdict>,
+}
+
+/// Figures of a set of kernels weighted by their kernel time.
+#[derive(Default)]
+struct Weighted {
+    time: f64,
+    measured: f64,
+    sums: [(f64, f64); 4],
+    flops: Vec<(Pipe, f64)>,
+    dram_bytes: f64,
+    dram_time: f64,
+    votes: HashMap<verdict::Bound, (f64, String)>,
+}
+
+impl Weighted {
+    fn add(&mut self, t: f64, r: &Rates) {
+        self.time += t;
+        if r.measured() {
+            self.measured += t;
+        }
+        for (i, v) in [r.sm_efficiency, r.occupancy, r.compute_pct, r.dram_pct].into_iter().enumerate() {
+            if let Some(v) = v {
+                self.sums[i].0 += v * t;
+                self.sums[i].1 += t;
+            }
+        }
+        for (pipe, f) in &r.flops_per_ns {
+            match self.flops.iter_mut().find(|(p, _)| p == pipe) {
+                Some((_, x)) => *x += f * t,
+                None => self.flops.push((pipe, f * t)),
+            }
+        }
+        if let Some(b) = r.dram_bytes_per_ns {
+            self.dram_bytes += b * t;
+            self.dram_time += t;
+        }
+        if let Some(v) = verdict::kernel(r) {
+            let e = self.votes.entry(v.bound).or_insert((0.0, String::new()));
+            e.0 += t;
+            e.1 = v.evidence;
+        }
+    }
+
+    fn mean(&self, i: usize) -> Option<f64> {
+        let (s, t) = self.sums[i];
+        (t > 0.0).then(|| s / t)
+    }
+
+    /// The verdict of most of the kernel time among kernels with one.
+    fn verdict(&self) -> Option<Verdict> {
+        let (bound, (t, evidence)) = self.votes.iter().max_by(|a, b| a.1 .0.total_cmp(&b.1 .0))?;
+        let share = 100.0 * t / self.time.max(1.0);
+        let evidence = if share >= 99.5 {
+            evidence.clone()
+        } else {
+            format!("{share:.0}% of its kernel time is {bound} (largest: {evidence})")
+        };
+        Some(Verdict { bound, evidence })
+    }
+}
+
+/// Analyses `r`.
+pub fn analyze(r: &Report) -> Analysis {
+    let peaks = r.devices.first().and_then(peaks::peaks);
+    let total_kernel_ns = r.total_kernel_ns().max(1) as f64;
+    let by_name: HashMap<&str, &KernelStats> = r.kernels.iter().map(|k| (k.name.as_str(), &k.stats)).collect();
+    // A (path, kernel) without counters of its own takes those of its kernel
+    // measured anywhere (metrics mode measures the first launches).
+    let rate_of = |name: &str, s: &KernelStats| -> Rates {
+        if s.profiled_launches == 0 {
+            if let Some(k) = by_name.get(name).filter(|k| k.profiled_launches > 0) {
+                return Rates {
+                    sm_coverage: s.sm_coverage_pct,
+                    wave_efficiency: s.wave_efficiency_pct,
+                    ..rates(k, peaks.as_ref())
+                };
+            }
+        }
+        rates(s, peaks.as_ref())
+    };
+    // Kernels under each range: a (path, kernel) counts for every prefix of
+    // its path.
+    let mut under: HashMap<&[crate::model::path::RangeFrame], Weighted> = HashMap::new();
+    for k in &r.path_kernels {
+        let rt = rate_of(&k.name, &k.stats);
+        for n in 1..=k.path.frames.len() {
+            under.entry(&k.path.frames[..n]).or_default().add(k.stats.total_ns as f64, &rt);
+        }
+    }
+    let ranges: Vec<RangeAnalysis> =
+        r.ranges.iter().map(|g| range(r, g, under.get(g.path.frames.as_slice()), peaks.as_ref())).collect();
+    let mut kernels: Vec<KernelAnalysis> = r
+        .kernels
+        .iter()
+        .map(|k| kernel(&k.name, &k.stats, total_kernel_ns, peaks.as_ref()))
+        .filter(|k| k.share_pct >= HEAVY_KERNEL_PCT)
+        .collect();
+    kernels.truncate(MAX_HEAVY_KERNELS);
+    let mut notes = Vec::new();
+    if peaks.is_none() {
+        notes.push(match r.devices.first() {
+            Some(d) => format!("no peak figures for {:?} (not in the datasheet table, and the report has no clock figures): throughput shares and MFU are left out", d.name),
+            None => "no device in the report: throughput shares and MFU are left out".to_string(),
+        });
+    }
+    if r.mode == "trace" && !r.kernels.is_empty() {
+        notes.push("trace mode: compute-, memory- and latency-bound need hardware counters; run again with --mode metrics (GPUSCOPE_MODE=metrics)".into());
+    } else if r.kernels.iter().any(|k| k.stats.profiled_launches > 0) && ranges.iter().all(|g| g.flops.is_none()) {
+        notes.push(
+            "hardware MFU needs FLOP counters: --metrics tensor (tensor cores; 7 replay passes) or roofline".into(),
+        );
+    }
+    if r.schema_version < 2 {
+        notes.push(format!(
+            "schema-{} report: GPU idle causes were not recorded; utilisation counts each range's own kernels only",
+            r.schema_version
+        ));
+    }
+    let findings = findings::findings(r, &ranges, &kernels, peaks.as_ref());
+    Analysis { peaks, ranges, kernels, findings, notes }
+}
+
+fn range(r: &Report, g: &RangeSummary, w: Option<&Weighted>, peaks: Option<&Peaks>) -> RangeAnalysis {
+    let path = g.path.to_string();
+    let profiler = g.idle.map_or(0, |i| i.profiler_ns);
+    let active_ns = g.wall_ns.saturating_sub(profiler);
+    let shares = g.idle.as_ref().and_then(|i| verdict::Shares::of(g.wall_ns, i));
+    let utilization_pct = shares.map_or(g.gpu_utilization_pct, |s| s.busy);
+    let empty = Weighted::default();
+    let w = w.unwrap_or(&empty);
+    let secs = active_ns as f64 / 1e9;
+    let flops = (!w.flops.is_empty()).then(|| w.flops.iter().map(|(_, f)| f).sum::<f64>());
+    let hardware_mfu_pct = flops
+        .and(peaks)
+        .filter(|_| secs > 0.0)
+        .map(|p| w.flops.iter().filter_map(|(pipe, f)| p.flops(pipe).map(|peak| f / peak)).sum::<f64>() / secs * 100.0);
+    let main_pipe = w.flops.iter().max_by(|a, b| a.1.total_cmp(&b.1)).map(|(p, _)| *p);
+    let arithmetic_intensity = flops.filter(|_| w.dram_bytes > 0.0).map(|f| f / w.dram_bytes);
+    let ridge_point = peaks.and_then(|p| p.ridge(main_pipe.unwrap_or(TENSOR_BF16)));
+    let declared = r.declared.iter().filter(|d| d.matches(&path));
+    let model_flops = declared.clone().find_map(|d| d.flops).map(|f| f * g.count as f64);
+    let work = declared.clone().find_map(|d| d.work.map(|w| (w * g.count as f64, d.unit.clone())));
+    let model_mfu_pipe = model_flops.and(peaks).map(|_| main_pipe.unwrap_or(TENSOR_BF16));
+    let per_s = |x: f64| (secs > 0.0).then(|| x / secs);
+    let model_flops_per_s = model_flops.and_then(per_s);
+    let model_mfu_pct = model_flops_per_s
+        .zip(model_mfu_pipe.zip(peaks).and_then(|(pipe, p)| p.flops(pipe)))
+        .map(|(f, peak)| 100.0 * f / peak);
+    let gpu_side = w.verdict();
+    RangeAnalysis {
+        count: g.count,
+        wall_ns: g.wall_ns,
+        active_ns,
+        utilization_pct,
+        idle: g.idle,
+        kernel_ns: w.time as u64,
+        measured_pct: if w.time > 0.0 { 100.0 * w.measured / w.time } else { 0.0 },
+        sm_efficiency_pct: w.mean(0).or(g.sm_efficiency_pct),
+        achieved_occupancy_pct: w.mean(1).or(g.achieved_occupancy_pct),
+        compute_pct: w.mean(2),
+        dram_pct: w.mean(3),
+        flops,
+        flops_by_pipe: w.flops.clone(),
+        hardware_mfu_pct,
+        arithmetic_intensity,
+        ridge_point,
+        model_flops_per_s,
+        model_mfu_pct,
+        model_mfu_pipe,
+        throughput_per_s: work.as_ref().and_then(|(w, _)| per_s(*w)),
+        throughput_unit: work.and_then(|(_, u)| u),
+        verdict: verdict::range(shares, utilization_pct, gpu_side, w.measured > 0.0),
+        path,
+    }
+}
+
+fn kernel(name: &str, s: &KernelStats, total_ns: f64, peaks: Option<&Peaks>) -> KernelAnalysis {
+    let r = rates(s, peaks);
+    let flops = r.total_flops_per_ns();
+    KernelAnalysis {
+        name: name.to_string(),
+        launches: s.launches,
+        gpu_ns: s.total_ns,
+        share_pct: 100.0 * s.total_ns as f64 / total_ns,
+        sm_efficiency_pct: r.sm_efficiency,
+        achieved_occupancy_pct: r.occupancy,
+        compute_pct: r.compute_pct,
+        dram_pct: r.dram_pct,
+        flops_per_s: (!r.flops_per_ns.is_empty()).then_some(flops * 1e9),
+        arithmetic_intensity: r.dram_bytes_per_ns.filter(|b| *b > 0.0 && !r.flops_per_ns.is_empty()).map(|b| flops / b),
+        sm_coverage_pct: r.sm_coverage,
+        wave_efficiency_pct: r.wave_efficiency,
+        verdict: verdict::kernel(&r),
+    }
+}

@@ -1,0 +1,277 @@
+//! What bounds a kernel or a range, with the evidence that decided it.
+
+use super::rates::Rates;
+use crate::model::idle::IdleSplit;
+use serde::Serialize;
+
+/// A verdict's name.
+pub type Bound = &'static str;
+
+/// The SMs' math pipes are near their peak.
+pub const COMPUTE: Bound = "compute-bound";
+/// DRAM bandwidth is near its peak.
+pub const MEMORY: Bound = "memory-bound";
+/// Neither is: warps wait on latency, too few SMs or warps are active.
+pub const LATENCY: Bound = "latency-bound";
+/// Busy GPU, kind unknown: no hardware counters (trace mode).
+pub const GPU: Bound = "gpu-bound";
+/// The GPU idles in short gaps between kernels while the host launches.
+pub const LAUNCH: Bound = "launch-bound";
+/// The GPU idles because the host queued no work (or was blocked copying).
+pub const HOST: Bound = "host-bound";
+/// The GPU idles after the host synchronised with it.
+pub const SYNC: Bound = "sync-bound";
+/// Work was queued but waited on a dependency.
+pub const DEPENDENCY: Bound = "dependency-bound";
+/// The GPU idled; the report (schema 1) does not say why.
+pub const IDLE: Bound = "gpu-idle";
+
+/// The GPU busy at least this share of a range's time (gpuscope's own
+/// measurement excluded) is what bounds it; below, whatever keeps it idle
+/// does.
+pub const GPU_BOUND_PCT: f64 = 50.0;
+
+/// ncu's Speed Of Light rule: compute and memory throughput both under 60%
+/// of peak "typically indicate latency issues"; the busier one at or over
+/// 60% bounds the kernel.
+pub const SOL_BOUND_PCT: f64 = 60.0;
+
+/// Under this SM efficiency most SMs sit idle while the kernel runs (a grid
+/// smaller than the GPU, or a long tail): latency-bound whatever the pipes
+/// of the busy SMs do. The same threshold flags busy-but-underused ranges.
+pub const FEW_SMS_PCT: f64 = crate::report::LOW_SM_EFFICIENCY_PCT;
+
+/// A grid whose blocks reach fewer SMs than this share leaves the rest
+/// idle (trace mode's stand-in for SM efficiency: the launch shape).
+pub const LOW_COVERAGE_PCT: f64 = 50.0;
+
+/// A grid whose last wave leaves more than a fifth of the block slots of
+/// its waves empty has a tail worth naming.
+pub const TAIL_WAVE_PCT: f64 = 80.0;
+
+/// A verdict and what decided it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Verdict {
+    /// compute-bound, memory-bound, latency-bound, gpu-bound, launch-bound,
+    /// host-bound, sync-bound, dependency-bound or gpu-idle.
+    pub bound: Bound,
+    /// The figures behind it.
+    pub evidence: String,
+}
+
+fn pct(v: f64) -> String {
+    if v > 0.0 && v < 1.0 {
+        format!("{v:.2}%")
+    } else {
+        format!("{v:.0}%")
+    }
+}
+
+/// What bounds a kernel, from its figures; `None` when nothing is known
+/// (not measured, and a launch shape that fills the GPU).
+pub(crate) fn kernel(r: &Rates) -> Option<Verdict> {
+    let v = |bound, evidence: String| Some(Verdict { bound, evidence });
+    if let Some(eff) = r.sm_efficiency.filter(|e| *e < FEW_SMS_PCT) {
+        let why = match (r.sm_coverage, r.wave_efficiency) {
+            (Some(c), _) if c < LOW_COVERAGE_PCT => format!("; its grid reaches {} of the SMs", pct(c)),
+            (_, Some(w)) if w < TAIL_WAVE_PCT => format!("; its last wave is partial (wave efficiency {})", pct(w)),
+            _ => String::new(),
+        };
+        return v(LATENCY, format!("SM efficiency {}: most SMs idle while it runs{why}", pct(eff)));
+    }
+    if r.sm_efficiency.is_none() {
+        if let Some(c) = r.sm_coverage.filter(|c| *c < LOW_COVERAGE_PCT) {
+            return v(LATENCY, format!("its grid reaches {} of the SMs (launch shape; not measured)", pct(c)));
+        }
+    }
+    let (c, m) = (r.compute_pct, r.dram_pct);
+    if c.is_none() && m.is_none() {
+        return None;
+    }
+    let (c, m) = (c.unwrap_or(0.0), m.unwrap_or(0.0));
+    let figures = format!("compute {} and DRAM {} of peak", pct(c), pct(m));
+    if c.max(m) >= SOL_BOUND_PCT {
+        if c >= m {
+            let pipe = match r.tensor_pct {
+                Some(t) if t * r.sm_efficiency.unwrap_or(100.0) / 100.0 >= c - 0.5 => " (tensor cores)",
+                Some(_) => " (CUDA cores)",
+                None => "",
+            };
+            v(COMPUTE, format!("{figures}{pipe}"))
+        } else {
+            v(MEMORY, figures)
+        }
+    } else {
+        let occ = r.occupancy.map(|o| format!(", achieved occupancy {}", pct(o))).unwrap_or_default();
+        v(LATENCY, format!("{figures}: neither near its limit{occ}"))
+    }
+}
+
+/// Time shares of a range, % of its time without gpuscope's own
+/// measurement.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Shares {
+    pub busy: f64,
+    pub host: f64,
+    pub copy: f64,
+    pub sync: f64,
+    pub launch: f64,
+    pub other: f64,
+}
+
+impl Shares {
+    /// From a range's wall time and idle split.
+    pub(crate) fn of(wall_ns: u64, idle: &IdleSplit) -> Option<Shares> {
+        let base = wall_ns.saturating_sub(idle.profiler_ns) as f64;
+        if base <= 0.0 {
+            return None;
+        }
+        let p = |ns: u64| 100.0 * ns as f64 / base;
+        let idle_ns = idle.total().saturating_sub(idle.profiler_ns);
+        Some(Shares {
+            busy: (100.0 - p(idle_ns)).max(0.0),
+            host: p(idle.host_ns),
+            copy: p(idle.copy_ns),
+            sync: p(idle.sync_ns),
+            launch: p(idle.launch_ns),
+            other: p(idle.other_ns),
+        })
+    }
+}
+
+/// What bounds a range: its GPU side when the GPU was busy at least
+/// [`GPU_BOUND_PCT`] of its time, otherwise the largest cause of idle time.
+/// `gpu_side`: the verdict of its kernels (time-weighted), if known;
+/// `measured`: whether any of them had hardware counters.
+pub(crate) fn range(shares: Option<Shares>, utilization: f64, gpu_side: Option<Verdict>, measured: bool) -> Verdict {
+    let unknown = if measured {
+        "its kernels' measurements have no throughput counters (issue slots, tensor pipe, DRAM: gpuscope's default metric set)"
+    } else {
+        "hardware counters (metrics mode) tell compute, memory and latency apart"
+    };
+    let Some(s) = shares else {
+        // Schema 1: the range's own kernels' utilisation, no idle causes.
+        if utilization >= GPU_BOUND_PCT {
+            return gpu_side
+                .unwrap_or(Verdict { bound: GPU, evidence: format!("GPU busy {}; {unknown}", pct(utilization)) });
+        }
+        return Verdict {
+            bound: IDLE,
+            evidence: format!("GPU idle {}; this report (schema 1) does not record why", pct(100.0 - utilization)),
+        };
+    };
+    if s.busy >= GPU_BOUND_PCT {
+        let busy = format!("GPU busy {}", pct(s.busy));
+        return match gpu_side {
+            Some(v) => Verdict { bound: v.bound, evidence: format!("{busy}; {}", v.evidence) },
+            None => Verdict { bound: GPU, evidence: format!("{busy}; {unknown}") },
+        };
+    }
+    let causes = [(HOST, s.host + s.copy), (SYNC, s.sync), (LAUNCH, s.launch), (DEPENDENCY, s.other)];
+    let (bound, _) = causes.iter().copied().fold((HOST, -1.0), |best, c| if c.1 > best.1 { c } else { best });
+    let mut parts: Vec<String> = Vec::new();
+    for (name, v) in
+        [("host", s.host), ("copies", s.copy), ("sync", s.sync), ("launch gaps", s.launch), ("waiting", s.other)]
+    {
+        if v >= 0.5 {
+            parts.push(format!("{name} {}", pct(v)));
+        }
+    }
+    Verdict { bound, evidence: format!("GPU idle {}: {}", pct(100.0 - s.busy), parts.join(", ")) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn measured(eff: f64, compute: f64, dram: f64) -> Rates {
+        Rates {
+            sm_efficiency: Some(eff),
+            occupancy: Some(50.0),
+            compute_pct: Some(compute),
+            dram_pct: Some(dram),
+            sm_coverage: Some(100.0),
+            wave_efficiency: Some(100.0),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn kernels_are_compute_memory_or_latency_bound_by_the_speed_of_light_rule() {
+        assert_eq!(kernel(&measured(98.8, 95.6, 0.0)).unwrap().bound, COMPUTE);
+        assert_eq!(kernel(&measured(91.7, 3.1, 66.3)).unwrap().bound, MEMORY);
+        let l = kernel(&measured(95.0, 30.0, 7.0)).unwrap();
+        assert_eq!(l.bound, LATENCY);
+        assert!(l.evidence.contains("neither near its limit"), "{}", l.evidence);
+        // At exactly the threshold, the busier unit bounds it.
+        assert_eq!(kernel(&measured(90.0, 60.0, 59.0)).unwrap().bound, COMPUTE);
+        assert_eq!(kernel(&measured(90.0, 59.9, 59.9)).unwrap().bound, LATENCY);
+    }
+
+    #[test]
+    fn few_active_sms_make_a_kernel_latency_bound_whatever_its_pipes_do() {
+        let mut one_block = measured(0.75, 0.1, 0.0);
+        one_block.sm_coverage = Some(100.0 / 132.0);
+        let v = kernel(&one_block).unwrap();
+        assert_eq!(v.bound, LATENCY);
+        assert!(
+            v.evidence.contains("SM efficiency 0.75%") && v.evidence.contains("0.76% of the SMs"),
+            "{}",
+            v.evidence
+        );
+        let mut tail = measured(45.0, 90.0, 0.0);
+        tail.wave_efficiency = Some(67.0);
+        assert!(kernel(&tail).unwrap().evidence.contains("last wave is partial"));
+        // Trace mode: the launch shape alone.
+        let shape = Rates { sm_coverage: Some(0.76), ..Default::default() };
+        assert_eq!(kernel(&shape).unwrap().bound, LATENCY);
+        let full = Rates { sm_coverage: Some(100.0), wave_efficiency: Some(67.0), ..Default::default() };
+        assert_eq!(kernel(&full), None, "nothing measured, nothing to say");
+    }
+
+    #[test]
+    fn the_tensor_pipe_is_named_when_it_is_what_is_busy() {
+        let mut gemm = measured(96.4, 93.4, 40.0);
+        gemm.tensor_pct = Some(96.9);
+        assert!(kernel(&gemm).unwrap().evidence.ends_with("(tensor cores)"));
+        gemm.tensor_pct = Some(0.0);
+        assert!(kernel(&gemm).unwrap().evidence.ends_with("(CUDA cores)"));
+    }
+
+    fn idle(host: u64, copy: u64, sync: u64, launch: u64, other: u64, profiler: u64) -> IdleSplit {
+        IdleSplit::from_array([host, sync, copy, launch, other, profiler])
+    }
+
+    #[test]
+    fn an_idle_range_is_bound_by_its_largest_cause_of_idle_time() {
+        let compute = Some(Verdict { bound: COMPUTE, evidence: "compute 90%".into() });
+        // 1000 ns of wall time.
+        let v = |i: IdleSplit| range(Shares::of(1000, &i), 0.0, compute.clone(), true);
+        assert_eq!(v(idle(600, 0, 0, 0, 0, 0)).bound, HOST);
+        assert_eq!(v(idle(300, 300, 0, 0, 0, 0)).bound, HOST, "blocking copies are the host's");
+        assert_eq!(v(idle(100, 0, 500, 0, 0, 0)).bound, SYNC);
+        assert_eq!(v(idle(100, 0, 0, 550, 0, 0)).bound, LAUNCH);
+        assert_eq!(v(idle(0, 0, 0, 0, 700, 0)).bound, DEPENDENCY);
+        let busy = v(idle(100, 0, 0, 300, 0, 0));
+        assert_eq!(busy.bound, COMPUTE, "busy 60%: the GPU side");
+        assert!(busy.evidence.starts_with("GPU busy 60%; compute 90%"), "{}", busy.evidence);
+        // gpuscope's own measurement time is left out of the shares.
+        assert_eq!(v(idle(110, 0, 0, 0, 0, 800)).bound, HOST, "110 of 200 ns idle by the host");
+        assert_eq!(v(idle(50, 0, 0, 0, 0, 800)).bound, COMPUTE, "150 of 200 ns busy");
+        let e = v(idle(400, 200, 0, 10, 0, 0)).evidence;
+        assert_eq!(e, "GPU idle 61%: host 40%, copies 20%, launch gaps 1%");
+    }
+
+    #[test]
+    fn without_counters_or_idle_causes_the_verdict_says_what_is_missing() {
+        let v = range(Shares::of(1000, &IdleSplit::default()), 0.0, None, false);
+        assert_eq!(v.bound, GPU);
+        assert!(v.evidence.contains("metrics mode"), "{}", v.evidence);
+        let m = range(Shares::of(1000, &IdleSplit::default()), 0.0, None, true);
+        assert!(m.evidence.contains("default metric set"), "{}", m.evidence);
+        let old = range(None, 30.0, None, false);
+        assert_eq!(old.bound, IDLE);
+        assert!(old.evidence.contains("schema 1"));
+        assert_eq!(range(None, 95.0, None, false).bound, GPU);
+    }
+}

@@ -1,0 +1,69 @@
+//! Why the GPU was idle: the causes gpuscope tells apart, and time per
+//! cause. `aggregate::idle` decides the cause of each idle gap.
+
+use serde::{Deserialize, Serialize};
+
+/// GPU idle time by cause, ns. "Idle" means no kernel was running on any of
+/// the process's GPUs (copies do not count as busy, as `nvidia-smi`'s
+/// utilisation counts only kernels).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IdleSplit {
+    /// The host had not launched the next kernel yet, and did not for long
+    /// enough to be doing work of its own: data loading, Python, logging.
+    pub host_ns: u64,
+    /// Right after a host synchronisation (`cudaDeviceSynchronize`,
+    /// `cudaStreamSynchronize`, an event wait; PyTorch's `.item()`,
+    /// `.cpu()`): the host waited for the GPU to drain, so nothing was
+    /// queued behind it.
+    pub sync_ns: u64,
+    /// During copies: a copy on the GPU, or the host blocked in a copy call
+    /// (pageable memory makes every copy blocking).
+    pub copy_ns: u64,
+    /// Short gaps between back-to-back kernels: launch latency, or a host
+    /// that launches slower than its kernels run (launch-bound).
+    pub launch_ns: u64,
+    /// Work was queued but did not start for a long time: a dependency on
+    /// another stream, an event or a host function.
+    pub other_ns: u64,
+    /// gpuscope's own measurements (metrics mode) held the program.
+    pub profiler_ns: u64,
+}
+
+/// A cause's index in [`IdleSplit::to_array`].
+pub type Cause = usize;
+/// See [`IdleSplit::host_ns`].
+pub const HOST: Cause = 0;
+/// See [`IdleSplit::sync_ns`].
+pub const SYNC: Cause = 1;
+/// See [`IdleSplit::copy_ns`].
+pub const COPY: Cause = 2;
+/// See [`IdleSplit::launch_ns`].
+pub const LAUNCH: Cause = 3;
+/// See [`IdleSplit::other_ns`].
+pub const OTHER: Cause = 4;
+/// See [`IdleSplit::profiler_ns`].
+pub const PROFILER: Cause = 5;
+
+impl IdleSplit {
+    /// From time per cause, indexed by the cause constants.
+    pub fn from_array(a: [u64; 6]) -> Self {
+        IdleSplit {
+            host_ns: a[HOST],
+            sync_ns: a[SYNC],
+            copy_ns: a[COPY],
+            launch_ns: a[LAUNCH],
+            other_ns: a[OTHER],
+            profiler_ns: a[PROFILER],
+        }
+    }
+
+    /// Time per cause, indexed by the cause constants.
+    pub fn to_array(&self) -> [u64; 6] {
+        [self.host_ns, self.sync_ns, self.copy_ns, self.launch_ns, self.other_ns, self.profiler_ns]
+    }
+
+    /// All idle time.
+    pub fn total(&self) -> u64 {
+        self.to_array().iter().fold(0u64, |a, b| a.saturating_add(*b))
+    }
+}

@@ -1,0 +1,42 @@
+//! Durations and sizes as people read them.
+
+/// `812 ns`, `12.3 us`, `4.56 ms`, `1.234 s`.
+pub fn fmt_ns(ns: u64) -> String {
+    let n = ns as f64;
+    if ns < 1_000 {
+        format!("{ns} ns")
+    } else if ns < 1_000_000 {
+        format!("{:.1} us", n / 1e3)
+    } else if ns < 1_000_000_000 {
+        format!("{:.2} ms", n / 1e6)
+    } else {
+        format!("{:.3} s", n / 1e9)
+    }
+}
+
+/// `512 B`, `1.5 KiB`, `3.2 MiB`, `1.25 GiB`.
+pub fn fmt_bytes(b: u64) -> String {
+    let n = b as f64;
+    if b < 1 << 10 {
+        format!("{b} B")
+    } else if b < 1 << 20 {
+        format!("{:.1} KiB", n / 1024.0)
+    } else if b < 1 << 30 {
+        format!("{:.1} MiB", n / 1048576.0)
+    } else {
+        format!("{:.2} GiB", n / 1073741824.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_pick_a_unit() {
+        assert_eq!(fmt_ns(999), "999 ns");
+        assert_eq!(fmt_ns(12_345), "12.3 us");
+        assert_eq!(fmt_ns(4_560_000), "4.56 ms");
+        assert_eq!(fmt_ns(1_234_000_000), "1.234 s");
+    }
+}

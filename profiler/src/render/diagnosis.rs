@@ -1,0 +1,264 @@
+//! The analysis as text: what bounds each range and heavy kernel, and the
+//! findings, which end the terminal report.
+
+use super::table::fit;
+use crate::analysis::{Analysis, RangeAnalysis};
+use crate::model::idle::IdleSplit;
+use crate::model::names::short_name;
+use crate::model::units::fmt_ns;
+use std::fmt::Write;
+
+/// Ranges shown in "what bounds each range" at most.
+const MAX_RANGES: usize = 20;
+/// Ranges shorter than this share of the longest are left out of it.
+const MIN_RANGE_SHARE: f64 = 0.01;
+
+fn opt_pct(v: Option<f64>) -> String {
+    match v {
+        None => "-".into(),
+        Some(v) if v > 0.0 && v < 1.0 => format!("{v:.2}%"),
+        Some(v) => format!("{v:.0}%"),
+    }
+}
+
+/// Three significant digits and an SI prefix: `989 T`, `1.25 T`, `4.55 k`.
+pub(super) fn si(v: f64) -> String {
+    let (d, u) = match v.abs() {
+        x if x >= 1e15 => (1e15, "P"),
+        x if x >= 1e12 => (1e12, "T"),
+        x if x >= 1e9 => (1e9, "G"),
+        x if x >= 1e6 => (1e6, "M"),
+        x if x >= 1e3 => (1e3, "k"),
+        _ => (1.0, ""),
+    };
+    let x = v / d;
+    let digits = if x >= 100.0 {
+        0
+    } else if x >= 10.0 {
+        1
+    } else {
+        2
+    };
+    let mut n = format!("{x:.digits$}");
+    if n.contains('.') {
+        n = n.trim_end_matches('0').trim_end_matches('.').to_string();
+    }
+    format!("{n} {u}")
+}
+
+/// `text` wrapped to `width`, every line after the first indented.
+pub(super) fn wrap(text: &str, width: usize, first: &str, rest: &str) -> String {
+    let mut out = String::new();
+    let mut line = first.to_string();
+    let mut empty = true;
+    for word in text.split_whitespace() {
+        if !empty && line.chars().count() + 1 + word.chars().count() > width {
+            let _ = writeln!(out, "{line}");
+            line = rest.to_string();
+            empty = true;
+        }
+        if !empty {
+            line.push(' ');
+        }
+        line.push_str(word);
+        empty = false;
+    }
+    let _ = writeln!(out, "{line}");
+    out
+}
+
+/// "GPU idle 59%: host 52%, copies 6%" of an idle split over `base` ns.
+pub(super) fn idle_line(idle: &IdleSplit, base: u64) -> String {
+    let p = |ns: u64| 100.0 * ns as f64 / base.max(1) as f64;
+    let total = idle.total().saturating_sub(idle.profiler_ns);
+    let mut parts = Vec::new();
+    for (name, ns) in [
+        ("host", idle.host_ns),
+        ("copies", idle.copy_ns),
+        ("sync", idle.sync_ns),
+        ("launch gaps", idle.launch_ns),
+        ("waiting", idle.other_ns),
+    ] {
+        if p(ns) >= 0.5 {
+            parts.push(format!("{name} {:.0}%", p(ns)));
+        }
+    }
+    let mut s = format!("GPU idle {:.0}%", p(total));
+    if !parts.is_empty() {
+        s.push_str(": ");
+        s.push_str(&parts.join(", "));
+    }
+    if idle.profiler_ns > 0 {
+        let _ = write!(s, " (and {} in gpuscope's measurements, left out)", fmt_ns(idle.profiler_ns));
+    }
+    s
+}
+
+fn extras(g: &RangeAnalysis) -> Vec<String> {
+    let mut v = Vec::new();
+    if let (Some(m), Some(pipe)) = (g.model_mfu_pct, g.model_mfu_pipe) {
+        v.push(format!(
+            "model MFU {m:.1}% ({}FLOP/s declared, against the {pipe} peak)",
+            si(g.model_flops_per_s.unwrap_or(0.0))
+        ));
+    }
+    if let Some(t) = g.throughput_per_s {
+        v.push(format!("{} {}/s", si(t).trim_end(), g.throughput_unit.as_deref().unwrap_or("items")));
+    }
+    if let (Some(ai), Some(ridge)) = (g.arithmetic_intensity, g.ridge_point) {
+        v.push(format!("{ai:.1} FLOP/byte (ridge point {ridge:.0})"));
+    }
+    if g.flops.is_some() && g.measured_pct < 99.5 {
+        v.push(format!("counters cover {:.0}% of its kernel time", g.measured_pct));
+    }
+    v
+}
+
+/// The analysis sections of the terminal report, `width` columns wide.
+pub(super) fn render(a: &Analysis, width: usize, out: &mut String) {
+    // What bounds each range.
+    let longest = a.ranges.iter().map(|g| g.wall_ns).max().unwrap_or(0);
+    let shown: Vec<&RangeAnalysis> =
+        a.ranges.iter().filter(|g| g.wall_ns as f64 >= longest as f64 * MIN_RANGE_SHARE).collect();
+    if !shown.is_empty() {
+        let name_w = width.saturating_sub(66).max(14);
+        let _ = writeln!(out);
+        let _ = writeln!(
+            out,
+            "What bounds each range (util: share of its time with a kernel running, as nvidia-smi counts)"
+        );
+        let _ = writeln!(
+            out,
+            "{} {:>9} {:>5} {:>6} {:>5} {:>7} {:>5} {:>6}  bound",
+            fit("range", name_w),
+            "wall",
+            "util",
+            "SM eff",
+            "occ",
+            "compute",
+            "DRAM",
+            "MFU",
+        );
+        let _ = writeln!(out, "{}", "-".repeat(width.min(name_w + 66)));
+        let mut order: Vec<&RangeAnalysis> = shown;
+        order.sort_by(|x, y| x.path.cmp(&y.path));
+        let dropped = order.len().saturating_sub(MAX_RANGES);
+        if dropped > 0 {
+            // The longest ones, still in tree order.
+            let mut by_wall: Vec<u64> = order.iter().map(|g| g.wall_ns).collect();
+            by_wall.sort_unstable_by(|a, b| b.cmp(a));
+            let cut = by_wall[MAX_RANGES - 1];
+            order.retain(|g| g.wall_ns >= cut);
+            order.truncate(MAX_RANGES);
+        }
+        for g in order {
+            let depth = g.path.matches('/').count();
+            let leaf = g.path.rsplit('/').next().unwrap_or("");
+            let calls = if g.count > 1 { format!(" (x{})", g.count) } else { String::new() };
+            let line = format!(
+                "{} {:>9} {:>5} {:>6} {:>5} {:>7} {:>5} {:>6}  {}",
+                fit(&format!("{}{leaf}{calls}", "  ".repeat(depth)), name_w),
+                fmt_ns(g.wall_ns),
+                format!("{:.0}%", g.utilization_pct),
+                opt_pct(g.sm_efficiency_pct),
+                opt_pct(g.achieved_occupancy_pct),
+                opt_pct(g.compute_pct),
+                opt_pct(g.dram_pct),
+                opt_pct(g.hardware_mfu_pct),
+                g.verdict.bound
+            );
+            let _ = writeln!(out, "{}", line.trim_end());
+            let indent = format!("{}    ", "  ".repeat(depth));
+            let mut evidence = g.verdict.evidence.clone();
+            for e in extras(g) {
+                evidence.push_str("; ");
+                evidence.push_str(&e);
+            }
+            out.push_str(&wrap(&evidence, width, &indent, &indent));
+        }
+        if dropped > 0 {
+            let _ = writeln!(out, "({dropped} shorter ranges not shown; the JSON report has every one)");
+        }
+    }
+    // Heavy kernels.
+    if !a.kernels.is_empty() {
+        let name_w = width.saturating_sub(68).max(14);
+        let _ = writeln!(out);
+        let _ = writeln!(out, "Heavy kernels (at least {:.0}% of kernel time)", crate::analysis::HEAVY_KERNEL_PCT);
+        let _ = writeln!(
+            out,
+            "{} {:>9} {:>5} {:>6} {:>5} {:>7} {:>5} {:>8}  bound",
+            fit("kernel", name_w),
+            "GPU time",
+            "share",
+            "SM eff",
+            "occ",
+            "compute",
+            "DRAM",
+            "FLOP/s",
+        );
+        let _ = writeln!(out, "{}", "-".repeat(width.min(name_w + 68)));
+        for k in &a.kernels {
+            let bound = k.verdict.as_ref().map_or("-", |v| v.bound);
+            let line = format!(
+                "{} {:>9} {:>5} {:>6} {:>5} {:>7} {:>5} {:>8}  {}",
+                fit(short_name(&k.name), name_w),
+                fmt_ns(k.gpu_ns),
+                format!("{:.0}%", k.share_pct),
+                opt_pct(k.sm_efficiency_pct),
+                opt_pct(k.achieved_occupancy_pct),
+                opt_pct(k.compute_pct),
+                opt_pct(k.dram_pct),
+                k.flops_per_s.map_or("-".into(), si),
+                bound
+            );
+            let _ = writeln!(out, "{}", line.trim_end());
+            if let Some(v) = &k.verdict {
+                out.push_str(&wrap(&v.evidence, width, "    ", "    "));
+            }
+        }
+    }
+    if let Some(p) = &a.peaks {
+        let bf16 = p
+            .flops(crate::analysis::peaks::TENSOR_BF16)
+            .map(|f| format!("bf16 tensor {}FLOP/s, ", si(f)))
+            .unwrap_or_default();
+        let line = format!("peaks: {bf16}DRAM {}B/s; {}", si(p.dram_bytes_per_s), p.source);
+        out.push_str(&wrap(&line, width, "", "    "));
+    }
+    for n in &a.notes {
+        out.push_str(&wrap(&format!("note: {n}"), width, "", "    "));
+    }
+    // Findings end the report.
+    let _ = writeln!(out);
+    if a.findings.is_empty() {
+        let _ = writeln!(out, "Findings: none (no idle cause or kernel inefficiency above the thresholds)");
+        return;
+    }
+    let _ = writeln!(out, "Findings, most GPU time first");
+    for (i, f) in a.findings.iter().enumerate() {
+        let head = format!("{:>2}. [{}] {} lost:", i + 1, f.bound, fmt_ns(f.cost_ns));
+        out.push_str(&wrap(&format!("{head} {}", f.message), width, "", "      "));
+        out.push_str(&wrap(&format!("-> {}", f.advice), width, "      ", "         "));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_and_wrapping_read_well() {
+        assert_eq!(si(989.4e12), "989 T");
+        assert_eq!(si(1.25e12), "1.25 T");
+        assert_eq!(si(4551.0), "4.55 k");
+        assert_eq!(si(12.0), "12 ");
+        let w = wrap("one two three four five six", 14, "", "  ");
+        assert_eq!(w, "one two three\n  four five\n  six\n");
+        let i = IdleSplit { host_ns: 520, copy_ns: 60, launch_ns: 10, profiler_ns: 1_000, ..Default::default() };
+        assert_eq!(
+            idle_line(&i, 1000),
+            "GPU idle 59%: host 52%, copies 6%, launch gaps 1% (and 1.0 us in gpuscope's measurements, left out)"
+        );
+    }
+}
