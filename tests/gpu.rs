@@ -6,6 +6,9 @@
 #[allow(dead_code)]
 mod workload;
 
+#[path = "../examples/bottlenecks.rs"]
+mod bottlenecks;
+
 use gpuscope::{Profiler, Report};
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -519,4 +522,85 @@ fn every_device_gets_its_own_measurements() {
     // Measured values are never attached to the wrong kernel: a batch either
     // joins exactly or is discarded.
     assert!(t.kernels.iter().filter_map(|k| k.metrics.as_ref()).all(|m| m.duration_ns > 0.0));
+}
+
+/// The zoo under `profiler`: what it ran, the report and its analysis.
+fn zoo(profiler: Profiler) -> (bottlenecks::Ran, Report, gpuscope::analysis::Analysis) {
+    let ctx = ctx();
+    let session = profiler.keep_trace(100_000).start().expect("profiler starts");
+    let ran = bottlenecks::run(&ctx, bottlenecks::Sizes::demo()).expect("the zoo runs");
+    let report = session.stop().expect("report");
+    println!("{}", report.to_table(100));
+    let analysis = gpuscope::analysis::analyze(&report);
+    (ran, report, analysis)
+}
+
+fn verdict<'a>(a: &'a gpuscope::analysis::Analysis, range: &str) -> &'a gpuscope::analysis::RangeAnalysis {
+    a.ranges.iter().find(|g| g.path == range).unwrap_or_else(|| panic!("range {range} in the report"))
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn the_bottleneck_zoo_gets_the_right_verdict_for_every_range_from_the_timeline() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (_, r, a) = zoo(Profiler::new());
+    assert_eq!(r.drops.late_kernels, 0, "{:?}", r.drops);
+    let mut wrong = Vec::new();
+    for case in bottlenecks::CASES {
+        let g = verdict(&a, case.range);
+        println!("{:<22} {:<16} {}", case.range, g.verdict.bound, g.verdict.evidence);
+        if g.verdict.bound != case.trace {
+            wrong.push(format!("{}: {} (expected {})", case.range, g.verdict.bound, case.trace));
+        }
+    }
+    assert!(wrong.is_empty(), "wrong verdicts: {wrong:?}");
+    // Each timeline case has its finding, with the advice that fixes it.
+    let finding = |kind: &str, range: &str| {
+        a.findings
+            .iter()
+            .find(|f| f.kind == kind && f.range.as_deref() == Some(range))
+            .unwrap_or_else(|| panic!("a {kind} finding for {range}: {:#?}", a.findings))
+    };
+    assert!(finding("launch-gaps", "zoo/launch-bound").advice.contains("CUDA graph"));
+    assert!(finding("host-idle", "zoo/host-bound").advice.contains("num_workers"));
+    assert!(finding("sync", "zoo/sync-bound").advice.contains(".item()"));
+    assert!(finding("copies", "zoo/pageable copies").advice.contains("pin_memory"));
+    // And the kernels whose shape leaves SMs idle.
+    let kernel =
+        |kind: &str, name: &str| a.findings.iter().any(|f| f.kind == kind && f.kernel.as_deref() == Some(name));
+    assert!(kernel("few-sms", "one_block_spin") && kernel("tail-wave", "tail_wave_spin"), "{:#?}", a.findings);
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn the_bottleneck_zoo_counter_cases_and_the_hardware_mfu_of_a_bf16_gemm() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (ran, r, a) = zoo(Profiler::new().metrics(gpuscope::MetricSet::default().with_tensor()));
+    let ms = r.metrics.as_ref().expect("metrics mode");
+    assert!(ms.disabled.is_none() && ms.mismatches == 0, "{ms:?}");
+    let mut wrong = Vec::new();
+    for case in bottlenecks::CASES {
+        let g = verdict(&a, case.range);
+        println!("{:<22} {:<16} {}", case.range, g.verdict.bound, g.verdict.evidence);
+        if let Some(want) = case.metrics.filter(|w| *w != g.verdict.bound) {
+            wrong.push(format!("{}: {} (expected {want})", case.range, g.verdict.bound));
+        }
+    }
+    assert!(wrong.is_empty(), "wrong verdicts: {wrong:?}");
+    // Hardware MFU: tensor-core FLOPs counted on the measured GEMMs,
+    // extrapolated to all of them, against 2 n^3 per GEMM by hand, over the
+    // same time and peak.
+    let g = verdict(&a, "zoo/compute-bound");
+    let peak = a.peaks.as_ref().and_then(|p| p.flops(gpuscope::analysis::peaks::TENSOR_BF16)).expect("bf16 peak");
+    let secs = g.active_ns as f64 / 1e9;
+    let by_hand = ran.gemm_flops / (secs * peak) * 100.0;
+    let hw = g.hardware_mfu_pct.expect("tensor FLOPs were counted");
+    println!(
+        "hardware MFU {hw:.2}% (counted {:.4e} FLOPs), by hand {by_hand:.2}% ({:.4e} FLOPs), over {:.3} ms, peak {:.1} TFLOP/s",
+        g.flops.unwrap_or(0.0),
+        ran.gemm_flops,
+        secs * 1e3,
+        peak / 1e12
+    );
+    assert!((hw - by_hand).abs() <= 0.05 * by_hand, "hardware MFU {hw:.2}% vs by hand {by_hand:.2}%");
 }

@@ -2,92 +2,13 @@
 //! a report, then the report's JSON, Chrome trace and table.
 
 use cupti_sys as sys;
-use gpuscope::occupancy::{Limiter, SmLimits};
-use gpuscope::report::{DeviceInfo, Report};
+use gpuscope::occupancy::Limiter;
+use gpuscope::report::Report;
 use gpuscope::testing::{HostEvent, Replay};
 use gpuscope::Format;
-use std::ffi::CStr;
 
-fn h200() -> DeviceInfo {
-    DeviceInfo {
-        id: 0,
-        name: "NVIDIA H200".into(),
-        sm_count: 132,
-        limits: SmLimits::SM_90,
-        clock_khz: Some(1_980_000),
-        memory_clock_khz: Some(3_201_000),
-        memory_bus_bits: Some(6144),
-    }
-}
-
-fn bytes_of<T: Copy>(v: &T) -> Vec<u8> {
-    // SAFETY: T is a plain-data CUPTI record struct; reading its bytes is
-    // what CUPTI's consumers do.
-    unsafe { std::slice::from_raw_parts(v as *const T as *const u8, std::mem::size_of::<T>()) }.to_vec()
-}
-
-struct K {
-    name: &'static CStr,
-    corr: u32,
-    start: u64,
-    end: u64,
-    block: i32,
-    regs: u16,
-    dyn_smem: i32,
-    stream: u32,
-}
-
-fn kernel(k: &K) -> Vec<u8> {
-    // SAFETY: an all-zero CUpti_ActivityKernel10 is a valid value (integers
-    // and null pointers).
-    let mut r: sys::CUpti_ActivityKernel10 = unsafe { std::mem::zeroed() };
-    r.kind = sys::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
-    r.name = k.name.as_ptr();
-    r.correlationId = k.corr;
-    r.start = k.start;
-    r.end = k.end;
-    r.streamId = k.stream;
-    r.contextId = 1;
-    (r.gridX, r.gridY, r.gridZ) = (1024, 1, 1);
-    (r.blockX, r.blockY, r.blockZ) = (k.block, 1, 1);
-    r.registersPerThread = k.regs;
-    r.dynamicSharedMemory = k.dyn_smem;
-    r.sharedMemoryExecuted = 228 * 1024;
-    bytes_of(&r)
-}
-
-fn memcpy(corr: u32, start: u64, end: u64, bytes: u64) -> Vec<u8> {
-    // SAFETY: all-zero is a valid CUpti_ActivityMemcpy6.
-    let mut r: sys::CUpti_ActivityMemcpy6 = unsafe { std::mem::zeroed() };
-    r.kind = sys::CUPTI_ACTIVITY_KIND_MEMCPY;
-    r.copyKind = sys::CUPTI_ACTIVITY_MEMCPY_KIND_HTOD as u8;
-    r.srcKind = sys::CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE as u8;
-    r.dstKind = sys::CUPTI_ACTIVITY_MEMORY_KIND_DEVICE as u8;
-    r.bytes = bytes;
-    r.start = start;
-    r.end = end;
-    r.correlationId = corr;
-    bytes_of(&r)
-}
-
-fn memset(start: u64, end: u64) -> Vec<u8> {
-    // SAFETY: all-zero is a valid CUpti_ActivityMemset4.
-    let mut r: sys::CUpti_ActivityMemset4 = unsafe { std::mem::zeroed() };
-    r.kind = sys::CUPTI_ACTIVITY_KIND_MEMSET;
-    r.bytes = 4096;
-    r.start = start;
-    r.end = end;
-    bytes_of(&r)
-}
-
-fn sync(start: u64, end: u64) -> Vec<u8> {
-    // SAFETY: all-zero is a valid CUpti_ActivitySynchronization2.
-    let mut r: sys::CUpti_ActivitySynchronization2 = unsafe { std::mem::zeroed() };
-    r.kind = sys::CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
-    r.start = start;
-    r.end = end;
-    bytes_of(&r)
-}
+mod records;
+use records::*;
 
 /// Two phases ("train/forward", "train/backward"), kernels on two threads'
 /// ranges, records delivered out of order in two buffers.

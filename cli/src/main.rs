@@ -50,6 +50,14 @@ enum Cmd {
         /// Per-kernel records to keep in the report (for `report --format chrome`).
         #[arg(long, default_value_t = 100_000)]
         trace: usize,
+        /// Model FLOPs per call of a range, for model FLOPs utilisation:
+        /// RANGE=FLOPS, comma-separated (e.g. step=1.2e12).
+        #[arg(long, value_name = "RANGE=FLOPS")]
+        flops: Option<String>,
+        /// Work per call of a range, for throughput: RANGE=AMOUNT[:UNIT]
+        /// (e.g. step=4096:tokens).
+        #[arg(long, value_name = "RANGE=N[:UNIT]")]
+        work: Option<String>,
         /// No summary from the profiled processes on stderr.
         #[arg(short, long)]
         quiet: bool,
@@ -71,6 +79,12 @@ enum Cmd {
         /// Write to this file instead of standard output.
         #[arg(short, long)]
         output: Option<PathBuf>,
+        /// Declare (or replace) model FLOPs per call of ranges, as in `run`.
+        #[arg(long, value_name = "RANGE=FLOPS")]
+        flops: Option<String>,
+        /// Declare (or replace) work per call of ranges, as in `run`.
+        #[arg(long, value_name = "RANGE=N[:UNIT]")]
+        work: Option<String>,
     },
 }
 
@@ -90,6 +104,33 @@ fn find_lib(explicit: Option<PathBuf>) -> Result<PathBuf, String> {
 fn load(path: &Path) -> Result<Report, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     Report::from_json(&text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// `--flops` and `--work` checked as their `GPUSCOPE_*` variables are.
+fn declarations(flops: Option<String>, work: Option<String>) -> Result<Vec<gpuscope::report::Declared>, String> {
+    let vars = |k: &str| match k {
+        "GPUSCOPE_FLOPS" => flops.clone(),
+        "GPUSCOPE_WORK" => work.clone(),
+        _ => None,
+    };
+    let cfg = gpuscope::config::EnvConfig::from_vars(&vars, 0)
+        .map_err(|e| e.to_string().replace("GPUSCOPE_FLOPS=", "--flops ").replace("GPUSCOPE_WORK=", "--work "))?;
+    Ok(cfg.declared)
+}
+
+/// Adds declarations to a loaded report, replacing those of the same range.
+fn declare(r: &mut Report, declared: &[gpuscope::report::Declared]) {
+    for d in declared {
+        match r.declared.iter_mut().find(|x| x.range == d.range) {
+            Some(x) => {
+                x.flops = d.flops.or(x.flops);
+                if d.work.is_some() {
+                    (x.work, x.unit) = (d.work, d.unit.clone());
+                }
+            }
+            None => r.declared.push(d.clone()),
+        }
+    }
 }
 
 /// Reports that `template` names and that appeared since `since`.
@@ -119,7 +160,7 @@ fn written_reports(template: &str, since: std::time::SystemTime) -> Vec<PathBuf>
 
 fn run(cmd: Cmd) -> Result<ExitCode, String> {
     match cmd {
-        Cmd::Run { mode, metrics, kernels, nvtx, launch_count, output, trace, quiet, lib, cmd } => {
+        Cmd::Run { mode, metrics, kernels, nvtx, launch_count, output, trace, flops, work, quiet, lib, cmd } => {
             let lib = find_lib(lib)?;
             let lib_s = lib.display().to_string();
             let mut c = Command::new(&cmd[0]);
@@ -140,6 +181,8 @@ fn run(cmd: Cmd) -> Result<ExitCode, String> {
                 ("GPUSCOPE_KERNELS", kernels),
                 ("GPUSCOPE_NVTX", nvtx),
                 ("GPUSCOPE_LAUNCH_COUNT", launch_count),
+                ("GPUSCOPE_FLOPS", flops),
+                ("GPUSCOPE_WORK", work),
             ] {
                 if let Some(v) = val {
                     c.env(var, v);
@@ -174,15 +217,21 @@ fn run(cmd: Cmd) -> Result<ExitCode, String> {
                 None => ExitCode::from(128 + std::os::unix::process::ExitStatusExt::signal(&status).unwrap_or(0) as u8),
             })
         }
-        Cmd::Report { files, format, output } => {
+        Cmd::Report { files, format, output, flops, work } => {
+            let declared = declarations(flops, work)?;
+            let read = |p: &Path| -> Result<Report, String> {
+                let mut r = load(p)?;
+                declare(&mut r, &declared);
+                Ok(r)
+            };
             let text = if files.len() == 2 {
                 if format != "table" {
                     return Err(format!("--format {format}: comparing two reports prints a table only"));
                 }
-                load(&files[0])?.compare(&load(&files[1])?, 100)
+                read(&files[0])?.compare(&read(&files[1])?, 100)
             } else {
                 let f: Format = format.parse().map_err(|e: gpuscope::Error| e.to_string())?;
-                load(&files[0])?.render(f)
+                read(&files[0])?.render(f)
             };
             match output {
                 Some(p) => std::fs::write(&p, text).map_err(|e| format!("{}: {e}", p.display()))?,

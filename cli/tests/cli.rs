@@ -110,3 +110,42 @@ fn run_checks_options_before_running_anything() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("[possible values: trace, metrics]"));
 }
+
+#[test]
+fn report_takes_declared_flops_and_work_and_explains_the_range() {
+    // One range of 5 us, one kernel filling it.
+    let f = saved_report("declared.json", 5_000);
+    let out = gpuscope()
+        .args(["report", "--format", "json", "--flops", "step=5e9", "--work", "step=100:tokens"])
+        .arg(&f)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let a = &v["ranges"][0]["analysis"];
+    // 5e9 FLOPs in 5 us = 1e15 FLOP/s against the H100's 989.4e12 bf16 peak.
+    assert!((a["model_mfu_pct"].as_f64().unwrap() - 101.07).abs() < 0.01, "{a}");
+    assert!((a["throughput_per_s"].as_f64().unwrap() - 2e7).abs() < 1.0, "{a}");
+    assert_eq!(a["throughput_unit"], "tokens");
+    let t = gpuscope().args(["report", "--flops", "step=5e9"]).arg(&f).output().unwrap();
+    let t = String::from_utf8_lossy(&t.stdout);
+    assert!(t.contains("model") && t.contains("MFU 101.1%") && t.contains("Findings"), "{t}");
+    let bad = gpuscope().args(["report", "--flops", "step=lots"]).arg(&f).output().unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("--flops \"step=lots\" is not valid"),
+        "{}",
+        String::from_utf8_lossy(&bad.stderr)
+    );
+}
+
+#[test]
+fn reports_written_by_schema_1_still_render_with_their_analysis() {
+    let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data");
+    for name in ["schema1-trace.json", "schema1-metrics.json"] {
+        let out = gpuscope().arg("report").arg(data.join(name)).output().unwrap();
+        assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
+        let t = String::from_utf8_lossy(&out.stdout);
+        assert!(t.contains("What bounds each range") && t.contains("schema-1 report"), "{name}: {t}");
+    }
+}

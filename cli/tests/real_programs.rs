@@ -157,3 +157,49 @@ fn a_process_that_forks_after_cuda_init_writes_one_report() {
     let reports: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().collect();
     assert_eq!(reports.len(), 1, "only the parent writes: {reports:?}");
 }
+
+/// The analysis the report carries for the range at `p`.
+fn analysis<'a>(r: &'a Value, p: &str) -> &'a Value {
+    let g = r["ranges"].as_array().unwrap().iter().find(|g| path(g) == p).unwrap_or_else(|| panic!("range {p}"));
+    &g["analysis"]
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn a_slow_pytorch_input_pipeline_is_called_host_bound_with_the_copy_advice_and_the_fixed_one_is_not() {
+    let script = example("python/input_pipeline.py");
+    let script = script.to_str().unwrap();
+    // Model FLOPs per step, 6 x parameters x samples, and samples per step.
+    let params: u64 = 4096 * 16384 + 16384 + 16384 * 16384 + 16384 + 16384 * 1000 + 1000;
+    let flops = format!("step={}", 6 * params * 2048);
+    let declare = ["--flops", flops.as_str(), "--work", "step=2048:samples"];
+    let before = run("pipeline-before.json", &declare, &["python3", script]);
+    let after = run("pipeline-after.json", &declare, &["python3", script, "--fixed"]);
+    for (name, r) in [("before", &before), ("after", &after)] {
+        let a = analysis(r, "step");
+        println!(
+            "{name}: step {} ({}); model MFU {}, {} samples/s",
+            a["verdict"]["bound"], a["verdict"]["evidence"], a["model_mfu_pct"], a["throughput_per_s"]
+        );
+        assert!(a["model_mfu_pct"].as_f64().is_some_and(|m| m > 0.0), "{name}: model MFU from the declared FLOPs: {a}");
+    }
+    assert_eq!(analysis(&before, "step")["verdict"]["bound"], "host-bound");
+    let copies =
+        before["findings"].as_array().unwrap().iter().find(|f| f["kind"] == "copies").expect("a copies finding");
+    assert!(copies["advice"].as_str().unwrap().contains("pin_memory"), "{copies}");
+    assert_ne!(analysis(&after, "step")["verdict"]["bound"], "host-bound");
+    let faster = analysis(&after, "step")["throughput_per_s"].as_f64().unwrap()
+        > 2.0 * analysis(&before, "step")["throughput_per_s"].as_f64().unwrap();
+    assert!(faster, "the fixed loop is more than twice as fast");
+    let o = gpuscope()
+        .arg("report")
+        .arg(scratch("pipeline-before.json"))
+        .arg(scratch("pipeline-after.json"))
+        .output()
+        .unwrap();
+    let cmp = String::from_utf8_lossy(&o.stdout);
+    println!("{cmp}");
+    assert!(o.status.success());
+    let line = cmp.lines().find(|l| l.starts_with("step ")).unwrap_or_else(|| panic!("a step row in:\n{cmp}"));
+    assert!(line.contains("host-bound ->"), "{line}");
+}

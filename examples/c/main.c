@@ -16,6 +16,15 @@ int main(void) {
         printf("gpuscope: start failed (%d): %s\n", rc, gpuscope_last_error());
     }
 
+    /* What one call of "work" does: the report then gives its model FLOPs
+     * utilisation and tokens per second. Works with or without a GPU. */
+    if (gpuscope_declare_flops("work", 1.2e12) != GPUSCOPE_OK ||
+        gpuscope_declare_work("work", 4096, "tokens") != GPUSCOPE_OK) {
+        printf("gpuscope: %s\n", gpuscope_last_error());
+    }
+    int bad = gpuscope_declare_flops("work", -1.0); /* rejected, with why */
+    printf("bad declaration -> %d: %s\n", bad, gpuscope_last_error());
+
     gpuscope_range_push("work");
     /* ... launch CUDA kernels here ... */
     gpuscope_range_pop();

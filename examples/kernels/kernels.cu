@@ -145,3 +145,16 @@ extern "C" __global__ void fma_loop(float* out, int iters) {
   for (int k = 0; k < iters; ++k) { a = a * b + c; b = b * c + a * 1e-7f; }
   out[ctaid() * ntid() + tid()] = a + b;
 }
+
+// Streaming copy with four independent loads in flight per thread: enough
+// memory-level parallelism to run DRAM near its peak (the memory-bound case
+// of examples/bottlenecks.rs).
+extern "C" __global__ void stream_copy4(const float4* src, float4* dst, u64 n) {
+  u64 stride = (u64)nctaid() * ntid();
+  u64 i = (u64)ctaid() * ntid() + tid();
+  for (; i + 3 * stride < n; i += 4 * stride) {
+    float4 a = src[i], b = src[i + stride], c = src[i + 2 * stride], d = src[i + 3 * stride];
+    dst[i] = a; dst[i + stride] = b; dst[i + 2 * stride] = c; dst[i + 3 * stride] = d;
+  }
+  for (; i < n; i += stride) dst[i] = src[i];
+}

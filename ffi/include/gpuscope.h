@@ -42,7 +42,7 @@
 // Terminal table.
 #define GPUSCOPE_FORMAT_TABLE 0
 
-// JSON (schema_version 1).
+// JSON (schema_version 2: with the analysis).
 #define GPUSCOPE_FORMAT_JSON 1
 
 // CSV, one row per (NVTX path, kernel).
@@ -93,6 +93,18 @@ int gpuscope_flush(void);
 // Writes the report of the last stopped session to `path` in `format`
 // (`GPUSCOPE_FORMAT_*`). Thread-safe.
 int gpuscope_write_report(const char *path, int format);
+
+// Declares the model FLOPs one call of `range` performs (usually
+// `6 * parameters * tokens` for a training step): the report then gives the
+// range's model FLOPs utilisation. `range` is a path (`"train/step"`) or,
+// without `/`, a range name at any depth. Callable before or during a
+// session; a later call replaces it. Thread-safe.
+int gpuscope_declare_flops(const char *range, double flops_per_call);
+
+// Declares the work one call of `range` processes (`amount` of `unit`,
+// e.g. 4096 "tokens"; `unit` may be NULL): the report then gives its
+// throughput per second. Thread-safe.
+int gpuscope_declare_work(const char *range, double amount_per_call, const char *unit);
 
 // Pushes an NVTX range on the calling thread (other NVTX tools see it
 // too). Pair with `gpuscope_range_pop` on the same thread.

@@ -38,7 +38,7 @@ pub const GPUSCOPE_MODE_METRICS: u32 = 1;
 
 /// Terminal table.
 pub const GPUSCOPE_FORMAT_TABLE: c_int = 0;
-/// JSON (schema_version 1).
+/// JSON (schema_version 2: with the analysis).
 pub const GPUSCOPE_FORMAT_JSON: c_int = 1;
 /// CSV, one row per (NVTX path, kernel).
 pub const GPUSCOPE_FORMAT_CSV: c_int = 2;
@@ -284,6 +284,56 @@ pub unsafe extern "C" fn gpuscope_write_report(path: *const c_char, format: c_in
                 set_error("gpuscope_write_report: no stopped session has a report yet");
                 GPUSCOPE_ERR_STATE
             }
+        }
+    })
+}
+
+/// Declares the model FLOPs one call of `range` performs (usually
+/// `6 * parameters * tokens` for a training step): the report then gives the
+/// range's model FLOPs utilisation. `range` is a path (`"train/step"`) or,
+/// without `/`, a range name at any depth. Callable before or during a
+/// session; a later call replaces it. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn gpuscope_declare_flops(range: *const c_char, flops_per_call: f64) -> c_int {
+    guard(|| {
+        // SAFETY: the caller passes NULL or a C string.
+        let range = match unsafe { opt_str(range, "range") } {
+            Ok(Some(r)) => r,
+            Ok(None) => {
+                set_error("gpuscope_declare_flops: range is NULL");
+                return GPUSCOPE_ERR_INVALID;
+            }
+            Err(c) => return c,
+        };
+        match profiler::declare_flops(range, flops_per_call) {
+            Ok(()) => GPUSCOPE_OK,
+            Err(e) => code(&e),
+        }
+    })
+}
+
+/// Declares the work one call of `range` processes (`amount` of `unit`,
+/// e.g. 4096 "tokens"; `unit` may be NULL): the report then gives its
+/// throughput per second. Thread-safe.
+#[no_mangle]
+pub unsafe extern "C" fn gpuscope_declare_work(
+    range: *const c_char,
+    amount_per_call: f64,
+    unit: *const c_char,
+) -> c_int {
+    guard(|| {
+        // SAFETY: the caller passes NULL or C strings.
+        let (range, unit) = match unsafe { (opt_str(range, "range"), opt_str(unit, "unit")) } {
+            (Ok(Some(r)), Ok(u)) => (r, u.unwrap_or("")),
+            (Ok(None), _) => {
+                set_error("gpuscope_declare_work: range is NULL");
+                return GPUSCOPE_ERR_INVALID;
+            }
+            (Err(c), _) | (_, Err(c)) => return c,
+        };
+        match profiler::declare_work(range, amount_per_call, unit) {
+            Ok(()) => GPUSCOPE_OK,
+            Err(e) => code(&e),
         }
     })
 }

@@ -87,6 +87,10 @@ pub extern "C" fn InitializeInjection() -> c_int {
                 return;
             }
         };
+        if let Err(e) = cfg.declare() {
+            eprintln!("gpuscope: {e}. The program runs unprofiled.");
+            return;
+        }
         match cfg.profiler().start() {
             // Stopped, and the report written, at process exit.
             Ok(session) => std::mem::forget(session),

@@ -42,6 +42,10 @@ fn has_gpu() -> bool {
 #[test]
 fn the_c_example_compiles_links_and_runs() {
     let out = build_and_run("cc", "-std=c99", "examples/c/main.c", "c_example");
+    assert!(
+        out.contains("bad declaration -> 3: declared FLOPs for range \"work\" = -1; allowed: a finite number above 0"),
+        "{out}"
+    );
     if !has_gpu() {
         assert!(out.contains("gpuscope: no GPU ("), "{out}");
         assert!(out.contains("libcupti.so.13 not found") || out.contains("libcuda"), "{out}");

@@ -2,8 +2,10 @@
 //! without being rebuilt (the preload shim, `gpuscope run`). A bad value is
 //! an error naming the variable, the value and what is allowed.
 
+use crate::collect::declare::{declare_flops, declare_work};
 use crate::collect::metrics::{MetricSet, Selection};
 use crate::error::{Error, ErrorKind, Result};
+use crate::model::declared::Declared;
 use crate::render::Format;
 use crate::session::Profiler;
 use std::path::PathBuf;
@@ -26,10 +28,40 @@ pub struct EnvConfig {
     /// `GPUSCOPE_TRACE`: per-kernel records kept (default 0; 100000 for
     /// the chrome format).
     pub trace: usize,
+    /// `GPUSCOPE_FLOPS` (`step=1.2e12,fwd=4e11`: model FLOPs per call of a
+    /// range) and `GPUSCOPE_WORK` (`step=4096:tokens`: work per call), for
+    /// [`crate::declare_flops`] and [`crate::declare_work`].
+    pub declared: Vec<Declared>,
 }
 
 fn invalid(var: &str, value: &str, allowed: &str) -> Error {
     Error::new(ErrorKind::InvalidConfig, format!("{var}={value:?} is not valid; allowed: {allowed}"))
+}
+
+/// `RANGE=AMOUNT[:UNIT]`, comma- or semicolon-separated; `unit`: whether a
+/// unit may follow.
+fn declarations(var: &str, value: &str, unit: bool) -> Result<Vec<(String, f64, Option<String>)>> {
+    let allowed = if unit {
+        "RANGE=AMOUNT[:UNIT], comma-separated, AMOUNT a number above 0 (e.g. step=4096:tokens)"
+    } else {
+        "RANGE=FLOPS, comma-separated, FLOPS a number above 0 (e.g. step=1.2e12)"
+    };
+    let mut out = Vec::new();
+    for item in value.split([',', ';']).map(str::trim).filter(|i| !i.is_empty()) {
+        let bad = || invalid(var, value, allowed);
+        let (range, amount) = item.rsplit_once('=').ok_or_else(bad)?;
+        let (amount, u) = match amount.split_once(':') {
+            Some((a, u)) if unit => (a, Some(u.trim().to_string()).filter(|u| !u.is_empty())),
+            Some(_) => return Err(bad()),
+            None => (amount, None),
+        };
+        let amount: f64 = amount.trim().parse().map_err(|_| bad())?;
+        if range.trim_matches('/').trim().is_empty() || !(amount.is_finite() && amount > 0.0) {
+            return Err(bad());
+        }
+        out.push((range.trim().to_string(), amount, u));
+    }
+    Ok(out)
 }
 
 /// `{pid}` and `{rank}` (from `RANK`, `LOCAL_RANK` or
@@ -108,7 +140,48 @@ impl EnvConfig {
             return Err(invalid("GPUSCOPE_OUTPUT", &template, "a file path; {pid} and {rank} are replaced"));
         }
         let output = PathBuf::from(expand_output(&template, pid, get));
-        Ok(EnvConfig { metrics, selection, output, format, quiet, trace })
+        let mut declared: Vec<Declared> = Vec::new();
+        fn entry(declared: &mut Vec<Declared>, range: String) -> &mut Declared {
+            let i = match declared.iter().position(|d| d.range == range) {
+                Some(i) => i,
+                None => {
+                    declared.push(Declared { range, flops: None, work: None, unit: None });
+                    declared.len() - 1
+                }
+            };
+            &mut declared[i]
+        }
+        let mut flops = Vec::new();
+        if let Some(v) = get("GPUSCOPE_FLOPS") {
+            flops = declarations("GPUSCOPE_FLOPS", &v, false)?;
+        }
+        let mut work = Vec::new();
+        if let Some(v) = get("GPUSCOPE_WORK") {
+            work = declarations("GPUSCOPE_WORK", &v, true)?;
+        }
+        for (range, f, _) in flops {
+            entry(&mut declared, range).flops = Some(f);
+        }
+        for (range, w, unit) in work {
+            let d = entry(&mut declared, range);
+            d.work = Some(w);
+            d.unit = unit;
+        }
+        Ok(EnvConfig { metrics, selection, output, format, quiet, trace, declared })
+    }
+
+    /// Registers `GPUSCOPE_FLOPS` and `GPUSCOPE_WORK` (values already
+    /// checked).
+    pub fn declare(&self) -> Result<()> {
+        for d in &self.declared {
+            if let Some(f) = d.flops {
+                declare_flops(&d.range, f)?;
+            }
+            if let Some(w) = d.work {
+                declare_work(&d.range, w, d.unit.as_deref().unwrap_or(""))?;
+            }
+        }
+        Ok(())
     }
 
     /// The profiler these settings describe.
@@ -166,6 +239,20 @@ mod tests {
     }
 
     #[test]
+    fn flops_and_work_are_declared_per_range() {
+        let c = cfg(&[("GPUSCOPE_FLOPS", "step=1.2e12, train/fwd=4e11"), ("GPUSCOPE_WORK", "step=4096:tokens;eval=8")])
+            .unwrap();
+        let get = |r: &str| c.declared.iter().find(|d| d.range == r).unwrap().clone();
+        assert_eq!(
+            (get("step").flops, get("step").work, get("step").unit.as_deref()),
+            (Some(1.2e12), Some(4096.0), Some("tokens"))
+        );
+        assert_eq!((get("train/fwd").flops, get("train/fwd").work), (Some(4e11), None));
+        assert_eq!((get("eval").flops, get("eval").work, get("eval").unit.clone()), (None, Some(8.0), None));
+        assert!(cfg(&[]).unwrap().declared.is_empty());
+    }
+
+    #[test]
     fn bad_values_name_the_variable_the_value_and_what_is_allowed() {
         let e = |vars: &[(&str, &str)]| cfg(vars).unwrap_err().to_string();
         assert_eq!(e(&[("GPUSCOPE_MODE", "fast")]), "GPUSCOPE_MODE=\"fast\" is not valid; allowed: trace, metrics");
@@ -175,6 +262,13 @@ mod tests {
             .starts_with("GPUSCOPE_METRICS=\"tensors\""));
         assert!(e(&[("GPUSCOPE_KERNELS", "(")]).starts_with("GPUSCOPE_KERNELS=\"(\""));
         assert!(e(&[("GPUSCOPE_QUIET", "yes")]).contains("allowed: 0, 1"));
+        assert_eq!(
+            e(&[("GPUSCOPE_FLOPS", "step")]),
+            "GPUSCOPE_FLOPS=\"step\" is not valid; allowed: RANGE=FLOPS, comma-separated, FLOPS a number above 0 (e.g. step=1.2e12)"
+        );
+        assert!(e(&[("GPUSCOPE_FLOPS", "step=-3")]).contains("a number above 0"));
+        assert!(e(&[("GPUSCOPE_FLOPS", "step=1e12:tokens")]).starts_with("GPUSCOPE_FLOPS="));
+        assert!(e(&[("GPUSCOPE_WORK", "=5")]).contains("e.g. step=4096:tokens"));
         for msg in [e(&[("GPUSCOPE_MODE", "fast")]), e(&[("GPUSCOPE_TRACE", "lots")])] {
             assert_eq!(msg.lines().count(), 1, "one line: {msg}");
         }

@@ -36,6 +36,7 @@ pub(crate) struct KernelAcc {
     /// duration, and the duration they cover.
     pub coverage_weighted: f64,
     pub waves_weighted: f64,
+    pub wave_count_weighted: f64,
     pub grid_time: u64,
 }
 
@@ -77,6 +78,7 @@ impl KernelAcc {
                 let waves = g.blocks.div_ceil(slots);
                 self.coverage_weighted += g.blocks.min(g.sms as u64) as f64 / g.sms as f64 * w as f64;
                 self.waves_weighted += g.blocks as f64 / (waves * slots) as f64 * w as f64;
+                self.wave_count_weighted += g.blocks as f64 / slots as f64 * w as f64;
                 self.grid_time += w;
             }
         }

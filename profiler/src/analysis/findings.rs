@@ -177,14 +177,18 @@ pub(super) fn findings(
             });
             continue;
         }
-        if let Some(w) = k.wave_efficiency_pct.filter(|w| *w < verdict::TAIL_WAVE_PCT) {
+        // A tail needs a full wave before it: a grid under one wave is an
+        // occupancy question (below).
+        let tail = k.wave_efficiency_pct.filter(|w| *w < verdict::TAIL_WAVE_PCT && k.waves.is_some_and(|n| n > 1.0));
+        if let Some(w) = tail {
+            let waves = k.waves.unwrap_or(0.0);
             out.push(Finding {
                 kind: "tail-wave",
                 bound: verdict::LATENCY,
                 range: None,
                 kernel: Some(k.name.clone()),
                 cost_ns: (t * (1.0 - w / 100.0)) as u64,
-                message: format!("{short}: its blocks fill {w:.0}% of the block slots of the waves they run in; the last wave leaves SMs idle"),
+                message: format!("{short}: {waves:.2} waves of blocks, so the last one runs partly empty: the grid fills {w:.0}% of the block slots of its {} waves", waves.ceil()),
                 advice: "Size the grid to whole waves (a multiple of SMs x blocks per SM), or use smaller blocks so the last wave is fuller.".into(),
             });
             continue;

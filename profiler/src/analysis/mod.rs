@@ -128,6 +128,8 @@ pub struct KernelAnalysis {
     pub sm_coverage_pct: Option<f64>,
     /// See `sm_coverage_pct`.
     pub wave_efficiency_pct: Option<f64>,
+    /// See `sm_coverage_pct`.
+    pub waves: Option<f64>,
     /// What bounds it (`None`: not measured, shape unremarkable).
     pub verdict: Option<Verdict>,
 }
@@ -322,6 +324,7 @@ fn kernel(name: &str, s: &KernelStats, total_ns: f64, peaks: Option<&Peaks>) -> 
         arithmetic_intensity: r.dram_bytes_per_ns.filter(|b| *b > 0.0 && !r.flops_per_ns.is_empty()).map(|b| flops / b),
         sm_coverage_pct: r.sm_coverage,
         wave_efficiency_pct: r.wave_efficiency,
+        waves: r.waves,
         verdict: verdict::kernel(&r),
     }
 }

@@ -28,6 +28,8 @@ pub(crate) struct Rates {
     pub sm_coverage: Option<f64>,
     /// Wave efficiency, %.
     pub wave_efficiency: Option<f64>,
+    /// Waves the grid needs.
+    pub waves: Option<f64>,
 }
 
 impl Rates {
@@ -44,7 +46,12 @@ impl Rates {
 
 /// The figures of `s`; peaks turn bandwidth and FLOPs into shares.
 pub(crate) fn rates(s: &KernelStats, peaks: Option<&Peaks>) -> Rates {
-    let shape = Rates { sm_coverage: s.sm_coverage_pct, wave_efficiency: s.wave_efficiency_pct, ..Default::default() };
+    let shape = Rates {
+        sm_coverage: s.sm_coverage_pct,
+        wave_efficiency: s.wave_efficiency_pct,
+        waves: s.waves,
+        ..Default::default()
+    };
     if s.profiled_launches == 0 {
         return shape;
     }
@@ -111,6 +118,7 @@ mod tests {
             measured_ns: ns,
             sm_coverage_pct: Some(100.0),
             wave_efficiency_pct: Some(100.0),
+            waves: Some(1.0),
         }
     }
 

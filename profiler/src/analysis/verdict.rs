@@ -60,10 +60,10 @@ pub struct Verdict {
 }
 
 fn pct(v: f64) -> String {
-    if v > 0.0 && v < 1.0 {
-        format!("{v:.2}%")
-    } else {
-        format!("{v:.0}%")
+    match v {
+        v if v > 0.0 && v < 1.0 => format!("{v:.2}%"),
+        v if v > 0.0 && v < 10.0 => format!("{v:.1}%"),
+        v => format!("{v:.0}%"),
     }
 }
 
@@ -74,7 +74,9 @@ pub(crate) fn kernel(r: &Rates) -> Option<Verdict> {
     if let Some(eff) = r.sm_efficiency.filter(|e| *e < FEW_SMS_PCT) {
         let why = match (r.sm_coverage, r.wave_efficiency) {
             (Some(c), _) if c < LOW_COVERAGE_PCT => format!("; its grid reaches {} of the SMs", pct(c)),
-            (_, Some(w)) if w < TAIL_WAVE_PCT => format!("; its last wave is partial (wave efficiency {})", pct(w)),
+            (_, Some(w)) if w < TAIL_WAVE_PCT && r.waves.is_some_and(|n| n > 1.0) => {
+                format!("; its last wave is partial (wave efficiency {})", pct(w))
+            }
             _ => String::new(),
         };
         return v(LATENCY, format!("SM efficiency {}: most SMs idle while it runs{why}", pct(eff)));
@@ -221,6 +223,7 @@ mod tests {
         );
         let mut tail = measured(45.0, 90.0, 0.0);
         tail.wave_efficiency = Some(67.0);
+        tail.waves = Some(2.01);
         assert!(kernel(&tail).unwrap().evidence.contains("last wave is partial"));
         // Trace mode: the launch shape alone.
         let shape = Rates { sm_coverage: Some(0.76), ..Default::default() };
@@ -259,7 +262,7 @@ mod tests {
         assert_eq!(v(idle(110, 0, 0, 0, 0, 800)).bound, HOST, "110 of 200 ns idle by the host");
         assert_eq!(v(idle(50, 0, 0, 0, 0, 800)).bound, COMPUTE, "150 of 200 ns busy");
         let e = v(idle(400, 200, 0, 10, 0, 0)).evidence;
-        assert_eq!(e, "GPU idle 61%: host 40%, copies 20%, launch gaps 1%");
+        assert_eq!(e, "GPU idle 61%: host 40%, copies 20%, launch gaps 1.0%");
     }
 
     #[test]

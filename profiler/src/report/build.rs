@@ -29,6 +29,7 @@ fn stats(a: &KernelAcc) -> KernelStats {
         measured_ns: if a.profiled > 0 { a.metric_time } else { 0.0 },
         sm_coverage_pct: (a.grid_time > 0).then(|| 100.0 * a.coverage_weighted / a.grid_time as f64),
         wave_efficiency_pct: (a.grid_time > 0).then(|| 100.0 * a.waves_weighted / a.grid_time as f64),
+        waves: (a.grid_time > 0).then(|| a.wave_count_weighted / a.grid_time as f64),
     }
 }
 

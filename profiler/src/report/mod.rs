@@ -117,6 +117,10 @@ pub struct KernelStats {
     /// partly empty (a tail).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wave_efficiency_pct: Option<f64>,
+    /// Waves the grids need: blocks over the block slots of all SMs,
+    /// weighted by GPU time (2.01: two full waves and a sliver).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waves: Option<f64>,
 }
 
 /// One kernel name.

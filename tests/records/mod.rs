@@ -1,0 +1,106 @@
+//! CUPTI 13 activity records laid out as CUPTI writes them, for the CPU
+//! tests that fold synthetic buffers into reports.
+#![allow(dead_code)]
+
+use cupti_sys as sys;
+use gpuscope::occupancy::SmLimits;
+use gpuscope::report::DeviceInfo;
+use std::ffi::CStr;
+
+pub fn h200() -> DeviceInfo {
+    DeviceInfo {
+        id: 0,
+        name: "NVIDIA H200".into(),
+        sm_count: 132,
+        limits: SmLimits::SM_90,
+        clock_khz: Some(1_980_000),
+        memory_clock_khz: Some(3_201_000),
+        memory_bus_bits: Some(6144),
+    }
+}
+
+pub fn bytes_of<T: Copy>(v: &T) -> Vec<u8> {
+    // SAFETY: T is a plain-data CUPTI record struct; reading its bytes is
+    // what CUPTI's consumers do.
+    unsafe { std::slice::from_raw_parts(v as *const T as *const u8, std::mem::size_of::<T>()) }.to_vec()
+}
+
+pub struct K {
+    pub name: &'static CStr,
+    pub corr: u32,
+    pub start: u64,
+    pub end: u64,
+    pub block: i32,
+    pub regs: u16,
+    pub dyn_smem: i32,
+    pub stream: u32,
+}
+
+pub fn kernel(k: &K) -> Vec<u8> {
+    // SAFETY: an all-zero CUpti_ActivityKernel10 is a valid value (integers
+    // and null pointers).
+    let mut r: sys::CUpti_ActivityKernel10 = unsafe { std::mem::zeroed() };
+    r.kind = sys::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+    r.name = k.name.as_ptr();
+    r.correlationId = k.corr;
+    r.start = k.start;
+    r.end = k.end;
+    r.streamId = k.stream;
+    r.contextId = 1;
+    (r.gridX, r.gridY, r.gridZ) = (1024, 1, 1);
+    (r.blockX, r.blockY, r.blockZ) = (k.block, 1, 1);
+    r.registersPerThread = k.regs;
+    r.dynamicSharedMemory = k.dyn_smem;
+    r.sharedMemoryExecuted = 228 * 1024;
+    bytes_of(&r)
+}
+
+pub fn memcpy(corr: u32, start: u64, end: u64, bytes: u64) -> Vec<u8> {
+    // SAFETY: all-zero is a valid CUpti_ActivityMemcpy6.
+    let mut r: sys::CUpti_ActivityMemcpy6 = unsafe { std::mem::zeroed() };
+    r.kind = sys::CUPTI_ACTIVITY_KIND_MEMCPY;
+    r.copyKind = sys::CUPTI_ACTIVITY_MEMCPY_KIND_HTOD as u8;
+    r.srcKind = sys::CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE as u8;
+    r.dstKind = sys::CUPTI_ACTIVITY_MEMORY_KIND_DEVICE as u8;
+    r.bytes = bytes;
+    r.start = start;
+    r.end = end;
+    r.correlationId = corr;
+    bytes_of(&r)
+}
+
+pub fn memset(start: u64, end: u64) -> Vec<u8> {
+    // SAFETY: all-zero is a valid CUpti_ActivityMemset4.
+    let mut r: sys::CUpti_ActivityMemset4 = unsafe { std::mem::zeroed() };
+    r.kind = sys::CUPTI_ACTIVITY_KIND_MEMSET;
+    r.bytes = 4096;
+    r.start = start;
+    r.end = end;
+    bytes_of(&r)
+}
+
+pub fn sync(start: u64, end: u64) -> Vec<u8> {
+    // SAFETY: all-zero is a valid CUpti_ActivitySynchronization2.
+    let mut r: sys::CUpti_ActivitySynchronization2 = unsafe { std::mem::zeroed() };
+    r.kind = sys::CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
+    r.start = start;
+    r.end = end;
+    bytes_of(&r)
+}
+
+/// A kernel record with a grid of `grid` blocks of `block` threads.
+pub fn kernel_grid(name: &'static CStr, corr: u32, start: u64, end: u64, grid: i32, block: i32) -> Vec<u8> {
+    // SAFETY: an all-zero CUpti_ActivityKernel10 is a valid value.
+    let mut r: sys::CUpti_ActivityKernel10 = unsafe { std::mem::zeroed() };
+    r.kind = sys::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+    r.name = name.as_ptr();
+    r.correlationId = corr;
+    (r.start, r.end) = (start, end);
+    r.streamId = 7;
+    r.contextId = 1;
+    (r.gridX, r.gridY, r.gridZ) = (grid, 1, 1);
+    (r.blockX, r.blockY, r.blockZ) = (block, 1, 1);
+    r.registersPerThread = 32;
+    r.sharedMemoryExecuted = 228 * 1024;
+    bytes_of(&r)
+}
