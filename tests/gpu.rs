@@ -578,6 +578,11 @@ fn the_bottleneck_zoo_counter_cases_and_the_hardware_mfu_of_a_bf16_gemm() {
     let (ran, r, a) = zoo(Profiler::new().metrics(gpuscope::MetricSet::default().with_tensor()));
     let ms = r.metrics.as_ref().expect("metrics mode");
     assert!(ms.disabled.is_none() && ms.mismatches == 0, "{ms:?}");
+    // Where the measured (replayed) launches sit on the timeline.
+    for k in r.trace.as_ref().unwrap().kernels.iter().filter(|k| k.replayed) {
+        let us = |ns: u64| ns.saturating_sub(r.start_ns) as f64 / 1e3;
+        println!("measured {} #{}: {:.1} us to {:.1} us", k.name, k.correlation_id, us(k.start_ns), us(k.end_ns));
+    }
     let mut wrong = Vec::new();
     for case in bottlenecks::CASES {
         let g = verdict(&a, case.range);

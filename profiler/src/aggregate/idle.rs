@@ -187,6 +187,12 @@ impl IdleTracker {
         let mut start = start;
         if start < self.done_until {
             self.late_kernels += 1;
+            if self.late_kernels <= 20 {
+                crate::collect::debug::debug(&format!(
+                    "idle: kernel {correlation_id} [{start}, {end}) launched at {launch:?} came after {} was decided",
+                    self.done_until
+                ));
+            }
             start = self.done_until;
         }
         if end <= start {

@@ -11,6 +11,9 @@ use serde::Serialize;
 /// range's time: smaller ones are noise next to run-to-run variation
 /// (plain runs of one program vary by ~10%, `docs/cupti-findings.md`).
 pub const MIN_SHARE_PCT: f64 = 10.0;
+/// Copies from pageable memory are a finding from this share on: pinning
+/// costs nothing and a blocking copy stops the host running ahead.
+pub const MIN_PAGEABLE_SHARE_PCT: f64 = 1.0;
 /// ... and at least this much time, ns.
 pub const MIN_COST_NS: u64 = 100_000;
 /// A range's finding is left to a range inside it that has the same cause
@@ -55,12 +58,23 @@ const IDLE_CAUSES: [(usize, &str, Bound, &str); 5] = [
     (crate::model::idle::OTHER, "waiting", verdict::DEPENDENCY, "with work queued behind a dependency"),
 ];
 
+/// Copies from pageable host memory, and all copies.
+fn pageable(r: &Report) -> (u64, u64) {
+    r.memory.memcpy.iter().fold((0, 0), |(p, a), c| (p + c.pageable, a + c.count))
+}
+
 fn idle_advice(kind: &str, r: &Report) -> String {
     match kind {
-        "host-idle" => "Keep the GPU fed: load and preprocess data off this thread (PyTorch: DataLoader(num_workers>0), transforms on the GPU) and keep logging and checkpoints out of the step.".into(),
+        "host-idle" => {
+            let mut a = "Keep the GPU fed: load and preprocess data off this thread (PyTorch: DataLoader(num_workers>0), transforms on the GPU) and keep logging and checkpoints out of the step.".to_string();
+            let (pageable, all) = pageable(r);
+            if pageable > 0 {
+                a.push_str(&format!(" {pageable} of {all} copies are from pageable memory: pin it (DataLoader(pin_memory=True)) and copy with non_blocking=True."));
+            }
+            a
+        }
         "copies" => {
-            let (pageable, all): (u64, u64) =
-                r.memory.memcpy.iter().fold((0, 0), |(p, a), c| (p + c.pageable, a + c.count));
+            let (pageable, all) = pageable(r);
             if pageable > 0 {
                 format!("{pageable} of {all} copies use pageable host memory, which blocks the host: pin it (PyTorch: DataLoader(pin_memory=True) or tensor.pin_memory()) and copy with non_blocking=True so copies overlap compute.")
             } else {
@@ -90,10 +104,12 @@ pub(super) fn findings(
     for g in ranges {
         let Some(split) = g.idle else { continue };
         let a = split.to_array();
+        let min_copy_share = if pageable(r).0 > 0 { MIN_PAGEABLE_SHARE_PCT } else { MIN_SHARE_PCT };
         for (i, kind, bound, what) in IDLE_CAUSES {
             let cost = a[i];
             let share = 100.0 * cost as f64 / g.active_ns.max(1) as f64;
-            if share < MIN_SHARE_PCT || cost < MIN_COST_NS {
+            let min_share = if kind == "copies" { min_copy_share } else { MIN_SHARE_PCT };
+            if share < min_share || cost < MIN_COST_NS {
                 continue;
             }
             let calls = if g.count > 1 { format!(" over {} calls", g.count) } else { String::new() };
@@ -159,7 +175,7 @@ pub(super) fn findings(
     }
     // Kernels.
     let sms = r.devices.first().map(|d| d.sm_count).unwrap_or(0);
-    for k in kernels {
+    for k in kernels.iter().filter(|k| k.gpu_ns >= MIN_COST_NS) {
         let t = k.gpu_ns as f64;
         let short = crate::model::names::short_name(&k.name);
         let few = k.sm_coverage_pct.filter(|c| *c < verdict::LOW_COVERAGE_PCT).or(k

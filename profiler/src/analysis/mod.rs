@@ -180,10 +180,14 @@ impl Weighted {
         (t > 0.0).then(|| s / t)
     }
 
-    /// The verdict of most of the kernel time among kernels with one.
+    /// The verdict of most of the kernel time, when kernels with one make
+    /// up at least half of it.
     fn verdict(&self) -> Option<Verdict> {
         let (bound, (t, evidence)) = self.votes.iter().max_by(|a, b| a.1 .0.total_cmp(&b.1 .0))?;
         let share = 100.0 * t / self.time.max(1.0);
+        if share < 50.0 {
+            return None;
+        }
         let evidence = if share >= 99.5 {
             evidence.clone()
         } else {
@@ -223,12 +227,10 @@ pub fn analyze(r: &Report) -> Analysis {
     }
     let ranges: Vec<RangeAnalysis> =
         r.ranges.iter().map(|g| range(r, g, under.get(g.path.frames.as_slice()), peaks.as_ref())).collect();
-    let mut kernels: Vec<KernelAnalysis> = r
-        .kernels
-        .iter()
-        .map(|k| kernel(&k.name, &k.stats, total_kernel_ns, peaks.as_ref()))
-        .filter(|k| k.share_pct >= HEAVY_KERNEL_PCT)
-        .collect();
+    // Every kernel can make a finding; the heavy ones are shown.
+    let all: Vec<KernelAnalysis> =
+        r.kernels.iter().map(|k| kernel(&k.name, &k.stats, total_kernel_ns, peaks.as_ref())).collect();
+    let mut kernels: Vec<KernelAnalysis> = all.iter().filter(|k| k.share_pct >= HEAVY_KERNEL_PCT).cloned().collect();
     kernels.truncate(MAX_HEAVY_KERNELS);
     let mut notes = Vec::new();
     if peaks.is_none() {
@@ -250,7 +252,7 @@ pub fn analyze(r: &Report) -> Analysis {
             r.schema_version
         ));
     }
-    let findings = findings::findings(r, &ranges, &kernels, peaks.as_ref());
+    let findings = findings::findings(r, &ranges, &all, peaks.as_ref());
     Analysis { peaks, ranges, kernels, findings, notes }
 }
 

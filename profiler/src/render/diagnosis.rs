@@ -11,7 +11,7 @@ use std::fmt::Write;
 /// Ranges shown in "what bounds each range" at most.
 const MAX_RANGES: usize = 20;
 /// Ranges shorter than this share of the longest are left out of it.
-const MIN_RANGE_SHARE: f64 = 0.01;
+const MIN_RANGE_SHARE: f64 = 0.001;
 
 fn opt_pct(v: Option<f64>) -> String {
     match v {
