@@ -315,3 +315,20 @@ fn reports_written_by_schema_1_are_read_and_analysed_with_what_they_have() {
         }
     }
 }
+
+#[test]
+fn a_range_whose_window_runs_other_threads_kernels_is_not_judged_by_its_own() {
+    let mut z = Zoo::new(false);
+    let bwd = z.rp.path(&["backward"]);
+    z.rp.host_event(HostEvent::Push { instance: 1, parent: 0, path: bwd, tid: 1, ts: 0 });
+    // The range's own launch: one tiny one-block kernel.
+    z.kernel((1, bwd), c"zero_grad", 0, US, 3 * US, 1, None);
+    // Another thread's kernels (no range open there) fill the window.
+    z.kernel((0, 0), c"autograd_gemm", 5 * US, 10 * US, 990 * US, 132 * 8, None);
+    z.rp.host_event(HostEvent::Pop { instance: 1, ts: MS });
+    let (_, a) = z.finish(MS);
+    let g = range(&a, "backward");
+    assert_eq!(g.verdict.bound, "gpu-bound", "{:?}", g.verdict);
+    assert!(g.verdict.evidence.contains("launched before it or outside it"), "{}", g.verdict.evidence);
+    assert!(g.utilization_pct > 98.0);
+}

@@ -236,6 +236,12 @@ fn chrome_trace_parses_and_has_gpu_stream_and_host_thread_tracks() {
     assert!(ev.iter().any(|e| e["cat"] == "memory" && e["name"] == "HtoD"));
     assert!(ev.iter().any(|e| e["ph"] == "M" && e["args"]["name"] == "trainer"));
     assert!(ev.iter().any(|e| e["ph"] == "M" && e["args"]["name"] == "stream 13"));
+    // Counter tracks: utilisation over time on the GPU's process, and the
+    // ranges carry their verdict.
+    let util: Vec<_> = ev.iter().filter(|e| e["ph"] == "C" && e["name"] == "GPU utilisation %").collect();
+    assert!(!util.is_empty() && util.iter().all(|e| e["pid"] == 100));
+    assert!(util.iter().any(|e| e["args"]["util"].as_f64().unwrap() > 0.0));
+    assert!(ranges.iter().all(|e| e["args"]["bound"].is_string()), "{ranges:?}");
     // Times are us from the session start.
     let va = kernels.iter().find(|k| k["name"] == "vector_add").unwrap();
     assert_eq!(va["ts"].as_f64().unwrap(), 1.2);

@@ -71,6 +71,9 @@ fn report_compares_two_runs() {
     let t = String::from_utf8_lossy(&out.stdout);
     assert!(t.contains("kernel time: 4.0 us -> 3.0 us (-25.0%)"), "{t}");
     assert!(t.contains("step · gemm_kernel") && t.contains("-25.0%"), "{t}");
+    // Each range: time per call before and after, utilisation, verdict.
+    let row = t.lines().find(|l| l.starts_with("step ")).unwrap_or_else(|| panic!("a step row: {t}"));
+    assert!(row.contains("4.0 us") && row.contains("3.0 us") && row.contains("gpu-bound (same)"), "{row}");
     let bad = gpuscope().arg("report").arg(&a).arg(tmp("missing.json")).output().unwrap();
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("missing.json"));

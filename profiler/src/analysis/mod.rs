@@ -282,7 +282,23 @@ fn range(r: &Report, g: &RangeSummary, w: Option<&Weighted>, peaks: Option<&Peak
     let model_mfu_pct = model_flops_per_s
         .zip(model_mfu_pipe.zip(peaks).and_then(|(pipe, p)| p.flops(pipe)))
         .map(|(f, peak)| 100.0 * f / peak);
-    let gpu_side = w.verdict();
+    // A range whose window the GPU spends mostly on kernels launched
+    // outside it (another thread: PyTorch's autograd worker runs backward)
+    // is not judged by its own few kernels.
+    let busy_ns = g.idle.map(|i| g.wall_ns.saturating_sub(i.total()));
+    let elsewhere = busy_ns.is_some_and(|b| b > 0 && w.time < 0.5 * b as f64);
+    let gpu_side = if elsewhere {
+        Some(Verdict {
+            bound: verdict::GPU,
+            evidence: format!(
+                "its own kernels ran {} of the {} the GPU was busy in it; the rest was launched before it or outside it (queued earlier, or by another thread such as PyTorch's autograd worker)",
+                crate::model::units::fmt_ns(w.time as u64),
+                crate::model::units::fmt_ns(busy_ns.unwrap_or(0))
+            ),
+        })
+    } else {
+        w.verdict()
+    };
     RangeAnalysis {
         count: g.count,
         wall_ns: g.wall_ns,

@@ -55,8 +55,9 @@ pub struct KernelRecord {
     pub path: RangePath,
     /// CUDA graph id (0: not from a graph).
     pub graph_id: u32,
-    /// Replayed by the range profiler: `start_ns` is the record's, `end_ns`
-    /// is start + the measured duration.
+    /// Measured by the range profiler: `end_ns` is start + the measured
+    /// duration; under kernel replay (several passes), whose records carry
+    /// no timestamps, `start_ns` is when its launch call began.
     #[serde(default)]
     pub replayed: bool,
     /// Hardware metrics, for profiled launches.
