@@ -195,6 +195,12 @@ fn timeline_ranges_are_launch_host_sync_or_copy_bound_and_busy_ones_gpu_or_laten
     }
     assert!(a.findings.windows(2).all(|w| w[0].cost_ns >= w[1].cost_ns), "ranked by cost");
     assert_eq!(a.findings[0].kind, "copies", "16 ms of copies cost the most");
+    // Host advice names pageable copies only where copies happened.
+    let host_advice = |r: &str| {
+        a.findings.iter().find(|f| f.kind == "host-idle" && f.range.as_deref() == Some(r)).unwrap().advice.clone()
+    };
+    assert!(!host_advice("host").contains("pageable"), "{}", host_advice("host"));
+    assert!(host_advice("copies").contains("4 of 4 copies are from pageable memory"), "{}", host_advice("copies"));
     assert!(a.findings[0].advice.contains("4 of 4 copies use pageable host memory"), "{}", a.findings[0].advice);
     assert!(a.findings.iter().any(|f| f.kind == "few-sms" && f.kernel.as_deref() == Some("one_block_spin")));
     assert!(a.notes.iter().any(|n| n.starts_with("trace mode")), "{:?}", a.notes);
@@ -248,6 +254,9 @@ fn counters_make_kernels_compute_memory_or_latency_bound_and_give_hardware_mfu()
     assert!((range(&a, "copy").dram_pct.unwrap() - 80.0).abs() < 1e-6);
     let l = range(&a, "latency");
     assert_eq!(l.verdict.bound, "latency-bound");
+    assert_eq!((l.flops, l.arithmetic_intensity, l.ridge_point), (Some(0.0), None, None), "no FLOPs, no roofline");
+    assert!((g.arithmetic_intensity.unwrap() - 0.5 * bf16 * 1e-3 / 1e8).abs() < 1e-6);
+    assert!((g.ridge_point.unwrap() - bf16 / peak_bw).abs() < 1e-6);
     assert!(l.verdict.evidence.contains("neither near its limit"), "{}", l.verdict.evidence);
     let m = range(&a, "measured");
     assert_eq!(m.idle.unwrap().profiler_ns, 9 * MS - MS, "the overhead not covered by the kernel");

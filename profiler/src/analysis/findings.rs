@@ -63,12 +63,14 @@ fn pageable(r: &Report) -> (u64, u64) {
     r.memory.memcpy.iter().fold((0, 0), |(p, a), c| (p + c.pageable, a + c.count))
 }
 
-fn idle_advice(kind: &str, r: &Report) -> String {
+/// `copies_here`: the range saw copy time (its host advice then names
+/// pageable copies too).
+fn idle_advice(kind: &str, r: &Report, copies_here: bool) -> String {
     match kind {
         "host-idle" => {
             let mut a = "Keep the GPU fed: load and preprocess data off this thread (PyTorch: DataLoader(num_workers>0), transforms on the GPU) and keep logging and checkpoints out of the step.".to_string();
             let (pageable, all) = pageable(r);
-            if pageable > 0 {
+            if pageable > 0 && copies_here {
                 a.push_str(&format!(" {pageable} of {all} copies are from pageable memory: pin it (DataLoader(pin_memory=True)) and copy with non_blocking=True."));
             }
             a
@@ -120,7 +122,7 @@ pub(super) fn findings(
                 kernel: None,
                 cost_ns: cost,
                 message: format!("{}: GPU idle {} ({share:.0}% of the range{calls}) {what}", g.path, ms(cost)),
-                advice: idle_advice(kind, r),
+                advice: idle_advice(kind, r, split.copy_ns > 0),
             });
         }
     }
@@ -151,7 +153,7 @@ pub(super) fn findings(
                         kernel: None,
                         cost_ns: a[i],
                         message: format!("the session: GPU idle {} ({share:.0}%) {what}", ms(a[i])),
-                        advice: idle_advice(kind, r),
+                        advice: idle_advice(kind, r, split.copy_ns > 0),
                     });
                 }
             }

@@ -270,9 +270,9 @@ fn range(r: &Report, g: &RangeSummary, w: Option<&Weighted>, peaks: Option<&Peak
         .and(peaks)
         .filter(|_| secs > 0.0)
         .map(|p| w.flops.iter().filter_map(|(pipe, f)| p.flops(pipe).map(|peak| f / peak)).sum::<f64>() / secs * 100.0);
-    let main_pipe = w.flops.iter().max_by(|a, b| a.1.total_cmp(&b.1)).map(|(p, _)| *p);
-    let arithmetic_intensity = flops.filter(|_| w.dram_bytes > 0.0).map(|f| f / w.dram_bytes);
-    let ridge_point = peaks.and_then(|p| p.ridge(main_pipe.unwrap_or(TENSOR_BF16)));
+    let main_pipe = w.flops.iter().filter(|(_, f)| *f > 0.0).max_by(|a, b| a.1.total_cmp(&b.1)).map(|(p, _)| *p);
+    let arithmetic_intensity = flops.filter(|f| *f > 0.0 && w.dram_bytes > 0.0).map(|f| f / w.dram_bytes);
+    let ridge_point = arithmetic_intensity.and(peaks).and_then(|p| p.ridge(main_pipe.unwrap_or(TENSOR_BF16)));
     let declared = r.declared.iter().filter(|d| d.matches(&path));
     let model_flops = declared.clone().find_map(|d| d.flops).map(|f| f * g.count as f64);
     let work = declared.clone().find_map(|d| d.work.map(|w| (w * g.count as f64, d.unit.clone())));
@@ -339,7 +339,7 @@ fn kernel(name: &str, s: &KernelStats, total_ns: f64, peaks: Option<&Peaks>) -> 
         compute_pct: r.compute_pct,
         dram_pct: r.dram_pct,
         flops_per_s: (!r.flops_per_ns.is_empty()).then_some(flops * 1e9),
-        arithmetic_intensity: r.dram_bytes_per_ns.filter(|b| *b > 0.0 && !r.flops_per_ns.is_empty()).map(|b| flops / b),
+        arithmetic_intensity: r.dram_bytes_per_ns.filter(|b| *b > 0.0 && flops > 0.0).map(|b| flops / b),
         sm_coverage_pct: r.sm_coverage,
         wave_efficiency_pct: r.wave_efficiency,
         waves: r.waves,
