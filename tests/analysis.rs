@@ -341,3 +341,22 @@ fn a_range_whose_window_runs_other_threads_kernels_is_not_judged_by_its_own() {
     assert!(g.verdict.evidence.contains("launched before it or outside it"), "{}", g.verdict.evidence);
     assert!(g.utilization_pct > 98.0);
 }
+
+#[test]
+fn a_finding_split_among_inner_ranges_is_left_to_them() {
+    let mut z = Zoo::new(false);
+    let (root, a, b) = (z.rp.path(&["run"]), z.rp.path(&["run", "a"]), z.rp.path(&["run", "b"]));
+    z.rp.host_event(HostEvent::Push { instance: 1, parent: 0, path: root, tid: 1, ts: 0 });
+    // Two inner ranges of 5 ms of host work each, each ending in a kernel.
+    for (inst, path, t0) in [(2u64, a, 0u64), (3, b, 5 * MS)] {
+        z.rp.host_event(HostEvent::Push { instance: inst, parent: 1, path, tid: 1, ts: t0 });
+        z.kernel((inst, path), c"k", t0 + 4_900 * US, t0 + 4_905 * US, t0 + 5 * MS, 132 * 8, None);
+        z.rp.host_event(HostEvent::Pop { instance: inst, ts: t0 + 5 * MS });
+    }
+    z.rp.host_event(HostEvent::Pop { instance: 1, ts: 10 * MS });
+    let (_, an) = z.finish(10 * MS);
+    let host: Vec<&str> =
+        an.findings.iter().filter(|f| f.kind == "host-idle").filter_map(|f| f.range.as_deref()).collect();
+    assert_eq!(host.len(), 2, "{host:?}");
+    assert!(host.contains(&"run/a") && host.contains(&"run/b") && !host.contains(&"run"), "{host:?}");
+}

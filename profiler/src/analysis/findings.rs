@@ -16,8 +16,9 @@ pub const MIN_SHARE_PCT: f64 = 10.0;
 pub const MIN_PAGEABLE_SHARE_PCT: f64 = 1.0;
 /// ... and at least this much time, ns.
 pub const MIN_COST_NS: u64 = 100_000;
-/// A range's finding is left to a range inside it that has the same cause
-/// for at least this share of the time: the inner range says where.
+/// A range's finding is left to the ranges directly inside it when their
+/// findings of the same cause add up to at least this share of its time:
+/// the inner ranges say where.
 pub const INNER_EXPLAINS_PCT: f64 = 80.0;
 /// Achieved occupancy under this, in a latency-bound kernel, leaves too few
 /// warps to hide latency.
@@ -126,15 +127,22 @@ pub(super) fn findings(
             });
         }
     }
+    // A finding whose ranges directly inside explain it (same cause, most
+    // of the time) is left to them.
     let explained: Vec<bool> = idle
         .iter()
         .map(|f| {
             let p = f.range.as_deref().unwrap_or("");
-            idle.iter().any(|c| {
-                c.kind == f.kind
-                    && nested(p, c.range.as_deref().unwrap_or(""))
-                    && c.cost_ns as f64 >= f.cost_ns as f64 * INNER_EXPLAINS_PCT / 100.0
-            })
+            let depth = p.matches('/').count() + 1;
+            let inside: u64 = idle
+                .iter()
+                .filter(|c| {
+                    let q = c.range.as_deref().unwrap_or("");
+                    c.kind == f.kind && nested(p, q) && q.matches('/').count() == depth
+                })
+                .map(|c| c.cost_ns)
+                .sum();
+            inside as f64 >= f.cost_ns as f64 * INNER_EXPLAINS_PCT / 100.0
         })
         .collect();
     out.extend(idle.into_iter().zip(explained).filter(|(_, e)| !e).map(|(f, _)| f));

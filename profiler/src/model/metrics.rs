@@ -62,7 +62,7 @@ pub struct KernelMetrics {
 }
 
 impl KernelMetrics {
-    /// From values in the order of `names` (a [`MetricSet`]'s).
+    /// From values in the order of `names` (a `MetricSet`'s).
     pub fn from_values(names: &[String], values: &[f64]) -> Self {
         let values: BTreeMap<String, f64> = names.iter().cloned().zip(values.iter().copied()).collect();
         let get = |n: &str| values.get(n).copied().unwrap_or(f64::NAN);

@@ -8,10 +8,8 @@ use crate::model::names::short_name;
 use crate::model::units::fmt_ns;
 use std::fmt::Write;
 
-/// Ranges shown in "what bounds each range" at most.
+/// Ranges shown in "what bounds each range" at most (the longest).
 const MAX_RANGES: usize = 20;
-/// Ranges shorter than this share of the longest are left out of it.
-const MIN_RANGE_SHARE: f64 = 0.001;
 
 fn opt_pct(v: Option<f64>) -> String {
     match v {
@@ -117,9 +115,7 @@ fn extras(g: &RangeAnalysis) -> Vec<String> {
 /// The analysis sections of the terminal report, `width` columns wide.
 pub(super) fn render(a: &Analysis, width: usize, out: &mut String) {
     // What bounds each range.
-    let longest = a.ranges.iter().map(|g| g.wall_ns).max().unwrap_or(0);
-    let shown: Vec<&RangeAnalysis> =
-        a.ranges.iter().filter(|g| g.wall_ns as f64 >= longest as f64 * MIN_RANGE_SHARE).collect();
+    let shown: Vec<&RangeAnalysis> = a.ranges.iter().collect();
     if !shown.is_empty() {
         let name_w = width.saturating_sub(66).max(14);
         let _ = writeln!(out);
