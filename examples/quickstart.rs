@@ -9,21 +9,13 @@
 #[path = "workload.rs"]
 mod workload;
 
+#[path = "device.rs"]
+mod device;
+
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    // SAFETY: only tries to dlopen libcuda; nothing is called.
-    if !unsafe { cudarc::driver::sys::is_culib_present() } {
-        eprintln!("quickstart: no NVIDIA driver found (libcuda.so.1 is not loadable), so there is no GPU to profile.");
-        return ExitCode::FAILURE;
-    }
-    let ctx = match cudarc::driver::CudaContext::new(0) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("quickstart: the NVIDIA driver is present but no GPU could be opened: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
+    let Some(ctx) = device::open("quickstart") else { return ExitCode::FAILURE };
     let out = std::path::PathBuf::from(std::env::args().nth(1).unwrap_or_else(|| ".".into()));
 
     let session = match gpuscope::Profiler::new().keep_trace(200_000).start() {

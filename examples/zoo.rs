@@ -13,6 +13,9 @@
 #[path = "bottlenecks.rs"]
 mod bottlenecks;
 
+#[path = "device.rs"]
+mod device;
+
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
@@ -27,18 +30,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    // SAFETY: only tries to dlopen libcuda; nothing is called.
-    if !unsafe { cudarc::driver::sys::is_culib_present() } {
-        eprintln!("zoo: no NVIDIA driver found (libcuda.so.1 is not loadable), so there is no GPU to profile.");
-        return ExitCode::FAILURE;
-    }
-    let ctx = match cudarc::driver::CudaContext::new(0) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("zoo: the NVIDIA driver is present but no GPU could be opened: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
+    let Some(ctx) = device::open("zoo") else { return ExitCode::FAILURE };
     let session = match profiler.keep_trace(100_000).start() {
         Ok(s) => s,
         Err(e) => {

@@ -382,29 +382,6 @@ mod tests {
     use super::*;
     use crate::model::path::ROOT;
 
-    fn kernel(corr: u32, start: u64) -> KernelActivity {
-        KernelActivity {
-            name: c"k".as_ptr(),
-            start,
-            end: start + 10,
-            device: 0,
-            context: 1,
-            stream: 7,
-            correlation_id: corr,
-            grid: [1, 1, 1],
-            block: [32, 1, 1],
-            cluster: [0; 3],
-            registers_per_thread: 8,
-            static_smem: 0,
-            dynamic_smem: 0,
-            smem_executed: 0,
-            local_mem_per_thread: 0,
-            graph_id: 0,
-            graph_node_id: 0,
-            device_launched: false,
-        }
-    }
-
     #[test]
     fn a_million_launches_keep_memory_bounded() {
         let opts = AggregateOptions { max_live_ranges: 1000, max_pending_launches: 4096, ..Default::default() };
@@ -426,7 +403,7 @@ mod tests {
                 profiled: false,
                 ts: i as u64 * 100,
             });
-            a.kernel(&kernel(i, i as u64 * 100));
+            a.kernel(&KernelActivity::sample(i, i as u64 * 100, i as u64 * 100 + 10));
             if i % 10 == 9 {
                 a.host_event(HostEvent::Pop { instance: inst, ts: i as u64 * 100 + 50 });
             }

@@ -176,29 +176,6 @@ impl Attributor {
 mod tests {
     use super::*;
 
-    fn kernel(corr: u32) -> KernelActivity {
-        KernelActivity {
-            name: c"k".as_ptr(),
-            start: 0,
-            end: 10,
-            device: 0,
-            context: 1,
-            stream: 7,
-            correlation_id: corr,
-            grid: [1, 1, 1],
-            block: [32, 1, 1],
-            cluster: [0; 3],
-            registers_per_thread: 8,
-            static_smem: 0,
-            dynamic_smem: 0,
-            smem_executed: 0,
-            local_mem_per_thread: 0,
-            graph_id: 0,
-            graph_node_id: 0,
-            device_launched: false,
-        }
-    }
-
     #[test]
     fn launches_that_never_ran_are_forgotten_not_accumulated() {
         let mut a = Attributor::new(vec![], 1000);
@@ -215,9 +192,9 @@ mod tests {
         let info = LaunchInfo { tid: 3, path: 5, instance: 9, graph: true, seen: true, ..LaunchInfo::UNKNOWN };
         a.launch(12, info);
         for _ in 0..3 {
-            assert_eq!(a.kernel(&kernel(12), || false).unwrap().launch, info);
+            assert_eq!(a.kernel(&KernelActivity::sample(12, 0, 10), || false).unwrap().launch, info);
         }
-        assert_eq!(a.kernel(&kernel(99), || false).unwrap().launch, LaunchInfo::UNKNOWN);
+        assert_eq!(a.kernel(&KernelActivity::sample(99, 0, 10), || false).unwrap().launch, LaunchInfo::UNKNOWN);
         assert_eq!(a.unattributed, 1);
     }
 }

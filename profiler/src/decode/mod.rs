@@ -51,6 +51,33 @@ pub struct KernelActivity {
     pub device_launched: bool,
 }
 
+#[cfg(test)]
+impl KernelActivity {
+    /// A record of a 32-thread, one-block kernel, for unit tests.
+    pub(crate) fn sample(correlation_id: u32, start: u64, end: u64) -> Self {
+        KernelActivity {
+            name: c"k".as_ptr(),
+            start,
+            end,
+            device: 0,
+            context: 1,
+            stream: 7,
+            correlation_id,
+            grid: [1, 1, 1],
+            block: [32, 1, 1],
+            cluster: [0; 3],
+            registers_per_thread: 8,
+            static_smem: 0,
+            dynamic_smem: 0,
+            smem_executed: 0,
+            local_mem_per_thread: 0,
+            graph_id: 0,
+            graph_node_id: 0,
+            device_launched: false,
+        }
+    }
+}
+
 /// A memory copy.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct MemcpyActivity {
