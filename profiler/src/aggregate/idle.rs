@@ -44,6 +44,12 @@ const MAX_SPANS: usize = 8192;
 /// Host intervals (synchronisations, copies, overhead) kept at once.
 const MAX_INTERVALS: usize = 65_536;
 
+/// Launches waited for at once: a launch that fails never delivers its
+/// kernel; past this many, the oldest are forgotten (as attribution does).
+const MAX_PENDING: usize = 1 << 20;
+/// Graph launches waited for at once (an empty graph delivers no kernel).
+const MAX_PENDING_GRAPHS: usize = 4096;
+
 /// A classified piece of idle time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Piece {
@@ -165,8 +171,17 @@ impl IdleTracker {
     /// waited for until its first kernel).
     pub(crate) fn launch(&mut self, correlation_id: u32, ts: u64, graph: bool) {
         if graph {
+            if self.pending_graphs.len() >= MAX_PENDING_GRAPHS {
+                if let Some((&oldest, _)) = self.pending_graphs.iter().min_by_key(|(_, t)| **t) {
+                    self.pending_graphs.remove(&oldest);
+                }
+            }
             self.pending_graphs.insert(correlation_id, ts);
         } else {
+            if self.pending.len() >= MAX_PENDING {
+                let keep = self.pending.split_off(&self.pending.keys().nth(MAX_PENDING / 2).copied().unwrap_or(0));
+                self.pending = keep;
+            }
             *self.pending.entry(ts).or_default() += 1;
         }
     }
@@ -482,6 +497,20 @@ mod tests {
             let _ = run(&mut t, None);
         }
         assert!(t.spans.len() <= MAX_SPANS + 1, "{}", t.spans.len());
+    }
+
+    #[test]
+    fn launches_that_never_deliver_are_forgotten_not_accumulated() {
+        let mut t = IdleTracker::new(0);
+        for i in 0..(MAX_PENDING as u64 + 10) {
+            t.launch(i as u32, i, false);
+        }
+        assert!(t.pending.len() <= MAX_PENDING, "{}", t.pending.len());
+        assert_eq!(t.pending.keys().next().copied(), Some(MAX_PENDING as u64 / 2), "the oldest half went");
+        for i in 0..(MAX_PENDING_GRAPHS as u32 + 10) {
+            t.launch(i, i as u64, true);
+        }
+        assert!(t.pending_graphs.len() <= MAX_PENDING_GRAPHS);
     }
 
     #[test]
