@@ -98,36 +98,56 @@ const CAPTURE_BEGINS: &[(u32, u32)] = &[
 /// apart from other host work when the GPU idles (a copy from pageable
 /// memory blocks for all of its transfer). Driver variants are those the
 /// runtime and current programs call.
-const COPIES: &[(u32, u32)] = &[
-    (sys::CUPTI_CB_DOMAIN_RUNTIME_API, sys::CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020),
-    (sys::CUPTI_CB_DOMAIN_RUNTIME_API, sys::CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_ptds_v7000),
-    (sys::CUPTI_CB_DOMAIN_RUNTIME_API, sys::CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020),
-    (sys::CUPTI_CB_DOMAIN_RUNTIME_API, sys::CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_ptsz_v7000),
-    (sys::CUPTI_CB_DOMAIN_RUNTIME_API, sys::CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2D_v3020),
-    (sys::CUPTI_CB_DOMAIN_RUNTIME_API, sys::CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2D_ptds_v7000),
-    (sys::CUPTI_CB_DOMAIN_RUNTIME_API, sys::CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2DAsync_v3020),
-    (sys::CUPTI_CB_DOMAIN_RUNTIME_API, sys::CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2DAsync_ptsz_v7000),
-    (sys::CUPTI_CB_DOMAIN_DRIVER_API, sys::CUPTI_DRIVER_TRACE_CBID_cuMemcpy),
-    (sys::CUPTI_CB_DOMAIN_DRIVER_API, sys::CUPTI_DRIVER_TRACE_CBID_cuMemcpy_ptds),
-    (sys::CUPTI_CB_DOMAIN_DRIVER_API, sys::CUPTI_DRIVER_TRACE_CBID_cuMemcpyAsync),
-    (sys::CUPTI_CB_DOMAIN_DRIVER_API, sys::CUPTI_DRIVER_TRACE_CBID_cuMemcpyAsync_ptsz),
-    (sys::CUPTI_CB_DOMAIN_DRIVER_API, sys::CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoD_v2),
-    (sys::CUPTI_CB_DOMAIN_DRIVER_API, sys::CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoD_v2_ptds),
-    (sys::CUPTI_CB_DOMAIN_DRIVER_API, sys::CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2),
-    (sys::CUPTI_CB_DOMAIN_DRIVER_API, sys::CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2_ptsz),
-    (sys::CUPTI_CB_DOMAIN_DRIVER_API, sys::CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoH_v2),
-    (sys::CUPTI_CB_DOMAIN_DRIVER_API, sys::CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoH_v2_ptds),
-    (sys::CUPTI_CB_DOMAIN_DRIVER_API, sys::CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoHAsync_v2),
-    (sys::CUPTI_CB_DOMAIN_DRIVER_API, sys::CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoHAsync_v2_ptsz),
-    (sys::CUPTI_CB_DOMAIN_DRIVER_API, sys::CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoD_v2),
-    (sys::CUPTI_CB_DOMAIN_DRIVER_API, sys::CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoD_v2_ptds),
-    (sys::CUPTI_CB_DOMAIN_DRIVER_API, sys::CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoDAsync_v2),
-    (sys::CUPTI_CB_DOMAIN_DRIVER_API, sys::CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoDAsync_v2_ptsz),
-    (sys::CUPTI_CB_DOMAIN_DRIVER_API, sys::CUPTI_DRIVER_TRACE_CBID_cuMemcpy2D_v2),
-    (sys::CUPTI_CB_DOMAIN_DRIVER_API, sys::CUPTI_DRIVER_TRACE_CBID_cuMemcpy2D_v2_ptds),
-    (sys::CUPTI_CB_DOMAIN_DRIVER_API, sys::CUPTI_DRIVER_TRACE_CBID_cuMemcpy2DAsync_v2),
-    (sys::CUPTI_CB_DOMAIN_DRIVER_API, sys::CUPTI_DRIVER_TRACE_CBID_cuMemcpy2DAsync_v2_ptsz),
+const RUNTIME_COPIES: &[u32] = &[
+    sys::CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020,
+    sys::CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_ptds_v7000,
+    sys::CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020,
+    sys::CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_ptsz_v7000,
+    sys::CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2D_v3020,
+    sys::CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2D_ptds_v7000,
+    sys::CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2DAsync_v3020,
+    sys::CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2DAsync_ptsz_v7000,
 ];
+
+const DRIVER_COPIES: &[u32] = &[
+    sys::CUPTI_DRIVER_TRACE_CBID_cuMemcpy,
+    sys::CUPTI_DRIVER_TRACE_CBID_cuMemcpy_ptds,
+    sys::CUPTI_DRIVER_TRACE_CBID_cuMemcpyAsync,
+    sys::CUPTI_DRIVER_TRACE_CBID_cuMemcpyAsync_ptsz,
+    sys::CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoD_v2,
+    sys::CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoD_v2_ptds,
+    sys::CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2,
+    sys::CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2_ptsz,
+    sys::CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoH_v2,
+    sys::CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoH_v2_ptds,
+    sys::CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoHAsync_v2,
+    sys::CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoHAsync_v2_ptsz,
+    sys::CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoD_v2,
+    sys::CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoD_v2_ptds,
+    sys::CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoDAsync_v2,
+    sys::CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoDAsync_v2_ptsz,
+    sys::CUPTI_DRIVER_TRACE_CBID_cuMemcpy2D_v2,
+    sys::CUPTI_DRIVER_TRACE_CBID_cuMemcpy2D_v2_ptds,
+    sys::CUPTI_DRIVER_TRACE_CBID_cuMemcpy2DAsync_v2,
+    sys::CUPTI_DRIVER_TRACE_CBID_cuMemcpy2DAsync_v2_ptsz,
+];
+
+/// Whether a callback is a copy API call. Asked on every launch callback,
+/// so it searches sorted copies of the lists (five comparisons), built
+/// once, instead of scanning them.
+fn is_copy(domain: u32, cbid: u32) -> bool {
+    static SORTED: std::sync::OnceLock<(Vec<u32>, Vec<u32>)> = std::sync::OnceLock::new();
+    let (runtime, driver) = SORTED.get_or_init(|| {
+        let sorted = |l: &[u32]| {
+            let mut v = l.to_vec();
+            v.sort_unstable();
+            v
+        };
+        (sorted(RUNTIME_COPIES), sorted(DRIVER_COPIES))
+    });
+    let list = if domain == sys::CUPTI_CB_DOMAIN_RUNTIME_API { runtime } else { driver };
+    list.binary_search(&cbid).is_ok()
+}
 
 /// Time in gpuscope's measurement at a launch's entry from which it is
 /// reported as overhead: stopping the range profiler there costs
@@ -162,9 +182,12 @@ pub(super) fn enable(cupti: &'static Cupti, sub: sys::CUpti_SubscriberHandle, p:
         // SAFETY: as above.
         unsafe { en(1, sub, domain, cbid) };
     }
-    for &(domain, cbid) in COPIES.iter().filter(|_| p.attribution) {
-        // SAFETY: as above.
-        unsafe { en(1, sub, domain, cbid) };
+    let copies = [(sys::CUPTI_CB_DOMAIN_DRIVER_API, DRIVER_COPIES), (sys::CUPTI_CB_DOMAIN_RUNTIME_API, RUNTIME_COPIES)];
+    for (domain, list) in copies.into_iter().filter(|_| p.attribution) {
+        for &cbid in list {
+            // SAFETY: as above.
+            unsafe { en(1, sub, domain, cbid) };
+        }
     }
     // A context's records (and measurements) are taken out before it is
     // destroyed: cudaDeviceReset or cuCtxDestroy before exit.
@@ -235,7 +258,7 @@ pub(super) unsafe extern "C" fn api_callback(
         } else if IN_RUNTIME_CALL.try_with(|f| f.get()).unwrap_or(false) {
             return;
         }
-        let copy = COPIES.contains(&(domain, cbid));
+        let copy = is_copy(domain, cbid);
         // The exit of a launch this thread is not measuring (every launch
         // exit in trace mode) has nothing to do.
         if !enter && !copy && !collector::measuring_here() {
@@ -425,4 +448,25 @@ unsafe extern "C" fn buffer_completed(ctx: sys::CUcontext, stream: u32, buffer: 
         // The decoder walks it and gives it back to the pool.
         s.completed(buffer, valid);
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn copy_calls_are_told_from_launches_by_domain_and_id() {
+        for &c in RUNTIME_COPIES {
+            assert!(is_copy(sys::CUPTI_CB_DOMAIN_RUNTIME_API, c));
+        }
+        for &c in DRIVER_COPIES {
+            assert!(is_copy(sys::CUPTI_CB_DOMAIN_DRIVER_API, c));
+        }
+        for &c in RUNTIME_LAUNCHES {
+            assert!(!is_copy(sys::CUPTI_CB_DOMAIN_RUNTIME_API, c));
+        }
+        for &c in DRIVER_LAUNCHES {
+            assert!(!is_copy(sys::CUPTI_CB_DOMAIN_DRIVER_API, c));
+        }
+    }
 }
