@@ -197,20 +197,16 @@ impl Aggregator {
             Some(m) if m.duration_ns.is_finite() && m.duration_ns >= 0.0 => m.duration_ns as u64,
             _ => k.end.saturating_sub(k.start),
         };
-        // Kernel replay (metric sets of several passes) leaves the record
-        // without timestamps (0, seen on the device): the kernel ran inside
-        // its launch call, which the launch callback timed; place it there.
-        let start = if info.profiled && info.seen && (k.start == 0 || k.start < info.ts) { info.ts } else { k.start };
-        let end = start + dur;
+        let end = k.start + dur;
         let grid = self
             .devices
             .sm_count(k.device)
             .map(|sms| Grid { blocks: k.grid.iter().map(|&d| d.max(0) as u64).product(), sms });
         self.by_name.entry(name).or_default().add(dur, occ.as_ref(), metrics.as_ref(), grid);
         self.by_path_name.entry((info.path, name)).or_default().add(dur, occ.as_ref(), metrics.as_ref(), grid);
-        self.ranges.kernel(info.instance, start, end);
+        self.ranges.kernel(info.instance, k.start, end);
         let launch = info.seen.then_some((info.ts, info.graph));
-        self.idle.kernel(k.correlation_id, start, end, launch);
+        self.idle.kernel(k.correlation_id, k.start, end, launch);
         if self.idle.full() {
             self.advance_idle();
         }
@@ -222,7 +218,7 @@ impl Aggregator {
                     context: k.context,
                     stream: k.stream,
                     correlation_id: k.correlation_id,
-                    start_ns: start,
+                    start_ns: k.start,
                     end_ns: end,
                     grid: k.grid,
                     block: k.block,

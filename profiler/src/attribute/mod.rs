@@ -161,15 +161,31 @@ impl Attributor {
 
     fn join(&self, kernel: KernelActivity, launch: LaunchInfo, values: Option<Vec<f64>>) -> Attributed {
         let metrics = values.map(|v| KernelMetrics::from_values(&self.metric_names, &v));
-        Attributed { kernel, launch, metrics }
+        Attributed { kernel: placed(kernel, &launch), launch, metrics }
     }
 
     /// Measured kernels whose values never came, reported without them.
     pub(crate) fn finish(&mut self) -> Vec<Attributed> {
         let parked = std::mem::take(&mut self.parked);
         self.missing_metrics += parked.len() as u64;
-        parked.into_values().map(|(kernel, launch)| Attributed { kernel, launch, metrics: None }).collect()
+        parked
+            .into_values()
+            .map(|(kernel, launch)| Attributed { kernel: placed(kernel, &launch), launch, metrics: None })
+            .collect()
     }
+}
+
+/// A measured kernel where it ran. Kernel replay (metric sets of several
+/// passes) leaves its record without timestamps (0, seen on the device):
+/// the kernel ran inside its launch call, which the launch callback timed,
+/// so it is placed there.
+fn placed(mut k: KernelActivity, launch: &LaunchInfo) -> KernelActivity {
+    if launch.profiled && launch.seen && (k.start == 0 || k.start < launch.ts) {
+        let dur = k.end.saturating_sub(k.start);
+        k.start = launch.ts;
+        k.end = launch.ts + dur;
+    }
+    k
 }
 
 #[cfg(test)]
@@ -184,6 +200,21 @@ mod tests {
             a.launch(i, info);
         }
         assert!(a.pending_launches() <= 1000);
+    }
+
+    #[test]
+    fn a_replayed_kernel_without_timestamps_is_placed_at_its_launch_call() {
+        let mut a = Attributor::new(vec!["gpu__time_duration.sum".into()], 1000);
+        let info = LaunchInfo { profiled: true, ts: 5_000, seen: true, ..LaunchInfo::UNKNOWN };
+        a.launch(3, info);
+        assert!(a.kernel(&KernelActivity::sample(3, 0, 0), || false).is_none(), "waits for its values");
+        let j = a.metrics(3, Some(vec![700.0])).unwrap();
+        assert_eq!((j.kernel.start, j.kernel.end), (5_000, 5_000));
+        // A record with timestamps keeps them.
+        a.launch(4, info);
+        a.kernel(&KernelActivity::sample(4, 6_000, 6_700), || false);
+        let j = a.metrics(4, Some(vec![700.0])).unwrap();
+        assert_eq!((j.kernel.start, j.kernel.end), (6_000, 6_700));
     }
 
     #[test]
