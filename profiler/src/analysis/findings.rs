@@ -20,9 +20,6 @@ pub const MIN_COST_NS: u64 = 100_000;
 /// findings of the same cause add up to at least this share of its time:
 /// the inner ranges say where.
 pub const INNER_EXPLAINS_PCT: f64 = 80.0;
-/// Achieved occupancy under this, in a latency-bound kernel, leaves too few
-/// warps to hide latency.
-pub const LOW_OCCUPANCY_PCT: f64 = 25.0;
 
 /// One thing to change.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -221,7 +218,7 @@ pub(super) fn findings(
         }
         let Some(v) = &k.verdict else { continue };
         if v.bound == verdict::LATENCY {
-            if let Some(o) = k.achieved_occupancy_pct.filter(|o| *o < LOW_OCCUPANCY_PCT) {
+            if let Some(o) = k.achieved_occupancy_pct.filter(|o| *o < crate::report::LOW_OCCUPANCY_PCT) {
                 let busy = k.compute_pct.unwrap_or(0.0).max(k.dram_pct.unwrap_or(0.0));
                 out.push(Finding {
                     kind: "low-occupancy",

@@ -59,13 +59,7 @@ pub struct Verdict {
     pub evidence: String,
 }
 
-fn pct(v: f64) -> String {
-    match v {
-        v if v > 0.0 && v < 1.0 => format!("{v:.2}%"),
-        v if v > 0.0 && v < 10.0 => format!("{v:.1}%"),
-        v => format!("{v:.0}%"),
-    }
-}
+use crate::model::units::fmt_pct as pct;
 
 /// What bounds a kernel, from its figures; `None` when nothing is known
 /// (not measured, and a launch shape that fills the GPU).
@@ -109,10 +103,11 @@ pub(crate) fn kernel(r: &Rates) -> Option<Verdict> {
     }
 }
 
-/// Time shares of a range, % of its time without gpuscope's own
-/// measurement.
+/// Time shares of a range (or a session), % of its time without
+/// gpuscope's own measurements: GPU busy, and idle by cause.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct Shares {
+#[allow(missing_docs)]
+pub struct Shares {
     pub busy: f64,
     pub host: f64,
     pub copy: f64,
@@ -122,8 +117,31 @@ pub(crate) struct Shares {
 }
 
 impl Shares {
+    /// "GPU idle 61%: host 40%, copies 20%, launch gaps 1.0%": idle time
+    /// and the causes of at least half a percent.
+    pub fn describe(&self) -> String {
+        let mut parts: Vec<String> = Vec::new();
+        for (name, v) in [
+            ("host", self.host),
+            ("copies", self.copy),
+            ("sync", self.sync),
+            ("launch gaps", self.launch),
+            ("waiting", self.other),
+        ] {
+            if v >= 0.5 {
+                parts.push(format!("{name} {}", pct(v)));
+            }
+        }
+        let idle = format!("GPU idle {}", pct(100.0 - self.busy));
+        if parts.is_empty() {
+            idle
+        } else {
+            format!("{idle}: {}", parts.join(", "))
+        }
+    }
+
     /// From a range's wall time and idle split.
-    pub(crate) fn of(wall_ns: u64, idle: &IdleSplit) -> Option<Shares> {
+    pub fn of(wall_ns: u64, idle: &IdleSplit) -> Option<Shares> {
         let base = wall_ns.saturating_sub(idle.profiler_ns) as f64;
         if base <= 0.0 {
             return None;
@@ -171,15 +189,7 @@ pub(crate) fn range(shares: Option<Shares>, utilization: f64, gpu_side: Option<V
     }
     let causes = [(HOST, s.host + s.copy), (SYNC, s.sync), (LAUNCH, s.launch), (DEPENDENCY, s.other)];
     let (bound, _) = causes.iter().copied().fold((HOST, -1.0), |best, c| if c.1 > best.1 { c } else { best });
-    let mut parts: Vec<String> = Vec::new();
-    for (name, v) in
-        [("host", s.host), ("copies", s.copy), ("sync", s.sync), ("launch gaps", s.launch), ("waiting", s.other)]
-    {
-        if v >= 0.5 {
-            parts.push(format!("{name} {}", pct(v)));
-        }
-    }
-    Verdict { bound, evidence: format!("GPU idle {}: {}", pct(100.0 - s.busy), parts.join(", ")) }
+    Verdict { bound, evidence: s.describe() }
 }
 
 #[cfg(test)]

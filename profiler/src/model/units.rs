@@ -28,6 +28,15 @@ pub fn fmt_bytes(b: u64) -> String {
     }
 }
 
+/// A percentage with the digits that matter: `0.75%`, `3.1%`, `42%`.
+pub fn fmt_pct(v: f64) -> String {
+    match v {
+        v if v > 0.0 && v < 1.0 => format!("{v:.2}%"),
+        v if v > 0.0 && v < 10.0 => format!("{v:.1}%"),
+        v => format!("{v:.0}%"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -38,5 +47,13 @@ mod tests {
         assert_eq!(fmt_ns(12_345), "12.3 us");
         assert_eq!(fmt_ns(4_560_000), "4.56 ms");
         assert_eq!(fmt_ns(1_234_000_000), "1.234 s");
+    }
+
+    #[test]
+    fn percentages_keep_the_digits_that_matter() {
+        assert_eq!(
+            (fmt_pct(0.754), fmt_pct(3.21), fmt_pct(42.4), fmt_pct(0.0)),
+            ("0.75%".into(), "3.2%".into(), "42%".into(), "0%".into())
+        );
     }
 }

@@ -2,21 +2,18 @@
 //! findings, which end the terminal report.
 
 use super::table::fit;
+use crate::analysis::verdict::Shares;
 use crate::analysis::{Analysis, RangeAnalysis};
 use crate::model::idle::IdleSplit;
 use crate::model::names::short_name;
-use crate::model::units::fmt_ns;
+use crate::model::units::{fmt_ns, fmt_pct};
 use std::fmt::Write;
 
 /// Ranges shown in "what bounds each range" at most (the longest).
 const MAX_RANGES: usize = 20;
 
 fn opt_pct(v: Option<f64>) -> String {
-    match v {
-        None => "-".into(),
-        Some(v) if v > 0.0 && v < 1.0 => format!("{v:.2}%"),
-        Some(v) => format!("{v:.0}%"),
-    }
+    v.map_or("-".into(), fmt_pct)
 }
 
 /// Three significant digits and an SI prefix: `989 T`, `1.25 T`, `4.55 k`.
@@ -65,27 +62,10 @@ pub(super) fn wrap(text: &str, width: usize, first: &str, rest: &str) -> String 
     out
 }
 
-/// "GPU idle 59%: host 52%, copies 6%" of an idle split over `base` ns.
-pub(super) fn idle_line(idle: &IdleSplit, base: u64) -> String {
-    let p = |ns: u64| 100.0 * ns as f64 / base.max(1) as f64;
-    let total = idle.total().saturating_sub(idle.profiler_ns);
-    let mut parts = Vec::new();
-    for (name, ns) in [
-        ("host", idle.host_ns),
-        ("copies", idle.copy_ns),
-        ("sync", idle.sync_ns),
-        ("launch gaps", idle.launch_ns),
-        ("waiting", idle.other_ns),
-    ] {
-        if p(ns) >= 0.5 {
-            parts.push(format!("{name} {:.0}%", p(ns)));
-        }
-    }
-    let mut s = format!("GPU idle {:.0}%", p(total));
-    if !parts.is_empty() {
-        s.push_str(": ");
-        s.push_str(&parts.join(", "));
-    }
+/// "GPU idle 59%: host 52%, copies 6%" of a span of `wall_ns`, with
+/// gpuscope's own measurement time named apart.
+pub(super) fn idle_line(idle: &IdleSplit, wall_ns: u64) -> String {
+    let mut s = Shares::of(wall_ns, idle).map_or_else(|| "GPU idle: no time".to_string(), |s| s.describe());
     if idle.profiler_ns > 0 {
         let _ = write!(s, " (and {} in gpuscope's measurements, left out)", fmt_ns(idle.profiler_ns));
     }
@@ -253,8 +233,8 @@ mod tests {
         assert_eq!(w, "one two three\n  four five\n  six\n");
         let i = IdleSplit { host_ns: 520, copy_ns: 60, launch_ns: 10, profiler_ns: 1_000, ..Default::default() };
         assert_eq!(
-            idle_line(&i, 1000),
-            "GPU idle 59%: host 52%, copies 6%, launch gaps 1% (and 1.0 us in gpuscope's measurements, left out)"
+            idle_line(&i, 2000),
+            "GPU idle 59%: host 52%, copies 6.0%, launch gaps 1.0% (and 1.0 us in gpuscope's measurements, left out)"
         );
     }
 }

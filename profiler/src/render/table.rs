@@ -70,8 +70,7 @@ pub fn render(r: &Report, a: &Analysis, width: usize) -> String {
     }
     let _ = writeln!(out, "{}", drops_line(&r.drops));
     if let Some(idle) = &r.idle {
-        let session = r.end_ns.saturating_sub(r.start_ns).saturating_sub(idle.profiler_ns);
-        let _ = writeln!(out, "session: {}", diagnosis::idle_line(idle, session));
+        let _ = writeln!(out, "session: {}", diagnosis::idle_line(idle, r.end_ns.saturating_sub(r.start_ns)));
     }
     // A range's utilisation as nvidia-smi would show it: any kernel of the
     // process counts (schema 2), not only the range's own.
