@@ -13,9 +13,10 @@ pub use peaks::Peaks;
 pub use verdict::Verdict;
 
 use crate::model::idle::IdleSplit;
+use crate::model::units::fmt_ns;
 use crate::report::{KernelStats, RangeSummary, Report};
 use peaks::{Pipe, TENSOR_BF16};
-use rates::{rates, Rates};
+use rates::{rates, rates_from, Rates};
 use serde::Serialize;
 use std::collections::HashMap;
 
@@ -205,16 +206,10 @@ pub fn analyze(r: &Report) -> Analysis {
     // A (path, kernel) without counters of its own takes those of its kernel
     // measured anywhere (metrics mode measures the first launches).
     let rate_of = |name: &str, s: &KernelStats| -> Rates {
-        if s.profiled_launches == 0 {
-            if let Some(k) = by_name.get(name).filter(|k| k.profiled_launches > 0) {
-                return Rates {
-                    sm_coverage: s.sm_coverage_pct,
-                    wave_efficiency: s.wave_efficiency_pct,
-                    ..rates(k, peaks.as_ref())
-                };
-            }
+        match by_name.get(name) {
+            Some(k) if s.profiled_launches == 0 && k.profiled_launches > 0 => rates_from(s, k, peaks.as_ref()),
+            _ => rates(s, peaks.as_ref()),
         }
-        rates(s, peaks.as_ref())
     };
     // Kernels under each range: a (path, kernel) counts for every prefix of
     // its path.
@@ -292,8 +287,8 @@ fn range(r: &Report, g: &RangeSummary, w: Option<&Weighted>, peaks: Option<&Peak
             bound: verdict::GPU,
             evidence: format!(
                 "its own kernels ran {} of the {} the GPU was busy in it; the rest was launched before it or outside it (queued earlier, or by another thread such as PyTorch's autograd worker)",
-                crate::model::units::fmt_ns(w.time as u64),
-                crate::model::units::fmt_ns(busy_ns.unwrap_or(0))
+                fmt_ns(w.time as u64),
+                fmt_ns(busy_ns.unwrap_or(0))
             ),
         })
     } else {

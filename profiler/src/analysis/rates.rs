@@ -44,14 +44,26 @@ impl Rates {
     }
 }
 
-/// The figures of `s`; peaks turn bandwidth and FLOPs into shares.
-pub(crate) fn rates(s: &KernelStats, peaks: Option<&Peaks>) -> Rates {
-    let shape = Rates {
+/// The launch shape of `s` alone.
+fn shape(s: &KernelStats) -> Rates {
+    Rates {
         sm_coverage: s.sm_coverage_pct,
         wave_efficiency: s.wave_efficiency_pct,
         waves: s.waves,
         ..Default::default()
-    };
+    }
+}
+
+/// The figures of `s`; peaks turn bandwidth and FLOPs into shares.
+pub(crate) fn rates(s: &KernelStats, peaks: Option<&Peaks>) -> Rates {
+    rates_from(s, s, peaks)
+}
+
+/// The launch shape of `s` with the measured figures of `measured` (the
+/// same kernel measured elsewhere, when `s` has no measurements of its own).
+pub(crate) fn rates_from(s: &KernelStats, measured: &KernelStats, peaks: Option<&Peaks>) -> Rates {
+    let shape = shape(s);
+    let s = measured;
     if s.profiled_launches == 0 {
         return shape;
     }
