@@ -64,6 +64,7 @@ impl Zoo {
             instance,
             graph: false,
             profiled,
+            inherited: false,
             ts,
         });
         if let Some(v) = values {

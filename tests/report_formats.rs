@@ -27,6 +27,7 @@ fn workload(trace_cap: usize) -> Report {
             instance: 2,
             graph: false,
             profiled: false,
+            inherited: false,
             ts: 1_150,
         },
         HostEvent::Launch {
@@ -36,17 +37,21 @@ fn workload(trace_cap: usize) -> Report {
             instance: 2,
             graph: false,
             profiled: false,
+            inherited: false,
             ts: 1_160,
         },
         HostEvent::Pop { instance: 2, ts: 2_000 },
         HostEvent::Push { instance: 3, parent: 1, path: bwd, tid: 7, ts: 2_100 },
+        // Launched by a worker thread with no range of its own (autograd's),
+        // under the loop thread's "backward".
         HostEvent::Launch {
             correlation_id: 12,
-            tid: 7,
+            tid: 8,
             path: bwd,
             instance: 3,
             graph: true,
             profiled: false,
+            inherited: true,
             ts: 2_150,
         },
         HostEvent::Pop { instance: 3, ts: 5_000 },
@@ -58,6 +63,7 @@ fn workload(trace_cap: usize) -> Report {
             instance: 0,
             graph: false,
             profiled: false,
+            inherited: false,
             ts: 6_900,
         },
         HostEvent::ThreadName { tid: 7, name: "trainer".into() },
@@ -263,6 +269,8 @@ fn the_table_shows_the_tree_within_100_columns() {
     assert!(t.contains("(no range)"));
     assert!(t.contains("1 kernels with no launch seen"));
     assert!(t.contains("matmul_tiled<16>"));
+    assert!(t.contains("threads: 2 kernels"), "the graph's two kernels came from a worker thread");
+    assert_eq!((r.cross_thread.kernels, r.cross_thread.inherit), (2, false));
 }
 
 /// A range per training step gives a report thousands of paths wide; the
@@ -327,6 +335,7 @@ fn metrics_join_profiled_launches_by_correlation_id_in_either_order() {
         instance: 0,
         graph: false,
         profiled,
+        inherited: false,
         ts: 0,
     };
     for c in 1..=5 {
@@ -400,6 +409,7 @@ fn a_busy_range_with_idle_sms_is_flagged() {
             instance: inst,
             graph: false,
             profiled: true,
+            inherited: false,
             ts: 0,
         });
         rp.host_event(HostEvent::Pop { instance: inst, ts: t0 + 1_000 });

@@ -58,6 +58,11 @@ enum Cmd {
         /// (e.g. step=4096:tokens).
         #[arg(long, value_name = "RANGE=N[:UNIT]")]
         work: Option<String>,
+        /// Kernels launched on a thread with no NVTX range of its own
+        /// (autograd's worker): inherit the ranges of the thread that
+        /// waits for them, or keep strict per-thread NVTX (strict).
+        #[arg(long, default_value = "inherit", value_parser = ["inherit", "strict"])]
+        thread_ranges: String,
         /// No summary from the profiled processes on stderr.
         #[arg(short, long)]
         quiet: bool,
@@ -160,7 +165,21 @@ fn written_reports(template: &str, since: std::time::SystemTime) -> Vec<PathBuf>
 
 fn run(cmd: Cmd) -> Result<ExitCode, String> {
     match cmd {
-        Cmd::Run { mode, metrics, kernels, nvtx, launch_count, output, trace, flops, work, quiet, lib, cmd } => {
+        Cmd::Run {
+            mode,
+            metrics,
+            kernels,
+            nvtx,
+            launch_count,
+            output,
+            trace,
+            flops,
+            work,
+            thread_ranges,
+            quiet,
+            lib,
+            cmd,
+        } => {
             let lib = find_lib(lib)?;
             let lib_s = lib.display().to_string();
             let mut c = Command::new(&cmd[0]);
@@ -175,7 +194,8 @@ fn run(cmd: Cmd) -> Result<ExitCode, String> {
                 .env("GPUSCOPE_MODE", &mode)
                 .env("GPUSCOPE_OUTPUT", &output)
                 .env("GPUSCOPE_FORMAT", "json")
-                .env("GPUSCOPE_TRACE", trace.to_string());
+                .env("GPUSCOPE_TRACE", trace.to_string())
+                .env("GPUSCOPE_THREAD_RANGES", &thread_ranges);
             for (var, val) in [
                 ("GPUSCOPE_METRICS", metrics),
                 ("GPUSCOPE_KERNELS", kernels),

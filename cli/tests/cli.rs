@@ -25,6 +25,7 @@ fn saved_report(name: &str, ns: u64) -> PathBuf {
         instance: 1,
         graph: false,
         profiled: false,
+        inherited: false,
         ts: 0,
     });
     rp.host_event(HostEvent::Pop { instance: 1, ts: ns });

@@ -32,6 +32,9 @@ pub struct EnvConfig {
     /// range) and `GPUSCOPE_WORK` (`step=4096:tokens`: work per call), for
     /// [`crate::declare_flops`] and [`crate::declare_work`].
     pub declared: Vec<Declared>,
+    /// `GPUSCOPE_THREAD_RANGES`: `inherit` (default: threads with no NVTX
+    /// range of their own take the lead thread's) or `strict`.
+    pub inherit_ranges: bool,
 }
 
 fn invalid(var: &str, value: &str, allowed: &str) -> Error {
@@ -167,7 +170,12 @@ impl EnvConfig {
             d.work = Some(w);
             d.unit = unit;
         }
-        Ok(EnvConfig { metrics, selection, output, format, quiet, trace, declared })
+        let inherit_ranges = match get("GPUSCOPE_THREAD_RANGES").as_deref() {
+            None | Some("") | Some("inherit") => true,
+            Some("strict") => false,
+            Some(v) => return Err(invalid("GPUSCOPE_THREAD_RANGES", v, "inherit, strict")),
+        };
+        Ok(EnvConfig { metrics, selection, output, format, quiet, trace, declared, inherit_ranges })
     }
 
     /// Registers `GPUSCOPE_FLOPS` and `GPUSCOPE_WORK` (values already
@@ -186,7 +194,11 @@ impl EnvConfig {
 
     /// The profiler these settings describe.
     pub fn profiler(&self) -> Profiler {
-        let mut p = Profiler::new().keep_trace(self.trace).output(&self.output, self.format).quiet(self.quiet);
+        let mut p = Profiler::new()
+            .keep_trace(self.trace)
+            .output(&self.output, self.format)
+            .quiet(self.quiet)
+            .cross_thread_ranges(self.inherit_ranges);
         if let Some(m) = &self.metrics {
             p = p.metrics(m.clone()).select(self.selection.clone());
         }

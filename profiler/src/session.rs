@@ -33,6 +33,7 @@ pub struct Profiler {
     memory_records: bool,
     sync_records: bool,
     attribution: bool,
+    inherit_ranges: bool,
     metrics: Option<MetricSet>,
     selection: Selection,
 }
@@ -50,6 +51,7 @@ impl Default for Profiler {
             memory_records: true,
             sync_records: true,
             attribution: true,
+            inherit_ranges: true,
             metrics: None,
             selection: Selection::default(),
         }
@@ -137,6 +139,19 @@ impl Profiler {
         self
     }
 
+    /// Kernels launched on a thread with no NVTX range of its own take the
+    /// ranges open on the lead thread (default on): of the threads with
+    /// ranges of their own open, the one whose outermost range is the
+    /// oldest. So PyTorch's backward pass, launched by autograd's worker
+    /// thread while the training loop waits in its `backward` range, lands
+    /// there; ranges of NVIDIA libraries' domains (CCCL, cuBLAS, NCCL, ...)
+    /// opened on such a thread nest under it. Off: strict per-thread NVTX
+    /// semantics (such kernels fall under "(no range)").
+    pub fn cross_thread_ranges(mut self, on: bool) -> Self {
+        self.inherit_ranges = on;
+        self
+    }
+
     /// The activity kinds these options record.
     fn activity_kinds(&self) -> Vec<u32> {
         let mut k = vec![sys::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL];
@@ -191,6 +206,7 @@ impl Profiler {
             attribution: self.attribution,
             metrics: self.metrics.clone().map(|m| (m, self.selection.clone())),
         };
+        collect::nvtx::set_inherit(self.inherit_ranges);
         let (collection, outputs) = collect::start(&copts)?;
         let opts = AggregateOptions {
             trace_cap: self.trace_cap,
@@ -214,7 +230,14 @@ impl Profiler {
                 return Err(Error::new(ErrorKind::Io, format!("cannot start the decoder thread: {e}")));
             }
         };
-        *running = Some(Running { collection, decoder, ctl_tx, output: self.output.clone(), quiet: self.quiet });
+        *running = Some(Running {
+            collection,
+            decoder,
+            ctl_tx,
+            output: self.output.clone(),
+            quiet: self.quiet,
+            inherit_ranges: self.inherit_ranges,
+        });
         drop(running);
         debug("start: done");
         register_atexit();
@@ -261,6 +284,7 @@ struct Running {
     ctl_tx: Sender<Control>,
     output: Option<(PathBuf, Format)>,
     quiet: bool,
+    inherit_ranges: bool,
 }
 
 enum Control {
@@ -324,7 +348,8 @@ fn stop_active_at(at_exit: bool) -> Result<Report> {
     let Some(run) = RUNNING.lock().unwrap_or_else(|e| e.into_inner()).take() else {
         return Err(Error::new(ErrorKind::SessionActive, "no gpuscope session is running"));
     };
-    let report = finish(run.collection, run.decoder, run.ctl_tx, at_exit)?;
+    let mut report = finish(run.collection, run.decoder, run.ctl_tx, at_exit)?;
+    report.cross_thread.inherit = run.inherit_ranges;
     if let Some((path, format)) = &run.output {
         report.write(path, *format)?;
     }

@@ -80,6 +80,8 @@ pub(crate) struct Aggregate {
     pub profiler_kernels: (u64, u64),
     /// GPU idle time of the whole session by cause (`model::idle` order).
     pub idle: [u64; 6],
+    /// Kernels attributed to the lead thread's ranges: count, ns.
+    pub cross_thread: (u64, u64),
 }
 
 /// The running state of one session's aggregation.
@@ -94,6 +96,7 @@ pub(crate) struct Aggregator {
     memory: MemoryAcc,
     idle: IdleTracker,
     idle_total: [u64; 6],
+    cross_thread: (u64, u64),
     thread_names: BTreeMap<u32, String>,
     trace: Option<Trace>,
     trace_kernel_paths: Vec<PathId>,
@@ -113,6 +116,7 @@ impl Aggregator {
             memory: MemoryAcc::default(),
             idle: IdleTracker::new(opts.start_ns),
             idle_total: [0; 6],
+            cross_thread: (0, 0),
             thread_names: BTreeMap::new(),
             trace: (opts.trace_cap > 0).then(Trace::default),
             opts,
@@ -143,8 +147,8 @@ impl Aggregator {
                     self.kernel_with(a);
                 }
             }
-            HostEvent::Launch { correlation_id, tid, path, instance, graph, profiled, ts } => {
-                let info = LaunchInfo { tid, path, instance, profiled, ts, graph, seen: true };
+            HostEvent::Launch { correlation_id, tid, path, instance, graph, profiled, inherited, ts } => {
+                let info = LaunchInfo { tid, path, instance, profiled, ts, graph, seen: true, inherited };
                 self.attribution.launch(correlation_id, info);
                 self.idle.launch(correlation_id, ts, graph);
                 self.ranges.launch(instance);
@@ -205,6 +209,10 @@ impl Aggregator {
         self.by_name.entry(name).or_default().add(dur, occ.as_ref(), metrics.as_ref(), grid);
         self.by_path_name.entry((info.path, name)).or_default().add(dur, occ.as_ref(), metrics.as_ref(), grid);
         self.ranges.kernel(info.instance, k.start, end);
+        if info.inherited {
+            self.cross_thread.0 += 1;
+            self.cross_thread.1 += dur;
+        }
         let launch = info.seen.then_some((info.ts, info.graph));
         self.idle.kernel(k.correlation_id, k.start, end, launch);
         if self.idle.full() {
@@ -369,6 +377,7 @@ impl Aggregator {
             drops: self.drops,
             profiler_kernels: self.attribution.profiler_kernels,
             idle: self.idle_total,
+            cross_thread: self.cross_thread,
         }
     }
 }
@@ -397,6 +406,7 @@ mod tests {
                 instance: inst,
                 graph: false,
                 profiled: false,
+                inherited: false,
                 ts: i as u64 * 100,
             });
             a.kernel(&KernelActivity::sample(i, i as u64 * 100, i as u64 * 100 + 10));

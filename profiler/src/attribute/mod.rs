@@ -26,12 +26,22 @@ pub(crate) struct LaunchInfo {
     /// The launch was seen (false: a kernel whose launch callback never
     /// ran, attributed to no range).
     pub seen: bool,
+    /// `path` and `instance` are the lead thread's ranges, not `tid`'s.
+    pub inherited: bool,
 }
 
 impl LaunchInfo {
     /// A kernel whose launch was not seen.
-    pub(crate) const UNKNOWN: LaunchInfo =
-        LaunchInfo { tid: 0, path: ROOT, instance: 0, profiled: false, ts: 0, graph: false, seen: false };
+    pub(crate) const UNKNOWN: LaunchInfo = LaunchInfo {
+        tid: 0,
+        path: ROOT,
+        instance: 0,
+        profiled: false,
+        ts: 0,
+        graph: false,
+        seen: false,
+        inherited: false,
+    };
 }
 
 /// A kernel with its launch and measurements.

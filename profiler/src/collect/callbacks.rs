@@ -325,6 +325,7 @@ pub(super) unsafe extern "C" fn api_callback(
             instance: ctx.instance,
             graph,
             profiled,
+            inherited: ctx.inherited,
             ts,
         });
     });

@@ -5,20 +5,37 @@
 //! launch callback on the same thread reads that id: one thread-local load,
 //! no allocation. Stacks live as long as the process (not a session), so a
 //! session started inside an open range still sees the whole path.
+//!
+//! # Ranges across threads
+//! Frameworks launch much of their work on threads the program never
+//! annotates: PyTorch runs `loss.backward()` on autograd's worker thread
+//! while the calling thread, inside its `backward` range, waits. So a launch
+//! on a thread with no range of its own is attributed to the ranges open on
+//! the *lead thread*: of the threads with ranges of their own open, the one
+//! whose outermost open range is the oldest (the training loop's `step`).
+//! Ranges of NVIDIA libraries' domains (CCCL, cuBLAS, cuDNN, NCCL, ...)
+//! do not make a range of the thread's own: opened on such a thread they
+//! nest under the lead thread's ranges. Threads that annotate their own
+//! work (a data thread's `load` range) keep it. [`set_inherit`]`(false)`
+//! keeps strict per-thread NVTX semantics instead.
 
 use super::send_host_event;
 use crate::model::event::HostEvent;
 use crate::model::path::{paths, PathId, ROOT};
+use crossbeam_utils::atomic::AtomicCell;
 use nvtx_rs::tool::{self, DomainId, Event};
 use std::cell::RefCell;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 #[derive(Clone, Copy)]
 struct Frame {
     domain: DomainId,
     node: PathId,
     instance: u64,
+    /// A range of a library's domain (it does not make the thread's own).
+    library: bool,
 }
 
 /// What a launch on this thread is attributed to.
@@ -30,17 +47,72 @@ pub(crate) struct ThreadContext {
     pub path: PathId,
     /// Innermost open range instance (0: none).
     pub instance: u64,
+    /// The ranges are another thread's (the lead thread's).
+    pub inherited: bool,
+}
+
+/// A thread's innermost open range of its own, as other threads read it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+struct Lead {
+    /// 0: no lead thread.
+    tid: u32,
+    path: PathId,
+    instance: u64,
+}
+
+/// NVIDIA libraries that annotate their calls with NVTX domains of their
+/// own; compared without case.
+const LIBRARY_DOMAINS: &[&str] = &[
+    "CCCL", "CUB", "Thrust", "cuBLAS", "cuBLASLt", "cuDNN", "cuFFT", "cuSPARSE", "cuSOLVER", "cuRAND", "cuTENSOR",
+    "CUTLASS", "NCCL", "NVSHMEM", "nvJPEG", "NPP", "TensorRT", "cuDSS", "cuFile",
+];
+
+/// Whether `domain` is an NVIDIA library's NVTX domain.
+pub(crate) fn is_library_domain(name: &str) -> bool {
+    LIBRARY_DOMAINS.iter().any(|d| d.eq_ignore_ascii_case(name))
+}
+
+fn is_library(domain: DomainId) -> bool {
+    tool::domain_name(domain).is_some_and(is_library_domain)
 }
 
 struct ThreadRanges {
     tid: u32,
     frames: Vec<Frame>,
+    /// The lead thread's context the first frame was opened under (library
+    /// ranges opened on a thread with no range of its own).
+    base: Option<Lead>,
 }
 
 impl ThreadRanges {
     fn current(&self) -> ThreadContext {
-        let (path, instance) = self.frames.last().map_or((ROOT, 0), |f| (f.node, f.instance));
-        ThreadContext { tid: self.tid, path, instance }
+        if let Some(f) = self.frames.last() {
+            return ThreadContext { tid: self.tid, path: f.node, instance: f.instance, inherited: self.base.is_some() };
+        }
+        match lead_for(self.tid) {
+            Some(l) => ThreadContext { tid: self.tid, path: l.path, instance: l.instance, inherited: true },
+            None => ThreadContext { tid: self.tid, path: ROOT, instance: 0, inherited: false },
+        }
+    }
+
+    /// The innermost open range of the thread's own, and when its
+    /// outermost one opened (`None`: it has none, or they are inherited).
+    fn own(&self) -> Option<(u64, Lead)> {
+        if self.base.is_some() {
+            return None;
+        }
+        let first = self.frames.iter().find(|f| !f.library)?;
+        let last = self.frames.iter().rev().find(|f| !f.library)?;
+        Some((first.instance, Lead { tid: self.tid, path: last.node, instance: last.instance }))
+    }
+}
+
+impl Drop for ThreadRanges {
+    fn drop(&mut self) {
+        // A thread that ends inside its ranges leads no more.
+        if self.own().is_some() {
+            publish(self.tid, None);
+        }
     }
 }
 
@@ -49,10 +121,49 @@ thread_local! {
         // SAFETY: gettid has no preconditions.
         tid: unsafe { libc::gettid() } as u32,
         frames: Vec::new(),
+        base: None,
     });
 }
 
 static NEXT_INSTANCE: AtomicU64 = AtomicU64::new(1);
+
+/// Ranges of other threads are inherited (the default).
+static INHERIT: AtomicBool = AtomicBool::new(true);
+
+/// The lead thread's innermost range of its own, read by launches on
+/// threads with no range: a seqlock read, no lock taken.
+static LEAD: AtomicCell<Lead> = AtomicCell::new(Lead { tid: 0, path: ROOT, instance: 0 });
+
+/// Threads with ranges of their own open: when their outermost opened, and
+/// their innermost. Changed only by pushes and pops of such ranges.
+static OWNERS: Mutex<BTreeMap<u32, (u64, Lead)>> = Mutex::new(BTreeMap::new());
+
+/// Whether threads with no range of their own inherit the lead thread's
+/// (true, the default) or keep strict per-thread NVTX semantics.
+pub(crate) fn set_inherit(on: bool) {
+    INHERIT.store(on, Ordering::Relaxed);
+}
+
+/// The lead thread's context, for a launch on thread `tid` with no range.
+fn lead_for(tid: u32) -> Option<Lead> {
+    if !INHERIT.load(Ordering::Relaxed) {
+        return None;
+    }
+    let l = LEAD.load();
+    (l.tid != 0 && l.tid != tid).then_some(l)
+}
+
+/// Publishes thread `tid`'s ranges of its own after a push or pop of one,
+/// and the lead thread they make.
+fn publish(tid: u32, own: Option<(u64, Lead)>) {
+    let mut owners = OWNERS.lock().unwrap_or_else(|e| e.into_inner());
+    match own {
+        Some(o) => owners.insert(tid, o),
+        None => owners.remove(&tid),
+    };
+    let lead = owners.values().min_by_key(|(opened, _)| *opened).map_or(Lead::default(), |(_, l)| *l);
+    LEAD.store(lead);
+}
 
 /// The calling thread's open ranges, for a launch callback.
 pub(crate) fn current() -> ThreadContext {
@@ -60,17 +171,31 @@ pub(crate) fn current() -> ThreadContext {
         tid: 0,
         path: ROOT,
         instance: 0,
+        inherited: false,
     })
 }
 
 fn push(domain: DomainId, name: &str) {
+    let library = is_library(domain);
     let _ = RANGES.try_with(|r| {
         let Ok(mut r) = r.try_borrow_mut() else { return };
-        let parent = r.current();
+        let parent = if r.frames.is_empty() && !library {
+            // A range of the thread's own starts its own tree.
+            ThreadContext { tid: r.tid, path: ROOT, instance: 0, inherited: false }
+        } else {
+            r.current()
+        };
+        if r.frames.is_empty() {
+            r.base = parent.inherited.then_some(Lead { tid: r.tid, path: parent.path, instance: parent.instance });
+        }
         let node = paths().intern(parent.path, domain, name);
         let instance = NEXT_INSTANCE.fetch_add(1, Ordering::Relaxed);
-        r.frames.push(Frame { domain, node, instance });
-        send_host_event(|ts| HostEvent::Push { instance, parent: parent.instance, path: node, tid: r.tid, ts });
+        r.frames.push(Frame { domain, node, instance, library });
+        let tid = r.tid;
+        send_host_event(|ts| HostEvent::Push { instance, parent: parent.instance, path: node, tid, ts });
+        if !library && r.base.is_none() {
+            publish(tid, r.own());
+        }
     });
 }
 
@@ -85,13 +210,21 @@ fn pop(domain: DomainId) {
             return;
         };
         let gone = r.frames.remove(i);
+        let base = r.base.map_or(ROOT, |b| b.path);
         for j in i..r.frames.len() {
-            let parent = if j == 0 { ROOT } else { r.frames[j - 1].node };
+            let parent = if j == 0 { base } else { r.frames[j - 1].node };
             let f = r.frames[j];
             let name = paths().name(f.node);
             r.frames[j].node = paths().intern(parent, f.domain, &name);
         }
+        let inherited = r.base.is_some();
+        if r.frames.is_empty() {
+            r.base = None;
+        }
         send_host_event(|ts| HostEvent::Pop { instance: gone.instance, ts });
+        if !gone.library && !inherited {
+            publish(tid, r.own());
+        }
     });
 }
 
@@ -153,13 +286,22 @@ pub(crate) fn install() -> bool {
 mod tests {
     use super::*;
 
+    /// The lead thread is process-wide: these tests take turns.
+    static SERIAL: Mutex<()> = Mutex::new(());
+
     fn path_now() -> String {
         paths().path(current().path).to_string()
     }
 
+    fn on_thread<T: Send>(f: impl FnOnce() -> T + Send) -> T {
+        std::thread::scope(|s| s.spawn(f).join().unwrap())
+    }
+
     #[test]
     fn nvtx_calls_build_per_thread_paths_across_domains() {
+        let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
         assert!(install());
+        set_inherit(false);
         let io = nvtx_rs::Domain::new("io");
         {
             let _a = nvtx_rs::push("step");
@@ -167,13 +309,11 @@ mod tests {
             let _c = nvtx_rs::push("decode");
             assert_eq!(path_now(), "step/io::read/decode");
             // Another thread has its own stack.
-            std::thread::spawn(|| {
+            on_thread(|| {
                 assert_eq!(path_now(), "(no range)");
                 let _w = nvtx_rs::push("worker");
                 assert_eq!(path_now(), "worker");
-            })
-            .join()
-            .unwrap();
+            });
             // Popping the io range while "decode" is still open: "decode"
             // stays, re-parented.
             io.pop();
@@ -186,5 +326,58 @@ mod tests {
         assert_eq!(path_now(), "(no range)");
         let p = paths().path(paths().intern(ROOT, 0, "x"));
         assert_eq!(p.for_domain(None), vec!["x"]);
+        set_inherit(true);
+    }
+
+    #[test]
+    fn threads_without_ranges_inherit_the_lead_threads_and_library_ranges_nest_under_it() {
+        let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        assert!(install());
+        set_inherit(true);
+        let cccl = nvtx_rs::Domain::new("CCCL");
+        let data = nvtx_rs::Domain::new("data");
+        let step = nvtx_rs::push("step");
+        let backward = nvtx_rs::push("backward");
+        let main_instance = current().instance;
+        // Autograd's worker: no range of its own, so the loop thread's.
+        let (plain, in_lib, ctx) = on_thread(|| {
+            let plain = (path_now(), current());
+            let _r = cccl.push("cub::DeviceReduce");
+            let in_lib = (path_now(), current());
+            cccl.pop();
+            std::mem::forget(_r);
+            (plain, in_lib, current())
+        });
+        assert_eq!(plain.0, "step/backward");
+        assert!(plain.1.inherited);
+        assert_eq!(plain.1.instance, main_instance, "the lead thread's range instance");
+        assert_eq!(in_lib.0, "step/backward/CCCL::cub::DeviceReduce");
+        assert!(in_lib.1.inherited);
+        assert!(ctx.inherited, "back to the lead thread's ranges");
+        // A thread with a range of its own (a data thread) keeps it, and
+        // does not become the lead while the older step is open.
+        on_thread(|| {
+            let _l = data.push("load");
+            assert_eq!(path_now(), "data::load");
+            assert!(!current().inherited);
+            let lead = on_thread(path_now);
+            assert_eq!(lead, "step/backward", "the oldest outermost range leads");
+            data.pop();
+            std::mem::forget(_l);
+        });
+        drop(backward);
+        let _opt = nvtx_rs::push("optimizer");
+        assert_eq!(on_thread(path_now), "step/optimizer", "the lead moves with its ranges");
+        drop(_opt);
+        drop(step);
+        assert_eq!(on_thread(path_now), "(no range)", "nothing is open: nothing is inherited");
+        // Strict per-thread semantics.
+        let _s = nvtx_rs::push("step");
+        set_inherit(false);
+        assert_eq!(on_thread(path_now), "(no range)");
+        set_inherit(true);
+        assert_eq!(on_thread(path_now), "step");
+        drop(_s);
+        assert!(is_library_domain("cublas") && is_library_domain("NCCL") && !is_library_domain("data"));
     }
 }

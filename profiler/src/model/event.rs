@@ -20,8 +20,18 @@ pub enum HostEvent {
     /// It ended.
     End { id: u64, ts: u64 },
     /// A kernel (or graph) launch API call entered at `ts`; `profiled`: its
-    /// metrics follow in a `KernelMetrics` event.
-    Launch { correlation_id: u32, tid: u32, path: PathId, instance: u64, graph: bool, profiled: bool, ts: u64 },
+    /// metrics follow in a `KernelMetrics` event; `inherited`: `path` and
+    /// `instance` are the lead thread's ranges, not `tid`'s own.
+    Launch {
+        correlation_id: u32,
+        tid: u32,
+        path: PathId,
+        instance: u64,
+        graph: bool,
+        profiled: bool,
+        inherited: bool,
+        ts: u64,
+    },
     /// A thread was blocked in a copy API call (`cudaMemcpy*`,
     /// `cuMemcpy*`) from `start` to `end`.
     HostCopy { start: u64, end: u64 },

@@ -69,6 +69,16 @@ pub fn render(r: &Report, a: &Analysis, width: usize) -> String {
         let _ = writeln!(out, "devices: {}", devices.join(", "));
     }
     let _ = writeln!(out, "{}", drops_line(&r.drops));
+    let x = &r.cross_thread;
+    if x.kernels > 0 {
+        let text = format!(
+            "{} kernels ({} of GPU time) were launched on threads with no NVTX range of their own and are shown \
+             under the ranges of the thread that waited for them (--thread-ranges strict keeps them apart)",
+            x.kernels,
+            fmt_ns(x.kernel_ns)
+        );
+        let _ = writeln!(out, "{}", diagnosis::wrap(&text, width, "threads: ", "  "));
+    }
     if let Some(idle) = &r.idle {
         let _ = writeln!(out, "session: {}", diagnosis::idle_line(idle, r.end_ns.saturating_sub(r.start_ns)));
     }

@@ -122,6 +122,7 @@ impl Report {
             trace: a.trace,
             idle: Some(IdleSplit::from_array(a.idle)),
             declared: Vec::new(),
+            cross_thread: CrossThread { inherit: false, kernels: a.cross_thread.0, kernel_ns: a.cross_thread.1 },
         }
     }
 }

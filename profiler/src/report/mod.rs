@@ -71,6 +71,24 @@ pub struct Report {
     /// FLOPs and work per call the program declared for its ranges.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub declared: Vec<Declared>,
+    /// Kernels attributed to another thread's NVTX ranges.
+    #[serde(default)]
+    pub cross_thread: CrossThread,
+}
+
+/// Kernels launched on a thread with no NVTX range of its own (autograd's
+/// worker, say), attributed to the ranges open on the lead thread: of the
+/// threads with ranges of their own open, the one whose outermost range is
+/// the oldest (the training loop's `step`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct CrossThread {
+    /// Launches on threads with no range of their own took the lead
+    /// thread's ranges (false: strict per-thread NVTX semantics).
+    pub inherit: bool,
+    /// Kernels so attributed.
+    pub kernels: u64,
+    /// Their GPU time, ns.
+    pub kernel_ns: u64,
 }
 
 /// Statistics of a set of kernel launches.
