@@ -445,3 +445,39 @@ fn csv_has_a_row_per_path_and_kernel_with_quoting() {
     assert!("csv".parse::<Format>().is_ok());
     assert!("xml".parse::<Format>().unwrap_err().message().contains("allowed: table, json, csv, chrome"));
 }
+
+/// PyTorch's kernels: names of a few hundred characters that differ deep
+/// in their template arguments. At 80 and 100 columns, and in JSON, each
+/// keeps a name of its own.
+#[test]
+fn kernels_with_long_template_names_get_distinct_readable_rows() {
+    let names = [
+        "void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernelImpl(at::TensorIteratorBase&, at::native::GeluType)::{lambda()#2}::operator()() const::{lambda()#2}::operator()() const::{lambda(c10::BFloat16)#1}, std::array<char*, 2ul> >(int, at::native::GeluCUDAKernelImpl(at::TensorIteratorBase&, at::native::GeluType)::{lambda()#2}::operator()() const::{lambda()#2}::operator()() const::{lambda(c10::BFloat16)#1}, std::array<char*, 2ul>)",
+        "void at::native::vectorized_elementwise_kernel<4, at::native::BinaryFunctor<float, float, float, at::native::binary_internal::MulFunctor<float> >, std::array<char*, 3ul> >(int, at::native::BinaryFunctor<float, float, float, at::native::binary_internal::MulFunctor<float> >, std::array<char*, 3ul>)",
+        "void at::native::vectorized_elementwise_kernel<4, at::native::AUnaryFunctor<float, float, float, at::native::binary_internal::MulFunctor<float> >, std::array<char*, 2ul> >(int, at::native::AUnaryFunctor<float, float, float, at::native::binary_internal::MulFunctor<float> >, std::array<char*, 2ul>)",
+        "void (anonymous namespace)::softmax_warp_forward<c10::BFloat16, c10::BFloat16, float, 8, false, false>(c10::BFloat16*, c10::BFloat16 const*, int, int, int, bool const*, int, bool)",
+    ];
+    let mut r = workload(0);
+    for (i, k) in r.kernels.iter_mut().enumerate() {
+        let old = std::mem::replace(&mut k.name, names[i % names.len()].to_string());
+        for p in r.path_kernels.iter_mut().filter(|p| p.name == old) {
+            p.name = k.name.clone();
+        }
+    }
+    let r = Report::from_json(&r.to_json()).unwrap();
+    let json: serde_json::Value = serde_json::from_str(&r.to_json()).unwrap();
+    let k0 = &json["kernels"][0];
+    assert!(k0["name"].as_str().unwrap().len() > k0["display_name"].as_str().unwrap().len(), "{k0}");
+    let shown: std::collections::HashSet<&str> = r.kernels.iter().map(|k| k.display_name.as_str()).collect();
+    assert_eq!(shown.len(), r.kernels.len(), "{shown:?}");
+    assert!(shown.contains("vectorized_elementwise_kernel<GeluCUDAKernelImpl>"), "{shown:?}");
+    assert!(shown.contains("vectorized_elementwise_kernel<BinaryFunctor<MulFunctor>>"), "{shown:?}");
+    for width in [80, 100, 160] {
+        let t = r.to_table(width);
+        // Every kernel's display name is in the table whole.
+        for k in &r.kernels {
+            assert!(t.contains(&k.display_name), "{} cut at {width} columns:\n{t}", k.display_name);
+        }
+        assert!(t.lines().all(|l| l.chars().count() <= width), "wider than {width}:\n{t}");
+    }
+}

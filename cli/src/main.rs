@@ -84,6 +84,9 @@ enum Cmd {
         /// Write to this file instead of standard output.
         #[arg(short, long)]
         output: Option<PathBuf>,
+        /// Table width in columns (default: the terminal's, else 100).
+        #[arg(long, value_name = "COLUMNS")]
+        width: Option<usize>,
         /// Declare (or replace) model FLOPs per call of ranges, as in `run`.
         #[arg(long, value_name = "RANGE=FLOPS")]
         flops: Option<String>,
@@ -91,6 +94,23 @@ enum Cmd {
         #[arg(long, value_name = "RANGE=N[:UNIT]")]
         work: Option<String>,
     },
+}
+
+/// Columns for tables: `COLUMNS`, else the terminal's width when standard
+/// output is one, else 100.
+fn terminal_width() -> usize {
+    if let Some(c) = std::env::var("COLUMNS").ok().and_then(|c| c.trim().parse::<usize>().ok()).filter(|c| *c > 0) {
+        return c;
+    }
+    let mut ws = libc::winsize { ws_row: 0, ws_col: 0, ws_xpixel: 0, ws_ypixel: 0 };
+    // SAFETY: TIOCGWINSZ writes one winsize into the valid pointer; on a
+    // descriptor that is not a terminal it fails and writes nothing.
+    let ok = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut ws) } == 0;
+    if ok && ws.ws_col > 0 {
+        ws.ws_col as usize
+    } else {
+        100
+    }
 }
 
 fn find_lib(explicit: Option<PathBuf>) -> Result<PathBuf, String> {
@@ -227,7 +247,7 @@ fn run(cmd: Cmd) -> Result<ExitCode, String> {
             }
             for r in &reports {
                 match load(r) {
-                    Ok(rep) => println!("== {}\n{}", r.display(), rep.to_table(100)),
+                    Ok(rep) => println!("== {}\n{}", r.display(), rep.to_table(terminal_width())),
                     Err(e) => eprintln!("gpuscope: {e}"),
                 }
             }
@@ -237,7 +257,9 @@ fn run(cmd: Cmd) -> Result<ExitCode, String> {
                 None => ExitCode::from(128 + std::os::unix::process::ExitStatusExt::signal(&status).unwrap_or(0) as u8),
             })
         }
-        Cmd::Report { files, format, output, flops, work } => {
+        Cmd::Report { files, format, output, width, flops, work } => {
+            // A file gets the usual 100 columns, a terminal its own width.
+            let width = width.unwrap_or(if output.is_some() { 100 } else { terminal_width() });
             let declared = declarations(flops, work)?;
             let read = |p: &Path| -> Result<Report, String> {
                 let mut r = load(p)?;
@@ -248,10 +270,15 @@ fn run(cmd: Cmd) -> Result<ExitCode, String> {
                 if format != "table" {
                     return Err(format!("--format {format}: comparing two reports prints a table only"));
                 }
-                read(&files[0])?.compare(&read(&files[1])?, 100)
+                read(&files[0])?.compare(&read(&files[1])?, width)
             } else {
                 let f: Format = format.parse().map_err(|e: gpuscope::Error| e.to_string())?;
-                read(&files[0])?.render(f)
+                let r = read(&files[0])?;
+                if f == Format::Table {
+                    r.to_table(width)
+                } else {
+                    r.render(f)
+                }
             };
             match output {
                 Some(p) => std::fs::write(&p, text).map_err(|e| format!("{}: {e}", p.display()))?,

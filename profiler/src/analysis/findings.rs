@@ -184,7 +184,7 @@ pub(super) fn findings(
     let sms = r.devices.first().map(|d| d.sm_count).unwrap_or(0);
     for k in kernels.iter().filter(|k| k.gpu_ns >= MIN_COST_NS) {
         let t = k.gpu_ns as f64;
-        let short = crate::model::names::short_name(&k.name);
+        let short = &k.display_name;
         let few = k.sm_coverage_pct.filter(|c| *c < verdict::LOW_COVERAGE_PCT).or(k
             .sm_efficiency_pct
             .filter(|e| *e < verdict::FEW_SMS_PCT && k.sm_coverage_pct.is_some_and(|c| c < 100.0)));

@@ -107,6 +107,9 @@ pub struct RangeAnalysis {
 pub struct KernelAnalysis {
     /// Demangled name.
     pub name: String,
+    /// Its display name in the report.
+    #[serde(skip)]
+    pub display_name: String,
     /// Launches.
     pub launches: u64,
     /// GPU time, ns, and its share of all kernel time, %.
@@ -223,8 +226,7 @@ pub fn analyze(r: &Report) -> Analysis {
     let ranges: Vec<RangeAnalysis> =
         r.ranges.iter().map(|g| range(r, g, under.get(g.path.frames.as_slice()), peaks.as_ref())).collect();
     // Every kernel can make a finding; the heavy ones are shown.
-    let all: Vec<KernelAnalysis> =
-        r.kernels.iter().map(|k| kernel(&k.name, &k.stats, total_kernel_ns, peaks.as_ref())).collect();
+    let all: Vec<KernelAnalysis> = r.kernels.iter().map(|k| kernel(k, total_kernel_ns, peaks.as_ref())).collect();
     let mut kernels: Vec<KernelAnalysis> = all.iter().filter(|k| k.share_pct >= HEAVY_KERNEL_PCT).cloned().collect();
     kernels.truncate(MAX_HEAVY_KERNELS);
     let mut notes = Vec::new();
@@ -321,11 +323,13 @@ fn range(r: &Report, g: &RangeSummary, w: Option<&Weighted>, peaks: Option<&Peak
     }
 }
 
-fn kernel(name: &str, s: &KernelStats, total_ns: f64, peaks: Option<&Peaks>) -> KernelAnalysis {
+fn kernel(k: &crate::report::KernelSummary, total_ns: f64, peaks: Option<&Peaks>) -> KernelAnalysis {
+    let s = &k.stats;
     let r = rates(s, peaks);
     let flops = r.total_flops_per_ns();
     KernelAnalysis {
-        name: name.to_string(),
+        name: k.name.clone(),
+        display_name: k.display_name.clone(),
         launches: s.launches,
         gpu_ns: s.total_ns,
         share_pct: 100.0 * s.total_ns as f64 / total_ns,

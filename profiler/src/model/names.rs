@@ -47,6 +47,246 @@ pub fn short_name(name: &str) -> &str {
     &s[cut..]
 }
 
+/// Scalar and helper types that say nothing about which kernel it is.
+const PLAIN_TYPES: &[&str] = &[
+    "float",
+    "double",
+    "int",
+    "unsigned",
+    "long",
+    "short",
+    "char",
+    "bool",
+    "signed",
+    "half",
+    "__half",
+    "__nv_bfloat16",
+    "__nv_fp8_e4m3",
+    "__nv_fp8_e5m2",
+    "Half",
+    "BFloat16",
+    "complex",
+    "Float8_e4m3fn",
+    "Float8_e5m2",
+    "int8_t",
+    "int16_t",
+    "int32_t",
+    "int64_t",
+    "uint8_t",
+    "uint16_t",
+    "uint32_t",
+    "uint64_t",
+    "size_t",
+    "TensorListMetadata",
+    "FusedOptimizerTensorListMetadata",
+    "OffsetCalculator",
+    "TrivialOffsetCalculator",
+    "LoadWithoutCast",
+    "StoreWithoutCast",
+    "LoadWithCast",
+    "StoreWithCast",
+    "Array",
+    "IntDivider",
+    "TensorInfo",
+    "PackedTensorAccessor",
+    "PackedTensorAccessor32",
+    "PackedTensorAccessor64",
+    "DefaultPtrTraits",
+    "RestrictPtrTraits",
+];
+
+/// `s` split at its top-level commas (outside `<>`, `()`, `{}`).
+fn split_top(s: &str) -> Vec<&str> {
+    let (mut depth, mut start, mut out) = (0i32, 0, Vec::new());
+    for (i, c) in s.char_indices() {
+        match c {
+            '<' | '(' | '{' | '[' => depth += 1,
+            '>' | ')' | '}' | ']' => depth -= 1,
+            ',' if depth == 0 => {
+                out.push(s[start..i].trim());
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    out.push(s[start..].trim());
+    out.retain(|a| !a.is_empty());
+    out
+}
+
+/// The leading qualified name of `s` and its template arguments:
+/// `a::f<X, Y>(int)::{lambda}` -> (`a::f`, `X, Y`).
+fn head(s: &str) -> (&str, Option<&str>) {
+    let Some(open) = s.find(['<', '(']) else { return (s.trim(), None) };
+    let name = s[..open].trim();
+    if !s[open..].starts_with('<') {
+        return (name, None);
+    }
+    let mut depth = 0i32;
+    for (i, c) in s[open..].char_indices() {
+        match c {
+            '<' | '(' | '{' => depth += 1,
+            '>' | ')' | '}' => {
+                depth -= 1;
+                if depth == 0 {
+                    return (name, Some(&s[open + 1..open + i]));
+                }
+            }
+            _ => {}
+        }
+    }
+    (name, Some(&s[open + 1..]))
+}
+
+/// The last component of a qualified name: `at::native::f` -> `f`.
+fn last_component(q: &str) -> &str {
+    q.rsplit("::").next().unwrap_or(q).trim()
+}
+
+/// The names that identify a template argument, outermost first, and how
+/// deep the last was found: the classes and functions named down to the
+/// deepest one that is not a scalar, `std::` or helper type
+/// (`BinaryFunctor<float, MulFunctor<float>>` -> `[BinaryFunctor,
+/// MulFunctor]`). A lambda names the function it is in.
+fn key_of(arg: &str, depth: usize) -> Option<(Vec<&str>, usize)> {
+    let arg = arg.trim();
+    let first = arg.chars().next()?;
+    if first == '(' || first == '{' || first == '-' || first.is_ascii_digit() || arg == "true" || arg == "false" {
+        return None;
+    }
+    let (qname, targs) = head(arg);
+    let base = last_component(qname);
+    let named = !qname.starts_with("std::")
+        && !qname.contains(' ')
+        && !base.is_empty()
+        && !PLAIN_TYPES.contains(&base)
+        && base.chars().all(|c| c.is_alphanumeric() || c == '_');
+    let nested = targs.and_then(|t| deepest(split_top(t).into_iter().filter_map(|a| key_of(a, depth + 1))));
+    match (named, nested) {
+        (true, Some((mut chain, d))) => {
+            chain.insert(0, base);
+            Some((chain, d))
+        }
+        (true, None) => Some((vec![base], depth)),
+        (false, nested) => nested,
+    }
+}
+
+/// The deepest of some keys; the first of equals.
+fn deepest<'a>(keys: impl Iterator<Item = (Vec<&'a str>, usize)>) -> Option<(Vec<&'a str>, usize)> {
+    keys.fold(None, |best, k| match best {
+        Some(b) if b.1 >= k.1 => Some(b),
+        _ => Some(k),
+    })
+}
+
+/// The key of a kernel's template arguments (see [`key_of`]).
+fn name_key(name: &str) -> (String, Option<String>, Option<Vec<String>>) {
+    let s = short_name(name).replace("(anonymous namespace)::", "");
+    let (qname, targs) = head(&s);
+    let base = last_component(qname).to_string();
+    let key = targs.and_then(|t| deepest(split_top(t).into_iter().filter_map(|a| key_of(a, 0))));
+    let chain = key.map(|(c, _)| c.into_iter().map(str::to_string).collect::<Vec<_>>());
+    (base, targs.map(str::to_string), chain)
+}
+
+/// A kernel's name as a table shows it: the function's own name with the
+/// template argument that tells its instances apart, namespaces and
+/// parameters dropped. `void at::native::vectorized_elementwise_kernel<4,
+/// at::native::GeluCUDAKernelImpl(...)::{lambda()#1}, std::array<char*,
+/// 2ul> >(...)` -> `vectorized_elementwise_kernel<GeluCUDAKernelImpl>`.
+pub fn display_name(name: &str) -> String {
+    let (base, targs, chain) = name_key(name);
+    match (chain.as_ref().and_then(|c| c.last()), targs) {
+        (Some(k), _) if *k != base => format!("{base}<{k}>"),
+        // Only numbers (a tile size): short, and they tell instances apart.
+        (None, Some(t))
+            if t.len() <= 24 && split_top(&t).iter().all(|a| a.chars().all(|c| c.is_ascii_digit() || c == '-')) =>
+        {
+            format!("{base}<{}>", split_top(&t).join(", "))
+        }
+        _ => base,
+    }
+}
+
+/// The second form for names whose short forms collide: every name on the
+/// way to the key (`vectorized_elementwise_kernel<BinaryFunctor<MulFunctor>>`).
+fn display_name_chain(name: &str) -> Option<String> {
+    let (base, _, chain) = name_key(name);
+    let chain = chain.filter(|c| c.len() > 1)?;
+    let inner =
+        chain.iter().rev().fold(String::new(), |acc, n| if acc.is_empty() { n.clone() } else { format!("{n}<{acc}>") });
+    Some(format!("{base}<{inner}>"))
+}
+
+/// The longer form for names whose short forms collide: every template
+/// argument, namespaces and lambda bodies dropped.
+fn display_name_long(name: &str) -> String {
+    let s = short_name(name).replace("(anonymous namespace)::", "");
+    let (qname, targs) = head(&s);
+    let Some(targs) = targs else { return s.clone() };
+    let strip = |a: &str| -> String {
+        let a = match a.find('(') {
+            Some(i) if i > 0 => &a[..i],
+            _ => a,
+        };
+        let mut out = String::new();
+        for part in a.split("::") {
+            // Keep only what follows the last namespace of each name.
+            if let Some(i) = part.rfind(|c: char| !(c.is_alphanumeric() || c == '_')) {
+                out.truncate(out.rfind(|c: char| !(c.is_alphanumeric() || c == '_')).map_or(0, |j| j + 1));
+                out.push_str(&part[..=i]);
+                out.push_str(&part[i + 1..]);
+            } else {
+                out.truncate(out.rfind(|c: char| !(c.is_alphanumeric() || c == '_')).map_or(0, |j| j + 1));
+                out.push_str(part);
+            }
+        }
+        out
+    };
+    let args: Vec<String> = split_top(targs).into_iter().map(strip).collect();
+    format!("{}<{}>", last_component(qname), args.join(", "))
+}
+
+/// Display names for a set of kernels, no two alike: the short form,
+/// every template argument where short forms collide, then a number.
+pub fn display_names<'a>(names: impl IntoIterator<Item = &'a str>) -> std::collections::HashMap<String, String> {
+    use std::collections::{BTreeSet, HashMap};
+    let full: BTreeSet<&str> = names.into_iter().collect();
+    let mut out: HashMap<String, String> = full.iter().map(|n| (n.to_string(), display_name(n))).collect();
+    let collisions = |out: &HashMap<String, String>| -> Vec<Vec<String>> {
+        let mut by: HashMap<&str, Vec<String>> = HashMap::new();
+        for (f, d) in out {
+            by.entry(d.as_str()).or_default().push(f.clone());
+        }
+        let mut groups: Vec<Vec<String>> = by.into_values().filter(|g| g.len() > 1).collect();
+        for g in &mut groups {
+            g.sort();
+        }
+        groups
+    };
+    for g in collisions(&out) {
+        for f in g {
+            if let Some(chain) = display_name_chain(&f) {
+                out.insert(f, chain);
+            }
+        }
+    }
+    for g in collisions(&out) {
+        for f in g {
+            let long = display_name_long(&f);
+            out.insert(f, long);
+        }
+    }
+    for g in collisions(&out) {
+        for (i, f) in g.into_iter().enumerate() {
+            let numbered = format!("{} #{}", out[&f], i + 1);
+            out.insert(f, numbered);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -56,5 +296,52 @@ mod tests {
         assert_eq!(short_name("void matmul_tiled<16>(float const*, float const*, float*, int)"), "matmul_tiled<16>");
         assert_eq!(short_name("vector_add"), "vector_add");
         assert_eq!(short_name("void at::native::f<(int)4, float>(int, float)"), "at::native::f<(int)4, float>");
+    }
+
+    /// Names as PyTorch 2.x kernels demangle on an H100.
+    const GELU: &str = "void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernelImpl(at::TensorIteratorBase&, at::native::GeluType)::{lambda()#2}::operator()() const::{lambda()#2}::operator()() const::{lambda(c10::BFloat16)#1}, std::array<char*, 2ul> >(int, at::native::GeluCUDAKernelImpl(at::TensorIteratorBase&, at::native::GeluType)::{lambda()#2}::operator()() const::{lambda()#2}::operator()() const::{lambda(c10::BFloat16)#1}, std::array<char*, 2ul>)";
+    const ADAM: &str = "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::(anonymous namespace)::TensorListMetadata<4>, at::native::(anonymous namespace)::FusedAdamMathFunctor<float, 4, (at::native::ADAM_MODE)1, false>, double, double, double, double, double, double, bool, float*, float*>(at::native::(anonymous namespace)::TensorListMetadata<4>, at::native::(anonymous namespace)::FusedAdamMathFunctor<float, 4, (at::native::ADAM_MODE)1, false>, double, double, double, double, double, double, bool, float*, float*)";
+    const COPY: &str = "void at::native::elementwise_kernel<128, 2, at::native::gpu_kernel_impl_nocast<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}::operator()() const::{lambda()#7}::operator()() const::{lambda(float)#1}>(at::TensorIteratorBase&, at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}::operator()() const::{lambda()#7}::operator()() const::{lambda(float)#1} const&)::{lambda(int)#1}>(int, at::native::gpu_kernel_impl_nocast<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}::operator()() const::{lambda()#7}::operator()() const::{lambda(float)#1}>(at::TensorIteratorBase&, at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}::operator()() const::{lambda()#7}::operator()() const::{lambda(float)#1} const&)::{lambda(int)#1})";
+    const MUL: &str = "void at::native::vectorized_elementwise_kernel<4, at::native::BinaryFunctor<float, float, float, at::native::binary_internal::MulFunctor<float> >, std::array<char*, 3ul> >(int, at::native::BinaryFunctor<float, float, float, at::native::binary_internal::MulFunctor<float> >, std::array<char*, 3ul>)";
+    const MEAN: &str = "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::MeanOps<float, float, float, float>, unsigned int, float, 4, 4> >(at::native::ReduceOp<float, at::native::MeanOps<float, float, float, float>, unsigned int, float, 4, 4>)";
+    const SOFTMAX_BF16: &str = "void (anonymous namespace)::softmax_warp_forward<c10::BFloat16, c10::BFloat16, float, 8, false, false>(c10::BFloat16*, c10::BFloat16 const*, int, int, int, bool const*, int, bool)";
+    const SOFTMAX_F32: &str = "void (anonymous namespace)::softmax_warp_forward<float, float, float, 8, false, false>(float*, float const*, int, int, int, bool const*, int, bool)";
+
+    #[test]
+    fn display_names_keep_the_function_and_its_key_template_argument() {
+        assert_eq!(display_name(GELU), "vectorized_elementwise_kernel<GeluCUDAKernelImpl>");
+        assert_eq!(display_name(ADAM), "multi_tensor_apply_kernel<FusedAdamMathFunctor>");
+        assert_eq!(display_name(COPY), "elementwise_kernel<direct_copy_kernel_cuda>");
+        assert_eq!(display_name(MUL), "vectorized_elementwise_kernel<MulFunctor>");
+        assert_eq!(display_name(MEAN), "reduce_kernel<MeanOps>");
+        assert_eq!(display_name(SOFTMAX_BF16), "softmax_warp_forward");
+        assert_eq!(
+            display_name("nvjet_tst_128x64_64x6_2x1_v_bz_coopA_TNN"),
+            "nvjet_tst_128x64_64x6_2x1_v_bz_coopA_TNN"
+        );
+        assert_eq!(display_name("void matmul_tiled<16>(float const*, float*, int)"), "matmul_tiled<16>");
+        assert_eq!(display_name("_Z3fooi"), "_Z3fooi");
+        assert_eq!(display_name(""), "");
+        // Malformed input does not panic.
+        for bad in ["a<<b", "f(", ">>><<<", "x<(,>", "::<>::"] {
+            let _ = display_name(bad);
+        }
+    }
+
+    #[test]
+    fn no_two_display_names_are_alike() {
+        let all = [GELU, ADAM, COPY, MUL, MEAN, SOFTMAX_BF16, SOFTMAX_F32, "void k<1>(int)", "void k<2>(int)"];
+        let d = display_names(all);
+        assert_eq!(d[SOFTMAX_BF16], "softmax_warp_forward<BFloat16, BFloat16, float, 8, false, false>");
+        assert_eq!(d[SOFTMAX_F32], "softmax_warp_forward<float, float, float, 8, false, false>");
+        assert_eq!(d["void k<1>(int)"], "k<1>");
+        assert_eq!(d[GELU], "vectorized_elementwise_kernel<GeluCUDAKernelImpl>");
+        let distinct: std::collections::HashSet<&String> = d.values().collect();
+        assert_eq!(distinct.len(), all.len());
+        // Same long form too: numbered.
+        let d = display_names(["void k<a::T>(int)", "void k<b::T>(int)"]);
+        let mut v: Vec<&String> = d.values().collect();
+        v.sort();
+        assert_eq!(v, ["k<T> #1", "k<T> #2"]);
     }
 }

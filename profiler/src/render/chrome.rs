@@ -103,11 +103,12 @@ pub fn render(r: &Report, a: &Analysis) -> String {
         ev.push(json!({"ph": "M", "name": "thread_name", "pid": HOST_PID, "tid": t.tid, "args": {"name": t.name}}));
     }
     let mut streams = std::collections::BTreeSet::new();
+    let shown = r.display_names();
     if let Some(tr) = &r.trace {
         for k in &tr.kernels {
             streams.insert((k.device, k.stream));
             ev.push(json!({
-                "name": crate::model::names::short_name(&k.name), "cat": "kernel", "ph": "X",
+                "name": shown.get(k.name.as_str()).copied().unwrap_or(k.name.as_str()), "cat": "kernel", "ph": "X",
                 "ts": us(k.start_ns), "dur": dur(k.start_ns, k.end_ns),
                 "pid": gpu_pid(k.device), "tid": k.stream,
                 "args": {

@@ -4,7 +4,7 @@
 
 use super::table::{fit, pct};
 use crate::analysis::{analyze, RangeAnalysis};
-use crate::model::names::short_name;
+use crate::model::names::display_names;
 use crate::model::units::fmt_ns;
 use crate::report::{KernelStats, Report};
 use std::collections::BTreeMap;
@@ -45,6 +45,9 @@ pub(super) fn render(before: &Report, after: &Report, width: usize) -> String {
     keys.sort();
     keys.dedup();
     keys.sort_by_key(|k| std::cmp::Reverse(b.get(*k).or(a.get(*k)).map_or(0, |s| s.total_ns)));
+    // Unique over both runs: a kernel only one of them ran must not look
+    // like another's.
+    let shown = display_names(keys.iter().map(|k| k.1.as_str()));
     let _ = writeln!(
         out,
         "\n{} {:>10} {:>10} {:>8} {:>12} {:>12} {:>8}",
@@ -60,7 +63,7 @@ pub(super) fn render(before: &Report, after: &Report, width: usize) -> String {
     for k in keys {
         let (x, y) = (a.get(k), b.get(k));
         let get = |s: Option<&KernelStats>, f: fn(&KernelStats) -> Option<f64>| s.and_then(f);
-        let label = format!("{} · {}", k.0, short_name(&k.1));
+        let label = format!("{} · {}", k.0, shown.get(&k.1).map_or(k.1.as_str(), String::as_str));
         let _ = writeln!(
             out,
             "{} {:>10} {:>10} {:>8} {:>12} {:>12} {:>8}",

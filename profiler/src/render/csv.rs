@@ -14,12 +14,12 @@ pub(super) fn render(r: &Report) -> String {
     let opt = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v:.2}"));
     let mut out = String::from(
         "nvtx_path,kernel,launches,total_ns,mean_ns,min_ns,max_ns,theoretical_occupancy_pct,limiter,\
-         profiled_launches,achieved_occupancy_pct,sm_efficiency_pct\n",
+         profiled_launches,achieved_occupancy_pct,sm_efficiency_pct,display_name\n",
     );
     for k in &r.path_kernels {
         let s = &k.stats;
         out.push_str(&format!(
-            "{},{},{},{},{},{},{},{},{},{},{},{}\n",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
             q(&k.path.to_string()),
             q(&k.name),
             s.launches,
@@ -32,6 +32,7 @@ pub(super) fn render(r: &Report) -> String {
             s.profiled_launches,
             opt(s.achieved_occupancy_pct),
             opt(s.sm_efficiency_pct),
+            q(&k.display_name),
         ));
     }
     out

@@ -5,7 +5,6 @@ use super::table::fit;
 use crate::analysis::verdict::Shares;
 use crate::analysis::{Analysis, RangeAnalysis};
 use crate::model::idle::IdleSplit;
-use crate::model::names::short_name;
 use crate::model::units::{fmt_ns, fmt_pct};
 use std::fmt::Write;
 
@@ -99,10 +98,12 @@ pub(super) fn render(a: &Analysis, width: usize, out: &mut String) {
     if !shown.is_empty() {
         let name_w = width.saturating_sub(66).max(14);
         let _ = writeln!(out);
-        let _ = writeln!(
-            out,
-            "What bounds each range (util: share of its time with a kernel running, as nvidia-smi counts)"
-        );
+        out.push_str(&wrap(
+            "What bounds each range (util: share of its time with a kernel running, as nvidia-smi counts)",
+            width,
+            "",
+            "  ",
+        ));
         let _ = writeln!(
             out,
             "{} {:>9} {:>5} {:>6} {:>5} {:>7} {:>5} {:>6}  bound",
@@ -178,7 +179,7 @@ pub(super) fn render(a: &Analysis, width: usize, out: &mut String) {
             let bound = k.verdict.as_ref().map_or("-", |v| v.bound);
             let line = format!(
                 "{} {:>9} {:>5} {:>6} {:>5} {:>7} {:>5} {:>8}  {}",
-                fit(short_name(&k.name), name_w),
+                super::table::name_cell(out, &k.display_name, name_w, width),
                 fmt_ns(k.gpu_ns),
                 format!("{:.0}%", k.share_pct),
                 opt_pct(k.sm_efficiency_pct),

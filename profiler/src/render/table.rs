@@ -4,19 +4,32 @@
 
 use super::diagnosis;
 use crate::analysis::Analysis;
-use crate::model::names::short_name;
 use crate::model::path::RangePath;
 use crate::model::units::{fmt_bytes, fmt_ns};
 use crate::report::*;
 use std::collections::HashMap;
 use std::fmt::Write;
 
+/// `s` padded or cut to `w` columns. A cut keeps a trailing template
+/// argument (`…_kernel<MulFunctor>`) or number (`k<T> #2`) whole where it
+/// leaves room for the start: that is what tells instances apart.
 pub(super) fn fit(s: &str, w: usize) -> String {
-    if s.chars().count() <= w {
-        format!("{s:<w$}")
-    } else {
-        let t: String = s.chars().take(w.saturating_sub(1)).collect();
-        format!("{t}…")
+    let chars: Vec<char> = s.chars().collect();
+    if chars.len() <= w {
+        return format!("{s:<w$}");
+    }
+    let tail = chars.iter().rposition(|&c| c == '<').or_else(|| chars.iter().rposition(|&c| c == '#'));
+    match tail {
+        Some(t) if t > 0 && chars.len() - t + 6 <= w => {
+            let tail_len = chars.len() - t;
+            let head: String = chars[..w - 1 - tail_len].iter().collect();
+            let tail: String = chars[t..].iter().collect();
+            format!("{head}…{tail}")
+        }
+        _ => {
+            let t: String = chars[..w.saturating_sub(1)].iter().collect();
+            format!("{t}…")
+        }
     }
 }
 
@@ -25,24 +38,29 @@ pub(super) fn pct(v: Option<f64>) -> String {
 }
 
 /// Width of the columns after the name, separators included.
-const COLS: usize = 63;
+const COLS: usize = 55;
+
+/// The name cell of a row: `name` padded to `w`; a longer name is written
+/// whole on a line of its own first (cut only beyond `total`), and the
+/// row's figures follow on the next line under a blank cell. So no name
+/// is cut where the table has room for it, and no two rows look alike.
+pub(super) fn name_cell(out: &mut String, name: &str, w: usize, total: usize) -> String {
+    if name.chars().count() <= w {
+        return format!("{name:<w$}");
+    }
+    let _ = writeln!(out, "{}", fit(name, total).trim_end());
+    " ".repeat(w)
+}
 
 struct Cols {
     name: usize,
+    width: usize,
 }
 
 impl Cols {
     fn row(&self, out: &mut String, name: &str, c: [&str; 6]) {
-        let line = format!(
-            "{} {:>9} {:>10} {:>10} {:>10} {:>6} {:<10}",
-            fit(name, self.name),
-            c[0],
-            c[1],
-            c[2],
-            c[3],
-            c[4],
-            c[5]
-        );
+        let cell = name_cell(out, name, self.name, self.width);
+        let line = format!("{} {:>8} {:>9} {:>9} {:>7} {:>6} {:<10}", cell, c[0], c[1], c[2], c[3], c[4], c[5]);
         let _ = writeln!(out, "{}", line.trim_end());
     }
 }
@@ -51,13 +69,14 @@ impl Cols {
 /// least 80).
 pub fn render(r: &Report, a: &Analysis, width: usize) -> String {
     let width = width.max(80);
-    let cols = Cols { name: width - COLS };
+    // As wide as the longest name needs (with a tree's indent), no wider.
+    let longest = r.kernels.iter().map(|k| k.display_name.chars().count() + 8).max().unwrap_or(0);
+    let cols = Cols { name: longest.clamp(80 - COLS, width - COLS), width };
     let mut out = String::new();
     let launches: u64 = r.kernels.iter().map(|k| k.stats.launches).sum();
     let devices: Vec<String> =
         r.devices.iter().map(|d| format!("GPU {} {} ({} SMs)", d.id, d.name, d.sm_count)).collect();
-    let _ = writeln!(
-        out,
+    let head = format!(
         "gpuscope {}: {} session, {} kernel launches ({} distinct), kernel time {}",
         r.mode,
         fmt_ns(r.end_ns.saturating_sub(r.start_ns)),
@@ -65,6 +84,7 @@ pub fn render(r: &Report, a: &Analysis, width: usize) -> String {
         r.kernels.len(),
         fmt_ns(r.total_kernel_ns())
     );
+    out.push_str(&diagnosis::wrap(&head, width, "", "  "));
     if !devices.is_empty() {
         let _ = writeln!(out, "devices: {}", devices.join(", "));
     }
@@ -121,19 +141,19 @@ pub fn render(r: &Report, a: &Analysis, width: usize) -> String {
                 ],
             );
             for k in under.get(&g.path).into_iter().flatten() {
-                kernel_row(&cols, &mut out, &format!("{}· {}", "  ".repeat(depth + 1), short_name(&k.name)), &k.stats);
+                kernel_row(&cols, &mut out, &format!("{}· {}", "  ".repeat(depth + 1), k.display_name), &k.stats);
             }
         }
         let orphans: Vec<&PathKernelSummary> =
             r.path_kernels.iter().filter(|k| !k.path.is_empty() && !busy.contains_key(&k.path)).collect();
         for k in orphans {
-            kernel_row(&cols, &mut out, &format!("{} · {}", k.path, short_name(&k.name)), &k.stats);
+            kernel_row(&cols, &mut out, &format!("{} · {}", k.path, k.display_name), &k.stats);
         }
         let outside: Vec<&PathKernelSummary> = r.path_kernels.iter().filter(|k| k.path.is_empty()).collect();
         if !outside.is_empty() {
             cols.row(&mut out, "(no range)", ["", "", "", "", "", ""]);
             for k in outside {
-                kernel_row(&cols, &mut out, &format!("  · {}", short_name(&k.name)), &k.stats);
+                kernel_row(&cols, &mut out, &format!("  · {}", k.display_name), &k.stats);
             }
         }
     }
@@ -146,7 +166,7 @@ pub fn render(r: &Report, a: &Analysis, width: usize) -> String {
         let s = &k.stats;
         cols.row(
             &mut out,
-            short_name(&k.name),
+            &k.display_name,
             [
                 &s.launches.to_string(),
                 &fmt_ns(s.total_ns),
@@ -209,7 +229,7 @@ pub fn render(r: &Report, a: &Analysis, width: usize) -> String {
                 let s = &k.stats;
                 cols.row(
                     &mut out,
-                    short_name(&k.name),
+                    &k.display_name,
                     [
                         &format!("{}/{}", s.profiled_launches, s.launches),
                         &fmt_ns(s.total_ns),

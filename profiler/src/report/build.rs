@@ -81,13 +81,21 @@ impl Report {
     /// The report of what aggregation folded between `start_ns` and
     /// `end_ns`.
     pub(crate) fn build(a: Aggregate, start_ns: u64, end_ns: u64) -> Report {
-        let mut kernels: Vec<KernelSummary> =
-            a.kernels.iter().map(|(n, k)| KernelSummary { name: n.clone(), stats: stats(k) }).collect();
+        let mut kernels: Vec<KernelSummary> = a
+            .kernels
+            .iter()
+            .map(|(n, k)| KernelSummary { name: n.clone(), display_name: String::new(), stats: stats(k) })
+            .collect();
         kernels.sort_by(|a, b| b.stats.total_ns.cmp(&a.stats.total_ns).then(a.name.cmp(&b.name)));
         let mut path_kernels: Vec<PathKernelSummary> = a
             .path_kernels
             .iter()
-            .map(|(p, n, k)| PathKernelSummary { path: p.clone(), name: n.clone(), stats: stats(k) })
+            .map(|(p, n, k)| PathKernelSummary {
+                path: p.clone(),
+                name: n.clone(),
+                display_name: String::new(),
+                stats: stats(k),
+            })
             .collect();
         path_kernels.sort_by(|a, b| a.path.cmp(&b.path).then(b.stats.total_ns.cmp(&a.stats.total_ns)));
         let mut ranges: Vec<RangeSummary> = a.ranges.iter().map(|(p, r)| range(p.clone(), r, true)).collect();
@@ -102,7 +110,7 @@ impl Report {
             synchronizations: a.syncs.0,
             synchronization_ns: a.syncs.1,
         };
-        Report {
+        let mut report = Report {
             schema_version: SCHEMA_VERSION,
             gpuscope_version: env!("CARGO_PKG_VERSION").to_string(),
             mode: if a.metrics_mode { "metrics" } else { "trace" }.into(),
@@ -123,6 +131,8 @@ impl Report {
             idle: Some(IdleSplit::from_array(a.idle)),
             declared: Vec::new(),
             cross_thread: CrossThread { inherit: false, kernels: a.cross_thread.0, kernel_ns: a.cross_thread.1 },
-        }
+        };
+        report.fill_display_names();
+        report
     }
 }

@@ -146,6 +146,10 @@ pub struct KernelStats {
 pub struct KernelSummary {
     /// Demangled name.
     pub name: String,
+    /// The name tables show: the function with the template argument that
+    /// tells its instances apart, unique within the report.
+    #[serde(default)]
+    pub display_name: String,
     /// Its launches.
     #[serde(flatten)]
     pub stats: KernelStats,
@@ -158,6 +162,10 @@ pub struct PathKernelSummary {
     pub path: RangePath,
     /// Demangled name.
     pub name: String,
+    /// The name tables show: the function with the template argument that
+    /// tells its instances apart, unique within the report.
+    #[serde(default)]
+    pub display_name: String,
     /// Its launches.
     #[serde(flatten)]
     pub stats: KernelStats,
@@ -247,9 +255,29 @@ pub struct ThreadName {
 impl Report {
     /// Reads a report written as JSON (any schema version up to this one's).
     pub fn from_json(s: &str) -> crate::error::Result<Report> {
-        serde_json::from_str(s).map_err(|e| {
+        let mut r: Report = serde_json::from_str(s).map_err(|e| {
             crate::error::Error::new(crate::error::ErrorKind::InvalidConfig, format!("not a gpuscope report: {e}"))
-        })
+        })?;
+        r.fill_display_names();
+        Ok(r)
+    }
+
+    /// Gives every kernel its display name, unique within the report
+    /// (reports written before display names existed lack them).
+    pub(crate) fn fill_display_names(&mut self) {
+        let names = crate::model::names::display_names(self.kernels.iter().map(|k| k.name.as_str()));
+        let pick = |n: &str| names.get(n).cloned().unwrap_or_else(|| crate::model::names::display_name(n));
+        for k in &mut self.kernels {
+            k.display_name = pick(&k.name);
+        }
+        for k in &mut self.path_kernels {
+            k.display_name = pick(&k.name);
+        }
+    }
+
+    /// Display names by full name: those of this report's kernels.
+    pub fn display_names(&self) -> std::collections::HashMap<&str, &str> {
+        self.kernels.iter().map(|k| (k.name.as_str(), k.display_name.as_str())).collect()
     }
 
     /// Total GPU time of all kernels, ns.
