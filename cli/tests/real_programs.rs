@@ -121,10 +121,9 @@ fn a_pytorch_training_loop_gets_measured_kernels_under_its_nvtx_ranges() {
         }
     }
     println!("launches (measured) per NVTX path: {launches:?}");
-    // Backward kernels run on PyTorch's autograd thread, outside the main
-    // thread's NVTX range: "step/backward" holds only what the main thread
-    // launched there (zero_grad), so it is not required to have kernels.
-    for ph in ["step/forward", "step/optimizer"] {
+    // Backward kernels run on PyTorch's autograd thread and are attributed
+    // to the main thread's "step/backward" (cross-thread attribution).
+    for ph in ["step/forward", "step/backward", "step/optimizer"] {
         let (n, measured) = launches.get(ph).copied().unwrap_or_default();
         assert!(n > 0 && measured > 0, "{ph}: {n} launches, {measured} measured");
     }
@@ -134,6 +133,67 @@ fn a_pytorch_training_loop_gets_measured_kernels_under_its_nvtx_ranges() {
         (n.contains("gemm") || n.contains("cutlass") || n.contains("sm90")) && p["profiled_launches"].as_u64() > Some(0)
     });
     assert!(gemm, "no measured GEMM kernel");
+}
+
+/// GPU time of the kernels under a path prefix (`""`: outside every range).
+fn gpu_ns_under(r: &Value, prefix: &str) -> u64 {
+    r["path_kernels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| {
+            let q = path(p);
+            if prefix.is_empty() {
+                q.is_empty()
+            } else {
+                q == prefix || q.starts_with(&format!("{prefix}/"))
+            }
+        })
+        .map(|p| p["total_ns"].as_u64().unwrap())
+        .sum()
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn the_backward_pass_launched_by_autograds_thread_is_under_the_loops_backward_range() {
+    let script = example("python/gpt_train.py");
+    let cmd = ["python3", script.to_str().unwrap()];
+    let strict = run("gpt-strict.json", &["--thread-ranges", "strict"], &cmd);
+    let r = run("gpt.json", &[], &cmd);
+    let total: u64 = r["kernels"].as_array().unwrap().iter().map(|k| k["total_ns"].as_u64().unwrap()).sum();
+    let (backward, outside) = (gpu_ns_under(&r, "step/backward"), gpu_ns_under(&r, ""));
+    // Strictly per thread, the backward pass is outside every range: its
+    // GPU time is what "(no range)" gains there.
+    let strict_backward = gpu_ns_under(&strict, "step/backward");
+    let strict_outside = gpu_ns_under(&strict, "");
+    let strict_total: u64 = strict["kernels"].as_array().unwrap().iter().map(|k| k["total_ns"].as_u64().unwrap()).sum();
+    let backward_share_strict = (strict_backward + strict_outside) as f64 / strict_total as f64;
+    println!(
+        "inherit: backward {:.1}% of GPU time, (no range) {:.2}%, cross-thread {}; strict: backward {:.1}%, (no range) {:.1}%",
+        100.0 * backward as f64 / total as f64,
+        100.0 * outside as f64 / total as f64,
+        r["cross_thread"],
+        100.0 * strict_backward as f64 / strict_total as f64,
+        100.0 * strict_outside as f64 / strict_total as f64
+    );
+    assert!(strict_outside as f64 > 0.3 * strict_total as f64, "strict mode leaves the backward pass outside");
+    assert!(outside as f64 <= 0.02 * total as f64, "(no range) holds {outside} of {total} ns");
+    assert!(
+        backward as f64 >= 0.95 * backward_share_strict * total as f64,
+        "step/backward holds {backward} ns of {total}; the backward pass is {:.1}% of GPU time",
+        100.0 * backward_share_strict
+    );
+    assert!(r["cross_thread"]["kernels"].as_u64().unwrap() > 0 && r["cross_thread"]["inherit"] == true);
+    // Library ranges opened on the worker (CCCL's) sit under step/backward.
+    for p in r["path_kernels"].as_array().unwrap() {
+        let q = path(p);
+        assert!(!q.starts_with("CCCL::"), "a library range became a root: {q}");
+    }
+    // Display names: no two alike, none of them a bare namespace.
+    let shown: std::collections::HashSet<&str> =
+        r["kernels"].as_array().unwrap().iter().map(|k| k["display_name"].as_str().unwrap()).collect();
+    assert_eq!(shown.len(), r["kernels"].as_array().unwrap().len());
+    assert!(shown.iter().all(|s| !s.is_empty() && !s.contains("::")), "{shown:?}");
 }
 
 #[test]

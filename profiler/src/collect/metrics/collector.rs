@@ -69,6 +69,25 @@ impl Armed {
 /// later batch mismatch.
 const BATCH: usize = 64;
 
+/// Measured launches per decode: [`BATCH`], or fewer with
+/// `GPUSCOPE_METRICS_BATCH` (1 to 64). 1 stops the profiler after every
+/// measured launch, so no two measured kernels share a start/stop: each is
+/// measured alone, as Nsight Compute measures it (the fidelity experiment
+/// in bench/pytorch compares both).
+fn batch() -> usize {
+    static N: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *N.get_or_init(|| match std::env::var("GPUSCOPE_METRICS_BATCH") {
+        Err(_) => BATCH,
+        Ok(v) => match v.trim().parse::<usize>() {
+            Ok(n) if (1..=BATCH).contains(&n) => n,
+            _ => {
+                eprintln!("gpuscope: GPUSCOPE_METRICS_BATCH={v:?} is not valid; allowed: 1 to {BATCH}. Using {BATCH}.");
+                BATCH
+            }
+        },
+    })
+}
+
 struct State {
     initialized: bool,
     /// The profiler has been started once in this process (the first
@@ -472,7 +491,7 @@ impl Collector {
             return Vec::new();
         }
         armed.log.push(correlation_id);
-        if armed.log.len() < BATCH {
+        if armed.log.len() < batch() {
             return Vec::new();
         }
         self.decode(st, ctx)

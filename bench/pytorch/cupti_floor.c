@@ -1,0 +1,124 @@
+/* The floor of CUPTI tracing: what any tracer built on CUPTI pays, with no
+ * work of its own. Loaded by overhead.py with ctypes; built on the device:
+ *
+ *   gcc -O2 -shared -fPIC -I$CUDA/include -I$CUDA/extras/CUPTI/include \
+ *       cupti_floor.c -L$CUDA/lib64 -lcupti -o libcupti_floor.so
+ *
+ * floor_start(kinds, callbacks) enables the activity kinds in `kinds` (bit
+ * 1 kernels, 2 memcpy, 4 memset, 8 synchronization) and, with a callback
+ * that only counts, the API callbacks in `callbacks` (bit 1 driver
+ * launches, 2 runtime launches, 4 copies of both APIs). Completed buffers
+ * are walked and their records counted, nothing more. floor_stop() flushes,
+ * disables everything and detaches CUPTI (cuptiFinalize), as gpuscope does.
+ */
+#include <cupti.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define BUF (4u << 20)
+
+static CUpti_SubscriberHandle sub;
+static int subscribed;
+static unsigned kinds_on;
+static volatile uint64_t records, driver_calls, runtime_calls;
+
+static void CUPTIAPI requested(uint8_t **buf, size_t *size, size_t *max) {
+  *buf = aligned_alloc(8, BUF);
+  *size = *buf ? BUF : 0;
+  *max = 0;
+}
+
+static void CUPTIAPI completed(CUcontext c, uint32_t s, uint8_t *buf, size_t size, size_t valid) {
+  CUpti_Activity *r = NULL;
+  uint64_t n = 0;
+  while (cuptiActivityGetNextRecord(buf, valid, &r) == CUPTI_SUCCESS) n++;
+  __atomic_add_fetch(&records, n, __ATOMIC_RELAXED);
+  free(buf);
+}
+
+static void CUPTIAPI on_api(void *u, CUpti_CallbackDomain d, CUpti_CallbackId id, const void *data) {
+  if (d == CUPTI_CB_DOMAIN_DRIVER_API)
+    __atomic_add_fetch(&driver_calls, 1, __ATOMIC_RELAXED);
+  else
+    __atomic_add_fetch(&runtime_calls, 1, __ATOMIC_RELAXED);
+}
+
+static const CUpti_CallbackId DRIVER_LAUNCHES[] = {
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel, CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch,
+};
+static const CUpti_CallbackId RUNTIME_LAUNCHES[] = {
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060,
+    CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000, CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_ptsz_v13000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000,
+};
+static const CUpti_CallbackId RUNTIME_COPIES[] = {
+    CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2D_v3020, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2DAsync_v3020,
+};
+static const CUpti_CallbackId DRIVER_COPIES[] = {
+    CUPTI_DRIVER_TRACE_CBID_cuMemcpy, CUPTI_DRIVER_TRACE_CBID_cuMemcpyAsync,
+    CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoD_v2, CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2,
+    CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoH_v2, CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoHAsync_v2,
+    CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoD_v2, CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoDAsync_v2,
+};
+
+#define N(a) (sizeof(a) / sizeof((a)[0]))
+#define CHECK(call)                                                   \
+  do {                                                                \
+    CUptiResult r_ = (call);                                          \
+    if (r_ != CUPTI_SUCCESS) {                                        \
+      const char *s_ = "?";                                           \
+      cuptiGetResultString(r_, &s_);                                  \
+      fprintf(stderr, "cupti_floor: %s: %s\n", #call, s_);            \
+      return -1;                                                      \
+    }                                                                 \
+  } while (0)
+
+static const CUpti_ActivityKind KINDS[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
+                                           CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_SYNCHRONIZATION};
+
+int floor_start(unsigned kinds, unsigned callbacks) {
+  records = driver_calls = runtime_calls = 0;
+  if (callbacks) {
+    CHECK(cuptiSubscribe(&sub, on_api, NULL));
+    subscribed = 1;
+    for (size_t i = 0; (callbacks & 1) && i < N(DRIVER_LAUNCHES); i++)
+      cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_DRIVER_API, DRIVER_LAUNCHES[i]);
+    for (size_t i = 0; (callbacks & 2) && i < N(RUNTIME_LAUNCHES); i++)
+      cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API, RUNTIME_LAUNCHES[i]);
+    for (size_t i = 0; (callbacks & 4) && i < N(RUNTIME_COPIES); i++)
+      cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API, RUNTIME_COPIES[i]);
+    for (size_t i = 0; (callbacks & 4) && i < N(DRIVER_COPIES); i++)
+      cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_DRIVER_API, DRIVER_COPIES[i]);
+  }
+  CHECK(cuptiActivityRegisterCallbacks(requested, completed));
+  kinds_on = kinds;
+  for (size_t i = 0; i < N(KINDS); i++)
+    if (kinds & (1u << i)) CHECK(cuptiActivityEnable(KINDS[i]));
+  return 0;
+}
+
+/* Records counted, and API callbacks seen per domain. */
+int floor_stop(uint64_t *out_records, uint64_t *out_driver, uint64_t *out_runtime) {
+  if (subscribed) {
+    cuptiEnableDomain(0, sub, CUPTI_CB_DOMAIN_DRIVER_API);
+    cuptiEnableDomain(0, sub, CUPTI_CB_DOMAIN_RUNTIME_API);
+  }
+  cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  for (size_t i = 0; i < N(KINDS); i++)
+    if (kinds_on & (1u << i)) cuptiActivityDisable(KINDS[i]);
+  cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  if (subscribed) {
+    cuptiUnsubscribe(sub);
+    subscribed = 0;
+  }
+  cuptiFinalize();
+  *out_records = records;
+  *out_driver = driver_calls;
+  *out_runtime = runtime_calls;
+  return 0;
+}

@@ -1,0 +1,127 @@
+"""What tracing costs a launch-bound PyTorch training loop, decomposed, in
+one process: blocks of plain steps alternate with blocks under each
+configuration, and each configuration's ratio is its block time over the
+plain block just before it (median over rounds; configurations rotate so
+drift hits all alike).
+
+    python3 bench/pytorch/overhead.py --gpuscope libgpuscope.so \
+        --floor libcupti_floor.so --rounds 12 --steps 30 --out result.json
+
+Configurations (the floor library is cupti_floor.c):
+  floor         CUPTI with only kernel activity records, counted
+  +driver       and driver launch callbacks (empty)
+  +runtime      and runtime launch callbacks (empty)
+  +kinds        and what else gpuscope enables: memcpy, memset and
+                synchronization records, copy-call callbacks
+  gpuscope      gpuscope's trace mode through its C ABI (gpuscope_start)
+  torch         torch.profiler with CUDA activities (last: it stays attached)
+Run with NVTX_INJECTION64_PATH=libgpuscope.so so that gpuscope sees the
+loop's NVTX ranges (it does nothing while no session runs).
+"""
+import argparse
+import ctypes
+import json
+import os
+import statistics as st
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples", "python"))
+from gpt_train import build  # noqa: E402
+
+# Floor configurations: (activity kinds, callbacks) bit masks of cupti_floor.c.
+FLOORS = {"floor": (1, 0), "+driver": (1, 1), "+runtime": (1, 3), "+kinds": (15, 7)}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--gpuscope", required=True, help="libgpuscope.so")
+    ap.add_argument("--floor", required=True, help="libcupti_floor.so")
+    ap.add_argument("--rounds", type=int, default=12)
+    ap.add_argument("--steps", type=int, default=30, help="steps per block")
+    ap.add_argument("--configs", default="floor,+driver,+runtime,+kinds,gpuscope")
+    ap.add_argument("--torch-rounds", type=int, default=4)
+    ap.add_argument("--report", help="write gpuscope's last report here (JSON)")
+    ap.add_argument("--out", required=True)
+    a = ap.parse_args()
+
+    gs = ctypes.CDLL(os.path.abspath(a.gpuscope))
+    gs.gpuscope_last_error.restype = ctypes.c_char_p
+    fl = ctypes.CDLL(os.path.abspath(a.floor))
+    step, _, _ = build()
+
+    def block():
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(a.steps):
+            step()
+        torch.cuda.synchronize()
+        return time.perf_counter() - t0
+
+    counts = {}
+
+    def start(cfg):
+        if cfg == "gpuscope":
+            if gs.gpuscope_start(None) != 0:
+                sys.exit(f"gpuscope_start: {gs.gpuscope_last_error().decode()}")
+        else:
+            kinds, cbs = FLOORS[cfg]
+            if fl.floor_start(kinds, cbs) != 0:
+                sys.exit(f"floor_start({cfg}) failed")
+
+    def stop(cfg):
+        if cfg == "gpuscope":
+            if gs.gpuscope_stop() != 0:
+                sys.exit(f"gpuscope_stop: {gs.gpuscope_last_error().decode()}")
+            if a.report:
+                gs.gpuscope_write_report(a.report.encode(), 1)
+        else:
+            r, d, rt = ctypes.c_uint64(), ctypes.c_uint64(), ctypes.c_uint64()
+            fl.floor_stop(ctypes.byref(r), ctypes.byref(d), ctypes.byref(rt))
+            counts[cfg] = {"records": r.value, "driver_callbacks": d.value, "runtime_callbacks": rt.value,
+                           "steps": a.steps}
+
+    for _ in range(10):
+        step()
+    configs = a.configs.split(",")
+    blocks = {c: [] for c in configs + ["plain", "torch"]}
+    ratios = {c: [] for c in configs + ["torch"]}
+    for r in range(a.rounds):
+        order = configs[r % len(configs):] + configs[:r % len(configs)]
+        for cfg in order:
+            plain = block()
+            start(cfg)
+            t = block()
+            stop(cfg)
+            blocks["plain"].append(plain)
+            blocks[cfg].append(t)
+            ratios[cfg].append(t / plain)
+    # torch.profiler last: after it, CUPTI may stay attached.
+    for _ in range(a.torch_rounds):
+        plain = block()
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]):
+            t = block()
+        blocks["torch"].append(t)
+        ratios["torch"].append(t / plain)
+    plain_ms = 1e3 * st.median(blocks["plain"]) / a.steps
+    summary = {c: {"median_ratio": st.median(v), "min": min(v), "max": max(v), "n": len(v)}
+               for c, v in ratios.items() if v}
+    floor = summary.get("floor", {}).get("median_ratio")
+    for c, s in summary.items():
+        if floor:
+            s["over_floor"] = s["median_ratio"] / floor
+    out = {"plain_step_ms": plain_ms, "steps_per_block": a.steps, "rounds": a.rounds, "summary": summary,
+           "ratios": ratios, "blocks": blocks, "floor_counts": counts}
+    json.dump(out, open(a.out, "w"), indent=1)
+    print(f"plain step {plain_ms:.2f} ms ({a.steps} steps per block, {a.rounds} rounds)")
+    print(f"{'config':<10} {'ratio':>7} {'min':>6} {'max':>6} {'/floor':>7}")
+    for c, s in summary.items():
+        print(f"{c:<10} {s['median_ratio']:7.3f} {s['min']:6.3f} {s['max']:6.3f} {s.get('over_floor', float('nan')):7.3f}")
+    for c, n in counts.items():
+        print(f"{c}: {n}")
+
+
+if __name__ == "__main__":
+    main()
