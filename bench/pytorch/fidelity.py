@@ -28,7 +28,7 @@ UNIT = {"ns": 1, "nsecond": 1, "us": 1e3, "usecond": 1e3, "ms": 1e6, "msecond": 
 
 
 def base(name):
-    s = name.replace("(anonymous namespace)::", "")
+    s = name.replace("(anonymous namespace)::", "").replace("<unnamed>::", "")
     s = re.sub(r"\(.*", "", s)
     s = re.sub(r"<.*", "", s)
     return s.split()[-1].split("::")[-1] if s.split() else s

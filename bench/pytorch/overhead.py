@@ -32,7 +32,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples
 from gpt_train import build  # noqa: E402
 
 # Floor configurations: (activity kinds, callbacks) bit masks of cupti_floor.c.
-FLOORS = {"floor": (1, 0), "+driver": (1, 1), "+runtime": (1, 3), "+kinds": (15, 7)}
+FLOORS = {"floor": (1, 0), "+driver": (1, 1), "+runtime": (1, 3), "+kinds": (15, 7),
+          # One more thing each on top of +runtime, to find what +kinds costs.
+          "+memcpy": (3, 3), "+memset": (5, 3), "+sync": (9, 3), "+copycb": (1, 7)}
 
 
 def main():

@@ -47,6 +47,38 @@ pub fn short_name(name: &str) -> &str {
     &s[cut..]
 }
 
+/// Scalar types: they tell instances apart only when nothing else does.
+const SCALARS: &[&str] = &[
+    "float",
+    "double",
+    "int",
+    "unsigned",
+    "long",
+    "short",
+    "char",
+    "bool",
+    "signed",
+    "half",
+    "__half",
+    "__nv_bfloat16",
+    "__nv_fp8_e4m3",
+    "__nv_fp8_e5m2",
+    "Half",
+    "BFloat16",
+    "complex",
+    "Float8_e4m3fn",
+    "Float8_e5m2",
+    "int8_t",
+    "int16_t",
+    "int32_t",
+    "int64_t",
+    "uint8_t",
+    "uint16_t",
+    "uint32_t",
+    "uint64_t",
+    "size_t",
+];
+
 /// Scalar and helper types that say nothing about which kernel it is.
 const PLAIN_TYPES: &[&str] = &[
     "float",
@@ -219,6 +251,18 @@ fn display_name_chain(name: &str) -> Option<String> {
     Some(format!("{base}<{inner}>"))
 }
 
+/// The third form: the key and the first scalar type among the template
+/// arguments (`reduce_kernel<sum_functor, BFloat16>`).
+fn display_name_typed(name: &str) -> Option<String> {
+    let (base, targs, chain) = name_key(name);
+    let targs = targs?;
+    let scalar = targs.split(|c: char| !(c.is_alphanumeric() || c == '_')).find(|w| SCALARS.contains(w))?;
+    Some(match chain.as_ref().and_then(|c| c.last()) {
+        Some(k) => format!("{base}<{k}, {scalar}>"),
+        None => format!("{base}<{scalar}>"),
+    })
+}
+
 /// The longer form for names whose short forms collide: every template
 /// argument, namespaces and lambda bodies dropped.
 fn display_name_long(name: &str) -> String {
@@ -230,6 +274,7 @@ fn display_name_long(name: &str) -> String {
             Some(i) if i > 0 => &a[..i],
             _ => a,
         };
+        let a = a.trim_end_matches("::operator");
         let mut out = String::new();
         for part in a.split("::") {
             // Keep only what follows the last namespace of each name.
@@ -269,6 +314,13 @@ pub fn display_names<'a>(names: impl IntoIterator<Item = &'a str>) -> std::colle
         for f in g {
             if let Some(chain) = display_name_chain(&f) {
                 out.insert(f, chain);
+            }
+        }
+    }
+    for g in collisions(&out) {
+        for f in g {
+            if let Some(typed) = display_name_typed(&f) {
+                out.insert(f, typed);
             }
         }
     }
@@ -332,8 +384,17 @@ mod tests {
     fn no_two_display_names_are_alike() {
         let all = [GELU, ADAM, COPY, MUL, MEAN, SOFTMAX_BF16, SOFTMAX_F32, "void k<1>(int)", "void k<2>(int)"];
         let d = display_names(all);
-        assert_eq!(d[SOFTMAX_BF16], "softmax_warp_forward<BFloat16, BFloat16, float, 8, false, false>");
-        assert_eq!(d[SOFTMAX_F32], "softmax_warp_forward<float, float, float, 8, false, false>");
+        assert_eq!(d[SOFTMAX_BF16], "softmax_warp_forward<BFloat16>");
+        assert_eq!(d[SOFTMAX_F32], "softmax_warp_forward<float>");
+        let sum = |t: &str| {
+            format!("void at::native::reduce_kernel<128, 4, at::native::ReduceOp<{t}, at::native::func_wrapper_t<{t}, at::native::sum_functor<{t}, float, {t}>::operator()(at::TensorIterator&)::{{lambda(float, float)#1}}>, unsigned int, {t}, 4, 4> >(at::native::ReduceOp<{t}, at::native::func_wrapper_t<{t}, at::native::sum_functor<{t}, float, {t}>::operator()(at::TensorIterator&)::{{lambda(float, float)#1}}>, unsigned int, {t}, 4, 4>)")
+        };
+        let (bf, fl) = (sum("c10::BFloat16"), sum("float"));
+        let d2 = display_names([bf.as_str(), fl.as_str()]);
+        assert_eq!(
+            (d2[&bf].as_str(), d2[&fl].as_str()),
+            ("reduce_kernel<sum_functor, BFloat16>", "reduce_kernel<sum_functor, float>")
+        );
         assert_eq!(d["void k<1>(int)"], "k<1>");
         assert_eq!(d[GELU], "vectorized_elementwise_kernel<GeluCUDAKernelImpl>");
         let distinct: std::collections::HashSet<&String> = d.values().collect();
