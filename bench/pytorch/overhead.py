@@ -1,8 +1,9 @@
 """What tracing costs a launch-bound PyTorch training loop, decomposed, in
 one process: blocks of plain steps alternate with blocks under each
 configuration, and each configuration's ratio is its block time over the
-plain block just before it (median over rounds; configurations rotate so
-drift hits all alike).
+mean of the plain blocks just before and after it (median over rounds;
+configurations rotate so that drift hits all alike; the garbage collector
+is off inside blocks).
 
     python3 bench/pytorch/overhead.py --gpuscope libgpuscope.so \
         --floor libcupti_floor.so --rounds 12 --steps 30 --out result.json
@@ -11,8 +12,10 @@ Configurations (the floor library is cupti_floor.c):
   floor         CUPTI with only kernel activity records, counted
   +driver       and driver launch callbacks (empty)
   +runtime      and runtime launch callbacks (empty)
-  +kinds        and what else gpuscope enables: memcpy, memset and
-                synchronization records, copy-call callbacks
+  +sync         +runtime and synchronization records (gpuscope enabled
+                them until it timed host waits from callbacks instead)
+  +kinds        +runtime and what else gpuscope enables: memcpy and memset
+                records, copy-call callbacks
   gpuscope      gpuscope's trace mode through its C ABI (gpuscope_start)
   torch         torch.profiler with CUDA activities (last: it stays attached)
 Run with NVTX_INJECTION64_PATH=libgpuscope.so so that gpuscope sees the
@@ -20,6 +23,7 @@ loop's NVTX ranges (it does nothing while no session runs).
 """
 import argparse
 import ctypes
+import gc
 import json
 import os
 import statistics as st
@@ -32,7 +36,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples
 from gpt_train import build  # noqa: E402
 
 # Floor configurations: (activity kinds, callbacks) bit masks of cupti_floor.c.
-FLOORS = {"floor": (1, 0), "+driver": (1, 1), "+runtime": (1, 3), "+kinds": (15, 7),
+FLOORS = {"floor": (1, 0), "+driver": (1, 1), "+runtime": (1, 3), "+kinds": (7, 7),
           # One more thing each on top of +runtime, to find what +kinds costs.
           "+memcpy": (3, 3), "+memset": (5, 3), "+sync": (9, 3), "+copycb": (1, 7)}
 
@@ -43,7 +47,7 @@ def main():
     ap.add_argument("--floor", required=True, help="libcupti_floor.so")
     ap.add_argument("--rounds", type=int, default=12)
     ap.add_argument("--steps", type=int, default=30, help="steps per block")
-    ap.add_argument("--configs", default="floor,+driver,+runtime,+kinds,gpuscope")
+    ap.add_argument("--configs", default="floor,+runtime,+sync,+kinds,gpuscope")
     ap.add_argument("--torch-rounds", type=int, default=4)
     ap.add_argument("--report", help="write gpuscope's last report here (JSON)")
     ap.add_argument("--out", required=True)
@@ -55,12 +59,16 @@ def main():
     step, _, _ = build()
 
     def block():
+        gc.collect()
+        gc.disable()
         torch.cuda.synchronize()
         t0 = time.perf_counter()
         for _ in range(a.steps):
             step()
         torch.cuda.synchronize()
-        return time.perf_counter() - t0
+        t = time.perf_counter() - t0
+        gc.enable()
+        return t
 
     counts = {}
 
@@ -92,14 +100,17 @@ def main():
     ratios = {c: [] for c in configs + ["torch"]}
     for r in range(a.rounds):
         order = configs[r % len(configs):] + configs[:r % len(configs)]
+        before = block()
+        blocks["plain"].append(before)
         for cfg in order:
-            plain = block()
             start(cfg)
             t = block()
             stop(cfg)
-            blocks["plain"].append(plain)
+            after = block()
+            blocks["plain"].append(after)
             blocks[cfg].append(t)
-            ratios[cfg].append(t / plain)
+            ratios[cfg].append(t / ((before + after) / 2))
+            before = after
     # torch.profiler last: after it, CUPTI may stay attached.
     for _ in range(a.torch_rounds):
         plain = block()

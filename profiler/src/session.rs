@@ -124,8 +124,8 @@ impl Profiler {
         self
     }
 
-    /// Record host waits: stream, event and context synchronisation
-    /// (default on).
+    /// Record host waits: stream, event and context synchronisation calls,
+    /// timed from their API callbacks (default on).
     pub fn sync_records(mut self, on: bool) -> Self {
         self.sync_records = on;
         self
@@ -157,9 +157,6 @@ impl Profiler {
         let mut k = vec![sys::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL];
         if self.memory_records {
             k.extend([sys::CUPTI_ACTIVITY_KIND_MEMCPY, sys::CUPTI_ACTIVITY_KIND_MEMSET]);
-        }
-        if self.sync_records {
-            k.push(sys::CUPTI_ACTIVITY_KIND_SYNCHRONIZATION);
         }
         k
     }
@@ -204,6 +201,7 @@ impl Profiler {
             host_queue: self.host_queue,
             kinds: self.activity_kinds(),
             attribution: self.attribution,
+            host_waits: self.sync_records,
             metrics: self.metrics.clone().map(|m| (m, self.selection.clone())),
         };
         collect::nvtx::set_inherit(self.inherit_ranges);

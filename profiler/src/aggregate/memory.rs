@@ -63,7 +63,12 @@ impl MemoryAcc {
     }
 
     pub(crate) fn sync(&mut self, s: &SyncActivity) {
+        self.wait(s.start, s.end);
+    }
+
+    /// A host wait timed by its API callback.
+    pub(crate) fn wait(&mut self, start: u64, end: u64) {
         self.syncs.0 += 1;
-        self.syncs.1 += s.end.saturating_sub(s.start);
+        self.syncs.1 += end.saturating_sub(start);
     }
 }

@@ -154,6 +154,10 @@ impl Aggregator {
                 self.ranges.launch(instance);
             }
             HostEvent::HostCopy { start, end } => self.idle.copy(start, end),
+            HostEvent::HostWait { start, end } => {
+                self.memory.wait(start, end);
+                self.idle.sync(start, end);
+            }
             HostEvent::Overhead { start, end } => self.idle.overhead(start, end),
             HostEvent::ThreadName { tid, name } => {
                 self.thread_names.insert(tid, name);

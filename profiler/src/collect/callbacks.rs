@@ -132,6 +132,33 @@ const DRIVER_COPIES: &[u32] = &[
     sys::CUPTI_DRIVER_TRACE_CBID_cuMemcpy2DAsync_v2_ptsz,
 ];
 
+/// Host synchronisation calls: the time a thread spends blocked in them is
+/// a host wait. Timed from their callbacks, not from CUPTI's
+/// synchronization activity records: enabling that kind made every step of
+/// a PyTorch loop ~20% slower (bench/pytorch), these callbacks fire only
+/// when the program synchronises.
+const RUNTIME_SYNCS: &[u32] = &[
+    sys::CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020,
+    sys::CUPTI_RUNTIME_TRACE_CBID_cudaThreadSynchronize_v3020,
+    sys::CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020,
+    sys::CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_ptsz_v7000,
+    sys::CUPTI_RUNTIME_TRACE_CBID_cudaEventSynchronize_v3020,
+];
+
+const DRIVER_SYNCS: &[u32] = &[
+    sys::CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize,
+    sys::CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize_v2,
+    sys::CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize,
+    sys::CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize_ptsz,
+    sys::CUPTI_DRIVER_TRACE_CBID_cuEventSynchronize,
+];
+
+/// Whether a callback is a host synchronisation call.
+fn is_sync(domain: u32, cbid: u32) -> bool {
+    let list = if domain == sys::CUPTI_CB_DOMAIN_RUNTIME_API { RUNTIME_SYNCS } else { DRIVER_SYNCS };
+    list.contains(&cbid)
+}
+
 /// Whether a callback is a copy API call. Asked on every launch callback,
 /// so it searches sorted copies of the lists (five comparisons), built
 /// once, instead of scanning them.
@@ -189,6 +216,13 @@ pub(super) fn enable(cupti: &'static Cupti, sub: sys::CUpti_SubscriberHandle, p:
             unsafe { en(1, sub, domain, cbid) };
         }
     }
+    let syncs = [(sys::CUPTI_CB_DOMAIN_DRIVER_API, DRIVER_SYNCS), (sys::CUPTI_CB_DOMAIN_RUNTIME_API, RUNTIME_SYNCS)];
+    for (domain, list) in syncs.into_iter().filter(|_| p.host_waits) {
+        for &cbid in list {
+            // SAFETY: as above.
+            unsafe { en(1, sub, domain, cbid) };
+        }
+    }
     // A context's records (and measurements) are taken out before it is
     // destroyed: cudaDeviceReset or cuCtxDestroy before exit.
     // SAFETY: as above.
@@ -215,6 +249,8 @@ thread_local! {
     static IN_RUNTIME_CALL: Cell<bool> = const { Cell::new(false) };
     // When this thread entered the copy call it is in.
     static COPY_ENTERED: Cell<Option<u64>> = const { Cell::new(None) };
+    // When this thread entered the synchronisation call it is in.
+    static SYNC_ENTERED: Cell<Option<u64>> = const { Cell::new(None) };
     // When this thread entered the launch gpuscope is measuring.
     static MEASURE_ENTERED: Cell<Option<u64>> = const { Cell::new(None) };
 }
@@ -258,15 +294,30 @@ pub(super) unsafe extern "C" fn api_callback(
         } else if IN_RUNTIME_CALL.try_with(|f| f.get()).unwrap_or(false) {
             return;
         }
+        if !enter && collector::take_unmeasured_here() {
+            let guard = ACTIVE.read().unwrap_or_else(|e| e.into_inner());
+            if let Some(c) = guard.as_ref().and_then(|s| s.collector.as_ref()) {
+                c.unmeasured_exit();
+            }
+        }
         let copy = is_copy(domain, cbid);
+        let wait = !copy && is_sync(domain, cbid);
         // The exit of a launch this thread is not measuring (every launch
         // exit in trace mode) has nothing to do.
-        if !enter && !copy && !collector::measuring_here() {
+        if !enter && !copy && !wait && !collector::measuring_here() {
             return;
         }
         let guard = ACTIVE.read().unwrap_or_else(|e| e.into_inner());
         let Some(s) = guard.as_ref() else { return };
         let now = || cupti::timestamp(s.cupti);
+        if wait {
+            if enter {
+                let _ = SYNC_ENTERED.try_with(|t| t.set(Some(now())));
+            } else if let Some(start) = SYNC_ENTERED.try_with(|t| t.take()).ok().flatten() {
+                s.send(HostEvent::HostWait { start, end: now() });
+            }
+            return;
+        }
         if copy {
             if enter {
                 let _ = COPY_ENTERED.try_with(|t| t.set(Some(now())));
@@ -478,6 +529,11 @@ mod tests {
         }
         for &c in DRIVER_LAUNCHES {
             assert!(!is_copy(sys::CUPTI_CB_DOMAIN_DRIVER_API, c));
+            assert!(!is_sync(sys::CUPTI_CB_DOMAIN_DRIVER_API, c));
         }
+        for &c in RUNTIME_LAUNCHES.iter().chain(RUNTIME_COPIES) {
+            assert!(!is_sync(sys::CUPTI_CB_DOMAIN_RUNTIME_API, c));
+        }
+        assert!(is_sync(sys::CUPTI_CB_DOMAIN_RUNTIME_API, sys::CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020));
     }
 }

@@ -37,6 +37,8 @@ pub(crate) struct CollectOptions {
     pub kinds: Vec<u32>,
     /// Launch callbacks (thread and NVTX path of each kernel).
     pub attribution: bool,
+    /// Host synchronisation calls timed (host waits).
+    pub host_waits: bool,
     /// Metrics mode: what to measure, on which launches.
     pub metrics: Option<(MetricSet, Selection)>,
 }

@@ -35,6 +35,10 @@ pub enum HostEvent {
     /// A thread was blocked in a copy API call (`cudaMemcpy*`,
     /// `cuMemcpy*`) from `start` to `end`.
     HostCopy { start: u64, end: u64 },
+    /// A thread was blocked in a synchronisation call
+    /// (`cudaStreamSynchronize`, `cuCtxSynchronize`, ...) from `start` to
+    /// `end`.
+    HostWait { start: u64, end: u64 },
     /// gpuscope's own measurement held a thread from `start` to `end`
     /// (metrics mode: starting, stopping and reading the range profiler
     /// around a launch).

@@ -22,7 +22,7 @@ use cupti_sys::{self as sys, Cupti};
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::ffi::{c_char, CStr};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -50,6 +50,12 @@ struct Armed {
     /// Started and not yet stopped, by this OS thread: consecutive
     /// selected launches share one start/stop (each costs milliseconds).
     running_on: Option<u32>,
+    /// A measured launch is between its API entry and exit.
+    in_flight: bool,
+    /// Another thread stopped the profiler while a measured launch was in
+    /// flight: which range is whose is unknown, so the batch's values are
+    /// discarded.
+    tainted: bool,
 }
 
 impl Armed {
@@ -123,6 +129,10 @@ pub(crate) struct Collector {
     hosts_ready: (Mutex<bool>, Condvar),
     /// The session is stopping: the host-setup thread stops waiting.
     shutting: AtomicBool,
+    /// Launches between API entry and exit that are not measured: while
+    /// one is, no other thread starts measuring (its kernel would fall in
+    /// the measured ranges).
+    unmeasured: AtomicU32,
     state: Mutex<State>,
 }
 
@@ -130,6 +140,14 @@ thread_local! {
     // The context whose range profiler this thread started at API entry.
     static PENDING: Cell<usize> = const { Cell::new(0) };
     static STARTED_AT: Cell<Option<std::time::Instant>> = const { Cell::new(None) };
+    // This thread is inside a launch call that is not measured.
+    static UNMEASURED_HERE: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Whether this thread is leaving a launch that was not measured (metrics
+/// mode); clears the mark.
+pub(crate) fn take_unmeasured_here() -> bool {
+    UNMEASURED_HERE.try_with(|u| u.replace(false)).unwrap_or(false)
 }
 
 /// Whether each measured launch waits for its kernel at API exit
@@ -156,6 +174,7 @@ impl Collector {
             selection,
             hosts_ready: (Mutex::new(false), Condvar::new()),
             shutting: AtomicBool::new(false),
+            unmeasured: AtomicU32::new(0),
             state: Mutex::new(State {
                 initialized: false,
                 warmed: false,
@@ -231,7 +250,14 @@ impl Collector {
                 return Err(rangeprof::no_permission("cuptiRangeProfilerEnable"));
             }
             let cp = ContextProfiler::new(self.cupti, ctx, host, self.metrics.names(), BATCH)?;
-            let armed = Armed { device: dev, profiler: cp, log: Vec::with_capacity(BATCH), running_on: None };
+            let armed = Armed {
+                device: dev,
+                profiler: cp,
+                log: Vec::with_capacity(BATCH),
+                running_on: None,
+                in_flight: false,
+                tainted: false,
+            };
             st.contexts.insert(key, armed);
         }
         Ok(&mut st.contexts.get_mut(&key).expect("inserted above").profiler)
@@ -373,6 +399,31 @@ impl Collector {
         path: PathId,
         graph: bool,
     ) -> bool {
+        // Counted as in flight unmeasured from before the decision, so that
+        // no other thread can start measuring in between.
+        self.unmeasured.fetch_add(1, Ordering::SeqCst);
+        let measured = self.enter(ctx, stream, symbol, path, graph);
+        if measured {
+            self.unmeasured_exit();
+        } else {
+            let _ = UNMEASURED_HERE.try_with(|u| u.set(true));
+        }
+        measured
+    }
+
+    /// An unmeasured launch has left its API call.
+    pub(crate) fn unmeasured_exit(&self) {
+        let _ = self.unmeasured.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+    }
+
+    fn enter(
+        &self,
+        ctx: sys::CUcontext,
+        stream: Option<sys::CUstream>,
+        symbol: *const c_char,
+        path: PathId,
+        graph: bool,
+    ) -> bool {
         let t = Instant::now();
         let mut guard = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let st = &mut *guard;
@@ -385,11 +436,17 @@ impl Collector {
         let me = unsafe { libc::gettid() } as u32;
         let selected = self.selects(st, stream, symbol, path, graph);
         let other_thread = st.contexts.get(&key).and_then(|a| a.running_on).is_some_and(|t| t != me);
-        if !selected || other_thread {
+        // Another thread's unmeasured launch is in flight (this one counts
+        // itself once).
+        let others_unmeasured = self.unmeasured.load(Ordering::SeqCst) > 1;
+        if !selected || other_thread || others_unmeasured {
             if selected {
                 st.status.skipped_busy += 1;
             }
             if let Some(a) = st.contexts.get_mut(&key) {
+                if a.in_flight && a.running_on.is_some_and(|t| t != me) {
+                    a.tainted = true;
+                }
                 if let Err(e) = a.stop(&mut st.status.time_ns) {
                     Self::disable(st, &e);
                 }
@@ -404,6 +461,7 @@ impl Collector {
                 a.running_on = Some(me);
                 st.warmed = true;
             }
+            a.in_flight = true;
             Ok(())
         });
         match started {
@@ -494,6 +552,7 @@ impl Collector {
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let st = &mut *st;
         let Some(armed) = st.contexts.get_mut(&ctx) else { return vec![(correlation_id, None)] };
+        armed.in_flight = false;
         st.status.time_ns.launch += STARTED_AT.with(|t| t.take()).map_or(0, |t| t.elapsed().as_nanos() as u64);
         if !ran {
             return Vec::new();
@@ -509,6 +568,7 @@ impl Collector {
     fn decode(&self, st: &mut State, ctx: usize) -> Vec<(u32, Option<Vec<f64>>)> {
         let Some(armed) = st.contexts.get_mut(&ctx) else { return Vec::new() };
         let log = std::mem::take(&mut armed.log);
+        let tainted = std::mem::take(&mut armed.tainted);
         if log.is_empty() {
             return Vec::new();
         }
@@ -521,9 +581,11 @@ impl Collector {
             // means a kernel ran that the log does not know (or one was
             // lost): then no value is attached to any launch of the batch.
             let values = match host {
-                Some(h) if ranges.len() == log.len() && dropped == 0 => Some(timed(&mut times.evaluate, || {
-                    (0..ranges.len()).map(|i| h.evaluate(armed.profiler.image(), i)).collect::<Result<Vec<_>>>()
-                })?),
+                Some(h) if ranges.len() == log.len() && dropped == 0 && !tainted => {
+                    Some(timed(&mut times.evaluate, || {
+                        (0..ranges.len()).map(|i| h.evaluate(armed.profiler.image(), i)).collect::<Result<Vec<_>>>()
+                    })?)
+                }
                 _ => None,
             };
             timed(&mut times.rearm, || armed.profiler.reset())?;

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The PyTorch benchmarks on a GPU machine with CUDA 13, PyTorch and ncu:
+#   bench/pytorch/run.sh overhead LIBGPUSCOPE OUTDIR [PROCESSES] [ROUNDS] [STEPS]
+#   bench/pytorch/run.sh fidelity OUTDIR      (gpuscope on PATH)
+# overhead: tracing cost decomposed (see overhead.py), in PROCESSES
+# processes; fidelity: every launch of 3 steps measured by gpuscope
+# (metrics mode) and by ncu, compared launch by launch (fidelity.py).
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+CUDA=${CUDA:-/usr/local/cuda}
+case "${1:-}" in
+  overhead)
+    lib=$(readlink -f "$2"); out=$3; procs=${4:-2}; rounds=${5:-12}; steps=${6:-30}
+    mkdir -p "$out"
+    gcc -O2 -shared -fPIC -I"$CUDA/include" -I"$CUDA/extras/CUPTI/include" "$here/cupti_floor.c" \
+      -L"$CUDA/lib64" -L"$CUDA/extras/CUPTI/lib64" -lcupti -o "$out/libcupti_floor.so" || exit 1
+    for i in $(seq "$procs"); do
+      NVTX_INJECTION64_PATH=$lib python3 "$here/overhead.py" --gpuscope "$lib" --floor "$out/libcupti_floor.so" \
+        --rounds "$rounds" --steps "$steps" --out "$out/overhead$i.json" 2>&1 | grep -v -i "warn"
+    done ;;
+  fidelity)
+    out=$2; mkdir -p "$out"
+    M=gpu__time_duration.sum,sm__warps_active.avg.pct_of_peak_sustained_active,smsp__cycles_active.avg.pct_of_peak_sustained_elapsed
+    export WARMUP=1 STEPS=2
+    prog=(python3 "$root/examples/python/gpt_train.py")
+    gpuscope run -q --mode metrics --launch-count all --trace 1000000 -o "$out/gpuscope.json" -- "${prog[@]}" > "$out/gpuscope.log" 2>&1
+    GPUSCOPE_METRICS_BATCH=1 gpuscope run -q --mode metrics --launch-count all --trace 1000000 -o "$out/gpuscope_alone.json" -- "${prog[@]}" > "$out/gpuscope_alone.log" 2>&1
+    ncu --csv --cache-control none --clock-control none --metrics $M "${prog[@]}" > "$out/ncu.csv" 2> "$out/ncu.log"
+    python3 "$here/fidelity.py" --ncu ncu="$out/ncu.csv" --ours gpuscope="$out/gpuscope.json" --ours alone="$out/gpuscope_alone.json" ;;
+  *) sed -n 2,7p "$0"; exit 2 ;;
+esac
