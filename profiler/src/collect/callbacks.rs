@@ -341,16 +341,6 @@ pub(super) unsafe extern "C" fn api_callback(
                 // SAFETY: at API exit CUPTI points this at the call's return
                 // value (CUresult or cudaError_t, both 32-bit).
                 let launched = ret.is_null() || unsafe { *ret } == 0;
-                if launched && collector::measuring_here() && collector::settle() {
-                    // The measured kernel ends before the program can launch
-                    // the next one, which could otherwise start on the GPU
-                    // inside its measured range.
-                    if let Some(d) = driver::driver() {
-                        // SAFETY: no arguments; acts on the launch's context,
-                        // current on this thread inside its launch call.
-                        unsafe { (d.cu_ctx_synchronize)() };
-                    }
-                }
                 for (correlation_id, values) in c.on_exit(correlation_id, launched) {
                     s.send(HostEvent::KernelMetrics { correlation_id, values });
                 }

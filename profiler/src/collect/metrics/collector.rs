@@ -153,14 +153,6 @@ pub(crate) fn take_unmeasured_here() -> bool {
     UNMEASURED_HERE.try_with(|u| u.replace(false)).unwrap_or(false)
 }
 
-/// Whether each measured launch waits for its kernel at API exit
-/// (`GPUSCOPE_METRICS_SETTLE=1`), so that no later kernel overlaps its
-/// measured range.
-pub(crate) fn settle() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("GPUSCOPE_METRICS_SETTLE").is_ok_and(|v| v == "1"))
-}
-
 /// Whether this thread started measuring a launch at API entry that its
 /// API exit has yet to log. Most exits have nothing to do: they return on
 /// this, before taking any lock.
