@@ -79,36 +79,9 @@ const SCALARS: &[&str] = &[
     "size_t",
 ];
 
-/// Scalar and helper types that say nothing about which kernel it is.
-const PLAIN_TYPES: &[&str] = &[
-    "float",
-    "double",
-    "int",
-    "unsigned",
-    "long",
-    "short",
-    "char",
-    "bool",
-    "signed",
-    "half",
-    "__half",
-    "__nv_bfloat16",
-    "__nv_fp8_e4m3",
-    "__nv_fp8_e5m2",
-    "Half",
-    "BFloat16",
-    "complex",
-    "Float8_e4m3fn",
-    "Float8_e5m2",
-    "int8_t",
-    "int16_t",
-    "int32_t",
-    "int64_t",
-    "uint8_t",
-    "uint16_t",
-    "uint32_t",
-    "uint64_t",
-    "size_t",
+/// Helper types that say nothing about which kernel it is (nor do
+/// [`SCALARS`]).
+const HELPER_TYPES: &[&str] = &[
     "TensorListMetadata",
     "FusedOptimizerTensorListMetadata",
     "OffsetCalculator",
@@ -191,7 +164,8 @@ fn key_of(arg: &str, depth: usize) -> Option<(Vec<&str>, usize)> {
     let named = !qname.starts_with("std::")
         && !qname.contains(' ')
         && !base.is_empty()
-        && !PLAIN_TYPES.contains(&base)
+        && !SCALARS.contains(&base)
+        && !HELPER_TYPES.contains(&base)
         && base.chars().all(|c| c.is_alphanumeric() || c == '_');
     let nested = targs.and_then(|t| deepest(split_top(t).into_iter().filter_map(|a| key_of(a, depth + 1))));
     match (named, nested) {
@@ -263,38 +237,41 @@ fn display_name_typed(name: &str) -> Option<String> {
     })
 }
 
-/// The longer form for names whose short forms collide: every template
-/// argument, namespaces and lambda bodies dropped.
-fn display_name_long(name: &str) -> String {
-    let s = short_name(name).replace("(anonymous namespace)::", "");
-    let (qname, targs) = head(&s);
-    let Some(targs) = targs else { return s.clone() };
-    let strip = |a: &str| -> String {
-        let a = match a.find('(') {
-            Some(i) if i > 0 => &a[..i],
-            _ => a,
-        };
-        let a = a.trim_end_matches("::operator");
-        let mut out = String::new();
-        for part in a.split("::") {
-            // Keep only what follows the last namespace of each name.
-            if let Some(i) = part.rfind(|c: char| !(c.is_alphanumeric() || c == '_')) {
-                out.truncate(out.rfind(|c: char| !(c.is_alphanumeric() || c == '_')).map_or(0, |j| j + 1));
-                out.push_str(&part[..=i]);
-                out.push_str(&part[i + 1..]);
-            } else {
-                out.truncate(out.rfind(|c: char| !(c.is_alphanumeric() || c == '_')).map_or(0, |j| j + 1));
-                out.push_str(part);
-            }
+/// `s` with every namespace qualifier dropped: `at::native::F<c10::Half>`
+/// -> `F<Half>`.
+fn strip_namespaces(s: &str) -> String {
+    let mut out = String::new();
+    for (i, part) in s.split("::").enumerate() {
+        if i > 0 {
+            // What precedes `::` was a namespace (or class) name.
+            let kept = out.trim_end_matches(|c: char| c.is_alphanumeric() || c == '_').len();
+            out.truncate(kept);
         }
-        out
-    };
-    let args: Vec<String> = split_top(targs).into_iter().map(strip).collect();
-    format!("{}<{}>", last_component(qname), args.join(", "))
+        out.push_str(part);
+    }
+    out
 }
 
-/// Display names for a set of kernels, no two alike: the short form,
-/// every template argument where short forms collide, then a number.
+/// The fourth form: every template argument, namespaces and lambda bodies
+/// dropped.
+fn display_name_long(name: &str) -> Option<String> {
+    let s = short_name(name).replace("(anonymous namespace)::", "");
+    let (qname, targs) = head(&s);
+    let Some(targs) = targs else { return Some(s.clone()) };
+    let args: Vec<String> = split_top(targs)
+        .into_iter()
+        .map(|a| {
+            // A lambda's text after the function it is in says nothing.
+            let a = a.find('(').filter(|&i| i > 0).map_or(a, |i| &a[..i]);
+            strip_namespaces(a.trim_end_matches("::operator"))
+        })
+        .collect();
+    Some(format!("{}<{}>", last_component(qname), args.join(", ")))
+}
+
+/// Display names for a set of kernels, no two alike: the short form; where
+/// short forms collide, the chain to the key, then the key with a scalar
+/// type, then every template argument; then a number.
 pub fn display_names<'a>(names: impl IntoIterator<Item = &'a str>) -> std::collections::HashMap<String, String> {
     use std::collections::{BTreeSet, HashMap};
     let full: BTreeSet<&str> = names.into_iter().collect();
@@ -310,24 +287,12 @@ pub fn display_names<'a>(names: impl IntoIterator<Item = &'a str>) -> std::colle
         }
         groups
     };
-    for g in collisions(&out) {
-        for f in g {
-            if let Some(chain) = display_name_chain(&f) {
-                out.insert(f, chain);
+    let longer: [fn(&str) -> Option<String>; 3] = [display_name_chain, display_name_typed, display_name_long];
+    for form in longer {
+        for f in collisions(&out).into_iter().flatten() {
+            if let Some(d) = form(&f) {
+                out.insert(f, d);
             }
-        }
-    }
-    for g in collisions(&out) {
-        for f in g {
-            if let Some(typed) = display_name_typed(&f) {
-                out.insert(f, typed);
-            }
-        }
-    }
-    for g in collisions(&out) {
-        for f in g {
-            let long = display_name_long(&f);
-            out.insert(f, long);
         }
     }
     for g in collisions(&out) {
@@ -399,6 +364,11 @@ mod tests {
         assert_eq!(d[GELU], "vectorized_elementwise_kernel<GeluCUDAKernelImpl>");
         let distinct: std::collections::HashSet<&String> = d.values().collect();
         assert_eq!(distinct.len(), all.len());
+        assert_eq!(strip_namespaces("at::native::F<c10::Half, std::array<char*, 2ul> >"), "F<Half, array<char*, 2ul> >");
+        assert_eq!(
+            display_name_long("void k<at::A<float>, 3, b::f(int)::{lambda()#1}>(int)").as_deref(),
+            Some("k<A<float>, 3, f>")
+        );
         // Same long form too: numbered.
         let d = display_names(["void k<a::T>(int)", "void k<b::T>(int)"]);
         let mut v: Vec<&String> = d.values().collect();
