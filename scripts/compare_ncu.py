@@ -5,43 +5,21 @@ other (both list launches in order). Prints the table and the cost ratios.
 
     compare_ncu.py gpuscope.json ncu_nocache.csv ncu_default.csv times.txt
 """
-import csv, json, re, sys
+import json, os, sys
 from collections import defaultdict
+
+sys.path.insert(0, os.path.dirname(__file__))
+import ncu_csv  # noqa: E402
+from ncu_csv import DUR, base  # noqa: E402
 
 OCC = "sm__warps_active.avg.pct_of_peak_sustained_active"
 EFF = "smsp__cycles_active.avg.pct_of_peak_sustained_elapsed"
-DUR = "gpu__time_duration.sum"
-
-
-def base(name):
-    s = name.split("(")[0]
-    s = re.sub(r"<.*", "", s)
-    return s.split()[-1] if s.split() else s
 
 
 def ncu_launches(path):
-    rows = [r for r in csv.reader(open(path)) if r]
-    # The profiled program's own output comes first; the table starts at "ID".
-    start = next(i for i, r in enumerate(rows) if r[0] == "ID")
-    head, rows = rows[start], rows[start + 1:]
-    col = {c: i for i, c in enumerate(head)}
-    by_id = {}
-    for r in rows:
-        if len(r) != len(head) or not r[col["ID"]].isdigit():
-            continue
-        d = by_id.setdefault(int(r[col["ID"]]), {"name": base(r[col["Kernel Name"]])})
-        v = r[col["Metric Value"]].replace(",", "")
-        unit = r[col["Metric Unit"]]
-        try:
-            x = float(v)
-        except ValueError:
-            continue
-        if r[col["Metric Name"]] == DUR:
-            x *= {"ns": 1, "nsecond": 1, "us": 1e3, "usecond": 1e3, "ms": 1e6, "msecond": 1e6, "s": 1e9, "second": 1e9}.get(unit, 1)
-        d[r[col["Metric Name"]]] = x
     per = defaultdict(list)
-    for i in sorted(by_id):
-        per[by_id[i]["name"]].append(by_id[i])
+    for d in ncu_csv.launches(path):
+        per[d["base"]].append(d)
     return per
 
 
@@ -87,4 +65,5 @@ def main():
         print("  ", *w)
 
 
-main()
+if __name__ == "__main__":
+    main()

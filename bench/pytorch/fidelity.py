@@ -15,43 +15,17 @@ difference from each gpuscope run. Exits 1 if any kernel is off by more
 than --tolerance points in the first gpuscope run.
 """
 import argparse
-import csv
 import json
-import re
+import os
 import statistics as st
+import sys
 from collections import defaultdict
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "scripts"))
+from ncu_csv import DUR, base, launches as ncu_launches  # noqa: E402
 
 OCC = "sm__warps_active.avg.pct_of_peak_sustained_active"
 EFF = "smsp__cycles_active.avg.pct_of_peak_sustained_elapsed"
-DUR = "gpu__time_duration.sum"
-UNIT = {"ns": 1, "nsecond": 1, "us": 1e3, "usecond": 1e3, "ms": 1e6, "msecond": 1e6, "s": 1e9, "second": 1e9}
-
-
-def base(name):
-    s = name.replace("(anonymous namespace)::", "").replace("<unnamed>::", "")
-    s = re.sub(r"\(.*", "", s)
-    s = re.sub(r"<.*", "", s)
-    return s.split()[-1].split("::")[-1] if s.split() else s
-
-
-def ncu_launches(path):
-    rows = [r for r in csv.reader(open(path)) if r]
-    start = next(i for i, r in enumerate(rows) if r and r[0] == "ID")
-    head, rows = rows[start], rows[start + 1:]
-    col = {c: i for i, c in enumerate(head)}
-    by_id = {}
-    for r in rows:
-        if len(r) != len(head) or not r[col["ID"]].isdigit():
-            continue
-        d = by_id.setdefault(int(r[col["ID"]]), {"base": base(r[col["Kernel Name"]])})
-        try:
-            x = float(r[col["Metric Value"]].replace(",", ""))
-        except ValueError:
-            continue
-        if r[col["Metric Name"]] == DUR:
-            x *= UNIT.get(r[col["Metric Unit"]], 1)
-        d[r[col["Metric Name"]]] = x
-    return [by_id[i] for i in sorted(by_id)]
 
 
 def our_launches(path):
