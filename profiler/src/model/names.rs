@@ -364,7 +364,10 @@ mod tests {
         assert_eq!(d[GELU], "vectorized_elementwise_kernel<GeluCUDAKernelImpl>");
         let distinct: std::collections::HashSet<&String> = d.values().collect();
         assert_eq!(distinct.len(), all.len());
-        assert_eq!(strip_namespaces("at::native::F<c10::Half, std::array<char*, 2ul> >"), "F<Half, array<char*, 2ul> >");
+        assert_eq!(
+            strip_namespaces("at::native::F<c10::Half, std::array<char*, 2ul> >"),
+            "F<Half, array<char*, 2ul> >"
+        );
         assert_eq!(
             display_name_long("void k<at::A<float>, 3, b::f(int)::{lambda()#1}>(int)").as_deref(),
             Some("k<A<float>, 3, f>")
