@@ -7,7 +7,7 @@
 use super::cupti::{self, check, missing};
 use super::debug::debug;
 use super::driver::{self, with_current};
-use super::metrics::collector;
+use super::metrics::collector::{self, LaunchSite};
 use super::{active, nvtx, CollectOptions, Collection, ACTIVE};
 use crate::error::{Error, ErrorKind, Result};
 use crate::model::event::HostEvent;
@@ -357,7 +357,8 @@ pub(super) unsafe extern "C" fn api_callback(
         let profiled = s.collector.as_ref().is_some_and(|c| {
             // SAFETY: CUPTI passes the launch function's own params struct.
             let stream = unsafe { launch_stream(domain, cbid, d.functionParams) };
-            let profiled = c.on_enter(d.context, stream, d.symbolName, ctx.path, graph);
+            let site = LaunchSite { ctx: d.context, stream, symbol: d.symbolName, path: ctx.path, graph };
+            let profiled = c.on_enter(&site);
             if profiled {
                 // The measured launch holds the thread until its exit.
                 let _ = MEASURE_ENTERED.try_with(|t| t.set(Some(ts)));

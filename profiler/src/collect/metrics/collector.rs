@@ -139,6 +139,21 @@ pub(crate) struct Collector {
     state: Mutex<State>,
 }
 
+/// What the launch callback knows of a launch at its API entry.
+#[derive(Clone, Copy)]
+pub(crate) struct LaunchSite {
+    /// The context it launches into.
+    pub(crate) ctx: sys::CUcontext,
+    /// Its stream, where the launch API passes one.
+    pub(crate) stream: Option<sys::CUstream>,
+    /// CUPTI's kernel symbol name (NUL-terminated, or NULL).
+    pub(crate) symbol: *const c_char,
+    /// The NVTX path open at the launch.
+    pub(crate) path: PathId,
+    /// A graph launch (never measured).
+    pub(crate) graph: bool,
+}
+
 thread_local! {
     // The context whose range profiler this thread started at API entry.
     static PENDING: Cell<usize> = const { Cell::new(0) };
@@ -387,18 +402,11 @@ impl Collector {
     /// running (started now, or still running from the previous selected
     /// launch). An unselected launch stops a running profiler first, so it
     /// is never measured.
-    pub(crate) fn on_enter(
-        &self,
-        ctx: sys::CUcontext,
-        stream: Option<sys::CUstream>,
-        symbol: *const c_char,
-        path: PathId,
-        graph: bool,
-    ) -> bool {
+    pub(crate) fn on_enter(&self, launch: &LaunchSite) -> bool {
         // Counted as in flight unmeasured from before the decision, so that
         // no other thread can start measuring in between.
         self.unmeasured.fetch_add(1, Ordering::SeqCst);
-        let measured = self.enter(ctx, stream, symbol, path, graph);
+        let measured = self.enter(launch);
         if measured {
             self.unmeasured_exit();
         } else {
@@ -412,14 +420,8 @@ impl Collector {
         let _ = self.unmeasured.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
     }
 
-    fn enter(
-        &self,
-        ctx: sys::CUcontext,
-        stream: Option<sys::CUstream>,
-        symbol: *const c_char,
-        path: PathId,
-        graph: bool,
-    ) -> bool {
+    fn enter(&self, launch: &LaunchSite) -> bool {
+        let ctx = launch.ctx;
         let t = Instant::now();
         let mut guard = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let st = &mut *guard;
@@ -430,7 +432,7 @@ impl Collector {
         let key = ctx as usize;
         // SAFETY: gettid has no preconditions.
         let me = unsafe { libc::gettid() } as u32;
-        let selected = self.selects(st, stream, symbol, path, graph);
+        let selected = self.selects(st, launch);
         let other_thread = st.contexts.get(&key).and_then(|a| a.running_on).is_some_and(|t| t != me);
         // Another thread's unmeasured launch is in flight (this one counts
         // itself once).
@@ -472,14 +474,8 @@ impl Collector {
     }
 
     /// The selection rules, applied to one launch.
-    fn selects(
-        &self,
-        st: &mut State,
-        stream: Option<sys::CUstream>,
-        symbol: *const c_char,
-        path: PathId,
-        graph: bool,
-    ) -> bool {
+    fn selects(&self, st: &mut State, launch: &LaunchSite) -> bool {
+        let LaunchSite { stream, symbol, path, graph, .. } = *launch;
         if graph {
             st.status.skipped_graph_launches += 1;
             return false;
