@@ -609,3 +609,61 @@ fn the_bottleneck_zoo_counter_cases_and_the_hardware_mfu_of_a_bf16_gemm() {
     );
     assert!((hw - by_hand).abs() <= 0.05 * by_hand, "hardware MFU {hw:.2}% vs by hand {by_hand:.2}%");
 }
+
+/// Sampled against measured figures, where sampling mode promises them:
+/// kernels of 1 ms or more (their own samples) and ranges of 10 ms or more
+/// (the samples over their kernels' time), within 3 points.
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn sampled_figures_agree_with_metrics_mode_on_the_zoo() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (_, measured, _) = zoo(Profiler::new().metrics(gpuscope::MetricSet::default()));
+    let (_, sampled, a) = zoo(Profiler::new().sampling(std::time::Duration::from_micros(20)));
+    assert_eq!(sampled.mode, "sampling");
+    let st = sampled.sampling.as_ref().expect("sampling status");
+    println!("{st:?}");
+    assert!(st.disabled.is_none() && st.samples > 1000 && st.overflows == 0, "{st:?}");
+    assert_eq!(st.devices, vec![0]);
+    let mut failures = Vec::new();
+    let mut compared = 0;
+    let mut check = |what: String, m: (Option<f64>, Option<f64>), s: (Option<f64>, Option<f64>)| {
+        let (Some(me), Some(mo), Some(se), Some(so)) = (m.0, m.1, s.0, s.1) else {
+            failures.push(format!("{what}: missing figures measured {m:?} sampled {s:?}"));
+            return;
+        };
+        println!("{what:<40} SM eff {me:6.2} ~{se:6.2} ({:+.2})   occ {mo:6.2} ~{so:6.2} ({:+.2})", se - me, so - mo);
+        compared += 1;
+        if (se - me).abs() > 3.0 || (so - mo).abs() > 3.0 {
+            failures.push(format!("{what}: SM eff {me:.2} vs ~{se:.2}, occ {mo:.2} vs ~{so:.2}"));
+        }
+    };
+    for k in sampled.kernels.iter().filter(|k| k.stats.mean_ns >= 1_000_000) {
+        let m = measured.kernels.iter().find(|x| x.name == k.name).expect("the same kernel in metrics mode");
+        let f = k.stats.sampled.as_ref();
+        check(
+            format!("kernel {}", k.display_name),
+            (m.stats.sm_efficiency_pct, m.stats.achieved_occupancy_pct),
+            (f.map(|f| f.sm_efficiency_pct), f.and_then(|f| f.achieved_occupancy_pct)),
+        );
+    }
+    for g in sampled.ranges.iter().filter(|g| g.wall_ns / g.count.max(1) >= 10_000_000) {
+        let Some(m) = measured.ranges.iter().find(|x| x.path == g.path) else { continue };
+        if m.sm_efficiency_pct.is_none() {
+            continue;
+        }
+        let f = g.sampled.as_ref();
+        check(
+            format!("range {}", g.path),
+            (m.sm_efficiency_pct, m.achieved_occupancy_pct),
+            (f.map(|f| f.sm_efficiency_pct), f.and_then(|f| f.achieved_occupancy_pct)),
+        );
+    }
+    assert!(compared >= 4, "kernels and ranges compared: {compared}");
+    assert!(failures.is_empty(), "{failures:#?}");
+    // The analysis reads sampled figures as it reads measured ones.
+    let one = verdict(&a, "zoo/one block");
+    assert!(one.sampled && one.sm_efficiency_pct.is_some_and(|e| e < 5.0), "{one:?}");
+    // Counter tracks in the Chrome trace.
+    let v: serde_json::Value = serde_json::from_str(&sampled.to_chrome_trace()).expect("chrome trace parses");
+    assert!(v["traceEvents"].as_array().unwrap().iter().any(|e| e["name"] == "SM efficiency % (sampled)"));
+}

@@ -17,6 +17,7 @@ Configurations (the floor library is cupti_floor.c):
   +kinds        +runtime and what else gpuscope enables: memcpy and memset
                 records, copy-call callbacks
   gpuscope      gpuscope's trace mode through its C ABI (gpuscope_start)
+  sampling[:US] gpuscope's sampling mode, a PM sample every US microseconds
   torch         torch.profiler with CUDA activities (last: it stays attached)
 Run with NVTX_INJECTION64_PATH=libgpuscope.so so that gpuscope sees the
 loop's NVTX ranges (it does nothing while no session runs).
@@ -39,6 +40,13 @@ from gpt_train import build  # noqa: E402
 FLOORS = {"floor": (1, 0), "+driver": (1, 1), "+runtime": (1, 3), "+kinds": (7, 7),
           # One more thing each on top of +runtime, to find what +kinds costs.
           "+memcpy": (3, 3), "+memset": (5, 3), "+sync": (9, 3), "+copycb": (1, 7)}
+
+
+class Config(ctypes.Structure):
+    """gpuscope_config of ffi/include/gpuscope.h."""
+    _fields_ = [("struct_size", ctypes.c_uint32), ("mode", ctypes.c_uint32), ("keep_trace", ctypes.c_uint32),
+                ("launch_count", ctypes.c_uint32), ("metrics", ctypes.c_char_p), ("kernel_filter", ctypes.c_char_p),
+                ("nvtx_filter", ctypes.c_char_p), ("sampling_interval_us", ctypes.c_uint32)]
 
 
 def main():
@@ -76,13 +84,22 @@ def main():
         if cfg == "gpuscope":
             if gs.gpuscope_start(None) != 0:
                 sys.exit(f"gpuscope_start: {gs.gpuscope_last_error().decode()}")
+        elif cfg.startswith("sampling"):
+            # sampling[:US]: sampling mode, a PM sample every US microseconds.
+            c = Config()
+            gs.gpuscope_config_init(ctypes.byref(c))
+            c.mode = 2
+            if ":" in cfg:
+                c.sampling_interval_us = int(cfg.split(":")[1])
+            if gs.gpuscope_start(ctypes.byref(c)) != 0:
+                sys.exit(f"gpuscope_start({cfg}): {gs.gpuscope_last_error().decode()}")
         else:
             kinds, cbs = FLOORS[cfg]
             if fl.floor_start(kinds, cbs) != 0:
                 sys.exit(f"floor_start({cfg}) failed")
 
     def stop(cfg):
-        if cfg == "gpuscope":
+        if cfg == "gpuscope" or cfg.startswith("sampling"):
             if gs.gpuscope_stop() != 0:
                 sys.exit(f"gpuscope_stop: {gs.gpuscope_last_error().decode()}")
             if a.report:

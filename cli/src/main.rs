@@ -25,12 +25,18 @@ enum Cmd {
     /// Run a program under gpuscope (through the CUDA injection interface:
     /// no rebuild needed), then print its report.
     #[command(after_help = "Examples:\n  gpuscope run -- python3 train.py\n  \
+        gpuscope run --mode sampling -- python3 train.py\n  \
         gpuscope run --mode metrics --kernels 'gemm|softmax' --nvtx train/forward -o run-{rank}.json -- torchrun ...")]
     Run {
         /// trace: every kernel, timed and attributed; metrics: also hardware
-        /// counters on selected launches.
-        #[arg(long, default_value = "trace", value_parser = ["trace", "metrics"])]
+        /// counters on selected launches (exact, costly); sampling: also
+        /// hardware counters sampled device-wide, joined to kernels and
+        /// ranges (about trace-mode cost).
+        #[arg(long, default_value = "trace", value_parser = ["trace", "metrics", "sampling"])]
         mode: String,
+        /// Sampling mode: microseconds between samples.
+        #[arg(long, value_name = "US")]
+        sampling_interval: Option<String>,
         /// Metric sets or names for metrics mode: dram, flops, or names like
         /// lts__t_bytes.sum, comma-separated.
         #[arg(long)]
@@ -187,6 +193,7 @@ fn run(cmd: Cmd) -> Result<ExitCode, String> {
     match cmd {
         Cmd::Run {
             mode,
+            sampling_interval,
             metrics,
             kernels,
             nvtx,
@@ -223,6 +230,7 @@ fn run(cmd: Cmd) -> Result<ExitCode, String> {
                 ("GPUSCOPE_LAUNCH_COUNT", launch_count),
                 ("GPUSCOPE_FLOPS", flops),
                 ("GPUSCOPE_WORK", work),
+                ("GPUSCOPE_SAMPLING_INTERVAL", sampling_interval),
             ] {
                 if let Some(v) = val {
                     c.env(var, v);

@@ -112,7 +112,17 @@ fn run_checks_options_before_running_anything() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("GPUSCOPE_LAUNCH_COUNT=\"-1\" is not valid"));
     let out = gpuscope().args(["run", "--mode", "fast", "--", "true"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("[possible values: trace, metrics]"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("[possible values: trace, metrics, sampling]"));
+    let out = gpuscope()
+        .args(["run", "--mode", "sampling", "--sampling-interval", "0", "--lib"])
+        .arg(lib())
+        .args(["--", "touch"])
+        .arg(&marker)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(!marker.exists(), "the program must not run");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("GPUSCOPE_SAMPLING_INTERVAL=\"0\" is not valid"));
 }
 
 #[test]

@@ -39,6 +39,10 @@
 // Metrics mode: trace plus hardware counters on selected launches.
 #define GPUSCOPE_MODE_METRICS 1
 
+// Sampling mode: trace plus hardware counters sampled device-wide at
+// `sampling_interval_us`, joined to kernels and ranges by time.
+#define GPUSCOPE_MODE_SAMPLING 2
+
 // Terminal table.
 #define GPUSCOPE_FORMAT_TABLE 0
 
@@ -56,7 +60,8 @@
 typedef struct {
   // `sizeof(gpuscope_config)`, set by `gpuscope_config_init`.
   uint32_t struct_size;
-  // `GPUSCOPE_MODE_TRACE` or `GPUSCOPE_MODE_METRICS`.
+  // `GPUSCOPE_MODE_TRACE`, `GPUSCOPE_MODE_METRICS` or
+  // `GPUSCOPE_MODE_SAMPLING`.
   uint32_t mode;
   // Per-kernel records kept for the Chrome trace (0: none).
   uint32_t keep_trace;
@@ -68,6 +73,8 @@ typedef struct {
   const char *kernel_filter;
   // Metrics mode: NVTX path prefix ("train/forward"), or NULL.
   const char *nvtx_filter;
+  // Sampling mode: microseconds between samples (1 to 100000; default 20).
+  uint32_t sampling_interval_us;
 } gpuscope_config;
 
 #ifdef __cplusplus

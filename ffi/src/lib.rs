@@ -35,6 +35,9 @@ pub const GPUSCOPE_ERR_INTERNAL: c_int = 7;
 pub const GPUSCOPE_MODE_TRACE: u32 = 0;
 /// Metrics mode: trace plus hardware counters on selected launches.
 pub const GPUSCOPE_MODE_METRICS: u32 = 1;
+/// Sampling mode: trace plus hardware counters sampled device-wide at
+/// `sampling_interval_us`, joined to kernels and ranges by time.
+pub const GPUSCOPE_MODE_SAMPLING: u32 = 2;
 
 /// Terminal table.
 pub const GPUSCOPE_FORMAT_TABLE: c_int = 0;
@@ -52,7 +55,8 @@ pub const GPUSCOPE_FORMAT_CHROME: c_int = 3;
 pub struct gpuscope_config {
     /// `sizeof(gpuscope_config)`, set by `gpuscope_config_init`.
     pub struct_size: u32,
-    /// `GPUSCOPE_MODE_TRACE` or `GPUSCOPE_MODE_METRICS`.
+    /// `GPUSCOPE_MODE_TRACE`, `GPUSCOPE_MODE_METRICS` or
+    /// `GPUSCOPE_MODE_SAMPLING`.
     pub mode: u32,
     /// Per-kernel records kept for the Chrome trace (0: none).
     pub keep_trace: u32,
@@ -64,6 +68,8 @@ pub struct gpuscope_config {
     pub kernel_filter: *const c_char,
     /// Metrics mode: NVTX path prefix ("train/forward"), or NULL.
     pub nvtx_filter: *const c_char,
+    /// Sampling mode: microseconds between samples (1 to 100000; default 20).
+    pub sampling_interval_us: u32,
 }
 
 thread_local! {
@@ -137,6 +143,7 @@ pub unsafe extern "C" fn gpuscope_config_init(config: *mut gpuscope_config) -> c
                 metrics: std::ptr::null(),
                 kernel_filter: std::ptr::null(),
                 nvtx_filter: std::ptr::null(),
+                sampling_interval_us: 20,
             })
         };
         GPUSCOPE_OK
@@ -170,9 +177,17 @@ fn profiler_from(c: &gpuscope_config) -> Result<Profiler, c_int> {
             }
             p = p.metrics(set).select(sel);
         }
+        GPUSCOPE_MODE_SAMPLING => {
+            let us = c.sampling_interval_us;
+            if !(1..=100_000).contains(&us) {
+                set_error(&format!("gpuscope_config.sampling_interval_us = {us}; allowed: 1 to 100000"));
+                return Err(GPUSCOPE_ERR_INVALID);
+            }
+            p = p.sampling(std::time::Duration::from_micros(us as u64));
+        }
         other => {
             set_error(&format!(
-                "gpuscope_config.mode = {other}; allowed: GPUSCOPE_MODE_TRACE (0), GPUSCOPE_MODE_METRICS (1)"
+                "gpuscope_config.mode = {other}; allowed: GPUSCOPE_MODE_TRACE (0), GPUSCOPE_MODE_METRICS (1), GPUSCOPE_MODE_SAMPLING (2)"
             ));
             return Err(GPUSCOPE_ERR_INVALID);
         }

@@ -78,7 +78,7 @@ fn a_bad_setting_is_one_line_and_the_program_runs_unprofiled() {
     assert_eq!(o, "cuda=(unset)\nnvtx=(unset)\n", "not armed");
     assert_eq!(
         e,
-        "gpuscope: GPUSCOPE_MODE=\"fast\" is not valid; allowed: trace, metrics. The program runs unprofiled.\n"
+        "gpuscope: GPUSCOPE_MODE=\"fast\" is not valid; allowed: trace, metrics, sampling. The program runs unprofiled.\n"
     );
 }
 

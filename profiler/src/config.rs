@@ -13,8 +13,13 @@ use std::path::PathBuf;
 /// Everything the `GPUSCOPE_*` variables set.
 #[derive(Debug, Clone)]
 pub struct EnvConfig {
-    /// `GPUSCOPE_MODE`: `trace` (default) or `metrics`.
+    /// `GPUSCOPE_MODE`: `trace` (default), `metrics` or `sampling`: the
+    /// metrics of metrics mode.
     pub metrics: Option<MetricSet>,
+    /// Sampling mode (`GPUSCOPE_MODE=sampling`): the interval between PM
+    /// samples, ns (`GPUSCOPE_SAMPLING_INTERVAL` in microseconds; default
+    /// 20).
+    pub sampling: Option<u64>,
     /// `GPUSCOPE_KERNELS` (regex), `GPUSCOPE_NVTX` (path prefix),
     /// `GPUSCOPE_LAUNCH_COUNT` (first N per kernel; `all`).
     pub selection: Selection,
@@ -84,15 +89,23 @@ impl EnvConfig {
     pub fn from_vars(get: &dyn Fn(&str) -> Option<String>, pid: u32) -> Result<Self> {
         let mode = get("GPUSCOPE_MODE").unwrap_or_else(|| "trace".into());
         let metrics = match mode.as_str() {
-            "trace" => None,
+            "trace" | "sampling" => None,
             "metrics" => Some(match get("GPUSCOPE_METRICS") {
                 Some(m) => MetricSet::parse(&m).map_err(|e| {
                     Error::new(ErrorKind::InvalidConfig, format!("GPUSCOPE_METRICS={m:?}: {}", e.message()))
                 })?,
                 None => MetricSet::default(),
             }),
-            other => return Err(invalid("GPUSCOPE_MODE", other, "trace, metrics")),
+            other => return Err(invalid("GPUSCOPE_MODE", other, "trace, metrics, sampling")),
         };
+        let interval = match get("GPUSCOPE_SAMPLING_INTERVAL") {
+            None => crate::collect::sampling::DEFAULT_INTERVAL_NS,
+            Some(v) => match v.trim().parse::<f64>() {
+                Ok(us) if (1.0..=100_000.0).contains(&us) => (us * 1e3) as u64,
+                _ => return Err(invalid("GPUSCOPE_SAMPLING_INTERVAL", &v, "microseconds, 1 to 100000 (e.g. 20)")),
+            },
+        };
+        let sampling = (mode == "sampling").then_some(interval);
         let mut selection = Selection::default();
         if let Some(n) = get("GPUSCOPE_LAUNCH_COUNT") {
             selection = match n.as_str() {
@@ -175,7 +188,7 @@ impl EnvConfig {
             Some("strict") => false,
             Some(v) => return Err(invalid("GPUSCOPE_THREAD_RANGES", v, "inherit, strict")),
         };
-        Ok(EnvConfig { metrics, selection, output, format, quiet, trace, declared, inherit_ranges })
+        Ok(EnvConfig { metrics, sampling, selection, output, format, quiet, trace, declared, inherit_ranges })
     }
 
     /// Registers `GPUSCOPE_FLOPS` and `GPUSCOPE_WORK` (values already
@@ -202,6 +215,9 @@ impl EnvConfig {
         if let Some(m) = &self.metrics {
             p = p.metrics(m.clone()).select(self.selection.clone());
         }
+        if let Some(ns) = self.sampling {
+            p = p.sampling(std::time::Duration::from_nanos(ns));
+        }
         p
     }
 }
@@ -222,6 +238,17 @@ mod tests {
         assert!(c.metrics.is_none());
         assert_eq!(c.output, PathBuf::from("gpuscope-4242.json"));
         assert_eq!(c.format, Format::Json);
+    }
+
+    #[test]
+    fn sampling_mode_reads_its_interval_in_microseconds() {
+        let c = cfg(&[("GPUSCOPE_MODE", "sampling")]).unwrap();
+        assert_eq!(c.sampling, Some(20_000));
+        assert!(c.metrics.is_none());
+        let c = cfg(&[("GPUSCOPE_MODE", "sampling"), ("GPUSCOPE_SAMPLING_INTERVAL", "2.5")]).unwrap();
+        assert_eq!(c.sampling, Some(2_500));
+        let c = cfg(&[("GPUSCOPE_SAMPLING_INTERVAL", "50")]).unwrap();
+        assert_eq!(c.sampling, None, "the interval alone does not switch modes");
     }
 
     #[test]
@@ -267,7 +294,12 @@ mod tests {
     #[test]
     fn bad_values_name_the_variable_the_value_and_what_is_allowed() {
         let e = |vars: &[(&str, &str)]| cfg(vars).unwrap_err().to_string();
-        assert_eq!(e(&[("GPUSCOPE_MODE", "fast")]), "GPUSCOPE_MODE=\"fast\" is not valid; allowed: trace, metrics");
+        assert_eq!(
+            e(&[("GPUSCOPE_MODE", "fast")]),
+            "GPUSCOPE_MODE=\"fast\" is not valid; allowed: trace, metrics, sampling"
+        );
+        assert!(e(&[("GPUSCOPE_MODE", "sampling"), ("GPUSCOPE_SAMPLING_INTERVAL", "0.1")])
+            .contains("GPUSCOPE_SAMPLING_INTERVAL=\"0.1\" is not valid; allowed: microseconds, 1 to 100000"));
         assert!(e(&[("GPUSCOPE_FORMAT", "xml")]).starts_with("GPUSCOPE_FORMAT=\"xml\" is not valid; allowed: json"));
         assert!(e(&[("GPUSCOPE_LAUNCH_COUNT", "-1")]).contains("a positive integer, or all"));
         assert!(e(&[("GPUSCOPE_MODE", "metrics"), ("GPUSCOPE_METRICS", "tensors")])

@@ -36,6 +36,7 @@ pub struct Profiler {
     inherit_ranges: bool,
     metrics: Option<MetricSet>,
     selection: Selection,
+    sampling: Option<u64>,
 }
 
 impl Default for Profiler {
@@ -54,6 +55,7 @@ impl Default for Profiler {
             inherit_ranges: true,
             metrics: None,
             selection: Selection::default(),
+            sampling: None,
         }
     }
 }
@@ -109,6 +111,18 @@ impl Profiler {
     /// Each measured launch is replayed once per pass and serialised.
     pub fn metrics(mut self, set: MetricSet) -> Self {
         self.metrics = Some(set);
+        self
+    }
+
+    /// Sampling mode: hardware counters sampled device-wide every
+    /// `interval` (CUPTI PM sampling, 1 us to 100 ms) while kernels are
+    /// traced, joined to kernels and NVTX ranges by time. SM efficiency,
+    /// occupancy, tensor activity and DRAM bandwidth at about trace-mode
+    /// cost, at the interval's resolution: kernels spanning fewer than
+    /// [`MIN_KERNEL_SAMPLES`](crate::collect::sampling::MIN_KERNEL_SAMPLES)
+    /// samples get range-level figures only. Not with [`Profiler::metrics`].
+    pub fn sampling(mut self, interval: Duration) -> Self {
+        self.sampling = Some(interval.as_nanos().min(u64::MAX as u128) as u64);
         self
     }
 
@@ -183,6 +197,20 @@ impl Profiler {
         if self.max_live_ranges == 0 {
             return bad("max_live_ranges", 0, "1 or more");
         }
+        if let Some(ns) = self.sampling {
+            if !crate::collect::sampling::INTERVALS_NS.contains(&ns) {
+                return Err(Error::new(
+                    ErrorKind::InvalidConfig,
+                    format!("sampling interval = {ns} ns is out of range; allowed: 1 us to 100 ms"),
+                ));
+            }
+            if self.metrics.is_some() {
+                return Err(Error::new(
+                    ErrorKind::InvalidConfig,
+                    "sampling and metrics mode cannot run together (both need the GPU's counters); pick one",
+                ));
+            }
+        }
         Ok(())
     }
 
@@ -203,6 +231,7 @@ impl Profiler {
             attribution: self.attribution,
             host_waits: self.sync_records,
             metrics: self.metrics.clone().map(|m| (m, self.selection.clone())),
+            sampling: self.sampling,
         };
         collect::nvtx::set_inherit(self.inherit_ranges);
         let (collection, outputs) = collect::start(&copts)?;
@@ -211,6 +240,7 @@ impl Profiler {
             max_live_ranges: self.max_live_ranges,
             metric_names: collection.collector.as_ref().map(|c| c.names().to_vec()).unwrap_or_default(),
             start_ns: collection.start_ns,
+            sampling: self.sampling.is_some(),
             ..Default::default()
         };
         let (ctl_tx, ctl_rx) = unbounded();
@@ -319,12 +349,18 @@ fn decode_loop(s: Arc<Collection>, opts: AggregateOptions, outputs: Outputs, ctl
         // +1.6 us per launch). Buffers and control messages are rare and do
         // wake the thread.
         drain_host(&mut agg);
+        if let Some(sampler) = &s.sampler {
+            agg.samples(&sampler.decode());
+        }
         select! {
             recv(bufs) -> b => if let Ok(b) = b { process(&mut agg, b) },
             recv(ctl) -> c => {
                 let Ok(Control::Finish(end, reply)) = c else { return };
                 while let Ok(b) = bufs.try_recv() { process(&mut agg, b); }
                 drain_host(&mut agg);
+                if let Some(sampler) = &s.sampler {
+                    agg.samples(&sampler.decode());
+                }
                 let lost = s.lost();
                 agg.drops.cupti_records += lost.cupti_records;
                 agg.drops.buffer_requests_refused += lost.buffer_requests_refused;
@@ -371,6 +407,11 @@ fn finish(
     stopped?;
     let mut report = report.ok_or_else(|| Error::new(ErrorKind::Io, "the decoder thread ended without a report"))?;
     report.metrics = s.collector.as_ref().map(|c| c.status());
+    if let (Some(sampler), Some(st)) = (&s.sampler, &mut report.sampling) {
+        let lost = (st.samples_expired, st.kernels_unsampled);
+        *st = sampler.status();
+        (st.samples_expired, st.kernels_unsampled) = lost;
+    }
     report.declared = collect::declare::all();
     Ok(report)
 }

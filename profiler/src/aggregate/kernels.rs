@@ -3,6 +3,7 @@
 
 use crate::model::metrics::KernelMetrics;
 use crate::model::occupancy::Occupancy;
+use crate::model::sampled::SampledAcc;
 use std::collections::BTreeMap;
 
 /// How a launch's grid meets the device: `blocks` blocks on `sms` SMs.
@@ -38,6 +39,11 @@ pub(crate) struct KernelAcc {
     pub waves_weighted: f64,
     pub wave_count_weighted: f64,
     pub grid_time: u64,
+    /// Sampling mode: every launch's shares of the samples it overlaps
+    /// (for range figures), and the samples wholly inside launches long
+    /// enough for a figure of their own.
+    pub sampled: SampledAcc,
+    pub sampled_own: SampledAcc,
 }
 
 /// Whether a metric's values add up over launches (a count, not a rate).

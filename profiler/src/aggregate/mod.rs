@@ -12,6 +12,7 @@ pub(crate) mod memory;
 mod names;
 pub mod occupancy;
 pub(crate) mod ranges;
+pub(crate) mod sampled;
 
 use crate::attribute::{Attributed, Attributor, LaunchInfo};
 use crate::decode::{Activity, KernelActivity, RecordCursor};
@@ -19,7 +20,8 @@ use crate::model::device::DeviceInfo;
 use crate::model::drops::Drops;
 use crate::model::event::HostEvent;
 use crate::model::path::{paths, PathId, RangePath};
-use crate::model::trace::{KernelRecord, MemoryRecord, RangeRecord, Trace};
+use crate::model::sampled::Sample;
+use crate::model::trace::{KernelRecord, MemoryRecord, RangeRecord, SampleRecord, Trace};
 use devices::DeviceTable;
 use idle::{IdleTracker, Piece};
 use kernels::{Grid, KernelAcc};
@@ -27,6 +29,7 @@ use memory::{copy_kind_name, MemoryAcc};
 use names::KernelNames;
 use occupancy::LaunchShape;
 use ranges::{Finished, RangeAcc, Ranges};
+use sampled::{Joined, SampleJoin};
 use std::collections::{BTreeMap, HashMap};
 
 /// Options of the aggregation.
@@ -42,6 +45,8 @@ pub(crate) struct AggregateOptions {
     pub metric_names: Vec<String>,
     /// When the session began (the idle timeline starts there).
     pub start_ns: u64,
+    /// Sampling mode: PM samples are joined to kernels and ranges.
+    pub sampling: bool,
 }
 
 impl Default for AggregateOptions {
@@ -52,14 +57,21 @@ impl Default for AggregateOptions {
             max_live_ranges: 100_000,
             max_pending_launches: 1 << 20,
             metric_names: Vec::new(),
+            sampling: false,
         }
     }
 }
+
+/// Samples that may wait per device for the timeline to be decided: ~2.6 s
+/// at the default 20 us interval... bounded at ~10 MB.
+const MAX_WAITING_SAMPLES: usize = 1 << 18;
 
 /// What aggregation folded, with names and paths resolved, for the report.
 pub(crate) struct Aggregate {
     /// Metrics mode: values were measured.
     pub metrics_mode: bool,
+    /// Sampling mode: PM samples were joined.
+    pub sampling_mode: bool,
     pub devices: Vec<DeviceInfo>,
     /// Per kernel name.
     pub kernels: Vec<(String, KernelAcc)>,
@@ -82,6 +94,9 @@ pub(crate) struct Aggregate {
     pub idle: [u64; 6],
     /// Kernels attributed to the lead thread's ranges: count, ns.
     pub cross_thread: (u64, u64),
+    /// Sampling mode: samples dropped before joining, kernels no sample
+    /// covered.
+    pub sampling_losses: (u64, u64),
 }
 
 /// The running state of one session's aggregation.
@@ -102,11 +117,12 @@ pub(crate) struct Aggregator {
     trace_kernel_paths: Vec<PathId>,
     trace_range_paths: Vec<PathId>,
     pub(crate) drops: Drops,
+    join: Option<SampleJoin>,
 }
 
 impl Aggregator {
     pub(crate) fn new(opts: AggregateOptions, devices: DeviceTable) -> Self {
-        Aggregator {
+        let mut a = Aggregator {
             devices,
             attribution: Attributor::new(opts.metric_names.clone(), opts.max_pending_launches),
             names: KernelNames::default(),
@@ -123,6 +139,52 @@ impl Aggregator {
             trace_kernel_paths: Vec::new(),
             trace_range_paths: Vec::new(),
             drops: Drops::default(),
+            join: None,
+        };
+        if a.opts.sampling {
+            a.ranges.track_samples();
+            a.join = Some(SampleJoin::new(
+                crate::collect::sampling::MIN_KERNEL_SAMPLES,
+                MAX_WAITING_SAMPLES,
+                a.opts.max_pending_launches,
+            ));
+        }
+        a
+    }
+
+    /// PM samples of one decode (sampling mode).
+    pub(crate) fn samples(&mut self, samples: &[Sample]) {
+        if samples.is_empty() {
+            return;
+        }
+        self.ranges.samples(samples);
+        if let Some(j) = &mut self.join {
+            j.samples(samples);
+        }
+        if let Some(t) = &mut self.trace {
+            let room = self.opts.trace_cap.saturating_sub(t.samples.len());
+            t.samples.extend(samples.iter().take(room).map(SampleRecord::from));
+        }
+        self.advance_join(self.idle.decided_until());
+    }
+
+    fn advance_join(&mut self, decided: u64) {
+        let Some(j) = &mut self.join else { return };
+        let mut out = Vec::new();
+        j.advance(decided, &mut out);
+        self.credit_samples(out);
+    }
+
+    fn credit_samples(&mut self, joined: Vec<Joined>) {
+        for k in joined {
+            for acc in
+                [self.by_name.get_mut(&k.name), self.by_path_name.get_mut(&(k.path, k.name))].into_iter().flatten()
+            {
+                acc.sampled.merge(&k.all);
+                if let Some(own) = &k.own {
+                    acc.sampled_own.merge(own);
+                }
+            }
         }
     }
 
@@ -212,7 +274,10 @@ impl Aggregator {
             .map(|sms| Grid { blocks: k.grid.iter().map(|&d| d.max(0) as u64).product(), sms });
         self.by_name.entry(name).or_default().add(dur, occ.as_ref(), metrics.as_ref(), grid);
         self.by_path_name.entry((info.path, name)).or_default().add(dur, occ.as_ref(), metrics.as_ref(), grid);
-        self.ranges.kernel(info.instance, k.start, end);
+        self.ranges.kernel(info.instance, k.device, k.start, end);
+        if let Some(j) = &mut self.join {
+            j.kernel(k.device, k.start, end, name, info.path);
+        }
         if info.inherited {
             self.cross_thread.0 += 1;
             self.cross_thread.1 += dur;
@@ -330,6 +395,7 @@ impl Aggregator {
         }
         self.ranges.idle(pieces);
         self.ranges.idle_decided(self.idle.decided_until());
+        self.advance_join(self.idle.decided_until());
     }
 
     /// Closes every open range at `end_ns` and hands over the totals.
@@ -342,6 +408,12 @@ impl Aggregator {
         self.idle.finish(end_ns, &mut |p| pieces.push(p));
         self.credit_idle(&pieces);
         self.drops.late_kernels += self.idle.late_kernels;
+        if let Some(mut j) = self.join.take() {
+            let mut out = Vec::new();
+            j.finish(end_ns, &mut out);
+            self.credit_samples(out);
+            self.join = Some(j);
+        }
         for f in self.ranges.finish(end_ns) {
             self.trace_range(f);
         }
@@ -368,6 +440,7 @@ impl Aggregator {
         }
         Aggregate {
             metrics_mode: !self.opts.metric_names.is_empty(),
+            sampling_mode: self.opts.sampling,
             devices: self.devices.infos(),
             kernels,
             path_kernels,
@@ -382,6 +455,7 @@ impl Aggregator {
             profiler_kernels: self.attribution.profiler_kernels,
             idle: self.idle_total,
             cross_thread: self.cross_thread,
+            sampling_losses: self.join.as_ref().map_or((0, 0), |j| (j.expired, j.unsampled)),
         }
     }
 }

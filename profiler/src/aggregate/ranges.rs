@@ -4,6 +4,7 @@
 use super::idle::Piece;
 use super::interval::IntervalUnion;
 use crate::model::path::PathId;
+use crate::model::sampled::{Sample, SampledAcc};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// One opening of a push/pop range.
@@ -18,6 +19,10 @@ pub(crate) struct Instance {
     pub launches: u64,
     /// GPU idle time inside its window, by cause (`model::idle` order).
     pub idle: [u64; 6],
+    /// Sampling mode: samples over its window, per device.
+    pub sampled: Vec<(u32, SampledAcc)>,
+    /// Devices its kernels ran on (bit per ordinal below 64).
+    pub devices: u64,
 }
 
 /// Running totals of the finished instances of one path.
@@ -29,6 +34,10 @@ pub(crate) struct RangeAcc {
     pub in_window: u64,
     pub launches: u64,
     pub idle: [u64; 6],
+    /// Sampling mode: samples over the windows, on the devices the
+    /// instances' kernels ran on (all sampled devices for an instance with
+    /// none).
+    pub sampled_wall: SampledAcc,
 }
 
 /// A finished instance, for the trace.
@@ -53,6 +62,8 @@ pub(crate) struct Ranges {
     pub evicted: u64,
     /// Instances that may still get idle time: (start, id).
     idle_open: BTreeSet<(u64, u64)>,
+    /// Sampling mode: instances that may still get samples: (start, id).
+    sample_open: Option<BTreeSet<(u64, u64)>>,
 }
 
 impl Ranges {
@@ -65,7 +76,13 @@ impl Ranges {
             start_end: HashMap::new(),
             evicted: 0,
             idle_open: BTreeSet::new(),
+            sample_open: None,
         }
+    }
+
+    /// Sampling mode: instances get the samples over their windows.
+    pub(crate) fn track_samples(&mut self) {
+        self.sample_open.get_or_insert_with(BTreeSet::new);
     }
 
     /// A push. Returns instances summarised early to make room.
@@ -79,9 +96,14 @@ impl Ranges {
             busy: IntervalUnion::default(),
             launches: 0,
             idle: [0; 6],
+            sampled: Vec::new(),
+            devices: 0,
         };
         self.instances.insert(instance, i);
         self.idle_open.insert((ts, instance));
+        if let Some(open) = &mut self.sample_open {
+            open.insert((ts, instance));
+        }
         if self.instances.len() > self.max_live {
             self.evict()
         } else {
@@ -123,13 +145,48 @@ impl Ranges {
         }
     }
 
-    /// A kernel launched inside `instance` ran over `[start, end)`.
-    pub(crate) fn kernel(&mut self, instance: u64, start: u64, end: u64) {
+    /// A kernel launched inside `instance` ran over `[start, end)` on
+    /// `device`.
+    pub(crate) fn kernel(&mut self, instance: u64, device: u32, start: u64, end: u64) {
+        let bit = if device < 64 { 1u64 << device } else { 0 };
         let mut inst = instance;
         while let Some(i) = self.instances.get_mut(&inst) {
             i.busy.add(start, end);
+            i.devices |= bit;
             inst = i.parent;
         }
+    }
+
+    /// Samples of one decode, each device's in time order: each counts for
+    /// every instance open during it, by overlap.
+    pub(crate) fn samples(&mut self, samples: &[Sample]) {
+        let Some(open) = &mut self.sample_open else { return };
+        let Some(last) = samples.iter().map(|s| s.end).max() else { return };
+        let first = samples.iter().map(|s| s.start).min().unwrap_or(last);
+        for &(start, id) in open.range(..(last, u64::MAX)) {
+            let Some(i) = self.instances.get_mut(&id) else { continue };
+            let end = i.end.unwrap_or(u64::MAX);
+            if end <= first {
+                continue;
+            }
+            for s in samples {
+                let overlap = end.min(s.end).saturating_sub(start.max(s.start));
+                if overlap == 0 {
+                    continue;
+                }
+                let acc = match i.sampled.iter().position(|(d, _)| *d == s.device) {
+                    Some(p) => &mut i.sampled[p].1,
+                    None => {
+                        i.sampled.push((s.device, SampledAcc::default()));
+                        &mut i.sampled.last_mut().expect("pushed").1
+                    }
+                };
+                acc.add(s, overlap as f64 / s.len().max(1) as f64, overlap as f64, s.sm_efficiency_pct as f64);
+            }
+        }
+        // Instances that ended before these samples get no more.
+        let instances = &self.instances;
+        open.retain(|(_, id)| instances.get(id).is_some_and(|i| i.end.map_or(true, |e| e > last)));
     }
 
     /// Idle time decided by the idle tracker: each piece counts for every
@@ -175,6 +232,9 @@ impl Ranges {
 
     fn finish_instance(&mut self, id: u64, i: Instance, session_end: u64) -> Finished {
         self.idle_open.remove(&(i.start, id));
+        if let Some(open) = &mut self.sample_open {
+            open.remove(&(i.start, id));
+        }
         let end = i.end.unwrap_or(session_end).max(i.start);
         let acc = self.by_path.entry(i.path).or_default();
         acc.count += 1;
@@ -184,6 +244,11 @@ impl Ranges {
         acc.launches += i.launches;
         for (a, b) in acc.idle.iter_mut().zip(i.idle) {
             *a += b;
+        }
+        for (d, s) in &i.sampled {
+            if i.devices == 0 || (*d < 64 && i.devices & (1 << d) != 0) {
+                acc.sampled_wall.merge(s);
+            }
         }
         Finished { path: i.path, tid: i.tid, start: i.start, end }
     }

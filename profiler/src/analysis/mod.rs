@@ -74,6 +74,9 @@ pub struct RangeAnalysis {
     pub compute_pct: Option<f64>,
     /// See `sm_efficiency_pct`.
     pub dram_pct: Option<f64>,
+    /// The four figures above come from PM samples over the range's kernel
+    /// time (sampling mode), not per-launch measurements.
+    pub sampled: bool,
     /// FLOPs counted by the hardware (extrapolated from the measured
     /// launches to all of the range's kernel time), when FLOP counters
     /// were collected (`--metrics tensor`, `flops` or `roofline`).
@@ -118,6 +121,9 @@ pub struct KernelAnalysis {
     pub share_pct: f64,
     /// Measured figures (see [`RangeAnalysis`]).
     pub sm_efficiency_pct: Option<f64>,
+    /// The figures come from PM samples (sampling mode), not per-launch
+    /// measurements.
+    pub sampled: bool,
     /// See `sm_efficiency_pct`.
     pub achieved_occupancy_pct: Option<f64>,
     /// See `sm_efficiency_pct`.
@@ -261,6 +267,8 @@ fn range(r: &Report, g: &RangeSummary, w: Option<&Weighted>, peaks: Option<&Peak
     let utilization_pct = shares.map_or(g.gpu_utilization_pct, |s| s.busy);
     let empty = Weighted::default();
     let w = w.unwrap_or(&empty);
+    // Sampling mode: the figures of the samples over its kernels' time.
+    let sampled = g.sampled.as_ref().filter(|_| g.metrics_sampled).map(|f| rates::sampled(f, Rates::default(), peaks));
     let secs = active_ns as f64 / 1e9;
     let flops = (!w.flops.is_empty()).then(|| w.flops.iter().map(|(_, f)| f).sum::<f64>());
     let hardware_mfu_pct = flops
@@ -294,7 +302,13 @@ fn range(r: &Report, g: &RangeSummary, w: Option<&Weighted>, peaks: Option<&Peak
             ),
         })
     } else {
-        w.verdict()
+        // Sampling mode: short kernels have no figures of their own; the
+        // range's samples speak for them.
+        w.verdict().or_else(|| sampled.as_ref().and_then(verdict::kernel))
+    };
+    let pick = |i: usize, v: Option<f64>| match &sampled {
+        Some(_) => v,
+        None => w.mean(i),
     };
     RangeAnalysis {
         count: g.count,
@@ -304,10 +318,11 @@ fn range(r: &Report, g: &RangeSummary, w: Option<&Weighted>, peaks: Option<&Peak
         idle: g.idle,
         kernel_ns: w.time as u64,
         measured_pct: if w.time > 0.0 { 100.0 * w.measured / w.time } else { 0.0 },
-        sm_efficiency_pct: w.mean(0).or(g.sm_efficiency_pct),
-        achieved_occupancy_pct: w.mean(1).or(g.achieved_occupancy_pct),
-        compute_pct: w.mean(2),
-        dram_pct: w.mean(3),
+        sm_efficiency_pct: pick(0, sampled.as_ref().and_then(|r| r.sm_efficiency)).or(g.sm_efficiency_pct),
+        achieved_occupancy_pct: pick(1, sampled.as_ref().and_then(|r| r.occupancy)).or(g.achieved_occupancy_pct),
+        compute_pct: pick(2, sampled.as_ref().and_then(|r| r.compute_pct)),
+        dram_pct: pick(3, sampled.as_ref().and_then(|r| r.dram_pct)),
+        sampled: sampled.is_some(),
         flops,
         flops_by_pipe: w.flops.clone(),
         hardware_mfu_pct,
@@ -335,6 +350,7 @@ fn kernel(k: &crate::report::KernelSummary, total_ns: f64, peaks: Option<&Peaks>
         share_pct: 100.0 * s.total_ns as f64 / total_ns,
         sm_efficiency_pct: r.sm_efficiency,
         achieved_occupancy_pct: r.occupancy,
+        sampled: s.metrics_sampled,
         compute_pct: r.compute_pct,
         dram_pct: r.dram_pct,
         flops_per_s: (!r.flops_per_ns.is_empty()).then_some(flops * 1e9),

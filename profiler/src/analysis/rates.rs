@@ -3,6 +3,7 @@
 
 use super::peaks::{Peaks, Pipe};
 use crate::model::metrics::{DRAM_READ, DRAM_WRITE, FMA_OPS, ISSUE_ACTIVE, TENSOR_ACTIVE, TENSOR_OPS};
+use crate::model::sampled::SampledFigures;
 use crate::report::KernelStats;
 
 /// Figures of one kernel (or one kernel under one NVTX path).
@@ -65,7 +66,10 @@ pub(crate) fn rates_from(s: &KernelStats, measured: &KernelStats, peaks: Option<
     let shape = shape(s);
     let s = measured;
     if s.profiled_launches == 0 {
-        return shape;
+        return match &s.sampled {
+            Some(f) => sampled(f, shape, peaks),
+            None => shape,
+        };
     }
     let c = |name: &str| s.counters.get(name).copied();
     let per_ns = |total: f64| (s.measured_ns > 0.0).then(|| total / s.measured_ns);
@@ -108,6 +112,26 @@ pub(crate) fn rates_from(s: &KernelStats, measured: &KernelStats, peaks: Option<
     }
 }
 
+/// The figures of PM samples over a kernel's launches (sampling mode): no
+/// FLOP counts, compute from the pipes' activity.
+pub(crate) fn sampled(f: &SampledFigures, shape: Rates, peaks: Option<&Peaks>) -> Rates {
+    let dram_bytes_per_ns = Some(f.dram_gb_per_s);
+    let elapsed = f.sm_efficiency_pct / 100.0;
+    let from_pipes = match (f.issue_active_pct, f.tensor_active_pct) {
+        (None, None) => None,
+        (i, t) => Some(i.unwrap_or(0.0).max(t.unwrap_or(0.0)) * elapsed),
+    };
+    Rates {
+        sm_efficiency: Some(f.sm_efficiency_pct),
+        occupancy: f.achieved_occupancy_pct,
+        compute_pct: from_pipes,
+        tensor_pct: f.tensor_active_pct,
+        dram_bytes_per_ns,
+        dram_pct: dram_bytes_per_ns.zip(peaks).map(|(b, p)| b * 1e9 / p.dram_bytes_per_s * 100.0),
+        ..shape
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -131,7 +155,34 @@ mod tests {
             sm_coverage_pct: Some(100.0),
             wave_efficiency_pct: Some(100.0),
             waves: Some(1.0),
+            sampled: None,
+            metrics_sampled: false,
         }
+    }
+
+    #[test]
+    fn sampled_figures_stand_in_for_measured_ones() {
+        let h100 = super::super::peaks::peaks(&DeviceInfo::new(0, "NVIDIA H100 80GB HBM3", 132, SmLimits::SM_90));
+        let mut s = stats(&[], 0.0, 1e6);
+        s.profiled_launches = 0;
+        s.sm_efficiency_pct = None;
+        s.achieved_occupancy_pct = None;
+        assert!(!rates(&s, h100.as_ref()).measured());
+        s.sampled = Some(crate::model::sampled::SampledFigures {
+            sm_efficiency_pct: 90.0,
+            achieved_occupancy_pct: Some(30.0),
+            tensor_active_pct: Some(10.0),
+            issue_active_pct: Some(50.0),
+            dram_gb_per_s: 1675.0,
+            covered_ns: 1_000_000,
+            samples: 50,
+        });
+        let r = rates(&s, h100.as_ref());
+        assert_eq!((r.sm_efficiency, r.occupancy), (Some(90.0), Some(30.0)));
+        // Issue slots 50% of active cycles, active 90% of the time.
+        assert!((r.compute_pct.unwrap() - 45.0).abs() < 1e-9);
+        // 1675 GB/s of the H100 SXM's 3350.
+        assert!((r.dram_pct.unwrap() - 50.0).abs() < 0.5, "{:?}", r.dram_pct);
     }
 
     #[test]

@@ -199,7 +199,8 @@ pub(super) fn enable(cupti: &'static Cupti, sub: sys::CUpti_SubscriberHandle, p:
     let en = sym!(cupti, cuptiEnableCallback).map_err(missing)?;
     let lists =
         [(sys::CUPTI_CB_DOMAIN_DRIVER_API, DRIVER_LAUNCHES), (sys::CUPTI_CB_DOMAIN_RUNTIME_API, RUNTIME_LAUNCHES)];
-    for (domain, list) in lists.into_iter().filter(|_| p.attribution) {
+    // Sampling mode sets up each device's sampling at its first launch.
+    for (domain, list) in lists.into_iter().filter(|_| p.attribution || p.sampling.is_some()) {
         for &cbid in list {
             // SAFETY: a valid subscriber; unknown cbids fail harmlessly.
             unsafe { en(1, sub, domain, cbid) };
@@ -352,6 +353,9 @@ pub(super) unsafe extern "C" fn api_callback(
         }
         // Before anything gpuscope does at this launch.
         let ts = now();
+        if let Some(sampler) = &s.sampler {
+            sampler.on_launch();
+        }
         let ctx = nvtx::current();
         let graph = is_graph_launch(domain, cbid);
         let profiled = s.collector.as_ref().is_some_and(|c| {

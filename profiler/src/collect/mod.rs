@@ -12,6 +12,7 @@ pub(crate) mod driver;
 pub(crate) mod metrics;
 pub(crate) mod nvtx;
 pub(crate) mod pool;
+pub(crate) mod sampling;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::model::event::HostEvent;
@@ -21,6 +22,7 @@ use debug::debug;
 use metrics::collector::Collector;
 use metrics::{MetricSet, Selection};
 use pool::BufferPool;
+use sampling::Sampler;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
@@ -41,6 +43,8 @@ pub(crate) struct CollectOptions {
     pub host_waits: bool,
     /// Metrics mode: what to measure, on which launches.
     pub metrics: Option<(MetricSet, Selection)>,
+    /// Sampling mode: PM sampling every this many ns.
+    pub sampling: Option<u64>,
 }
 
 /// The running collection: shared by CUPTI's callbacks (on the program's
@@ -59,6 +63,8 @@ pub(crate) struct Collection {
     kinds: Vec<u32>,
     /// Metrics mode's measurements.
     pub(crate) collector: Option<Collector>,
+    /// Sampling mode's PM sampling.
+    pub(crate) sampler: Option<Sampler>,
     /// The process that started it (a forked child inherits it, not CUPTI).
     pub(crate) pid: u32,
 }
@@ -159,6 +165,7 @@ pub(crate) fn start(opts: &CollectOptions) -> Result<(Arc<Collection>, Outputs)>
         stopped: AtomicBool::new(false),
         kinds: opts.kinds.clone(),
         collector: opts.metrics.clone().map(|(m, s)| Collector::new(cupti, m, s)),
+        sampler: opts.sampling.map(|interval| Sampler::new(cupti, interval)),
         pid: std::process::id(),
     });
     if let Some(why) = collection.collector.as_ref().and_then(|c| c.status().disabled) {
@@ -228,6 +235,12 @@ pub(crate) fn stop(s: &Collection, at_exit: bool) -> Result<()> {
         }
         debug("stop: metrics off");
         col.shutdown();
+    }
+    if let Some(sampler) = &s.sampler {
+        // Released before CUPTI detaches; its last samples wait for the
+        // decoder.
+        debug("stop: sampling off");
+        sampler.stop();
     }
     if let Ok(f) = sym!(c, cuptiUnsubscribe) {
         // SAFETY: our subscriber, unsubscribed once (`stopped` guards).

@@ -11,5 +11,6 @@ pub mod metrics;
 pub mod names;
 pub mod occupancy;
 pub mod path;
+pub mod sampled;
 pub mod trace;
 pub mod units;

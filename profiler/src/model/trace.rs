@@ -3,6 +3,7 @@
 use super::metrics::KernelMetrics;
 use super::occupancy::Occupancy;
 use super::path::RangePath;
+use super::sampled::Sample;
 use serde::{Deserialize, Serialize};
 
 /// Per-event records.
@@ -14,6 +15,44 @@ pub struct Trace {
     pub ranges: Vec<RangeRecord>,
     /// Copies and sets.
     pub memory: Vec<MemoryRecord>,
+    /// PM samples (sampling mode), for counter tracks.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub samples: Vec<SampleRecord>,
+}
+
+/// One PM sample of one device (sampling mode).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SampleRecord {
+    /// Device.
+    pub device: u32,
+    /// Start, ns.
+    pub start_ns: u64,
+    /// End, ns.
+    pub end_ns: u64,
+    /// SM efficiency over the sample, %.
+    pub sm_efficiency_pct: f32,
+    /// Achieved occupancy over its active cycles, % (absent when no SM was
+    /// active).
+    pub achieved_occupancy_pct: Option<f32>,
+    /// Tensor pipe active over active cycles, %.
+    pub tensor_active_pct: Option<f32>,
+    /// DRAM bandwidth, GB/s.
+    pub dram_gb_per_s: f32,
+}
+
+impl From<&Sample> for SampleRecord {
+    fn from(s: &Sample) -> Self {
+        let finite = |v: f32| v.is_finite().then_some(v);
+        SampleRecord {
+            device: s.device,
+            start_ns: s.start,
+            end_ns: s.end,
+            sm_efficiency_pct: s.sm_efficiency_pct,
+            achieved_occupancy_pct: finite(s.occupancy_pct),
+            tensor_active_pct: finite(s.tensor_active_pct),
+            dram_gb_per_s: if s.is_empty() { 0.0 } else { s.dram_bytes / s.len() as f32 },
+        }
+    }
 }
 
 /// One kernel execution.

@@ -89,6 +89,27 @@ fn counters(r: &Report, t: &Trace) -> Vec<Value> {
     ev
 }
 
+/// Sampling mode: one counter track per sampled metric and device, a value
+/// per PM sample (the hardware's own figures, not derived from kernels).
+fn sampled_counters(r: &Report, t: &Trace) -> Vec<Value> {
+    let us = |ns: u64| ns.saturating_sub(r.start_ns) as f64 / 1000.0;
+    let mut ev = Vec::new();
+    for s in &t.samples {
+        let pid = gpu_pid(s.device);
+        let ts = us(s.start_ns);
+        let mut add = |name: &str, key: &str, v: Option<f32>| {
+            if let Some(v) = v.filter(|v| v.is_finite()) {
+                ev.push(json!({"ph": "C", "name": name, "pid": pid, "ts": ts, "args": {key: v}}));
+            }
+        };
+        add("SM efficiency % (sampled)", "sm_eff", Some(s.sm_efficiency_pct));
+        add("achieved occupancy % (sampled)", "occupancy", s.achieved_occupancy_pct);
+        add("tensor pipe active % (sampled)", "tensor", s.tensor_active_pct);
+        add("DRAM GB/s (sampled)", "dram", Some(s.dram_gb_per_s));
+    }
+    ev
+}
+
 /// Renders `r` (its trace part; statistics go in `otherData`).
 pub fn render(r: &Report, a: &Analysis) -> String {
     let t0 = r.start_ns;
@@ -137,7 +158,11 @@ pub fn render(r: &Report, a: &Analysis) -> String {
                 "pid": HOST_PID, "tid": g.thread, "args": {"path": path, "bound": verdict}
             }));
         }
-        ev.extend(counters(r, tr));
+        if tr.samples.is_empty() {
+            ev.extend(counters(r, tr));
+        } else {
+            ev.extend(sampled_counters(r, tr));
+        }
     }
     for (d, s) in streams {
         ev.push(json!({"ph": "M", "name": "thread_name", "pid": gpu_pid(d), "tid": s, "args": {"name": format!("stream {s}")}}));

@@ -15,6 +15,14 @@ fn opt_pct(v: Option<f64>) -> String {
     v.map_or("-".into(), fmt_pct)
 }
 
+/// A hardware figure; `~` marks one from PM samples (sampling mode).
+fn hw_pct(v: Option<f64>, sampled: bool) -> String {
+    match v {
+        Some(v) if sampled => format!("~{}", fmt_pct(v)),
+        _ => opt_pct(v),
+    }
+}
+
 /// Three significant digits and an SI prefix: `989 T`, `1.25 T`, `4.55 k`.
 pub(super) fn si(v: f64) -> String {
     let (d, u) = match v.abs() {
@@ -137,10 +145,10 @@ pub(super) fn render(a: &Analysis, width: usize, out: &mut String) {
                 fit(&format!("{}{leaf}{calls}", "  ".repeat(depth)), name_w),
                 fmt_ns(g.wall_ns),
                 format!("{:.0}%", g.utilization_pct),
-                opt_pct(g.sm_efficiency_pct),
-                opt_pct(g.achieved_occupancy_pct),
-                opt_pct(g.compute_pct),
-                opt_pct(g.dram_pct),
+                hw_pct(g.sm_efficiency_pct, g.sampled),
+                hw_pct(g.achieved_occupancy_pct, g.sampled),
+                hw_pct(g.compute_pct, g.sampled),
+                hw_pct(g.dram_pct, g.sampled),
                 opt_pct(g.hardware_mfu_pct),
                 g.verdict.bound
             );
@@ -182,10 +190,10 @@ pub(super) fn render(a: &Analysis, width: usize, out: &mut String) {
                 super::table::name_cell(out, &k.display_name, name_w, width),
                 fmt_ns(k.gpu_ns),
                 format!("{:.0}%", k.share_pct),
-                opt_pct(k.sm_efficiency_pct),
-                opt_pct(k.achieved_occupancy_pct),
-                opt_pct(k.compute_pct),
-                opt_pct(k.dram_pct),
+                hw_pct(k.sm_efficiency_pct, k.sampled),
+                hw_pct(k.achieved_occupancy_pct, k.sampled),
+                hw_pct(k.compute_pct, k.sampled),
+                hw_pct(k.dram_pct, k.sampled),
                 k.flops_per_s.map_or("-".into(), si),
                 bound
             );

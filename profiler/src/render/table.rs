@@ -99,6 +99,24 @@ pub fn render(r: &Report, a: &Analysis, width: usize) -> String {
         );
         let _ = writeln!(out, "{}", diagnosis::wrap(&text, width, "threads: ", "  "));
     }
+    if let Some(sm) = &r.sampling {
+        let text = match &sm.disabled {
+            Some(why) if sm.samples == 0 => format!("off ({why})"),
+            _ => format!(
+                "SM efficiency, occupancy, compute and DRAM figures marked ~ come from PM samples every {} on {} \
+                 device(s) ({} samples, {} overflows, {} expired); kernels spanning fewer than {} samples have range-level \
+                 figures only{}",
+                fmt_ns(sm.interval_ns),
+                sm.devices.len(),
+                sm.samples,
+                sm.overflows,
+                sm.samples_expired,
+                sm.min_kernel_samples,
+                sm.disabled.as_ref().map_or(String::new(), |w| format!("; stopped early: {w}"))
+            ),
+        };
+        let _ = writeln!(out, "{}", diagnosis::wrap(&text, width, "sampled: ", "  "));
+    }
     if let Some(idle) = &r.idle {
         let _ = writeln!(out, "session: {}", diagnosis::idle_line(idle, r.end_ns.saturating_sub(r.start_ns)));
     }

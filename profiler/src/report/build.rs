@@ -5,9 +5,21 @@ use crate::aggregate::kernels::{additive, KernelAcc};
 use crate::aggregate::memory::CopyAcc;
 use crate::aggregate::ranges::RangeAcc;
 use crate::aggregate::Aggregate;
+use crate::model::sampled::SampledAcc;
 use std::collections::HashMap;
 
 fn stats(a: &KernelAcc) -> KernelStats {
+    let mut s = exact_stats(a);
+    s.sampled = a.sampled_own.figures();
+    if let (0, Some(f)) = (a.profiled, &s.sampled) {
+        s.sm_efficiency_pct = Some(f.sm_efficiency_pct);
+        s.achieved_occupancy_pct = f.achieved_occupancy_pct;
+        s.metrics_sampled = true;
+    }
+    s
+}
+
+fn exact_stats(a: &KernelAcc) -> KernelStats {
     let lim = [Limiter::Warps, Limiter::Registers, Limiter::SharedMemory, Limiter::Blocks];
     let best = (0..4).max_by_key(|&i| a.limiter_time[i]).filter(|&i| a.limiter_time[i] > 0);
     KernelStats {
@@ -30,6 +42,8 @@ fn stats(a: &KernelAcc) -> KernelStats {
         sm_coverage_pct: (a.grid_time > 0).then(|| 100.0 * a.coverage_weighted / a.grid_time as f64),
         wave_efficiency_pct: (a.grid_time > 0).then(|| 100.0 * a.waves_weighted / a.grid_time as f64),
         waves: (a.grid_time > 0).then(|| a.wave_count_weighted / a.grid_time as f64),
+        sampled: None,
+        metrics_sampled: false,
     }
 }
 
@@ -45,6 +59,9 @@ fn range(path: RangePath, a: &RangeAcc, idle: bool) -> RangeSummary {
         achieved_occupancy_pct: None,
         busy_but_underused: false,
         idle: idle.then(|| IdleSplit::from_array(a.idle)),
+        sampled: None,
+        sampled_wall: a.sampled_wall.figures(),
+        metrics_sampled: false,
     }
 }
 
@@ -56,24 +73,31 @@ fn copies(kind: &str, a: &CopyAcc) -> CopySummary {
 /// ranges nested in it, weighted by measured GPU time. Each (path, kernel)
 /// adds to every prefix of its path: linear in paths times depth.
 fn range_metrics(ranges: &mut [RangeSummary], path_kernels: &[(RangePath, String, KernelAcc)]) {
-    let mut sums: HashMap<&[RangeFrame], (f64, f64, f64)> = HashMap::new();
-    for (p, _, a) in path_kernels.iter().filter(|(_, _, a)| a.profiled > 0) {
+    let mut sums: HashMap<&[RangeFrame], (f64, f64, f64, SampledAcc)> = HashMap::new();
+    for (p, _, a) in path_kernels.iter().filter(|(_, _, a)| a.profiled > 0 || a.sampled.covered_ns > 0.0) {
         for n in 1..=p.frames.len() {
             let s = sums.entry(&p.frames[..n]).or_default();
             s.0 += a.achieved_weighted;
             s.1 += a.efficiency_weighted;
             s.2 += a.metric_time;
+            s.3.merge(&a.sampled);
         }
     }
     for g in ranges {
-        if let Some(&(ach, eff, w)) = sums.get(g.path.frames.as_slice()) {
-            if w > 0.0 {
-                g.achieved_occupancy_pct = Some(ach / w);
-                g.sm_efficiency_pct = Some(eff / w);
-                g.busy_but_underused = g.gpu_utilization_pct >= BUSY_PCT
-                    && (eff / w < LOW_SM_EFFICIENCY_PCT || ach / w < LOW_OCCUPANCY_PCT);
-            }
-        }
+        let Some((ach, eff, w, sampled)) = sums.get(g.path.frames.as_slice()) else { continue };
+        g.sampled = sampled.figures();
+        let (ach, eff) = if *w > 0.0 {
+            (Some(ach / w), eff / w)
+        } else if let Some(f) = &g.sampled {
+            g.metrics_sampled = true;
+            (f.achieved_occupancy_pct, f.sm_efficiency_pct)
+        } else {
+            continue;
+        };
+        g.achieved_occupancy_pct = ach;
+        g.sm_efficiency_pct = Some(eff);
+        g.busy_but_underused = g.gpu_utilization_pct >= BUSY_PCT
+            && (eff < LOW_SM_EFFICIENCY_PCT || ach.is_some_and(|a| a < LOW_OCCUPANCY_PCT));
     }
 }
 
@@ -113,7 +137,19 @@ impl Report {
         let mut report = Report {
             schema_version: SCHEMA_VERSION,
             gpuscope_version: env!("CARGO_PKG_VERSION").to_string(),
-            mode: if a.metrics_mode { "metrics" } else { "trace" }.into(),
+            mode: if a.metrics_mode {
+                "metrics"
+            } else if a.sampling_mode {
+                "sampling"
+            } else {
+                "trace"
+            }
+            .into(),
+            sampling: a.sampling_mode.then(|| SamplingStatus {
+                samples_expired: a.sampling_losses.0,
+                kernels_unsampled: a.sampling_losses.1,
+                ..Default::default()
+            }),
             metrics: None,
             profiler_kernels: a.profiler_kernels.0,
             profiler_kernel_ns: a.profiler_kernels.1,

@@ -11,7 +11,8 @@ pub use crate::model::idle::IdleSplit;
 use crate::model::metrics::MetricsStatus;
 use crate::model::occupancy::Limiter;
 use crate::model::path::{RangeFrame, RangePath};
-pub use crate::model::trace::{KernelRecord, MemoryRecord, RangeRecord, Trace};
+pub use crate::model::sampled::{SampledFigures, SamplingStatus};
+pub use crate::model::trace::{KernelRecord, MemoryRecord, RangeRecord, SampleRecord, Trace};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -71,6 +72,9 @@ pub struct Report {
     /// FLOPs and work per call the program declared for its ranges.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub declared: Vec<Declared>,
+    /// How PM sampling went (sampling mode only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sampling: Option<SamplingStatus>,
     /// Kernels attributed to another thread's NVTX ranges.
     #[serde(default)]
     pub cross_thread: CrossThread,
@@ -139,6 +143,16 @@ pub struct KernelStats {
     /// weighted by GPU time (2.01: two full waves and a sliver).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waves: Option<f64>,
+    /// Sampling mode: figures from the PM samples wholly inside launches
+    /// spanning at least `SamplingStatus::min_kernel_samples` samples; the
+    /// occupancy and SM efficiency above then come from here when no
+    /// launch was measured (`metrics_sampled`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sampled: Option<SampledFigures>,
+    /// `achieved_occupancy_pct` and `sm_efficiency_pct` are sampled, not
+    /// measured per launch.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub metrics_sampled: bool,
 }
 
 /// One kernel name.
@@ -201,6 +215,19 @@ pub struct RangeSummary {
     /// [`LOW_OCCUPANCY_PCT`]).
     #[serde(default)]
     pub busy_but_underused: bool,
+    /// Sampling mode: figures from the PM samples over its kernels' run
+    /// time (nested ranges included; each sample's counts shared among the
+    /// kernels running in it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sampled: Option<SampledFigures>,
+    /// Sampling mode: figures from the PM samples over its wall windows,
+    /// idle time included (what the GPU did while the range was open).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sampled_wall: Option<SampledFigures>,
+    /// `achieved_occupancy_pct` and `sm_efficiency_pct` are sampled, not
+    /// measured per launch.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub metrics_sampled: bool,
     /// GPU idle time inside the range's windows by cause; GPU busy time of
     /// any kernel in them is `wall_ns` minus its total (schema 2; absent
     /// for start/end ranges).

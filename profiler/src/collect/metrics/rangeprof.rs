@@ -17,6 +17,7 @@ macro_rules! struct_size {
         std::mem::offset_of!($t, $last) + std::mem::size_of::<$ft>()
     };
 }
+pub(crate) use struct_size;
 
 /// The error for `CUPTI_ERROR_INSUFFICIENT_PRIVILEGES` from `call`, with the fix.
 pub(crate) fn no_permission(call: &str) -> Error {
@@ -45,7 +46,7 @@ pub(crate) fn counters_busy(call: &str) -> Error {
 
 /// Like `check`, but the failures a user can fix (no counter permission,
 /// counters held by another profiler) get messages with the fix.
-fn counters(cupti: &Cupti, code: sys::CUptiResult, call: &str) -> Result<()> {
+pub(crate) fn counters(cupti: &Cupti, code: sys::CUptiResult, call: &str) -> Result<()> {
     match fixable(code, call) {
         Some(e) => Err(e),
         None => check(cupti, code, call),
@@ -92,11 +93,17 @@ pub(crate) fn chip_name(cupti: &Cupti, index: usize) -> Result<CString> {
 
 /// Whether the range profiler supports device `dev`; `Err` says why not.
 pub(crate) fn device_supported(cupti: &Cupti, dev: i32) -> Result<()> {
+    api_supported(cupti, dev, sys::CUPTI_PROFILER_RANGE_PROFILING, "range profiling")
+}
+
+/// Whether profiler `api` (`CUPTI_PROFILER_*`, called `what`) supports
+/// device `dev`; `Err` says why not.
+pub(crate) fn api_supported(cupti: &Cupti, dev: i32, api: sys::CUpti_Profiler_API, what: &str) -> Result<()> {
     // SAFETY: all-zero is a valid value for this plain params struct.
     let mut p: sys::CUpti_Profiler_DeviceSupported_Params = unsafe { std::mem::zeroed() };
     p.structSize = struct_size!(sys::CUpti_Profiler_DeviceSupported_Params, api: sys::CUpti_Profiler_API);
     p.cuDevice = dev;
-    p.api = sys::CUPTI_PROFILER_RANGE_PROFILING;
+    p.api = api;
     let f = sym!(cupti, cuptiProfilerDeviceSupported).map_err(cupti::missing)?;
     // SAFETY: a valid params struct.
     check(cupti, unsafe { f(&mut p) }, "cuptiProfilerDeviceSupported")?;
@@ -118,7 +125,7 @@ pub(crate) fn device_supported(cupti: &Cupti, dev: i32) -> Result<()> {
     }
     Err(Error::new(
         ErrorKind::Unsupported,
-        format!("device {dev} does not support CUPTI range profiling (unsupported: {})", why.join(", ")),
+        format!("device {dev} does not support CUPTI {what} (unsupported: {})", why.join(", ")),
     ))
 }
 
@@ -155,14 +162,25 @@ pub(crate) struct HostObject {
 unsafe impl Send for HostObject {}
 
 impl HostObject {
-    /// Host object for `chip`, with `metrics` added (`availability` may be
-    /// empty for chips CUPTI knows). Unknown metric names fail here, with
-    /// CUPTI's error.
+    /// Host object of the range profiler for `chip`, with `metrics` added
+    /// (`availability` may be empty for chips CUPTI knows). Unknown metric
+    /// names fail here, with CUPTI's error.
     pub(crate) fn new(cupti: &'static Cupti, chip: &CStr, availability: &[u8], metrics: &[String]) -> Result<Self> {
+        Self::of_type(cupti, sys::CUPTI_PROFILER_TYPE_RANGE_PROFILER, chip, availability, metrics)
+    }
+
+    /// Host object for profiler `kind` (`CUPTI_PROFILER_TYPE_*`).
+    pub(crate) fn of_type(
+        cupti: &'static Cupti,
+        kind: sys::CUpti_ProfilerType,
+        chip: &CStr,
+        availability: &[u8],
+        metrics: &[String],
+    ) -> Result<Self> {
         let mut p = sys::CUpti_Profiler_Host_Initialize_Params {
             structSize: struct_size!(sys::CUpti_Profiler_Host_Initialize_Params, pHostObject: *mut sys::CUpti_Profiler_Host_Object),
             pPriv: std::ptr::null_mut(),
-            profilerType: sys::CUPTI_PROFILER_TYPE_RANGE_PROFILER,
+            profilerType: kind,
             pChipName: chip.as_ptr(),
             // Known chips need no availability image (CUPTI wants one only
             // for chips newer than itself).
@@ -259,6 +277,16 @@ impl HostObject {
             }
         }
         Ok(out)
+    }
+
+    /// The metrics added, in evaluation order.
+    pub(crate) fn names(&self) -> &[CString] {
+        &self.names
+    }
+
+    /// Its config image.
+    pub(crate) fn config(&self) -> &[u8] {
+        &self.config
     }
 
     /// Replay passes each profiled kernel needs.

@@ -1,0 +1,156 @@
+//! Sampling mode's collection: CUPTI's PM sampling on every device the
+//! program launches kernels on, enabled at the first launch there (a device
+//! the process never uses is left to other processes' profilers), decoded
+//! by the session's decoder thread every few milliseconds.
+
+pub(crate) mod pmsampler;
+
+use super::debug::debug;
+use super::driver;
+use crate::model::sampled::{Sample, SamplingStatus};
+use cupti_sys::Cupti;
+use pmsampler::PmDevice;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Instant;
+
+/// Default interval between samples, ns: measured on a PyTorch loop
+/// (README "Sampling mode"), fine enough for kernels of 100 us and up.
+pub const DEFAULT_INTERVAL_NS: u64 = 20_000;
+
+/// Allowed intervals, ns: below 1 us CUPTI loses samples between decodes;
+/// above 100 ms every kernel is shorter than a sample.
+pub const INTERVALS_NS: std::ops::RangeInclusive<u64> = 1_000..=100_000_000;
+
+/// Whole samples inside a kernel for a figure of its own.
+pub const MIN_KERNEL_SAMPLES: u32 = 4;
+
+struct State {
+    devices: Vec<PmDevice>,
+    /// Samples decoded at stop, for the decoder's last call.
+    leftover: Vec<Sample>,
+    status: SamplingStatus,
+    /// Said once why sampling is off.
+    warned: bool,
+}
+
+/// PM sampling of one session.
+pub(crate) struct Sampler {
+    cupti: &'static Cupti,
+    interval_ns: u64,
+    /// Devices whose sampling was set up (or tried), one bit each (64).
+    tried: AtomicU64,
+    state: Mutex<State>,
+}
+
+impl Sampler {
+    /// Samples every `interval_ns` once devices are in use.
+    pub(crate) fn new(cupti: &'static Cupti, interval_ns: u64) -> Self {
+        Sampler {
+            cupti,
+            interval_ns,
+            tried: AtomicU64::new(0),
+            state: Mutex::new(State {
+                devices: Vec::new(),
+                leftover: Vec::new(),
+                status: SamplingStatus { interval_ns, min_kernel_samples: MIN_KERNEL_SAMPLES, ..Default::default() },
+                warned: false,
+            }),
+        }
+    }
+
+    /// At a launch's API entry: samples the current context's device from
+    /// now on. One atomic load once its device is set up.
+    pub(crate) fn on_launch(&self) {
+        let Some(d) = driver::driver() else { return };
+        let mut dev = 0;
+        // SAFETY: out pointer is a valid local; a launch has a current context.
+        if unsafe { (d.cu_ctx_get_device)(&mut dev) } != 0 || !(0..64).contains(&dev) {
+            return;
+        }
+        let bit = 1u64 << dev;
+        if self.tried.load(Ordering::Acquire) & bit != 0 || self.tried.fetch_or(bit, Ordering::AcqRel) & bit != 0 {
+            return;
+        }
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if st.status.disabled.is_some() {
+            return;
+        }
+        debug("sampling: enabling a device");
+        let started = PmDevice::new(self.cupti, dev as u32, self.interval_ns).and_then(|mut p| p.start().map(|()| p));
+        match started {
+            Ok(p) => {
+                if st.status.metrics.is_empty() {
+                    st.status.metrics = p.metrics();
+                }
+                st.status.devices.push(dev as u32);
+                st.devices.push(p);
+            }
+            Err(e) => {
+                let why = format!("device {dev}: {e}");
+                if !std::mem::replace(&mut st.warned, true) {
+                    eprintln!("gpuscope: sampled hardware metrics are off for this session: {why}. Tracing continues.");
+                }
+                st.status.disabled = Some(why);
+                // Devices already sampling keep on: their figures stay
+                // right, the report says which devices were sampled.
+            }
+        }
+    }
+
+    /// Decodes every device's new samples (the decoder thread, every few
+    /// milliseconds).
+    pub(crate) fn decode(&self) -> Vec<Sample> {
+        let t = Instant::now();
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let st = &mut *st;
+        let mut out = std::mem::take(&mut st.leftover);
+        let mut failed = None;
+        for p in &mut st.devices {
+            match p.decode() {
+                Ok(d) => {
+                    st.status.overflows += d.overflow as u64;
+                    st.status.samples += d.samples.len() as u64;
+                    out.extend(d.samples);
+                }
+                Err(e) => failed = Some(format!("device {}: {e}", p.device())),
+            }
+        }
+        if let Some(why) = failed {
+            // A device that cannot be decoded stops sampling altogether,
+            // said once; what was decoded stays.
+            if !std::mem::replace(&mut st.warned, true) {
+                eprintln!("gpuscope: sampled hardware metrics stopped: {why}. Tracing continues.");
+            }
+            st.status.disabled = Some(why);
+            st.devices.clear();
+        }
+        st.status.decode_ns += t.elapsed().as_nanos() as u64;
+        out
+    }
+
+    /// Stops sampling everywhere and releases the devices (before CUPTI
+    /// detaches); the samples still in their buffers are decoded now and
+    /// handed out by the next [`Sampler::decode`].
+    pub(crate) fn stop(&self) {
+        {
+            let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            for p in &mut st.devices {
+                if let Err(e) = p.stop() {
+                    debug(&format!("sampling: stop: {e}"));
+                }
+            }
+        }
+        // No device is set up after this.
+        self.tried.store(u64::MAX, Ordering::Release);
+        let last = self.decode();
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.devices.clear();
+        st.leftover = last;
+    }
+
+    /// How sampling went.
+    pub(crate) fn status(&self) -> SamplingStatus {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).status.clone()
+    }
+}
