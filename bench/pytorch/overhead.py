@@ -52,7 +52,7 @@ class Config(ctypes.Structure):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--gpuscope", required=True, help="libgpuscope.so")
-    ap.add_argument("--floor", required=True, help="libcupti_floor.so")
+    ap.add_argument("--floor", help="libcupti_floor.so (for the floor configurations)")
     ap.add_argument("--rounds", type=int, default=12)
     ap.add_argument("--steps", type=int, default=30, help="steps per block")
     ap.add_argument("--configs", default="floor,+runtime,+sync,+kinds,gpuscope")
@@ -63,7 +63,7 @@ def main():
 
     gs = ctypes.CDLL(os.path.abspath(a.gpuscope))
     gs.gpuscope_last_error.restype = ctypes.c_char_p
-    fl = ctypes.CDLL(os.path.abspath(a.floor))
+    fl = ctypes.CDLL(os.path.abspath(a.floor)) if a.floor else None
     step, _, _ = build()
 
     def block():
@@ -94,6 +94,8 @@ def main():
             if gs.gpuscope_start(ctypes.byref(c)) != 0:
                 sys.exit(f"gpuscope_start({cfg}): {gs.gpuscope_last_error().decode()}")
         else:
+            if fl is None:
+                sys.exit(f"configuration {cfg} needs --floor")
             kinds, cbs = FLOORS[cfg]
             if fl.floor_start(kinds, cbs) != 0:
                 sys.exit(f"floor_start({cfg}) failed")
