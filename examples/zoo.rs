@@ -25,8 +25,13 @@ fn main() -> ExitCode {
         "trace" => gpuscope::Profiler::new(),
         "metrics" => gpuscope::Profiler::new().metrics(gpuscope::MetricSet::default()),
         "tensor" => gpuscope::Profiler::new().metrics(gpuscope::MetricSet::default().with_tensor()),
+        m if m.starts_with("sampling") => {
+            // sampling[:US]: a PM sample every US microseconds (default 20).
+            let us = m.split_once(':').and_then(|(_, u)| u.parse().ok()).unwrap_or(20);
+            gpuscope::Profiler::new().sampling(std::time::Duration::from_micros(us))
+        }
         other => {
-            eprintln!("zoo: mode {other:?}; allowed: trace, metrics, tensor");
+            eprintln!("zoo: mode {other:?}; allowed: trace, metrics, tensor, sampling[:US]");
             return ExitCode::from(2);
         }
     };
@@ -57,7 +62,7 @@ fn main() -> ExitCode {
     let mut wrong = 0;
     println!("\nverdicts ({mode} mode):");
     for case in bottlenecks::CASES {
-        let want = if mode == "trace" { Some(case.trace) } else { case.metrics };
+        let want = if mode == "trace" || mode.starts_with("sampling") { Some(case.trace) } else { case.metrics };
         let got = analysis.ranges.iter().find(|g| g.path == case.range).map_or("(no range)", |g| g.verdict.bound);
         let mark = match want {
             Some(w) if w == got => "ok",

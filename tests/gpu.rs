@@ -617,7 +617,9 @@ fn the_bottleneck_zoo_counter_cases_and_the_hardware_mfu_of_a_bf16_gemm() {
 #[ignore = "needs an NVIDIA GPU"]
 fn sampled_figures_agree_with_metrics_mode_on_the_zoo() {
     let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let (_, measured, _) = zoo(Profiler::new().metrics(gpuscope::MetricSet::default()));
+    // Every launch measured: range figures weigh all of a range's kernels.
+    let (_, measured, _) =
+        zoo(Profiler::new().metrics(gpuscope::MetricSet::default()).select(gpuscope::Selection::all()));
     let (_, sampled, a) = zoo(Profiler::new().sampling(std::time::Duration::from_micros(20)));
     assert_eq!(sampled.mode, "sampling");
     let st = sampled.sampling.as_ref().expect("sampling status");

@@ -325,8 +325,12 @@ static RUNNING: Mutex<Option<Running>> = Mutex::new(None);
 /// default queue (262144 events) overflows only above 50M events/s.
 const HOST_POLL: Duration = Duration::from_millis(5);
 
+/// Sampling mode: how often completed activity records are fetched.
+const SAMPLING_FLUSH: Duration = Duration::from_millis(200);
+
 fn decode_loop(s: Arc<Collection>, opts: AggregateOptions, outputs: Outputs, ctl: Receiver<Control>) {
     let Outputs { buffers: bufs, host } = outputs;
+    let mut last_flush = std::time::Instant::now();
     let mut agg = Aggregator::new(opts, DeviceTable::from_driver());
     let drain_host = |agg: &mut Aggregator| {
         while let Ok(e) = host.try_recv() {
@@ -351,6 +355,13 @@ fn decode_loop(s: Arc<Collection>, opts: AggregateOptions, outputs: Outputs, ctl
         drain_host(&mut agg);
         if let Some(sampler) = &s.sampler {
             agg.samples(&sampler.decode());
+            // Kernel records decide the timeline that samples wait for: a
+            // program launching few kernels would fill no buffer for
+            // minutes, so completed records are fetched every so often.
+            if last_flush.elapsed() >= SAMPLING_FLUSH {
+                s.flush(false);
+                last_flush = std::time::Instant::now();
+            }
         }
         select! {
             recv(bufs) -> b => if let Ok(b) = b { process(&mut agg, b) },

@@ -157,19 +157,21 @@ impl Ranges {
         }
     }
 
-    /// Samples of one decode, each device's in time order: each counts for
-    /// every instance open during it, by overlap.
+    /// Samples of one decode: each counts for every instance open during
+    /// it, by overlap.
     pub(crate) fn samples(&mut self, samples: &[Sample]) {
         let Some(open) = &mut self.sample_open else { return };
-        let Some(last) = samples.iter().map(|s| s.end).max() else { return };
-        let first = samples.iter().map(|s| s.start).min().unwrap_or(last);
+        let mut sorted = samples.to_vec();
+        sorted.sort_unstable_by_key(|s| s.start);
+        let Some(last) = sorted.iter().map(|s| s.end).max() else { return };
+        // Samples are at most this long: those starting this much before an
+        // instance may still overlap it.
+        let longest = sorted.iter().map(Sample::len).max().unwrap_or(0);
         for &(start, id) in open.range(..(last, u64::MAX)) {
             let Some(i) = self.instances.get_mut(&id) else { continue };
             let end = i.end.unwrap_or(u64::MAX);
-            if end <= first {
-                continue;
-            }
-            for s in samples {
+            let first = sorted.partition_point(|s| s.start + longest <= start);
+            for s in sorted[first..].iter().take_while(|s| s.start < end) {
                 let overlap = end.min(s.end).saturating_sub(start.max(s.start));
                 if overlap == 0 {
                     continue;

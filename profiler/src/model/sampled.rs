@@ -204,6 +204,13 @@ pub struct SamplingStatus {
     pub min_kernel_samples: u32,
     /// Why sampling is off, if it is (the trace carries on).
     pub disabled: Option<String>,
-    /// Time gpuscope spent decoding samples, ns.
+    /// Time gpuscope spent decoding samples, ns (on its decoder thread, not
+    /// the program's).
     pub decode_ns: u64,
+    /// Of which in CUPTI's decode of the hardware buffer, ns.
+    #[serde(default)]
+    pub decode_data_ns: u64,
+    /// Of which reading values out of decoded images, ns.
+    #[serde(default)]
+    pub evaluate_ns: u64,
 }

@@ -104,13 +104,14 @@ pub fn render(r: &Report, a: &Analysis, width: usize) -> String {
             Some(why) if sm.samples == 0 => format!("off ({why})"),
             _ => format!(
                 "SM efficiency, occupancy, compute and DRAM figures marked ~ come from PM samples every {} on {} \
-                 device(s) ({} samples, {} overflows, {} expired); kernels spanning fewer than {} samples have range-level \
-                 figures only{}",
+                 device(s) ({} samples, {} overflows, {} expired; decoding took {} on gpuscope's thread); kernels spanning \
+                 fewer than {} samples have range-level figures only{}",
                 fmt_ns(sm.interval_ns),
                 sm.devices.len(),
                 sm.samples,
                 sm.overflows,
                 sm.samples_expired,
+                fmt_ns(sm.decode_ns),
                 sm.min_kernel_samples,
                 sm.disabled.as_ref().map_or(String::new(), |w| format!("; stopped early: {w}"))
             ),

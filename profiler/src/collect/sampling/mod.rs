@@ -110,6 +110,8 @@ impl Sampler {
             match p.decode() {
                 Ok(d) => {
                     st.status.overflows += d.overflow as u64;
+                    st.status.decode_data_ns += d.decode_ns;
+                    st.status.evaluate_ns += d.evaluate_ns;
                     st.status.samples += d.samples.len() as u64;
                     out.extend(d.samples);
                 }

@@ -10,8 +10,23 @@ use crate::model::sampled::{Sample, REQUIRED_METRICS, SAMPLED_METRICS};
 use cupti_sys::{self as sys, sym, Cupti};
 use std::ffi::CString;
 
-/// Samples one decode can hold before it decodes again.
-const IMAGE_SAMPLES: u32 = 4096;
+/// Samples one counter data image holds by default. Evaluating a sample
+/// costs more the more samples the image holds (device: see the closing
+/// note of issue 11), so images are small and reused.
+const IMAGE_SAMPLES: u32 = 256;
+
+/// Images decoded per [`PmDevice::decode`] call at most: bounds how long
+/// the sampler's lock is held; the rest waits for the next call.
+const IMAGES_PER_DECODE: usize = 64;
+
+/// `GPUSCOPE_SAMPLING_IMAGE` (16 to 4096 samples per image), for measuring
+/// the cost of evaluation against image size.
+fn image_samples() -> u32 {
+    match std::env::var("GPUSCOPE_SAMPLING_IMAGE").ok().and_then(|v| v.trim().parse::<u32>().ok()) {
+        Some(n) if (16..=4096).contains(&n) => n,
+        _ => IMAGE_SAMPLES,
+    }
+}
 
 /// Bytes of the device's buffer of raw samples: room for seconds of samples
 /// at 10 us between decodes a few ms apart.
@@ -42,6 +57,10 @@ pub(crate) struct Decoded {
     pub samples: Vec<Sample>,
     /// The hardware buffer overflowed: samples were lost.
     pub overflow: bool,
+    /// Time in `cuptiPmSamplingDecodeData`, ns.
+    pub decode_ns: u64,
+    /// Time reading samples out of the image (sample info, evaluation), ns.
+    pub evaluate_ns: u64,
 }
 
 impl PmDevice {
@@ -132,7 +151,7 @@ impl PmDevice {
             pPmSamplingObject: self.object,
             pMetricNames: ptrs.as_mut_ptr(),
             numMetrics: ptrs.len(),
-            maxSamples: IMAGE_SAMPLES,
+            maxSamples: image_samples(),
             counterDataSize: 0,
         };
         let f = sym!(self.cupti, cuptiPmSamplingGetCounterDataSize).map_err(cupti::missing)?;
@@ -188,7 +207,8 @@ impl PmDevice {
         let mut out = Decoded::default();
         // Bounded: a buffer that keeps refilling faster than it decodes
         // waits for the next call.
-        for _ in 0..64 {
+        for _ in 0..IMAGES_PER_DECODE {
+            let t = std::time::Instant::now();
             let mut d = sys::CUpti_PmSampling_DecodeData_Params {
                 structSize: struct_size!(sys::CUpti_PmSampling_DecodeData_Params, overflow: u8),
                 pPriv: std::ptr::null_mut(),
@@ -201,6 +221,7 @@ impl PmDevice {
             let f = sym!(self.cupti, cuptiPmSamplingDecodeData).map_err(cupti::missing)?;
             // SAFETY: valid params over our image.
             let r = unsafe { f(&mut d) };
+            out.decode_ns += t.elapsed().as_nanos() as u64;
             if r == sys::CUPTI_ERROR_OUT_OF_MEMORY {
                 // The hardware buffer overflowed; what it held is lost.
                 out.overflow = true;
@@ -209,7 +230,9 @@ impl PmDevice {
             }
             check(self.cupti, r, "cuptiPmSamplingDecodeData")?;
             out.overflow |= d.overflow != 0;
+            let t = std::time::Instant::now();
             self.read_samples(&mut out.samples)?;
+            out.evaluate_ns += t.elapsed().as_nanos() as u64;
             self.image.copy_from_slice(&self.blank);
             if d.decodeStopReason != sys::CUPTI_PM_SAMPLING_DECODE_STOP_REASON_COUNTER_DATA_FULL {
                 break;
