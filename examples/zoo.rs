@@ -26,8 +26,8 @@ fn main() -> ExitCode {
         "metrics" => gpuscope::Profiler::new().metrics(gpuscope::MetricSet::default()),
         "tensor" => gpuscope::Profiler::new().metrics(gpuscope::MetricSet::default().with_tensor()),
         m if m.starts_with("sampling") => {
-            // sampling[:US]: a PM sample every US microseconds (default 20).
-            let us = m.split_once(':').and_then(|(_, u)| u.parse().ok()).unwrap_or(20);
+            // sampling[:US]: a PM sample every US microseconds (default 100).
+            let us = m.split_once(':').and_then(|(_, u)| u.parse().ok()).unwrap_or(100);
             gpuscope::Profiler::new().sampling(std::time::Duration::from_micros(us))
         }
         other => {

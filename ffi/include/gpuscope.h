@@ -73,7 +73,7 @@ typedef struct {
   const char *kernel_filter;
   // Metrics mode: NVTX path prefix ("train/forward"), or NULL.
   const char *nvtx_filter;
-  // Sampling mode: microseconds between samples (1 to 100000; default 20).
+  // Sampling mode: microseconds between samples (1 to 100000; default 100).
   uint32_t sampling_interval_us;
 } gpuscope_config;
 

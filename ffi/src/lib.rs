@@ -68,7 +68,7 @@ pub struct gpuscope_config {
     pub kernel_filter: *const c_char,
     /// Metrics mode: NVTX path prefix ("train/forward"), or NULL.
     pub nvtx_filter: *const c_char,
-    /// Sampling mode: microseconds between samples (1 to 100000; default 20).
+    /// Sampling mode: microseconds between samples (1 to 100000; default 100).
     pub sampling_interval_us: u32,
 }
 
@@ -143,7 +143,7 @@ pub unsafe extern "C" fn gpuscope_config_init(config: *mut gpuscope_config) -> c
                 metrics: std::ptr::null(),
                 kernel_filter: std::ptr::null(),
                 nvtx_filter: std::ptr::null(),
-                sampling_interval_us: 20,
+                sampling_interval_us: 100,
             })
         };
         GPUSCOPE_OK

@@ -18,7 +18,7 @@ pub struct EnvConfig {
     pub metrics: Option<MetricSet>,
     /// Sampling mode (`GPUSCOPE_MODE=sampling`): the interval between PM
     /// samples, ns (`GPUSCOPE_SAMPLING_INTERVAL` in microseconds; default
-    /// 20).
+    /// 100).
     pub sampling: Option<u64>,
     /// `GPUSCOPE_KERNELS` (regex), `GPUSCOPE_NVTX` (path prefix),
     /// `GPUSCOPE_LAUNCH_COUNT` (first N per kernel; `all`).
@@ -243,7 +243,7 @@ mod tests {
     #[test]
     fn sampling_mode_reads_its_interval_in_microseconds() {
         let c = cfg(&[("GPUSCOPE_MODE", "sampling")]).unwrap();
-        assert_eq!(c.sampling, Some(20_000));
+        assert_eq!(c.sampling, Some(100_000));
         assert!(c.metrics.is_none());
         let c = cfg(&[("GPUSCOPE_MODE", "sampling"), ("GPUSCOPE_SAMPLING_INTERVAL", "2.5")]).unwrap();
         assert_eq!(c.sampling, Some(2_500));

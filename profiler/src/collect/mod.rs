@@ -240,7 +240,7 @@ pub(crate) fn stop(s: &Collection, at_exit: bool) -> Result<()> {
         // Released before CUPTI detaches; its last samples wait for the
         // decoder.
         debug("stop: sampling off");
-        sampler.stop();
+        sampler.stop(at_exit);
     }
     if let Ok(f) = sym!(c, cuptiUnsubscribe) {
         // SAFETY: our subscriber, unsubscribed once (`stopped` guards).

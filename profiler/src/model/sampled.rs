@@ -204,6 +204,11 @@ pub struct SamplingStatus {
     pub min_kernel_samples: u32,
     /// Why sampling is off, if it is (the trace carries on).
     pub disabled: Option<String>,
+    /// The session ended at process exit with samples possibly still in
+    /// the hardware buffer: those were not read (no CUPTI call is safe
+    /// then). Stop the session before exit to keep them.
+    #[serde(default)]
+    pub tail_lost: bool,
     /// Time gpuscope spent decoding samples, ns (on its decoder thread, not
     /// the program's).
     pub decode_ns: u64,

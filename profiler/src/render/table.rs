@@ -114,6 +114,7 @@ pub fn render(r: &Report, a: &Analysis, width: usize) -> String {
                 fmt_ns(sm.decode_ns),
                 sm.min_kernel_samples,
                 sm.disabled.as_ref().map_or(String::new(), |w| format!("; stopped early: {w}"))
+                    + if sm.tail_lost { "; the session ended at exit: samples not yet decoded then were not read" } else { "" }
             ),
         };
         let _ = writeln!(out, "{}", diagnosis::wrap(&text, width, "sampled: ", "  "));

@@ -10,13 +10,15 @@ use super::driver;
 use crate::model::sampled::{Sample, SamplingStatus};
 use cupti_sys::Cupti;
 use pmsampler::PmDevice;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
 
-/// Default interval between samples, ns: measured on a PyTorch loop
-/// (README "Sampling mode"), fine enough for kernels of 100 us and up.
-pub const DEFAULT_INTERVAL_NS: u64 = 20_000;
+/// Default interval between samples, ns. Reading a sample out of CUPTI
+/// costs 40-60 us of gpuscope's decoder thread (measured on an H100, CUPTI
+/// 13.0), so at 100 us decoding keeps up with about half a core; kernels of
+/// 400 us and more get figures of their own.
+pub const DEFAULT_INTERVAL_NS: u64 = 100_000;
 
 /// Allowed intervals, ns: below 1 us CUPTI loses samples between decodes;
 /// above 100 ms every kernel is shorter than a sample.
@@ -32,6 +34,8 @@ struct State {
     status: SamplingStatus,
     /// Said once why sampling is off.
     warned: bool,
+    /// Sampling was stopped: decode to the end of the records.
+    stopping: bool,
 }
 
 /// PM sampling of one session.
@@ -40,6 +44,8 @@ pub(crate) struct Sampler {
     interval_ns: u64,
     /// Devices whose sampling was set up (or tried), one bit each (64).
     tried: AtomicU64,
+    /// The process is exiting: no more CUPTI calls.
+    exiting: AtomicBool,
     state: Mutex<State>,
 }
 
@@ -50,11 +56,13 @@ impl Sampler {
             cupti,
             interval_ns,
             tried: AtomicU64::new(0),
+            exiting: AtomicBool::new(false),
             state: Mutex::new(State {
                 devices: Vec::new(),
                 leftover: Vec::new(),
                 status: SamplingStatus { interval_ns, min_kernel_samples: MIN_KERNEL_SAMPLES, ..Default::default() },
                 warned: false,
+                stopping: false,
             }),
         }
     }
@@ -80,6 +88,7 @@ impl Sampler {
         let started = PmDevice::new(self.cupti, dev as u32, self.interval_ns).and_then(|mut p| p.start().map(|()| p));
         match started {
             Ok(p) => {
+                debug("sampling: device sampling");
                 if st.status.metrics.is_empty() {
                     st.status.metrics = p.metrics();
                 }
@@ -102,12 +111,16 @@ impl Sampler {
     /// milliseconds).
     pub(crate) fn decode(&self) -> Vec<Sample> {
         let t = Instant::now();
+        if self.exiting.load(Ordering::Acquire) {
+            return Vec::new();
+        }
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let st = &mut *st;
         let mut out = std::mem::take(&mut st.leftover);
         let mut failed = None;
+        let to_end = st.stopping;
         for p in &mut st.devices {
-            match p.decode() {
+            match p.decode(to_end) {
                 Ok(d) => {
                     st.status.overflows += d.overflow as u64;
                     st.status.decode_data_ns += d.decode_ns;
@@ -133,8 +146,22 @@ impl Sampler {
 
     /// Stops sampling everywhere and releases the devices (before CUPTI
     /// detaches); the samples still in their buffers are decoded now and
-    /// handed out by the next [`Sampler::decode`].
-    pub(crate) fn stop(&self) {
+    /// handed out by the next [`Sampler::decode`]. At process exit nothing
+    /// is asked of CUPTI (the driver may be tearing down: seen, a PyTorch
+    /// process that never exited): samples not yet decoded are lost, and
+    /// the status says so.
+    pub(crate) fn stop(&self, at_exit: bool) {
+        // No device is set up after this.
+        self.tried.store(u64::MAX, Ordering::Release);
+        if at_exit {
+            self.exiting.store(true, Ordering::Release);
+            if let Ok(mut st) = self.state.try_lock() {
+                st.status.tail_lost = !st.devices.is_empty();
+                // Left to the process's end: no CUPTI call now.
+                std::mem::forget(std::mem::take(&mut st.devices));
+            }
+            return;
+        }
         {
             let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
             for p in &mut st.devices {
@@ -142,9 +169,8 @@ impl Sampler {
                     debug(&format!("sampling: stop: {e}"));
                 }
             }
+            st.stopping = true;
         }
-        // No device is set up after this.
-        self.tried.store(u64::MAX, Ordering::Release);
         let last = self.decode();
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         st.devices.clear();

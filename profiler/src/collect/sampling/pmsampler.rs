@@ -17,7 +17,7 @@ const IMAGE_SAMPLES: u32 = 256;
 
 /// Images decoded per [`PmDevice::decode`] call at most: bounds how long
 /// the sampler's lock is held; the rest waits for the next call.
-const IMAGES_PER_DECODE: usize = 64;
+const IMAGES_PER_DECODE: usize = 16;
 
 /// `GPUSCOPE_SAMPLING_IMAGE` (16 to 4096 samples per image), for measuring
 /// the cost of evaluation against image size.
@@ -201,9 +201,10 @@ impl PmDevice {
         check(self.cupti, unsafe { f(&mut p) }, "cuptiPmSamplingStop")
     }
 
-    /// Decodes every sample the hardware buffer holds (several images'
-    /// worth if need be).
-    pub(crate) fn decode(&mut self) -> Result<Decoded> {
+    /// Decodes the samples the hardware buffer holds (several images' worth
+    /// if need be); `to_end`: sampling has stopped, decode until CUPTI says
+    /// the records end.
+    pub(crate) fn decode(&mut self, to_end: bool) -> Result<Decoded> {
         let mut out = Decoded::default();
         // Bounded: a buffer that keeps refilling faster than it decodes
         // waits for the next call.
@@ -234,7 +235,12 @@ impl PmDevice {
             self.read_samples(&mut out.samples)?;
             out.evaluate_ns += t.elapsed().as_nanos() as u64;
             self.image.copy_from_slice(&self.blank);
-            if d.decodeStopReason != sys::CUPTI_PM_SAMPLING_DECODE_STOP_REASON_COUNTER_DATA_FULL {
+            let more = if to_end {
+                d.decodeStopReason != sys::CUPTI_PM_SAMPLING_DECODE_STOP_REASON_END_OF_RECORDS
+            } else {
+                d.decodeStopReason == sys::CUPTI_PM_SAMPLING_DECODE_STOP_REASON_COUNTER_DATA_FULL
+            };
+            if !more {
                 break;
             }
         }
