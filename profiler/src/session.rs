@@ -121,6 +121,8 @@ impl Profiler {
     /// cost, at the interval's resolution: kernels spanning fewer than
     /// [`MIN_KERNEL_SAMPLES`](crate::collect::sampling::MIN_KERNEL_SAMPLES)
     /// samples get range-level figures only. Not with [`Profiler::metrics`].
+    /// After a sampling-mode session, no other session can start in the
+    /// process (CUPTI 13.0 puts later kernel records on another clock).
     pub fn sampling(mut self, interval: Duration) -> Self {
         self.sampling = Some(interval.as_nanos().min(u64::MAX as u128) as u64);
         self
@@ -219,6 +221,14 @@ impl Profiler {
     /// already running.
     pub fn start(self) -> Result<Session> {
         self.validate()?;
+        if crate::collect::sampling::used() {
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                "a sampling-mode session ran in this process: after CUPTI's PM sampling, later sessions' kernel \
+                 records are on another clock (CUPTI 13.0), so no other session can start here. Profile the rest \
+                 in a new process",
+            ));
+        }
         let mut running = RUNNING.lock().unwrap_or_else(|e| e.into_inner());
         if running.is_some() {
             return Err(Error::new(ErrorKind::SessionActive, "a gpuscope session is already running in this process"));

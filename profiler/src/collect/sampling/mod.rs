@@ -27,6 +27,17 @@ pub const INTERVALS_NS: std::ops::RangeInclusive<u64> = 1_000..=100_000_000;
 /// Whole samples inside a kernel for a figure of its own.
 pub const MIN_KERNEL_SAMPLES: u32 = 4;
 
+/// PM sampling ran in this process. After it, CUPTI 13.0 gave later
+/// sessions activity records on another clock (device: every kernel of
+/// the next session came "late", before the session began; with or without
+/// `cuptiFinalize` between), so later sessions are refused.
+static USED: AtomicBool = AtomicBool::new(false);
+
+/// Whether PM sampling ran in this process.
+pub(crate) fn used() -> bool {
+    USED.load(Ordering::Acquire)
+}
+
 struct State {
     devices: Vec<PmDevice>,
     /// Samples decoded at stop, for the decoder's last call.
@@ -89,6 +100,7 @@ impl Sampler {
         match started {
             Ok(p) => {
                 debug("sampling: device sampling");
+                USED.store(true, Ordering::Release);
                 if st.status.metrics.is_empty() {
                     st.status.metrics = p.metrics();
                 }

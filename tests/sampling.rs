@@ -1,0 +1,98 @@
+//! Sampling mode's GPU test, in a process of its own: after CUPTI 13.0's
+//! PM sampling, later sessions in the same process are refused (see
+//! `Profiler::sampling`). Run as tests/gpu.rs is.
+
+#[path = "../examples/bottlenecks.rs"]
+#[allow(dead_code)]
+mod bottlenecks;
+
+use gpuscope::{Profiler, Report};
+
+/// The zoo under `profiler`: what it ran, the report and its analysis.
+fn zoo(profiler: Profiler) -> (bottlenecks::Ran, Report, gpuscope::analysis::Analysis) {
+    let ctx = cudarc::driver::CudaContext::new(0).expect("a CUDA device");
+    let session = profiler.keep_trace(100_000).start().expect("profiler starts");
+    let ran = bottlenecks::run(&ctx, bottlenecks::Sizes::demo()).expect("the zoo runs");
+    let report = session.stop().expect("report");
+    println!("{}", report.to_table(100));
+    let analysis = gpuscope::analysis::analyze(&report);
+    (ran, report, analysis)
+}
+
+fn verdict<'a>(a: &'a gpuscope::analysis::Analysis, range: &str) -> &'a gpuscope::analysis::RangeAnalysis {
+    a.ranges.iter().find(|g| g.path == range).unwrap_or_else(|| panic!("range {range} in the report"))
+}
+
+/// Sampled against measured figures, where sampling mode promises them:
+/// kernels of 1 ms or more (their own samples) and ranges of 10 ms or more
+/// (the samples over their kernels' time), within 3 points.
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn sampled_figures_agree_with_metrics_mode_on_the_zoo() {
+    // Every launch measured: range figures weigh all of a range's kernels.
+    let (_, measured, _) =
+        zoo(Profiler::new().metrics(gpuscope::MetricSet::default()).select(gpuscope::Selection::all()));
+    let (_, sampled, a) = zoo(Profiler::new().sampling(std::time::Duration::from_micros(100)));
+    assert_eq!(sampled.mode, "sampling");
+    let st = sampled.sampling.as_ref().expect("sampling status");
+    println!("{st:?}");
+    assert!(st.disabled.is_none() && st.samples > 1000 && st.overflows == 0 && !st.tail_lost, "{st:?}");
+    assert_eq!(st.devices, vec![0]);
+    let mut failures = Vec::new();
+    let mut compared = 0;
+    let mut check = |what: String, m: (Option<f64>, Option<f64>), s: (Option<f64>, Option<f64>)| {
+        let (Some(me), Some(mo), Some(se), Some(so)) = (m.0, m.1, s.0, s.1) else {
+            failures.push(format!("{what}: missing figures measured {m:?} sampled {s:?}"));
+            return;
+        };
+        println!("{what:<40} SM eff {me:6.2} ~{se:6.2} ({:+.2})   occ {mo:6.2} ~{so:6.2} ({:+.2})", se - me, so - mo);
+        compared += 1;
+        if (se - me).abs() > 3.0 || (so - mo).abs() > 3.0 {
+            failures.push(format!("{what}: SM eff {me:.2} vs ~{se:.2}, occ {mo:.2} vs ~{so:.2}"));
+        }
+    };
+    for k in sampled.kernels.iter().filter(|k| k.stats.mean_ns >= 1_000_000) {
+        let m = measured.kernels.iter().find(|x| x.name == k.name).expect("the same kernel in metrics mode");
+        let f = k.stats.sampled.as_ref();
+        check(
+            format!("kernel {}", k.display_name),
+            (m.stats.sm_efficiency_pct, m.stats.achieved_occupancy_pct),
+            (f.map(|f| f.sm_efficiency_pct), f.and_then(|f| f.achieved_occupancy_pct)),
+        );
+    }
+    // Ranges of 10 ms or more: compared and shown. Only those whose kernel
+    // time is mostly in kernels spanning several samples are held to 3
+    // points; ranges of short kernels miss it (issue 11's note: `zoo`'s
+    // root +16.5 points of SM efficiency, launch-bound +22 of occupancy).
+    let long_kernels: std::collections::HashSet<&str> =
+        sampled.kernels.iter().filter(|k| k.stats.sampled.is_some()).map(|k| k.name.as_str()).collect();
+    for g in sampled.ranges.iter().filter(|g| g.wall_ns / g.count.max(1) >= 10_000_000) {
+        let Some(m) = measured.ranges.iter().find(|x| x.path == g.path) else { continue };
+        let (Some(me), Some(f)) = (m.sm_efficiency_pct, g.sampled.as_ref()) else { continue };
+        let under: Vec<_> = sampled.path_kernels.iter().filter(|k| k.path.frames.starts_with(&g.path.frames)).collect();
+        let total: u64 = under.iter().map(|k| k.stats.total_ns).sum();
+        let long: u64 = under.iter().filter(|k| long_kernels.contains(k.name.as_str())).map(|k| k.stats.total_ns).sum();
+        let held = total > 0 && long as f64 >= 0.9 * total as f64;
+        let (se, so) = (f.sm_efficiency_pct, f.achieved_occupancy_pct);
+        println!(
+            "range {:<34} SM eff {me:6.2} ~{se:6.2}   occ {:?} ~{so:?}   {}",
+            g.path.to_string(),
+            m.achieved_occupancy_pct,
+            if held { "(long kernels: held to 3 points)" } else { "(short kernels: shown only)" }
+        );
+        if held {
+            check(format!("range {}", g.path), (Some(me), m.achieved_occupancy_pct), (Some(se), so));
+        }
+    }
+    assert!(compared >= 2, "kernels and ranges compared: {compared}");
+    assert!(failures.is_empty(), "{failures:#?}");
+    // The analysis reads sampled figures as it reads measured ones.
+    let one = verdict(&a, "zoo/one block");
+    assert!(one.sampled && one.sm_efficiency_pct.is_some_and(|e| e < 5.0), "{one:?}");
+    // Counter tracks in the Chrome trace.
+    let v: serde_json::Value = serde_json::from_str(&sampled.to_chrome_trace()).expect("chrome trace parses");
+    assert!(v["traceEvents"].as_array().unwrap().iter().any(|e| e["name"] == "SM efficiency % (sampled)"));
+    // A later session in this process is refused, with the reason.
+    let e = Profiler::new().start().err().expect("refused after PM sampling");
+    assert!(e.to_string().contains("sampling-mode session ran"), "{e}");
+}
