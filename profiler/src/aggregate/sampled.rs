@@ -110,6 +110,11 @@ impl SampleJoin {
         let min_own = self.min_kernel_samples as u64;
         for d in self.devices.values_mut() {
             let limit = decided.min(d.watermark);
+            // Nothing to join: nothing to hand out either (kernels are done
+            // only once samples after them are joined).
+            if !d.samples.front().is_some_and(|s| s.end <= limit) {
+                continue;
+            }
             d.pending.sort_unstable_by_key(|k| k.start);
             // Sweep: samples in time order, kernels entering the active set
             // by start and leaving it once they end before the sample.

@@ -248,10 +248,10 @@ thread_local! {
     // Set while a runtime call is in progress on this thread, so the
     // driver call it makes is not recorded a second time.
     static IN_RUNTIME_CALL: Cell<bool> = const { Cell::new(false) };
-    // When this thread entered the copy call it is in.
-    static COPY_ENTERED: Cell<Option<u64>> = const { Cell::new(None) };
-    // When this thread entered the synchronisation call it is in.
-    static SYNC_ENTERED: Cell<Option<u64>> = const { Cell::new(None) };
+    // When this thread entered the copy or synchronisation call it is
+    // blocked in (one at a time: the driver calls a runtime call makes are
+    // skipped, IN_RUNTIME_CALL).
+    static BLOCKED_SINCE: Cell<Option<u64>> = const { Cell::new(None) };
     // When this thread entered the launch gpuscope is measuring.
     static MEASURE_ENTERED: Cell<Option<u64>> = const { Cell::new(None) };
 }
@@ -311,19 +311,12 @@ pub(super) unsafe extern "C" fn api_callback(
         let guard = ACTIVE.read().unwrap_or_else(|e| e.into_inner());
         let Some(s) = guard.as_ref() else { return };
         let now = || cupti::timestamp(s.cupti);
-        if wait {
+        if copy || wait {
             if enter {
-                let _ = SYNC_ENTERED.try_with(|t| t.set(Some(now())));
-            } else if let Some(start) = SYNC_ENTERED.try_with(|t| t.take()).ok().flatten() {
-                s.send(HostEvent::HostWait { start, end: now() });
-            }
-            return;
-        }
-        if copy {
-            if enter {
-                let _ = COPY_ENTERED.try_with(|t| t.set(Some(now())));
-            } else if let Some(start) = COPY_ENTERED.try_with(|t| t.take()).ok().flatten() {
-                s.send(HostEvent::HostCopy { start, end: now() });
+                let _ = BLOCKED_SINCE.try_with(|t| t.set(Some(now())));
+            } else if let Some(start) = BLOCKED_SINCE.try_with(|t| t.take()).ok().flatten() {
+                let end = now();
+                s.send(if copy { HostEvent::HostCopy { start, end } } else { HostEvent::HostWait { start, end } });
             }
             return;
         }
@@ -354,7 +347,7 @@ pub(super) unsafe extern "C" fn api_callback(
         // Before anything gpuscope does at this launch.
         let ts = now();
         if let Some(sampler) = &s.sampler {
-            sampler.on_launch();
+            sampler.on_launch(d.context);
         }
         let ctx = nvtx::current();
         let graph = is_graph_launch(domain, cbid);

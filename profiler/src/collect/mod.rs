@@ -250,11 +250,7 @@ pub(crate) fn stop(s: &Collection, at_exit: bool) -> Result<()> {
     // each launch after the session (seen: +1.5 us per tiny launch on H100).
     // Not at process exit: nothing runs after, and the driver may be
     // tearing down already.
-    // Not after PM sampling either: the next session in the process then
-    // recorded kernels with a broken timeline (device: a metrics-mode zoo
-    // after a sampling-mode one read every range as host-bound, 100% idle).
-    let sampled = s.sampler.as_ref().is_some_and(|p| !p.status().devices.is_empty());
-    if !at_exit && !sampled {
+    if !at_exit {
         debug("stop: finalize");
         if let Ok(f) = sym!(c, cuptiFinalize) {
             // SAFETY: no arguments; our subscriber is gone and every buffer

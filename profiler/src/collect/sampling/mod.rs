@@ -10,6 +10,7 @@ use super::driver;
 use crate::model::sampled::{Sample, SamplingStatus};
 use cupti_sys::Cupti;
 use pmsampler::PmDevice;
+use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
@@ -53,6 +54,8 @@ struct State {
 pub(crate) struct Sampler {
     cupti: &'static Cupti,
     interval_ns: u64,
+    /// Tells this session's sampler from earlier ones in the process.
+    id: u64,
     /// Devices whose sampling was set up (or tried), one bit each (64).
     tried: AtomicU64,
     /// The process is exiting: no more CUPTI calls.
@@ -63,8 +66,10 @@ pub(crate) struct Sampler {
 impl Sampler {
     /// Samples every `interval_ns` once devices are in use.
     pub(crate) fn new(cupti: &'static Cupti, interval_ns: u64) -> Self {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
         Sampler {
             cupti,
+            id: NEXT.fetch_add(1, Ordering::Relaxed),
             interval_ns,
             tried: AtomicU64::new(0),
             exiting: AtomicBool::new(false),
@@ -78,9 +83,24 @@ impl Sampler {
         }
     }
 
-    /// At a launch's API entry: samples the current context's device from
-    /// now on. One atomic load once its device is set up.
-    pub(crate) fn on_launch(&self) {
+    /// At a launch's API entry into `ctx`: samples its device from now on.
+    /// A thread-local comparison once this thread has launched into `ctx`.
+    pub(crate) fn on_launch(&self, ctx: cupti_sys::CUcontext) {
+        thread_local! {
+            // (sampler, context) of this thread's last launch whose device
+            // was set up.
+            static SEEN: Cell<(u64, usize)> = const { Cell::new((0, 0)) };
+        }
+        let key = (self.id, ctx as usize);
+        if ctx.is_null() || SEEN.try_with(|c| c.get() == key).unwrap_or(false) {
+            return;
+        }
+        self.set_up_current();
+        let _ = SEEN.try_with(|c| c.set(key));
+    }
+
+    /// Sets up sampling on the current context's device, once.
+    fn set_up_current(&self) {
         let Some(d) = driver::driver() else { return };
         let mut dev = 0;
         // SAFETY: out pointer is a valid local; a launch has a current context.

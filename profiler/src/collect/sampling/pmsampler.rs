@@ -10,23 +10,14 @@ use crate::model::sampled::{Sample, REQUIRED_METRICS, SAMPLED_METRICS};
 use cupti_sys::{self as sys, sym, Cupti};
 use std::ffi::CString;
 
-/// Samples one counter data image holds by default. Evaluating a sample
-/// costs more the more samples the image holds (device: see the closing
-/// note of issue 11), so images are small and reused.
+/// Samples one counter data image holds: decoded, read and reused. Reading
+/// a sample cost about the same with images of 32, 256 or 2048 samples
+/// (device, issue 11); 256 keeps an image small.
 const IMAGE_SAMPLES: u32 = 256;
 
 /// Images decoded per [`PmDevice::decode`] call at most: bounds how long
 /// the sampler's lock is held; the rest waits for the next call.
 const IMAGES_PER_DECODE: usize = 16;
-
-/// `GPUSCOPE_SAMPLING_IMAGE` (16 to 4096 samples per image), for measuring
-/// the cost of evaluation against image size.
-fn image_samples() -> u32 {
-    match std::env::var("GPUSCOPE_SAMPLING_IMAGE").ok().and_then(|v| v.trim().parse::<u32>().ok()) {
-        Some(n) if (16..=4096).contains(&n) => n,
-        _ => IMAGE_SAMPLES,
-    }
-}
 
 /// Bytes of the device's buffer of raw samples: room for seconds of samples
 /// at 10 us between decodes a few ms apart.
@@ -151,7 +142,7 @@ impl PmDevice {
             pPmSamplingObject: self.object,
             pMetricNames: ptrs.as_mut_ptr(),
             numMetrics: ptrs.len(),
-            maxSamples: image_samples(),
+            maxSamples: IMAGE_SAMPLES,
             counterDataSize: 0,
         };
         let f = sym!(self.cupti, cuptiPmSamplingGetCounterDataSize).map_err(cupti::missing)?;
