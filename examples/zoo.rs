@@ -26,9 +26,10 @@ fn main() -> ExitCode {
         "metrics" => gpuscope::Profiler::new().metrics(gpuscope::MetricSet::default()),
         "tensor" => gpuscope::Profiler::new().metrics(gpuscope::MetricSet::default().with_tensor()),
         m if m.starts_with("sampling") => {
-            // sampling[:US]: a PM sample every US microseconds (default 100).
-            let us = m.split_once(':').and_then(|(_, u)| u.parse().ok()).unwrap_or(100);
-            gpuscope::Profiler::new().sampling(std::time::Duration::from_micros(us))
+            // sampling[:US]: a PM sample every US microseconds.
+            let ns = m.split_once(':').and_then(|(_, u)| u.parse::<u64>().ok()).map(|us| us * 1000);
+            let ns = ns.unwrap_or(gpuscope::sampling::DEFAULT_INTERVAL_NS);
+            gpuscope::Profiler::new().sampling(std::time::Duration::from_nanos(ns))
         }
         other => {
             eprintln!("zoo: mode {other:?}; allowed: trace, metrics, tensor, sampling[:US]");

@@ -143,7 +143,7 @@ pub unsafe extern "C" fn gpuscope_config_init(config: *mut gpuscope_config) -> c
                 metrics: std::ptr::null(),
                 kernel_filter: std::ptr::null(),
                 nvtx_filter: std::ptr::null(),
-                sampling_interval_us: 100,
+                sampling_interval_us: (profiler::sampling::DEFAULT_INTERVAL_NS / 1000) as u32,
             })
         };
         GPUSCOPE_OK
@@ -179,7 +179,7 @@ fn profiler_from(c: &gpuscope_config) -> Result<Profiler, c_int> {
         }
         GPUSCOPE_MODE_SAMPLING => {
             let us = c.sampling_interval_us;
-            if !(1..=100_000).contains(&us) {
+            if !profiler::sampling::INTERVALS_NS.contains(&(us as u64 * 1000)) {
                 set_error(&format!("gpuscope_config.sampling_interval_us = {us}; allowed: 1 to 100000"));
                 return Err(GPUSCOPE_ERR_INVALID);
             }

@@ -100,9 +100,9 @@ impl EnvConfig {
         };
         let interval = match get("GPUSCOPE_SAMPLING_INTERVAL") {
             None => crate::collect::sampling::DEFAULT_INTERVAL_NS,
-            Some(v) => match v.trim().parse::<f64>() {
-                Ok(us) if (1.0..=100_000.0).contains(&us) => (us * 1e3) as u64,
-                _ => return Err(invalid("GPUSCOPE_SAMPLING_INTERVAL", &v, "microseconds, 1 to 100000 (e.g. 20)")),
+            Some(v) => match v.trim().parse::<f64>().map(|us| (us * 1e3) as u64) {
+                Ok(ns) if crate::collect::sampling::INTERVALS_NS.contains(&ns) => ns,
+                _ => return Err(invalid("GPUSCOPE_SAMPLING_INTERVAL", &v, "microseconds, 1 to 100000 (e.g. 100)")),
             },
         };
         let sampling = (mode == "sampling").then_some(interval);

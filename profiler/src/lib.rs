@@ -56,6 +56,12 @@ pub mod metrics {
 }
 pub use metrics::{KernelMetrics, MetricSet, MetricsStatus, Selection};
 
+/// Sampling mode's settings and figures.
+pub mod sampling {
+    pub use crate::collect::sampling::{DEFAULT_INTERVAL_NS, INTERVALS_NS, MIN_KERNEL_SAMPLES};
+    pub use crate::model::sampled::{SampledFigures, SamplingStatus, SAMPLED_METRICS};
+}
+
 /// Theoretical occupancy: the calculator and its types.
 pub mod occupancy {
     pub use crate::aggregate::occupancy::{theoretical, LaunchShape};

@@ -119,7 +119,7 @@ impl Profiler {
     /// traced, joined to kernels and NVTX ranges by time. SM efficiency,
     /// occupancy, tensor activity and DRAM bandwidth at about trace-mode
     /// cost, at the interval's resolution: kernels spanning fewer than
-    /// [`MIN_KERNEL_SAMPLES`](crate::collect::sampling::MIN_KERNEL_SAMPLES)
+    /// [`MIN_KERNEL_SAMPLES`](crate::sampling::MIN_KERNEL_SAMPLES)
     /// samples get range-level figures only. Not with [`Profiler::metrics`].
     /// After a sampling-mode session, no other session can start in the
     /// process (CUPTI 13.0 puts later kernel records on another clock).
@@ -381,6 +381,7 @@ fn decode_loop(s: Arc<Collection>, opts: AggregateOptions, outputs: Outputs, ctl
                 drain_host(&mut agg);
                 if let Some(sampler) = &s.sampler {
                     agg.samples(&sampler.decode());
+                    agg.sampling_status(sampler.status());
                 }
                 let lost = s.lost();
                 agg.drops.cupti_records += lost.cupti_records;
@@ -428,11 +429,6 @@ fn finish(
     stopped?;
     let mut report = report.ok_or_else(|| Error::new(ErrorKind::Io, "the decoder thread ended without a report"))?;
     report.metrics = s.collector.as_ref().map(|c| c.status());
-    if let (Some(sampler), Some(st)) = (&s.sampler, &mut report.sampling) {
-        let lost = (st.samples_expired, st.kernels_unsampled);
-        *st = sampler.status();
-        (st.samples_expired, st.kernels_unsampled) = lost;
-    }
     report.declared = collect::declare::all();
     Ok(report)
 }

@@ -20,7 +20,7 @@ use crate::model::device::DeviceInfo;
 use crate::model::drops::Drops;
 use crate::model::event::HostEvent;
 use crate::model::path::{paths, PathId, RangePath};
-use crate::model::sampled::Sample;
+use crate::model::sampled::{Sample, SamplingStatus};
 use crate::model::trace::{KernelRecord, MemoryRecord, RangeRecord, SampleRecord, Trace};
 use devices::DeviceTable;
 use idle::{IdleTracker, Piece};
@@ -70,8 +70,8 @@ const MAX_WAITING_SAMPLES: usize = 1 << 18;
 pub(crate) struct Aggregate {
     /// Metrics mode: values were measured.
     pub metrics_mode: bool,
-    /// Sampling mode: PM samples were joined.
-    pub sampling_mode: bool,
+    /// Sampling mode: how sampling went, with the join's losses.
+    pub sampling: Option<SamplingStatus>,
     pub devices: Vec<DeviceInfo>,
     /// Per kernel name.
     pub kernels: Vec<(String, KernelAcc)>,
@@ -94,9 +94,6 @@ pub(crate) struct Aggregate {
     pub idle: [u64; 6],
     /// Kernels attributed to the lead thread's ranges: count, ns.
     pub cross_thread: (u64, u64),
-    /// Sampling mode: samples dropped before joining, kernels no sample
-    /// covered.
-    pub sampling_losses: (u64, u64),
 }
 
 /// The running state of one session's aggregation.
@@ -118,6 +115,8 @@ pub(crate) struct Aggregator {
     trace_range_paths: Vec<PathId>,
     pub(crate) drops: Drops,
     join: Option<SampleJoin>,
+    /// How collection's sampling went, handed over at the end.
+    sampling_status: Option<SamplingStatus>,
 }
 
 impl Aggregator {
@@ -140,6 +139,7 @@ impl Aggregator {
             trace_range_paths: Vec::new(),
             drops: Drops::default(),
             join: None,
+            sampling_status: None,
         };
         if a.opts.sampling {
             a.ranges.track_samples();
@@ -150,6 +150,11 @@ impl Aggregator {
             ));
         }
         a
+    }
+
+    /// How collection's sampling went (sampling mode, at the end).
+    pub(crate) fn sampling_status(&mut self, status: SamplingStatus) {
+        self.sampling_status = Some(status);
     }
 
     /// PM samples of one decode (sampling mode).
@@ -408,11 +413,14 @@ impl Aggregator {
         self.idle.finish(end_ns, &mut |p| pieces.push(p));
         self.credit_idle(&pieces);
         self.drops.late_kernels += self.idle.late_kernels;
+        let mut sampling = None;
         if let Some(mut j) = self.join.take() {
             let mut out = Vec::new();
             j.finish(end_ns, &mut out);
             self.credit_samples(out);
-            self.join = Some(j);
+            let mut st = self.sampling_status.take().unwrap_or_default();
+            (st.samples_expired, st.kernels_unsampled) = (j.expired, j.unsampled);
+            sampling = Some(st);
         }
         for f in self.ranges.finish(end_ns) {
             self.trace_range(f);
@@ -440,7 +448,7 @@ impl Aggregator {
         }
         Aggregate {
             metrics_mode: !self.opts.metric_names.is_empty(),
-            sampling_mode: self.opts.sampling,
+            sampling,
             devices: self.devices.infos(),
             kernels,
             path_kernels,
@@ -455,7 +463,6 @@ impl Aggregator {
             profiler_kernels: self.attribution.profiler_kernels,
             idle: self.idle_total,
             cross_thread: self.cross_thread,
-            sampling_losses: self.join.as_ref().map_or((0, 0), |j| (j.expired, j.unsampled)),
         }
     }
 }

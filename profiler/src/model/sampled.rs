@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 /// are shares of active cycles.
 pub const SM_CYCLES_ACTIVE: &str = "sm__cycles_active.avg";
 
-/// The counters sampling mode collects, in [`Sample::from_values`] order.
+/// The counters sampling mode collects, in the order its samples are read.
 /// PM sampling takes single-pass configs only: where the last two (the
 /// pipes) do not fit one pass with the rest, they are left out.
 pub const SAMPLED_METRICS: [&str; 7] =
@@ -132,6 +132,28 @@ impl SampledAcc {
         }
     }
 
+    /// Adds the figures of a stretch of kernel time as one part weighted by
+    /// the time they cover: a range's figures from its kernels', each kernel
+    /// weighted by its time as metrics mode weighs measured kernels.
+    pub fn add_figures(&mut self, f: &SampledFigures) {
+        let t = f.covered_ns as f64;
+        self.covered_ns += t;
+        self.efficiency_ns += f.sm_efficiency_pct * t;
+        for (sum, weight, v) in [
+            (&mut self.occupancy_cycles, &mut self.active_cycles, f.achieved_occupancy_pct),
+            (&mut self.tensor_cycles, &mut self.tensor_weight, f.tensor_active_pct),
+            (&mut self.issue_cycles, &mut self.issue_weight, f.issue_active_pct),
+        ] {
+            if let Some(v) = v {
+                *sum += v * t;
+                *weight += t;
+            }
+        }
+        // GB/s times ns: bytes.
+        self.dram_bytes += f.dram_gb_per_s * t;
+        self.samples += f.samples;
+    }
+
     /// Adds another's sums.
     pub fn merge(&mut self, o: &SampledAcc) {
         self.covered_ns += o.covered_ns;
@@ -218,4 +240,36 @@ pub struct SamplingStatus {
     /// Of which reading values out of decoded images, ns.
     #[serde(default)]
     pub evaluate_ns: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn figures(eff: f64, occ: Option<f64>, ns: u64) -> SampledFigures {
+        SampledFigures {
+            sm_efficiency_pct: eff,
+            achieved_occupancy_pct: occ,
+            tensor_active_pct: None,
+            issue_active_pct: Some(50.0),
+            dram_gb_per_s: 1000.0,
+            covered_ns: ns,
+            samples: 3,
+        }
+    }
+
+    #[test]
+    fn figures_combine_weighted_by_the_time_they_cover() {
+        let mut acc = SampledAcc::default();
+        acc.add_figures(&figures(90.0, Some(20.0), 3_000));
+        acc.add_figures(&figures(10.0, None, 1_000));
+        let f = acc.figures().expect("covered");
+        assert_eq!(f.covered_ns, 4_000);
+        assert!((f.sm_efficiency_pct - 70.0).abs() < 1e-9);
+        // Occupancy only where it was known.
+        assert_eq!(f.achieved_occupancy_pct, Some(20.0));
+        assert_eq!(f.tensor_active_pct, None);
+        assert!((f.dram_gb_per_s - 1000.0).abs() < 1e-9);
+        assert_eq!(f.samples, 6);
+    }
 }

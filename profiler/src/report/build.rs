@@ -5,6 +5,7 @@ use crate::aggregate::kernels::{additive, KernelAcc};
 use crate::aggregate::memory::CopyAcc;
 use crate::aggregate::ranges::RangeAcc;
 use crate::aggregate::Aggregate;
+use crate::model::sampled::SampledAcc;
 
 use std::collections::HashMap;
 
@@ -73,7 +74,7 @@ fn copies(kind: &str, a: &CopyAcc) -> CopySummary {
 /// ranges nested in it, weighted by measured GPU time. Each (path, kernel)
 /// adds to every prefix of its path: linear in paths times depth.
 fn range_metrics(ranges: &mut [RangeSummary], path_kernels: &[(RangePath, String, KernelAcc)]) {
-    let mut sums: HashMap<&[RangeFrame], (f64, f64, f64, SampledMean)> = HashMap::new();
+    let mut sums: HashMap<&[RangeFrame], (f64, f64, f64, SampledAcc)> = HashMap::new();
     for (p, _, a) in path_kernels.iter().filter(|(_, _, a)| a.profiled > 0 || a.sampled.covered_ns > 0.0) {
         let figures = a.sampled.figures();
         for n in 1..=p.frames.len() {
@@ -82,7 +83,7 @@ fn range_metrics(ranges: &mut [RangeSummary], path_kernels: &[(RangePath, String
             s.1 += a.efficiency_weighted;
             s.2 += a.metric_time;
             if let Some(f) = &figures {
-                s.3.add(f);
+                s.3.add_figures(f);
             }
         }
     }
@@ -101,53 +102,6 @@ fn range_metrics(ranges: &mut [RangeSummary], path_kernels: &[(RangePath, String
         g.sm_efficiency_pct = Some(eff);
         g.busy_but_underused = g.gpu_utilization_pct >= BUSY_PCT
             && (eff < LOW_SM_EFFICIENCY_PCT || ach.is_some_and(|a| a < LOW_OCCUPANCY_PCT));
-    }
-}
-
-/// Sampled figures of several (path, kernel)s, each weighted by the kernel
-/// time it covers: the way metrics mode weighs its measured kernels.
-#[derive(Default)]
-struct SampledMean {
-    ns: f64,
-    efficiency: f64,
-    occupancy: (f64, f64),
-    tensor: (f64, f64),
-    issue: (f64, f64),
-    bytes: f64,
-    samples: u64,
-}
-
-impl SampledMean {
-    fn add(&mut self, f: &SampledFigures) {
-        let t = f.covered_ns as f64;
-        self.ns += t;
-        self.efficiency += f.sm_efficiency_pct * t;
-        for (acc, v) in [
-            (&mut self.occupancy, f.achieved_occupancy_pct),
-            (&mut self.tensor, f.tensor_active_pct),
-            (&mut self.issue, f.issue_active_pct),
-        ] {
-            if let Some(v) = v {
-                acc.0 += v * t;
-                acc.1 += t;
-            }
-        }
-        // GB/s times ns: bytes.
-        self.bytes += f.dram_gb_per_s * t;
-        self.samples += f.samples;
-    }
-
-    fn figures(&self) -> Option<SampledFigures> {
-        let mean = |(s, t): (f64, f64)| (t > 0.0).then(|| s / t);
-        (self.ns > 0.0).then(|| SampledFigures {
-            sm_efficiency_pct: self.efficiency / self.ns,
-            achieved_occupancy_pct: mean(self.occupancy),
-            tensor_active_pct: mean(self.tensor),
-            issue_active_pct: mean(self.issue),
-            dram_gb_per_s: self.bytes / self.ns,
-            covered_ns: self.ns as u64,
-            samples: self.samples,
-        })
     }
 }
 
@@ -189,17 +143,13 @@ impl Report {
             gpuscope_version: env!("CARGO_PKG_VERSION").to_string(),
             mode: if a.metrics_mode {
                 "metrics"
-            } else if a.sampling_mode {
+            } else if a.sampling.is_some() {
                 "sampling"
             } else {
                 "trace"
             }
             .into(),
-            sampling: a.sampling_mode.then(|| SamplingStatus {
-                samples_expired: a.sampling_losses.0,
-                kernels_unsampled: a.sampling_losses.1,
-                ..Default::default()
-            }),
+            sampling: a.sampling,
             metrics: None,
             profiler_kernels: a.profiler_kernels.0,
             profiler_kernel_ns: a.profiler_kernels.1,
