@@ -6,8 +6,9 @@
 #[allow(dead_code)]
 mod workload;
 
-#[path = "../examples/bottlenecks.rs"]
-mod bottlenecks;
+#[path = "zoo_session.rs"]
+mod zoo_session;
+use zoo_session::{bottlenecks, verdict, zoo};
 
 use gpuscope::{Profiler, Report};
 use std::collections::BTreeMap;
@@ -522,21 +523,6 @@ fn every_device_gets_its_own_measurements() {
     // Measured values are never attached to the wrong kernel: a batch either
     // joins exactly or is discarded.
     assert!(t.kernels.iter().filter_map(|k| k.metrics.as_ref()).all(|m| m.duration_ns > 0.0));
-}
-
-/// The zoo under `profiler`: what it ran, the report and its analysis.
-fn zoo(profiler: Profiler) -> (bottlenecks::Ran, Report, gpuscope::analysis::Analysis) {
-    let ctx = ctx();
-    let session = profiler.keep_trace(100_000).start().expect("profiler starts");
-    let ran = bottlenecks::run(&ctx, bottlenecks::Sizes::demo()).expect("the zoo runs");
-    let report = session.stop().expect("report");
-    println!("{}", report.to_table(100));
-    let analysis = gpuscope::analysis::analyze(&report);
-    (ran, report, analysis)
-}
-
-fn verdict<'a>(a: &'a gpuscope::analysis::Analysis, range: &str) -> &'a gpuscope::analysis::RangeAnalysis {
-    a.ranges.iter().find(|g| g.path == range).unwrap_or_else(|| panic!("range {range} in the report"))
 }
 
 #[test]

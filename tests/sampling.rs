@@ -2,30 +2,12 @@
 //! PM sampling, later sessions in the same process are refused (see
 //! `Profiler::sampling`). Run as tests/gpu.rs is.
 
-#[path = "../examples/bottlenecks.rs"]
-#[allow(dead_code)]
-mod bottlenecks;
+#[path = "zoo_session.rs"]
+mod zoo_session;
 
-use gpuscope::{Profiler, Report};
+use gpuscope::Profiler;
+use zoo_session::{verdict, zoo};
 
-/// The zoo under `profiler`: what it ran, the report and its analysis.
-fn zoo(profiler: Profiler) -> (bottlenecks::Ran, Report, gpuscope::analysis::Analysis) {
-    let ctx = cudarc::driver::CudaContext::new(0).expect("a CUDA device");
-    let session = profiler.keep_trace(100_000).start().expect("profiler starts");
-    let ran = bottlenecks::run(&ctx, bottlenecks::Sizes::demo()).expect("the zoo runs");
-    let report = session.stop().expect("report");
-    println!("{}", report.to_table(100));
-    let analysis = gpuscope::analysis::analyze(&report);
-    (ran, report, analysis)
-}
-
-fn verdict<'a>(a: &'a gpuscope::analysis::Analysis, range: &str) -> &'a gpuscope::analysis::RangeAnalysis {
-    a.ranges.iter().find(|g| g.path == range).unwrap_or_else(|| panic!("range {range} in the report"))
-}
-
-/// Sampled against measured figures, where sampling mode promises them:
-/// kernels of 1 ms or more (their own samples) and ranges of 10 ms or more
-/// (the samples over their kernels' time), within 3 points.
 #[test]
 #[ignore = "needs an NVIDIA GPU"]
 fn sampled_figures_agree_with_metrics_mode_on_the_zoo() {
