@@ -58,8 +58,6 @@ pub(crate) struct Sampler {
     id: u64,
     /// Devices whose sampling was set up (or tried), one bit each (64).
     tried: AtomicU64,
-    /// The process is exiting: no more CUPTI calls.
-    exiting: AtomicBool,
     state: Mutex<State>,
 }
 
@@ -72,7 +70,6 @@ impl Sampler {
             id: NEXT.fetch_add(1, Ordering::Relaxed),
             interval_ns,
             tried: AtomicU64::new(0),
-            exiting: AtomicBool::new(false),
             state: Mutex::new(State {
                 devices: Vec::new(),
                 leftover: Vec::new(),
@@ -143,9 +140,6 @@ impl Sampler {
     /// milliseconds).
     pub(crate) fn decode(&self) -> Vec<Sample> {
         let t = Instant::now();
-        if self.exiting.load(Ordering::Acquire) {
-            return Vec::new();
-        }
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let st = &mut *st;
         let mut out = std::mem::take(&mut st.leftover);
@@ -186,12 +180,12 @@ impl Sampler {
         // No device is set up after this.
         self.tried.store(u64::MAX, Ordering::Release);
         if at_exit {
-            self.exiting.store(true, Ordering::Release);
-            if let Ok(mut st) = self.state.try_lock() {
-                st.status.tail_lost = !st.devices.is_empty();
-                // Left to the process's end: no CUPTI call now.
-                std::mem::forget(std::mem::take(&mut st.devices));
-            }
+            // A decode in progress is waited for (a bounded number of
+            // images); then no device is left to decode, and none is ever
+            // dropped (that would call CUPTI during exit).
+            let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            st.status.tail_lost = !st.devices.is_empty();
+            std::mem::forget(std::mem::take(&mut st.devices));
             return;
         }
         {
