@@ -46,7 +46,8 @@ class Config(ctypes.Structure):
     """gpuscope_config of ffi/include/gpuscope.h."""
     _fields_ = [("struct_size", ctypes.c_uint32), ("mode", ctypes.c_uint32), ("keep_trace", ctypes.c_uint32),
                 ("launch_count", ctypes.c_uint32), ("metrics", ctypes.c_char_p), ("kernel_filter", ctypes.c_char_p),
-                ("nvtx_filter", ctypes.c_char_p), ("sampling_interval_us", ctypes.c_uint32)]
+                ("nvtx_filter", ctypes.c_char_p), ("sampling_interval_us", ctypes.c_uint32),
+                ("trace_window_ms", ctypes.c_uint32), ("trace_period_ms", ctypes.c_uint32)]
 
 
 def main():

@@ -2,6 +2,9 @@
 # The PyTorch benchmarks on a GPU machine with CUDA 13, PyTorch and ncu:
 #   bench/pytorch/run.sh overhead LIBGPUSCOPE OUTDIR [PROCESSES] [ROUNDS] [STEPS]
 #   bench/pytorch/run.sh fidelity OUTDIR      (gpuscope on PATH)
+#   bench/pytorch/run.sh cost LIBGPUSCOPE OUTDIR ROUNDS CONFIG...
+# cost: one long session per process (session_cost.py), the configurations
+# alternating process by process, ROUNDS times; medians in cost.txt.
 # overhead: tracing cost decomposed (see overhead.py), in PROCESSES
 # processes; fidelity: every launch of 3 steps measured by gpuscope
 # (metrics mode) and by ncu, compared launch by launch (fidelity.py).
@@ -19,6 +22,26 @@ case "${1:-}" in
       NVTX_INJECTION64_PATH=$lib python3 "$here/overhead.py" --gpuscope "$lib" --floor "$out/libcupti_floor.so" \
         --rounds "$rounds" --steps "$steps" --out "$out/overhead$i.json" 2>&1 | grep -v -i "warn"
     done ;;
+  cost)
+    lib=$(readlink -f "$2"); out=$3; rounds=$4; shift 4
+    mkdir -p "$out"
+    for r in $(seq "$rounds"); do
+      for c in "$@"; do
+        NVTX_INJECTION64_PATH=$lib python3 "$here/session_cost.py" --gpuscope "$lib" --config "$c" \
+          --blocks "${BLOCKS:-6}" --steps "${STEPS:-40}" --out "$out/cost-${c//[:\/]/_}-$r.json" 2>&1 | grep -v -i "warn"
+      done
+    done
+    python3 - "$out" "$@" <<'PY' | tee "$out/cost.txt"
+import glob, json, statistics as st, sys
+out = sys.argv[1]
+for c in sys.argv[2:]:
+    rs = [json.load(open(f)) for f in sorted(glob.glob(f"{out}/cost-{c.replace(':', '_').replace('/', '_')}-*.json"))]
+    if rs:
+        ratios = [r["ratio"] for r in rs]
+        print(f"{c:<24} median ratio {st.median(ratios):.3f} (of {len(rs)}: {' '.join(f'{x:.3f}' for x in ratios)})"
+              f"  plain step {st.median(r['plain_step_ms'] for r in rs):.2f} ms  start {st.median(r['start_s'] for r in rs):.2f} s")
+PY
+    ;;
   fidelity)
     out=$2; mkdir -p "$out"
     M=gpu__time_duration.sum,sm__warps_active.avg.pct_of_peak_sustained_active,smsp__cycles_active.avg.pct_of_peak_sustained_elapsed

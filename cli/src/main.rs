@@ -37,6 +37,11 @@ enum Cmd {
         /// Sampling mode: microseconds between samples.
         #[arg(long, value_name = "US")]
         sampling_interval: Option<String>,
+        /// Sampling mode, always on: kernel records only for the first
+        /// WINDOW of every PERIOD milliseconds (e.g. 100/1000); PM samples
+        /// and NVTX ranges all the time.
+        #[arg(long, value_name = "WINDOW/PERIOD")]
+        trace_windows: Option<String>,
         /// Metric sets or names for metrics mode: dram, flops, or names like
         /// lts__t_bytes.sum, comma-separated.
         #[arg(long)]
@@ -194,6 +199,7 @@ fn run(cmd: Cmd) -> Result<ExitCode, String> {
         Cmd::Run {
             mode,
             sampling_interval,
+            trace_windows,
             metrics,
             kernels,
             nvtx,
@@ -231,6 +237,7 @@ fn run(cmd: Cmd) -> Result<ExitCode, String> {
                 ("GPUSCOPE_FLOPS", flops),
                 ("GPUSCOPE_WORK", work),
                 ("GPUSCOPE_SAMPLING_INTERVAL", sampling_interval),
+                ("GPUSCOPE_TRACE_WINDOWS", trace_windows),
             ] {
                 if let Some(v) = val {
                     c.env(var, v);

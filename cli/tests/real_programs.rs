@@ -30,6 +30,11 @@ fn nvcc(src: &str, out: &str) -> PathBuf {
 /// Runs `gpuscope run ARGS -o REPORT -- CMD`, checks the exit code, and
 /// returns the report.
 fn run(report: &str, args: &[&str], cmd: &[&str]) -> Value {
+    run_with(report, args, cmd, &[])
+}
+
+/// [`run`] with environment variables for the program.
+fn run_with(report: &str, args: &[&str], cmd: &[&str], env: &[(&str, &str)]) -> Value {
     let out = scratch(report);
     let _ = std::fs::remove_file(&out);
     let o = gpuscope()
@@ -40,6 +45,7 @@ fn run(report: &str, args: &[&str], cmd: &[&str]) -> Value {
         .arg("--")
         .args(cmd)
         .env("GPUSCOPE_QUIET", "1")
+        .envs(env.iter().copied())
         .output()
         .expect("gpuscope runs");
     let (stdout, stderr) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
@@ -151,6 +157,43 @@ fn gpu_ns_under(r: &Value, prefix: &str) -> u64 {
         })
         .map(|p| p["total_ns"].as_u64().unwrap())
         .sum()
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn a_pytorch_loop_under_trace_windows_is_traced_part_of_the_time_and_sampled_all_of_it() {
+    let script = example("python/gpt_train.py");
+    let cmd = ["python3", script.to_str().unwrap()];
+    let (warmup, steps) = (5u64, 300u64);
+    let env = [("STEPS", "300"), ("WARMUP", "5")];
+    let r = run_with("gpt-windows.json", &["--mode", "sampling", "--trace-windows", "100/500"], &cmd, &env);
+    let st = &r["sampling"];
+    let w = &st["trace_windows"];
+    println!("sampling {st}");
+    let (traced, untraced) = (w["traced_ns"].as_u64().unwrap(), w["untraced_ns"].as_u64().unwrap());
+    let share = traced as f64 / (traced + untraced) as f64;
+    assert!(w["windows"].as_u64().unwrap() >= 4, "{w}");
+    assert!((0.12..=0.35).contains(&share), "traced {share:.3} of the session, asked 100 of 500 ms");
+    assert!(st["samples"].as_u64().unwrap() > 10_000 && st["overflows"] == 0, "{st}");
+    let step = r["ranges"].as_array().unwrap().iter().find(|g| path(g) == "step").expect("the step range");
+    let (n, nu) = (step["count"].as_u64().unwrap(), step["untraced_count"].as_u64().unwrap_or(0));
+    println!("step: {n} traced + {nu} untraced instances; sampled over wall {}", step["sampled_wall"]);
+    assert_eq!(n + nu, warmup + steps, "every step is counted, traced or not");
+    assert!(n >= 20 && nu >= steps / 2, "{n} traced, {nu} untraced");
+    assert!(step["sampled_wall"]["samples"].as_u64().unwrap() > 10_000, "sampled over all its instances");
+    // Per traced step, the launches of a full trace (~261); none were
+    // attributed to steps that were not traced.
+    let per_step = step["kernel_launches"].as_u64().unwrap() as f64 / n as f64;
+    assert!((200.0..=330.0).contains(&per_step), "{per_step} launches per traced step");
+    let launches: u64 = r["kernels"].as_array().unwrap().iter().map(|k| k["launches"].as_u64().unwrap()).sum();
+    assert!(launches as f64 <= 0.5 * 261.0 * (warmup + steps) as f64, "{launches} kernels recorded");
+    assert!(r["drops"]["unattributed_kernels"].as_u64().unwrap() * 100 <= launches, "{}", r["drops"]);
+    // Untraced time is not called idle: busy and idle fit the traced time.
+    let idle: u64 = ["host_ns", "launch_ns", "sync_ns", "copy_ns", "profiler_ns", "other_ns"]
+        .iter()
+        .map(|k| r["idle"][k].as_u64().unwrap_or(0))
+        .sum();
+    assert!(idle <= traced, "idle {idle} ns of {traced} ns traced");
 }
 
 #[test]

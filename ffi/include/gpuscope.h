@@ -75,6 +75,13 @@ typedef struct {
   const char *nvtx_filter;
   // Sampling mode: microseconds between samples (1 to 100000; default 100).
   uint32_t sampling_interval_us;
+  // Sampling mode, always-on setting: kernel records only for the first
+  // `trace_window_ms` of every `trace_period_ms` (PM sampling all the
+  // time). 0 and 0 (default): records all the time. Otherwise the window
+  // is 10 ms or more and shorter than the period.
+  uint32_t trace_window_ms;
+  // The period of the trace windows, ms.
+  uint32_t trace_period_ms;
 } gpuscope_config;
 
 #ifdef __cplusplus

@@ -70,7 +70,18 @@ pub struct gpuscope_config {
     pub nvtx_filter: *const c_char,
     /// Sampling mode: microseconds between samples (1 to 100000; default 100).
     pub sampling_interval_us: u32,
+    /// Sampling mode, always-on setting: kernel records only for the first
+    /// `trace_window_ms` of every `trace_period_ms` (PM sampling all the
+    /// time). 0 and 0 (default): records all the time. Otherwise the window
+    /// is 10 ms or more and shorter than the period.
+    pub trace_window_ms: u32,
+    /// The period of the trace windows, ms.
+    pub trace_period_ms: u32,
 }
+
+/// Size of `gpuscope_config` before the trace-window fields: callers built
+/// against that header pass it and get the fields' defaults.
+const CONFIG_SIZE_V1: usize = std::mem::offset_of!(gpuscope_config, trace_window_ms);
 
 thread_local! {
     static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
@@ -144,6 +155,8 @@ pub unsafe extern "C" fn gpuscope_config_init(config: *mut gpuscope_config) -> c
                 kernel_filter: std::ptr::null(),
                 nvtx_filter: std::ptr::null(),
                 sampling_interval_us: (profiler::sampling::DEFAULT_INTERVAL_NS / 1000) as u32,
+                trace_window_ms: 0,
+                trace_period_ms: 0,
             })
         };
         GPUSCOPE_OK
@@ -151,11 +164,19 @@ pub unsafe extern "C" fn gpuscope_config_init(config: *mut gpuscope_config) -> c
 }
 
 fn profiler_from(c: &gpuscope_config) -> Result<Profiler, c_int> {
-    if (c.struct_size as usize) < std::mem::size_of::<gpuscope_config>() {
+    if (c.struct_size as usize) < CONFIG_SIZE_V1 {
         set_error("gpuscope_config.struct_size is too small: call gpuscope_config_init first");
         return Err(GPUSCOPE_ERR_INVALID);
     }
+    // Fields a caller's older header did not have take their defaults.
+    let has = |end: usize| c.struct_size as usize >= end;
+    let windows =
+        if has(std::mem::size_of::<gpuscope_config>()) { (c.trace_window_ms, c.trace_period_ms) } else { (0, 0) };
     let mut p = Profiler::new().keep_trace(c.keep_trace as usize);
+    if windows != (0, 0) && c.mode != GPUSCOPE_MODE_SAMPLING {
+        set_error("gpuscope_config.trace_window_ms/trace_period_ms are for GPUSCOPE_MODE_SAMPLING only");
+        return Err(GPUSCOPE_ERR_INVALID);
+    }
     match c.mode {
         GPUSCOPE_MODE_TRACE => {}
         GPUSCOPE_MODE_METRICS => {
@@ -184,6 +205,24 @@ fn profiler_from(c: &gpuscope_config) -> Result<Profiler, c_int> {
                 return Err(GPUSCOPE_ERR_INVALID);
             }
             p = p.sampling(std::time::Duration::from_micros(us as u64));
+            if windows != (0, 0) {
+                let (w, period) = windows;
+                let ns = |ms: u32| ms as u64 * 1_000_000;
+                if !profiler::sampling::TRACE_WINDOWS_NS.contains(&ns(w))
+                    || !profiler::sampling::TRACE_WINDOWS_NS.contains(&ns(period))
+                    || w >= period
+                {
+                    set_error(&format!(
+                        "gpuscope_config.trace_window_ms = {w}, trace_period_ms = {period}; allowed: 0 and 0 \
+                         (always traced), or a window of 10 ms or more shorter than its period (at most 3600000)"
+                    ));
+                    return Err(GPUSCOPE_ERR_INVALID);
+                }
+                p = p.trace_windows(
+                    std::time::Duration::from_millis(w as u64),
+                    std::time::Duration::from_millis(period as u64),
+                );
+            }
         }
         other => {
             set_error(&format!(

@@ -20,6 +20,10 @@ pub struct EnvConfig {
     /// samples, ns (`GPUSCOPE_SAMPLING_INTERVAL` in microseconds; default
     /// 100).
     pub sampling: Option<u64>,
+    /// Sampling mode's trace windows (window, period), ns
+    /// (`GPUSCOPE_TRACE_WINDOWS=WINDOW/PERIOD` in milliseconds): kernel
+    /// records only for the first window of every period.
+    pub trace_windows: Option<(u64, u64)>,
     /// `GPUSCOPE_KERNELS` (regex), `GPUSCOPE_NVTX` (path prefix),
     /// `GPUSCOPE_LAUNCH_COUNT` (first N per kernel; `all`).
     pub selection: Selection,
@@ -106,6 +110,21 @@ impl EnvConfig {
             },
         };
         let sampling = (mode == "sampling").then_some(interval);
+        let trace_windows = match get("GPUSCOPE_TRACE_WINDOWS") {
+            None => None,
+            Some(v) => {
+                let allowed = "WINDOW/PERIOD in milliseconds, the window 10 or more and shorter than the period \
+                               (e.g. 100/1000), in sampling mode";
+                let ms = |x: &str| x.trim().parse::<f64>().ok().filter(|m| m.is_finite()).map(|m| (m * 1e6) as u64);
+                let range = crate::collect::sampling::TRACE_WINDOWS_NS;
+                match v.split_once('/').and_then(|(w, p)| Some((ms(w)?, ms(p)?))) {
+                    Some((w, p)) if sampling.is_some() && range.contains(&w) && range.contains(&p) && w < p => {
+                        Some((w, p))
+                    }
+                    _ => return Err(invalid("GPUSCOPE_TRACE_WINDOWS", &v, allowed)),
+                }
+            }
+        };
         let mut selection = Selection::default();
         if let Some(n) = get("GPUSCOPE_LAUNCH_COUNT") {
             selection = match n.as_str() {
@@ -188,7 +207,18 @@ impl EnvConfig {
             Some("strict") => false,
             Some(v) => return Err(invalid("GPUSCOPE_THREAD_RANGES", v, "inherit, strict")),
         };
-        Ok(EnvConfig { metrics, sampling, selection, output, format, quiet, trace, declared, inherit_ranges })
+        Ok(EnvConfig {
+            metrics,
+            sampling,
+            trace_windows,
+            selection,
+            output,
+            format,
+            quiet,
+            trace,
+            declared,
+            inherit_ranges,
+        })
     }
 
     /// Registers `GPUSCOPE_FLOPS` and `GPUSCOPE_WORK` (values already
@@ -217,6 +247,9 @@ impl EnvConfig {
         }
         if let Some(ns) = self.sampling {
             p = p.sampling(std::time::Duration::from_nanos(ns));
+        }
+        if let Some((w, period)) = self.trace_windows {
+            p = p.trace_windows(std::time::Duration::from_nanos(w), std::time::Duration::from_nanos(period));
         }
         p
     }
@@ -249,6 +282,20 @@ mod tests {
         assert_eq!(c.sampling, Some(2_500));
         let c = cfg(&[("GPUSCOPE_SAMPLING_INTERVAL", "50")]).unwrap();
         assert_eq!(c.sampling, None, "the interval alone does not switch modes");
+    }
+
+    #[test]
+    fn trace_windows_are_read_in_milliseconds_and_checked() {
+        let c = cfg(&[("GPUSCOPE_MODE", "sampling"), ("GPUSCOPE_TRACE_WINDOWS", "100/1000")]).unwrap();
+        assert_eq!(c.trace_windows, Some((100_000_000, 1_000_000_000)));
+        let e = |v: &str, mode: &str| {
+            cfg(&[("GPUSCOPE_MODE", mode), ("GPUSCOPE_TRACE_WINDOWS", v)]).err().map(|e| e.message().to_string())
+        };
+        for bad in ["100", "1000/100", "5/1000", "100/100", "x/1000", "100/inf"] {
+            let m = e(bad, "sampling").unwrap_or_else(|| panic!("{bad} accepted"));
+            assert!(m.contains(&format!("GPUSCOPE_TRACE_WINDOWS=\"{bad}\"")) && m.contains("WINDOW/PERIOD"), "{m}");
+        }
+        assert!(e("100/1000", "trace").is_some_and(|m| m.contains("in sampling mode")));
     }
 
     #[test]

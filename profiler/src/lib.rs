@@ -58,8 +58,8 @@ pub use metrics::{KernelMetrics, MetricSet, MetricsStatus, Selection};
 
 /// Sampling mode's settings and figures.
 pub mod sampling {
-    pub use crate::collect::sampling::{DEFAULT_INTERVAL_NS, INTERVALS_NS, MIN_KERNEL_SAMPLES};
-    pub use crate::model::sampled::{SampledFigures, SamplingStatus, SAMPLED_METRICS};
+    pub use crate::collect::sampling::{DEFAULT_INTERVAL_NS, INTERVALS_NS, MIN_KERNEL_SAMPLES, TRACE_WINDOWS_NS};
+    pub use crate::model::sampled::{SampledFigures, SamplingStatus, TraceWindows, SAMPLED_METRICS};
 }
 
 /// Theoretical occupancy: the calculator and its types.

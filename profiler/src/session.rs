@@ -37,6 +37,7 @@ pub struct Profiler {
     metrics: Option<MetricSet>,
     selection: Selection,
     sampling: Option<u64>,
+    trace_windows: Option<(u64, u64)>,
 }
 
 impl Default for Profiler {
@@ -56,6 +57,7 @@ impl Default for Profiler {
             metrics: None,
             selection: Selection::default(),
             sampling: None,
+            trace_windows: None,
         }
     }
 }
@@ -125,6 +127,21 @@ impl Profiler {
     /// process (CUPTI 13.0 puts later kernel records on another clock).
     pub fn sampling(mut self, interval: Duration) -> Self {
         self.sampling = Some(interval.as_nanos().min(u64::MAX as u128) as u64);
+        self
+    }
+
+    /// Sampling mode, always-on setting: kernel records and launch
+    /// callbacks only for the first `window` of every `period` (PM sampling
+    /// and NVTX ranges all the time), so that tracing's per-launch cost is
+    /// paid `window / period` of the time. Kernel tables, GPU busy and idle
+    /// time come from the traced windows; range instances that touch an
+    /// untraced stretch are counted apart, with sampled figures over their
+    /// wall windows. The report's `sampling.trace_windows` says how much
+    /// was traced. `window`: 10 ms or more, less than `period` (at most an
+    /// hour).
+    pub fn trace_windows(mut self, window: Duration, period: Duration) -> Self {
+        let ns = |d: Duration| d.as_nanos().min(u64::MAX as u128) as u64;
+        self.trace_windows = Some((ns(window), ns(period)));
         self
     }
 
@@ -213,6 +230,28 @@ impl Profiler {
                 ));
             }
         }
+        if let Some((window, period)) = self.trace_windows {
+            if self.sampling.is_none() {
+                return Err(Error::new(
+                    ErrorKind::InvalidConfig,
+                    "trace windows need sampling mode (the untraced time is covered by PM samples)",
+                ));
+            }
+            if !crate::collect::sampling::TRACE_WINDOWS_NS.contains(&window)
+                || !crate::collect::sampling::TRACE_WINDOWS_NS.contains(&period)
+                || window >= period
+            {
+                return Err(Error::new(
+                    ErrorKind::InvalidConfig,
+                    format!(
+                        "trace windows = {} ms of every {} ms is not valid; allowed: a window of 10 ms or more, \
+                         shorter than its period, a period of at most 3600000 ms",
+                        window / 1_000_000,
+                        period / 1_000_000
+                    ),
+                ));
+            }
+        }
         Ok(())
     }
 
@@ -251,6 +290,7 @@ impl Profiler {
             metric_names: collection.collector.as_ref().map(|c| c.names().to_vec()).unwrap_or_default(),
             start_ns: collection.start_ns,
             sampling: self.sampling.is_some(),
+            trace_windows: self.trace_windows,
             ..Default::default()
         };
         let (ctl_tx, ctl_rx) = unbounded();
@@ -341,6 +381,8 @@ const SAMPLING_FLUSH: Duration = Duration::from_millis(200);
 fn decode_loop(s: Arc<Collection>, opts: AggregateOptions, outputs: Outputs, ctl: Receiver<Control>) {
     let Outputs { buffers: bufs, host } = outputs;
     let mut last_flush = std::time::Instant::now();
+    let windows = opts.trace_windows;
+    let began = std::time::Instant::now();
     let mut agg = Aggregator::new(opts, DeviceTable::from_driver());
     let drain_host = |agg: &mut Aggregator| {
         while let Ok(e) = host.try_recv() {
@@ -363,6 +405,18 @@ fn decode_loop(s: Arc<Collection>, opts: AggregateOptions, outputs: Outputs, ctl
         // +1.6 us per launch). Buffers and control messages are rare and do
         // wake the thread.
         drain_host(&mut agg);
+        if let Some((window, period)) = windows {
+            // The first `window` of every `period` is traced.
+            let on = (began.elapsed().as_nanos() % period as u128) < window as u128;
+            if let Some(ts) = collect::set_tracing(&s, on) {
+                agg.tracing(on, ts);
+                if !on {
+                    // The window's last records, for the join and idle
+                    // timeline that wait for them.
+                    s.flush(false);
+                }
+            }
+        }
         if let Some(sampler) = &s.sampler {
             agg.samples(&sampler.decode());
             // Kernel records decide the timeline that samples wait for: a

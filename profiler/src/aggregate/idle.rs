@@ -16,6 +16,7 @@
 //!    after it, the kernel was queued (launch latency when short, a
 //!    dependency on something else when long).
 
+use super::windows::Untraced;
 use crate::model::idle::{Cause, COPY, HOST, LAUNCH, OTHER, PROFILER, SYNC};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
@@ -150,6 +151,11 @@ pub(crate) struct IdleTracker {
     /// Kernels that arrived after their time was decided (counted, and
     /// their late part added as busy).
     pub late_kernels: u64,
+    /// Sampling mode's untraced stretches: gaps touching them are not
+    /// classified (no kernel records there to tell idle from busy).
+    untraced: Untraced,
+    /// Time of gaps left unclassified for that, ns.
+    pub untraced_gaps: u64,
 }
 
 impl IdleTracker {
@@ -164,7 +170,24 @@ impl IdleTracker {
             copies: Intervals::default(),
             overhead: Intervals::default(),
             late_kernels: 0,
+            untraced: Untraced::default(),
+            untraced_gaps: 0,
         }
+    }
+
+    /// Kernel records went off at `ts` (sampling mode's trace windows).
+    pub(crate) fn tracing_off(&mut self, ts: u64) {
+        self.untraced.off(ts);
+    }
+
+    /// They came back on at `ts`. Launches made before they went off whose
+    /// kernels have not come never will (their records were off): they no
+    /// longer hold the timeline.
+    pub(crate) fn tracing_on(&mut self, ts: u64) {
+        let Some(off) = self.untraced.off_since() else { return };
+        self.pending = self.pending.split_off(&off);
+        self.pending_graphs.retain(|_, t| *t >= off);
+        self.untraced.on(ts);
     }
 
     /// A launch at `ts` whose kernel will come (`graph`: a graph launch,
@@ -315,8 +338,13 @@ impl IdleTracker {
     /// Splits the idle gap `[g0, g1)` by cause. `next_launch`: when the
     /// kernel that ends it was launched (`None`: unknown); `last`: no kernel
     /// followed before the session ended.
-    fn classify(&self, g0: u64, g1: u64, next_launch: Option<u64>, last: bool, out: &mut impl FnMut(Piece)) {
+    fn classify(&mut self, g0: u64, g1: u64, next_launch: Option<u64>, last: bool, out: &mut impl FnMut(Piece)) {
         if g1 <= g0 {
+            return;
+        }
+        if self.untraced.touches(g0, g1) {
+            // Part of it went unseen: kernels may have run there.
+            self.untraced_gaps += g1 - g0;
             return;
         }
         let mut emit = |start: u64, end: u64, cause: Cause| {

@@ -13,6 +13,7 @@ mod names;
 pub mod occupancy;
 pub(crate) mod ranges;
 pub(crate) mod sampled;
+pub(crate) mod windows;
 
 use crate::attribute::{Attributed, Attributor, LaunchInfo};
 use crate::decode::{Activity, KernelActivity, RecordCursor};
@@ -20,7 +21,7 @@ use crate::model::device::DeviceInfo;
 use crate::model::drops::Drops;
 use crate::model::event::HostEvent;
 use crate::model::path::{paths, PathId, RangePath};
-use crate::model::sampled::{Sample, SamplingStatus};
+use crate::model::sampled::{Sample, SamplingStatus, TraceWindows};
 use crate::model::trace::{KernelRecord, MemoryRecord, RangeRecord, SampleRecord, Trace};
 use devices::DeviceTable;
 use idle::{IdleTracker, Piece};
@@ -47,6 +48,8 @@ pub(crate) struct AggregateOptions {
     pub start_ns: u64,
     /// Sampling mode: PM samples are joined to kernels and ranges.
     pub sampling: bool,
+    /// Sampling mode's trace windows (window, period), ns.
+    pub trace_windows: Option<(u64, u64)>,
 }
 
 impl Default for AggregateOptions {
@@ -58,6 +61,7 @@ impl Default for AggregateOptions {
             max_pending_launches: 1 << 20,
             metric_names: Vec::new(),
             sampling: false,
+            trace_windows: None,
         }
     }
 }
@@ -117,6 +121,11 @@ pub(crate) struct Aggregator {
     join: Option<SampleJoin>,
     /// How collection's sampling went, handed over at the end.
     sampling_status: Option<SamplingStatus>,
+    /// Trace windows so far, and since when tracing is in its current
+    /// state (on: Ok, off: Err).
+    windows: Option<(TraceWindows, std::result::Result<u64, u64>)>,
+    /// Launch calls seen twice (kept once).
+    duplicate_launches: u64,
 }
 
 impl Aggregator {
@@ -140,7 +149,13 @@ impl Aggregator {
             drops: Drops::default(),
             join: None,
             sampling_status: None,
+            windows: None,
+            duplicate_launches: 0,
         };
+        if let Some((window_ns, period_ns)) = a.opts.trace_windows {
+            let w = TraceWindows { window_ns, period_ns, windows: 1, ..Default::default() };
+            a.windows = Some((w, Ok(a.opts.start_ns)));
+        }
         if a.opts.sampling {
             a.ranges.track_samples();
             a.join = Some(SampleJoin::new(
@@ -155,6 +170,31 @@ impl Aggregator {
     /// How collection's sampling went (sampling mode, at the end).
     pub(crate) fn sampling_status(&mut self, status: SamplingStatus) {
         self.sampling_status = Some(status);
+    }
+
+    /// Kernel records and launch callbacks went off (`on` false) or came
+    /// back on at `ts` (sampling mode's trace windows).
+    pub(crate) fn tracing(&mut self, on: bool, ts: u64) {
+        let Some((w, state)) = &mut self.windows else { return };
+        match (*state, on) {
+            (Ok(since), false) => {
+                w.traced_ns += ts.saturating_sub(since);
+                *state = Err(ts);
+                self.idle.tracing_off(ts);
+                self.ranges.tracing_off(ts);
+            }
+            (Err(since), true) => {
+                w.untraced_ns += ts.saturating_sub(since);
+                w.windows += 1;
+                *state = Ok(ts);
+                self.idle.tracing_on(ts);
+                self.ranges.tracing_on(ts);
+                // Launches that waited for their kernels across the
+                // untraced stretch no longer hold the timeline.
+                self.advance_idle();
+            }
+            _ => {}
+        }
     }
 
     /// PM samples of one decode (sampling mode).
@@ -216,7 +256,10 @@ impl Aggregator {
             }
             HostEvent::Launch { correlation_id, tid, path, instance, graph, profiled, inherited, ts } => {
                 let info = LaunchInfo { tid, path, instance, profiled, ts, graph, seen: true, inherited };
-                self.attribution.launch(correlation_id, info);
+                if !self.attribution.launch(correlation_id, info) {
+                    self.duplicate_launches += 1;
+                    return;
+                }
                 self.idle.launch(correlation_id, ts, graph);
                 self.ranges.launch(instance);
             }
@@ -420,6 +463,15 @@ impl Aggregator {
             self.credit_samples(out);
             let mut st = self.sampling_status.take().unwrap_or_default();
             (st.samples_expired, st.kernels_unsampled) = (j.expired, j.unsampled);
+            st.trace_windows = self.windows.take().map(|(mut w, state)| {
+                match state {
+                    Ok(since) => w.traced_ns += end_ns.saturating_sub(since),
+                    Err(since) => w.untraced_ns += end_ns.saturating_sub(since),
+                }
+                w.unclassified_gaps_ns = self.idle.untraced_gaps;
+                w.duplicate_launch_callbacks = self.duplicate_launches;
+                w
+            });
             sampling = Some(st);
         }
         for f in self.ranges.finish(end_ns) {
@@ -511,5 +563,65 @@ mod tests {
         assert_eq!(g.count, 100_000, "every instance summarised, early or at the end");
         assert_eq!(g.launches, 1_000_000);
         assert!(r.drops.ranges_evicted > 0, "early summaries are counted");
+    }
+
+    #[test]
+    fn untraced_stretches_leave_idle_time_and_range_figures_alone_and_are_counted() {
+        let opts = AggregateOptions { sampling: true, trace_windows: Some((100, 1000)), ..Default::default() };
+        let mut a = Aggregator::new(opts, DeviceTable::fixed(vec![]));
+        let (ra, rb, rc) = (
+            paths().intern(ROOT, 0, "windows-a"),
+            paths().intern(ROOT, 0, "windows-b"),
+            paths().intern(ROOT, 0, "windows-c"),
+        );
+        let launch = |a: &mut Aggregator, id: u32, instance: u64, path, ts| {
+            a.host_event(HostEvent::Launch {
+                correlation_id: id,
+                tid: 1,
+                path,
+                instance,
+                graph: false,
+                profiled: false,
+                inherited: false,
+                ts,
+            })
+        };
+        // Traced: a's first instance with a kernel; c opens.
+        a.host_event(HostEvent::Push { instance: 1, parent: 0, path: ra, tid: 1, ts: 0 });
+        launch(&mut a, 1, 1, ra, 5);
+        a.kernel(&KernelActivity::sample(1, 10, 20));
+        a.host_event(HostEvent::Pop { instance: 1, ts: 50 });
+        a.host_event(HostEvent::Push { instance: 2, parent: 0, path: rc, tid: 2, ts: 90 });
+        // A launch whose kernel's record never comes (records went off).
+        launch(&mut a, 2, 2, rc, 95);
+        a.tracing(false, 100);
+        // Untraced: b runs, its kernels unseen.
+        a.host_event(HostEvent::Push { instance: 3, parent: 0, path: rb, tid: 1, ts: 200 });
+        a.host_event(HostEvent::Pop { instance: 3, ts: 300 });
+        a.tracing(true, 1000);
+        // Traced again: a's second instance.
+        a.host_event(HostEvent::Push { instance: 4, parent: 0, path: ra, tid: 1, ts: 1000 });
+        launch(&mut a, 3, 4, ra, 1005);
+        // The same call's callback again (seen on the device after callbacks
+        // came back on): kept once.
+        launch(&mut a, 3, 4, ra, 1006);
+        a.kernel(&KernelActivity::sample(3, 1010, 1020));
+        a.host_event(HostEvent::Pop { instance: 4, ts: 1050 });
+        a.host_event(HostEvent::Pop { instance: 2, ts: 1060 });
+        let r = a.finish(1100);
+        let range = |p: &str| r.ranges.iter().find(|(rp, _)| rp.to_string() == p).map(|(_, g)| g.clone()).unwrap();
+        let (ga, gb, gc) = (range("windows-a"), range("windows-b"), range("windows-c"));
+        assert_eq!((ga.count, ga.untraced_count, ga.busy, ga.launches), (2, 0, 20, 2));
+        assert_eq!((gb.count, gb.untraced_count, gb.untraced_wall), (0, 1, 100));
+        assert_eq!((gc.count, gc.untraced_count, gc.untraced_wall), (0, 1, 970));
+        let w = r.sampling.and_then(|s| s.trace_windows).expect("trace windows reported");
+        assert_eq!((w.window_ns, w.period_ns, w.windows), (100, 1000, 2));
+        assert_eq!((w.traced_ns, w.untraced_ns, w.duplicate_launch_callbacks), (200, 900, 1));
+        // The gap from 20 to 1010 touched untraced time: not idle, not lost.
+        assert_eq!(w.unclassified_gaps_ns, 990);
+        assert_eq!(r.idle.iter().sum::<u64>(), 10 + 80, "only the traced gaps are idle time");
+        // a's idle time: 0-10 and 1020-1050; its parts of the unclassified
+        // gap are not idle time.
+        assert_eq!(ga.idle.iter().sum::<u64>(), 10 + 30);
     }
 }

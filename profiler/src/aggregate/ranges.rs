@@ -3,6 +3,7 @@
 
 use super::idle::Piece;
 use super::interval::IntervalUnion;
+use super::windows::Untraced;
 use crate::model::path::PathId;
 use crate::model::sampled::{Sample, SampledAcc};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -38,6 +39,12 @@ pub(crate) struct RangeAcc {
     /// instances' kernels ran on (all sampled devices for an instance with
     /// none).
     pub sampled_wall: SampledAcc,
+    /// Sampling mode's trace windows: instances that touched an untraced
+    /// stretch. They count here and in `sampled_wall` only, not in the
+    /// figures above, which need every kernel of the instance.
+    pub untraced_count: u64,
+    /// Their wall time, ns.
+    pub untraced_wall: u64,
 }
 
 /// A finished instance, for the trace.
@@ -64,6 +71,8 @@ pub(crate) struct Ranges {
     idle_open: BTreeSet<(u64, u64)>,
     /// Sampling mode: instances that may still get samples: (start, id).
     sample_open: Option<BTreeSet<(u64, u64)>>,
+    /// Sampling mode's untraced stretches.
+    untraced: Untraced,
 }
 
 impl Ranges {
@@ -77,7 +86,18 @@ impl Ranges {
             evicted: 0,
             idle_open: BTreeSet::new(),
             sample_open: None,
+            untraced: Untraced::default(),
         }
+    }
+
+    /// Kernel records went off at `ts` (sampling mode's trace windows).
+    pub(crate) fn tracing_off(&mut self, ts: u64) {
+        self.untraced.off(ts);
+    }
+
+    /// They came back on at `ts`.
+    pub(crate) fn tracing_on(&mut self, ts: u64) {
+        self.untraced.on(ts);
     }
 
     /// Sampling mode: instances get the samples over their windows.
@@ -239,6 +259,16 @@ impl Ranges {
         }
         let end = i.end.unwrap_or(session_end).max(i.start);
         let acc = self.by_path.entry(i.path).or_default();
+        for (d, s) in &i.sampled {
+            if i.devices == 0 || (*d < 64 && i.devices & (1 << d) != 0) {
+                acc.sampled_wall.merge(s);
+            }
+        }
+        if self.untraced.touches(i.start, end) {
+            acc.untraced_count += 1;
+            acc.untraced_wall += end - i.start;
+            return Finished { path: i.path, tid: i.tid, start: i.start, end };
+        }
         acc.count += 1;
         acc.wall += end - i.start;
         acc.busy += i.busy.total();
@@ -246,11 +276,6 @@ impl Ranges {
         acc.launches += i.launches;
         for (a, b) in acc.idle.iter_mut().zip(i.idle) {
             *a += b;
-        }
-        for (d, s) in &i.sampled {
-            if i.devices == 0 || (*d < 64 && i.devices & (1 << d) != 0) {
-                acc.sampled_wall.merge(s);
-            }
         }
         Finished { path: i.path, tid: i.tid, start: i.start, end }
     }

@@ -146,7 +146,7 @@ pub(super) fn findings(
     // Whole-session idle when the program has no ranges.
     if ranges.is_empty() {
         if let Some(split) = r.idle {
-            let wall = r.end_ns.saturating_sub(r.start_ns).saturating_sub(split.profiler_ns).max(1);
+            let wall = r.timeline_ns().saturating_sub(split.profiler_ns).max(1);
             let a = split.to_array();
             for (i, kind, bound, what) in IDLE_CAUSES {
                 let share = 100.0 * a[i] as f64 / wall as f64;

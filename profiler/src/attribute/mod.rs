@@ -92,14 +92,23 @@ impl Attributor {
         }
     }
 
-    /// A kernel (or graph) launch API call.
-    pub(crate) fn launch(&mut self, correlation_id: u32, info: LaunchInfo) {
+    /// A kernel (or graph) launch API call. False when its correlation id
+    /// is already waiting: the same call seen twice (CUPTI delivered launch
+    /// callbacks twice after they were turned off and on again: sampling
+    /// mode's trace windows, device), kept once.
+    pub(crate) fn launch(&mut self, correlation_id: u32, info: LaunchInfo) -> bool {
         if info.graph {
+            if self.graph_launches.contains_key(&correlation_id) {
+                return false;
+            }
             self.graph_launches.insert(correlation_id, info);
             if self.graph_launches.len() > MAX_GRAPH_LAUNCHES {
                 self.graph_launches.pop_first();
             }
-            return;
+            return true;
+        }
+        if self.launches.contains_key(&correlation_id) {
+            return false;
         }
         if self.launches.len() >= self.max_pending {
             // Launches that never produced a kernel (failed launches):
@@ -111,6 +120,7 @@ impl Attributor {
             }
         }
         self.launches.insert(correlation_id, info);
+        true
     }
 
     /// Launches waiting for their kernel.

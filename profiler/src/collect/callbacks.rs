@@ -197,32 +197,10 @@ fn is_graph_launch(domain: u32, cbid: u32) -> bool {
 /// Turns on the launch and resource callbacks and the activity kinds.
 pub(super) fn enable(cupti: &'static Cupti, sub: sys::CUpti_SubscriberHandle, p: &CollectOptions) -> Result<()> {
     let en = sym!(cupti, cuptiEnableCallback).map_err(missing)?;
-    let lists =
-        [(sys::CUPTI_CB_DOMAIN_DRIVER_API, DRIVER_LAUNCHES), (sys::CUPTI_CB_DOMAIN_RUNTIME_API, RUNTIME_LAUNCHES)];
-    // Sampling mode sets up each device's sampling at its first launch.
-    for (domain, list) in lists.into_iter().filter(|_| p.attribution || p.sampling.is_some()) {
-        for &cbid in list {
-            // SAFETY: a valid subscriber; unknown cbids fail harmlessly.
-            unsafe { en(1, sub, domain, cbid) };
-        }
-    }
+    trace_callbacks(cupti, sub, p, true)?;
     for &(domain, cbid) in CAPTURE_BEGINS.iter().filter(|_| p.metrics.is_some()) {
-        // SAFETY: as above.
+        // SAFETY: a valid subscriber; unknown cbids fail harmlessly.
         unsafe { en(1, sub, domain, cbid) };
-    }
-    let copies = [(sys::CUPTI_CB_DOMAIN_DRIVER_API, DRIVER_COPIES), (sys::CUPTI_CB_DOMAIN_RUNTIME_API, RUNTIME_COPIES)];
-    for (domain, list) in copies.into_iter().filter(|_| p.attribution) {
-        for &cbid in list {
-            // SAFETY: as above.
-            unsafe { en(1, sub, domain, cbid) };
-        }
-    }
-    let syncs = [(sys::CUPTI_CB_DOMAIN_DRIVER_API, DRIVER_SYNCS), (sys::CUPTI_CB_DOMAIN_RUNTIME_API, RUNTIME_SYNCS)];
-    for (domain, list) in syncs.into_iter().filter(|_| p.host_waits) {
-        for &cbid in list {
-            // SAFETY: as above.
-            unsafe { en(1, sub, domain, cbid) };
-        }
     }
     // A context's records (and measurements) are taken out before it is
     // destroyed: cudaDeviceReset or cuCtxDestroy before exit.
@@ -236,10 +214,59 @@ pub(super) fn enable(cupti: &'static Cupti, sub: sys::CUpti_SubscriberHandle, p:
     let reg = sym!(cupti, cuptiActivityRegisterCallbacks).map_err(missing)?;
     // SAFETY: both callbacks have CUPTI's signatures and catch panics.
     check(cupti, unsafe { reg(Some(buffer_requested), Some(buffer_completed)) }, "cuptiActivityRegisterCallbacks")?;
-    let act = sym!(cupti, cuptiActivityEnable).map_err(missing)?;
-    for &k in &p.kinds {
-        // SAFETY: plain integer argument.
-        check(cupti, unsafe { act(k) }, "cuptiActivityEnable")?;
+    activity_kinds(cupti, &p.kinds, true)
+}
+
+/// Turns the launch, copy and synchronisation callbacks on or off (sampling
+/// mode's trace windows turn them off between windows).
+pub(super) fn trace_callbacks(
+    cupti: &'static Cupti,
+    sub: sys::CUpti_SubscriberHandle,
+    p: &CollectOptions,
+    on: bool,
+) -> Result<()> {
+    let en = sym!(cupti, cuptiEnableCallback).map_err(missing)?;
+    let on = on as u32;
+    let lists =
+        [(sys::CUPTI_CB_DOMAIN_DRIVER_API, DRIVER_LAUNCHES), (sys::CUPTI_CB_DOMAIN_RUNTIME_API, RUNTIME_LAUNCHES)];
+    // Sampling mode sets up each device's sampling at its first launch.
+    for (domain, list) in lists.into_iter().filter(|_| p.attribution || p.sampling.is_some()) {
+        for &cbid in list {
+            // SAFETY: a valid subscriber; unknown cbids fail harmlessly.
+            unsafe { en(on, sub, domain, cbid) };
+        }
+    }
+    let copies = [(sys::CUPTI_CB_DOMAIN_DRIVER_API, DRIVER_COPIES), (sys::CUPTI_CB_DOMAIN_RUNTIME_API, RUNTIME_COPIES)];
+    for (domain, list) in copies.into_iter().filter(|_| p.attribution) {
+        for &cbid in list {
+            // SAFETY: as above.
+            unsafe { en(on, sub, domain, cbid) };
+        }
+    }
+    let syncs = [(sys::CUPTI_CB_DOMAIN_DRIVER_API, DRIVER_SYNCS), (sys::CUPTI_CB_DOMAIN_RUNTIME_API, RUNTIME_SYNCS)];
+    for (domain, list) in syncs.into_iter().filter(|_| p.host_waits) {
+        for &cbid in list {
+            // SAFETY: as above.
+            unsafe { en(on, sub, domain, cbid) };
+        }
+    }
+    Ok(())
+}
+
+/// Enables or disables activity kinds.
+pub(super) fn activity_kinds(cupti: &'static Cupti, kinds: &[u32], on: bool) -> Result<()> {
+    if on {
+        let act = sym!(cupti, cuptiActivityEnable).map_err(missing)?;
+        for &k in kinds {
+            // SAFETY: plain integer argument.
+            check(cupti, unsafe { act(k) }, "cuptiActivityEnable")?;
+        }
+    } else {
+        let act = sym!(cupti, cuptiActivityDisable).map_err(missing)?;
+        for &k in kinds {
+            // SAFETY: a plain activity kind this session enabled.
+            unsafe { act(k) };
+        }
     }
     Ok(())
 }

@@ -24,7 +24,7 @@ use metrics::{MetricSet, Selection};
 use pool::BufferPool;
 use sampling::Sampler;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 /// What to collect.
 #[derive(Debug, Clone)]
@@ -60,7 +60,10 @@ pub(crate) struct Collection {
     pub(crate) start_ns: u64,
     subscriber: sys::CUpti_SubscriberHandle,
     stopped: AtomicBool,
-    kinds: Vec<u32>,
+    opts: CollectOptions,
+    /// Whether kernel records and launch callbacks are on (sampling mode's
+    /// trace windows turn them off); held while switching, and by stop.
+    tracing: Mutex<bool>,
     /// Metrics mode's measurements.
     pub(crate) collector: Option<Collector>,
     /// Sampling mode's PM sampling.
@@ -163,7 +166,8 @@ pub(crate) fn start(opts: &CollectOptions) -> Result<(Arc<Collection>, Outputs)>
         start_ns: cupti::timestamp(cupti),
         subscriber,
         stopped: AtomicBool::new(false),
-        kinds: opts.kinds.clone(),
+        opts: opts.clone(),
+        tracing: Mutex::new(true),
         collector: opts.metrics.clone().map(|(m, s)| Collector::new(cupti, m, s)),
         sampler: opts.sampling.map(|interval| Sampler::new(cupti, interval)),
         pid: std::process::id(),
@@ -208,6 +212,8 @@ pub(crate) fn stop(s: &Collection, at_exit: bool) -> Result<()> {
         return Err(Error::new(ErrorKind::SessionActive, "the session is already stopping"));
     }
     let c = s.cupti;
+    // A trace-window switch in progress finishes first; none starts after.
+    let _tracing = s.tracing.lock().unwrap_or_else(|e| e.into_inner());
     debug("stop: callbacks off");
     if let Ok(f) = sym!(c, cuptiEnableDomain) {
         // SAFETY: plain arguments; the subscriber is ours and still valid.
@@ -219,12 +225,7 @@ pub(crate) fn stop(s: &Collection, at_exit: bool) -> Result<()> {
     debug("stop: flush");
     s.flush(true);
     debug("stop: activity off");
-    if let Ok(f) = sym!(c, cuptiActivityDisable) {
-        for &k in &s.kinds {
-            // SAFETY: a plain activity kind this session enabled.
-            unsafe { f(k) };
-        }
-    }
+    let _ = callbacks::activity_kinds(c, &s.opts.kinds, false);
     s.flush(true);
     if let Some(col) = &s.collector {
         // Launches measured since the last batch: decode them now, before
@@ -259,6 +260,40 @@ pub(crate) fn stop(s: &Collection, at_exit: bool) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Turns kernel records and launch callbacks on or off (sampling mode's
+/// trace windows). Returns CUPTI's clock at the switch: after records went
+/// off or before they came on, so no record lies outside the traced time
+/// it names. `None`: nothing changed (already so, or the session is
+/// stopping).
+pub(crate) fn set_tracing(s: &Collection, on: bool) -> Option<u64> {
+    let mut tracing = s.tracing.lock().unwrap_or_else(|e| e.into_inner());
+    if *tracing == on || s.stopped.load(Ordering::Acquire) {
+        return None;
+    }
+    let r = if on {
+        // Callbacks first: every kernel with a record had its launch seen.
+        let ts = cupti::timestamp(s.cupti);
+        callbacks::trace_callbacks(s.cupti, s.subscriber, &s.opts, true)
+            .and_then(|()| callbacks::activity_kinds(s.cupti, &s.opts.kinds, true))
+            .map(|()| ts)
+    } else {
+        // Records first: no record of a launch that was not seen.
+        callbacks::activity_kinds(s.cupti, &s.opts.kinds, false)
+            .and_then(|()| callbacks::trace_callbacks(s.cupti, s.subscriber, &s.opts, false))
+            .map(|()| cupti::timestamp(s.cupti))
+    };
+    match r {
+        Ok(ts) => {
+            *tracing = on;
+            Some(ts)
+        }
+        Err(e) => {
+            debug(&format!("trace windows: switching {}: {e}", if on { "on" } else { "off" }));
+            None
+        }
+    }
 }
 
 /// Forgets the stopped collection: NVTX events go nowhere, a new session

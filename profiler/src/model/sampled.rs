@@ -240,6 +240,35 @@ pub struct SamplingStatus {
     /// Of which reading values out of decoded images, ns.
     #[serde(default)]
     pub evaluate_ns: u64,
+    /// Trace windows, when kernel records were taken part of the time.
+    #[serde(default)]
+    pub trace_windows: Option<TraceWindows>,
+}
+
+/// Sampling mode's trace windows: kernel records and launch callbacks on
+/// for `window_ns` of every `period_ns`, PM sampling all the time. Kernel
+/// tables, GPU busy and idle time come from the traced windows; range
+/// instances that touched an untraced stretch are counted apart, with
+/// their sampled figures over their wall windows.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TraceWindows {
+    /// Traced time per period, ns.
+    pub window_ns: u64,
+    /// Period, ns.
+    pub period_ns: u64,
+    /// Windows traced (the session begins with one).
+    pub windows: u64,
+    /// Session time with kernel records on, ns.
+    pub traced_ns: u64,
+    /// Session time with them off, ns.
+    pub untraced_ns: u64,
+    /// Gaps between kernels that touched an untraced stretch: left out of
+    /// idle time (kernels may have run unseen there), ns.
+    pub unclassified_gaps_ns: u64,
+    /// Launch callbacks CUPTI delivered twice for one call (same
+    /// correlation id) after they were turned back on: counted once.
+    #[serde(default)]
+    pub duplicate_launch_callbacks: u64,
 }
 
 #[cfg(test)]

@@ -118,9 +118,24 @@ pub fn render(r: &Report, a: &Analysis, width: usize) -> String {
             ),
         };
         let _ = writeln!(out, "{}", diagnosis::wrap(&text, width, "sampled: ", "  "));
+        if let Some(w) = &sm.trace_windows {
+            let untraced: u64 = r.ranges.iter().map(|g| g.untraced_count).sum();
+            let text = format!(
+                "kernel records only in the first {} of every {} ({} windows, {} of {} traced): kernel tables, GPU \
+                 time and idle time are of the traced windows; {} range instances touched untraced time and count \
+                 apart (+N untraced), with figures from PM samples over their wall time only",
+                fmt_ns(w.window_ns),
+                fmt_ns(w.period_ns),
+                w.windows,
+                fmt_ns(w.traced_ns),
+                fmt_ns(w.traced_ns + w.untraced_ns),
+                untraced
+            );
+            let _ = writeln!(out, "{}", diagnosis::wrap(&text, width, "traced: ", "  "));
+        }
     }
     if let Some(idle) = &r.idle {
-        let _ = writeln!(out, "session: {}", diagnosis::idle_line(idle, r.end_ns.saturating_sub(r.start_ns)));
+        let _ = writeln!(out, "session: {}", diagnosis::idle_line(idle, r.timeline_ns()));
     }
     // A range's utilisation as nvidia-smi would show it: any kernel of the
     // process counts (schema 2), not only the range's own.
@@ -146,7 +161,11 @@ pub fn render(r: &Report, a: &Analysis, width: usize) -> String {
                 Some(d) => format!("{d}::{}", f.name),
                 None => f.name.clone(),
             });
-            let calls = if g.count > 1 { format!(" (x{})", g.count) } else { String::new() };
+            let calls = match (g.count, g.untraced_count) {
+                (c, 0) if c > 1 => format!(" (x{c})"),
+                (_, 0) => String::new(),
+                (c, u) => format!(" (x{c} +{u} untraced)"),
+            };
             let name = format!("{}{}{}", "  ".repeat(depth), leaf.unwrap_or_default(), calls);
             cols.row(
                 &mut out,

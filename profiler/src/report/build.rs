@@ -63,6 +63,8 @@ fn range(path: RangePath, a: &RangeAcc, idle: bool) -> RangeSummary {
         sampled: None,
         sampled_wall: a.sampled_wall.figures(),
         metrics_sampled: false,
+        untraced_count: a.untraced_count,
+        untraced_wall_ns: a.untraced_wall,
     }
 }
 

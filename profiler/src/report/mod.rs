@@ -11,7 +11,7 @@ pub use crate::model::idle::IdleSplit;
 use crate::model::metrics::MetricsStatus;
 use crate::model::occupancy::Limiter;
 use crate::model::path::{RangeFrame, RangePath};
-pub use crate::model::sampled::{SampledFigures, SamplingStatus};
+pub use crate::model::sampled::{SampledFigures, SamplingStatus, TraceWindows};
 pub use crate::model::trace::{KernelRecord, MemoryRecord, RangeRecord, SampleRecord, Trace};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -233,6 +233,18 @@ pub struct RangeSummary {
     /// for start/end ranges).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idle: Option<IdleSplit>,
+    /// Sampling mode's trace windows: instances that touched untraced time,
+    /// left out of every figure above but `sampled_wall` (schema 2, absent
+    /// when 0).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub untraced_count: u64,
+    /// Their wall time, ns.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub untraced_wall_ns: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 /// Utilisation from which a range counts as busy, %.
@@ -310,5 +322,14 @@ impl Report {
     /// Total GPU time of all kernels, ns.
     pub fn total_kernel_ns(&self) -> u64 {
         self.kernels.iter().map(|k| k.stats.total_ns).sum()
+    }
+
+    /// Session time whose GPU activity is known: all of it, but for
+    /// sampling mode's trace windows, where the gaps that touched untraced
+    /// time are left out (busy plus idle time add up to this), ns.
+    pub fn timeline_ns(&self) -> u64 {
+        let unknown =
+            self.sampling.as_ref().and_then(|s| s.trace_windows.as_ref()).map_or(0, |w| w.unclassified_gaps_ns);
+        self.end_ns.saturating_sub(self.start_ns).saturating_sub(unknown)
     }
 }

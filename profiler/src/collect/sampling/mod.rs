@@ -25,6 +25,12 @@ pub const DEFAULT_INTERVAL_NS: u64 = 100_000;
 /// above 100 ms every kernel is shorter than a sample.
 pub const INTERVALS_NS: std::ops::RangeInclusive<u64> = 1_000..=100_000_000;
 
+/// Allowed trace-window lengths and periods, ns
+/// ([`Profiler::trace_windows`](crate::Profiler::trace_windows)): tracing
+/// is switched on the decoder's 5 ms poll, so shorter windows would be
+/// mostly switching error.
+pub const TRACE_WINDOWS_NS: std::ops::RangeInclusive<u64> = 10_000_000..=3_600_000_000_000;
+
 /// Whole samples inside a kernel for a figure of its own.
 pub const MIN_KERNEL_SAMPLES: u32 = 4;
 

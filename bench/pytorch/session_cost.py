@@ -1,0 +1,118 @@
+"""What one long gpuscope session costs a launch-bound PyTorch training
+loop, in one process: blocks of plain steps, then the same number of blocks
+under one session, then plain blocks again. The ratio is the median session
+block over the median of the plain blocks around it.
+
+overhead.py starts a session per block; sampling mode cannot (after CUPTI's
+PM sampling no later session can start in the process) and its set-up cost
+belongs to a session's start, not to its steps. Run each configuration in
+its own process, several processes alternating (bench/pytorch/run.sh cost).
+
+    NVTX_INJECTION64_PATH=libgpuscope.so python3 bench/pytorch/session_cost.py \\
+        --gpuscope libgpuscope.so --config windows:100:100/1000 --blocks 8 --steps 40 --out r.json
+
+Configurations:
+  none                   no session (how much plain blocks drift)
+  trace                  trace mode
+  sampling[:US]          sampling mode, a PM sample every US microseconds
+  windows[:US[:W/P]]     sampling mode with trace windows: kernel records
+                         for the first W of every P milliseconds (default
+                         100/1000)
+"""
+import argparse
+import ctypes
+import gc
+import json
+import os
+import statistics as st
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples", "python"))
+from gpt_train import build  # noqa: E402
+
+
+class Config(ctypes.Structure):
+    """gpuscope_config of ffi/include/gpuscope.h."""
+    _fields_ = [("struct_size", ctypes.c_uint32), ("mode", ctypes.c_uint32), ("keep_trace", ctypes.c_uint32),
+                ("launch_count", ctypes.c_uint32), ("metrics", ctypes.c_char_p), ("kernel_filter", ctypes.c_char_p),
+                ("nvtx_filter", ctypes.c_char_p), ("sampling_interval_us", ctypes.c_uint32),
+                ("trace_window_ms", ctypes.c_uint32), ("trace_period_ms", ctypes.c_uint32)]
+
+
+def config(gs, name):
+    """The gpuscope_config for a configuration name (None: no session)."""
+    kind, *args = name.split(":")
+    if kind == "none":
+        return None
+    c = Config()
+    gs.gpuscope_config_init(ctypes.byref(c))
+    if kind == "trace":
+        return c
+    if kind not in ("sampling", "windows"):
+        sys.exit(f"unknown configuration {name!r}: none, trace, sampling[:US], windows[:US[:W/P]]")
+    c.mode = 2
+    if args and args[0]:
+        c.sampling_interval_us = int(args[0])
+    if kind == "windows":
+        w, p = (args[1] if len(args) > 1 else "100/1000").split("/")
+        c.trace_window_ms, c.trace_period_ms = int(w), int(p)
+    return c
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--gpuscope", required=True, help="libgpuscope.so")
+    ap.add_argument("--config", required=True)
+    ap.add_argument("--blocks", type=int, default=8, help="blocks in each of the three phases")
+    ap.add_argument("--steps", type=int, default=40, help="steps per block")
+    ap.add_argument("--report", help="write the session's report here (JSON)")
+    ap.add_argument("--out", required=True)
+    a = ap.parse_args()
+
+    gs = ctypes.CDLL(os.path.abspath(a.gpuscope))
+    gs.gpuscope_last_error.restype = ctypes.c_char_p
+    step, _, _ = build()
+
+    def block():
+        gc.collect()
+        gc.disable()
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(a.steps):
+            step()
+        torch.cuda.synchronize()
+        t = time.perf_counter() - t0
+        gc.enable()
+        return t
+
+    for _ in range(20):
+        step()
+    cfg = config(gs, a.config)
+    before = [block() for _ in range(a.blocks)]
+    t0 = time.perf_counter()
+    if cfg is not None and gs.gpuscope_start(ctypes.byref(cfg)) != 0:
+        sys.exit(f"gpuscope_start({a.config}): {gs.gpuscope_last_error().decode()}")
+    started = time.perf_counter() - t0
+    during = [block() for _ in range(a.blocks)]
+    t0 = time.perf_counter()
+    if cfg is not None:
+        if gs.gpuscope_stop() != 0:
+            sys.exit(f"gpuscope_stop: {gs.gpuscope_last_error().decode()}")
+        if a.report:
+            gs.gpuscope_write_report(a.report.encode(), 1)
+    stopped = time.perf_counter() - t0
+    after = [block() for _ in range(a.blocks)]
+    plain = st.median(before + after)
+    out = {"config": a.config, "steps_per_block": a.steps, "plain_step_ms": 1e3 * plain / a.steps,
+           "ratio": st.median(during) / plain, "drift": st.median(after) / st.median(before),
+           "start_s": started, "stop_s": stopped, "before": before, "during": during, "after": after}
+    json.dump(out, open(a.out, "w"), indent=1)
+    print(f"{a.config:<24} ratio {out['ratio']:.3f}  plain step {out['plain_step_ms']:.2f} ms  "
+          f"drift {out['drift']:.3f}  start {started:.2f} s  stop {stopped:.2f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,99 @@
+//! Sampling mode's trace windows: the stretches of the session in which
+//! kernel records and launch callbacks were off. Idle time and range
+//! figures that need the kernel timeline are not taken from them.
+
+use std::collections::VecDeque;
+
+/// Untraced stretches held at once; older ones are folded into
+/// `folded_until` (anything starting before it is taken as touching one).
+const MAX_HELD: usize = 1 << 12;
+
+/// The untraced stretches of a session so far, in time order.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Untraced {
+    closed: VecDeque<(u64, u64)>,
+    /// Tracing has been off since then.
+    open: Option<u64>,
+    /// End of the latest stretch folded out of `closed`.
+    folded_until: u64,
+}
+
+impl Untraced {
+    /// Tracing went off at `ts`.
+    pub(crate) fn off(&mut self, ts: u64) {
+        if self.open.is_none() {
+            self.open = Some(ts);
+        }
+    }
+
+    /// Tracing came back on at `ts`.
+    pub(crate) fn on(&mut self, ts: u64) {
+        let Some(start) = self.open.take() else { return };
+        if ts > start {
+            self.closed.push_back((start, ts));
+        }
+        if self.closed.len() > MAX_HELD {
+            if let Some((_, e)) = self.closed.pop_front() {
+                self.folded_until = self.folded_until.max(e);
+            }
+        }
+    }
+
+    /// Whether `[lo, hi)` overlaps an untraced stretch (an empty span: lies
+    /// in one).
+    pub(crate) fn touches(&self, lo: u64, hi: u64) -> bool {
+        let hi = hi.max(lo + 1);
+        if lo < self.folded_until || self.open.is_some_and(|o| hi > o) {
+            return true;
+        }
+        // The first stretch ending after `lo` is the only candidate.
+        let i = self.closed.partition_point(|&(_, e)| e <= lo);
+        self.closed.get(i).is_some_and(|&(s, _)| s < hi)
+    }
+
+    /// Since when tracing has been off, if it is.
+    pub(crate) fn off_since(&self) -> Option<u64> {
+        self.open
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spans_are_told_by_whether_they_touch_an_untraced_stretch() {
+        let mut u = Untraced::default();
+        assert!(!u.touches(0, 100));
+        u.off(100);
+        u.on(200);
+        u.off(300);
+        u.on(400);
+        assert!(!u.touches(0, 100), "ends where the stretch starts");
+        assert!(u.touches(50, 150));
+        assert!(u.touches(150, 160), "inside");
+        assert!(!u.touches(200, 300), "between stretches");
+        assert!(u.touches(250, 350));
+        assert!(u.touches(0, 1000), "spans both");
+        assert!(!u.touches(400, 500));
+        assert!(u.touches(150, 150), "an empty span inside one");
+        u.off(600);
+        assert_eq!(u.off_since(), Some(600));
+        assert!(u.touches(500, 700), "overlaps the open stretch");
+        assert!(!u.touches(500, 600));
+    }
+
+    #[test]
+    fn memory_is_bounded_and_old_spans_count_as_untraced() {
+        let mut u = Untraced::default();
+        for i in 0..(MAX_HELD as u64 + 10) {
+            u.off(i * 100 + 50);
+            u.on(i * 100 + 60);
+        }
+        assert!(u.closed.len() <= MAX_HELD);
+        assert!(u.touches(0, 10), "before the folded stretches: taken as touching");
+        let last = (MAX_HELD as u64 + 9) * 100;
+        assert!(!u.touches(last, last + 40));
+        assert!(u.touches(last + 55, last + 56));
+    }
+}
