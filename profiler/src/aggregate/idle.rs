@@ -180,13 +180,15 @@ impl IdleTracker {
         self.untraced.off(ts);
     }
 
-    /// They came back on at `ts`. Launches made before they went off whose
-    /// kernels have not come never will (their records were off): they no
-    /// longer hold the timeline.
+    /// They came back on at `ts`. Launches made before whose kernels have
+    /// not come never will (their records were off, or came on only
+    /// after): they no longer hold the timeline.
     pub(crate) fn tracing_on(&mut self, ts: u64) {
-        let Some(off) = self.untraced.off_since() else { return };
-        self.pending = self.pending.split_off(&off);
-        self.pending_graphs.retain(|_, t| *t >= off);
+        if self.untraced.off_since().is_none() {
+            return;
+        }
+        self.pending = self.pending.split_off(&ts);
+        self.pending_graphs.retain(|_, t| *t >= ts);
         self.untraced.on(ts);
     }
 

@@ -94,8 +94,8 @@ impl Attributor {
 
     /// A kernel (or graph) launch API call. False when its correlation id
     /// is already waiting: the same call seen twice (CUPTI delivered launch
-    /// callbacks twice after they were turned off and on again: sampling
-    /// mode's trace windows, device), kept once.
+    /// callbacks twice when gpuscope switched them off and on while the
+    /// program ran, which it no longer does), kept once.
     pub(crate) fn launch(&mut self, correlation_id: u32, info: LaunchInfo) -> bool {
         if info.graph {
             if self.graph_launches.contains_key(&correlation_id) {

@@ -197,7 +197,7 @@ fn is_graph_launch(domain: u32, cbid: u32) -> bool {
 /// Turns on the launch and resource callbacks and the activity kinds.
 pub(super) fn enable(cupti: &'static Cupti, sub: sys::CUpti_SubscriberHandle, p: &CollectOptions) -> Result<()> {
     let en = sym!(cupti, cuptiEnableCallback).map_err(missing)?;
-    trace_callbacks(cupti, sub, p, true)?;
+    trace_callbacks(cupti, sub, p)?;
     for &(domain, cbid) in CAPTURE_BEGINS.iter().filter(|_| p.metrics.is_some()) {
         // SAFETY: a valid subscriber; unknown cbids fail harmlessly.
         unsafe { en(1, sub, domain, cbid) };
@@ -217,16 +217,10 @@ pub(super) fn enable(cupti: &'static Cupti, sub: sys::CUpti_SubscriberHandle, p:
     activity_kinds(cupti, &p.kinds, true)
 }
 
-/// Turns the launch, copy and synchronisation callbacks on or off (sampling
-/// mode's trace windows turn them off between windows).
-pub(super) fn trace_callbacks(
-    cupti: &'static Cupti,
-    sub: sys::CUpti_SubscriberHandle,
-    p: &CollectOptions,
-    on: bool,
-) -> Result<()> {
+/// Turns on the launch, copy and synchronisation callbacks.
+fn trace_callbacks(cupti: &'static Cupti, sub: sys::CUpti_SubscriberHandle, p: &CollectOptions) -> Result<()> {
     let en = sym!(cupti, cuptiEnableCallback).map_err(missing)?;
-    let on = on as u32;
+    let on = 1;
     let lists =
         [(sys::CUPTI_CB_DOMAIN_DRIVER_API, DRIVER_LAUNCHES), (sys::CUPTI_CB_DOMAIN_RUNTIME_API, RUNTIME_LAUNCHES)];
     // Sampling mode sets up each device's sampling at its first launch.
@@ -337,6 +331,13 @@ pub(super) unsafe extern "C" fn api_callback(
         }
         let guard = ACTIVE.read().unwrap_or_else(|e| e.into_inner());
         let Some(s) = guard.as_ref() else { return };
+        if !s.traced.load(std::sync::atomic::Ordering::Relaxed) {
+            // Between trace windows: only a new device's sampling set-up.
+            if let (true, false, Some(sampler)) = (enter, copy || wait, &s.sampler) {
+                sampler.on_launch(d.context);
+            }
+            return;
+        }
         let now = || cupti::timestamp(s.cupti);
         if copy || wait {
             if enter {

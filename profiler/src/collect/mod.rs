@@ -61,9 +61,11 @@ pub(crate) struct Collection {
     subscriber: sys::CUpti_SubscriberHandle,
     stopped: AtomicBool,
     opts: CollectOptions,
-    /// Whether kernel records and launch callbacks are on (sampling mode's
-    /// trace windows turn them off); held while switching, and by stop.
-    tracing: Mutex<bool>,
+    /// Kernel records are on (sampling mode's trace windows turn them off;
+    /// launch callbacks then return at once).
+    pub(crate) traced: AtomicBool,
+    /// Held while switching records, and by stop.
+    switching: Mutex<()>,
     /// Metrics mode's measurements.
     pub(crate) collector: Option<Collector>,
     /// Sampling mode's PM sampling.
@@ -167,7 +169,8 @@ pub(crate) fn start(opts: &CollectOptions) -> Result<(Arc<Collection>, Outputs)>
         subscriber,
         stopped: AtomicBool::new(false),
         opts: opts.clone(),
-        tracing: Mutex::new(true),
+        traced: AtomicBool::new(true),
+        switching: Mutex::new(()),
         collector: opts.metrics.clone().map(|(m, s)| Collector::new(cupti, m, s)),
         sampler: opts.sampling.map(|interval| Sampler::new(cupti, interval)),
         pid: std::process::id(),
@@ -213,7 +216,7 @@ pub(crate) fn stop(s: &Collection, at_exit: bool) -> Result<()> {
     }
     let c = s.cupti;
     // A trace-window switch in progress finishes first; none starts after.
-    let _tracing = s.tracing.lock().unwrap_or_else(|e| e.into_inner());
+    let _switching = s.switching.lock().unwrap_or_else(|e| e.into_inner());
     debug("stop: callbacks off");
     if let Ok(f) = sym!(c, cuptiEnableDomain) {
         // SAFETY: plain arguments; the subscriber is ours and still valid.
@@ -262,38 +265,29 @@ pub(crate) fn stop(s: &Collection, at_exit: bool) -> Result<()> {
     Ok(())
 }
 
-/// Turns kernel records and launch callbacks on or off (sampling mode's
-/// trace windows). Returns CUPTI's clock at the switch: after records went
-/// off or before they came on, so no record lies outside the traced time
-/// it names. `None`: nothing changed (already so, or the session is
+/// Turns kernel records on or off (sampling mode's trace windows). The
+/// launch callbacks stay subscribed: switching them while the program's
+/// threads are in CUDA calls crashed PyTorch processes on the device
+/// (segfaults, corrupted tensors after the session); off, they return at
+/// once. Returns CUPTI's clock at the switch, after records came on or
+/// went off. `None`: nothing changed (already so, or the session is
 /// stopping).
 pub(crate) fn set_tracing(s: &Collection, on: bool) -> Option<u64> {
-    let mut tracing = s.tracing.lock().unwrap_or_else(|e| e.into_inner());
-    if *tracing == on || s.stopped.load(Ordering::Acquire) {
+    let _switching = s.switching.lock().unwrap_or_else(|e| e.into_inner());
+    if s.traced.load(Ordering::Acquire) == on || s.stopped.load(Ordering::Acquire) {
         return None;
     }
-    let r = if on {
-        // Callbacks first: every kernel with a record had its launch seen.
-        let ts = cupti::timestamp(s.cupti);
-        callbacks::trace_callbacks(s.cupti, s.subscriber, &s.opts, true)
-            .and_then(|()| callbacks::activity_kinds(s.cupti, &s.opts.kinds, true))
-            .map(|()| ts)
-    } else {
-        // Records first: no record of a launch that was not seen.
-        callbacks::activity_kinds(s.cupti, &s.opts.kinds, false)
-            .and_then(|()| callbacks::trace_callbacks(s.cupti, s.subscriber, &s.opts, false))
-            .map(|()| cupti::timestamp(s.cupti))
-    };
-    match r {
-        Ok(ts) => {
-            *tracing = on;
-            Some(ts)
-        }
-        Err(e) => {
-            debug(&format!("trace windows: switching {}: {e}", if on { "on" } else { "off" }));
-            None
-        }
+    if on {
+        // Launches are seen before their kernels can have records.
+        s.traced.store(true, Ordering::Release);
     }
+    if let Err(e) = callbacks::activity_kinds(s.cupti, &s.opts.kinds, on) {
+        debug(&format!("trace windows: switching {}: {e}", if on { "on" } else { "off" }));
+        s.traced.store(!on, Ordering::Release);
+        return None;
+    }
+    s.traced.store(on, Ordering::Release);
+    Some(cupti::timestamp(s.cupti))
 }
 
 /// Forgets the stopped collection: NVTX events go nowhere, a new session
