@@ -21,25 +21,17 @@ Configurations:
 """
 import argparse
 import ctypes
-import gc
 import json
 import os
 import statistics as st
 import sys
 import time
 
-import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples", "python"))
+sys.path.insert(0, os.path.dirname(__file__))
 from gpt_train import build  # noqa: E402
-
-
-class Config(ctypes.Structure):
-    """gpuscope_config of ffi/include/gpuscope.h."""
-    _fields_ = [("struct_size", ctypes.c_uint32), ("mode", ctypes.c_uint32), ("keep_trace", ctypes.c_uint32),
-                ("launch_count", ctypes.c_uint32), ("metrics", ctypes.c_char_p), ("kernel_filter", ctypes.c_char_p),
-                ("nvtx_filter", ctypes.c_char_p), ("sampling_interval_us", ctypes.c_uint32),
-                ("trace_window_ms", ctypes.c_uint32), ("trace_period_ms", ctypes.c_uint32)]
+from harness import Config, load, timer  # noqa: E402
 
 
 def config(gs, name):
@@ -72,21 +64,10 @@ def main():
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
 
-    gs = ctypes.CDLL(os.path.abspath(a.gpuscope))
-    gs.gpuscope_last_error.restype = ctypes.c_char_p
+    gs = load(a.gpuscope)
     step, _, _ = build()
 
-    def block():
-        gc.collect()
-        gc.disable()
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        for _ in range(a.steps):
-            step()
-        torch.cuda.synchronize()
-        t = time.perf_counter() - t0
-        gc.enable()
-        return t
+    block = timer(step, a.steps)
 
     for _ in range(20):
         step()

@@ -1,0 +1,40 @@
+"""What the PyTorch cost benchmarks share: gpuscope's C ABI through ctypes
+and a timed block of training steps."""
+import ctypes
+import gc
+import os
+import time
+
+import torch
+
+
+class Config(ctypes.Structure):
+    """gpuscope_config of ffi/include/gpuscope.h."""
+    _fields_ = [("struct_size", ctypes.c_uint32), ("mode", ctypes.c_uint32), ("keep_trace", ctypes.c_uint32),
+                ("launch_count", ctypes.c_uint32), ("metrics", ctypes.c_char_p), ("kernel_filter", ctypes.c_char_p),
+                ("nvtx_filter", ctypes.c_char_p), ("sampling_interval_us", ctypes.c_uint32),
+                ("trace_window_ms", ctypes.c_uint32), ("trace_period_ms", ctypes.c_uint32)]
+
+
+def load(path):
+    """libgpuscope.so, with its error string typed."""
+    gs = ctypes.CDLL(os.path.abspath(path))
+    gs.gpuscope_last_error.restype = ctypes.c_char_p
+    return gs
+
+
+def timer(step, steps):
+    """A function timing `steps` calls of `step` (GPU work included, the
+    garbage collector off inside), in seconds."""
+    def block():
+        gc.collect()
+        gc.disable()
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            step()
+        torch.cuda.synchronize()
+        t = time.perf_counter() - t0
+        gc.enable()
+        return t
+    return block
