@@ -130,10 +130,11 @@ impl Profiler {
         self
     }
 
-    /// Sampling mode, always-on setting: kernel records and launch
-    /// callbacks only for the first `window` of every `period` (PM sampling
-    /// and NVTX ranges all the time), so that tracing's per-launch cost is
-    /// paid `window / period` of the time. Kernel tables, GPU busy and idle
+    /// Sampling mode, always-on setting: kernel records only for the first
+    /// `window` of every `period` (PM sampling and NVTX ranges all the
+    /// time; launch callbacks stay subscribed but return at once between
+    /// windows), so that most of tracing's per-launch cost is paid
+    /// `window / period` of the time. Kernel tables, GPU busy and idle
     /// time come from the traced windows; range instances that touch an
     /// untraced stretch are counted apart, with sampled figures over their
     /// wall windows. The report's `sampling.trace_windows` says how much

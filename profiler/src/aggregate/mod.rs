@@ -172,8 +172,8 @@ impl Aggregator {
         self.sampling_status = Some(status);
     }
 
-    /// Kernel records and launch callbacks went off (`on` false) or came
-    /// back on at `ts` (sampling mode's trace windows).
+    /// Kernel records went off (`on` false) or came back on at `ts`
+    /// (sampling mode's trace windows).
     pub(crate) fn tracing(&mut self, on: bool, ts: u64) {
         let Some((w, state)) = &mut self.windows else { return };
         match (*state, on) {

@@ -1,6 +1,6 @@
 //! Sampling mode's trace windows: the stretches of the session in which
-//! kernel records and launch callbacks were off. Idle time and range
-//! figures that need the kernel timeline are not taken from them.
+//! kernel records were off. Idle time and range figures that need the
+//! kernel timeline are not taken from them.
 
 use std::collections::VecDeque;
 

@@ -220,28 +220,27 @@ pub(super) fn enable(cupti: &'static Cupti, sub: sys::CUpti_SubscriberHandle, p:
 /// Turns on the launch, copy and synchronisation callbacks.
 fn trace_callbacks(cupti: &'static Cupti, sub: sys::CUpti_SubscriberHandle, p: &CollectOptions) -> Result<()> {
     let en = sym!(cupti, cuptiEnableCallback).map_err(missing)?;
-    let on = 1;
     let lists =
         [(sys::CUPTI_CB_DOMAIN_DRIVER_API, DRIVER_LAUNCHES), (sys::CUPTI_CB_DOMAIN_RUNTIME_API, RUNTIME_LAUNCHES)];
     // Sampling mode sets up each device's sampling at its first launch.
     for (domain, list) in lists.into_iter().filter(|_| p.attribution || p.sampling.is_some()) {
         for &cbid in list {
             // SAFETY: a valid subscriber; unknown cbids fail harmlessly.
-            unsafe { en(on, sub, domain, cbid) };
+            unsafe { en(1, sub, domain, cbid) };
         }
     }
     let copies = [(sys::CUPTI_CB_DOMAIN_DRIVER_API, DRIVER_COPIES), (sys::CUPTI_CB_DOMAIN_RUNTIME_API, RUNTIME_COPIES)];
     for (domain, list) in copies.into_iter().filter(|_| p.attribution) {
         for &cbid in list {
             // SAFETY: as above.
-            unsafe { en(on, sub, domain, cbid) };
+            unsafe { en(1, sub, domain, cbid) };
         }
     }
     let syncs = [(sys::CUPTI_CB_DOMAIN_DRIVER_API, DRIVER_SYNCS), (sys::CUPTI_CB_DOMAIN_RUNTIME_API, RUNTIME_SYNCS)];
     for (domain, list) in syncs.into_iter().filter(|_| p.host_waits) {
         for &cbid in list {
             // SAFETY: as above.
-            unsafe { en(on, sub, domain, cbid) };
+            unsafe { en(1, sub, domain, cbid) };
         }
     }
     Ok(())

@@ -245,8 +245,8 @@ pub struct SamplingStatus {
     pub trace_windows: Option<TraceWindows>,
 }
 
-/// Sampling mode's trace windows: kernel records and launch callbacks on
-/// for `window_ns` of every `period_ns`, PM sampling all the time. Kernel
+/// Sampling mode's trace windows: kernel records on for `window_ns` of
+/// every `period_ns`, PM sampling all the time. Kernel
 /// tables, GPU busy and idle time come from the traced windows; range
 /// instances that touched an untraced stretch are counted apart, with
 /// their sampled figures over their wall windows.
@@ -265,8 +265,9 @@ pub struct TraceWindows {
     /// Gaps between kernels that touched an untraced stretch: left out of
     /// idle time (kernels may have run unseen there), ns.
     pub unclassified_gaps_ns: u64,
-    /// Launch callbacks CUPTI delivered twice for one call (same
-    /// correlation id) after they were turned back on: counted once.
+    /// Launch callbacks delivered twice for one call (same correlation id),
+    /// counted once (seen when gpuscope switched callbacks off and on; it
+    /// no longer does).
     #[serde(default)]
     pub duplicate_launch_callbacks: u64,
 }
