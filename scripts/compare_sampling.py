@@ -18,7 +18,10 @@ processing per kernel on an H100; the activity records sampling mode shares
 samples over do not. SM efficiency over the shorter time reads higher. For
 each range the script also gives the sampled SM efficiency on metrics mode's
 time basis (scaled by the ratio of the two kernel times per launch under the
-range): the difference that remains is sampling's own.
+range): the difference that remains is sampling's own. Occupancy is a share
+of active cycles: a sample's is weighted by its active cycles, metrics
+mode's range figure by kernel time. The script also gives metrics mode's
+occupancy weighted by active cycles (kernel time x SM efficiency).
 """
 import argparse
 import json
@@ -67,11 +70,20 @@ def main():
     def key(g):
         return "/".join(f["name"] for f in g["path"]["frames"])
 
+    def under(r, prefix):
+        return [k for k in r["path_kernels"] if key(k)[:len(prefix)] == prefix
+                and (len(key(k)) == len(prefix) or key(k)[len(prefix)] == "/")]
+
     def per_launch(r, prefix):
-        ks = [k for k in r["path_kernels"] if key(k)[:len(prefix)] == prefix
-              and (len(key(k)) == len(prefix) or key(k)[len(prefix)] == "/")]
+        ks = under(r, prefix)
         n = sum(k["launches"] for k in ks)
         return sum(k["total_ns"] for k in ks) / n if n else None
+
+    def occupancy_by_cycles(r, prefix):
+        ks = [k for k in under(r, prefix)
+              if k.get("achieved_occupancy_pct") is not None and k.get("sm_efficiency_pct") is not None]
+        w = sum(k["total_ns"] * k["sm_efficiency_pct"] for k in ks)
+        return sum(k["achieved_occupancy_pct"] * k["total_ns"] * k["sm_efficiency_pct"] for k in ks) / w if w else None
 
     basis = []
     measured_ranges = {key(g): g for g in m["ranges"]}
@@ -84,8 +96,10 @@ def main():
         compare(f"range {key(g)}", mg, g.get("sampled"))
         tm, ts = per_launch(m, key(g)), per_launch(s, key(g))
         se = (g.get("sampled") or {}).get("sm_efficiency_pct")
-        if tm and ts and se is not None:
-            basis.append((key(g), tm, ts, mg["sm_efficiency_pct"], se * ts / tm))
+        so = (g.get("sampled") or {}).get("achieved_occupancy_pct")
+        mo = occupancy_by_cycles(m, key(g))
+        if tm and ts and se is not None and so is not None and mo is not None:
+            basis.append((key(g), tm, ts, mg["sm_efficiency_pct"], se * ts / tm, mo, so))
 
     print(f"{'':<60} {'SM efficiency':>22} {'achieved occupancy':>22}")
     print(f"{'':<60} {'measured':>8} {'sampled':>8} {'diff':>5} {'measured':>8} {'sampled':>8} {'diff':>5}")
@@ -95,10 +109,11 @@ def main():
     for b in bad:
         print("  " + b)
     if basis:
-        print("SM efficiency on metrics mode's time basis (kernel time per launch: metrics mode / records):")
-        for what, tm, ts, me, se in basis:
-            print(f"  range {what[:50]:<50} {tm / 1e3:7.2f} / {ts / 1e3:7.2f} us  measured {me:6.2f}  "
-                  f"sampled {se:6.2f} ({se - me:+.1f})")
+        print("Like with like: SM efficiency on metrics mode's time basis (kernel time per launch: metrics mode /")
+        print("records), occupancy of metrics mode weighted by active cycles:")
+        for what, tm, ts, me, se, mo, so in basis:
+            print(f"  range {what[:40]:<40} {tm / 1e3:6.2f} / {ts / 1e3:6.2f} us  SM eff {me:6.2f} vs {se:6.2f} "
+                  f"({se - me:+.1f})  occ {mo:6.2f} vs {so:6.2f} ({so - mo:+.1f})")
     sys.exit(1 if bad else 0)
 
 
