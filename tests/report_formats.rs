@@ -224,6 +224,15 @@ fn json_round_trips_with_a_schema_version() {
     assert!(v["ranges"][0]["idle"].is_object());
     assert_eq!(Report::from_json(&s).unwrap(), r);
     assert!(Report::from_json("{\"nope\": 1}").is_err());
+    // A newer schema is refused with the versions this one reads, even
+    // when every field parses.
+    let mut newer = v.clone();
+    newer["schema_version"] = 99.into();
+    let e = Report::from_json(&newer.to_string()).expect_err("schema 99 refused").to_string();
+    assert!(
+        e.contains("schema_version 99") && e.contains(&format!("1 to {}", gpuscope::report::SCHEMA_VERSION)),
+        "{e}"
+    );
 }
 
 #[test]

@@ -293,10 +293,28 @@ pub struct ThreadName {
 
 impl Report {
     /// Reads a report written as JSON (any schema version up to this one's).
+    /// A report of a newer schema is refused, not half read: its fields may
+    /// mean something this version does not know.
     pub fn from_json(s: &str) -> crate::error::Result<Report> {
-        let mut r: Report = serde_json::from_str(s).map_err(|e| {
-            crate::error::Error::new(crate::error::ErrorKind::InvalidConfig, format!("not a gpuscope report: {e}"))
-        })?;
+        use crate::error::{Error, ErrorKind};
+        #[derive(Deserialize)]
+        struct Version {
+            schema_version: Option<u32>,
+        }
+        let not_a_report =
+            |e: serde_json::Error| Error::new(ErrorKind::InvalidConfig, format!("not a gpuscope report: {e}"));
+        let v: Version = serde_json::from_str(s).map_err(not_a_report)?;
+        if let Some(n) = v.schema_version.filter(|&n| n > SCHEMA_VERSION) {
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                format!(
+                    "report schema_version {n} is newer than this gpuscope ({}) reads (1 to {SCHEMA_VERSION}): \
+                     read it with the gpuscope that wrote it, or a newer one",
+                    env!("CARGO_PKG_VERSION")
+                ),
+            ));
+        }
+        let mut r: Report = serde_json::from_str(s).map_err(not_a_report)?;
         r.fill_display_names();
         Ok(r)
     }
