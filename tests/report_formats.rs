@@ -490,3 +490,37 @@ fn kernels_with_long_template_names_get_distinct_readable_rows() {
         assert!(t.lines().all(|l| l.chars().count() <= width), "wider than {width}:\n{t}");
     }
 }
+
+#[test]
+fn a_report_with_huge_values_renders_and_analyses_without_overflow() {
+    // Values a report file may carry (corrupt, hand-edited, summed across
+    // ranks): every u64 figure at its maximum.
+    fn max_out(v: &mut serde_json::Value) {
+        match v {
+            serde_json::Value::Object(m) => {
+                for (k, x) in m.iter_mut() {
+                    let wide =
+                        k.ends_with("_ns") || ["launches", "kernel_launches", "bytes", "count"].contains(&k.as_str());
+                    if wide && x.is_u64() {
+                        *x = u64::MAX.into();
+                    } else {
+                        max_out(x);
+                    }
+                }
+            }
+            serde_json::Value::Array(a) => a.iter_mut().for_each(max_out),
+            _ => {}
+        }
+    }
+    let mut v: serde_json::Value = serde_json::from_str(&workload(100).to_json()).unwrap();
+    max_out(&mut v);
+    let r = Report::from_json(&v.to_string()).expect("still a report");
+    assert_eq!(r.total_kernel_ns(), u64::MAX, "sums saturate");
+    let _ = gpuscope::analysis::analyze(&r);
+    let small = workload(100);
+    for out in
+        [r.to_table(100), r.to_json(), r.to_csv(), r.to_chrome_trace(), r.compare(&small, 100), small.compare(&r, 100)]
+    {
+        assert!(!out.is_empty());
+    }
+}

@@ -131,14 +131,14 @@ pub(super) fn findings(
         .map(|f| {
             let p = f.range.as_deref().unwrap_or("");
             let depth = p.matches('/').count() + 1;
-            let inside: u64 = idle
-                .iter()
-                .filter(|c| {
-                    let q = c.range.as_deref().unwrap_or("");
-                    c.kind == f.kind && nested(p, q) && q.matches('/').count() == depth
-                })
-                .map(|c| c.cost_ns)
-                .sum();
+            let inside = crate::model::units::saturating_sum(
+                idle.iter()
+                    .filter(|c| {
+                        let q = c.range.as_deref().unwrap_or("");
+                        c.kind == f.kind && nested(p, q) && q.matches('/').count() == depth
+                    })
+                    .map(|c| c.cost_ns),
+            );
             inside as f64 >= f.cost_ns as f64 * INNER_EXPLAINS_PCT / 100.0
         })
         .collect();

@@ -1,5 +1,11 @@
 //! Durations and sizes as people read them.
 
+/// Sum of counts or times that saturates instead of wrapping: reports read
+/// from files can carry any value.
+pub(crate) fn saturating_sum(values: impl IntoIterator<Item = u64>) -> u64 {
+    values.into_iter().fold(0, u64::saturating_add)
+}
+
 /// `812 ns`, `12.3 us`, `4.56 ms`, `1.234 s`.
 pub fn fmt_ns(ns: u64) -> String {
     let n = ns as f64;

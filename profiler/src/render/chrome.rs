@@ -22,7 +22,7 @@ const BUCKETS: u64 = 4000;
 /// A kernel without measured values takes those of its name (measured
 /// launches of the same kernel), or counts for utilisation only.
 fn counters(r: &Report, t: &Trace) -> Vec<Value> {
-    let (t0, t1) = (r.start_ns, r.end_ns.max(r.start_ns + 1));
+    let (t0, t1) = (r.start_ns, r.end_ns.max(r.start_ns.saturating_add(1)));
     let width = ((t1 - t0) / BUCKETS).max(10_000);
     let n = ((t1 - t0).div_ceil(width)) as usize;
     let eff_of_name: HashMap<&str, f64> =
@@ -42,7 +42,7 @@ fn counters(r: &Report, t: &Trace) -> Vec<Value> {
             let mut at = a;
             while at < b {
                 let i = ((at - t0) / width) as usize;
-                let end = (t0 + (i as u64 + 1) * width).min(b);
+                let end = t0.saturating_add((i as u64 + 1).saturating_mul(width)).min(b);
                 f(i.min(n - 1), end - at);
                 at = end;
             }
@@ -173,7 +173,7 @@ pub fn render(r: &Report, a: &Analysis) -> String {
         "otherData": {
             "producer": format!("gpuscope {}", r.gpuscope_version),
             "has_trace": r.trace.is_some(),
-            "kernel_launches": r.kernels.iter().map(|k| k.stats.launches).sum::<u64>(),
+            "kernel_launches": crate::model::units::saturating_sum(r.kernels.iter().map(|k| k.stats.launches)),
             "drops": serde_json::to_value(&r.drops).unwrap_or(Value::Null),
         }
     });

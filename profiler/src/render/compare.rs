@@ -126,8 +126,8 @@ fn ranges(before: &Report, after: &Report, width: usize, out: &mut String) {
             bound
         );
         if let (Some(i), Some(j)) = (x.idle, y.idle) {
-            let host = |s: &crate::report::IdleSplit| (s.host_ns + s.copy_ns) / x.count.max(1);
-            let host_after = (j.host_ns + j.copy_ns) / y.count.max(1);
+            let host = |s: &crate::report::IdleSplit| s.host_ns.saturating_add(s.copy_ns) / x.count.max(1);
+            let host_after = j.host_ns.saturating_add(j.copy_ns) / y.count.max(1);
             if host(&i) > 0 || host_after > 0 {
                 let _ =
                     writeln!(out, "    host and copy idle per call: {} -> {}", fmt_ns(host(&i)), fmt_ns(host_after));

@@ -73,7 +73,7 @@ pub fn render(r: &Report, a: &Analysis, width: usize) -> String {
     let longest = r.kernels.iter().map(|k| k.display_name.chars().count() + 8).max().unwrap_or(0);
     let cols = Cols { name: longest.clamp(80 - COLS, width - COLS), width };
     let mut out = String::new();
-    let launches: u64 = r.kernels.iter().map(|k| k.stats.launches).sum();
+    let launches = crate::model::units::saturating_sum(r.kernels.iter().map(|k| k.stats.launches));
     let devices: Vec<String> =
         r.devices.iter().map(|d| format!("GPU {} {} ({} SMs)", d.id, d.name, d.sm_count)).collect();
     let head = format!(
@@ -119,7 +119,7 @@ pub fn render(r: &Report, a: &Analysis, width: usize) -> String {
         };
         let _ = writeln!(out, "{}", diagnosis::wrap(&text, width, "sampled: ", "  "));
         if let Some(w) = &sm.trace_windows {
-            let untraced: u64 = r.ranges.iter().map(|g| g.untraced_count).sum();
+            let untraced = crate::model::units::saturating_sum(r.ranges.iter().map(|g| g.untraced_count));
             let text = format!(
                 "kernel records only in the first {} of every {} ({} windows, {} of {} traced): kernel tables, GPU \
                  time and idle time are of the traced windows; {} range instances touched untraced time and count \

@@ -339,7 +339,7 @@ impl Report {
 
     /// Total GPU time of all kernels, ns.
     pub fn total_kernel_ns(&self) -> u64 {
-        self.kernels.iter().map(|k| k.stats.total_ns).sum()
+        crate::model::units::saturating_sum(self.kernels.iter().map(|k| k.stats.total_ns))
     }
 
     /// Session time whose GPU activity is known: all of it, but for
