@@ -70,13 +70,13 @@ impl KernelAcc {
         }
         self.max = self.max.max(dur);
         self.launches += 1;
-        self.total += dur;
+        self.total = self.total.saturating_add(dur);
         if let Some(o) = occ {
             // Zero-length records still count once, so occupancy is defined.
             let w = dur.max(1);
             self.occ_weighted += o.theoretical_pct * w as f64;
-            self.occ_time += w;
-            self.limiter_time[o.limiter as usize] += w;
+            self.occ_time = self.occ_time.saturating_add(w);
+            self.limiter_time[o.limiter as usize] = self.limiter_time[o.limiter as usize].saturating_add(w);
             if let Some(g) = grid.filter(|g| g.sms > 0 && g.blocks > 0 && o.blocks_per_sm > 0) {
                 // Blocks reach at most one SM each; they run in waves of
                 // SMs x blocks-per-SM, and the last wave may be partial.
@@ -85,7 +85,7 @@ impl KernelAcc {
                 self.coverage_weighted += g.blocks.min(g.sms as u64) as f64 / g.sms as f64 * w as f64;
                 self.waves_weighted += g.blocks as f64 / (waves * slots) as f64 * w as f64;
                 self.wave_count_weighted += g.blocks as f64 / slots as f64 * w as f64;
-                self.grid_time += w;
+                self.grid_time = self.grid_time.saturating_add(w);
             }
         }
     }

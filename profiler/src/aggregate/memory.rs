@@ -49,8 +49,8 @@ impl MemoryAcc {
     pub(crate) fn copy(&mut self, m: &MemcpyActivity) {
         let acc = self.memcpy.entry(m.copy_kind).or_default();
         acc.count += 1;
-        acc.bytes += m.bytes;
-        acc.ns += m.end.saturating_sub(m.start);
+        acc.bytes = acc.bytes.saturating_add(m.bytes);
+        acc.ns = acc.ns.saturating_add(m.end.saturating_sub(m.start));
         if is_pageable(m) {
             acc.pageable += 1;
         }
@@ -58,8 +58,8 @@ impl MemoryAcc {
 
     pub(crate) fn set(&mut self, m: &MemsetActivity) {
         self.memset.count += 1;
-        self.memset.bytes += m.bytes;
-        self.memset.ns += m.end.saturating_sub(m.start);
+        self.memset.bytes = self.memset.bytes.saturating_add(m.bytes);
+        self.memset.ns = self.memset.ns.saturating_add(m.end.saturating_sub(m.start));
     }
 
     pub(crate) fn sync(&mut self, s: &SyncActivity) {
@@ -69,6 +69,6 @@ impl MemoryAcc {
     /// A host wait timed by its API callback.
     pub(crate) fn wait(&mut self, start: u64, end: u64) {
         self.syncs.0 += 1;
-        self.syncs.1 += end.saturating_sub(start);
+        self.syncs.1 = self.syncs.1.saturating_add(end.saturating_sub(start));
     }
 }

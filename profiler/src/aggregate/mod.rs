@@ -328,7 +328,7 @@ impl Aggregator {
         }
         if info.inherited {
             self.cross_thread.0 += 1;
-            self.cross_thread.1 += dur;
+            self.cross_thread.1 = self.cross_thread.1.saturating_add(dur);
         }
         let launch = info.seen.then_some((info.ts, info.graph));
         self.idle.kernel(k.correlation_id, k.start, end, launch);
@@ -439,7 +439,7 @@ impl Aggregator {
 
     fn credit_idle(&mut self, pieces: &[Piece]) {
         for p in pieces {
-            self.idle_total[p.cause] += p.end - p.start;
+            self.idle_total[p.cause] = self.idle_total[p.cause].saturating_add(p.end - p.start);
         }
         self.ranges.idle(pieces);
         self.ranges.idle_decided(self.idle.decided_until());
@@ -623,5 +623,31 @@ mod tests {
         // a's idle time: 0-10 and 1020-1050; its parts of the unclassified
         // gap are not idle time.
         assert_eq!(ga.idle.iter().sum::<u64>(), 10 + 30);
+    }
+
+    #[test]
+    fn records_with_huge_times_saturate_the_sums_instead_of_wrapping() {
+        let mut a = Aggregator::new(AggregateOptions::default(), DeviceTable::fixed(vec![]));
+        let path = paths().intern(ROOT, 0, "huge-times");
+        a.host_event(HostEvent::Push { instance: 1, parent: 0, path, tid: 1, ts: 0 });
+        for i in 0..3u32 {
+            a.host_event(HostEvent::Launch {
+                correlation_id: i,
+                tid: 1,
+                path,
+                instance: 1,
+                graph: false,
+                profiled: false,
+                inherited: false,
+                ts: 0,
+            });
+            // A record whose end is garbage: near the top of the clock.
+            a.kernel(&KernelActivity::sample(i, 1, u64::MAX - 1));
+        }
+        a.host_event(HostEvent::Pop { instance: 1, ts: u64::MAX });
+        let r = a.finish(u64::MAX);
+        assert_eq!(r.kernels[0].1.total, u64::MAX, "three near-maximal kernels saturate");
+        let (_, g) = r.ranges.iter().find(|(p, _)| p.to_string() == "huge-times").unwrap();
+        assert_eq!((g.wall, g.launches), (u64::MAX, 3));
     }
 }

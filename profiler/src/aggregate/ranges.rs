@@ -152,7 +152,7 @@ impl Ranges {
         let (path, tid, start) = self.starts.remove(&id)?;
         let acc = self.start_end.entry(path).or_default();
         acc.count += 1;
-        acc.wall += ts.saturating_sub(start);
+        acc.wall = acc.wall.saturating_add(ts.saturating_sub(start));
         Some(Finished { path, tid, start, end: ts })
     }
 
@@ -224,7 +224,7 @@ impl Ranges {
             for p in pieces[first..].iter().take_while(|p| p.start < end) {
                 let (s, e) = (p.start.max(start), p.end.min(end));
                 if e > s {
-                    i.idle[p.cause] += e - s;
+                    i.idle[p.cause] = i.idle[p.cause].saturating_add(e - s);
                 }
             }
         }
@@ -266,16 +266,16 @@ impl Ranges {
         }
         if self.untraced.touches(i.start, end) {
             acc.untraced_count += 1;
-            acc.untraced_wall += end - i.start;
+            acc.untraced_wall = acc.untraced_wall.saturating_add(end - i.start);
             return Finished { path: i.path, tid: i.tid, start: i.start, end };
         }
         acc.count += 1;
-        acc.wall += end - i.start;
-        acc.busy += i.busy.total();
-        acc.in_window += i.busy.within(i.start, end);
+        acc.wall = acc.wall.saturating_add(end - i.start);
+        acc.busy = acc.busy.saturating_add(i.busy.total());
+        acc.in_window = acc.in_window.saturating_add(i.busy.within(i.start, end));
         acc.launches += i.launches;
         for (a, b) in acc.idle.iter_mut().zip(i.idle) {
-            *a += b;
+            *a = a.saturating_add(b);
         }
         Finished { path: i.path, tid: i.tid, start: i.start, end }
     }
@@ -289,7 +289,7 @@ impl Ranges {
         for (_, (path, tid, start)) in std::mem::take(&mut self.starts) {
             let acc = self.start_end.entry(path).or_default();
             acc.count += 1;
-            acc.wall += end_ns.saturating_sub(start);
+            acc.wall = acc.wall.saturating_add(end_ns.saturating_sub(start));
             done.push(Finished { path, tid, start, end: end_ns });
         }
         done
