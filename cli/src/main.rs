@@ -133,7 +133,12 @@ fn find_lib(explicit: Option<PathBuf>) -> Result<PathBuf, String> {
     let tried = [dir.join("libgpuscope.so"), dir.join("../lib/libgpuscope.so"), dir.join("../lib64/libgpuscope.so")];
     tried.iter().find(|p| p.exists()).map(|p| p.canonicalize().unwrap_or(p.clone())).ok_or_else(|| {
         let places: Vec<String> = tried.iter().map(|p| p.display().to_string()).collect();
-        format!("libgpuscope.so not found (looked in {}); pass --lib or set GPUSCOPE_LIB", places.join(", "))
+        format!(
+            "libgpuscope.so not found (looked in {}). It is the gpuscope-ffi crate's library: build it with the \
+             same profile as this command (`cargo build -p gpuscope-ffi`, with --release for a release build; or \
+             build the whole workspace), or pass --lib or set GPUSCOPE_LIB",
+            places.join(", ")
+        )
     })
 }
 
