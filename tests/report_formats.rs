@@ -524,3 +524,28 @@ fn a_report_with_huge_values_renders_and_analyses_without_overflow() {
         assert!(!out.is_empty());
     }
 }
+
+#[test]
+fn a_job_of_many_ranks_gives_fastest_median_and_slowest_and_names_the_straggler() {
+    use gpuscope::report::JobReport;
+    let base = workload(0);
+    let mut ranks: Vec<(String, Report)> = (0..6).map(|i| (format!("rank{i}"), base.clone())).collect();
+    // rank4 is slow in "train"; rank5 never entered "train/backward".
+    for g in &mut ranks[4].1.ranges {
+        if g.path.to_string() == "train" {
+            g.wall_ns *= 3;
+        }
+    }
+    ranks[5].1.ranges.retain(|g| g.path.to_string() != "train/backward");
+    let j = JobReport::merge(&ranks);
+    let train = j.ranges.iter().find(|g| g.path.to_string() == "train").unwrap();
+    assert_eq!(train.slowest, Some(4));
+    assert!((train.slowest_over_median_pct - 200.0).abs() < 1e-9, "{}", train.slowest_over_median_pct);
+    let backward = j.ranges.iter().find(|g| g.path.to_string() == "train/backward").unwrap();
+    assert!(backward.per_rank[5].is_none() && backward.per_rank[0].is_some());
+    let t = j.to_table(100);
+    assert!(t.contains("job: 6 ranks") && t.contains("fastest") && t.contains("rank4 (+200.0%)"), "{t}");
+    assert!(t.lines().all(|l| l.chars().count() <= 100), "{t}");
+    let v: serde_json::Value = serde_json::from_str(&j.to_json()).unwrap();
+    assert_eq!(v["ranks"].as_array().unwrap().len(), 6);
+}

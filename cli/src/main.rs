@@ -86,9 +86,14 @@ enum Cmd {
     },
     /// Print a saved report (one file), or compare two.
     Report {
-        /// One report to render, or BEFORE and AFTER to compare.
-        #[arg(required = true, num_args = 1..=2, value_name = "FILE")]
+        /// One report to render, BEFORE and AFTER to compare, or with
+        /// --merge the reports of a job's ranks (files or a folder of them).
+        #[arg(required = true, num_args = 1.., value_name = "FILE")]
         files: Vec<PathBuf>,
+        /// One job from its ranks' reports: per range each rank's wall time
+        /// per call, and the slowest rank (table or json).
+        #[arg(long)]
+        merge: bool,
         /// table, json, csv or chrome (one report only).
         #[arg(long, default_value = "table")]
         format: String,
@@ -140,6 +145,36 @@ fn find_lib(explicit: Option<PathBuf>) -> Result<PathBuf, String> {
             places.join(", ")
         )
     })
+}
+
+/// The reports of `--merge`: the files given, or every `.json` file of a
+/// folder given alone, each labelled by its file name without `.json`.
+fn rank_reports(
+    files: &[PathBuf],
+    read: &dyn Fn(&Path) -> Result<Report, String>,
+) -> Result<Vec<(String, Report)>, String> {
+    let files: Vec<PathBuf> = match files {
+        [dir] if dir.is_dir() => {
+            let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
+                .map_err(|e| format!("{}: {e}", dir.display()))?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "json"))
+                .collect();
+            found.sort();
+            if found.is_empty() {
+                return Err(format!("{}: no .json reports in this folder", dir.display()));
+            }
+            found
+        }
+        _ => files.to_vec(),
+    };
+    files
+        .iter()
+        .map(|p| {
+            let name = p.file_stem().map_or_else(|| p.display().to_string(), |s| s.to_string_lossy().into_owned());
+            read(p).map(|r| (name, r))
+        })
+        .collect()
 }
 
 fn load(path: &Path) -> Result<Report, String> {
@@ -277,7 +312,7 @@ fn run(cmd: Cmd) -> Result<ExitCode, String> {
                 None => ExitCode::from(128 + std::os::unix::process::ExitStatusExt::signal(&status).unwrap_or(0) as u8),
             })
         }
-        Cmd::Report { files, format, output, width, flops, work } => {
+        Cmd::Report { files, merge, format, output, width, flops, work } => {
             // A file gets the usual 100 columns, a terminal its own width.
             let width = width.unwrap_or(if output.is_some() { 100 } else { terminal_width() });
             let declared = declarations(flops, work)?;
@@ -286,7 +321,19 @@ fn run(cmd: Cmd) -> Result<ExitCode, String> {
                 declare(&mut r, &declared);
                 Ok(r)
             };
-            let text = if files.len() == 2 {
+            let text = if merge {
+                let job = gpuscope::report::JobReport::merge(&rank_reports(&files, &read)?);
+                match format.as_str() {
+                    "table" => job.to_table(width),
+                    "json" => job.to_json(),
+                    other => return Err(format!("--format {other}: --merge writes table or json")),
+                }
+            } else if files.len() > 2 {
+                return Err(format!(
+                    "{} reports given: one renders, two compare, more need --merge (one job from its ranks)",
+                    files.len()
+                ));
+            } else if files.len() == 2 {
                 if format != "table" {
                     return Err(format!("--format {format}: comparing two reports prints a table only"));
                 }

@@ -81,6 +81,42 @@ fn report_compares_two_runs() {
 }
 
 #[test]
+fn report_merges_ranks_and_names_the_straggler() {
+    let dir = tmp("job");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    for (rank, ns) in [("rank0", 4_000), ("rank1", 9_000), ("rank2", 4_200)] {
+        std::fs::rename(saved_report(&format!("{rank}.json"), ns), dir.join(format!("{rank}.json"))).unwrap();
+    }
+    let out = gpuscope().args(["report", "--merge"]).arg(&dir).output().unwrap();
+    let t = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(t.contains("job: 3 ranks"), "{t}");
+    let row = t.lines().find(|l| l.starts_with("step ")).unwrap_or_else(|| panic!("a step row: {t}"));
+    // Per rank, then the slowest: rank1, 9.0 us against the median 4.2 us.
+    assert!(row.contains("4.0 us") && row.contains("9.0 us") && row.contains("rank1 (+114.3%)"), "{row}");
+    let json = gpuscope()
+        .args(["report", "--merge", "--format", "json"])
+        .arg(dir.join("rank0.json"))
+        .arg(dir.join("rank1.json"))
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).expect("JSON");
+    assert_eq!(v["ranges"][0]["slowest"], 1);
+    assert_eq!(v["ranks"][1]["name"], "rank1");
+    // Three reports without --merge: told what to do.
+    let three = gpuscope()
+        .arg("report")
+        .arg(dir.join("rank0.json"))
+        .arg(dir.join("rank1.json"))
+        .arg(dir.join("rank2.json"))
+        .output()
+        .unwrap();
+    assert_eq!(three.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&three.stderr).contains("more need --merge"));
+}
+
+#[test]
 fn run_passes_the_exit_code_and_output_through() {
     let out = gpuscope()
         .args(["run", "--lib"])

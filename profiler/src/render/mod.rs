@@ -6,6 +6,7 @@ mod compare;
 mod csv;
 mod diagnosis;
 mod json;
+mod merge;
 mod table;
 
 pub use crate::model::units::fmt_ns;
@@ -40,6 +41,21 @@ impl std::str::FromStr for Format {
                 format!("unknown report format {other:?}; allowed: table, json, csv, chrome"),
             )),
         }
+    }
+}
+
+impl crate::report::JobReport {
+    /// The job table: each rank's session and kernel time, then per range
+    /// the wall time per call of every rank (or the fastest, median and
+    /// slowest of more than four) and the slowest rank; at most `width`
+    /// columns.
+    pub fn to_table(&self, width: usize) -> String {
+        merge::render(self, width)
+    }
+
+    /// The job as JSON.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).unwrap_or_default()
     }
 }
 

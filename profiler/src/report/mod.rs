@@ -3,6 +3,7 @@
 //! [`crate::analysis`] explains it, [`crate::Format`] renders it.
 
 mod build;
+mod merge;
 
 pub use crate::model::declared::Declared;
 pub use crate::model::device::DeviceInfo;
@@ -13,6 +14,7 @@ use crate::model::occupancy::Limiter;
 use crate::model::path::{RangeFrame, RangePath};
 pub use crate::model::sampled::{SampledFigures, SamplingStatus, TraceWindows};
 pub use crate::model::trace::{KernelRecord, MemoryRecord, RangeRecord, SampleRecord, Trace};
+pub use merge::{JobRange, JobReport, RankRange, RankSummary};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
