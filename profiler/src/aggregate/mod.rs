@@ -124,8 +124,6 @@ pub(crate) struct Aggregator {
     /// Trace windows so far, and since when tracing is in its current
     /// state (on: Ok, off: Err).
     windows: Option<(TraceWindows, std::result::Result<u64, u64>)>,
-    /// Launch calls seen twice (kept once).
-    duplicate_launches: u64,
 }
 
 impl Aggregator {
@@ -150,7 +148,6 @@ impl Aggregator {
             join: None,
             sampling_status: None,
             windows: None,
-            duplicate_launches: 0,
         };
         if let Some((window_ns, period_ns)) = a.opts.trace_windows {
             let w = TraceWindows { window_ns, period_ns, windows: 1, ..Default::default() };
@@ -256,10 +253,7 @@ impl Aggregator {
             }
             HostEvent::Launch { correlation_id, tid, path, instance, graph, profiled, inherited, ts } => {
                 let info = LaunchInfo { tid, path, instance, profiled, ts, graph, seen: true, inherited };
-                if !self.attribution.launch(correlation_id, info) {
-                    self.duplicate_launches += 1;
-                    return;
-                }
+                self.attribution.launch(correlation_id, info);
                 self.idle.launch(correlation_id, ts, graph);
                 self.ranges.launch(instance);
             }
@@ -469,7 +463,6 @@ impl Aggregator {
                     Err(since) => w.untraced_ns += end_ns.saturating_sub(since),
                 }
                 w.unclassified_gaps_ns = self.idle.untraced_gaps;
-                w.duplicate_launch_callbacks = self.duplicate_launches;
                 w
             });
             sampling = Some(st);
@@ -602,9 +595,6 @@ mod tests {
         // Traced again: a's second instance.
         a.host_event(HostEvent::Push { instance: 4, parent: 0, path: ra, tid: 1, ts: 1000 });
         launch(&mut a, 3, 4, ra, 1005);
-        // The same call's callback again (seen on the device after callbacks
-        // came back on): kept once.
-        launch(&mut a, 3, 4, ra, 1006);
         a.kernel(&KernelActivity::sample(3, 1010, 1020));
         a.host_event(HostEvent::Pop { instance: 4, ts: 1050 });
         a.host_event(HostEvent::Pop { instance: 2, ts: 1060 });
@@ -616,7 +606,7 @@ mod tests {
         assert_eq!((gc.count, gc.untraced_count, gc.untraced_wall), (0, 1, 970));
         let w = r.sampling.and_then(|s| s.trace_windows).expect("trace windows reported");
         assert_eq!((w.window_ns, w.period_ns, w.windows), (100, 1000, 2));
-        assert_eq!((w.traced_ns, w.untraced_ns, w.duplicate_launch_callbacks), (200, 900, 1));
+        assert_eq!((w.traced_ns, w.untraced_ns), (200, 900));
         // The gap from 20 to 1010 touched untraced time: not idle, not lost.
         assert_eq!(w.unclassified_gaps_ns, 990);
         assert_eq!(r.idle.iter().sum::<u64>(), 10 + 80, "only the traced gaps are idle time");

@@ -92,23 +92,14 @@ impl Attributor {
         }
     }
 
-    /// A kernel (or graph) launch API call. False when its correlation id
-    /// is already waiting: the same call seen twice (CUPTI delivered launch
-    /// callbacks twice when gpuscope switched them off and on while the
-    /// program ran, which it no longer does), kept once.
-    pub(crate) fn launch(&mut self, correlation_id: u32, info: LaunchInfo) -> bool {
+    /// A kernel (or graph) launch API call.
+    pub(crate) fn launch(&mut self, correlation_id: u32, info: LaunchInfo) {
         if info.graph {
-            if self.graph_launches.contains_key(&correlation_id) {
-                return false;
-            }
             self.graph_launches.insert(correlation_id, info);
             if self.graph_launches.len() > MAX_GRAPH_LAUNCHES {
                 self.graph_launches.pop_first();
             }
-            return true;
-        }
-        if self.launches.contains_key(&correlation_id) {
-            return false;
+            return;
         }
         if self.launches.len() >= self.max_pending {
             // Launches that never produced a kernel (failed launches):
@@ -120,7 +111,6 @@ impl Attributor {
             }
         }
         self.launches.insert(correlation_id, info);
-        true
     }
 
     /// Launches waiting for their kernel.

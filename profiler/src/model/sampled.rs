@@ -265,11 +265,6 @@ pub struct TraceWindows {
     /// Gaps between kernels that touched an untraced stretch: left out of
     /// idle time (kernels may have run unseen there), ns.
     pub unclassified_gaps_ns: u64,
-    /// Launch callbacks delivered twice for one call (same correlation id),
-    /// counted once (seen when gpuscope switched callbacks off and on; it
-    /// no longer does).
-    #[serde(default)]
-    pub duplicate_launch_callbacks: u64,
 }
 
 #[cfg(test)]
