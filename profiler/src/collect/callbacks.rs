@@ -197,29 +197,6 @@ fn is_graph_launch(domain: u32, cbid: u32) -> bool {
 /// Turns on the launch and resource callbacks and the activity kinds.
 pub(super) fn enable(cupti: &'static Cupti, sub: sys::CUpti_SubscriberHandle, p: &CollectOptions) -> Result<()> {
     let en = sym!(cupti, cuptiEnableCallback).map_err(missing)?;
-    trace_callbacks(cupti, sub, p)?;
-    for &(domain, cbid) in CAPTURE_BEGINS.iter().filter(|_| p.metrics.is_some()) {
-        // SAFETY: a valid subscriber; unknown cbids fail harmlessly.
-        unsafe { en(1, sub, domain, cbid) };
-    }
-    // A context's records (and measurements) are taken out before it is
-    // destroyed: cudaDeviceReset or cuCtxDestroy before exit.
-    // SAFETY: as above.
-    unsafe { en(1, sub, sys::CUPTI_CB_DOMAIN_RESOURCE, sys::CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING) };
-    if p.metrics.is_some() {
-        // Metrics mode prepares each new context's range profiler early.
-        // SAFETY: as above.
-        unsafe { en(1, sub, sys::CUPTI_CB_DOMAIN_RESOURCE, sys::CUPTI_CBID_RESOURCE_CONTEXT_CREATED) };
-    }
-    let reg = sym!(cupti, cuptiActivityRegisterCallbacks).map_err(missing)?;
-    // SAFETY: both callbacks have CUPTI's signatures and catch panics.
-    check(cupti, unsafe { reg(Some(buffer_requested), Some(buffer_completed)) }, "cuptiActivityRegisterCallbacks")?;
-    activity_kinds(cupti, &p.kinds, true)
-}
-
-/// Turns on the launch, copy and synchronisation callbacks.
-fn trace_callbacks(cupti: &'static Cupti, sub: sys::CUpti_SubscriberHandle, p: &CollectOptions) -> Result<()> {
-    let en = sym!(cupti, cuptiEnableCallback).map_err(missing)?;
     let lists =
         [(sys::CUPTI_CB_DOMAIN_DRIVER_API, DRIVER_LAUNCHES), (sys::CUPTI_CB_DOMAIN_RUNTIME_API, RUNTIME_LAUNCHES)];
     // Sampling mode sets up each device's sampling at its first launch.
@@ -228,6 +205,10 @@ fn trace_callbacks(cupti: &'static Cupti, sub: sys::CUpti_SubscriberHandle, p: &
             // SAFETY: a valid subscriber; unknown cbids fail harmlessly.
             unsafe { en(1, sub, domain, cbid) };
         }
+    }
+    for &(domain, cbid) in CAPTURE_BEGINS.iter().filter(|_| p.metrics.is_some()) {
+        // SAFETY: as above.
+        unsafe { en(1, sub, domain, cbid) };
     }
     let copies = [(sys::CUPTI_CB_DOMAIN_DRIVER_API, DRIVER_COPIES), (sys::CUPTI_CB_DOMAIN_RUNTIME_API, RUNTIME_COPIES)];
     for (domain, list) in copies.into_iter().filter(|_| p.attribution) {
@@ -243,7 +224,19 @@ fn trace_callbacks(cupti: &'static Cupti, sub: sys::CUpti_SubscriberHandle, p: &
             unsafe { en(1, sub, domain, cbid) };
         }
     }
-    Ok(())
+    // A context's records (and measurements) are taken out before it is
+    // destroyed: cudaDeviceReset or cuCtxDestroy before exit.
+    // SAFETY: as above.
+    unsafe { en(1, sub, sys::CUPTI_CB_DOMAIN_RESOURCE, sys::CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING) };
+    if p.metrics.is_some() {
+        // Metrics mode prepares each new context's range profiler early.
+        // SAFETY: as above.
+        unsafe { en(1, sub, sys::CUPTI_CB_DOMAIN_RESOURCE, sys::CUPTI_CBID_RESOURCE_CONTEXT_CREATED) };
+    }
+    let reg = sym!(cupti, cuptiActivityRegisterCallbacks).map_err(missing)?;
+    // SAFETY: both callbacks have CUPTI's signatures and catch panics.
+    check(cupti, unsafe { reg(Some(buffer_requested), Some(buffer_completed)) }, "cuptiActivityRegisterCallbacks")?;
+    activity_kinds(cupti, &p.kinds, true)
 }
 
 /// Enables or disables activity kinds.
