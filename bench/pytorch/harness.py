@@ -3,6 +3,7 @@ and a timed block of training steps."""
 import ctypes
 import gc
 import os
+import sys
 import time
 
 import torch
@@ -38,3 +39,30 @@ def timer(step, steps):
         gc.enable()
         return t
     return block
+
+
+def config(gs, name):
+    """The gpuscope_config for a configuration name (None: no session)."""
+    kind, *args = name.split(":")
+    if kind == "none":
+        return None
+    c = Config()
+    gs.gpuscope_config_init(ctypes.byref(c))
+    if kind == "trace":
+        return c
+    if kind not in ("sampling", "windows"):
+        sys.exit(f"unknown configuration {name!r}: none, trace, sampling[:US], windows[:US[:W/P]]")
+    c.mode = 2
+    if args and args[0]:
+        c.sampling_interval_us = int(args[0])
+    if kind == "windows":
+        w, p = (args[1] if len(args) > 1 else "100/1000").split("/")
+        c.trace_window_ms, c.trace_period_ms = int(w), int(p)
+    return c
+
+
+def start(gs, c, name):
+    """Starts a gpuscope session with config `c` (named `name`), or exits
+    saying why not."""
+    if gs.gpuscope_start(ctypes.byref(c)) != 0:
+        sys.exit(f"gpuscope_start({name}): {gs.gpuscope_last_error().decode()}")

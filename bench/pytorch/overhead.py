@@ -34,7 +34,8 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples", "python"))
 sys.path.insert(0, os.path.dirname(__file__))
 from gpt_train import build  # noqa: E402
-from harness import Config, load, timer  # noqa: E402
+from harness import config, load, timer  # noqa: E402
+from harness import start as start_session  # noqa: E402
 
 # Floor configurations: (activity kinds, callbacks) bit masks of cupti_floor.c.
 FLOORS = {"floor": (1, 0), "+driver": (1, 1), "+runtime": (1, 3), "+kinds": (7, 7),
@@ -63,18 +64,9 @@ def main():
     counts = {}
 
     def start(cfg):
-        if cfg == "gpuscope":
-            if gs.gpuscope_start(None) != 0:
-                sys.exit(f"gpuscope_start: {gs.gpuscope_last_error().decode()}")
-        elif cfg.startswith("sampling"):
+        if cfg == "gpuscope" or cfg.startswith("sampling"):
             # sampling[:US]: sampling mode, a PM sample every US microseconds.
-            c = Config()
-            gs.gpuscope_config_init(ctypes.byref(c))
-            c.mode = 2
-            if ":" in cfg:
-                c.sampling_interval_us = int(cfg.split(":")[1])
-            if gs.gpuscope_start(ctypes.byref(c)) != 0:
-                sys.exit(f"gpuscope_start({cfg}): {gs.gpuscope_last_error().decode()}")
+            start_session(gs, config(gs, "trace" if cfg == "gpuscope" else cfg), cfg)
         else:
             if fl is None:
                 sys.exit(f"configuration {cfg} needs --floor")

@@ -20,7 +20,6 @@ Configurations:
                          100/1000)
 """
 import argparse
-import ctypes
 import json
 import os
 import statistics as st
@@ -31,27 +30,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples", "python"))
 sys.path.insert(0, os.path.dirname(__file__))
 from gpt_train import build  # noqa: E402
-from harness import Config, load, timer  # noqa: E402
-
-
-def config(gs, name):
-    """The gpuscope_config for a configuration name (None: no session)."""
-    kind, *args = name.split(":")
-    if kind == "none":
-        return None
-    c = Config()
-    gs.gpuscope_config_init(ctypes.byref(c))
-    if kind == "trace":
-        return c
-    if kind not in ("sampling", "windows"):
-        sys.exit(f"unknown configuration {name!r}: none, trace, sampling[:US], windows[:US[:W/P]]")
-    c.mode = 2
-    if args and args[0]:
-        c.sampling_interval_us = int(args[0])
-    if kind == "windows":
-        w, p = (args[1] if len(args) > 1 else "100/1000").split("/")
-        c.trace_window_ms, c.trace_period_ms = int(w), int(p)
-    return c
+from harness import config, load, start, timer  # noqa: E402
 
 
 def main():
@@ -74,8 +53,8 @@ def main():
     cfg = config(gs, a.config)
     before = [block() for _ in range(a.blocks)]
     t0 = time.perf_counter()
-    if cfg is not None and gs.gpuscope_start(ctypes.byref(cfg)) != 0:
-        sys.exit(f"gpuscope_start({a.config}): {gs.gpuscope_last_error().decode()}")
+    if cfg is not None:
+        start(gs, cfg, a.config)
     started = time.perf_counter() - t0
     during = [block() for _ in range(a.blocks)]
     t0 = time.perf_counter()
