@@ -145,22 +145,42 @@ pub unsafe extern "C" fn gpuscope_config_init(config: *mut gpuscope_config) -> c
             return GPUSCOPE_ERR_INVALID;
         }
         // SAFETY: non-null, and the caller provides a gpuscope_config.
-        unsafe {
-            config.write(gpuscope_config {
-                struct_size: std::mem::size_of::<gpuscope_config>() as u32,
-                mode: GPUSCOPE_MODE_TRACE,
-                keep_trace: 0,
-                launch_count: 3,
-                metrics: std::ptr::null(),
-                kernel_filter: std::ptr::null(),
-                nvtx_filter: std::ptr::null(),
-                sampling_interval_us: (profiler::sampling::DEFAULT_INTERVAL_NS / 1000) as u32,
-                trace_window_ms: 0,
-                trace_period_ms: 0,
-            })
-        };
+        unsafe { config.write(default_config()) };
         GPUSCOPE_OK
     })
+}
+
+/// The defaults `gpuscope_config_init` writes.
+fn default_config() -> gpuscope_config {
+    gpuscope_config {
+        struct_size: std::mem::size_of::<gpuscope_config>() as u32,
+        mode: GPUSCOPE_MODE_TRACE,
+        keep_trace: 0,
+        launch_count: 3,
+        metrics: std::ptr::null(),
+        kernel_filter: std::ptr::null(),
+        nvtx_filter: std::ptr::null(),
+        sampling_interval_us: (profiler::sampling::DEFAULT_INTERVAL_NS / 1000) as u32,
+        trace_window_ms: 0,
+        trace_period_ms: 0,
+    }
+}
+
+/// The caller's config, of its header's size: fields its header did not
+/// have take their defaults.
+///
+/// # Safety
+/// `config` points to a config whose `struct_size` bytes are readable (set
+/// by `gpuscope_config_init` of the caller's header).
+unsafe fn read_config(config: *const gpuscope_config) -> gpuscope_config {
+    let mut c = default_config();
+    // SAFETY: every version of the struct begins with struct_size.
+    let size = unsafe { std::ptr::addr_of!((*config).struct_size).read_unaligned() } as usize;
+    let n = size.min(std::mem::size_of::<gpuscope_config>());
+    // SAFETY: the caller's struct holds at least `n` readable bytes (the
+    // contract above); `c` is a whole config, and the two do not overlap.
+    unsafe { std::ptr::copy_nonoverlapping(config as *const u8, &mut c as *mut gpuscope_config as *mut u8, n) };
+    c
 }
 
 fn profiler_from(c: &gpuscope_config) -> Result<Profiler, c_int> {
@@ -168,14 +188,11 @@ fn profiler_from(c: &gpuscope_config) -> Result<Profiler, c_int> {
         set_error("gpuscope_config.struct_size is too small: call gpuscope_config_init first");
         return Err(GPUSCOPE_ERR_INVALID);
     }
-    // Fields a caller's older header did not have take their defaults.
-    let has = |end: usize| c.struct_size as usize >= end;
-    let windows =
-        if has(std::mem::size_of::<gpuscope_config>()) { (c.trace_window_ms, c.trace_period_ms) } else { (0, 0) };
     let mut p = Profiler::new().keep_trace(c.keep_trace as usize);
-    if windows != (0, 0) && c.mode != GPUSCOPE_MODE_SAMPLING {
-        set_error("gpuscope_config.trace_window_ms/trace_period_ms are for GPUSCOPE_MODE_SAMPLING only");
-        return Err(GPUSCOPE_ERR_INVALID);
+    if (c.trace_window_ms, c.trace_period_ms) != (0, 0) {
+        // Checked with the rest of the options when the session starts.
+        let ms = |v: u32| std::time::Duration::from_millis(v as u64);
+        p = p.trace_windows(ms(c.trace_window_ms), ms(c.trace_period_ms));
     }
     match c.mode {
         GPUSCOPE_MODE_TRACE => {}
@@ -205,24 +222,6 @@ fn profiler_from(c: &gpuscope_config) -> Result<Profiler, c_int> {
                 return Err(GPUSCOPE_ERR_INVALID);
             }
             p = p.sampling(std::time::Duration::from_micros(us as u64));
-            if windows != (0, 0) {
-                let (w, period) = windows;
-                let ns = |ms: u32| ms as u64 * 1_000_000;
-                if !profiler::sampling::TRACE_WINDOWS_NS.contains(&ns(w))
-                    || !profiler::sampling::TRACE_WINDOWS_NS.contains(&ns(period))
-                    || w >= period
-                {
-                    set_error(&format!(
-                        "gpuscope_config.trace_window_ms = {w}, trace_period_ms = {period}; allowed: 0 and 0 \
-                         (always traced), or a window of 10 ms or more shorter than its period (at most 3600000)"
-                    ));
-                    return Err(GPUSCOPE_ERR_INVALID);
-                }
-                p = p.trace_windows(
-                    std::time::Duration::from_millis(w as u64),
-                    std::time::Duration::from_millis(period as u64),
-                );
-            }
         }
         other => {
             set_error(&format!(
@@ -243,8 +242,9 @@ pub unsafe extern "C" fn gpuscope_start(config: *const gpuscope_config) -> c_int
         let p = if config.is_null() {
             Profiler::new()
         } else {
-            // SAFETY: non-null; the caller passes an initialised config.
-            match profiler_from(unsafe { &*config }) {
+            // SAFETY: non-null; the caller passes a config set up by
+            // gpuscope_config_init (its struct_size bytes readable).
+            match profiler_from(&unsafe { read_config(config) }) {
                 Ok(p) => p,
                 Err(c) => return c,
             }
@@ -434,4 +434,41 @@ pub extern "C" fn gpuscope_version() -> *const c_char {
         Err(_) => c"unknown",
     };
     V.as_ptr()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_config_of_an_older_header_reads_its_own_bytes_and_defaults_the_rest() {
+        // A caller's older struct, followed by bytes that are not its own.
+        let mut bytes = vec![0xffu8; std::mem::size_of::<gpuscope_config>()];
+        let mut old = default_config();
+        old.struct_size = CONFIG_SIZE_V1 as u32;
+        old.mode = GPUSCOPE_MODE_SAMPLING;
+        // SAFETY: `bytes` holds a whole config; only its first part is written.
+        unsafe { std::ptr::copy_nonoverlapping(&old as *const _ as *const u8, bytes.as_mut_ptr(), CONFIG_SIZE_V1) };
+        // SAFETY: struct_size says CONFIG_SIZE_V1 bytes, all readable.
+        let c = unsafe { read_config(bytes.as_ptr() as *const gpuscope_config) };
+        assert_eq!((c.mode, c.sampling_interval_us), (GPUSCOPE_MODE_SAMPLING, old.sampling_interval_us));
+        assert_eq!((c.trace_window_ms, c.trace_period_ms), (0, 0), "not read past struct_size");
+        assert!(profiler_from(&c).is_ok());
+    }
+
+    #[test]
+    fn bad_trace_windows_are_refused_before_anything_starts() {
+        for (mode, w, p, says) in [
+            (GPUSCOPE_MODE_SAMPLING, 5, 1000, "trace windows = 5 ms of every 1000 ms is not valid"),
+            (GPUSCOPE_MODE_SAMPLING, 100, 100, "trace windows = 100 ms of every 100 ms is not valid"),
+            (GPUSCOPE_MODE_TRACE, 100, 1000, "trace windows need sampling mode"),
+        ] {
+            let mut c = default_config();
+            (c.mode, c.trace_window_ms, c.trace_period_ms) = (mode, w, p);
+            // SAFETY: a whole, initialised config.
+            assert_eq!(unsafe { gpuscope_start(&c) }, GPUSCOPE_ERR_INVALID);
+            let e = LAST_ERROR.with(|e| e.borrow().to_string_lossy().into_owned());
+            assert!(e.contains(says), "{e}");
+        }
+    }
 }
