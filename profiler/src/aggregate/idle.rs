@@ -151,10 +151,9 @@ pub(crate) struct IdleTracker {
     /// Kernels that arrived after their time was decided (counted, and
     /// their late part added as busy).
     pub late_kernels: u64,
-    /// Sampling mode's untraced stretches: gaps touching them are not
-    /// classified (no kernel records there to tell idle from busy).
-    untraced: Untraced,
-    /// Time of gaps left unclassified for that, ns.
+    /// Time of gaps left unclassified because they touched an untraced
+    /// stretch (sampling mode's trace windows: no kernel records there to
+    /// tell idle from busy), ns.
     pub untraced_gaps: u64,
 }
 
@@ -170,26 +169,17 @@ impl IdleTracker {
             copies: Intervals::default(),
             overhead: Intervals::default(),
             late_kernels: 0,
-            untraced: Untraced::default(),
             untraced_gaps: 0,
         }
     }
 
-    /// Kernel records went off at `ts` (sampling mode's trace windows).
-    pub(crate) fn tracing_off(&mut self, ts: u64) {
-        self.untraced.off(ts);
-    }
-
-    /// They came back on at `ts`. Launches made before whose kernels have
-    /// not come never will (their records were off, or came on only
-    /// after): they no longer hold the timeline.
-    pub(crate) fn tracing_on(&mut self, ts: u64) {
-        if self.untraced.off_since().is_none() {
-            return;
-        }
+    /// Kernel records came back on at `ts` (sampling mode's trace
+    /// windows). Launches made before whose kernels have not come never
+    /// will (their records were off, or came on only after): they no longer
+    /// hold the timeline.
+    pub(crate) fn forget_launches_before(&mut self, ts: u64) {
         self.pending = self.pending.split_off(&ts);
         self.pending_graphs.retain(|_, t| *t >= ts);
-        self.untraced.on(ts);
     }
 
     /// A launch at `ts` whose kernel will come (`graph`: a graph launch,
@@ -288,25 +278,26 @@ impl IdleTracker {
 
     /// Decides every gap that no missing kernel can fill, handing each
     /// piece of idle time to `out`.
-    pub(crate) fn advance(&mut self, out: &mut impl FnMut(Piece)) {
+    /// Gaps touching `untraced` are not classified.
+    pub(crate) fn advance(&mut self, untraced: &Untraced, out: &mut impl FnMut(Piece)) {
         let watermark =
             self.pending.keys().next().copied().into_iter().chain(self.pending_graphs.values().copied()).min();
-        self.decide(watermark.unwrap_or(u64::MAX), out);
+        self.decide(watermark.unwrap_or(u64::MAX), untraced, out);
     }
 
     /// Decides everything up to `end_ns` (the session's end).
-    pub(crate) fn finish(&mut self, end_ns: u64, out: &mut impl FnMut(Piece)) {
-        self.decide(u64::MAX, out);
+    pub(crate) fn finish(&mut self, end_ns: u64, untraced: &Untraced, out: &mut impl FnMut(Piece)) {
+        self.decide(u64::MAX, untraced, out);
         if let Some(last) = self.spans.pop_front() {
             self.done_until = self.done_until.max(last.end);
         }
         if end_ns > self.done_until {
-            self.classify(self.done_until, end_ns, None, true, out);
+            self.classify(self.done_until, end_ns, None, true, untraced, out);
             self.done_until = end_ns;
         }
     }
 
-    fn decide(&mut self, watermark: u64, out: &mut impl FnMut(Piece)) {
+    fn decide(&mut self, watermark: u64, untraced: &Untraced, out: &mut impl FnMut(Piece)) {
         // Over the cap, decide down to half of it, so that forcing happens
         // once per many kernels, not at every one.
         let keep = if self.spans.len() > MAX_SPANS { MAX_SPANS / 2 } else { usize::MAX };
@@ -318,7 +309,7 @@ impl IdleTracker {
                 if first.start > watermark && !forced {
                     break;
                 }
-                self.classify(self.done_until, first.start, first.launch, false, out);
+                self.classify(self.done_until, first.start, first.launch, false, untraced, out);
                 self.done_until = first.start;
             } else {
                 // The first span is busy time; its end is final once the
@@ -340,11 +331,19 @@ impl IdleTracker {
     /// Splits the idle gap `[g0, g1)` by cause. `next_launch`: when the
     /// kernel that ends it was launched (`None`: unknown); `last`: no kernel
     /// followed before the session ended.
-    fn classify(&mut self, g0: u64, g1: u64, next_launch: Option<u64>, last: bool, out: &mut impl FnMut(Piece)) {
+    fn classify(
+        &mut self,
+        g0: u64,
+        g1: u64,
+        next_launch: Option<u64>,
+        last: bool,
+        untraced: &Untraced,
+        out: &mut impl FnMut(Piece),
+    ) {
         if g1 <= g0 {
             return;
         }
-        if self.untraced.touches(g0, g1) {
+        if untraced.touches(g0, g1) {
             // Part of it went unseen: kernels may have run there.
             self.untraced_gaps += g1 - g0;
             return;
@@ -403,8 +402,8 @@ mod tests {
         let mut by = [0u64; 6];
         let mut add = |p: Piece| by[p.cause] += p.end - p.start;
         match end {
-            Some(e) => t.finish(e, &mut add),
-            None => t.advance(&mut add),
+            Some(e) => t.finish(e, &Untraced::default(), &mut add),
+            None => t.advance(&Untraced::default(), &mut add),
         }
         by
     }

@@ -32,6 +32,7 @@ use occupancy::LaunchShape;
 use ranges::{Finished, RangeAcc, Ranges};
 use sampled::{Joined, SampleJoin};
 use std::collections::{BTreeMap, HashMap};
+use windows::Untraced;
 
 /// Options of the aggregation.
 #[derive(Debug, Clone)]
@@ -121,9 +122,8 @@ pub(crate) struct Aggregator {
     join: Option<SampleJoin>,
     /// How collection's sampling went, handed over at the end.
     sampling_status: Option<SamplingStatus>,
-    /// Trace windows so far, and since when tracing is in its current
-    /// state (on: Ok, off: Err).
-    windows: Option<(TraceWindows, std::result::Result<u64, u64>)>,
+    /// Sampling mode's untraced stretches (trace windows).
+    untraced: Untraced,
 }
 
 impl Aggregator {
@@ -147,12 +147,8 @@ impl Aggregator {
             drops: Drops::default(),
             join: None,
             sampling_status: None,
-            windows: None,
+            untraced: Untraced::default(),
         };
-        if let Some((window_ns, period_ns)) = a.opts.trace_windows {
-            let w = TraceWindows { window_ns, period_ns, windows: 1, ..Default::default() };
-            a.windows = Some((w, Ok(a.opts.start_ns)));
-        }
         if a.opts.sampling {
             a.ranges.track_samples();
             a.join = Some(SampleJoin::new(
@@ -172,25 +168,17 @@ impl Aggregator {
     /// Kernel records went off (`on` false) or came back on at `ts`
     /// (sampling mode's trace windows).
     pub(crate) fn tracing(&mut self, on: bool, ts: u64) {
-        let Some((w, state)) = &mut self.windows else { return };
-        match (*state, on) {
-            (Ok(since), false) => {
-                w.traced_ns += ts.saturating_sub(since);
-                *state = Err(ts);
-                self.idle.tracing_off(ts);
-                self.ranges.tracing_off(ts);
-            }
-            (Err(since), true) => {
-                w.untraced_ns += ts.saturating_sub(since);
-                w.windows += 1;
-                *state = Ok(ts);
-                self.idle.tracing_on(ts);
-                self.ranges.tracing_on(ts);
-                // Launches that waited for their kernels across the
-                // untraced stretch no longer hold the timeline.
-                self.advance_idle();
-            }
-            _ => {}
+        if self.opts.trace_windows.is_none() {
+            return;
+        }
+        if !on {
+            self.untraced.off(ts);
+        } else if self.untraced.off_since().is_some() {
+            self.untraced.on(ts);
+            // Launches that waited for their kernels across the untraced
+            // stretch no longer hold the timeline.
+            self.idle.forget_launches_before(ts);
+            self.advance_idle();
         }
     }
 
@@ -234,7 +222,7 @@ impl Aggregator {
     pub(crate) fn host_event(&mut self, e: HostEvent) {
         match e {
             HostEvent::Push { instance, parent, path, tid, ts } => {
-                for f in self.ranges.push(instance, parent, path, tid, ts) {
+                for f in self.ranges.push(instance, parent, path, tid, ts, &self.untraced) {
                     self.trace_range(f);
                 }
             }
@@ -427,7 +415,7 @@ impl Aggregator {
 
     fn advance_idle(&mut self) {
         let mut pieces = Vec::new();
-        self.idle.advance(&mut |p| pieces.push(p));
+        self.idle.advance(&self.untraced, &mut |p| pieces.push(p));
         self.credit_idle(&pieces);
     }
 
@@ -447,7 +435,7 @@ impl Aggregator {
             self.kernel_with(a);
         }
         let mut pieces = Vec::new();
-        self.idle.finish(end_ns, &mut |p| pieces.push(p));
+        self.idle.finish(end_ns, &self.untraced, &mut |p| pieces.push(p));
         self.credit_idle(&pieces);
         self.drops.late_kernels += self.idle.late_kernels;
         let mut sampling = None;
@@ -457,17 +445,20 @@ impl Aggregator {
             self.credit_samples(out);
             let mut st = self.sampling_status.take().unwrap_or_default();
             (st.samples_expired, st.kernels_unsampled) = (j.expired, j.unsampled);
-            st.trace_windows = self.windows.take().map(|(mut w, state)| {
-                match state {
-                    Ok(since) => w.traced_ns += end_ns.saturating_sub(since),
-                    Err(since) => w.untraced_ns += end_ns.saturating_sub(since),
+            st.trace_windows = self.opts.trace_windows.map(|(window_ns, period_ns)| {
+                let (stretches, untraced_ns) = self.untraced.totals(end_ns);
+                TraceWindows {
+                    window_ns,
+                    period_ns,
+                    windows: stretches + 1,
+                    traced_ns: end_ns.saturating_sub(self.opts.start_ns).saturating_sub(untraced_ns),
+                    untraced_ns,
+                    unclassified_gaps_ns: self.idle.untraced_gaps,
                 }
-                w.unclassified_gaps_ns = self.idle.untraced_gaps;
-                w
             });
             sampling = Some(st);
         }
-        for f in self.ranges.finish(end_ns) {
+        for f in self.ranges.finish(end_ns, &self.untraced) {
             self.trace_range(f);
         }
         self.drops.kernels_missing_metrics += self.attribution.missing_metrics;

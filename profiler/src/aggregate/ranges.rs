@@ -71,8 +71,6 @@ pub(crate) struct Ranges {
     idle_open: BTreeSet<(u64, u64)>,
     /// Sampling mode: instances that may still get samples: (start, id).
     sample_open: Option<BTreeSet<(u64, u64)>>,
-    /// Sampling mode's untraced stretches.
-    untraced: Untraced,
 }
 
 impl Ranges {
@@ -86,18 +84,7 @@ impl Ranges {
             evicted: 0,
             idle_open: BTreeSet::new(),
             sample_open: None,
-            untraced: Untraced::default(),
         }
-    }
-
-    /// Kernel records went off at `ts` (sampling mode's trace windows).
-    pub(crate) fn tracing_off(&mut self, ts: u64) {
-        self.untraced.off(ts);
-    }
-
-    /// They came back on at `ts`.
-    pub(crate) fn tracing_on(&mut self, ts: u64) {
-        self.untraced.on(ts);
     }
 
     /// Sampling mode: instances get the samples over their windows.
@@ -105,8 +92,17 @@ impl Ranges {
         self.sample_open.get_or_insert_with(BTreeSet::new);
     }
 
-    /// A push. Returns instances summarised early to make room.
-    pub(crate) fn push(&mut self, instance: u64, parent: u64, path: PathId, tid: u32, ts: u64) -> Vec<Finished> {
+    /// A push. Returns instances summarised early to make room (those
+    /// touching `untraced` count apart).
+    pub(crate) fn push(
+        &mut self,
+        instance: u64,
+        parent: u64,
+        path: PathId,
+        tid: u32,
+        ts: u64,
+        untraced: &Untraced,
+    ) -> Vec<Finished> {
         let i = Instance {
             parent,
             path,
@@ -125,7 +121,7 @@ impl Ranges {
             open.insert((ts, instance));
         }
         if self.instances.len() > self.max_live {
-            self.evict()
+            self.evict(untraced)
         } else {
             Vec::new()
         }
@@ -238,7 +234,7 @@ impl Ranges {
     }
 
     /// Summarises the oldest closed instances to bound memory.
-    fn evict(&mut self) -> Vec<Finished> {
+    fn evict(&mut self, untraced: &Untraced) -> Vec<Finished> {
         let n = (self.max_live / 10).max(1);
         let victims: Vec<u64> =
             self.instances.iter().filter(|(_, i)| i.end.is_some()).map(|(id, _)| *id).take(n).collect();
@@ -246,13 +242,13 @@ impl Ranges {
         for id in victims {
             if let Some(i) = self.instances.remove(&id) {
                 self.evicted += 1;
-                done.push(self.finish_instance(id, i, 0));
+                done.push(self.finish_instance(id, i, 0, untraced));
             }
         }
         done
     }
 
-    fn finish_instance(&mut self, id: u64, i: Instance, session_end: u64) -> Finished {
+    fn finish_instance(&mut self, id: u64, i: Instance, session_end: u64, untraced: &Untraced) -> Finished {
         self.idle_open.remove(&(i.start, id));
         if let Some(open) = &mut self.sample_open {
             open.remove(&(i.start, id));
@@ -264,7 +260,7 @@ impl Ranges {
                 acc.sampled_wall.merge(s);
             }
         }
-        if self.untraced.touches(i.start, end) {
+        if untraced.touches(i.start, end) {
             acc.untraced_count += 1;
             acc.untraced_wall = acc.untraced_wall.saturating_add(end - i.start);
             return Finished { path: i.path, tid: i.tid, start: i.start, end };
@@ -281,10 +277,10 @@ impl Ranges {
     }
 
     /// Closes everything still open at `end_ns`.
-    pub(crate) fn finish(&mut self, end_ns: u64) -> Vec<Finished> {
+    pub(crate) fn finish(&mut self, end_ns: u64, untraced: &Untraced) -> Vec<Finished> {
         let mut done = Vec::new();
         for (id, i) in std::mem::take(&mut self.instances) {
-            done.push(self.finish_instance(id, i, end_ns));
+            done.push(self.finish_instance(id, i, end_ns, untraced));
         }
         for (_, (path, tid, start)) in std::mem::take(&mut self.starts) {
             let acc = self.start_end.entry(path).or_default();

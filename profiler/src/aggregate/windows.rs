@@ -16,6 +16,9 @@ pub(crate) struct Untraced {
     open: Option<u64>,
     /// End of the latest stretch folded out of `closed`.
     folded_until: u64,
+    /// Closed stretches: how many, and their total length (ns).
+    closed_count: u64,
+    closed_ns: u64,
 }
 
 impl Untraced {
@@ -29,6 +32,8 @@ impl Untraced {
     /// Tracing came back on at `ts`.
     pub(crate) fn on(&mut self, ts: u64) {
         let Some(start) = self.open.take() else { return };
+        self.closed_count += 1;
+        self.closed_ns = self.closed_ns.saturating_add(ts.saturating_sub(start));
         if ts > start {
             self.closed.push_back((start, ts));
         }
@@ -49,6 +54,13 @@ impl Untraced {
         // The first stretch ending after `lo` is the only candidate.
         let i = self.closed.partition_point(|&(_, e)| e <= lo);
         self.closed.get(i).is_some_and(|&(s, _)| s < hi)
+    }
+
+    /// Stretches that ended (each followed by a traced window), and the
+    /// total untraced time if the session ends at `end` (ns).
+    pub(crate) fn totals(&self, end: u64) -> (u64, u64) {
+        let open = self.open.map_or(0, |o| end.saturating_sub(o));
+        (self.closed_count, self.closed_ns.saturating_add(open))
     }
 
     /// Since when tracing has been off, if it is.
@@ -79,6 +91,7 @@ mod tests {
         assert!(u.touches(150, 150), "an empty span inside one");
         u.off(600);
         assert_eq!(u.off_since(), Some(600));
+        assert_eq!(u.totals(1000), (2, 100 + 100 + 400));
         assert!(u.touches(500, 700), "overlaps the open stretch");
         assert!(!u.touches(500, 600));
     }
