@@ -192,13 +192,11 @@ impl Ranges {
                 if overlap == 0 {
                     continue;
                 }
-                let acc = match i.sampled.iter().position(|(d, _)| *d == s.device) {
-                    Some(p) => &mut i.sampled[p].1,
-                    None => {
-                        i.sampled.push((s.device, SampledAcc::default()));
-                        &mut i.sampled.last_mut().expect("pushed").1
-                    }
-                };
+                let p = i.sampled.iter().position(|(d, _)| *d == s.device).unwrap_or_else(|| {
+                    i.sampled.push((s.device, SampledAcc::default()));
+                    i.sampled.len() - 1
+                });
+                let acc = &mut i.sampled[p].1;
                 acc.add(s, overlap as f64 / s.len().max(1) as f64, overlap as f64, s.sm_efficiency_pct as f64);
             }
         }
