@@ -136,29 +136,26 @@ fn run_passes_the_exit_code_and_output_through() {
 fn run_checks_options_before_running_anything() {
     let marker = tmp("should-not-exist");
     let _ = std::fs::remove_file(&marker);
-    let out = gpuscope()
-        .args(["run", "--mode", "metrics", "--launch-count", "-1", "--lib"])
-        .arg(lib())
-        .args(["--", "touch"])
-        .arg(&marker)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    assert!(!marker.exists(), "the program must not run");
-    assert!(String::from_utf8_lossy(&out.stderr).contains("GPUSCOPE_LAUNCH_COUNT=\"-1\" is not valid"));
-    let out = gpuscope().args(["run", "--mode", "fast", "--", "true"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("[possible values: trace, metrics, sampling]"));
-    let out = gpuscope()
-        .args(["run", "--mode", "sampling", "--sampling-interval", "0", "--lib"])
-        .arg(lib())
-        .args(["--", "touch"])
-        .arg(&marker)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    assert!(!marker.exists(), "the program must not run");
-    assert!(String::from_utf8_lossy(&out.stderr).contains("GPUSCOPE_SAMPLING_INTERVAL=\"0\" is not valid"));
+    // Refused with exit code 2 and `says` on stderr; the program never ran.
+    let refused = |args: &[&str], says: &str| {
+        let out = gpuscope()
+            .arg("run")
+            .args(args)
+            .arg("--lib")
+            .arg(lib())
+            .args(["--", "touch"])
+            .arg(&marker)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(!marker.exists(), "the program must not run: {args:?}");
+        let e = String::from_utf8_lossy(&out.stderr);
+        assert!(e.contains(says), "{args:?}: {e}");
+    };
+    refused(&["--mode", "metrics", "--launch-count", "-1"], "GPUSCOPE_LAUNCH_COUNT=\"-1\" is not valid");
+    refused(&["--mode", "fast"], "[possible values: trace, metrics, sampling]");
+    refused(&["--mode", "sampling", "--sampling-interval", "0"], "GPUSCOPE_SAMPLING_INTERVAL=\"0\" is not valid");
+    refused(&["--mode", "sampling", "--trace-windows", "5/1000"], "GPUSCOPE_TRACE_WINDOWS=\"5/1000\" is not valid");
 }
 
 #[test]
