@@ -4,7 +4,9 @@
 #   bench/pytorch/run.sh fidelity OUTDIR      (gpuscope on PATH)
 #   bench/pytorch/run.sh cost LIBGPUSCOPE OUTDIR ROUNDS CONFIG...
 # cost: one long session per process (session_cost.py), the configurations
-# alternating process by process, ROUNDS times; medians in cost.txt.
+# alternating process by process, ROUNDS times; in cost.txt the median of
+# the processes' ratios and the pooled ratio (mean of all session blocks but
+# each first over the mean of all plain blocks); REPORTS=1 keeps reports.
 # overhead: tracing cost decomposed (see overhead.py), in PROCESSES
 # processes; fidelity: every launch of 3 steps measured by gpuscope
 # (metrics mode) and by ncu, compared launch by launch (fidelity.py).
@@ -25,9 +27,12 @@ case "${1:-}" in
   cost)
     lib=$(readlink -f "$2"); out=$3; rounds=$4; shift 4
     mkdir -p "$out"
+    gcc -O2 -shared -fPIC -I"$CUDA/include" -I"$CUDA/extras/CUPTI/include" "$here/cupti_floor.c" \
+      -L"$CUDA/lib64" -L"$CUDA/extras/CUPTI/lib64" -lcupti -o "$out/libcupti_floor.so" || exit 1
     for r in $(seq "$rounds"); do
       for c in "$@"; do
         NVTX_INJECTION64_PATH=$lib python3 "$here/session_cost.py" --gpuscope "$lib" --config "$c" \
+          --floor "$out/libcupti_floor.so" ${REPORTS:+--report "$out/report-${c//[:\/]/_}-$r.json"} \
           --blocks "${BLOCKS:-6}" --steps "${STEPS:-40}" --out "$out/cost-${c//[:\/]/_}-$r.json" 2>&1 | grep -v -i "warn"
       done
     done
@@ -38,8 +43,14 @@ for c in sys.argv[2:]:
     rs = [json.load(open(f)) for f in sorted(glob.glob(f"{out}/cost-{c.replace(':', '_').replace('/', '_')}-*.json"))]
     if rs:
         ratios = [r["ratio"] for r in rs]
+        cpu = [r["cpu_ratio"] for r in rs if "cpu_ratio" in r]
+        # Every block of every process, the session's first left out (set-up).
+        plain = [b for r in rs for b in r["before"] + r["after"]]
+        during = [b for r in rs for b in r["during"][1:]]
+        pooled = st.mean(during) / st.mean(plain)
         print(f"{c:<24} median ratio {st.median(ratios):.3f} (of {len(rs)}: {' '.join(f'{x:.3f}' for x in ratios)})"
-              f"  plain step {st.median(r['plain_step_ms'] for r in rs):.2f} ms  start {st.median(r['start_s'] for r in rs):.2f} s")
+              + f"  pooled {pooled:.3f}" + (f"  cpu {st.median(cpu):.3f}" if cpu else "")
+              + f"  plain step {st.median(r['plain_step_ms'] for r in rs):.2f} ms  start {st.median(r['start_s'] for r in rs):.2f} s")
 PY
     ;;
   fidelity)

@@ -18,8 +18,15 @@ Configurations:
   windows[:US[:W/P]]     sampling mode with trace windows: kernel records
                          for the first W of every P milliseconds (default
                          100/1000)
+  floor:KINDS:CALLBACKS  raw CUPTI (cupti_floor.c, --floor): activity kinds
+                         and API callbacks by its bit masks, e.g. floor:0:3
+                         (launch callbacks that only count, no records)
+
+Each block's wall time and the main thread's CPU time are recorded; the
+ratio is of wall times.
 """
 import argparse
+import ctypes
 import json
 import os
 import statistics as st
@@ -36,6 +43,7 @@ from harness import config, load, start, timer  # noqa: E402
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--gpuscope", required=True, help="libgpuscope.so")
+    ap.add_argument("--floor", help="libcupti_floor.so (floor configurations)")
     ap.add_argument("--config", required=True)
     ap.add_argument("--blocks", type=int, default=8, help="blocks in each of the three phases")
     ap.add_argument("--steps", type=int, default=40, help="steps per block")
@@ -46,18 +54,38 @@ def main():
     gs = load(a.gpuscope)
     step, _, _ = build()
 
-    block = timer(step, a.steps)
+    wall = timer(step, a.steps)
+    cpu = []
+
+    def block():
+        t0 = time.thread_time()
+        t = wall()
+        cpu.append(time.thread_time() - t0)
+        return t
 
     for _ in range(20):
         step()
-    cfg = config(gs, a.config)
+    floor = a.config.startswith("floor:")
+    if floor:
+        if not a.floor:
+            sys.exit(f"configuration {a.config} needs --floor")
+        fl = ctypes.CDLL(os.path.abspath(a.floor))
+        kinds, cbs = (int(x) for x in a.config.split(":")[1:3])
+        cfg = None
+    else:
+        cfg = config(gs, a.config)
     before = [block() for _ in range(a.blocks)]
     t0 = time.perf_counter()
+    if floor and fl.floor_start(kinds, cbs) != 0:
+        sys.exit(f"floor_start({a.config}) failed")
     if cfg is not None:
         start(gs, cfg, a.config)
     started = time.perf_counter() - t0
     during = [block() for _ in range(a.blocks)]
     t0 = time.perf_counter()
+    if floor:
+        n = [ctypes.c_uint64() for _ in range(3)]
+        fl.floor_stop(*(ctypes.byref(x) for x in n))
     if cfg is not None:
         if gs.gpuscope_stop() != 0:
             sys.exit(f"gpuscope_stop: {gs.gpuscope_last_error().decode()}")
@@ -66,12 +94,16 @@ def main():
     stopped = time.perf_counter() - t0
     after = [block() for _ in range(a.blocks)]
     plain = st.median(before + after)
+    k = a.blocks
+    cpu_plain = st.median(cpu[:k] + cpu[2 * k:])
     out = {"config": a.config, "steps_per_block": a.steps, "plain_step_ms": 1e3 * plain / a.steps,
            "ratio": st.median(during) / plain, "drift": st.median(after) / st.median(before),
-           "start_s": started, "stop_s": stopped, "before": before, "during": during, "after": after}
+           "cpu_ratio": st.median(cpu[k:2 * k]) / cpu_plain, "cpu_share": cpu_plain / plain,
+           "start_s": started, "stop_s": stopped, "before": before, "during": during, "after": after,
+           "cpu": cpu}
     json.dump(out, open(a.out, "w"), indent=1)
     print(f"{a.config:<24} ratio {out['ratio']:.3f}  plain step {out['plain_step_ms']:.2f} ms  "
-          f"drift {out['drift']:.3f}  start {started:.2f} s  stop {stopped:.2f} s")
+          f"cpu ratio {out['cpu_ratio']:.3f}  drift {out['drift']:.3f}  start {started:.2f} s  stop {stopped:.2f} s")
 
 
 if __name__ == "__main__":

@@ -34,7 +34,8 @@ enum Cmd {
         /// ranges (about trace-mode cost).
         #[arg(long, default_value = "trace", value_parser = ["trace", "metrics", "sampling"])]
         mode: String,
-        /// Sampling mode: microseconds between samples.
+        /// Sampling mode: microseconds between samples (default 100, or
+        /// 1000 with --trace-windows).
         #[arg(long, value_name = "US")]
         sampling_interval: Option<String>,
         /// Sampling mode, always on: kernel records only for the first

@@ -73,7 +73,8 @@ typedef struct {
   const char *kernel_filter;
   // Metrics mode: NVTX path prefix ("train/forward"), or NULL.
   const char *nvtx_filter;
-  // Sampling mode: microseconds between samples (1 to 100000; default 100).
+  // Sampling mode: microseconds between samples (1 to 100000), or 0
+  // (default): 100, or 1000 with trace windows.
   uint32_t sampling_interval_us;
   // Sampling mode, always-on setting: kernel records only for the first
   // `trace_window_ms` of every `trace_period_ms` (PM sampling all the

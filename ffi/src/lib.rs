@@ -68,7 +68,8 @@ pub struct gpuscope_config {
     pub kernel_filter: *const c_char,
     /// Metrics mode: NVTX path prefix ("train/forward"), or NULL.
     pub nvtx_filter: *const c_char,
-    /// Sampling mode: microseconds between samples (1 to 100000; default 100).
+    /// Sampling mode: microseconds between samples (1 to 100000), or 0
+    /// (default): 100, or 1000 with trace windows.
     pub sampling_interval_us: u32,
     /// Sampling mode, always-on setting: kernel records only for the first
     /// `trace_window_ms` of every `trace_period_ms` (PM sampling all the
@@ -160,7 +161,7 @@ fn default_config() -> gpuscope_config {
         metrics: std::ptr::null(),
         kernel_filter: std::ptr::null(),
         nvtx_filter: std::ptr::null(),
-        sampling_interval_us: (profiler::sampling::DEFAULT_INTERVAL_NS / 1000) as u32,
+        sampling_interval_us: 0,
         trace_window_ms: 0,
         trace_period_ms: 0,
     }
@@ -216,9 +217,17 @@ fn profiler_from(c: &gpuscope_config) -> Result<Profiler, c_int> {
             p = p.metrics(set).select(sel);
         }
         GPUSCOPE_MODE_SAMPLING => {
-            let us = c.sampling_interval_us;
+            let us = match c.sampling_interval_us {
+                0 if c.trace_window_ms != 0 || c.trace_period_ms != 0 => {
+                    (profiler::sampling::ALWAYS_ON_INTERVAL_NS / 1000) as u32
+                }
+                0 => (profiler::sampling::DEFAULT_INTERVAL_NS / 1000) as u32,
+                us => us,
+            };
             if !profiler::sampling::INTERVALS_NS.contains(&(us as u64 * 1000)) {
-                set_error(&format!("gpuscope_config.sampling_interval_us = {us}; allowed: 1 to 100000"));
+                set_error(&format!(
+                    "gpuscope_config.sampling_interval_us = {us}; allowed: 1 to 100000, or 0 for the default"
+                ));
                 return Err(GPUSCOPE_ERR_INVALID);
             }
             p = p.sampling(std::time::Duration::from_micros(us as u64));

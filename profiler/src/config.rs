@@ -102,7 +102,9 @@ impl EnvConfig {
             }),
             other => return Err(invalid("GPUSCOPE_MODE", other, "trace, metrics, sampling")),
         };
+        let windows_set = get("GPUSCOPE_TRACE_WINDOWS").is_some();
         let interval = match get("GPUSCOPE_SAMPLING_INTERVAL") {
+            None if windows_set => crate::collect::sampling::ALWAYS_ON_INTERVAL_NS,
             None => crate::collect::sampling::DEFAULT_INTERVAL_NS,
             Some(v) => match v.trim().parse::<f64>().map(|us| (us * 1e3) as u64) {
                 Ok(ns) if crate::collect::sampling::INTERVALS_NS.contains(&ns) => ns,
@@ -288,6 +290,14 @@ mod tests {
     fn trace_windows_are_read_in_milliseconds_and_checked() {
         let c = cfg(&[("GPUSCOPE_MODE", "sampling"), ("GPUSCOPE_TRACE_WINDOWS", "100/1000")]).unwrap();
         assert_eq!(c.trace_windows, Some((100_000_000, 1_000_000_000)));
+        assert_eq!(c.sampling, Some(1_000_000), "always on samples every 1 ms unless told");
+        let c = cfg(&[
+            ("GPUSCOPE_MODE", "sampling"),
+            ("GPUSCOPE_TRACE_WINDOWS", "100/1000"),
+            ("GPUSCOPE_SAMPLING_INTERVAL", "100"),
+        ])
+        .unwrap();
+        assert_eq!(c.sampling, Some(100_000));
         let e = |v: &str, mode: &str| {
             cfg(&[("GPUSCOPE_MODE", mode), ("GPUSCOPE_TRACE_WINDOWS", v)]).err().map(|e| e.message().to_string())
         };

@@ -58,7 +58,9 @@ pub use metrics::{KernelMetrics, MetricSet, MetricsStatus, Selection};
 
 /// Sampling mode's settings and figures.
 pub mod sampling {
-    pub use crate::collect::sampling::{DEFAULT_INTERVAL_NS, INTERVALS_NS, MIN_KERNEL_SAMPLES, TRACE_WINDOWS_NS};
+    pub use crate::collect::sampling::{
+        ALWAYS_ON_INTERVAL_NS, DEFAULT_INTERVAL_NS, INTERVALS_NS, MIN_KERNEL_SAMPLES, TRACE_WINDOWS_NS,
+    };
     pub use crate::model::sampled::{SampledFigures, SamplingStatus, TraceWindows, SAMPLED_METRICS};
 }
 

@@ -21,6 +21,14 @@ use std::time::Instant;
 /// 400 us and more get figures of their own.
 pub const DEFAULT_INTERVAL_NS: u64 = 100_000;
 
+/// Default interval with trace windows (the always-on setting), ns. The
+/// decoder thread's work grows with the samples read (~20 us each for the
+/// metrics evaluation, plus CUPTI's decode), and on a launch-bound PyTorch
+/// loop 100 us samples cost steps several percent more than 1 ms ones
+/// (device, issue 11). 1 ms still gives ranges of 10 ms and more figures
+/// of their own.
+pub const ALWAYS_ON_INTERVAL_NS: u64 = 1_000_000;
+
 /// Allowed intervals, ns: below 1 us CUPTI loses samples between decodes;
 /// above 100 ms every kernel is shorter than a sample.
 pub const INTERVALS_NS: std::ops::RangeInclusive<u64> = 1_000..=100_000_000;
@@ -54,6 +62,8 @@ struct State {
     warned: bool,
     /// Sampling was stopped: decode to the end of the records.
     stopping: bool,
+    /// When the devices were last decoded.
+    last_decode: Instant,
 }
 
 /// PM sampling of one session.
@@ -82,6 +92,7 @@ impl Sampler {
                 status: SamplingStatus { interval_ns, min_kernel_samples: MIN_KERNEL_SAMPLES, ..Default::default() },
                 warned: false,
                 stopping: false,
+                last_decode: Instant::now(),
             }),
         }
     }
@@ -142,13 +153,18 @@ impl Sampler {
         }
     }
 
-    /// Decodes every device's new samples (the decoder thread, every few
-    /// milliseconds).
+    /// Decodes every device's new samples when about half an image is due
+    /// ([`pmsampler::decode_every`]), and all of them once sampling has
+    /// stopped (the decoder thread asks every few milliseconds).
     pub(crate) fn decode(&self) -> Vec<Sample> {
         let t = Instant::now();
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let st = &mut *st;
         let mut out = std::mem::take(&mut st.leftover);
+        if !st.stopping && st.last_decode.elapsed() < pmsampler::decode_every(self.interval_ns) {
+            return out;
+        }
+        st.last_decode = t;
         let mut failed = None;
         let to_end = st.stopping;
         for p in &mut st.devices {

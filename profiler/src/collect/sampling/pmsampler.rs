@@ -10,10 +10,20 @@ use crate::model::sampled::{Sample, REQUIRED_METRICS, SAMPLED_METRICS};
 use cupti_sys::{self as sys, sym, Cupti};
 use std::ffi::CString;
 
-/// Samples one counter data image holds: decoded, read and reused. Reading
-/// a sample cost about the same with images of 32, 256 or 2048 samples
-/// (device, issue 11); 256 keeps an image small.
-const IMAGE_SAMPLES: u32 = 256;
+/// Samples one counter data image holds: decoded, read and reused. An
+/// image costs ~33 KB per sample on an H100 (5 metrics), and each decode
+/// pays for the whole image: with 256 samples (8.5 MB) CUPTI's decode took
+/// ~0.9 ms per call and resetting the image as long, whatever the samples
+/// in it (device, issue 11), which made the decoder thread cost a
+/// launch-bound program ~10% at any interval. The sampler decodes when
+/// about half an image is due ([`decode_every`]).
+pub(crate) const IMAGE_SAMPLES: u32 = 64;
+
+/// How often the sampler decodes at `interval_ns`: when about half an
+/// image of samples is due, and not more often than the decoder's poll.
+pub(crate) fn decode_every(interval_ns: u64) -> std::time::Duration {
+    std::time::Duration::from_nanos(interval_ns.saturating_mul(IMAGE_SAMPLES as u64 / 2).max(5_000_000))
+}
 
 /// Images decoded per [`PmDevice::decode`] call at most: bounds how long
 /// the sampler's lock is held; the rest waits for the next call.
