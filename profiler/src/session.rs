@@ -139,7 +139,9 @@ impl Profiler {
     /// untraced stretch are counted apart, with sampled figures over their
     /// wall windows. The report's `sampling.trace_windows` says how much
     /// was traced. `window`: 10 ms or more, less than `period` (at most an
-    /// hour).
+    /// hour). The environment and C settings sample every
+    /// [`ALWAYS_ON_INTERVAL_NS`](crate::sampling::ALWAYS_ON_INTERVAL_NS)
+    /// with trace windows; here pass that to [`Profiler::sampling`].
     pub fn trace_windows(mut self, window: Duration, period: Duration) -> Self {
         let ns = |d: Duration| d.as_nanos().min(u64::MAX as u128) as u64;
         self.trace_windows = Some((ns(window), ns(period)));

@@ -10,13 +10,12 @@ use crate::model::sampled::{Sample, REQUIRED_METRICS, SAMPLED_METRICS};
 use cupti_sys::{self as sys, sym, Cupti};
 use std::ffi::CString;
 
-/// Samples one counter data image holds: decoded, read and reused. An
-/// image costs ~33 KB per sample on an H100 (5 metrics), and each decode
-/// pays for the whole image: with 256 samples (8.5 MB) CUPTI's decode took
-/// ~0.9 ms per call and resetting the image as long, whatever the samples
-/// in it (device, issue 11), which made the decoder thread cost a
-/// launch-bound program ~10% at any interval. The sampler decodes when
-/// about half an image is due ([`decode_every`]).
+/// Samples one counter data image holds: decoded, read and reset (a copy
+/// of its blank state) for the next. An image is ~33 KB per sample on an
+/// H100 with 5 metrics, so 64 keep the reset at ~2 MB instead of the 8.5 MB
+/// of 256. CUPTI's decode costs ~30-40 us per sample whatever the image
+/// size (device, issue 11); the sampler decodes when about half an image
+/// is due ([`decode_every`]).
 pub(crate) const IMAGE_SAMPLES: u32 = 64;
 
 /// How often the sampler decodes at `interval_ns`: when about half an
