@@ -1,7 +1,7 @@
 //! `gpuscope`: profile a program without rebuilding it, and read reports.
 //!
 //!     gpuscope run [options] -- CMD ARGS...
-//!     gpuscope report FILE [--format table|json|csv|chrome] [-o OUT]
+//!     gpuscope report FILE [--format table|json|csv|chrome|openmetrics] [-o OUT]
 //!     gpuscope report BEFORE AFTER        (compare two runs)
 
 use clap::{Parser, Subcommand};
@@ -95,7 +95,7 @@ enum Cmd {
         /// per call, and the slowest rank (table or json).
         #[arg(long)]
         merge: bool,
-        /// table, json, csv or chrome (one report only).
+        /// table, json, csv, chrome or openmetrics (one report only).
         #[arg(long, default_value = "table")]
         format: String,
         /// Write to this file instead of standard output.

@@ -55,6 +55,9 @@
 // Chrome trace (ui.perfetto.dev).
 #define GPUSCOPE_FORMAT_CHROME 3
 
+// OpenMetrics text (what Prometheus scrapes).
+#define GPUSCOPE_FORMAT_OPENMETRICS 4
+
 // Session options. Call `gpuscope_config_init` first: it sets
 // `struct_size`, which lets later versions add fields at the end.
 typedef struct {

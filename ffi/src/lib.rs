@@ -47,6 +47,8 @@ pub const GPUSCOPE_FORMAT_JSON: c_int = 1;
 pub const GPUSCOPE_FORMAT_CSV: c_int = 2;
 /// Chrome trace (ui.perfetto.dev).
 pub const GPUSCOPE_FORMAT_CHROME: c_int = 3;
+/// OpenMetrics text (what Prometheus scrapes).
+pub const GPUSCOPE_FORMAT_OPENMETRICS: c_int = 4;
 
 /// Session options. Call `gpuscope_config_init` first: it sets
 /// `struct_size`, which lets later versions add fields at the end.
@@ -332,8 +334,11 @@ pub unsafe extern "C" fn gpuscope_write_report(path: *const c_char, format: c_in
             GPUSCOPE_FORMAT_JSON => Format::Json,
             GPUSCOPE_FORMAT_CSV => Format::Csv,
             GPUSCOPE_FORMAT_CHROME => Format::ChromeTrace,
+            GPUSCOPE_FORMAT_OPENMETRICS => Format::OpenMetrics,
             other => {
-                set_error(&format!("format = {other}; allowed: GPUSCOPE_FORMAT_TABLE/JSON/CSV/CHROME (0-3)"));
+                set_error(&format!(
+                    "format = {other}; allowed: GPUSCOPE_FORMAT_TABLE/JSON/CSV/CHROME/OPENMETRICS (0-4)"
+                ));
                 return GPUSCOPE_ERR_INVALID;
             }
         };

@@ -153,7 +153,9 @@ impl EnvConfig {
         }
         let format = match get("GPUSCOPE_FORMAT") {
             None => Format::Json,
-            Some(f) => f.parse().map_err(|_| invalid("GPUSCOPE_FORMAT", &f, "json, table, csv, chrome"))?,
+            Some(f) => {
+                f.parse().map_err(|_| invalid("GPUSCOPE_FORMAT", &f, "json, table, csv, chrome, openmetrics"))?
+            }
         };
         let quiet = match get("GPUSCOPE_QUIET").as_deref() {
             None | Some("0") | Some("") => false,

@@ -7,6 +7,7 @@ mod csv;
 mod diagnosis;
 mod json;
 mod merge;
+mod openmetrics;
 mod table;
 
 pub use crate::model::units::fmt_ns;
@@ -26,6 +27,8 @@ pub enum Format {
     ChromeTrace,
     /// CSV: one row per (NVTX path, kernel).
     Csv,
+    /// OpenMetrics text (Prometheus): session, kernel and range counters.
+    OpenMetrics,
 }
 
 impl std::str::FromStr for Format {
@@ -36,9 +39,10 @@ impl std::str::FromStr for Format {
             "json" => Ok(Format::Json),
             "chrome" | "chrome-trace" | "perfetto" => Ok(Format::ChromeTrace),
             "csv" => Ok(Format::Csv),
+            "openmetrics" | "prometheus" => Ok(Format::OpenMetrics),
             other => Err(Error::new(
                 ErrorKind::InvalidConfig,
-                format!("unknown report format {other:?}; allowed: table, json, csv, chrome"),
+                format!("unknown report format {other:?}; allowed: table, json, csv, chrome, openmetrics"),
             )),
         }
     }
@@ -93,6 +97,15 @@ impl Report {
         csv::render(self)
     }
 
+    /// OpenMetrics text, as Prometheus scrapes it: per kernel launches and
+    /// GPU seconds, per NVTX range path calls, wall and GPU-busy seconds,
+    /// launches, utilisation, SM efficiency and occupancy (labelled
+    /// `source="measured"` or `"sampled"`) and MFU where known, the
+    /// session's length and drop counters. Ratios are 0 to 1.
+    pub fn to_openmetrics(&self) -> String {
+        openmetrics::render(self, &analyze(self))
+    }
+
     /// Renders in `format`.
     pub fn render(&self, format: Format) -> String {
         match format {
@@ -100,6 +113,7 @@ impl Report {
             Format::Json => self.to_json(),
             Format::ChromeTrace => self.to_chrome_trace(),
             Format::Csv => self.to_csv(),
+            Format::OpenMetrics => self.to_openmetrics(),
         }
     }
 
