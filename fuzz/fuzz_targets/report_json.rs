@@ -9,6 +9,6 @@ use libfuzzer_sys::fuzz_target;
 fuzz_target!(|text: &str| {
     let Ok(r) = Report::from_json(text) else { return };
     let _ = gpuscope::analysis::analyze(&r);
-    let _ = (r.to_table(100), r.to_json(), r.to_csv(), r.to_chrome_trace(), r.compare(&r, 80));
+    let _ = (r.to_table(100), r.to_json(), r.to_csv(), r.to_chrome_trace(), r.to_openmetrics(), r.compare(&r, 80));
     let _ = gpuscope::report::JobReport::merge(&[("a".into(), r.clone()), ("b".into(), r)]);
 });
