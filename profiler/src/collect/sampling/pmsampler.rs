@@ -11,22 +11,32 @@ use cupti_sys::{self as sys, sym, Cupti};
 use std::ffi::CString;
 
 /// Samples one counter data image holds: decoded, read and reset (a copy
-/// of its blank state) for the next. An image is ~33 KB per sample on an
-/// H100 with 5 metrics, so 64 keep the reset at ~2 MB instead of the 8.5 MB
-/// of 256. CUPTI's decode costs ~30-40 us per sample whatever the image
-/// size (device, issue 11); the sampler decodes when about half an image
-/// is due ([`decode_every`]).
-pub(crate) const IMAGE_SAMPLES: u32 = 64;
+/// of its blank state) for the next. ~33 KB per sample on an H100 with 5
+/// metrics. Reading a sample cost about the same with images of 32, 256 or
+/// 2048 samples, and CUPTI's decode ~30-40 us per sample with 64 or 256
+/// (device, issue 11).
+const IMAGE_SAMPLES: u32 = 256;
 
-/// How often the sampler decodes at `interval_ns`: when about half an
-/// image of samples is due, and not more often than the decoder's poll.
+/// Samples due before the sampler decodes: CUPTI's decode has a cost per
+/// call besides its cost per sample (at 1 ms intervals, decoding every 5 ms
+/// took 457 us per sample on gpuscope's thread, every 32 ms 275 us).
+const SAMPLES_PER_DECODE: u64 = 32;
+
+/// How often the sampler decodes at `interval_ns`: when
+/// [`SAMPLES_PER_DECODE`] samples are due, and not more often than the
+/// decoder's 5 ms poll.
 pub(crate) fn decode_every(interval_ns: u64) -> std::time::Duration {
-    std::time::Duration::from_nanos(interval_ns.saturating_mul(IMAGE_SAMPLES as u64 / 2).max(5_000_000))
+    std::time::Duration::from_nanos(interval_ns.saturating_mul(SAMPLES_PER_DECODE).max(5_000_000))
 }
 
 /// Images decoded per [`PmDevice::decode`] call at most: bounds how long
 /// the sampler's lock is held; the rest waits for the next call.
 const IMAGES_PER_DECODE: usize = 16;
+
+/// Images decoded after sampling stopped at most: 1M samples, more than
+/// the hardware buffer holds at any interval gpuscope allows between
+/// decodes.
+const IMAGES_AT_STOP: usize = 4096;
 
 /// Bytes of the device's buffer of raw samples: room for seconds of samples
 /// at 10 us between decodes a few ms apart.
@@ -207,8 +217,11 @@ impl PmDevice {
     pub(crate) fn decode(&mut self, to_end: bool) -> Result<Decoded> {
         let mut out = Decoded::default();
         // Bounded: a buffer that keeps refilling faster than it decodes
-        // waits for the next call.
-        for _ in 0..IMAGES_PER_DECODE {
+        // waits for the next call. Once sampling has stopped, the buffer
+        // holds a finite number of samples: all of them are read (the
+        // bound only guards against a decode that never ends).
+        let images = if to_end { IMAGES_AT_STOP } else { IMAGES_PER_DECODE };
+        for _ in 0..images {
             let t = std::time::Instant::now();
             let mut d = sys::CUpti_PmSampling_DecodeData_Params {
                 structSize: struct_size!(sys::CUpti_PmSampling_DecodeData_Params, overflow: u8),
