@@ -1,0 +1,141 @@
+//! Stress (issue 12): 10 million kernel launches from 64 threads, each pushing NVTX
+//! ranges around its launches and many empty ones, under one trace-mode
+//! session. Checks that memory stops growing once gpuscope's bounds are
+//! reached and that every launch and range is in the report or counted as
+//! dropped. A test binary of its own (one session per process at a time).
+//!
+//! `STRESS_LAUNCHES` (default 10000000) and `STRESS_THREADS` (default 64)
+//! size it, `STRESS_MAX_BUFFERS` sets `Profiler::max_buffers` (default:
+//! gpuscope's); it prints the figures for the closing note.
+//!
+//! It fails on the H100 (2026-11-23): about 95% of the kernel records are
+//! dropped for want of a buffer (counted, so the launch sum holds to a few
+//! dozen records), and RSS grows by ~500 MB over the second half of the
+//! launches. Not yet fixed: a periodic flush and 64 buffers did not help.
+
+use cudarc::driver::{CudaContext, LaunchConfig, PushKernelArg};
+use gpuscope::Profiler;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const PTX: &str = include_str!("../examples/kernels/kernels.ptx");
+/// Launches per "batch" range.
+const BATCH: u64 = 50;
+/// Empty ranges pushed and popped per batch.
+const TICKS: u64 = 10;
+
+fn env(name: &str, default: u64) -> u64 {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+fn rss_mb() -> f64 {
+    let s = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    s.lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn ten_million_launches_from_64_threads_with_nvtx_ranges_lose_nothing_uncounted_in_flat_memory() {
+    let (launches, threads) = (env("STRESS_LAUNCHES", 10_000_000), env("STRESS_THREADS", 64));
+    let batches_per_thread = launches / threads / BATCH;
+    let launched_total = batches_per_thread * BATCH * threads;
+    let ctx = CudaContext::new(0).expect("a CUDA device");
+    // SAFETY: each thread's buffer is used only on that thread's stream.
+    unsafe { ctx.disable_event_tracking() };
+    let module = ctx.load_module(cudarc::nvrtc::Ptx::from_src(PTX)).expect("kernels load");
+    let tiny = module.load_function("tiny").expect("tiny");
+
+    let mut profiler = Profiler::new();
+    if let Some(n) = std::env::var("STRESS_MAX_BUFFERS").ok().filter(|n| !n.is_empty()) {
+        profiler = profiler.max_buffers(n.parse().expect("STRESS_MAX_BUFFERS: a number"));
+    }
+    let session = profiler.start().expect("profiler starts");
+    let done = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    // (launches done, RSS MB), sampled every 100 ms.
+    let rss = Arc::new(Mutex::new(Vec::new()));
+    let monitor = {
+        let (done, stop, rss) = (done.clone(), stop.clone(), rss.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                rss.lock().unwrap().push((done.load(Ordering::Relaxed), rss_mb()));
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        })
+    };
+    let t0 = Instant::now();
+    let workers: Vec<_> = (0..threads)
+        .map(|_| {
+            let (ctx, tiny, done) = (ctx.clone(), tiny.clone(), done.clone());
+            std::thread::spawn(move || {
+                ctx.bind_to_thread().expect("context on this thread");
+                let stream = ctx.new_stream().expect("a stream");
+                let mut counter = stream.alloc_zeros::<i32>(1).expect("a buffer");
+                let cfg = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (32, 1, 1), shared_mem_bytes: 0 };
+                let _root = nvtx_rs::push("stress");
+                for _ in 0..batches_per_thread {
+                    let _batch = nvtx_rs::push("batch");
+                    for _ in 0..TICKS {
+                        let _tick = nvtx_rs::push("tick");
+                    }
+                    for _ in 0..BATCH {
+                        let mut l = stream.launch_builder(&tiny);
+                        l.arg(&mut counter);
+                        // SAFETY: tiny(int*), a buffer of this stream.
+                        unsafe { l.launch(cfg) }.expect("launch");
+                    }
+                    done.fetch_add(BATCH, Ordering::Relaxed);
+                }
+                stream.synchronize().expect("stream finishes");
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().expect("a worker panicked");
+    }
+    let secs = t0.elapsed().as_secs_f64();
+    stop.store(true, Ordering::Relaxed);
+    monitor.join().unwrap();
+    let r = session.stop().expect("report");
+
+    let rss = rss.lock().unwrap().clone();
+    let at = |share: f64| rss.iter().find(|(n, _)| *n as f64 >= share * launched_total as f64).map_or(0.0, |x| x.1);
+    let (quarter, half, end) = (at(0.25), at(0.5), rss.last().map_or(0.0, |x| x.1));
+    let max = rss.iter().map(|x| x.1).fold(0.0, f64::max);
+    let in_report: u64 = r.kernels.iter().map(|k| k.stats.launches).sum();
+    let d = &r.drops;
+    let count = |p: &str| r.ranges.iter().find(|g| g.path.to_string() == p).map_or(0, |g| g.count);
+    println!(
+        "stress: {launched_total} launches from {threads} threads in {secs:.1} s ({:.0}/s); in the report {in_report}; \
+         drops {d:?}",
+        launched_total as f64 / secs
+    );
+    println!(
+        "stress: RSS {:.0} MB at start, {quarter:.0} at 25% of launches, {half:.0} at 50%, {end:.0} at the end, max {max:.0}",
+        rss.first().map_or(0.0, |x| x.1)
+    );
+    println!(
+        "stress: ranges stress {} batch {} tick {} (expected {threads}, {}, {})",
+        count("stress"),
+        count("stress/batch"),
+        count("stress/batch/tick"),
+        batches_per_thread * threads,
+        batches_per_thread * threads * TICKS
+    );
+
+    // Every launch is in the report or counted as lost.
+    assert_eq!(in_report + d.cupti_records + d.undecodable_records, launched_total, "{d:?}");
+    // Every range is counted (evicted ones are summarised early, still
+    // counted), unless host events were dropped, which the report says.
+    let ranges_ok = count("stress/batch") == batches_per_thread * threads
+        && count("stress/batch/tick") == batches_per_thread * threads * TICKS
+        && count("stress") == threads;
+    assert!(ranges_ok || d.host_events > 0, "ranges short with no host events dropped: {d:?}");
+    assert_eq!(d.unbalanced_pops, 0);
+    // Flat: after the first half, memory grows by less than 64 MB.
+    assert!(end - half < 64.0, "RSS grew from {half:.0} MB at half the launches to {end:.0} MB");
+}
