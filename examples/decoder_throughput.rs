@@ -1,0 +1,104 @@
+//! How fast gpuscope's decoder thread folds a launch-heavy load: the shape
+//! of `tests/stress.rs` (64 threads, each pushing a `batch` range with 10
+//! empty `tick` ranges and 50 launches in it), replayed on the CPU as host
+//! events and CUPTI 13 kernel records in ~4 MB buffers. Prints host events
+//! and records per second. If records come in faster than this (the stress
+//! test launches ~577k kernels/s on the H100), CUPTI runs out of buffers
+//! and drops them.
+//!
+//!     cargo run --release -p gpuscope --example decoder_throughput
+
+#[path = "../tests/records/mod.rs"]
+mod records;
+use gpuscope::testing::{HostEvent, Replay};
+use records::*;
+
+fn main() {
+    let mut rp = Replay::new(vec![h200()], 0);
+    let stress = rp.path(&["stress"]);
+    let batch = rp.path(&["stress", "batch"]);
+    let tick = rp.path(&["stress", "batch", "tick"]);
+    let threads = 64u64;
+    let batches = 300u64; // per thread
+    let mut inst = 1u64;
+    let mut corr = 1u32;
+    let mut ts = 1_000u64;
+    let mut buf: Vec<u8> = Vec::new();
+    let mut nrec = 0;
+    let mut hev = 0u64;
+    let t0 = std::time::Instant::now();
+    let mut t_host = std::time::Duration::ZERO;
+    let mut t_buf = std::time::Duration::ZERO;
+    let roots: Vec<u64> = (0..threads)
+        .map(|t| {
+            let i = inst;
+            inst += 1;
+            let h = std::time::Instant::now();
+            rp.host_event(HostEvent::Push { instance: i, parent: 0, path: stress, tid: t as u32, ts });
+            t_host += h.elapsed();
+            i
+        })
+        .collect();
+    for _b in 0..batches {
+        for t in 0..threads {
+            let bi = inst;
+            inst += 1;
+            let mut evs =
+                vec![HostEvent::Push { instance: bi, parent: roots[t as usize], path: batch, tid: t as u32, ts }];
+            for _ in 0..10 {
+                let ti = inst;
+                inst += 1;
+                evs.push(HostEvent::Push { instance: ti, parent: bi, path: tick, tid: t as u32, ts });
+                ts += 10;
+                evs.push(HostEvent::Pop { instance: ti, ts });
+            }
+            for _ in 0..50 {
+                evs.push(HostEvent::Launch {
+                    correlation_id: corr,
+                    tid: t as u32,
+                    path: batch,
+                    instance: bi,
+                    graph: false,
+                    profiled: false,
+                    inherited: false,
+                    ts,
+                });
+                buf.extend(kernel(&K {
+                    name: c"tiny",
+                    corr,
+                    start: ts + 5_000,
+                    end: ts + 7_000,
+                    block: 32,
+                    regs: 16,
+                    dyn_smem: 0,
+                    stream: t as u32 + 1,
+                }));
+                nrec += 1;
+                corr += 1;
+                ts += 30;
+            }
+            evs.push(HostEvent::Pop { instance: bi, ts });
+            hev += evs.len() as u64;
+            let h = std::time::Instant::now();
+            for e in evs {
+                rp.host_event(e);
+            }
+            t_host += h.elapsed();
+            if nrec >= 19_000 {
+                let h = std::time::Instant::now();
+                rp.buffer(&buf);
+                t_buf += h.elapsed();
+                buf.clear();
+                nrec = 0;
+            }
+        }
+    }
+    let h = std::time::Instant::now();
+    rp.buffer(&buf);
+    t_buf += h.elapsed();
+    let launches = threads * batches * 50;
+    let el = t0.elapsed();
+    println!("decoder: {launches} launches, {hev} host events in {:.2} s: host {:.2} s ({:.0} ev/s), buffers {:.2} s ({:.0} rec/s)", el.as_secs_f64(), t_host.as_secs_f64(), hev as f64 / t_host.as_secs_f64(), t_buf.as_secs_f64(), launches as f64 / t_buf.as_secs_f64());
+    let r = rp.finish(0, ts + 10_000);
+    println!("decoder: {:?}", r.drops);
+}
