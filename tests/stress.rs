@@ -11,7 +11,14 @@
 //! It fails on the H100 (2026-11-23): about 95% of the kernel records are
 //! dropped for want of a buffer (counted, so the launch sum holds to a few
 //! dozen records), and RSS grows by ~500 MB over the second half of the
-//! launches. Not yet fixed: a periodic flush and 64 buffers did not help.
+//! launches. Not yet fixed. Not the decoder's speed: replaying this load on
+//! the device's CPU (`examples/decoder_throughput.rs`) folds 1.6 M records
+//! and 3 M host events a second. Exactly 16 buffers' worth of records (the
+//! default pool) were kept, as if no buffer came back from CUPTI during the
+//! run; a periodic flush and 64 buffers kept 24 buffers' worth. To look at
+//! next: CUPTI's per-thread activity buffers
+//! (`CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER`) with 64 launching
+//! threads.
 
 use cudarc::driver::{CudaContext, LaunchConfig, PushKernelArg};
 use gpuscope::Profiler;
