@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the cargo-fuzz targets and runs each for SECONDS (default 20).
-# A crash fails the run; its input is kept under fuzz/artifacts/TARGET/
+# A crash or an input running over 10 s fails the run; the input is kept
+# under fuzz/artifacts/TARGET/
 # (replay: RUSTC_BOOTSTRAP=1 cargo fuzz run -s none TARGET FILE).
 #   fuzz/run.sh [SECONDS]
 set -euo pipefail
@@ -13,7 +14,7 @@ command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --version 0.13.2 --
 export RUSTC_BOOTSTRAP=1
 for t in $(cargo fuzz list); do
   log=$(mktemp)
-  if ! cargo fuzz run -s none -O "$t" -- -max_total_time="$secs" -print_final_stats=1 > "$log" 2>&1; then
+  if ! cargo fuzz run -s none -O "$t" -- -max_total_time="$secs" -timeout=10 -print_final_stats=1 > "$log" 2>&1; then
     tail -40 "$log"
     echo "fuzz: $t found a crash (input under fuzz/artifacts/$t/)" >&2
     exit 1

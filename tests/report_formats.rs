@@ -611,3 +611,28 @@ for f in text_string_to_metric_families(open(sys.argv[1]).read()):
     assert!((wall - secs).abs() <= 1e-9 * secs.max(1.0), "{wall} vs {secs}");
     assert!(stdout.lines().any(|l| l.starts_with("gauge gpuscope_range_gpu_utilization_ratio ")), "{stdout}");
 }
+
+/// A range instance recorded as its own parent (a corrupt event stream;
+/// found by the `aggregate` fuzz target, which hung here) still folds.
+#[test]
+fn a_range_that_is_its_own_parent_does_not_hang_the_aggregator() {
+    let mut rp = Replay::new(vec![h200()], 0);
+    let step = rp.path(&["step"]);
+    rp.host_event(HostEvent::Push { instance: 5, parent: 5, path: step, tid: 1, ts: 1_000 });
+    rp.host_event(HostEvent::Launch {
+        correlation_id: 9,
+        tid: 1,
+        path: step,
+        instance: 5,
+        graph: false,
+        profiled: false,
+        inherited: false,
+        ts: 1_100,
+    });
+    let k = K { name: c"k", corr: 9, start: 2_000, end: 3_000, block: 128, regs: 32, dyn_smem: 0, stream: 7 };
+    rp.buffer(&kernel(&k));
+    rp.host_event(HostEvent::Pop { instance: 5, ts: 4_000 });
+    let r = rp.finish(0, 5_000);
+    let g = r.ranges.iter().find(|g| g.path.to_string() == "step").expect("the range");
+    assert_eq!((g.count, g.kernel_launches), (1, 1));
+}

@@ -8,6 +8,12 @@ use crate::model::path::PathId;
 use crate::model::sampled::{Sample, SampledAcc};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+/// Nesting levels a launch or kernel counts for, at most. A parent chain
+/// is a tree in a correct stream of events; this bound (and stopping at an
+/// instance that is its own parent) keeps a corrupt one from looping
+/// forever (found by the `aggregate` fuzz target, `fuzz/`).
+const MAX_DEPTH: usize = 4096;
+
 /// One opening of a push/pop range.
 pub(crate) struct Instance {
     pub parent: u64,
@@ -171,8 +177,12 @@ impl Ranges {
     /// A launch inside `instance` counts for it and every range around it.
     pub(crate) fn launch(&mut self, instance: u64) {
         let mut inst = instance;
-        while let Some(i) = self.instances.get_mut(&inst) {
+        for _ in 0..MAX_DEPTH {
+            let Some(i) = self.instances.get_mut(&inst) else { break };
             i.launches += 1;
+            if i.parent == inst {
+                break;
+            }
             inst = i.parent;
         }
     }
@@ -182,9 +192,13 @@ impl Ranges {
     pub(crate) fn kernel(&mut self, instance: u64, device: u32, start: u64, end: u64) {
         let bit = if device < 64 { 1u64 << device } else { 0 };
         let mut inst = instance;
-        while let Some(i) = self.instances.get_mut(&inst) {
+        for _ in 0..MAX_DEPTH {
+            let Some(i) = self.instances.get_mut(&inst) else { break };
             i.busy.add(start, end);
             i.devices |= bit;
+            if i.parent == inst {
+                break;
+            }
             inst = i.parent;
         }
     }
