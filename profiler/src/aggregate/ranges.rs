@@ -176,26 +176,27 @@ impl Ranges {
 
     /// A launch inside `instance` counts for it and every range around it.
     pub(crate) fn launch(&mut self, instance: u64) {
-        let mut inst = instance;
-        for _ in 0..MAX_DEPTH {
-            let Some(i) = self.instances.get_mut(&inst) else { break };
-            i.launches += 1;
-            if i.parent == inst {
-                break;
-            }
-            inst = i.parent;
-        }
+        self.for_each_enclosing(instance, |i| i.launches += 1);
     }
 
     /// A kernel launched inside `instance` ran over `[start, end)` on
     /// `device`.
     pub(crate) fn kernel(&mut self, instance: u64, device: u32, start: u64, end: u64) {
         let bit = if device < 64 { 1u64 << device } else { 0 };
+        self.for_each_enclosing(instance, |i| {
+            i.busy.add(start, end);
+            i.devices |= bit;
+        });
+    }
+
+    /// Calls `f` on `instance` and each live instance around it, inner
+    /// first. At most [`MAX_DEPTH`] of them, and an instance that is its
+    /// own parent ends the walk.
+    fn for_each_enclosing(&mut self, instance: u64, mut f: impl FnMut(&mut Instance)) {
         let mut inst = instance;
         for _ in 0..MAX_DEPTH {
             let Some(i) = self.instances.get_mut(&inst) else { break };
-            i.busy.add(start, end);
-            i.devices |= bit;
+            f(i);
             if i.parent == inst {
                 break;
             }
