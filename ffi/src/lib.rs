@@ -219,11 +219,9 @@ fn profiler_from(c: &gpuscope_config) -> Result<Profiler, c_int> {
             p = p.metrics(set).select(sel);
         }
         GPUSCOPE_MODE_SAMPLING => {
+            let windows = (c.trace_window_ms, c.trace_period_ms) != (0, 0);
             let us = match c.sampling_interval_us {
-                0 if c.trace_window_ms != 0 || c.trace_period_ms != 0 => {
-                    (profiler::sampling::ALWAYS_ON_INTERVAL_NS / 1000) as u32
-                }
-                0 => (profiler::sampling::DEFAULT_INTERVAL_NS / 1000) as u32,
+                0 => (profiler::sampling::default_interval_ns(windows) / 1000) as u32,
                 us => us,
             };
             if !profiler::sampling::INTERVALS_NS.contains(&(us as u64 * 1000)) {

@@ -102,16 +102,6 @@ impl EnvConfig {
             }),
             other => return Err(invalid("GPUSCOPE_MODE", other, "trace, metrics, sampling")),
         };
-        let windows_set = get("GPUSCOPE_TRACE_WINDOWS").is_some();
-        let interval = match get("GPUSCOPE_SAMPLING_INTERVAL") {
-            None if windows_set => crate::collect::sampling::ALWAYS_ON_INTERVAL_NS,
-            None => crate::collect::sampling::DEFAULT_INTERVAL_NS,
-            Some(v) => match v.trim().parse::<f64>().map(|us| (us * 1e3) as u64) {
-                Ok(ns) if crate::collect::sampling::INTERVALS_NS.contains(&ns) => ns,
-                _ => return Err(invalid("GPUSCOPE_SAMPLING_INTERVAL", &v, "microseconds, 1 to 100000 (e.g. 100)")),
-            },
-        };
-        let sampling = (mode == "sampling").then_some(interval);
         let trace_windows = match get("GPUSCOPE_TRACE_WINDOWS") {
             None => None,
             Some(v) => {
@@ -120,13 +110,21 @@ impl EnvConfig {
                 let ms = |x: &str| x.trim().parse::<f64>().ok().filter(|m| m.is_finite()).map(|m| (m * 1e6) as u64);
                 let range = crate::collect::sampling::TRACE_WINDOWS_NS;
                 match v.split_once('/').and_then(|(w, p)| Some((ms(w)?, ms(p)?))) {
-                    Some((w, p)) if sampling.is_some() && range.contains(&w) && range.contains(&p) && w < p => {
+                    Some((w, p)) if mode == "sampling" && range.contains(&w) && range.contains(&p) && w < p => {
                         Some((w, p))
                     }
                     _ => return Err(invalid("GPUSCOPE_TRACE_WINDOWS", &v, allowed)),
                 }
             }
         };
+        let interval = match get("GPUSCOPE_SAMPLING_INTERVAL") {
+            None => crate::collect::sampling::default_interval_ns(trace_windows.is_some()),
+            Some(v) => match v.trim().parse::<f64>().map(|us| (us * 1e3) as u64) {
+                Ok(ns) if crate::collect::sampling::INTERVALS_NS.contains(&ns) => ns,
+                _ => return Err(invalid("GPUSCOPE_SAMPLING_INTERVAL", &v, "microseconds, 1 to 100000 (e.g. 100)")),
+            },
+        };
+        let sampling = (mode == "sampling").then_some(interval);
         let mut selection = Selection::default();
         if let Some(n) = get("GPUSCOPE_LAUNCH_COUNT") {
             selection = match n.as_str() {

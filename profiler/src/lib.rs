@@ -59,7 +59,8 @@ pub use metrics::{KernelMetrics, MetricSet, MetricsStatus, Selection};
 /// Sampling mode's settings and figures.
 pub mod sampling {
     pub use crate::collect::sampling::{
-        ALWAYS_ON_INTERVAL_NS, DEFAULT_INTERVAL_NS, INTERVALS_NS, MIN_KERNEL_SAMPLES, TRACE_WINDOWS_NS,
+        default_interval_ns, ALWAYS_ON_INTERVAL_NS, DEFAULT_INTERVAL_NS, INTERVALS_NS, MIN_KERNEL_SAMPLES,
+        TRACE_WINDOWS_NS,
     };
     pub use crate::model::sampled::{SampledFigures, SamplingStatus, TraceWindows, SAMPLED_METRICS};
 }

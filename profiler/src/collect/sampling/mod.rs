@@ -29,6 +29,16 @@ pub const DEFAULT_INTERVAL_NS: u64 = 100_000;
 /// of their own.
 pub const ALWAYS_ON_INTERVAL_NS: u64 = 1_000_000;
 
+/// The interval when none is given: [`ALWAYS_ON_INTERVAL_NS`] with trace
+/// windows, [`DEFAULT_INTERVAL_NS`] without.
+pub fn default_interval_ns(trace_windows: bool) -> u64 {
+    if trace_windows {
+        ALWAYS_ON_INTERVAL_NS
+    } else {
+        DEFAULT_INTERVAL_NS
+    }
+}
+
 /// Allowed intervals, ns: below 1 us CUPTI loses samples between decodes;
 /// above 100 ms every kernel is shorter than a sample.
 pub const INTERVALS_NS: std::ops::RangeInclusive<u64> = 1_000..=100_000_000;
@@ -153,7 +163,7 @@ impl Sampler {
         }
     }
 
-    /// Decodes every device's new samples when about half an image is due
+    /// Decodes every device's new samples once enough are due
     /// ([`pmsampler::decode_every`]), and all of them once sampling has
     /// stopped (the decoder thread asks every few milliseconds).
     pub(crate) fn decode(&self) -> Vec<Sample> {
