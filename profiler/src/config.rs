@@ -151,9 +151,7 @@ impl EnvConfig {
         }
         let format = match get("GPUSCOPE_FORMAT") {
             None => Format::Json,
-            Some(f) => {
-                f.parse().map_err(|_| invalid("GPUSCOPE_FORMAT", &f, "json, table, csv, chrome, openmetrics"))?
-            }
+            Some(f) => f.parse().map_err(|_| invalid("GPUSCOPE_FORMAT", &f, crate::render::FORMAT_NAMES))?,
         };
         let quiet = match get("GPUSCOPE_QUIET").as_deref() {
             None | Some("0") | Some("") => false,
@@ -357,7 +355,10 @@ mod tests {
         );
         assert!(e(&[("GPUSCOPE_MODE", "sampling"), ("GPUSCOPE_SAMPLING_INTERVAL", "0.1")])
             .contains("GPUSCOPE_SAMPLING_INTERVAL=\"0.1\" is not valid; allowed: microseconds, 1 to 100000"));
-        assert!(e(&[("GPUSCOPE_FORMAT", "xml")]).starts_with("GPUSCOPE_FORMAT=\"xml\" is not valid; allowed: json"));
+        assert_eq!(
+            e(&[("GPUSCOPE_FORMAT", "xml")]),
+            "GPUSCOPE_FORMAT=\"xml\" is not valid; allowed: table, json, csv, chrome, openmetrics"
+        );
         assert!(e(&[("GPUSCOPE_LAUNCH_COUNT", "-1")]).contains("a positive integer, or all"));
         assert!(e(&[("GPUSCOPE_MODE", "metrics"), ("GPUSCOPE_METRICS", "tensors")])
             .starts_with("GPUSCOPE_METRICS=\"tensors\""));

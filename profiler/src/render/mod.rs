@@ -31,6 +31,9 @@ pub enum Format {
     OpenMetrics,
 }
 
+/// The names [`Format`] parses, for error messages.
+pub(crate) const FORMAT_NAMES: &str = "table, json, csv, chrome, openmetrics";
+
 impl std::str::FromStr for Format {
     type Err = Error;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
@@ -42,7 +45,7 @@ impl std::str::FromStr for Format {
             "openmetrics" | "prometheus" => Ok(Format::OpenMetrics),
             other => Err(Error::new(
                 ErrorKind::InvalidConfig,
-                format!("unknown report format {other:?}; allowed: table, json, csv, chrome, openmetrics"),
+                format!("unknown report format {other:?}; allowed: {FORMAT_NAMES}"),
             )),
         }
     }
