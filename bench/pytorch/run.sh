@@ -14,12 +14,16 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 CUDA=${CUDA:-/usr/local/cuda}
+# The raw-CUPTI floor library (cupti_floor.c) into folder $1.
+build_floor() {
+  gcc -O2 -shared -fPIC -I"$CUDA/include" -I"$CUDA/extras/CUPTI/include" "$here/cupti_floor.c" \
+    -L"$CUDA/lib64" -L"$CUDA/extras/CUPTI/lib64" -lcupti -o "$1/libcupti_floor.so"
+}
 case "${1:-}" in
   overhead)
     lib=$(readlink -f "$2"); out=$3; procs=${4:-2}; rounds=${5:-12}; steps=${6:-30}
     mkdir -p "$out"
-    gcc -O2 -shared -fPIC -I"$CUDA/include" -I"$CUDA/extras/CUPTI/include" "$here/cupti_floor.c" \
-      -L"$CUDA/lib64" -L"$CUDA/extras/CUPTI/lib64" -lcupti -o "$out/libcupti_floor.so" || exit 1
+    build_floor "$out" || exit 1
     for i in $(seq "$procs"); do
       NVTX_INJECTION64_PATH=$lib python3 "$here/overhead.py" --gpuscope "$lib" --floor "$out/libcupti_floor.so" \
         --rounds "$rounds" --steps "$steps" --out "$out/overhead$i.json" 2>&1 | grep -v -i "warn"
@@ -27,8 +31,7 @@ case "${1:-}" in
   cost)
     lib=$(readlink -f "$2"); out=$3; rounds=$4; shift 4
     mkdir -p "$out"
-    gcc -O2 -shared -fPIC -I"$CUDA/include" -I"$CUDA/extras/CUPTI/include" "$here/cupti_floor.c" \
-      -L"$CUDA/lib64" -L"$CUDA/extras/CUPTI/lib64" -lcupti -o "$out/libcupti_floor.so" || exit 1
+    build_floor "$out" || exit 1
     for r in $(seq "$rounds"); do
       for c in "$@"; do
         NVTX_INJECTION64_PATH=$lib python3 "$here/session_cost.py" --gpuscope "$lib" --config "$c" \

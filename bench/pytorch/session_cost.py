@@ -86,6 +86,8 @@ def main():
     if floor:
         n = [ctypes.c_uint64() for _ in range(3)]
         fl.floor_stop(*(ctypes.byref(x) for x in n))
+        # What the floor saw: shows its records and callbacks were on.
+        floor_counts = dict(zip(("records", "driver_callbacks", "runtime_callbacks"), (x.value for x in n)))
     if cfg is not None:
         if gs.gpuscope_stop() != 0:
             sys.exit(f"gpuscope_stop: {gs.gpuscope_last_error().decode()}")
@@ -101,6 +103,8 @@ def main():
            "cpu_ratio": st.median(cpu[k:2 * k]) / cpu_plain, "cpu_share": cpu_plain / plain,
            "start_s": started, "stop_s": stopped, "before": before, "during": during, "after": after,
            "cpu": cpu}
+    if floor:
+        out["floor_counts"] = floor_counts
     json.dump(out, open(a.out, "w"), indent=1)
     print(f"{a.config:<24} ratio {out['ratio']:.3f}  plain step {out['plain_step_ms']:.2f} ms  "
           f"cpu ratio {out['cpu_ratio']:.3f}  drift {out['drift']:.3f}  start {started:.2f} s  stop {stopped:.2f} s")
