@@ -7,6 +7,10 @@
 //! and drops them.
 //!
 //!     cargo run --release -p gpuscope --example decoder_throughput
+//!
+//! `BATCHES` (per thread, default 300; 3125 is the stress test's 10 M
+//! launches) sizes it; `KEEP_EVERY=N` keeps one kernel record in N (the
+//! rest are lost, as when CUPTI drops them); RSS is printed at each tenth.
 
 #[path = "../tests/records/mod.rs"]
 mod records;
@@ -19,7 +23,9 @@ fn main() {
     let batch = rp.path(&["stress", "batch"]);
     let tick = rp.path(&["stress", "batch", "tick"]);
     let threads = 64u64;
-    let batches = 300u64; // per thread
+    let env = |name: &str, default: u64| std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default);
+    let batches = env("BATCHES", 300); // per thread
+    let keep_every = env("KEEP_EVERY", 1).max(1);
     let mut inst = 1u64;
     let mut corr = 1u32;
     let mut ts = 1_000u64;
@@ -39,7 +45,10 @@ fn main() {
             i
         })
         .collect();
-    for _b in 0..batches {
+    for b in 0..batches {
+        if b % (batches / 10).max(1) == 0 {
+            println!("decoder: {:>3}% of the batches, RSS {:.0} MB", b * 100 / batches, rss_mb());
+        }
         for t in 0..threads {
             let bi = inst;
             inst += 1;
@@ -63,17 +72,19 @@ fn main() {
                     inherited: false,
                     ts,
                 });
-                buf.extend(kernel(&K {
-                    name: c"tiny",
-                    corr,
-                    start: ts + 5_000,
-                    end: ts + 7_000,
-                    block: 32,
-                    regs: 16,
-                    dyn_smem: 0,
-                    stream: t as u32 + 1,
-                }));
-                nrec += 1;
+                if u64::from(corr) % keep_every == 0 {
+                    nrec += 1;
+                    buf.extend(kernel(&K {
+                        name: c"tiny",
+                        corr,
+                        start: ts + 5_000,
+                        end: ts + 7_000,
+                        block: 32,
+                        regs: 16,
+                        dyn_smem: 0,
+                        stream: t as u32 + 1,
+                    }));
+                }
                 corr += 1;
                 ts += 30;
             }
@@ -99,6 +110,15 @@ fn main() {
     let launches = threads * batches * 50;
     let el = t0.elapsed();
     println!("decoder: {launches} launches, {hev} host events in {:.2} s: host {:.2} s ({:.0} ev/s), buffers {:.2} s ({:.0} rec/s)", el.as_secs_f64(), t_host.as_secs_f64(), hev as f64 / t_host.as_secs_f64(), t_buf.as_secs_f64(), launches as f64 / t_buf.as_secs_f64());
+    println!("decoder: RSS {:.0} MB before the report", rss_mb());
     let r = rp.finish(0, ts + 10_000);
     println!("decoder: {:?}", r.drops);
+}
+
+fn rss_mb() -> f64 {
+    let s = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    s.lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
+        .map_or(0.0, |kb| kb / 1024.0)
 }
