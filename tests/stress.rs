@@ -106,7 +106,7 @@ fn ten_million_launches_from_64_threads_with_nvtx_ranges_lose_nothing_uncounted_
 
     let rss = rss.lock().unwrap().clone();
     let at = |share: f64| rss.iter().find(|(n, _)| *n as f64 >= share * launched_total as f64).map_or(0.0, |x| x.1);
-    let (quarter, half, end) = (at(0.25), at(0.5), rss.last().map_or(0.0, |x| x.1));
+    let (quarter, half, three_quarters, end) = (at(0.25), at(0.5), at(0.75), rss.last().map_or(0.0, |x| x.1));
     let max = rss.iter().map(|x| x.1).fold(0.0, f64::max);
     let in_report: u64 = r.kernels.iter().map(|k| k.stats.launches).sum();
     let d = &r.drops;
@@ -117,7 +117,8 @@ fn ten_million_launches_from_64_threads_with_nvtx_ranges_lose_nothing_uncounted_
         launched_total as f64 / secs
     );
     println!(
-        "stress: RSS {:.0} MB at start, {quarter:.0} at 25% of launches, {half:.0} at 50%, {end:.0} at the end, max {max:.0}",
+        "stress: RSS {:.0} MB at start, {quarter:.0} at 25% of launches, {half:.0} at 50%, {three_quarters:.0} at 75%, \
+         {end:.0} at the end, max {max:.0}",
         rss.first().map_or(0.0, |x| x.1)
     );
     println!(

@@ -297,7 +297,6 @@ impl Profiler {
             sampling: self.sampling.is_some(),
             trace_windows: self.trace_windows,
             max_pending_launches: pending_launches_bound(self.buffer_size, self.max_buffers),
-            ..Default::default()
         };
         let (ctl_tx, ctl_rx) = unbounded();
         let decoder = {

@@ -18,7 +18,8 @@
 
 use super::windows::Untraced;
 use crate::model::idle::{Cause, COPY, HOST, LAUNCH, OTHER, PROFILER, SYNC};
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use rustc_hash::FxHashMap;
+use std::collections::{BTreeMap, VecDeque};
 
 /// Gaps no longer than this, from one kernel's end to the next one's start,
 /// are launch overhead: a CUDA launch costs the host a few microseconds and
@@ -144,7 +145,7 @@ pub(crate) struct IdleTracker {
     /// time).
     pending: BTreeMap<u64, u32>,
     /// Graph launches whose first kernel has not arrived.
-    pending_graphs: HashMap<u32, u64>,
+    pending_graphs: FxHashMap<u32, u64>,
     syncs: Intervals,
     copies: Intervals,
     overhead: Intervals,
@@ -164,7 +165,7 @@ impl IdleTracker {
             spans: VecDeque::new(),
             done_until: start_ns,
             pending: BTreeMap::new(),
-            pending_graphs: HashMap::new(),
+            pending_graphs: FxHashMap::default(),
             syncs: Intervals::default(),
             copies: Intervals::default(),
             overhead: Intervals::default(),

@@ -30,8 +30,9 @@ use memory::{copy_kind_name, MemoryAcc};
 use names::KernelNames;
 use occupancy::LaunchShape;
 use ranges::{Finished, RangeAcc, Ranges};
+use rustc_hash::FxHashMap;
 use sampled::{Joined, SampleJoin};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use windows::Untraced;
 
 /// Options of the aggregation.
@@ -107,8 +108,8 @@ pub(crate) struct Aggregator {
     devices: DeviceTable,
     attribution: Attributor,
     names: KernelNames,
-    by_name: HashMap<u32, KernelAcc>,
-    by_path_name: HashMap<(PathId, u32), KernelAcc>,
+    by_name: FxHashMap<u32, KernelAcc>,
+    by_path_name: FxHashMap<(PathId, u32), KernelAcc>,
     ranges: Ranges,
     memory: MemoryAcc,
     idle: IdleTracker,
@@ -132,8 +133,8 @@ impl Aggregator {
             devices,
             attribution: Attributor::new(opts.metric_names.clone(), opts.max_pending_launches),
             names: KernelNames::default(),
-            by_name: HashMap::new(),
-            by_path_name: HashMap::new(),
+            by_name: FxHashMap::default(),
+            by_path_name: FxHashMap::default(),
             ranges: Ranges::new(opts.max_live_ranges),
             memory: MemoryAcc::default(),
             idle: IdleTracker::new(opts.start_ns),
@@ -466,7 +467,7 @@ impl Aggregator {
         self.drops.ranges_evicted += self.ranges.evicted;
         let table = paths();
         // Paths were kept as ids while aggregating; resolve each once.
-        let mut cache: HashMap<PathId, RangePath> = HashMap::new();
+        let mut cache: FxHashMap<PathId, RangePath> = FxHashMap::default();
         let mut resolve = |p: PathId| cache.entry(p).or_insert_with(|| table.path(p)).clone();
         let names = &self.names;
         let kernels = self.by_name.into_iter().map(|(n, a)| (names.get(n).to_string(), a)).collect();

@@ -2,14 +2,14 @@
 //! module) to demangled names, each stored once.
 
 use crate::model::names::demangle;
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use std::ffi::{c_char, CStr};
 
 /// Demangled kernel names by id.
 #[derive(Default)]
 pub(crate) struct KernelNames {
-    by_ptr: HashMap<usize, u32>,
-    ids: HashMap<String, u32>,
+    by_ptr: FxHashMap<usize, u32>,
+    ids: FxHashMap<String, u32>,
     names: Vec<String>,
 }
 

@@ -6,7 +6,8 @@ use super::interval::IntervalUnion;
 use super::windows::Untraced;
 use crate::model::path::PathId;
 use crate::model::sampled::{Sample, SampledAcc};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use rustc_hash::FxHashMap;
+use std::collections::BTreeSet;
 
 /// Nesting levels a launch or kernel counts for, at most. A parent chain
 /// is a tree in a correct stream of events; this bound (and stopping at an
@@ -66,7 +67,7 @@ pub(crate) struct Finished {
 /// walked. (Walking all of it was called for every kernel record once the
 /// idle timeline was full: a quarter of the decoder's time with 100000 live
 /// instances, and the decoder fell behind 64 launching threads.)
-fn forget_ended(open: &mut BTreeSet<(u64, u64)>, instances: &BTreeMap<u64, Instance>, t: u64) {
+fn forget_ended(open: &mut BTreeSet<(u64, u64)>, instances: &FxHashMap<u64, Instance>, t: u64) {
     let ended: Vec<(u64, u64)> = open
         .range(..=(t, u64::MAX))
         .filter(|(_, id)| instances.get(id).map_or(true, |i| i.end.is_some_and(|e| e <= t)))
@@ -80,13 +81,14 @@ fn forget_ended(open: &mut BTreeSet<(u64, u64)>, instances: &BTreeMap<u64, Insta
 /// Open and unfinished instances, and the per-path totals.
 pub(crate) struct Ranges {
     max_live: usize,
-    instances: BTreeMap<u64, Instance>,
+    /// By instance id (ids grow: the smallest are the oldest).
+    instances: FxHashMap<u64, Instance>,
     /// Push/pop ranges by path.
-    pub by_path: HashMap<PathId, RangeAcc>,
+    pub by_path: FxHashMap<PathId, RangeAcc>,
     /// Open start/end ranges: id -> (path, thread, start).
-    starts: HashMap<u64, (PathId, u32, u64)>,
+    starts: FxHashMap<u64, (PathId, u32, u64)>,
     /// Start/end ranges by name.
-    pub start_end: HashMap<PathId, RangeAcc>,
+    pub start_end: FxHashMap<PathId, RangeAcc>,
     /// Instances summarised early to bound memory.
     pub evicted: u64,
     /// Instances that may still get idle time: (start, id).
@@ -99,10 +101,10 @@ impl Ranges {
     pub(crate) fn new(max_live: usize) -> Self {
         Ranges {
             max_live,
-            instances: BTreeMap::new(),
-            by_path: HashMap::new(),
-            starts: HashMap::new(),
-            start_end: HashMap::new(),
+            instances: FxHashMap::default(),
+            by_path: FxHashMap::default(),
+            starts: FxHashMap::default(),
+            start_end: FxHashMap::default(),
             evicted: 0,
             idle_open: BTreeSet::new(),
             sample_open: None,
@@ -263,8 +265,11 @@ impl Ranges {
     /// Summarises the oldest closed instances to bound memory.
     fn evict(&mut self, untraced: &Untraced) -> Vec<Finished> {
         let n = (self.max_live / 10).max(1);
-        let victims: Vec<u64> =
-            self.instances.iter().filter(|(_, i)| i.end.is_some()).map(|(id, _)| *id).take(n).collect();
+        let mut victims: Vec<u64> = self.instances.iter().filter(|(_, i)| i.end.is_some()).map(|(id, _)| *id).collect();
+        if victims.len() > n {
+            victims.select_nth_unstable(n);
+            victims.truncate(n);
+        }
         let mut done = Vec::new();
         for id in victims {
             if let Some(i) = self.instances.remove(&id) {
@@ -306,7 +311,9 @@ impl Ranges {
     /// Closes everything still open at `end_ns`.
     pub(crate) fn finish(&mut self, end_ns: u64, untraced: &Untraced) -> Vec<Finished> {
         let mut done = Vec::new();
-        for (id, i) in std::mem::take(&mut self.instances) {
+        let mut open: Vec<(u64, Instance)> = std::mem::take(&mut self.instances).into_iter().collect();
+        open.sort_unstable_by_key(|(id, _)| *id);
+        for (id, i) in open {
             done.push(self.finish_instance(id, i, end_ns, untraced));
         }
         for (_, (path, tid, start)) in std::mem::take(&mut self.starts) {

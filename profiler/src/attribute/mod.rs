@@ -6,7 +6,8 @@
 use crate::decode::KernelActivity;
 use crate::model::metrics::KernelMetrics;
 use crate::model::path::{PathId, ROOT};
-use std::collections::{BTreeMap, HashMap};
+use rustc_hash::FxHashMap;
+use std::collections::BTreeMap;
 
 /// Where a launch came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,19 +62,28 @@ pub(crate) struct Attributor {
     /// Names of the metrics in measured values (empty: trace mode).
     metric_names: Vec<String>,
     max_pending: usize,
-    launches: HashMap<u32, LaunchInfo>,
+    launches: FxHashMap<u32, LaunchInfo>,
     graph_launches: BTreeMap<u32, LaunchInfo>,
     /// Measured values that came before their kernel record.
-    pending_metrics: HashMap<u32, Option<Vec<f64>>>,
+    pending_metrics: FxHashMap<u32, Option<Vec<f64>>>,
     /// Kernel records of measured launches waiting for their values.
-    parked: HashMap<u32, (KernelActivity, LaunchInfo)>,
+    parked: FxHashMap<u32, (KernelActivity, LaunchInfo)>,
     /// CUPTI's own kernels (count, ns).
     pub(crate) profiler_kernels: (u64, u64),
     /// Kernels whose launch was not seen.
     pub(crate) unattributed: u64,
     /// Measured kernels whose values never came.
     pub(crate) missing_metrics: u64,
+    /// The latest start of a kernel joined so far (CUPTI's clock).
+    latest_kernel_start: u64,
 }
+
+/// A launch this much older than the latest kernel seen start has, when
+/// launches must be forgotten, most likely lost its record: CUPTI drops the
+/// newest records when it has no buffer, while older ones still wait in
+/// buffers not yet decoded, so forgetting the oldest launches first would
+/// forget exactly those.
+const STALE_LAUNCH_NS: u64 = 2_000_000_000;
 
 impl Attributor {
     /// `metric_names`: the names of measured values (metrics mode);
@@ -82,13 +92,14 @@ impl Attributor {
         Attributor {
             metric_names,
             max_pending,
-            launches: HashMap::new(),
+            launches: FxHashMap::default(),
             graph_launches: BTreeMap::new(),
-            pending_metrics: HashMap::new(),
-            parked: HashMap::new(),
+            pending_metrics: FxHashMap::default(),
+            parked: FxHashMap::default(),
             profiler_kernels: (0, 0),
             unattributed: 0,
             missing_metrics: 0,
+            latest_kernel_start: 0,
         }
     }
 
@@ -102,12 +113,16 @@ impl Attributor {
             return;
         }
         if self.launches.len() >= self.max_pending {
-            // Launches that never produced a kernel (failed launches):
-            // forget the oldest half.
-            let mut ids: Vec<u32> = self.launches.keys().copied().collect();
-            ids.sort_unstable();
-            for id in &ids[..ids.len() / 2] {
-                self.launches.remove(id);
+            // Launches that never produced a kernel (failed launches, records
+            // CUPTI dropped): forget the stale ones, else the oldest half.
+            let horizon = self.latest_kernel_start.saturating_sub(STALE_LAUNCH_NS);
+            self.launches.retain(|_, l| l.ts >= horizon);
+            if self.launches.len() >= self.max_pending * 3 / 4 {
+                let mut ids: Vec<u32> = self.launches.keys().copied().collect();
+                ids.sort_unstable();
+                for id in &ids[..ids.len() / 2] {
+                    self.launches.remove(id);
+                }
             }
         }
         self.launches.insert(correlation_id, info);
@@ -139,6 +154,7 @@ impl Attributor {
         k: &KernelActivity,
         is_profiler_kernel: impl FnOnce() -> bool,
     ) -> Option<Attributed> {
+        self.latest_kernel_start = self.latest_kernel_start.max(k.start);
         let launch =
             self.launches.remove(&k.correlation_id).or_else(|| self.graph_launches.get(&k.correlation_id).copied());
         let launch = match launch {
@@ -210,6 +226,30 @@ mod tests {
             a.launch(i, info);
         }
         assert!(a.pending_launches() <= 1000);
+    }
+
+    #[test]
+    fn when_launches_must_be_forgotten_those_whose_records_were_dropped_go_first() {
+        let mut a = Attributor::new(vec![], 1000);
+        let old = LaunchInfo { tid: 1, seen: true, ts: 1_000, ..LaunchInfo::UNKNOWN };
+        // 300 launches whose records CUPTI dropped.
+        for id in 0..300u32 {
+            a.launch(id, old);
+        }
+        // A kernel three seconds later, then 800 launches whose records are
+        // still on their way (when 1000 are waiting, forgetting the oldest
+        // half would forget 200 of them).
+        let recent = LaunchInfo { ts: 3_000_000_000, ..old };
+        a.launch(5_000, recent);
+        assert!(a.kernel(&KernelActivity::sample(5_000, 3_000_000_100, 3_000_000_200), || false).is_some());
+        for id in 10_000..10_800u32 {
+            a.launch(id, recent);
+        }
+        for id in 10_000..10_800u32 {
+            let k = KernelActivity::sample(id, 3_000_001_000, 3_000_002_000);
+            assert!(a.kernel(&k, || false).is_some_and(|j| j.launch.seen), "launch {id} forgotten");
+        }
+        assert_eq!(a.unattributed, 0);
     }
 
     #[test]
