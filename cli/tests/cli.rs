@@ -129,7 +129,8 @@ fn run_passes_the_exit_code_and_output_through() {
     assert_eq!(out.status.code(), Some(3));
     let (o, e) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert_eq!(o, "from-the-program\n");
-    assert!(e.contains("no report was written"), "{e}");
+    // Why there is no report: no driver (CI), or the program used no CUDA.
+    assert!(e.contains("no report was written") || e.contains("no NVIDIA driver here"), "{e}");
 }
 
 #[test]

@@ -152,6 +152,13 @@ pub(crate) fn start(opts: &CollectOptions) -> Result<(Arc<Collection>, Outputs)>
     if slot.is_some() {
         return Err(Error::new(ErrorKind::SessionActive, "a gpuscope session is already running in this process"));
     }
+    // Without a driver CUPTI is moot: say that, not that CUPTI is missing.
+    if driver::driver().is_none() {
+        return Err(Error::new(
+            ErrorKind::NoDevice,
+            "no NVIDIA driver found (libcuda.so.1 is not loadable), so there is no GPU to profile",
+        ));
+    }
     debug("start: loading CUPTI");
     let cupti = cupti::lib()?;
     debug("start: subscribing");

@@ -1,0 +1,238 @@
+"""Sessions, ranges and reports."""
+
+import ctypes
+import functools
+import json
+import os
+import tempfile
+import threading
+import warnings
+
+from . import _native
+from ._native import FORMATS, MODES, GpuscopeError, GpuscopeWarning, check, lib
+
+#: Report file suffixes and their formats, for `output=` without `format=`.
+SUFFIXES = {".json": "json", ".csv": "csv", ".txt": "table", ".prom": "openmetrics", ".om": "openmetrics"}
+
+_lock = threading.Lock()
+# Counts stopped sessions: the library keeps only the latest one's report.
+_generation = 0
+
+
+def version():
+    """The version of gpuscope's library, e.g. "0.1.0"."""
+    return lib().gpuscope_version().decode()
+
+
+def _format_code(format):
+    if format not in FORMATS:
+        allowed = ", ".join(FORMATS)
+        raise ValueError(f"format {format!r} is not one gpuscope writes; allowed: {allowed}")
+    return FORMATS[format]
+
+
+def _format_for(path, format):
+    if format is not None:
+        _format_code(format)
+        return format
+    name = os.fspath(path)
+    if name.endswith(".chrome.json"):
+        return "chrome"
+    suffix = os.path.splitext(name)[1]
+    if suffix not in SUFFIXES:
+        allowed = ", ".join(sorted(SUFFIXES))
+        raise ValueError(f"cannot tell the report format from {name!r}: pass format=, or end it in {allowed} or .chrome.json")
+    return SUFFIXES[suffix]
+
+
+def _render(format):
+    """The latest stopped session's report in `format`, as text."""
+    fd, path = tempfile.mkstemp(prefix="gpuscope-", suffix="." + format)
+    os.close(fd)
+    try:
+        check(lib().gpuscope_write_report(path.encode(), _format_code(format)))
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    finally:
+        os.unlink(path)
+
+
+class Report:
+    """A session's report. The table and JSON are kept; CSV, Chrome trace
+    and OpenMetrics are written by the library, which keeps only the latest
+    session's report: write them before starting another session."""
+
+    def __init__(self, table, json_text, generation):
+        self._table = table
+        self._json = json_text
+        self._generation = generation
+        #: The JSON report as Python objects (schema in the project README).
+        self.data = json.loads(json_text)
+
+    def table(self):
+        """The terminal table (what `gpuscope run` prints)."""
+        return self._table
+
+    def to_json(self):
+        """The JSON report as a string."""
+        return self._json
+
+    def write(self, path, format=None):
+        """Writes the report to `path` in `format` ("table", "json", "csv",
+        "chrome", "openmetrics"; default: from the file's suffix)."""
+        format = _format_for(path, format)
+        if format in ("table", "json"):
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(self._table if format == "table" else self._json)
+            return
+        with _lock:
+            if self._generation != _generation:
+                raise GpuscopeError(
+                    _native.ERR_STATE,
+                    f"a later session replaced this report in gpuscope's library; {format} can be written "
+                    "only for the latest session (table and JSON always)",
+                )
+            check(lib().gpuscope_write_report(os.fsencode(path), _format_code(format)))
+
+    def __repr__(self):
+        seconds = (self.data.get("end_ns", 0) - self.data.get("start_ns", 0)) / 1e9
+        return f"<gpuscope.Report {self.data.get('mode')} {seconds:.2f} s, {len(self.data.get('kernels', []))} kernels>"
+
+
+class profile:
+    """A profiling session for a `with` block (or `start()`/`stop()`).
+
+    mode: "trace" (every kernel, timed and attributed to NVTX ranges),
+    "metrics" (plus hardware counters on selected launches: `metrics`,
+    `kernel_filter`, `nvtx_filter`, `launch_count`) or "sampling" (plus
+    device-wide counters sampled every `sampling_interval_us`;
+    `trace_windows=(window_ms, period_ms)` traces kernels only part of the
+    time). `output`: also write the report there (format from `format` or
+    the suffix). Without a GPU, driver or CUPTI, or when another profiler
+    holds CUPTI, it warns (`GpuscopeWarning`) and the block runs
+    unprofiled, or raises `GpuscopeError` with `strict=True`. Bad
+    arguments always raise. After the block, `report` holds the report
+    (`None` if unprofiled)."""
+
+    def __init__(self, mode="trace", output=None, format=None, *, metrics=None, kernel_filter=None,
+                 nvtx_filter=None, launch_count=None, keep_trace=None, sampling_interval_us=None,
+                 trace_windows=None, strict=False):
+        if mode not in MODES:
+            raise ValueError(f"mode {mode!r} is not a gpuscope mode; allowed: {', '.join(MODES)}")
+        self.mode = mode
+        self.output = output
+        self.format = _format_for(output, format) if output is not None else None
+        self.strict = strict
+        self._options = dict(metrics=metrics, kernel_filter=kernel_filter, nvtx_filter=nvtx_filter,
+                             launch_count=launch_count, keep_trace=keep_trace,
+                             sampling_interval_us=sampling_interval_us, trace_windows=trace_windows)
+        #: The report, after the session stopped.
+        self.report = None
+        #: Whether a session is (or was) running for this block.
+        self.profiled = False
+        self._running = False
+
+    def _config(self):
+        cfg = _native.Config()
+        check(lib().gpuscope_config_init(ctypes.byref(cfg)))
+        if cfg.struct_size != ctypes.sizeof(_native.Config):
+            raise GpuscopeError(_native.ERR_INTERNAL,
+                                f"this gpuscope package and its library {_native.library_path()} disagree on the "
+                                f"configuration ({ctypes.sizeof(_native.Config)} vs {cfg.struct_size} bytes): reinstall")
+        o = self._options
+        cfg.mode = MODES[self.mode]
+        for name in ("metrics", "kernel_filter", "nvtx_filter"):
+            if o[name] is not None:
+                setattr(cfg, name, str(o[name]).encode())
+        for name in ("launch_count", "keep_trace", "sampling_interval_us"):
+            if o[name] is not None:
+                value = int(o[name])
+                if not 0 <= value < 2**32:
+                    raise ValueError(f"{name}={o[name]!r} is out of range (0 to {2**32 - 1})")
+                setattr(cfg, name, value)
+        if o["trace_windows"] is not None:
+            try:
+                window, period = (int(x) for x in o["trace_windows"])
+            except (TypeError, ValueError):
+                raise ValueError(f"trace_windows={o['trace_windows']!r} is not (window_ms, period_ms)") from None
+            cfg.trace_window_ms, cfg.trace_period_ms = window, period
+        return cfg
+
+    def start(self):
+        """Starts the session (see the class)."""
+        if self._running:
+            raise GpuscopeError(_native.ERR_STATE, "this profile is already running")
+        cfg = self._config()
+        # The byte strings live in cfg's fields for the call.
+        code = lib().gpuscope_start(ctypes.byref(cfg))
+        if code == _native.OK:
+            self.profiled = self._running = True
+        elif code in (_native.ERR_NO_GPU, _native.ERR_BUSY, _native.ERR_CUPTI) and not self.strict:
+            message = (lib().gpuscope_last_error() or b"").decode("utf-8", "replace")
+            warnings.warn(f"gpuscope: {message}. The program runs on unprofiled.", GpuscopeWarning, stacklevel=3)
+        else:
+            check(code)
+        return self
+
+    def stop(self):
+        """Stops the session; returns its report (`None` if unprofiled)."""
+        global _generation
+        if not self._running:
+            return self.report
+        self._running = False
+        with _lock:
+            check(lib().gpuscope_stop())
+            _generation += 1
+            self.report = Report(_render("table"), _render("json"), _generation)
+        if self.output is not None:
+            self.report.write(self.output, self.format)
+        return self.report
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+        return False
+
+
+class Range:
+    """An NVTX range on the calling thread: `with gpuscope.range("step"):`
+    or `@gpuscope.range("forward")`. Other NVTX tools see it too; ranges
+    pushed with `torch.cuda.nvtx` nest with it."""
+
+    def __init__(self, name):
+        self.name = str(name)
+        self._name = self.name.encode()
+
+    def __enter__(self):
+        check(lib().gpuscope_range_push(self._name))
+        return self
+
+    def __exit__(self, *exc):
+        check(lib().gpuscope_range_pop())
+        return False
+
+    def __call__(self, fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with self:
+                return fn(*args, **kwargs)
+
+        return wrapper
+
+
+def declare_flops(range, flops_per_call):
+    """The model FLOPs one call of NVTX range `range` performs (e.g.
+    6 * parameters * tokens per training step): the report gives its MFU."""
+    check(lib().gpuscope_declare_flops(str(range).encode(), float(flops_per_call)))
+
+
+def declare_work(range, amount_per_call, unit=None):
+    """The work one call of `range` processes (e.g. 4096 "tokens"): the
+    report gives its throughput."""
+    check(lib().gpuscope_declare_work(str(range).encode(), float(amount_per_call),
+                                      None if unit is None else str(unit).encode()))
+
+
+__all__ = ["GpuscopeError", "GpuscopeWarning", "Range", "Report", "declare_flops", "declare_work", "profile", "version"]
