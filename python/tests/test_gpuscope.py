@@ -140,7 +140,7 @@ class OnAGpu(unittest.TestCase):
             torch.cuda.synchronize()
         r = p.report
         self.assertIsNotNone(r)
-        paths = {g["path"]: g for g in r.data["ranges"]}
+        paths = {"/".join(f["name"] for f in g["path"]["frames"]): g for g in r.data["ranges"]}
         self.assertEqual(paths["step"]["count"], 20)
         self.assertEqual(paths["step/forward"]["count"], 20)
         self.assertGreater(paths["step/forward"]["kernel_launches"], 0)
