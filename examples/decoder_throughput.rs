@@ -12,6 +12,9 @@
 //! launches) sizes it; `KEEP_EVERY=N` keeps one kernel record in N (the
 //! rest are lost, as when CUPTI drops them); RSS is printed at each tenth.
 
+#[path = "../tests/rss/mod.rs"]
+mod rss;
+use rss::rss_mb;
 #[path = "../tests/records/mod.rs"]
 mod records;
 use gpuscope::testing::{HostEvent, Replay};
@@ -113,12 +116,4 @@ fn main() {
     println!("decoder: RSS {:.0} MB before the report", rss_mb());
     let r = rp.finish(0, ts + 10_000);
     println!("decoder: {:?}", r.drops);
-}
-
-fn rss_mb() -> f64 {
-    let s = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    s.lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
-        .map_or(0.0, |kb| kb / 1024.0)
 }

@@ -15,8 +15,10 @@
 //! the report. Replaying this load on the device's CPU
 //! (`examples/decoder_throughput.rs`) shows the decoder's own speed.
 
+mod rss;
 use cudarc::driver::{CudaContext, LaunchConfig, PushKernelArg};
 use gpuscope::Profiler;
+use rss::rss_mb;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -29,14 +31,6 @@ const TICKS: u64 = 10;
 
 fn env(name: &str, default: u64) -> u64 {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
-}
-
-fn rss_mb() -> f64 {
-    let s = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    s.lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
-        .map_or(0.0, |kb| kb / 1024.0)
 }
 
 #[test]
