@@ -78,11 +78,10 @@ pub(crate) struct Attributor {
     latest_kernel_start: u64,
 }
 
-/// A launch this much older than the latest kernel seen start has, when
-/// launches must be forgotten, most likely lost its record: CUPTI drops the
-/// newest records when it has no buffer, while older ones still wait in
-/// buffers not yet decoded, so forgetting the oldest launches first would
-/// forget exactly those.
+/// When launches must be forgotten, one made this long before the latest
+/// kernel seen so far started has most likely lost its record. The oldest
+/// are not simply forgotten first: CUPTI drops the newest records when it
+/// has no buffer, while older ones still wait in buffers not yet decoded.
 const STALE_LAUNCH_NS: u64 = 2_000_000_000;
 
 impl Attributor {
