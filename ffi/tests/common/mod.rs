@@ -12,8 +12,13 @@ use std::path::PathBuf;
 pub fn lib_dir() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
     let up = exe.parent().unwrap().parent().unwrap();
-    let found =
-        [up.to_path_buf(), up.join("deps"), up.join("lib")].into_iter().find(|d| d.join("libgpuscope.so").exists());
+    // The newest: target/<profile>'s copy can be stale beside deps/.
+    let modified = |d: &PathBuf| std::fs::metadata(d.join("libgpuscope.so")).and_then(|m| m.modified()).ok();
+    let found = [up.to_path_buf(), up.join("deps"), up.join("lib")]
+        .into_iter()
+        .filter_map(|d| Some((modified(&d)?, d)))
+        .max_by_key(|(t, _)| *t)
+        .map(|(_, d)| d);
     found.unwrap_or_else(|| panic!("libgpuscope.so not built under {}", up.display()))
 }
 
