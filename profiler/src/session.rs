@@ -376,8 +376,6 @@ enum Control {
 
 static RUNNING: Mutex<Option<Running>> = Mutex::new(None);
 
-/// How often the decoder drains NVTX and launch events. At 5 ms, the
-/// default queue (262144 events) overflows only above 50M events/s.
 /// Launches kept waiting for their kernel record: more than the records
 /// the buffer pool can hold undecoded, so that a decoder running behind
 /// (records are decoded a buffer at a time, launch events one by one) never
@@ -388,6 +386,8 @@ fn pending_launches_bound(buffer_size: usize, max_buffers: usize) -> usize {
     (in_flight + in_flight / 2).max(1 << 20)
 }
 
+/// How often the decoder drains NVTX and launch events. At 5 ms, the
+/// default queue (262144 events) overflows only above 50M events/s.
 const HOST_POLL: Duration = Duration::from_millis(5);
 
 /// Sampling mode: how often completed activity records are fetched.

@@ -465,38 +465,48 @@ impl Aggregator {
         self.drops.kernels_missing_metrics += self.attribution.missing_metrics;
         self.drops.unattributed_kernels += self.attribution.unattributed;
         self.drops.ranges_evicted += self.ranges.evicted;
+        let mut trace = self.trace.take();
+        if let Some(t) = &mut trace {
+            let table = paths();
+            for (k, p) in t.kernels.iter_mut().zip(&self.trace_kernel_paths) {
+                k.path = table.path(*p);
+            }
+            for (r, p) in t.ranges.iter_mut().zip(&self.trace_range_paths) {
+                r.path = table.path(*p);
+            }
+        }
+        Aggregate { sampling, trace, ..self.snapshot() }
+    }
+
+    /// The totals so far, for a report while the session runs: kernels and
+    /// copies decoded so far, ranges whose instances were summarised (open
+    /// and recent instances are not in yet), no per-kernel trace and no
+    /// sampling status.
+    pub(crate) fn snapshot(&self) -> Aggregate {
         let table = paths();
         // Paths were kept as ids while aggregating; resolve each once.
         let mut cache: FxHashMap<PathId, RangePath> = FxHashMap::default();
         let mut resolve = |p: PathId| cache.entry(p).or_insert_with(|| table.path(p)).clone();
         let names = &self.names;
-        let kernels = self.by_name.into_iter().map(|(n, a)| (names.get(n).to_string(), a)).collect();
+        let kernels = self.by_name.iter().map(|(n, a)| (names.get(*n).to_string(), a.clone())).collect();
         let path_kernels =
-            self.by_path_name.into_iter().map(|((p, n), a)| (resolve(p), names.get(n).to_string(), a)).collect();
-        let ranges = self.ranges.by_path.drain().map(|(p, a)| (resolve(p), a)).collect();
-        let start_end_ranges = self.ranges.start_end.drain().map(|(p, a)| (resolve(p), a)).collect();
-        if let Some(t) = &mut self.trace {
-            for (k, p) in t.kernels.iter_mut().zip(&self.trace_kernel_paths) {
-                k.path = resolve(*p);
-            }
-            for (r, p) in t.ranges.iter_mut().zip(&self.trace_range_paths) {
-                r.path = resolve(*p);
-            }
-        }
+            self.by_path_name.iter().map(|((p, n), a)| (resolve(*p), names.get(*n).to_string(), a.clone())).collect();
+        let ranges = self.ranges.by_path.iter().map(|(p, a)| (resolve(*p), a.clone())).collect();
+        let start_end_ranges = self.ranges.start_end.iter().map(|(p, a)| (resolve(*p), a.clone())).collect();
         Aggregate {
             metrics_mode: !self.opts.metric_names.is_empty(),
-            sampling,
+            sampling: None,
             devices: self.devices.infos(),
             kernels,
             path_kernels,
             ranges,
             start_end_ranges,
-            memcpy: self.memory.memcpy.into_iter().map(|(k, a)| (copy_kind_name(k), a)).collect(),
-            memset: self.memory.memset,
+            memcpy: self.memory.memcpy.iter().map(|(k, a)| (copy_kind_name(*k), a.clone())).collect(),
+            memset: self.memory.memset.clone(),
             syncs: self.memory.syncs,
-            thread_names: self.thread_names.into_iter().collect(),
-            trace: self.trace,
-            drops: self.drops,
+            thread_names: self.thread_names.iter().map(|(t, n)| (*t, n.clone())).collect(),
+            trace: None,
+            drops: self.drops.clone(),
             profiler_kernels: self.attribution.profiler_kernels,
             idle: self.idle_total,
             cross_thread: self.cross_thread,
