@@ -595,3 +595,54 @@ fn the_bottleneck_zoo_counter_cases_and_the_hardware_mfu_of_a_bf16_gemm() {
     );
     assert!((hw - by_hand).abs() <= 0.05 * by_hand, "hardware MFU {hw:.2}% vs by hand {by_hand:.2}%");
 }
+
+/// `GET /metrics` from the endpoint at `addr`: (status line, headers, body).
+fn scrape(addr: std::net::SocketAddr) -> (String, String, String) {
+    use std::io::{Read, Write};
+    let mut c = std::net::TcpStream::connect(addr).expect("the endpoint accepts");
+    write!(c, "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nAccept: application/openmetrics-text\r\n\r\n").unwrap();
+    let mut out = String::new();
+    c.read_to_string(&mut out).unwrap();
+    let (head, body) = out.split_once("\r\n\r\n").expect("an HTTP answer");
+    let (status, headers) = head.split_once("\r\n").unwrap_or((head, ""));
+    (status.to_string(), headers.to_string(), body.to_string())
+}
+
+/// The sum of a counter family's samples in OpenMetrics text.
+fn counter_sum(text: &str, family: &str) -> f64 {
+    text.lines()
+        .filter(|l| l.starts_with(&format!("{family}_total{{")))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn the_prometheus_endpoint_serves_the_running_sessions_figures_over_http() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let ctx = ctx();
+    let session = Profiler::new().prometheus("127.0.0.1:0").start().expect("profiler starts");
+    let addr = session.prometheus_addr().expect("the endpoint runs");
+    let total = |e: &workload::Expected| e.values().sum::<u64>() as f64;
+
+    let first = workload::run(&ctx, workload::Sizes::small()).expect("workload runs");
+    let (status, headers, body) = scrape(addr);
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    assert!(headers.contains("Content-Type: application/openmetrics-text; version=1.0.0"), "{headers}");
+    assert!(body.ends_with("# EOF\n"));
+    // Every launch so far, while the session runs (a scrape flushes).
+    assert_eq!(counter_sum(&body, "gpuscope_kernel_launches"), total(&first), "{body}");
+    let tiny = body.lines().find(|l| l.starts_with("gpuscope_kernel_launches_total{") && l.contains("kernel=\"tiny\""));
+    let tiny = tiny.expect("the tiny kernel's series");
+    assert!(tiny.contains("host=\"") && tiny.contains("gpu=\"0\""), "process labels: {tiny}");
+
+    let second = workload::run(&ctx, workload::Sizes::small()).expect("workload runs");
+    let (_, _, body) = scrape(addr);
+    assert_eq!(counter_sum(&body, "gpuscope_kernel_launches"), total(&first) + total(&second));
+    println!("{body}");
+
+    let r = session.stop().expect("report");
+    let launches: u64 = r.kernels.iter().map(|k| k.stats.launches).sum();
+    assert_eq!(launches as f64, total(&first) + total(&second));
+    assert!(std::net::TcpStream::connect(addr).is_err(), "the endpoint closed with the session");
+}

@@ -20,6 +20,8 @@ struct Cli {
     command: Cmd,
 }
 
+// Parsed once per process: the size of `Run` costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 enum Cmd {
     /// Run a program under gpuscope (through the CUDA injection interface:
@@ -43,6 +45,10 @@ enum Cmd {
         /// and NVTX ranges all the time.
         #[arg(long, value_name = "WINDOW/PERIOD")]
         trace_windows: Option<String>,
+        /// Serve the running figures at http://HOST:PORT/metrics for
+        /// Prometheus (`:9400`: every interface; `{rank}` is replaced).
+        #[arg(long, value_name = "HOST:PORT")]
+        prometheus: Option<String>,
         /// Metric sets or names for metrics mode: dram, flops, or names like
         /// lts__t_bytes.sum, comma-separated.
         #[arg(long)]
@@ -255,6 +261,7 @@ fn run(cmd: Cmd) -> Result<ExitCode, String> {
             mode,
             sampling_interval,
             trace_windows,
+            prometheus,
             metrics,
             kernels,
             nvtx,
@@ -293,6 +300,7 @@ fn run(cmd: Cmd) -> Result<ExitCode, String> {
                 ("GPUSCOPE_WORK", work),
                 ("GPUSCOPE_SAMPLING_INTERVAL", sampling_interval),
                 ("GPUSCOPE_TRACE_WINDOWS", trace_windows),
+                ("GPUSCOPE_PROMETHEUS", prometheus),
             ] {
                 if let Some(v) = val {
                     c.env(var, v);

@@ -34,6 +34,9 @@ pub struct EnvConfig {
     pub format: Format,
     /// `GPUSCOPE_QUIET=1`: no summary on stderr.
     pub quiet: bool,
+    /// `GPUSCOPE_PROMETHEUS=HOST:PORT` (`:PORT`: every interface; `{rank}`
+    /// replaced as in `GPUSCOPE_OUTPUT`): serve `/metrics` while running.
+    pub prometheus: Option<String>,
     /// `GPUSCOPE_TRACE`: per-kernel records kept (default 0; 100000 for
     /// the chrome format).
     pub trace: usize,
@@ -202,6 +205,12 @@ impl EnvConfig {
             d.work = Some(w);
             d.unit = unit;
         }
+        let prometheus = match get("GPUSCOPE_PROMETHEUS").filter(|v| !v.is_empty()) {
+            None => None,
+            Some(v) => Some(listen_addr(&expand_output(&v, pid, get)).ok_or_else(|| {
+                invalid("GPUSCOPE_PROMETHEUS", &v, "HOST:PORT, e.g. 0.0.0.0:9400 or :9400 ({rank} is replaced)")
+            })?),
+        };
         let inherit_ranges = match get("GPUSCOPE_THREAD_RANGES").as_deref() {
             None | Some("") | Some("inherit") => true,
             Some("strict") => false,
@@ -218,6 +227,7 @@ impl EnvConfig {
             trace,
             declared,
             inherit_ranges,
+            prometheus,
         })
     }
 
@@ -251,8 +261,20 @@ impl EnvConfig {
         if let Some((w, period)) = self.trace_windows {
             p = p.trace_windows(std::time::Duration::from_nanos(w), std::time::Duration::from_nanos(period));
         }
+        if let Some(addr) = &self.prometheus {
+            p = p.prometheus(addr.clone());
+        }
         p
     }
+}
+
+/// `HOST:PORT` or `:PORT` (every interface) as an address to bind, if the
+/// port is a port.
+fn listen_addr(v: &str) -> Option<String> {
+    let (host, port) = v.rsplit_once(':')?;
+    port.parse::<u16>().ok()?;
+    let host = if host.is_empty() { "0.0.0.0" } else { host };
+    Some(format!("{host}:{port}"))
 }
 
 #[cfg(test)]
@@ -282,6 +304,19 @@ mod tests {
         assert_eq!(c.sampling, Some(2_500));
         let c = cfg(&[("GPUSCOPE_SAMPLING_INTERVAL", "50")]).unwrap();
         assert_eq!(c.sampling, None, "the interval alone does not switch modes");
+    }
+
+    #[test]
+    fn the_prometheus_address_is_host_and_port() {
+        let addr = |v: &str| cfg(&[("GPUSCOPE_PROMETHEUS", v), ("RANK", "3")]).map(|c| c.prometheus);
+        assert_eq!(addr("127.0.0.1:9400").unwrap().as_deref(), Some("127.0.0.1:9400"));
+        assert_eq!(addr(":9400").unwrap().as_deref(), Some("0.0.0.0:9400"));
+        assert_eq!(addr(":940{rank}").unwrap().as_deref(), Some("0.0.0.0:9403"));
+        assert_eq!(addr("").unwrap(), None);
+        for bad in ["9400", "host:port", ":70000", "host:"] {
+            let m = addr(bad).err().unwrap().message().to_string();
+            assert!(m.starts_with(&format!("GPUSCOPE_PROMETHEUS=\"{bad}\" is not valid; allowed: HOST:PORT")), "{m}");
+        }
     }
 
     #[test]

@@ -36,6 +36,7 @@ mod error;
 mod model;
 mod render;
 pub mod report;
+mod serve;
 mod session;
 
 pub use collect::declare::{declare_flops, declare_work};

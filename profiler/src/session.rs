@@ -11,8 +11,10 @@ use crate::collect::metrics::{MetricSet, Selection};
 use crate::collect::{self, CollectOptions, Collection, Outputs};
 use crate::decode::CuptiCursor;
 use crate::error::{Error, ErrorKind, Result};
+use crate::model::drops::Drops;
 use crate::render::{fmt_ns, Format};
 use crate::report::Report;
+use crate::serve::{MetricsServer, Render};
 use crossbeam_channel::{bounded, select, unbounded, Receiver, Sender};
 use cupti_sys as sys;
 use std::path::PathBuf;
@@ -38,6 +40,7 @@ pub struct Profiler {
     selection: Selection,
     sampling: Option<u64>,
     trace_windows: Option<(u64, u64)>,
+    prometheus: Option<String>,
 }
 
 impl Default for Profiler {
@@ -58,6 +61,7 @@ impl Default for Profiler {
             selection: Selection::default(),
             sampling: None,
             trace_windows: None,
+            prometheus: None,
         }
     }
 }
@@ -100,6 +104,17 @@ impl Profiler {
     /// summarised (default 100000).
     pub fn max_live_ranges(mut self, n: usize) -> Self {
         self.max_live_ranges = n;
+        self
+    }
+
+    /// Serve the running session's figures so far at `http://ADDR/metrics`
+    /// (`host:port`; OpenMetrics, labelled with the process's rank and GPUs)
+    /// for Prometheus to scrape. Each scrape reads the records completed so
+    /// far (a forced flush); ranges appear once their instances are
+    /// summarised. If the address cannot be bound, the session says so once
+    /// and profiles on without it.
+    pub fn prometheus(mut self, addr: impl Into<String>) -> Self {
+        self.prometheus = Some(addr.into());
         self
     }
 
@@ -320,8 +335,24 @@ impl Profiler {
             output: self.output.clone(),
             quiet: self.quiet,
             inherit_ranges: self.inherit_ranges,
+            exporter: None,
         });
         drop(running);
+        if let Some(addr) = &self.prometheus {
+            let labels = process_labels();
+            let render: Render = Box::new(move || {
+                snapshot().map(|r| r.to_openmetrics_labelled(&labels)).map_err(|e| e.message().to_string())
+            });
+            match MetricsServer::start(addr, render) {
+                Ok(server) => {
+                    debug(&format!("prometheus: serving http://{}/metrics", server.addr()));
+                    if let Some(r) = RUNNING.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+                        r.exporter = Some(server);
+                    }
+                }
+                Err(e) => eprintln!("gpuscope: {e}; profiling goes on without the Prometheus endpoint."),
+            }
+        }
         debug("start: done");
         register_atexit();
         Ok(Session { _priv: () })
@@ -342,6 +373,20 @@ impl Session {
         let r = stop_active();
         std::mem::forget(self);
         r
+    }
+
+    /// The report so far, the session running on: every record CUPTI holds
+    /// (a forced flush), range paths whose instances were summarised (the
+    /// open and most recent ones come at the end), no per-kernel trace.
+    pub fn snapshot(&self) -> Result<Report> {
+        snapshot()
+    }
+
+    /// The address the Prometheus endpoint listens on, if one runs
+    /// ([`Profiler::prometheus`]; the port the system chose for `:0`).
+    pub fn prometheus_addr(&self) -> Option<std::net::SocketAddr> {
+        let run = RUNNING.lock().unwrap_or_else(|e| e.into_inner());
+        run.as_ref().and_then(|r| r.exporter.as_ref().map(|x| x.addr()))
     }
 
     /// Asks CUPTI for the buffers completed so far (not partial ones).
@@ -368,10 +413,12 @@ struct Running {
     output: Option<(PathBuf, Format)>,
     quiet: bool,
     inherit_ranges: bool,
+    exporter: Option<MetricsServer>,
 }
 
 enum Control {
     Finish(u64, Sender<Report>),
+    Snapshot(Sender<Report>),
 }
 
 static RUNNING: Mutex<Option<Running>> = Mutex::new(None);
@@ -445,17 +492,26 @@ fn decode_loop(s: Arc<Collection>, opts: AggregateOptions, outputs: Outputs, ctl
         select! {
             recv(bufs) -> b => if let Ok(b) = b { process(&mut agg, b) },
             recv(ctl) -> c => {
-                let Ok(Control::Finish(end, reply)) = c else { return };
+                let (end, reply) = match c {
+                    Ok(Control::Finish(end, reply)) => (end, reply),
+                    Ok(Control::Snapshot(reply)) => {
+                        s.flush(true);
+                        while let Ok(b) = bufs.try_recv() { process(&mut agg, b); }
+                        drain_host(&mut agg);
+                        let mut snap = agg.snapshot();
+                        add_lost(&mut snap.drops, s.lost());
+                        let _ = reply.send(Report::build(snap, s.start_ns, collect::now(&s)));
+                        continue;
+                    }
+                    Err(_) => return,
+                };
                 while let Ok(b) = bufs.try_recv() { process(&mut agg, b); }
                 drain_host(&mut agg);
                 if let Some(sampler) = &s.sampler {
                     agg.samples(&sampler.decode());
                     agg.sampling_status(sampler.status());
                 }
-                let lost = s.lost();
-                agg.drops.cupti_records += lost.cupti_records;
-                agg.drops.buffer_requests_refused += lost.buffer_requests_refused;
-                agg.drops.host_events += lost.host_events;
+                add_lost(&mut agg.drops, s.lost());
                 let report = Report::build(agg.finish(end), s.start_ns, end);
                 let _ = reply.send(report);
                 return;
@@ -463,6 +519,46 @@ fn decode_loop(s: Arc<Collection>, opts: AggregateOptions, outputs: Outputs, ctl
             default(HOST_POLL) => {},
         }
     }
+}
+
+/// What collection lost, added to the report's drops.
+fn add_lost(drops: &mut Drops, lost: collect::Lost) {
+    drops.cupti_records += lost.cupti_records;
+    drops.buffer_requests_refused += lost.buffer_requests_refused;
+    drops.host_events += lost.host_events;
+}
+
+/// How long a snapshot may take before the asker gives up.
+const SNAPSHOT_WAIT: Duration = Duration::from_secs(10);
+
+/// The running session's report so far (see [`Session::snapshot`]).
+fn snapshot() -> Result<Report> {
+    let ctl = RUNNING.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|r| r.ctl_tx.clone());
+    let no_session = || Error::new(ErrorKind::SessionActive, "no gpuscope session is running");
+    let ctl = ctl.ok_or_else(no_session)?;
+    let (tx, rx) = bounded(1);
+    ctl.send(Control::Snapshot(tx)).map_err(|_| no_session())?;
+    let mut report = rx.recv_timeout(SNAPSHOT_WAIT).map_err(|_| no_session())?;
+    report.metrics = collect::active().and_then(|s| s.collector.as_ref().map(|c| c.status()));
+    report.declared = collect::declare::all();
+    Ok(report)
+}
+
+/// Labels for every exported series: the process's rank where a launcher
+/// set one (torchrun, MPI, Slurm) and its host.
+fn process_labels() -> Vec<(String, String)> {
+    let mut labels = Vec::new();
+    let rank = ["RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"].iter().find_map(|v| std::env::var(v).ok());
+    if let Some(rank) = rank {
+        labels.push(("rank".to_string(), rank));
+    }
+    let mut host = [0u8; 256];
+    // SAFETY: gethostname writes at most the buffer's length.
+    if unsafe { libc::gethostname(host.as_mut_ptr().cast(), host.len()) } == 0 {
+        let end = host.iter().position(|&b| b == 0).unwrap_or(host.len());
+        labels.push(("host".to_string(), String::from_utf8_lossy(&host[..end]).into_owned()));
+    }
+    labels
 }
 
 fn stop_active() -> Result<Report> {
@@ -473,6 +569,10 @@ fn stop_active_at(at_exit: bool) -> Result<Report> {
     let Some(run) = RUNNING.lock().unwrap_or_else(|e| e.into_inner()).take() else {
         return Err(Error::new(ErrorKind::SessionActive, "no gpuscope session is running"));
     };
+    // The endpoint first: its answers ask the decoder, which finish ends.
+    if let Some(x) = run.exporter {
+        x.stop();
+    }
     let mut report = finish(run.collection, run.decoder, run.ctl_tx, at_exit)?;
     report.cross_thread.inherit = run.inherit_ranges;
     if let Some((path, format)) = &run.output {

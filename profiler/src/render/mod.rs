@@ -106,7 +106,19 @@ impl Report {
     /// `source="measured"` or `"sampled"`) and MFU where known, the
     /// session's length and drop counters. Ratios are 0 to 1.
     pub fn to_openmetrics(&self) -> String {
-        openmetrics::render(self, &analyze(self))
+        openmetrics::render(self, &analyze(self), &[])
+    }
+
+    /// [`Report::to_openmetrics`] with `labels` on every series (e.g.
+    /// `("rank", "3")`), plus `gpu` with the ids of the devices that ran
+    /// kernels ("0", "0,1") once there are any.
+    pub fn to_openmetrics_labelled(&self, labels: &[(String, String)]) -> String {
+        let mut all = labels.to_vec();
+        if !self.devices.is_empty() {
+            let ids: Vec<String> = self.devices.iter().map(|d| d.id.to_string()).collect();
+            all.push(("gpu".to_string(), ids.join(",")));
+        }
+        openmetrics::render(self, &analyze(self), &all)
     }
 
     /// Renders in `format`.

@@ -11,6 +11,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
+use std::borrow::Cow;
 use std::sync::atomic::AtomicU64;
 
 type FloatCounter = Counter<f64, AtomicU64>;
@@ -66,9 +67,11 @@ where
     f
 }
 
-/// The report as OpenMetrics text, ending in `# EOF`.
-pub(crate) fn render(r: &Report, a: &Analysis) -> String {
-    let mut reg = Registry::with_prefix("gpuscope");
+/// The report as OpenMetrics text, ending in `# EOF`; `labels` go on every
+/// series.
+pub(crate) fn render(r: &Report, a: &Analysis, labels: &[(String, String)]) -> String {
+    let constant = labels.iter().map(|(k, v)| (Cow::Owned(k.clone()), Cow::Owned(v.clone())));
+    let mut reg = Registry::with_prefix_and_labels("gpuscope", constant);
 
     let session = FloatGauge::default();
     session.set(secs(r.end_ns.saturating_sub(r.start_ns)));

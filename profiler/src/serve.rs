@@ -1,0 +1,173 @@
+//! The in-process Prometheus endpoint (`GPUSCOPE_PROMETHEUS=host:port`): a
+//! thread of gpuscope's own answering `GET /metrics` with the running
+//! session's figures so far, as OpenMetrics text. Minimal HTTP/1.1: one
+//! request per connection, answered and closed; anything else is 404. The
+//! text comes from a function the session hands in, so this module knows
+//! nothing of sessions.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// OpenMetrics' content type, which Prometheus asks for.
+const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+/// How often the listener looks for a stop (it does not block in accept).
+const POLL: Duration = Duration::from_millis(50);
+/// A client gets this long to send its request and read the answer.
+const CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Request bytes read at most.
+const MAX_REQUEST: usize = 8 << 10;
+
+/// Makes the body of `/metrics`: the text, or why there is none (503).
+pub(crate) type Render = Box<dyn Fn() -> Result<String, String> + Send>;
+
+/// A running endpoint; stopped (its thread joined) by [`MetricsServer::stop`]
+/// or on drop.
+pub(crate) struct MetricsServer {
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl MetricsServer {
+    /// Listens on `addr` and serves `render`'s text. Fails when the address
+    /// cannot be bound (the caller says so and profiles on).
+    pub(crate) fn start(addr: &str, render: Render) -> Result<Self, String> {
+        let listener = TcpListener::bind(addr).map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+        listener.set_nonblocking(true).map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+        let bound = listener.local_addr().map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("gpuscope-prometheus".into())
+            .spawn(move || {
+                while !flag.load(Ordering::Relaxed) {
+                    match listener.accept() {
+                        Ok((conn, _)) => {
+                            // A panic in one answer ends that answer only.
+                            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| answer(conn, &render)));
+                        }
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::sleep(POLL),
+                        Err(_) => std::thread::sleep(POLL),
+                    }
+                }
+            })
+            .map_err(|e| format!("cannot start the metrics thread: {e}"))?;
+        Ok(MetricsServer { addr: bound, stop, thread: Some(thread) })
+    }
+
+    /// The address it listens on (the port chosen when `:0` was asked).
+    pub(crate) fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Stops listening and waits for the answer in progress, if any.
+    pub(crate) fn stop(mut self) {
+        self.halt();
+    }
+
+    fn halt(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for MetricsServer {
+    fn drop(&mut self) {
+        self.halt();
+    }
+}
+
+/// The request's method and path, from its first line.
+fn request_line(raw: &[u8]) -> Option<(String, String)> {
+    let text = std::str::from_utf8(raw).ok()?;
+    let mut parts = text.lines().next()?.split_whitespace();
+    Some((parts.next()?.to_string(), parts.next()?.to_string()))
+}
+
+fn answer(mut conn: TcpStream, render: &Render) {
+    let _ = conn.set_nonblocking(false);
+    let _ = conn.set_read_timeout(Some(CLIENT_TIMEOUT));
+    let _ = conn.set_write_timeout(Some(CLIENT_TIMEOUT));
+    let mut raw = Vec::new();
+    let mut chunk = [0u8; 1024];
+    while raw.len() < MAX_REQUEST && !raw.windows(4).any(|w| w == b"\r\n\r\n") {
+        match conn.read(&mut chunk) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => raw.extend_from_slice(&chunk[..n]),
+        }
+    }
+    let (status, content_type, body) = match request_line(&raw) {
+        Some((m, p)) if m == "GET" && (p == "/metrics" || p.starts_with("/metrics?")) => match render() {
+            Ok(text) => ("200 OK", CONTENT_TYPE, text),
+            Err(why) => ("503 Service Unavailable", "text/plain; charset=utf-8", format!("{why}\n")),
+        },
+        Some(_) => ("404 Not Found", "text/plain; charset=utf-8", "gpuscope serves /metrics only\n".to_string()),
+        None => ("400 Bad Request", "text/plain; charset=utf-8", "not an HTTP request\n".to_string()),
+    };
+    let head = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    let _ = conn.write_all(head.as_bytes()).and_then(|_| conn.write_all(body.as_bytes()));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn get(addr: SocketAddr, path: &str) -> String {
+        let mut c = TcpStream::connect(addr).unwrap();
+        write!(c, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        let mut out = String::new();
+        c.read_to_string(&mut out).unwrap();
+        out
+    }
+
+    #[test]
+    fn serves_the_text_at_metrics_and_nothing_else() {
+        let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let seen = calls.clone();
+        let render: Render = Box::new(move || {
+            let n = seen.fetch_add(1, Ordering::Relaxed);
+            if n == 0 {
+                Ok("gpuscope_up 1\n# EOF\n".to_string())
+            } else {
+                Err("no gpuscope session is running".into())
+            }
+        });
+        let server = MetricsServer::start("127.0.0.1:0", render).unwrap();
+        let ok = get(server.addr(), "/metrics");
+        assert!(ok.starts_with("HTTP/1.1 200 OK\r\n"), "{ok}");
+        assert!(ok.contains(&format!("Content-Type: {CONTENT_TYPE}\r\n")), "{ok}");
+        assert!(ok.contains("Content-Length: 20\r\n"), "{ok}");
+        assert!(ok.ends_with("\r\n\r\ngpuscope_up 1\n# EOF\n"), "{ok}");
+        let gone = get(server.addr(), "/metrics");
+        assert!(gone.starts_with("HTTP/1.1 503"), "{gone}");
+        assert!(gone.ends_with("no gpuscope session is running\n"), "{gone}");
+        assert!(get(server.addr(), "/").starts_with("HTTP/1.1 404"));
+        assert_eq!(calls.load(Ordering::Relaxed), 2, "render runs only for /metrics");
+        server.stop();
+    }
+
+    #[test]
+    fn a_taken_address_is_refused_with_the_address_named() {
+        let first = MetricsServer::start("127.0.0.1:0", Box::new(|| Ok(String::new()))).unwrap();
+        let addr = first.addr().to_string();
+        let e = MetricsServer::start(&addr, Box::new(|| Ok(String::new()))).err().unwrap();
+        assert!(e.starts_with(&format!("cannot listen on {addr}: ")), "{e}");
+    }
+
+    #[test]
+    fn a_client_that_sends_nothing_does_not_stop_the_server() {
+        let server = MetricsServer::start("127.0.0.1:0", Box::new(|| Ok("x\n".into()))).unwrap();
+        let silent = TcpStream::connect(server.addr()).unwrap();
+        drop(silent);
+        assert!(get(server.addr(), "/metrics").ends_with("\r\n\r\nx\n"));
+    }
+}
