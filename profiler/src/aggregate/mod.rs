@@ -479,9 +479,8 @@ impl Aggregator {
     }
 
     /// The totals so far, for a report while the session runs: kernels and
-    /// copies decoded so far, ranges whose instances were summarised (open
-    /// and recent instances are not in yet), no per-kernel trace and no
-    /// sampling status.
+    /// copies decoded so far, ranges with their closed instances (open ones
+    /// are not in yet), no per-kernel trace and no sampling status.
     pub(crate) fn snapshot(&self) -> Aggregate {
         let table = paths();
         // Paths were kept as ids while aggregating; resolve each once.
@@ -491,7 +490,7 @@ impl Aggregator {
         let kernels = self.by_name.iter().map(|(n, a)| (names.get(*n).to_string(), a.clone())).collect();
         let path_kernels =
             self.by_path_name.iter().map(|((p, n), a)| (resolve(*p), names.get(*n).to_string(), a.clone())).collect();
-        let ranges = self.ranges.by_path.iter().map(|(p, a)| (resolve(*p), a.clone())).collect();
+        let ranges = self.ranges.totals_so_far(&self.untraced).into_iter().map(|(p, a)| (resolve(p), a)).collect();
         let start_end_ranges = self.ranges.start_end.iter().map(|(p, a)| (resolve(*p), a.clone())).collect();
         Aggregate {
             metrics_mode: !self.opts.metric_names.is_empty(),
@@ -518,6 +517,37 @@ impl Aggregator {
 mod tests {
     use super::*;
     use crate::model::path::ROOT;
+
+    #[test]
+    fn a_snapshot_has_the_closed_ranges_and_kernels_so_far_and_the_end_counts_them_once() {
+        let mut a = Aggregator::new(AggregateOptions::default(), DeviceTable::fixed(vec![]));
+        let step = paths().intern(ROOT, 0, "snapshot-step");
+        let outer = paths().intern(ROOT, 0, "snapshot-outer");
+        a.host_event(HostEvent::Push { instance: 1, parent: 0, path: outer, tid: 1, ts: 0 });
+        a.host_event(HostEvent::Push { instance: 2, parent: 1, path: step, tid: 1, ts: 10 });
+        a.host_event(HostEvent::Launch {
+            correlation_id: 7,
+            tid: 1,
+            path: step,
+            instance: 2,
+            graph: false,
+            profiled: false,
+            inherited: false,
+            ts: 20,
+        });
+        a.host_event(HostEvent::Pop { instance: 2, ts: 300 });
+        a.kernel(&KernelActivity::sample(7, 100, 200));
+        let count = |agg: &Aggregate, name: &str| {
+            agg.ranges.iter().find(|(p, _)| p.to_string() == name).map(|(_, acc)| (acc.count, acc.launches))
+        };
+        let snap = a.snapshot();
+        assert_eq!(snap.kernels.iter().map(|(_, k)| k.launches).sum::<u64>(), 1);
+        assert_eq!(count(&snap, "snapshot-step"), Some((1, 1)), "closed: in");
+        assert_eq!(count(&snap, "snapshot-outer"), None, "still open: not yet");
+        let end = a.finish(1_000);
+        assert_eq!(count(&end, "snapshot-step"), Some((1, 1)), "once, not twice");
+        assert_eq!(count(&end, "snapshot-outer"), Some((1, 1)));
+    }
 
     #[test]
     fn a_million_launches_keep_memory_bounded() {

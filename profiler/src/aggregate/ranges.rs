@@ -78,6 +78,29 @@ fn forget_ended(open: &mut BTreeSet<(u64, u64)>, instances: &FxHashMap<u64, Inst
     }
 }
 
+/// Adds a finished instance (ended at `end`) to its path's totals; one that
+/// touched untraced time counts apart, with its sampled figures only.
+fn fold(acc: &mut RangeAcc, i: &Instance, end: u64, untraced: &Untraced) {
+    for (d, s) in &i.sampled {
+        if i.devices == 0 || (*d < 64 && i.devices & (1 << d) != 0) {
+            acc.sampled_wall.merge(s);
+        }
+    }
+    if untraced.touches(i.start, end) {
+        acc.untraced_count += 1;
+        acc.untraced_wall = acc.untraced_wall.saturating_add(end - i.start);
+        return;
+    }
+    acc.count += 1;
+    acc.wall = acc.wall.saturating_add(end - i.start);
+    acc.busy = acc.busy.saturating_add(i.busy.total());
+    acc.in_window = acc.in_window.saturating_add(i.busy.within(i.start, end));
+    acc.launches += i.launches;
+    for (a, b) in acc.idle.iter_mut().zip(i.idle) {
+        *a = a.saturating_add(b);
+    }
+}
+
 /// Open and unfinished instances, and the per-path totals.
 pub(crate) struct Ranges {
     max_live: usize,
@@ -286,26 +309,21 @@ impl Ranges {
             open.remove(&(i.start, id));
         }
         let end = i.end.unwrap_or(session_end).max(i.start);
-        let acc = self.by_path.entry(i.path).or_default();
-        for (d, s) in &i.sampled {
-            if i.devices == 0 || (*d < 64 && i.devices & (1 << d) != 0) {
-                acc.sampled_wall.merge(s);
+        fold(self.by_path.entry(i.path).or_default(), &i, end, untraced);
+        Finished { path: i.path, tid: i.tid, start: i.start, end }
+    }
+
+    /// The per-path totals with the closed instances still held folded in
+    /// (their late kernels may yet add to them; open instances are left
+    /// out): a running session's figures so far.
+    pub(crate) fn totals_so_far(&self, untraced: &Untraced) -> FxHashMap<PathId, RangeAcc> {
+        let mut totals = self.by_path.clone();
+        for i in self.instances.values() {
+            if let Some(end) = i.end {
+                fold(totals.entry(i.path).or_default(), i, end.max(i.start), untraced);
             }
         }
-        if untraced.touches(i.start, end) {
-            acc.untraced_count += 1;
-            acc.untraced_wall = acc.untraced_wall.saturating_add(end - i.start);
-            return Finished { path: i.path, tid: i.tid, start: i.start, end };
-        }
-        acc.count += 1;
-        acc.wall = acc.wall.saturating_add(end - i.start);
-        acc.busy = acc.busy.saturating_add(i.busy.total());
-        acc.in_window = acc.in_window.saturating_add(i.busy.within(i.start, end));
-        acc.launches += i.launches;
-        for (a, b) in acc.idle.iter_mut().zip(i.idle) {
-            *a = a.saturating_add(b);
-        }
-        Finished { path: i.path, tid: i.tid, start: i.start, end }
+        totals
     }
 
     /// Closes everything still open at `end_ns`.
