@@ -11,9 +11,12 @@
 //! On the H100 (2026-11-23) it first failed: CUPTI 13 fills an activity
 //! buffer per launching thread by default, so 64 threads held the whole
 //! pool and 97% of the records were dropped (counted). gpuscope now asks
-//! for shared buffers and keeps up to 64; with them all 10 M kernels reach
-//! the report. Replaying this load on the device's CPU
-//! (`examples/decoder_throughput.rs`) shows the decoder's own speed.
+//! for shared buffers and keeps up to 64; with them all 10 M kernels reached
+//! the report with RSS flat (604 k launches/s). It can still fail: the
+//! decoder thread is near its limit at this rate, and another run (527 k/s)
+//! dropped 1% of the records (counted) while the pool filled and RSS grew
+//! by 163 MB after half the launches. `examples/decoder_throughput.rs`
+//! replays this load on the CPU to measure the decoder alone.
 
 mod rss;
 use cudarc::driver::{CudaContext, LaunchConfig, PushKernelArg};
