@@ -42,50 +42,57 @@ impl std::error::Error for LoadError {}
 /// The soname of the CUPTI this crate binds.
 pub const CUPTI_SONAME: &str = "libcupti.so.13";
 
-/// The places CUPTI is looked for, in order: `GPUSCOPE_CUPTI_PATH` (a file or
-/// a folder), the default search path, `$CUDA_HOME` and `/usr/local/cuda`
-/// (`lib64` and `extras/CUPTI/lib64`), then a Python environment's
-/// `nvidia/cu13/lib` (from `$VIRTUAL_ENV`, `$CONDA_PREFIX` or the
-/// interpreter's own prefix).
+/// The CUPTIs looked for, newest first: CUDA 13's, then CUDA 12's (whose
+/// records and calls gpuscope handles by the version it reports).
+pub const CUPTI_SONAMES: [&str; 2] = [CUPTI_SONAME, "libcupti.so.12"];
+
+/// The places CUPTI is looked for, in order: `GPUSCOPE_CUPTI_PATH` (a file, or
+/// a folder holding one of [`CUPTI_SONAMES`]), then for each soname in turn
+/// the default search path, `$CUDA_HOME` and `/usr/local/cuda` (`lib64` and
+/// `extras/CUPTI/lib64`), and a Python environment's NVIDIA wheels
+/// (`nvidia/cu13/lib`, `nvidia/cuda_cupti/lib`, from `$VIRTUAL_ENV` or
+/// `$CONDA_PREFIX`).
 pub fn cupti_candidates() -> Vec<String> {
     let mut out = Vec::new();
     if let Some(p) = std::env::var_os("GPUSCOPE_CUPTI_PATH") {
         let p = PathBuf::from(p);
         if p.is_dir() {
-            out.push(p.join(CUPTI_SONAME).display().to_string());
+            out.extend(CUPTI_SONAMES.iter().map(|n| p.join(n).display().to_string()));
         } else {
             out.push(p.display().to_string());
         }
     }
-    out.push(CUPTI_SONAME.to_string());
     let mut roots: Vec<PathBuf> = Vec::new();
     if let Some(h) = std::env::var_os("CUDA_HOME").or_else(|| std::env::var_os("CUDA_PATH")) {
         roots.push(PathBuf::from(h));
     }
     roots.push(PathBuf::from("/usr/local/cuda"));
-    for r in roots {
-        out.push(r.join("lib64").join(CUPTI_SONAME).display().to_string());
-        out.push(r.join("extras/CUPTI/lib64").join(CUPTI_SONAME).display().to_string());
-    }
-    for env in ["VIRTUAL_ENV", "CONDA_PREFIX"] {
-        if let Some(prefix) = std::env::var_os(env) {
-            out.extend(python_site_candidates(Path::new(&prefix)));
+    let prefixes: Vec<PathBuf> =
+        ["VIRTUAL_ENV", "CONDA_PREFIX"].iter().filter_map(std::env::var_os).map(PathBuf::from).collect();
+    for name in CUPTI_SONAMES {
+        out.push(name.to_string());
+        for r in &roots {
+            out.push(r.join("lib64").join(name).display().to_string());
+            out.push(r.join("extras/CUPTI/lib64").join(name).display().to_string());
+        }
+        for prefix in &prefixes {
+            out.extend(python_site_candidates(prefix, name));
         }
     }
     out
 }
 
-/// `PREFIX/lib/python3.*/site-packages/nvidia/cu13/lib/libcupti.so.13`.
-fn python_site_candidates(prefix: &Path) -> Vec<String> {
+/// `PREFIX/lib/python3.*/site-packages/nvidia/{cu13,cuda_cupti}/lib/NAME`.
+fn python_site_candidates(prefix: &Path, name: &str) -> Vec<String> {
     let mut out = Vec::new();
     let Ok(entries) = std::fs::read_dir(prefix.join("lib")) else {
         return out;
     };
     for e in entries.flatten() {
-        let name = e.file_name();
-        if name.to_string_lossy().starts_with("python3") {
-            let p = e.path().join("site-packages/nvidia/cu13/lib").join(CUPTI_SONAME);
-            out.push(p.display().to_string());
+        if e.file_name().to_string_lossy().starts_with("python3") {
+            for wheel in ["nvidia/cu13/lib", "nvidia/cuda_cupti/lib"] {
+                out.push(e.path().join("site-packages").join(wheel).join(name).display().to_string());
+            }
         }
     }
     out.sort();
@@ -117,10 +124,11 @@ fn short_reason(e: &libloading::Error) -> String {
 
 /// Loads CUPTI from the first of [`cupti_candidates`] that opens.
 pub fn load_cupti() -> Result<Cupti, LoadError> {
-    let lib = load_first(CUPTI_SONAME, &cupti_candidates())?;
+    const WANTED: &str = "libcupti.so.13 or libcupti.so.12";
+    let lib = load_first(WANTED, &cupti_candidates())?;
     // SAFETY: from_library only looks symbols up; none is called here.
     unsafe { Cupti::from_library(lib) }
-        .map_err(|e| LoadError { library: CUPTI_SONAME, tried: vec![("symbol table".into(), e.to_string())] })
+        .map_err(|e| LoadError { library: WANTED, tried: vec![("symbol table".into(), e.to_string())] })
 }
 
 /// Looks a CUPTI function up in a loaded [`Cupti`], as a `Result` whose error
@@ -163,7 +171,10 @@ mod tests {
         // the fixed tail so the test does not race other tests on env vars.
         let c = cupti_candidates();
         let i = c.iter().position(|s| s == CUPTI_SONAME).unwrap();
-        assert!(c[i + 1..].iter().any(|s| s.ends_with("extras/CUPTI/lib64/libcupti.so.13")));
+        let j = c.iter().position(|s| s == "libcupti.so.12").unwrap();
+        assert!(i < j, "CUDA 13's CUPTI first: {c:?}");
+        assert!(c[i + 1..j].iter().any(|s| s.ends_with("extras/CUPTI/lib64/libcupti.so.13")));
+        assert!(c[j + 1..].iter().any(|s| s.ends_with("extras/CUPTI/lib64/libcupti.so.12")));
     }
 
     #[test]

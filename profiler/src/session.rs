@@ -313,6 +313,8 @@ impl Profiler {
             trace_windows: self.trace_windows,
             max_pending_launches: pending_launches_bound(self.buffer_size, self.max_buffers),
         };
+        // Before the decoder reads a record: CUPTI 12's kernel records are shorter.
+        crate::decode::read_cupti_12_records(collect::cupti::writes_cupti_12_records());
         let (ctl_tx, ctl_rx) = unbounded();
         let decoder = {
             let c = collection.clone();

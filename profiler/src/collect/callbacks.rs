@@ -27,11 +27,20 @@ pub(super) fn subscribe(cupti: &'static Cupti) -> Result<sys::CUpti_SubscriberHa
         oldSubscriberName: old.as_mut_ptr(),
         oldSubscriberSize: old.len(),
     };
-    let f = sym!(cupti, cuptiSubscribe_v2).map_err(missing)?;
-    // SAFETY: all pointers are valid for the call; `api_callback` has the
-    // CUpti_CallbackFunc signature and catches every panic.
-    let r = unsafe { f(&mut handle, Some(api_callback), std::ptr::null_mut(), &mut params) };
-    if r == sys::CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED {
+    let (r, call) = match sym!(cupti, cuptiSubscribe_v2) {
+        // SAFETY: all pointers are valid for the call; `api_callback` has the
+        // CUpti_CallbackFunc signature and catches every panic.
+        Ok(f) => {
+            (unsafe { f(&mut handle, Some(api_callback), std::ptr::null_mut(), &mut params) }, "cuptiSubscribe_v2")
+        }
+        // CUPTI 12 has only the first version (no holder's name).
+        Err(_) => {
+            let f = sym!(cupti, cuptiSubscribe).map_err(missing)?;
+            // SAFETY: as above.
+            (unsafe { f(&mut handle, Some(api_callback), std::ptr::null_mut()) }, "cuptiSubscribe")
+        }
+    };
+    if r == sys::CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED || r == sys::CUPTI_ERROR_MAX_LIMIT_REACHED {
         // SAFETY: CUPTI NUL-terminates within the buffer we gave it (zeroed).
         let holder = unsafe { CStr::from_ptr(old.as_ptr()) }.to_string_lossy().into_owned();
         let who = if holder.is_empty() {
@@ -44,7 +53,7 @@ pub(super) fn subscribe(cupti: &'static Cupti) -> Result<sys::CUpti_SubscriberHa
             format!("CUPTI is already in use by {who}; only one CUPTI subscriber per process is possible, so gpuscope is not profiling"),
         ));
     }
-    check(cupti, r, "cuptiSubscribe_v2")?;
+    check(cupti, r, call)?;
     Ok(handle)
 }
 

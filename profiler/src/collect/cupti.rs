@@ -3,6 +3,7 @@
 use crate::error::{Error, ErrorKind, Result};
 use cupti_sys::{sym, CUptiResult, Cupti, CUPTI_SUCCESS};
 use std::ffi::CStr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 
 static CUPTI: OnceLock<Result<Cupti>> = OnceLock::new();
@@ -11,15 +12,62 @@ static CUPTI: OnceLock<Result<Cupti>> = OnceLock::new();
 pub(crate) fn lib() -> Result<&'static Cupti> {
     CUPTI
         .get_or_init(|| {
-            cupti_sys::load_cupti().map_err(|e| {
+            let cupti = cupti_sys::load_cupti().map_err(|e| {
                 Error::new(
                     ErrorKind::LibraryNotFound,
-                    format!("{e}\nset GPUSCOPE_CUPTI_PATH to libcupti.so.13 or the folder that holds it"),
+                    format!(
+                        "{e}\nset GPUSCOPE_CUPTI_PATH to libcupti.so.13 (CUDA 13) or libcupti.so.12 (CUDA 12.9), \
+                         or the folder that holds it"
+                    ),
                 )
-            })
+            })?;
+            let version = api_version(&cupti);
+            super::debug::debug(&format!("CUPTI loaded, API version {version}"));
+            CUPTI_12_RECORDS.store(layout_of(version)?, Ordering::Relaxed);
+            Ok(cupti)
         })
         .as_ref()
         .map_err(Clone::clone)
+}
+
+/// The loaded CUPTI writes CUPTI 12's records (`CUpti_ActivityKernel9`).
+static CUPTI_12_RECORDS: AtomicBool = AtomicBool::new(false);
+
+/// Whether the loaded CUPTI writes CUPTI 12's kernel records (the decoder
+/// must be told before it reads any).
+pub(crate) fn writes_cupti_12_records() -> bool {
+    CUPTI_12_RECORDS.load(Ordering::Relaxed)
+}
+
+/// CUPTI 13.0's API version; 12.9's is 28.
+const CUPTI_13: u32 = 130_000;
+const CUPTI_12_9: u32 = 28;
+
+/// Whether a CUPTI of this API version writes CUPTI 12's records (`true`)
+/// or 13's; an error for versions whose records gpuscope has not read.
+fn layout_of(version: u32) -> Result<bool> {
+    match version {
+        v if v >= CUPTI_13 => Ok(false),
+        v if v >= CUPTI_12_9 => Ok(true),
+        v => Err(Error::new(
+            ErrorKind::Unsupported,
+            format!(
+                "the loaded CUPTI has API version {v}, older than CUDA 12.9's (28), whose records gpuscope has not \
+                 been checked against; use CUPTI from CUDA 12.9 or 13 (pip install nvidia-cuda-cupti-cu12==12.9.*, \
+                 then GPUSCOPE_CUPTI_PATH=.../nvidia/cuda_cupti/lib)"
+            ),
+        )),
+    }
+}
+
+/// `cuptiGetVersion` (0 if unavailable).
+pub(crate) fn api_version(cupti: &Cupti) -> u32 {
+    let mut v = 0u32;
+    if let Ok(f) = sym!(cupti, cuptiGetVersion) {
+        // SAFETY: out pointer is a valid local.
+        unsafe { f(&mut v) };
+    }
+    v
 }
 
 /// CUPTI's name for a result code.
@@ -46,7 +94,7 @@ pub(crate) fn check(cupti: &Cupti, code: CUptiResult, call: &str) -> Result<()> 
 
 /// A missing symbol as a gpuscope error.
 pub(crate) fn missing(e: cupti_sys::MissingSymbol) -> Error {
-    Error::new(ErrorKind::LibraryNotFound, format!("{e} (libcupti.so.13 from CUDA 13 is required)"))
+    Error::new(ErrorKind::LibraryNotFound, format!("{e} (CUPTI from CUDA 12.9 or 13 is required)"))
 }
 
 /// CUPTI's timestamp (ns, the activity records' clock); 0 if unavailable.
@@ -57,4 +105,18 @@ pub(crate) fn timestamp(cupti: &Cupti) -> u64 {
         unsafe { f(&mut t) };
     }
     t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_record_layout_follows_the_api_version() {
+        assert!(!layout_of(130_001).unwrap(), "CUPTI 13: its own records");
+        assert!(layout_of(28).unwrap(), "CUPTI 12.9: Kernel9 records");
+        let e = layout_of(24).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Unsupported);
+        assert!(e.message().contains("API version 24") && e.message().contains("GPUSCOPE_CUPTI_PATH"), "{e}");
+    }
 }

@@ -3,12 +3,15 @@
 //!
 //! Records are read with `read_unaligned` from the bindgen structs of
 //! CUPTI 13 (`CUpti_ActivityKernel10`, `Memcpy6`, `Memset4`,
-//! `Synchronization2`). Walking a buffer is a [`RecordCursor`]'s job: CUPTI's
+//! `Synchronization2`). CUPTI 12 writes the same but for kernels,
+//! `CUpti_ActivityKernel9`: Kernel10 without its last field; collection
+//! says which CUPTI is loaded ([`read_cupti_12_records`]). Walking a buffer is a [`RecordCursor`]'s job: CUPTI's
 //! own `cuptiActivityGetNextRecord` in a session, [`LayoutCursor`] (which
 //! knows these record sizes) for buffers built in tests.
 
 use cupti_sys as sys;
 use std::ffi::c_char;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// A kernel execution.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -173,12 +176,29 @@ pub enum DecodeError {
     Cupti(u32),
 }
 
-/// The byte size of the records this crate decodes, by kind.
+/// CUPTI 12's kernel record (`CUpti_ActivityKernel9`, CUPTI 12.9): CUPTI
+/// 13's `CUpti_ActivityKernel10` up to `isDeviceLaunched` (offset 208).
+pub const KERNEL9_SIZE: usize = 208;
+const KERNEL10_SIZE: usize = std::mem::size_of::<sys::CUpti_ActivityKernel10>();
+
+/// The kernel record size of the loaded CUPTI.
+static KERNEL_SIZE: AtomicUsize = AtomicUsize::new(KERNEL10_SIZE);
+
+/// Reads kernel records as CUPTI 12 writes them (`true`) or CUPTI 13
+/// (`false`, the default). Set when CUPTI is loaded, before any record.
+pub fn read_cupti_12_records(on: bool) {
+    KERNEL_SIZE.store(if on { KERNEL9_SIZE } else { KERNEL10_SIZE }, Ordering::Relaxed);
+}
+
+/// The byte size of the records this crate decodes, by kind (kernels: of
+/// the loaded CUPTI's version).
 pub fn record_size(kind: u32) -> Option<usize> {
+    record_size_with(kind, KERNEL_SIZE.load(Ordering::Relaxed))
+}
+
+fn record_size_with(kind: u32, kernel_size: usize) -> Option<usize> {
     Some(match kind {
-        sys::CUPTI_ACTIVITY_KIND_KERNEL | sys::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL => {
-            std::mem::size_of::<sys::CUpti_ActivityKernel10>()
-        }
+        sys::CUPTI_ACTIVITY_KIND_KERNEL | sys::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL => kernel_size,
         sys::CUPTI_ACTIVITY_KIND_MEMCPY => std::mem::size_of::<sys::CUpti_ActivityMemcpy6>(),
         sys::CUPTI_ACTIVITY_KIND_MEMSET => std::mem::size_of::<sys::CUpti_ActivityMemset4>(),
         sys::CUPTI_ACTIVITY_KIND_SYNCHRONIZATION => std::mem::size_of::<sys::CUpti_ActivitySynchronization2>(),
@@ -188,11 +208,15 @@ pub fn record_size(kind: u32) -> Option<usize> {
 
 /// Decodes the record at the start of `bytes`.
 pub fn decode(bytes: &[u8]) -> Result<Activity, DecodeError> {
+    decode_with(bytes, KERNEL_SIZE.load(Ordering::Relaxed))
+}
+
+fn decode_with(bytes: &[u8], kernel_size: usize) -> Result<Activity, DecodeError> {
     if bytes.len() < 4 {
         return Err(DecodeError::Truncated { offset: 0 });
     }
     let kind = u32::from_ne_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
-    let Some(size) = record_size(kind) else {
+    let Some(size) = record_size_with(kind, kernel_size) else {
         return Ok(Activity::Other(kind));
     };
     if bytes.len() < size {
@@ -205,8 +229,12 @@ pub fn decode(bytes: &[u8]) -> Result<Activity, DecodeError> {
     // copied, not dereferenced).
     Ok(match kind {
         sys::CUPTI_ACTIVITY_KIND_KERNEL | sys::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL => {
-            // SAFETY: `bytes` holds record_size(kind) = size_of::<CUpti_ActivityKernel10>() bytes.
-            let r = unsafe { std::ptr::read_unaligned(p as *const sys::CUpti_ActivityKernel10) };
+            // A CUPTI 12 record is Kernel10's first `size` bytes; the rest
+            // (isDeviceLaunched) reads as 0.
+            let mut full = [0u8; KERNEL10_SIZE];
+            full[..size.min(KERNEL10_SIZE)].copy_from_slice(&bytes[..size.min(KERNEL10_SIZE)]);
+            // SAFETY: `full` holds size_of::<CUpti_ActivityKernel10>() bytes.
+            let r = unsafe { std::ptr::read_unaligned(full.as_ptr() as *const sys::CUpti_ActivityKernel10) };
             Activity::Kernel(KernelActivity {
                 name: r.name,
                 start: r.start,
@@ -345,5 +373,43 @@ impl RecordCursor for CuptiCursor<'_> {
             sys::CUPTI_ERROR_MAX_LIMIT_REACHED => Ok(None),
             e => Err(DecodeError::Cupti(e)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A CUPTI 13 kernel record's bytes.
+    fn kernel10(correlation: u32, start: u64, device_launched: u8) -> Vec<u8> {
+        // SAFETY: all-zero is a valid value of this plain-data struct.
+        let mut r: sys::CUpti_ActivityKernel10 = unsafe { std::mem::zeroed() };
+        r.kind = sys::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+        r.correlationId = correlation;
+        (r.start, r.end) = (start, start + 100);
+        r.isDeviceLaunched = device_launched;
+        // SAFETY: the struct is plain data of KERNEL10_SIZE bytes.
+        unsafe { std::slice::from_raw_parts(&r as *const _ as *const u8, KERNEL10_SIZE) }.to_vec()
+    }
+
+    #[test]
+    fn cupti_12_kernel_records_are_kernel10_without_its_last_field() {
+        assert_eq!(std::mem::offset_of!(sys::CUpti_ActivityKernel10, isDeviceLaunched), KERNEL9_SIZE);
+        // Two CUPTI 12 records back to back: each is Kernel10's first 208
+        // bytes; the last one ends the buffer.
+        let mut buf = kernel10(1, 1_000, 1)[..KERNEL9_SIZE].to_vec();
+        buf.extend_from_slice(&kernel10(2, 2_000, 1)[..KERNEL9_SIZE]);
+        for (at, corr) in [(0, 1), (KERNEL9_SIZE, 2)] {
+            match decode_with(&buf[at..], KERNEL9_SIZE).unwrap() {
+                Activity::Kernel(k) => {
+                    assert_eq!((k.correlation_id, k.end - k.start), (corr, 100));
+                    assert!(!k.device_launched, "the field CUPTI 12 lacks reads as 0");
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        // Read as CUPTI 13 records, the last one is cut short.
+        assert!(matches!(decode_with(&buf[KERNEL9_SIZE..], KERNEL10_SIZE), Err(DecodeError::Truncated { .. })));
+        assert_eq!(record_size_with(sys::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, KERNEL9_SIZE), Some(208));
     }
 }
