@@ -156,9 +156,13 @@ fn another_cupti_subscriber_is_reported_and_the_program_runs_on() {
         oldSubscriberName: std::ptr::null_mut(),
         oldSubscriberSize: 0,
     };
-    // SAFETY: valid out pointers and a callback that does nothing.
-    let r =
-        unsafe { sys::sym!(c, cuptiSubscribe_v2).unwrap()(&mut h, Some(nothing), std::ptr::null_mut(), &mut params) };
+    let r = match sys::sym!(c, cuptiSubscribe_v2) {
+        // SAFETY: valid out pointers and a callback that does nothing.
+        Ok(f) => unsafe { f(&mut h, Some(nothing), std::ptr::null_mut(), &mut params) },
+        // CUPTI 12 has the first version only.
+        // SAFETY: as above.
+        Err(_) => unsafe { sys::sym!(c, cuptiSubscribe).unwrap()(&mut h, Some(nothing), std::ptr::null_mut()) },
+    };
     assert_eq!(r, 0, "the stand-in tool subscribes");
     let err = Profiler::new().start().err().expect("gpuscope must refuse a held CUPTI");
     eprintln!("gpuscope said: {err}");
