@@ -589,6 +589,15 @@ impl Collector {
         let measured = (|| -> Result<Option<Vec<Vec<f64>>>> {
             armed.stop(times)?;
             let (ranges, dropped) = timed(&mut times.decode, || armed.profiler.decode())?;
+            if ranges.len() != log.len() || dropped != 0 || tainted || host.is_none() {
+                debug(&format!(
+                    "metrics: batch not joined: {} ranges decoded for {} launches, {dropped} dropped, tainted {tainted}, \
+                     host ready {}",
+                    ranges.len(),
+                    log.len(),
+                    host.is_some()
+                ));
+            }
             // One range per logged launch, in launch order. Any other count
             // means a kernel ran that the log does not know (or one was
             // lost): then no value is attached to any launch of the batch.
