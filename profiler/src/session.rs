@@ -15,7 +15,7 @@ use crate::model::drops::Drops;
 use crate::render::{fmt_ns, Format};
 use crate::report::Report;
 use crate::serve::{MetricsServer, Render};
-use crossbeam_channel::{bounded, select, unbounded, Receiver, Sender};
+use crossbeam_channel::{bounded, select, unbounded, Receiver, RecvTimeoutError, Sender};
 use cupti_sys as sys;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -109,10 +109,9 @@ impl Profiler {
 
     /// Serve the running session's figures so far at `http://ADDR/metrics`
     /// (`host:port`; OpenMetrics, labelled with the process's rank and GPUs)
-    /// for Prometheus to scrape. Each scrape reads the records completed so
-    /// far (a forced flush); ranges appear once their instances are
-    /// summarised. If the address cannot be bound, the session says so once
-    /// and profiles on without it.
+    /// for Prometheus to scrape. Each scrape is a [`Session::snapshot`]. If
+    /// the address cannot be bound, the session says so once and profiles
+    /// on without it.
     pub fn prometheus(mut self, addr: impl Into<String>) -> Self {
         self.prometheus = Some(addr.into());
         self
@@ -304,6 +303,9 @@ impl Profiler {
         };
         collect::nvtx::set_inherit(self.inherit_ranges);
         let (collection, outputs) = collect::start(&copts)?;
+        // Before any record size is used or read: CUPTI 12's kernel records
+        // are shorter.
+        crate::decode::read_cupti_12_records(collect::cupti::writes_cupti_12_records());
         let opts = AggregateOptions {
             trace_cap: self.trace_cap,
             max_live_ranges: self.max_live_ranges,
@@ -313,8 +315,6 @@ impl Profiler {
             trace_windows: self.trace_windows,
             max_pending_launches: pending_launches_bound(self.buffer_size, self.max_buffers),
         };
-        // Before the decoder reads a record: CUPTI 12's kernel records are shorter.
-        crate::decode::read_cupti_12_records(collect::cupti::writes_cupti_12_records());
         let (ctl_tx, ctl_rx) = unbounded();
         let decoder = {
             let c = collection.clone();
@@ -378,8 +378,9 @@ impl Session {
     }
 
     /// The report so far, the session running on: every record CUPTI holds
-    /// (a forced flush), range paths whose instances were summarised (the
-    /// open and most recent ones come at the end), no per-kernel trace.
+    /// (a forced flush), ranges with their closed instances (open ones, such
+    /// as an outer `train` range, come when they close), no per-kernel
+    /// trace.
     pub fn snapshot(&self) -> Result<Report> {
         snapshot()
     }
@@ -540,7 +541,13 @@ fn snapshot() -> Result<Report> {
     let ctl = ctl.ok_or_else(no_session)?;
     let (tx, rx) = bounded(1);
     ctl.send(Control::Snapshot(tx)).map_err(|_| no_session())?;
-    let mut report = rx.recv_timeout(SNAPSHOT_WAIT).map_err(|_| no_session())?;
+    let mut report = rx.recv_timeout(SNAPSHOT_WAIT).map_err(|e| match e {
+        RecvTimeoutError::Timeout => Error::new(
+            ErrorKind::Io,
+            format!("gpuscope's decoder thread gave no snapshot within {} s", SNAPSHOT_WAIT.as_secs()),
+        ),
+        RecvTimeoutError::Disconnected => no_session(),
+    })?;
     report.metrics = collect::active().and_then(|s| s.collector.as_ref().map(|c| c.status()));
     report.declared = collect::declare::all();
     Ok(report)
