@@ -241,20 +241,6 @@ fn written_reports(template: &str, since: std::time::SystemTime) -> Vec<PathBuf>
     found
 }
 
-/// Whether the CUDA driver library can be loaded in this process.
-fn driver_present() -> bool {
-    // SAFETY: a constant C string; the handle is closed at once. Loading
-    // libcuda runs no CUDA call.
-    unsafe {
-        let h = libc::dlopen(c"libcuda.so.1".as_ptr(), libc::RTLD_LAZY | libc::RTLD_LOCAL);
-        if h.is_null() {
-            return false;
-        }
-        libc::dlclose(h);
-    }
-    true
-}
-
 fn run(cmd: Cmd) -> Result<ExitCode, String> {
     match cmd {
         Cmd::Run {
@@ -320,7 +306,7 @@ fn run(cmd: Cmd) -> Result<ExitCode, String> {
             let since = std::time::SystemTime::now() - std::time::Duration::from_secs(1);
             let status = c.status().map_err(|e| format!("cannot run {}: {e}", cmd[0]))?;
             let reports = written_reports(&output, since);
-            if reports.is_empty() && !driver_present() {
+            if reports.is_empty() && !gpuscope::driver_present() {
                 eprintln!(
                     "gpuscope: no NVIDIA driver here (libcuda.so.1 is not loadable), so the program ran unprofiled. \
                      Run it on a machine with an NVIDIA GPU and its driver."

@@ -89,6 +89,12 @@ pub fn install_nvtx_handler() {
     collect::nvtx::install_handler();
 }
 
+/// Whether the NVIDIA driver library (libcuda) loads in this process:
+/// without it there is no GPU to profile.
+pub fn driver_present() -> bool {
+    collect::driver::driver().is_some()
+}
+
 /// CPU-only entry points for tests and tools: fold synthetic activity
 /// buffers and host events into a report without CUPTI.
 #[doc(hidden)]
