@@ -50,7 +50,7 @@ impl MetricsServer {
                             // A panic in one answer ends that answer only.
                             let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| answer(conn, &render)));
                         }
-                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::sleep(POLL),
+                        // Nothing waiting (or a failed accept): look again soon.
                         Err(_) => std::thread::sleep(POLL),
                     }
                 }
