@@ -23,20 +23,26 @@ pub(crate) fn lib() -> Result<&'static Cupti> {
             })?;
             let version = api_version(&cupti);
             super::debug::debug(&format!("CUPTI loaded, API version {version}"));
-            CUPTI_12_RECORDS.store(layout_of(version)?, Ordering::Relaxed);
+            CUPTI_12.store(layout_of(version)?, Ordering::Relaxed);
             Ok(cupti)
         })
         .as_ref()
         .map_err(Clone::clone)
 }
 
-/// The loaded CUPTI writes CUPTI 12's records (`CUpti_ActivityKernel9`).
-static CUPTI_12_RECORDS: AtomicBool = AtomicBool::new(false);
+/// The loaded CUPTI is 12.x (12.9): it writes CUPTI 12's records
+/// (`CUpti_ActivityKernel9`) and its range profiler differs from 13's.
+static CUPTI_12: AtomicBool = AtomicBool::new(false);
 
 /// Whether the loaded CUPTI writes CUPTI 12's kernel records (the decoder
 /// must be told before it reads any).
 pub(crate) fn writes_cupti_12_records() -> bool {
-    CUPTI_12_RECORDS.load(Ordering::Relaxed)
+    is_cupti_12()
+}
+
+/// Whether the loaded CUPTI is 12.x rather than 13 (false before it loads).
+pub(crate) fn is_cupti_12() -> bool {
+    CUPTI_12.load(Ordering::Relaxed)
 }
 
 /// CUPTI 13.0's API version; 12.9's is 28.

@@ -340,6 +340,13 @@ pub(crate) struct ContextProfiler {
     config: Vec<u8>,
     max_ranges: usize,
     replay: sys::CUpti_ProfilerReplayMode,
+    /// Push a range after each start and pop it before each stop: CUPTI
+    /// 12.9's auto ranges count only kernels launched inside a pushed range
+    /// (0 ranges for 5 launches without one, 5 with one; CUPTI 13 counts 5
+    /// either way: docs/cupti-findings.md).
+    push_range: bool,
+    /// The pushed range is open.
+    pushed: bool,
 }
 
 // SAFETY: used under the metrics state's mutex only.
@@ -375,6 +382,8 @@ impl ContextProfiler {
             config: host.config.clone(),
             max_ranges,
             replay,
+            push_range: cupti::is_cupti_12(),
+            pushed: false,
         };
         let names: Vec<CString> = metrics.iter().filter_map(|m| CString::new(m.as_str()).ok()).collect();
         let mut ptrs: Vec<*const std::ffi::c_char> = names.iter().map(|n| n.as_ptr()).collect();
@@ -437,11 +446,34 @@ impl ContextProfiler {
         };
         let f = sym!(self.cupti, cuptiRangeProfilerStart).map_err(cupti::missing)?;
         // SAFETY: valid params.
-        counters(self.cupti, unsafe { f(&mut p) }, "cuptiRangeProfilerStart")
+        counters(self.cupti, unsafe { f(&mut p) }, "cuptiRangeProfilerStart")?;
+        if self.push_range {
+            let mut push = sys::CUpti_RangeProfiler_PushRange_Params {
+                structSize: struct_size!(sys::CUpti_RangeProfiler_PushRange_Params, pRangeName: *const std::ffi::c_char),
+                pPriv: std::ptr::null_mut(),
+                pRangeProfilerObject: self.object,
+                pRangeName: c"gpuscope".as_ptr(),
+            };
+            let f = sym!(self.cupti, cuptiRangeProfilerPushRange).map_err(cupti::missing)?;
+            // SAFETY: valid params; the name is a static C string.
+            check(self.cupti, unsafe { f(&mut push) }, "cuptiRangeProfilerPushRange")?;
+            self.pushed = true;
+        }
+        Ok(())
     }
 
     /// Stops collecting.
     pub(crate) fn stop(&mut self) -> Result<()> {
+        if std::mem::take(&mut self.pushed) {
+            let mut pop = sys::CUpti_RangeProfiler_PopRange_Params {
+                structSize: struct_size!(sys::CUpti_RangeProfiler_PopRange_Params, pRangeProfilerObject: *mut sys::CUpti_RangeProfiler_Object),
+                pPriv: std::ptr::null_mut(),
+                pRangeProfilerObject: self.object,
+            };
+            let f = sym!(self.cupti, cuptiRangeProfilerPopRange).map_err(cupti::missing)?;
+            // SAFETY: valid params; pops the range start pushed.
+            check(self.cupti, unsafe { f(&mut pop) }, "cuptiRangeProfilerPopRange")?;
+        }
         // SAFETY: all-zero is valid for this plain params struct.
         let mut p: sys::CUpti_RangeProfiler_Stop_Params = unsafe { std::mem::zeroed() };
         p.structSize = struct_size!(sys::CUpti_RangeProfiler_Stop_Params, isAllPassSubmitted: u8);
