@@ -296,9 +296,16 @@ fn a_slow_pytorch_input_pipeline_is_called_host_bound_with_the_copy_advice_and_t
         assert!(a["model_mfu_pct"].as_f64().is_some_and(|m| m > 0.0), "{name}: model MFU from the declared FLOPs: {a}");
     }
     assert_eq!(analysis(&before, "step")["verdict"]["bound"], "host-bound");
-    let copies =
-        before["findings"].as_array().unwrap().iter().find(|f| f["kind"] == "copies").expect("a copies finding");
-    assert!(copies["advice"].as_str().unwrap().contains("pin_memory"), "{copies}");
+    // The pinning advice reaches the user: in a "copies" finding when the
+    // copies cost at least 1% of the range, else in the host-idle finding
+    // (they cost 0.98-1.0% of `step/data` on the H100: both happen).
+    let findings = before["findings"].as_array().unwrap();
+    let pin = findings.iter().find(|f| {
+        ["copies", "host-idle"].contains(&f["kind"].as_str().unwrap_or(""))
+            && f["range"].as_str().is_some_and(|r| r.starts_with("step"))
+            && f["advice"].as_str().unwrap_or("").contains("pin_memory")
+    });
+    assert!(pin.is_some(), "a finding on step advises pinned memory: {findings:?}");
     assert_ne!(analysis(&after, "step")["verdict"]["bound"], "host-bound");
     let faster = analysis(&after, "step")["throughput_per_s"].as_f64().unwrap()
         > 2.0 * analysis(&before, "step")["throughput_per_s"].as_f64().unwrap();
