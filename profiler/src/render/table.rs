@@ -227,7 +227,7 @@ pub fn render(r: &Report, a: &Analysis, width: usize) -> String {
             if ms.passes == 1 { "" } else { "es" }
         );
         if ms.mismatches > 0 {
-            let _ = write!(line, ", {} discarded (another kernel ran meanwhile)", ms.mismatches);
+            let _ = write!(line, ", {} discarded (the ranges CUPTI decoded did not match the launches measured; GPUSCOPE_DEBUG=1 says how)", ms.mismatches);
         }
         if ms.skipped_graph_launches > 0 {
             let _ = write!(line, ", {} graph launches not measured", ms.skipped_graph_launches);
