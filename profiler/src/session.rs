@@ -392,6 +392,14 @@ impl Session {
         run.as_ref().and_then(|r| r.exporter.as_ref().map(|x| x.addr()))
     }
 
+    /// Bytes of activity buffers allocated now: held by CUPTI or waiting
+    /// for the decoder. At most `max_buffers` x `buffer_size`; when the
+    /// decoder falls behind the pool fills to that bound and CUPTI drops
+    /// (and the report counts) the records that find no buffer.
+    pub fn activity_buffer_bytes(&self) -> u64 {
+        collect::active().map_or(0, |s| (s.pool.allocated() * s.pool.buffer_size()) as u64)
+    }
+
     /// Asks CUPTI for the buffers completed so far (not partial ones).
     pub fn flush(&self) {
         if let Some(s) = collect::active() {

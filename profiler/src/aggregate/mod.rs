@@ -291,7 +291,7 @@ impl Aggregator {
             dynamic_smem: k.dynamic_smem.max(0) as u32,
             smem_carveout: k.smem_executed,
         };
-        let occ = self.devices.limits(k.device).and_then(|l| occupancy::theoretical(&l, &shape));
+        let occ = self.devices.occupancy(k.device, &shape);
         // Under kernel replay the record's end is not the kernel's: a
         // profiled kernel's duration is the measured gpu__time_duration.
         let dur = match &metrics {

@@ -10,7 +10,7 @@
 use crate::model::occupancy::{Limiter, Occupancy, SmLimits};
 
 /// What a launch asks of an SM.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct LaunchShape {
     /// Threads per block.
     pub threads_per_block: u32,

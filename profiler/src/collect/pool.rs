@@ -84,8 +84,7 @@ impl BufferPool {
         self.refused.load(Ordering::Relaxed)
     }
 
-    /// Buffers allocated so far.
-    #[cfg(test)]
+    /// Buffers allocated now (held by CUPTI or waiting for the decoder).
     pub fn allocated(&self) -> usize {
         self.allocated.load(Ordering::Relaxed)
     }
