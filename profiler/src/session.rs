@@ -306,13 +306,22 @@ impl Profiler {
         // Before any record size is used or read: CUPTI 12's kernel records
         // are shorter.
         crate::decode::read_cupti_12_records(collect::cupti::writes_cupti_12_records());
+        let (trace_windows, trace_windows_off) = match self.trace_windows {
+            Some(_) if collect::cupti::is_cupti_12() => {
+                let why = TRACE_WINDOWS_NEED_CUPTI_13.to_string();
+                eprintln!("gpuscope: {why}");
+                (None, Some(why))
+            }
+            w => (w, None),
+        };
         let opts = AggregateOptions {
             trace_cap: self.trace_cap,
             max_live_ranges: self.max_live_ranges,
             metric_names: collection.collector.as_ref().map(|c| c.names().to_vec()).unwrap_or_default(),
             start_ns: collection.start_ns,
             sampling: self.sampling.is_some(),
-            trace_windows: self.trace_windows,
+            trace_windows,
+            trace_windows_off,
             max_pending_launches: pending_launches_bound(self.buffer_size, self.max_buffers),
         };
         let (ctl_tx, ctl_rx) = unbounded();
@@ -443,6 +452,12 @@ fn pending_launches_bound(buffer_size: usize, max_buffers: usize) -> usize {
     let in_flight = buffer_size / record * max_buffers;
     (in_flight + in_flight / 2).max(1 << 20)
 }
+
+/// Why trace windows are off on CUPTI 12 (said once at start, and in the
+/// report).
+const TRACE_WINDOWS_NEED_CUPTI_13: &str = "trace windows are off with CUPTI 12: switching kernel records on and off \
+     while PM sampling runs hung a PyTorch process there (2 of 5 runs on an H100, CUPTI 12.9; never on CUPTI 13), so \
+     this sampling session traces every kernel. Fix: use CUPTI 13 (CUDA 13, or pip install nvidia-cuda-cupti)";
 
 /// How often the decoder drains NVTX and launch events. At 5 ms, the
 /// default queue (262144 events) overflows only above 50M events/s.

@@ -52,6 +52,8 @@ pub(crate) struct AggregateOptions {
     pub sampling: bool,
     /// Sampling mode's trace windows (window, period), ns.
     pub trace_windows: Option<(u64, u64)>,
+    /// Trace windows were asked for and not used: why (the report says).
+    pub trace_windows_off: Option<String>,
 }
 
 impl Default for AggregateOptions {
@@ -64,6 +66,7 @@ impl Default for AggregateOptions {
             metric_names: Vec::new(),
             sampling: false,
             trace_windows: None,
+            trace_windows_off: None,
         }
     }
 }
@@ -457,6 +460,7 @@ impl Aggregator {
                     unclassified_gaps_ns: self.idle.untraced_gaps,
                 }
             });
+            st.trace_windows_off = self.opts.trace_windows_off.clone();
             sampling = Some(st);
         }
         for f in self.ranges.finish(end_ns, &self.untraced) {
@@ -588,6 +592,17 @@ mod tests {
         assert_eq!(g.count, 100_000, "every instance summarised, early or at the end");
         assert_eq!(g.launches, 1_000_000);
         assert!(r.drops.ranges_evicted > 0, "early summaries are counted");
+    }
+
+    #[test]
+    fn trace_windows_turned_off_are_reported_with_the_reason_and_nothing_untraced() {
+        let why = "trace windows are off with CUPTI 12".to_string();
+        let opts = AggregateOptions { sampling: true, trace_windows_off: Some(why.clone()), ..Default::default() };
+        let mut a = Aggregator::new(opts, DeviceTable::fixed(vec![]));
+        a.kernel(&KernelActivity::sample(1, 10, 20));
+        let st = a.finish(100).sampling.expect("sampling status");
+        assert_eq!(st.trace_windows_off, Some(why));
+        assert!(st.trace_windows.is_none(), "no windows were taken");
     }
 
     #[test]

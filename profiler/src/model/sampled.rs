@@ -243,6 +243,9 @@ pub struct SamplingStatus {
     /// Trace windows, when kernel records were taken part of the time.
     #[serde(default)]
     pub trace_windows: Option<TraceWindows>,
+    /// Trace windows were asked for but every kernel was traced, and why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_windows_off: Option<String>,
 }
 
 /// Sampling mode's trace windows: kernel records on for `window_ns` of

@@ -133,6 +133,9 @@ pub fn render(r: &Report, a: &Analysis, width: usize) -> String {
             );
             let _ = writeln!(out, "{}", diagnosis::wrap(&text, width, "traced: ", "  "));
         }
+        if let Some(why) = &sm.trace_windows_off {
+            let _ = writeln!(out, "{}", diagnosis::wrap(&format!("every kernel: {why}"), width, "traced: ", "  "));
+        }
     }
     if let Some(idle) = &r.idle {
         let _ = writeln!(out, "session: {}", diagnosis::idle_line(idle, r.timeline_ns()));
