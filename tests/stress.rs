@@ -52,14 +52,13 @@ fn ten_million_launches_from_64_threads_with_nvtx_ranges_lose_nothing_uncounted_
     let module = ctx.load_module(cudarc::nvrtc::Ptx::from_src(PTX)).expect("kernels load");
     let tiny = module.load_function("tiny").expect("tiny");
 
-    // gpuscope's defaults unless STRESS_MAX_BUFFERS is set.
-    let (buffer_size, mut max_buffers) = (4usize << 20, 64usize);
-    let mut profiler = Profiler::new().buffer_size(buffer_size).max_buffers(max_buffers);
+    let mut profiler = Profiler::new();
     if let Some(n) = std::env::var("STRESS_MAX_BUFFERS").ok().filter(|n| !n.is_empty()) {
-        max_buffers = n.parse().expect("STRESS_MAX_BUFFERS: a number");
-        profiler = profiler.max_buffers(max_buffers);
+        profiler = profiler.max_buffers(n.parse().expect("STRESS_MAX_BUFFERS: a number"));
     }
     let session = profiler.start().expect("profiler starts");
+    let mb = |bytes: u64| bytes as f64 / (1u64 << 20) as f64;
+    let pool_cap_mb = mb(session.activity_buffers().bound_bytes);
     let done = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
     // (launches done, RSS MB, MB of activity buffers), every 100 ms.
@@ -67,7 +66,7 @@ fn ten_million_launches_from_64_threads_with_nvtx_ranges_lose_nothing_uncounted_
     let (secs, pool_max_mb) = std::thread::scope(|scope| {
         let monitor = scope.spawn(|| {
             while !stop.load(Ordering::Relaxed) {
-                let pool = session.activity_buffer_bytes() as f64 / (1u64 << 20) as f64;
+                let pool = mb(session.activity_buffers().bytes);
                 rss.lock().unwrap().push((done.load(Ordering::Relaxed), rss_mb(), pool));
                 std::thread::sleep(Duration::from_millis(100));
             }
@@ -107,7 +106,6 @@ fn ten_million_launches_from_64_threads_with_nvtx_ranges_lose_nothing_uncounted_
         monitor.join().unwrap();
         (secs, rss.lock().unwrap().iter().map(|x| x.2).fold(0.0, f64::max))
     });
-    let pool_cap_mb = (max_buffers * buffer_size) as f64 / (1u64 << 20) as f64;
     let r = session.stop().expect("report");
 
     let rss = rss.into_inner().unwrap();
@@ -129,15 +127,15 @@ fn ten_million_launches_from_64_threads_with_nvtx_ranges_lose_nothing_uncounted_
          drops {d:?}",
         launched_total as f64 / secs
     );
-    let mb = |x: (u64, f64, f64)| format!("{:.0} ({:.0} in activity buffers)", x.1, x.2);
+    let shown = |x: (u64, f64, f64)| format!("{:.0} ({:.0} in activity buffers)", x.1, x.2);
     println!(
         "stress: RSS MB {} at start, {} at 25% of launches, {} at 50%, {} at 75%, {} at the end, max {max:.0}; \
          activity buffers at most {pool_max_mb:.0} MB of {pool_cap_mb:.0}",
-        mb(rss.first().copied().unwrap_or_default()),
-        mb(quarter),
-        mb(half),
-        mb(three_quarters),
-        mb(end)
+        shown(rss.first().copied().unwrap_or_default()),
+        shown(quarter),
+        shown(half),
+        shown(three_quarters),
+        shown(end)
     );
     println!(
         "stress: ranges stress {} batch {} tick {} (expected {threads}, {}, {})",

@@ -45,7 +45,7 @@ pub use model::names::demangle;
 pub use model::path::{RangeFrame, RangePath};
 pub use render::Format;
 pub use report::{KernelRecord, Report};
-pub use session::{Profiler, Session};
+pub use session::{ActivityBuffers, Profiler, Session};
 
 /// Hardware metrics: which to collect, on which launches, and what one
 /// launch measured.

@@ -305,7 +305,7 @@ impl Profiler {
         let (collection, outputs) = collect::start(&copts)?;
         // Before any record size is used or read: CUPTI 12's kernel records
         // are shorter.
-        crate::decode::read_cupti_12_records(collect::cupti::writes_cupti_12_records());
+        crate::decode::read_cupti_12_records(collect::cupti::is_cupti_12());
         let (trace_windows, trace_windows_off) = match self.trace_windows {
             Some(_) if collect::cupti::is_cupti_12() => {
                 let why = TRACE_WINDOWS_NEED_CUPTI_13.to_string();
@@ -401,12 +401,10 @@ impl Session {
         run.as_ref().and_then(|r| r.exporter.as_ref().map(|x| x.addr()))
     }
 
-    /// Bytes of activity buffers allocated now: held by CUPTI or waiting
-    /// for the decoder. At most `max_buffers` x `buffer_size`; when the
-    /// decoder falls behind the pool fills to that bound and CUPTI drops
-    /// (and the report counts) the records that find no buffer.
-    pub fn activity_buffer_bytes(&self) -> u64 {
-        collect::active().map_or(0, |s| (s.pool.allocated() * s.pool.buffer_size()) as u64)
+    /// The activity buffers' memory now and its bound.
+    pub fn activity_buffers(&self) -> ActivityBuffers {
+        let (bytes, bound_bytes) = collect::active().map_or((0, 0), |s| s.pool.bytes());
+        ActivityBuffers { bytes: bytes as u64, bound_bytes: bound_bytes as u64 }
     }
 
     /// Asks CUPTI for the buffers completed so far (not partial ones).
@@ -426,6 +424,18 @@ impl Drop for Session {
 }
 
 /// The running session's pipeline.
+/// Memory of the activity buffers ([`Session::activity_buffers`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ActivityBuffers {
+    /// Bytes allocated now: buffers held by CUPTI or waiting for the
+    /// decoder.
+    pub bytes: u64,
+    /// At most `max_buffers` x `buffer_size`: when the decoder falls behind
+    /// the buffers fill to this bound, and CUPTI drops (and the report
+    /// counts) the records that find no buffer.
+    pub bound_bytes: u64,
+}
+
 struct Running {
     collection: Arc<Collection>,
     decoder: std::thread::JoinHandle<()>,
@@ -479,13 +489,18 @@ fn decode_loop(s: Arc<Collection>, opts: AggregateOptions, outputs: Outputs, ctl
     };
     let process = |agg: &mut Aggregator, (p, valid): (usize, usize)| {
         // Launch events precede their kernels' records: apply them first.
-        while let Ok(e) = host.try_recv() {
-            agg.host_event(e);
-        }
+        drain_host(agg);
         let mut cursor = CuptiCursor::new(s.cupti, p as *mut u8, valid);
         agg.buffer(&mut cursor);
         // SAFETY: CUPTI got this buffer from our pool and has completed it.
         unsafe { s.pool.give_back(p as *mut u8) };
+    };
+    // Every completed buffer and host event queued so far.
+    let catch_up = |agg: &mut Aggregator| {
+        while let Ok(b) = bufs.try_recv() {
+            process(agg, b);
+        }
+        drain_host(agg);
     };
     loop {
         // The host queue is polled, never waited on: a receiver blocked on
@@ -522,8 +537,7 @@ fn decode_loop(s: Arc<Collection>, opts: AggregateOptions, outputs: Outputs, ctl
                     Ok(Control::Finish(end, reply)) => (end, reply),
                     Ok(Control::Snapshot(reply)) => {
                         s.flush(true);
-                        while let Ok(b) = bufs.try_recv() { process(&mut agg, b); }
-                        drain_host(&mut agg);
+                        catch_up(&mut agg);
                         let mut snap = agg.snapshot();
                         add_lost(&mut snap.drops, s.lost());
                         let _ = reply.send(Report::build(snap, s.start_ns, collect::now(&s)));
@@ -531,8 +545,7 @@ fn decode_loop(s: Arc<Collection>, opts: AggregateOptions, outputs: Outputs, ctl
                     }
                     Err(_) => return,
                 };
-                while let Ok(b) = bufs.try_recv() { process(&mut agg, b); }
-                drain_host(&mut agg);
+                catch_up(&mut agg);
                 if let Some(sampler) = &s.sampler {
                     agg.samples(&sampler.decode());
                     agg.sampling_status(sampler.status());
@@ -571,9 +584,17 @@ fn snapshot() -> Result<Report> {
         ),
         RecvTimeoutError::Disconnected => no_session(),
     })?;
-    report.metrics = collect::active().and_then(|s| s.collector.as_ref().map(|c| c.status()));
-    report.declared = collect::declare::all();
+    if let Some(s) = collect::active() {
+        add_host_side(&mut report, &s);
+    }
     Ok(report)
+}
+
+/// What the report takes from the program's side rather than the decoder:
+/// metrics mode's status and the declared FLOPs and work.
+fn add_host_side(report: &mut Report, s: &Collection) {
+    report.metrics = s.collector.as_ref().map(|c| c.status());
+    report.declared = collect::declare::all();
 }
 
 /// Labels for every exported series: the process's rank where a launcher
@@ -629,8 +650,7 @@ fn finish(
     collect::clear();
     stopped?;
     let mut report = report.ok_or_else(|| Error::new(ErrorKind::Io, "the decoder thread ended without a report"))?;
-    report.metrics = s.collector.as_ref().map(|c| c.status());
-    report.declared = collect::declare::all();
+    add_host_side(&mut report, &s);
     Ok(report)
 }
 

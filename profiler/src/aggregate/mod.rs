@@ -472,11 +472,14 @@ impl Aggregator {
         let mut trace = self.trace.take();
         if let Some(t) = &mut trace {
             let table = paths();
+            // Up to trace_cap records, over few paths: resolve each once.
+            let mut cache: FxHashMap<PathId, RangePath> = FxHashMap::default();
+            let mut resolve = |p: PathId| cache.entry(p).or_insert_with(|| table.path(p)).clone();
             for (k, p) in t.kernels.iter_mut().zip(&self.trace_kernel_paths) {
-                k.path = table.path(*p);
+                k.path = resolve(*p);
             }
             for (r, p) in t.ranges.iter_mut().zip(&self.trace_range_paths) {
-                r.path = table.path(*p);
+                r.path = resolve(*p);
             }
         }
         Aggregate { sampling, trace, ..self.snapshot() }
@@ -522,6 +525,20 @@ mod tests {
     use super::*;
     use crate::model::path::ROOT;
 
+    /// A plain (non-graph, unmeasured) launch on thread 1.
+    fn launch(correlation_id: u32, instance: u64, path: PathId, ts: u64) -> HostEvent {
+        HostEvent::Launch {
+            correlation_id,
+            tid: 1,
+            path,
+            instance,
+            graph: false,
+            profiled: false,
+            inherited: false,
+            ts,
+        }
+    }
+
     #[test]
     fn a_snapshot_has_the_closed_ranges_and_kernels_so_far_and_the_end_counts_them_once() {
         let mut a = Aggregator::new(AggregateOptions::default(), DeviceTable::fixed(vec![]));
@@ -529,16 +546,7 @@ mod tests {
         let outer = paths().intern(ROOT, 0, "snapshot-outer");
         a.host_event(HostEvent::Push { instance: 1, parent: 0, path: outer, tid: 1, ts: 0 });
         a.host_event(HostEvent::Push { instance: 2, parent: 1, path: step, tid: 1, ts: 10 });
-        a.host_event(HostEvent::Launch {
-            correlation_id: 7,
-            tid: 1,
-            path: step,
-            instance: 2,
-            graph: false,
-            profiled: false,
-            inherited: false,
-            ts: 20,
-        });
+        a.host_event(launch(7, 2, step, 20));
         a.host_event(HostEvent::Pop { instance: 2, ts: 300 });
         a.kernel(&KernelActivity::sample(7, 100, 200));
         let count = |agg: &Aggregate, name: &str| {
@@ -565,16 +573,7 @@ mod tests {
                 a.host_event(HostEvent::Push { instance: inst, parent: 0, path, tid: 1, ts: i as u64 * 100 });
             }
             let inst = 1 + (i / 10) as u64;
-            a.host_event(HostEvent::Launch {
-                correlation_id: i,
-                tid: 1,
-                path,
-                instance: inst,
-                graph: false,
-                profiled: false,
-                inherited: false,
-                ts: i as u64 * 100,
-            });
+            a.host_event(launch(i, inst, path, i as u64 * 100));
             a.kernel(&KernelActivity::sample(i, i as u64 * 100, i as u64 * 100 + 10));
             if i % 10 == 9 {
                 a.host_event(HostEvent::Pop { instance: inst, ts: i as u64 * 100 + 50 });
@@ -614,26 +613,15 @@ mod tests {
             paths().intern(ROOT, 0, "windows-b"),
             paths().intern(ROOT, 0, "windows-c"),
         );
-        let launch = |a: &mut Aggregator, id: u32, instance: u64, path, ts| {
-            a.host_event(HostEvent::Launch {
-                correlation_id: id,
-                tid: 1,
-                path,
-                instance,
-                graph: false,
-                profiled: false,
-                inherited: false,
-                ts,
-            })
-        };
+
         // Traced: a's first instance with a kernel; c opens.
         a.host_event(HostEvent::Push { instance: 1, parent: 0, path: ra, tid: 1, ts: 0 });
-        launch(&mut a, 1, 1, ra, 5);
+        a.host_event(launch(1, 1, ra, 5));
         a.kernel(&KernelActivity::sample(1, 10, 20));
         a.host_event(HostEvent::Pop { instance: 1, ts: 50 });
         a.host_event(HostEvent::Push { instance: 2, parent: 0, path: rc, tid: 2, ts: 90 });
         // A launch whose kernel's record never comes (records went off).
-        launch(&mut a, 2, 2, rc, 95);
+        a.host_event(launch(2, 2, rc, 95));
         a.tracing(false, 100);
         // Untraced: b runs, its kernels unseen.
         a.host_event(HostEvent::Push { instance: 3, parent: 0, path: rb, tid: 1, ts: 200 });
@@ -641,7 +629,7 @@ mod tests {
         a.tracing(true, 1000);
         // Traced again: a's second instance.
         a.host_event(HostEvent::Push { instance: 4, parent: 0, path: ra, tid: 1, ts: 1000 });
-        launch(&mut a, 3, 4, ra, 1005);
+        a.host_event(launch(3, 4, ra, 1005));
         a.kernel(&KernelActivity::sample(3, 1010, 1020));
         a.host_event(HostEvent::Pop { instance: 4, ts: 1050 });
         a.host_event(HostEvent::Pop { instance: 2, ts: 1060 });
@@ -668,16 +656,7 @@ mod tests {
         let path = paths().intern(ROOT, 0, "huge-times");
         a.host_event(HostEvent::Push { instance: 1, parent: 0, path, tid: 1, ts: 0 });
         for i in 0..3u32 {
-            a.host_event(HostEvent::Launch {
-                correlation_id: i,
-                tid: 1,
-                path,
-                instance: 1,
-                graph: false,
-                profiled: false,
-                inherited: false,
-                ts: 0,
-            });
+            a.host_event(launch(i, 1, path, 0));
             // A record whose end is garbage: near the top of the clock.
             a.kernel(&KernelActivity::sample(i, 1, u64::MAX - 1));
         }

@@ -34,13 +34,9 @@ pub(crate) fn lib() -> Result<&'static Cupti> {
 /// (`CUpti_ActivityKernel9`) and its range profiler differs from 13's.
 static CUPTI_12: AtomicBool = AtomicBool::new(false);
 
-/// Whether the loaded CUPTI writes CUPTI 12's kernel records (the decoder
-/// must be told before it reads any).
-pub(crate) fn writes_cupti_12_records() -> bool {
-    is_cupti_12()
-}
-
-/// Whether the loaded CUPTI is 12.x rather than 13 (false before it loads).
+/// Whether the loaded CUPTI is 12.x rather than 13 (false before it
+/// loads): it writes CUPTI 12's kernel records, which the decoder must be
+/// told before it reads any.
 pub(crate) fn is_cupti_12() -> bool {
     CUPTI_12.load(Ordering::Relaxed)
 }

@@ -36,6 +36,11 @@ impl BufferPool {
         self.size
     }
 
+    /// Bytes of the buffers allocated now, and at most.
+    pub fn bytes(&self) -> (usize, usize) {
+        (self.allocated() * self.size, self.max_buffers * self.size)
+    }
+
     fn layout(&self) -> Layout {
         Layout::from_size_align(self.size, ALIGN).expect("buffer size checked by the builder")
     }
@@ -106,8 +111,10 @@ mod tests {
     #[test]
     fn the_pool_is_bounded_and_recycles() {
         let pool = BufferPool::new(1024, 2);
+        assert_eq!(pool.bytes(), (0, 2048));
         let a = pool.take().unwrap();
         let b = pool.take().unwrap();
+        assert_eq!(pool.bytes(), (2048, 2048));
         assert_eq!(a as usize % ALIGN, 0);
         assert!(pool.take().is_none());
         assert_eq!(pool.refused(), 1);

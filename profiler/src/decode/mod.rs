@@ -229,12 +229,17 @@ fn decode_with(bytes: &[u8], kernel_size: usize) -> Result<Activity, DecodeError
     // copied, not dereferenced).
     Ok(match kind {
         sys::CUPTI_ACTIVITY_KIND_KERNEL | sys::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL => {
-            // A CUPTI 12 record is Kernel10's first `size` bytes; the rest
-            // (isDeviceLaunched) reads as 0.
-            let mut full = [0u8; KERNEL10_SIZE];
-            full[..size.min(KERNEL10_SIZE)].copy_from_slice(&bytes[..size.min(KERNEL10_SIZE)]);
-            // SAFETY: `full` holds size_of::<CUpti_ActivityKernel10>() bytes.
-            let r = unsafe { std::ptr::read_unaligned(full.as_ptr() as *const sys::CUpti_ActivityKernel10) };
+            let r = if size >= KERNEL10_SIZE {
+                // SAFETY: `bytes` holds at least size_of::<CUpti_ActivityKernel10>() bytes.
+                unsafe { std::ptr::read_unaligned(p as *const sys::CUpti_ActivityKernel10) }
+            } else {
+                // A CUPTI 12 record is Kernel10's first `size` bytes; the
+                // rest (isDeviceLaunched) reads as 0.
+                let mut full = [0u8; KERNEL10_SIZE];
+                full[..size].copy_from_slice(&bytes[..size]);
+                // SAFETY: `full` holds size_of::<CUpti_ActivityKernel10>() bytes.
+                unsafe { std::ptr::read_unaligned(full.as_ptr() as *const sys::CUpti_ActivityKernel10) }
+            };
             Activity::Kernel(KernelActivity {
                 name: r.name,
                 start: r.start,
