@@ -26,14 +26,18 @@ def load(path):
 
 def timer(step, steps):
     """A function timing `steps` calls of `step` (GPU work included, the
-    garbage collector off inside), in seconds."""
-    def block():
+    garbage collector off inside), in seconds. Given a list, it appends the
+    time.perf_counter() at the end of each step (host side: the GPU may
+    still run the step's kernels)."""
+    def block(marks=None):
         gc.collect()
         gc.disable()
         torch.cuda.synchronize()
         t0 = time.perf_counter()
         for _ in range(steps):
             step()
+            if marks is not None:
+                marks.append(time.perf_counter())
         torch.cuda.synchronize()
         t = time.perf_counter() - t0
         gc.enable()

@@ -54,6 +54,20 @@ for c in sys.argv[2:]:
         print(f"{c:<24} median ratio {st.median(ratios):.3f} (of {len(rs)}: {' '.join(f'{x:.3f}' for x in ratios)})"
               + f"  pooled {pooled:.3f}" + (f"  cpu {st.median(cpu):.3f}" if cpu else "")
               + f"  plain step {st.median(r['plain_step_ms'] for r in rs):.2f} ms  start {st.median(r['start_s'] for r in rs):.2f} s")
+    # Trace windows: steps ending inside a window (records on) against the
+    # rest of the session, in the same processes (the windows start with
+    # the session: gpuscope's decoder switches them on its clock).
+    if c.startswith("windows") and all("session_steps" in r for r in rs):
+        parts = c.split(":")
+        w, p = (int(x) / 1e3 for x in (parts[2] if len(parts) > 2 else "100/1000").split("/"))
+        ins, outs = [], []
+        for r in rs:
+            for b in r["session_steps"][1:]:
+                for t0, t1 in zip(b, b[1:]):
+                    (ins if (t1 % p) < w else outs).append(t1 - t0)
+        if ins and outs:
+            print(f"{'':<24} steps in windows {1e3 * st.median(ins):.2f} ms ({len(ins)}), outside "
+                  f"{1e3 * st.median(outs):.2f} ms ({len(outs)}): x{st.median(ins) / st.median(outs):.3f}")
 PY
     ;;
   fidelity)

@@ -23,7 +23,10 @@ Configurations:
                          (launch callbacks that only count, no records)
 
 Each block's wall time and the main thread's CPU time are recorded; the
-ratio is of wall times.
+ratio is of wall times. Under the session every step's end is recorded too
+(`session_steps`: per block, seconds since the session started), so that
+steps inside and outside trace windows can be told apart in one process
+(run.sh cost prints both).
 """
 import argparse
 import ctypes
@@ -56,10 +59,11 @@ def main():
 
     wall = timer(step, a.steps)
     cpu = []
+    marks = []
 
-    def block():
+    def block(marks=None):
         t0 = time.thread_time()
-        t = wall()
+        t = wall(marks)
         cpu.append(time.thread_time() - t0)
         return t
 
@@ -74,14 +78,23 @@ def main():
         cfg = None
     else:
         cfg = config(gs, a.config)
-    before = [block() for _ in range(a.blocks)]
-    t0 = time.perf_counter()
+    plain_marks = []
+
+    def plain_block():
+        plain_marks.append([])
+        return block(plain_marks[-1])
+
+    before = [plain_block() for _ in range(a.blocks)]
+    t0 = t_start = time.perf_counter()
     if floor and fl.floor_start(kinds, cbs) != 0:
         sys.exit(f"floor_start({a.config}) failed")
     if cfg is not None:
         start(gs, cfg, a.config)
     started = time.perf_counter() - t0
-    during = [block() for _ in range(a.blocks)]
+    during = []
+    for _ in range(a.blocks):
+        marks.append([])
+        during.append(block(marks[-1]))
     t0 = time.perf_counter()
     if floor:
         n = [ctypes.c_uint64() for _ in range(3)]
@@ -94,7 +107,7 @@ def main():
         if a.report:
             gs.gpuscope_write_report(a.report.encode(), 1)
     stopped = time.perf_counter() - t0
-    after = [block() for _ in range(a.blocks)]
+    after = [plain_block() for _ in range(a.blocks)]
     plain = st.median(before + after)
     k = a.blocks
     cpu_plain = st.median(cpu[:k] + cpu[2 * k:])
@@ -103,6 +116,9 @@ def main():
            "cpu_ratio": st.median(cpu[k:2 * k]) / cpu_plain, "cpu_share": cpu_plain / plain,
            "start_s": started, "stop_s": stopped, "before": before, "during": during, "after": after,
            "cpu": cpu}
+    out["session_steps"] = [[m - t_start for m in b] for b in marks]
+    # Step times of the plain blocks (ms, all but each block's first).
+    out["plain_steps_ms"] = [1e3 * (t1 - t0) for b in plain_marks for t0, t1 in zip(b, b[1:])]
     if floor:
         out["floor_counts"] = floor_counts
     json.dump(out, open(a.out, "w"), indent=1)
