@@ -167,13 +167,15 @@ impl Sampler {
     /// ([`pmsampler::decode_every`]), and all of them once sampling has
     /// stopped (the decoder thread asks every few milliseconds).
     pub(crate) fn decode(&self) -> Vec<Sample> {
-        let t = Instant::now();
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let st = &mut *st;
         let mut out = std::mem::take(&mut st.leftover);
         if !st.stopping && st.last_decode.elapsed() < pmsampler::decode_every(self.interval_ns) {
             return out;
         }
+        // Timed from here: the lock may have waited for a device's set-up
+        // (~0.4 s at its first launch), which is not decoding.
+        let t = Instant::now();
         st.last_decode = t;
         let mut failed = None;
         let to_end = st.stopping;
