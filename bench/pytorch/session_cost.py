@@ -59,7 +59,7 @@ def main():
 
     wall = timer(step, a.steps)
     cpu = []
-    marks = []
+    session_marks = []
 
     def block(marks=None):
         t0 = time.thread_time()
@@ -93,8 +93,8 @@ def main():
     started = time.perf_counter() - t0
     during = []
     for _ in range(a.blocks):
-        marks.append([])
-        during.append(block(marks[-1]))
+        session_marks.append([])
+        during.append(block(session_marks[-1]))
     t0 = time.perf_counter()
     if floor:
         n = [ctypes.c_uint64() for _ in range(3)]
@@ -116,7 +116,7 @@ def main():
            "cpu_ratio": st.median(cpu[k:2 * k]) / cpu_plain, "cpu_share": cpu_plain / plain,
            "start_s": started, "stop_s": stopped, "before": before, "during": during, "after": after,
            "cpu": cpu}
-    out["session_steps"] = [[m - t_start for m in b] for b in marks]
+    out["session_steps"] = [[m - t_start for m in b] for b in session_marks]
     # Step times of the plain blocks (ms, all but each block's first).
     out["plain_steps_ms"] = [1e3 * (t1 - t0) for b in plain_marks for t0, t1 in zip(b, b[1:])]
     if floor:
