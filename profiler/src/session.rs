@@ -423,7 +423,6 @@ impl Drop for Session {
     }
 }
 
-/// The running session's pipeline.
 /// Memory of the activity buffers ([`Session::activity_buffers`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ActivityBuffers {
@@ -436,6 +435,7 @@ pub struct ActivityBuffers {
     pub bound_bytes: u64,
 }
 
+/// The running session's pipeline.
 struct Running {
     collection: Arc<Collection>,
     decoder: std::thread::JoinHandle<()>,

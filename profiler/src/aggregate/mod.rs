@@ -613,7 +613,6 @@ mod tests {
             paths().intern(ROOT, 0, "windows-b"),
             paths().intern(ROOT, 0, "windows-c"),
         );
-
         // Traced: a's first instance with a kernel; c opens.
         a.host_event(HostEvent::Push { instance: 1, parent: 0, path: ra, tid: 1, ts: 0 });
         a.host_event(launch(1, 1, ra, 5));
