@@ -8,8 +8,11 @@
  * 1 kernels, 2 memcpy, 4 memset, 8 synchronization) and, with a callback
  * that only counts, the API callbacks in `callbacks` (bit 1 driver
  * launches, 2 runtime launches, 4 copies of both APIs). Completed buffers
- * are walked and their records counted, nothing more. floor_stop() flushes,
- * disables everything and detaches CUPTI (cuptiFinalize), as gpuscope does.
+ * are walked and their records counted, nothing more. floor_kinds(kinds)
+ * switches the activity kinds to `kinds` while CUPTI stays attached (as
+ * gpuscope's trace windows do), flushing what was recorded. floor_stop()
+ * flushes, disables everything and detaches CUPTI (cuptiFinalize), as
+ * gpuscope does.
  */
 #include <cupti.h>
 #include <stdint.h>
@@ -99,6 +102,17 @@ int floor_start(unsigned kinds, unsigned callbacks) {
   kinds_on = kinds;
   for (size_t i = 0; i < N(KINDS); i++)
     if (kinds & (1u << i)) CHECK(cuptiActivityEnable(KINDS[i]));
+  return 0;
+}
+
+/* Switches the enabled activity kinds to `kinds`; CUPTI stays attached. */
+int floor_kinds(unsigned kinds) {
+  for (size_t i = 0; i < N(KINDS); i++)
+    if ((kinds & (1u << i)) && !(kinds_on & (1u << i))) CHECK(cuptiActivityEnable(KINDS[i]));
+  for (size_t i = 0; i < N(KINDS); i++)
+    if (!(kinds & (1u << i)) && (kinds_on & (1u << i))) CHECK(cuptiActivityDisable(KINDS[i]));
+  kinds_on = kinds;
+  cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
   return 0;
 }
 

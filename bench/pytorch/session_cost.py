@@ -17,7 +17,7 @@ Configurations:
   sampling[:US]          sampling mode, a PM sample every US microseconds
   windows[:US[:W/P]]     sampling mode with trace windows: kernel records
                          for the first W of every P milliseconds (default
-                         100/1000)
+                         100/1000; W 0: never)
   floor:KINDS:CALLBACKS  raw CUPTI (cupti_floor.c, --floor): activity kinds
                          and API callbacks by its bit masks, e.g. floor:0:3
                          (launch callbacks that only count, no records)
