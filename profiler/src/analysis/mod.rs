@@ -14,7 +14,7 @@ pub use verdict::Verdict;
 
 use crate::model::idle::IdleSplit;
 use crate::model::units::fmt_ns;
-use crate::report::{KernelStats, RangeSummary, Report};
+use crate::report::{KernelStats, RangeSummary, Report, SampledFigures};
 use peaks::{Pipe, TENSOR_BF16};
 use rates::{rates, rates_from, Rates};
 use serde::Serialize;
@@ -103,6 +103,11 @@ pub struct RangeAnalysis {
     pub throughput_unit: Option<String>,
     /// What bounds it.
     pub verdict: Verdict,
+    /// No instance was traced (sampling mode's trace windows): `count` and
+    /// `wall_ns` are of the untraced instances, the figures are PM samples
+    /// over their wall time (idle GPU included), and `utilization_pct` is
+    /// unknown (0).
+    pub untraced: bool,
 }
 
 /// One heavy kernel.
@@ -260,6 +265,9 @@ pub fn analyze(r: &Report) -> Analysis {
 }
 
 fn range(r: &Report, g: &RangeSummary, w: Option<&Weighted>, peaks: Option<&Peaks>) -> RangeAnalysis {
+    if let (0, Some(f)) = (g.count, g.sampled_wall.as_ref().filter(|_| g.untraced_count > 0)) {
+        return untraced_range(g, f, peaks);
+    }
     let path = g.path.to_string();
     let profiler = g.idle.map_or(0, |i| i.profiler_ns);
     let active_ns = g.wall_ns.saturating_sub(profiler);
@@ -335,6 +343,40 @@ fn range(r: &Report, g: &RangeSummary, w: Option<&Weighted>, peaks: Option<&Peak
         throughput_unit: work.and_then(|(_, u)| u),
         verdict: verdict::range(shares, utilization_pct, gpu_side, w.measured > 0.0),
         path,
+        untraced: false,
+    }
+}
+
+/// A range none of whose instances was traced: what PM samples over its
+/// wall time say, and nothing that needs kernel records.
+fn untraced_range(g: &RangeSummary, f: &SampledFigures, peaks: Option<&Peaks>) -> RangeAnalysis {
+    let r = rates::sampled(f, Rates::default(), peaks);
+    RangeAnalysis {
+        path: g.path.to_string(),
+        count: g.untraced_count,
+        wall_ns: g.untraced_wall_ns,
+        active_ns: g.untraced_wall_ns,
+        utilization_pct: 0.0,
+        idle: None,
+        kernel_ns: 0,
+        measured_pct: 0.0,
+        sm_efficiency_pct: r.sm_efficiency,
+        achieved_occupancy_pct: r.occupancy,
+        compute_pct: r.compute_pct,
+        dram_pct: r.dram_pct,
+        sampled: true,
+        flops: None,
+        flops_by_pipe: Vec::new(),
+        hardware_mfu_pct: None,
+        arithmetic_intensity: None,
+        ridge_point: None,
+        model_flops_per_s: None,
+        model_mfu_pct: None,
+        model_mfu_pipe: None,
+        throughput_per_s: None,
+        throughput_unit: None,
+        verdict: verdict::untraced(&r),
+        untraced: true,
     }
 }
 

@@ -23,7 +23,8 @@ pub const HOST: Bound = "host-bound";
 pub const SYNC: Bound = "sync-bound";
 /// Work was queued but waited on a dependency.
 pub const DEPENDENCY: Bound = "dependency-bound";
-/// The GPU idled; the report (schema 1) does not say why.
+/// The GPU idled and the report does not say why (schema 1), or (no
+/// kernel records) its SMs were mostly idle, the GPU or under kernels.
 pub const IDLE: Bound = "gpu-idle";
 
 /// The GPU busy at least this share of a range's time (gpuscope's own
@@ -100,6 +101,33 @@ pub(crate) fn kernel(r: &Rates) -> Option<Verdict> {
     } else {
         let occ = r.occupancy.map(|o| format!(", achieved occupancy {}", pct(o))).unwrap_or_default();
         v(LATENCY, format!("{figures}: neither near its limit{occ}"))
+    }
+}
+
+/// What bounds a range known only from PM samples over its wall time (no
+/// kernel records): compute or DRAM near its peak over the whole window
+/// bounds it whatever else happened; SMs active most of the window with
+/// neither near its limit is latency; SMs active little of it is an idle
+/// GPU or idle SMs under running kernels, which samples alone cannot tell
+/// apart.
+pub(crate) fn untraced(r: &Rates) -> Verdict {
+    const WHY: &str = "PM samples over its wall time; no kernel records";
+    let eff = r.sm_efficiency.unwrap_or(0.0);
+    let v = |bound, evidence: String| Verdict { bound, evidence: format!("{evidence} ({WHY})") };
+    let (c, m) = (r.compute_pct, r.dram_pct);
+    let figures = format!("compute {} and DRAM {} of peak", pct(c.unwrap_or(0.0)), pct(m.unwrap_or(0.0)));
+    match (c.unwrap_or(0.0), m.unwrap_or(0.0)) {
+        (c, m) if c.max(m) >= SOL_BOUND_PCT => v(if c >= m { COMPUTE } else { MEMORY }, figures),
+        _ if eff < GPU_BOUND_PCT => v(
+            IDLE,
+            format!(
+                "SMs active {} of its wall time: an idle GPU and idle SMs under running kernels cannot be told \
+                 apart without kernel records (a trace window, or trace mode, splits them)",
+                pct(eff)
+            ),
+        ),
+        _ if c.is_none() && m.is_none() => v(GPU, format!("SMs active {} of its wall time", pct(eff))),
+        _ => v(LATENCY, format!("SMs active {} of its wall time; {figures}: neither near its limit", pct(eff))),
     }
 }
 
@@ -205,6 +233,27 @@ mod tests {
             sm_coverage: Some(100.0),
             wave_efficiency: Some(100.0),
             ..Default::default()
+        }
+    }
+
+    #[test]
+    fn ranges_without_kernel_records_are_judged_by_their_wall_samples_only() {
+        let v = |eff, c: Option<f64>, d: Option<f64>| {
+            untraced(&Rates { sm_efficiency: Some(eff), compute_pct: c, dram_pct: d, ..Default::default() })
+        };
+        // DRAM near its peak over the whole window bounds it.
+        let m = v(40.0, Some(10.0), Some(75.0));
+        assert_eq!(m.bound, MEMORY);
+        assert!(m.evidence.contains("no kernel records"), "{}", m.evidence);
+        assert_eq!(v(90.0, Some(70.0), Some(10.0)).bound, COMPUTE);
+        // SMs busy most of the window, neither unit near its limit.
+        assert_eq!(v(80.0, Some(20.0), Some(10.0)).bound, LATENCY);
+        assert_eq!(v(80.0, None, None).bound, GPU, "no peaks: busy, kind unknown");
+        // SMs mostly idle: idle GPU or idle SMs, not told apart.
+        for (eff, c, d) in [(12.0, Some(5.0), Some(3.0)), (35.0, Some(20.0), Some(10.0)), (5.0, None, None)] {
+            let i = v(eff, c, d);
+            assert_eq!(i.bound, IDLE, "{eff}");
+            assert!(i.evidence.contains("cannot be told apart"), "{}", i.evidence);
         }
     }
 

@@ -144,7 +144,8 @@ pub(super) fn render(a: &Analysis, width: usize, out: &mut String) {
                 "{} {:>9} {:>5} {:>6} {:>5} {:>7} {:>5} {:>6}  {}",
                 fit(&format!("{}{leaf}{calls}", "  ".repeat(depth)), name_w),
                 fmt_ns(g.wall_ns),
-                format!("{:.0}%", g.utilization_pct),
+                // Untraced: no kernel records to tell when kernels ran.
+                if g.untraced { "-".to_string() } else { format!("{:.0}%", g.utilization_pct) },
                 hw_pct(g.sm_efficiency_pct, g.sampled),
                 hw_pct(g.achieved_occupancy_pct, g.sampled),
                 hw_pct(g.compute_pct, g.sampled),

@@ -142,7 +142,9 @@ pub(crate) fn render(r: &Report, a: &Analysis, labels: &[(String, String)]) -> S
         r_wall.get_or_create(&l).inc_by(secs(g.wall_ns));
         r_busy.get_or_create(&l).inc_by(secs(g.gpu_busy_ns));
         r_launch.get_or_create(&l).inc_by(g.kernel_launches);
-        r_util.get_or_create(&l).set(ra.utilization_pct / 100.0);
+        if !ra.untraced {
+            r_util.get_or_create(&l).set(ra.utilization_pct / 100.0);
+        }
         let f = FigureLabels { path: ra.path.clone(), source: if ra.sampled { "sampled" } else { "measured" }.into() };
         if let Some(v) = ra.sm_efficiency_pct {
             r_sm.get_or_create(&f).set(v / 100.0);
