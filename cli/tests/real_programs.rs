@@ -214,6 +214,33 @@ fn a_pytorch_loop_under_trace_windows_is_traced_part_of_the_time_and_sampled_all
 
 #[test]
 #[ignore = "needs an NVIDIA GPU"]
+fn a_pytorch_loop_under_windows_of_zero_has_no_kernel_records_and_sampled_ranges() {
+    let script = example("python/gpt_train.py");
+    let cmd = ["python3", script.to_str().unwrap()];
+    let (warmup, steps) = (5u64, 100u64);
+    let env = [("STEPS", "100"), ("WARMUP", "5")];
+    let r = run_with("gpt-windows-0.json", &["--mode", "sampling", "--trace-windows", "0/1000"], &cmd, &env);
+    let st = &r["sampling"];
+    let w = &st["trace_windows"];
+    println!("sampling {st}");
+    assert_eq!((w["window_ns"].as_u64(), w["windows"].as_u64(), w["traced_ns"].as_u64()), (Some(0), Some(0), Some(0)));
+    assert!(st["overflows"] == 0 && st["interval_ns"] == 1_000_000, "{st}");
+    // Kernel records were never on: no kernel, nothing dropped for them.
+    assert_eq!(r["kernels"].as_array().map(Vec::len), Some(0), "{}", r["kernels"]);
+    assert_eq!(r["drops"]["cupti_records"], 0, "{}", r["drops"]);
+    let step = r["ranges"].as_array().unwrap().iter().find(|g| path(g) == "step").expect("the step range");
+    println!("step {step}");
+    assert_eq!(step["count"], 0, "no step was traced");
+    assert_eq!(step["untraced_count"].as_u64(), Some(warmup + steps), "every step counted");
+    let wall = step["untraced_wall_ns"].as_u64().unwrap();
+    let f = &step["sampled_wall"];
+    assert!(f["covered_ns"].as_u64().unwrap() as f64 >= 0.9 * wall as f64, "{f} over {wall} ns");
+    let eff = f["sm_efficiency_pct"].as_f64().unwrap();
+    assert!(eff > 0.0 && eff <= 100.0, "{f}");
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
 fn the_backward_pass_launched_by_autograds_thread_is_under_the_loops_backward_range() {
     let script = example("python/gpt_train.py");
     let cmd = ["python3", script.to_str().unwrap()];

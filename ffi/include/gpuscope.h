@@ -81,8 +81,11 @@ typedef struct {
   uint32_t sampling_interval_us;
   // Sampling mode, always-on setting: kernel records only for the first
   // `trace_window_ms` of every `trace_period_ms` (PM sampling all the
-  // time). 0 and 0 (default): records all the time. Otherwise the window
-  // is 10 ms or more and shorter than the period.
+  // time). 0 and 0 (default): records all the time. A window of 0 with
+  // a period: no kernel records at all (the cheapest always-on setting:
+  // CUPTI keeps most of the records' per-launch cost after they are
+  // switched off). Otherwise the window is 10 ms or more and shorter
+  // than the period.
   uint32_t trace_window_ms;
   // The period of the trace windows, ms.
   uint32_t trace_period_ms;

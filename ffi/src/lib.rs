@@ -75,8 +75,11 @@ pub struct gpuscope_config {
     pub sampling_interval_us: u32,
     /// Sampling mode, always-on setting: kernel records only for the first
     /// `trace_window_ms` of every `trace_period_ms` (PM sampling all the
-    /// time). 0 and 0 (default): records all the time. Otherwise the window
-    /// is 10 ms or more and shorter than the period.
+    /// time). 0 and 0 (default): records all the time. A window of 0 with
+    /// a period: no kernel records at all (the cheapest always-on setting:
+    /// CUPTI keeps most of the records' per-launch cost after they are
+    /// switched off). Otherwise the window is 10 ms or more and shorter
+    /// than the period.
     pub trace_window_ms: u32,
     /// The period of the trace windows, ms.
     pub trace_period_ms: u32,
@@ -473,6 +476,7 @@ mod tests {
         for (mode, w, p, says) in [
             (GPUSCOPE_MODE_SAMPLING, 5, 1000, "trace windows = 5 ms of every 1000 ms is not valid"),
             (GPUSCOPE_MODE_SAMPLING, 100, 100, "trace windows = 100 ms of every 100 ms is not valid"),
+            (GPUSCOPE_MODE_SAMPLING, 0, 5, "trace windows = 0 ms of every 5 ms is not valid"),
             (GPUSCOPE_MODE_TRACE, 100, 1000, "trace windows need sampling mode"),
         ] {
             let mut c = default_config();

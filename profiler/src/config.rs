@@ -22,7 +22,8 @@ pub struct EnvConfig {
     pub sampling: Option<u64>,
     /// Sampling mode's trace windows (window, period), ns
     /// (`GPUSCOPE_TRACE_WINDOWS=WINDOW/PERIOD` in milliseconds): kernel
-    /// records only for the first window of every period.
+    /// records only for the first window of every period; a window of 0:
+    /// never.
     pub trace_windows: Option<(u64, u64)>,
     /// `GPUSCOPE_KERNELS` (regex), `GPUSCOPE_NVTX` (path prefix),
     /// `GPUSCOPE_LAUNCH_COUNT` (first N per kernel; `all`).
@@ -108,12 +109,14 @@ impl EnvConfig {
         let trace_windows = match get("GPUSCOPE_TRACE_WINDOWS") {
             None => None,
             Some(v) => {
-                let allowed = "WINDOW/PERIOD in milliseconds, the window 10 or more and shorter than the period \
-                               (e.g. 100/1000), in sampling mode";
-                let ms = |x: &str| x.trim().parse::<f64>().ok().filter(|m| m.is_finite()).map(|m| (m * 1e6) as u64);
-                let range = crate::collect::sampling::TRACE_WINDOWS_NS;
+                let allowed = "WINDOW/PERIOD in milliseconds, the window 0 (no kernel records) or 10 or more and \
+                               shorter than the period (e.g. 100/1000 or 0/1000), in sampling mode";
+                // Not negative: the cast would make -1 a window of 0.
+                let ms = |x: &str| {
+                    x.trim().parse::<f64>().ok().filter(|m| m.is_finite() && *m >= 0.0).map(|m| (m * 1e6) as u64)
+                };
                 match v.split_once('/').and_then(|(w, p)| Some((ms(w)?, ms(p)?))) {
-                    Some((w, p)) if mode == "sampling" && range.contains(&w) && range.contains(&p) && w < p => {
+                    Some((w, p)) if mode == "sampling" && crate::collect::sampling::trace_windows_valid(w, p) => {
                         Some((w, p))
                     }
                     _ => return Err(invalid("GPUSCOPE_TRACE_WINDOWS", &v, allowed)),
@@ -331,10 +334,13 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(c.sampling, Some(100_000));
+        // A window of 0: no kernel records at all.
+        let c = cfg(&[("GPUSCOPE_MODE", "sampling"), ("GPUSCOPE_TRACE_WINDOWS", "0/1000")]).unwrap();
+        assert_eq!(c.trace_windows, Some((0, 1_000_000_000)));
         let e = |v: &str, mode: &str| {
             cfg(&[("GPUSCOPE_MODE", mode), ("GPUSCOPE_TRACE_WINDOWS", v)]).err().map(|e| e.message().to_string())
         };
-        for bad in ["100", "1000/100", "5/1000", "100/100", "x/1000", "100/inf"] {
+        for bad in ["100", "1000/100", "5/1000", "100/100", "x/1000", "100/inf", "0/0", "0/5", "-1/1000"] {
             let m = e(bad, "sampling").unwrap_or_else(|| panic!("{bad} accepted"));
             assert!(m.contains(&format!("GPUSCOPE_TRACE_WINDOWS=\"{bad}\"")) && m.contains("WINDOW/PERIOD"), "{m}");
         }

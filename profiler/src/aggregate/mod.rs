@@ -153,6 +153,10 @@ impl Aggregator {
             sampling_status: None,
             untraced: Untraced::default(),
         };
+        if matches!(a.opts.trace_windows, Some((0, _))) {
+            // Windows of 0: kernel records are never on.
+            a.untraced.off(a.opts.start_ns);
+        }
         if a.opts.sampling {
             a.ranges.track_samples();
             a.join = Some(SampleJoin::new(
@@ -454,7 +458,7 @@ impl Aggregator {
                 TraceWindows {
                     window_ns,
                     period_ns,
-                    windows: stretches + 1,
+                    windows: if window_ns == 0 { 0 } else { stretches + 1 },
                     traced_ns: end_ns.saturating_sub(self.opts.start_ns).saturating_sub(untraced_ns),
                     untraced_ns,
                     unclassified_gaps_ns: self.idle.untraced_gaps,
@@ -647,6 +651,38 @@ mod tests {
         // a's idle time: 0-10 and 1020-1050; its parts of the unclassified
         // gap are not idle time.
         assert_eq!(ga.idle.iter().sum::<u64>(), 10 + 30);
+    }
+
+    #[test]
+    fn windows_of_zero_leave_the_whole_session_untraced_with_sampled_range_figures() {
+        let opts = AggregateOptions { sampling: true, trace_windows: Some((0, 1000)), ..Default::default() };
+        let mut a = Aggregator::new(opts, DeviceTable::fixed(vec![]));
+        let r0 = paths().intern(ROOT, 0, "zero-windows");
+        a.host_event(HostEvent::Push { instance: 1, parent: 0, path: r0, tid: 1, ts: 100 });
+        let samples: Vec<Sample> = (0..1000u64)
+            .step_by(10)
+            .map(|t| Sample {
+                device: 0,
+                start: t,
+                end: t + 10,
+                sm_efficiency_pct: 40.0,
+                occupancy_pct: 50.0,
+                sm_cycles_active: 4.0,
+                tensor_active_pct: f32::NAN,
+                issue_active_pct: f32::NAN,
+                dram_bytes: 0.0,
+            })
+            .collect();
+        a.samples(&samples);
+        a.host_event(HostEvent::Pop { instance: 1, ts: 600 });
+        let r = a.finish(1000);
+        let g = r.ranges.iter().find(|(p, _)| p.to_string() == "zero-windows").map(|(_, g)| g.clone()).unwrap();
+        assert_eq!((g.count, g.untraced_count, g.untraced_wall, g.busy), (0, 1, 500, 0));
+        let f = g.sampled_wall.figures().expect("the range's wall time was sampled");
+        assert!((f.sm_efficiency_pct - 40.0).abs() < 1e-6, "{}", f.sm_efficiency_pct);
+        let w = r.sampling.and_then(|s| s.trace_windows).expect("trace windows reported");
+        assert_eq!((w.window_ns, w.windows, w.traced_ns, w.untraced_ns), (0, 0, 0, 1000));
+        assert_eq!(r.idle.iter().sum::<u64>(), 0, "nothing traced: no idle time claimed");
     }
 
     #[test]

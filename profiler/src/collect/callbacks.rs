@@ -246,6 +246,9 @@ pub(super) fn enable(cupti: &'static Cupti, sub: sys::CUpti_SubscriberHandle, p:
     let reg = sym!(cupti, cuptiActivityRegisterCallbacks).map_err(missing)?;
     // SAFETY: both callbacks have CUPTI's signatures and catch panics.
     check(cupti, unsafe { reg(Some(buffer_requested), Some(buffer_completed)) }, "cuptiActivityRegisterCallbacks")?;
+    if !p.records {
+        return Ok(());
+    }
     activity_kinds(cupti, &p.kinds, true)
 }
 

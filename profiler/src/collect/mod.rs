@@ -37,6 +37,10 @@ pub(crate) struct CollectOptions {
     pub host_queue: usize,
     /// Activity kinds to enable.
     pub kinds: Vec<u32>,
+    /// Kernel records on from the start. Off: never on in this session
+    /// (trace windows of 0): no kind is enabled at all, since CUPTI keeps
+    /// kernel records' per-launch cost after they are switched off.
+    pub records: bool,
     /// Launch callbacks (thread and NVTX path of each kernel).
     pub attribution: bool,
     /// Host synchronisation calls timed (host waits).
@@ -176,7 +180,7 @@ pub(crate) fn start(opts: &CollectOptions) -> Result<(Arc<Collection>, Outputs)>
         subscriber,
         stopped: AtomicBool::new(false),
         opts: opts.clone(),
-        traced: AtomicBool::new(true),
+        traced: AtomicBool::new(opts.records),
         switching: Mutex::new(()),
         collector: opts.metrics.clone().map(|(m, s)| Collector::new(cupti, m, s)),
         sampler: opts.sampling.map(|interval| Sampler::new(cupti, interval)),

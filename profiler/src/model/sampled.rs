@@ -249,7 +249,8 @@ pub struct SamplingStatus {
 }
 
 /// Sampling mode's trace windows: kernel records on for `window_ns` of
-/// every `period_ns`, PM sampling all the time. Kernel
+/// every `period_ns` (never when `window_ns` is 0), PM sampling all the
+/// time. Kernel
 /// tables, GPU busy and idle time come from the traced windows; range
 /// instances that touched an untraced stretch are counted apart, with
 /// their sampled figures over their wall windows.
@@ -259,7 +260,7 @@ pub struct TraceWindows {
     pub window_ns: u64,
     /// Period, ns.
     pub period_ns: u64,
-    /// Windows traced (the session begins with one).
+    /// Windows traced (the session begins with one, unless windows are 0).
     pub windows: u64,
     /// Session time with kernel records on, ns.
     pub traced_ns: u64,

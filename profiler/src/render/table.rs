@@ -120,17 +120,24 @@ pub fn render(r: &Report, a: &Analysis, width: usize) -> String {
         let _ = writeln!(out, "{}", diagnosis::wrap(&text, width, "sampled: ", "  "));
         if let Some(w) = &sm.trace_windows {
             let untraced = crate::model::units::saturating_sum(r.ranges.iter().map(|g| g.untraced_count));
-            let text = format!(
-                "kernel records only in the first {} of every {} ({} windows, {} of {} traced): kernel tables, GPU \
-                 time and idle time are of the traced windows; {} range instances touched untraced time and count \
-                 apart (+N untraced), with figures from PM samples over their wall time only",
-                fmt_ns(w.window_ns),
-                fmt_ns(w.period_ns),
-                w.windows,
-                fmt_ns(w.traced_ns),
-                fmt_ns(w.traced_ns + w.untraced_ns),
-                untraced
-            );
+            let text = if w.window_ns == 0 {
+                format!(
+                    "no kernel records (trace windows of 0): no kernel table, GPU time or idle time; the {untraced} \
+                     range instances have figures from PM samples over their wall time only"
+                )
+            } else {
+                format!(
+                    "kernel records only in the first {} of every {} ({} windows, {} of {} traced): kernel tables, GPU \
+                     time and idle time are of the traced windows; {} range instances touched untraced time and count \
+                     apart (+N untraced), with figures from PM samples over their wall time only",
+                    fmt_ns(w.window_ns),
+                    fmt_ns(w.period_ns),
+                    w.windows,
+                    fmt_ns(w.traced_ns),
+                    fmt_ns(w.traced_ns + w.untraced_ns),
+                    untraced
+                )
+            };
             let _ = writeln!(out, "{}", diagnosis::wrap(&text, width, "traced: ", "  "));
         }
         if let Some(why) = &sm.trace_windows_off {

@@ -49,6 +49,14 @@ pub const INTERVALS_NS: std::ops::RangeInclusive<u64> = 1_000..=100_000_000;
 /// mostly switching error.
 pub const TRACE_WINDOWS_NS: std::ops::RangeInclusive<u64> = 10_000_000..=3_600_000_000_000;
 
+/// Trace windows gpuscope takes: a window of 0 (no kernel records) or in
+/// [`TRACE_WINDOWS_NS`], shorter than a period in it.
+pub(crate) fn trace_windows_valid(window_ns: u64, period_ns: u64) -> bool {
+    (window_ns == 0 || TRACE_WINDOWS_NS.contains(&window_ns))
+        && TRACE_WINDOWS_NS.contains(&period_ns)
+        && window_ns < period_ns
+}
+
 /// Whole samples inside a kernel for a figure of its own.
 pub const MIN_KERNEL_SAMPLES: u32 = 4;
 
