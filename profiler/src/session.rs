@@ -154,15 +154,17 @@ impl Profiler {
     /// counted apart, with sampled figures over their wall windows. The
     /// report's `sampling.trace_windows` says how much was traced.
     /// `window`: 10 ms or more, less than `period` (at most an hour); or
-    /// zero: no kernel records at all, every range figure from PM samples
-    /// over wall time.
+    /// zero: no kernel or copy records at all, every range figure from PM
+    /// samples over wall time.
     ///
     /// Cost: once kernel records have been on, CUPTI 13 keeps most of
     /// their per-launch cost after they are switched off (until CUPTI is
     /// detached at the session's stop), so windows do not cut tracing's
     /// cost on launch-bound programs (PyTorch loop on an H100: records
     /// on 1.08x, switched off again 1.08x). A window of zero never
-    /// switches them on: the setting to leave on there. The environment and C settings sample every
+    /// switches them on: the setting to leave on there (1.04x).
+    ///
+    /// The environment and C settings sample every
     /// [`ALWAYS_ON_INTERVAL_NS`](crate::sampling::ALWAYS_ON_INTERVAL_NS)
     /// with trace windows; here pass that to [`Profiler::sampling`].
     pub fn trace_windows(mut self, window: Duration, period: Duration) -> Self {
