@@ -114,20 +114,24 @@ pub(crate) fn untraced(r: &Rates) -> Verdict {
     const WHY: &str = "PM samples over its wall time; no kernel records";
     let eff = r.sm_efficiency.unwrap_or(0.0);
     let v = |bound, evidence: String| Verdict { bound, evidence: format!("{evidence} ({WHY})") };
-    let (c, m) = (r.compute_pct, r.dram_pct);
-    let figures = format!("compute {} and DRAM {} of peak", pct(c.unwrap_or(0.0)), pct(m.unwrap_or(0.0)));
-    match (c.unwrap_or(0.0), m.unwrap_or(0.0)) {
-        (c, m) if c.max(m) >= SOL_BOUND_PCT => v(if c >= m { COMPUTE } else { MEMORY }, figures),
-        _ if eff < GPU_BOUND_PCT => v(
+    let known = r.compute_pct.is_some() || r.dram_pct.is_some();
+    let (c, m) = (r.compute_pct.unwrap_or(0.0), r.dram_pct.unwrap_or(0.0));
+    let figures = format!("compute {} and DRAM {} of peak", pct(c), pct(m));
+    let active = format!("SMs active {} of its wall time", pct(eff));
+    if c.max(m) >= SOL_BOUND_PCT {
+        v(if c >= m { COMPUTE } else { MEMORY }, figures)
+    } else if eff < GPU_BOUND_PCT {
+        v(
             IDLE,
             format!(
-                "SMs active {} of its wall time: an idle GPU and idle SMs under running kernels cannot be told \
-                 apart without kernel records (a trace window, or trace mode, splits them)",
-                pct(eff)
+                "{active}: an idle GPU and idle SMs under running kernels cannot be told apart without kernel \
+                 records (a trace window, or trace mode, splits them)"
             ),
-        ),
-        _ if c.is_none() && m.is_none() => v(GPU, format!("SMs active {} of its wall time", pct(eff))),
-        _ => v(LATENCY, format!("SMs active {} of its wall time; {figures}: neither near its limit", pct(eff))),
+        )
+    } else if !known {
+        v(GPU, active)
+    } else {
+        v(LATENCY, format!("{active}; {figures}: neither near its limit"))
     }
 }
 
