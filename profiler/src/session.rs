@@ -100,8 +100,12 @@ impl Profiler {
         self
     }
 
-    /// Open range instances kept at once before the oldest closed ones are
-    /// summarised (default 100000).
+    /// Range instances held at once (default 100000). A closed instance is
+    /// folded into its range's totals, and freed, once its kernels, idle
+    /// time and samples are in; the cap matters only when they are held
+    /// back (a kernel record that never comes holds the timeline): then the
+    /// oldest closed instances are summarised early and counted in the
+    /// report's drops.
     pub fn max_live_ranges(mut self, n: usize) -> Self {
         self.max_live_ranges = n;
         self

@@ -204,6 +204,7 @@ impl Aggregator {
             t.samples.extend(samples.iter().take(room).map(SampleRecord::from));
         }
         self.advance_join(self.idle.decided_until());
+        self.retire_ranges();
     }
 
     fn advance_join(&mut self, decided: u64) {
@@ -434,6 +435,14 @@ impl Aggregator {
         self.ranges.idle(pieces);
         self.ranges.idle_decided(self.idle.decided_until());
         self.advance_join(self.idle.decided_until());
+        self.retire_ranges();
+    }
+
+    /// Folds in the range instances that are complete, freeing them.
+    fn retire_ranges(&mut self) {
+        for f in self.ranges.retire(self.idle.decided_until(), &self.untraced) {
+            self.trace_range(f);
+        }
     }
 
     /// Closes every open range at `end_ns` and hands over the totals.
@@ -565,35 +574,62 @@ mod tests {
         assert_eq!(count(&end, "snapshot-outer"), Some((1, 1)));
     }
 
-    #[test]
-    fn a_million_launches_keep_memory_bounded() {
-        let opts = AggregateOptions { max_live_ranges: 1000, max_pending_launches: 4096, ..Default::default() };
-        let mut a = Aggregator::new(opts, DeviceTable::fixed(vec![]));
-        let path = paths().intern(ROOT, 0, "bounded-test");
-        for i in 0..1_000_000u32 {
-            // One range per 10 launches; every launch's kernel arrives.
+    /// One range per 10 launches, 100 ns apart, each kernel arriving (a
+    /// buffer's worth decided every 1000 launches) unless `lost(i)`.
+    fn ranges_of_ten(a: &mut Aggregator, path: PathId, launches: std::ops::Range<u32>, lost: impl Fn(u32) -> bool) {
+        for i in launches {
+            let inst = 1 + (i / 10) as u64;
             if i % 10 == 0 {
-                let inst = 1 + (i / 10) as u64;
                 a.host_event(HostEvent::Push { instance: inst, parent: 0, path, tid: 1, ts: i as u64 * 100 });
             }
-            let inst = 1 + (i / 10) as u64;
             a.host_event(launch(i, inst, path, i as u64 * 100));
-            a.kernel(&KernelActivity::sample(i, i as u64 * 100, i as u64 * 100 + 10));
+            if !lost(i) {
+                a.kernel(&KernelActivity::sample(i, i as u64 * 100, i as u64 * 100 + 10));
+            }
             if i % 10 == 9 {
                 a.host_event(HostEvent::Pop { instance: inst, ts: i as u64 * 100 + 50 });
             }
+            if i % 1000 == 999 {
+                a.advance_idle();
+            }
         }
-        // Launch records are dropped as their kernels arrive; range
-        // instances are summarised once the cap is reached.
+    }
+
+    #[test]
+    fn a_million_launches_keep_memory_flat_as_complete_ranges_retire() {
+        let opts = AggregateOptions { max_live_ranges: 1000, max_pending_launches: 4096, ..Default::default() };
+        let mut a = Aggregator::new(opts, DeviceTable::fixed(vec![]));
+        let path = paths().intern(ROOT, 0, "bounded-test");
+        let mut most_live = 0;
+        for round in 0..1000 {
+            ranges_of_ten(&mut a, path, round * 1000..(round + 1) * 1000, |_| false);
+            most_live = most_live.max(a.ranges.live());
+        }
+        // Launch records are dropped as their kernels arrive; an instance
+        // is folded in once the timeline is decided past its end.
         assert_eq!(a.attribution.pending_launches(), 0);
-        assert!(a.ranges.live() <= 1000, "{}", a.ranges.live());
+        assert!(most_live <= 101, "instances held: {most_live}");
         assert_eq!(a.by_name.len(), 1);
         assert_eq!(a.by_path_name.len(), 1);
         let r = a.finish(1_000_000 * 100);
         assert_eq!(r.kernels[0].1.launches, 1_000_000);
         let (_, g) = r.ranges.iter().find(|(p, _)| p.to_string() == "bounded-test").unwrap();
-        assert_eq!(g.count, 100_000, "every instance summarised, early or at the end");
-        assert_eq!(g.launches, 1_000_000);
+        assert_eq!((g.count, g.launches, g.busy), (100_000, 1_000_000, 10_000_000));
+        assert_eq!(r.drops.ranges_evicted, 0, "complete instances are not summarised early");
+    }
+
+    #[test]
+    fn a_timeline_held_by_a_lost_kernel_summarises_the_oldest_ranges_at_the_cap_and_counts_them() {
+        let opts = AggregateOptions { max_live_ranges: 100, max_pending_launches: 1 << 20, ..Default::default() };
+        let mut a = Aggregator::new(opts, DeviceTable::fixed(vec![]));
+        let path = paths().intern(ROOT, 0, "held-test");
+        // The first launch's kernel never comes: nothing after it is decided
+        // until the timeline's own cap (8192 spans) forces it.
+        ranges_of_ten(&mut a, path, 0..100_000, |i| i == 0);
+        assert!(a.ranges.live() <= 101, "{}", a.ranges.live());
+        let r = a.finish(100_000 * 100);
+        let (_, g) = r.ranges.iter().find(|(p, _)| p.to_string() == "held-test").unwrap();
+        assert_eq!((g.count, g.launches), (10_000, 100_000), "every instance summarised, early or at the end");
         assert!(r.drops.ranges_evicted > 0, "early summaries are counted");
     }
 
@@ -683,6 +719,38 @@ mod tests {
         let w = r.sampling.and_then(|s| s.trace_windows).expect("trace windows reported");
         assert_eq!((w.window_ns, w.windows, w.traced_ns, w.untraced_ns), (0, 0, 0, 1000));
         assert_eq!(r.idle.iter().sum::<u64>(), 0, "nothing traced: no idle time claimed");
+    }
+
+    #[test]
+    fn untraced_ranges_retire_once_samples_cover_them_and_not_before() {
+        let opts = AggregateOptions { sampling: true, trace_windows: Some((0, 1000)), ..Default::default() };
+        let mut a = Aggregator::new(opts, DeviceTable::fixed(vec![]));
+        let path = paths().intern(ROOT, 0, "untraced-retire");
+        let sample = |t: u64| Sample {
+            device: 0,
+            start: t,
+            end: t + 10,
+            sm_efficiency_pct: 40.0,
+            occupancy_pct: 50.0,
+            sm_cycles_active: 4.0,
+            tensor_active_pct: f32::NAN,
+            issue_active_pct: f32::NAN,
+            dram_bytes: 0.0,
+        };
+        for i in 0..3u64 {
+            a.host_event(HostEvent::Push { instance: i + 1, parent: 0, path, tid: 1, ts: i * 100 });
+            a.host_event(HostEvent::Pop { instance: i + 1, ts: i * 100 + 50 });
+        }
+        assert_eq!(a.ranges.live(), 3, "no samples yet: they may still come");
+        a.samples(&(0..16).map(|k| sample(k * 10)).collect::<Vec<_>>());
+        assert_eq!(a.ranges.live(), 1, "samples up to 160 cover the two that ended by 150");
+        a.samples(&[sample(160), sample(250)]);
+        assert_eq!(a.ranges.live(), 0);
+        let r = a.finish(1000);
+        let (_, g) = r.ranges.iter().find(|(p, _)| p.to_string() == "untraced-retire").unwrap();
+        assert_eq!((g.count, g.untraced_count, g.untraced_wall), (0, 3, 150));
+        assert!(g.sampled_wall.figures().is_some());
+        assert_eq!(r.drops.ranges_evicted, 0);
     }
 
     #[test]

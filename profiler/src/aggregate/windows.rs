@@ -63,6 +63,11 @@ impl Untraced {
         (self.closed_count, self.closed_ns.saturating_add(open))
     }
 
+    /// Whether tracing has ever been off.
+    pub(crate) fn any(&self) -> bool {
+        self.open.is_some() || self.closed_count > 0
+    }
+
     /// Since when tracing has been off, if it is.
     pub(crate) fn off_since(&self) -> Option<u64> {
         self.open
