@@ -265,8 +265,8 @@ pub fn analyze(r: &Report) -> Analysis {
 }
 
 fn range(r: &Report, g: &RangeSummary, w: Option<&Weighted>, peaks: Option<&Peaks>) -> RangeAnalysis {
-    if let (0, Some(f)) = (g.count, g.sampled_wall.as_ref().filter(|_| g.untraced_count > 0)) {
-        return untraced_range(g, f, peaks);
+    if g.count == 0 && g.untraced_count > 0 {
+        return untraced_range(g, g.sampled_wall.as_ref(), peaks);
     }
     let path = g.path.to_string();
     let profiler = g.idle.map_or(0, |i| i.profiler_ns);
@@ -348,9 +348,10 @@ fn range(r: &Report, g: &RangeSummary, w: Option<&Weighted>, peaks: Option<&Peak
 }
 
 /// A range none of whose instances was traced: what PM samples over its
-/// wall time say, and nothing that needs kernel records.
-fn untraced_range(g: &RangeSummary, f: &SampledFigures, peaks: Option<&Peaks>) -> RangeAnalysis {
-    let r = rates::sampled(f, Rates::default(), peaks);
+/// wall time say, and nothing that needs kernel records (with no samples
+/// either, nothing is known).
+fn untraced_range(g: &RangeSummary, f: Option<&SampledFigures>, peaks: Option<&Peaks>) -> RangeAnalysis {
+    let r = f.map_or_else(Rates::default, |f| rates::sampled(f, Rates::default(), peaks));
     RangeAnalysis {
         path: g.path.to_string(),
         count: g.untraced_count,
@@ -364,7 +365,7 @@ fn untraced_range(g: &RangeSummary, f: &SampledFigures, peaks: Option<&Peaks>) -
         achieved_occupancy_pct: r.occupancy,
         compute_pct: r.compute_pct,
         dram_pct: r.dram_pct,
-        sampled: true,
+        sampled: f.is_some(),
         flops: None,
         flops_by_pipe: Vec::new(),
         hardware_mfu_pct: None,
@@ -375,7 +376,7 @@ fn untraced_range(g: &RangeSummary, f: &SampledFigures, peaks: Option<&Peaks>) -
         model_mfu_pipe: None,
         throughput_per_s: None,
         throughput_unit: None,
-        verdict: verdict::untraced(&r),
+        verdict: if f.is_some() { verdict::untraced(&r) } else { verdict::unmeasured(g.untraced_count) },
         untraced: true,
     }
 }
@@ -401,5 +402,58 @@ fn kernel(k: &crate::report::KernelSummary, total_ns: f64, peaks: Option<&Peaks>
         wave_efficiency_pct: r.wave_efficiency,
         waves: r.waves,
         verdict: verdict::kernel(&r),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::aggregate::devices::DeviceTable;
+    use crate::aggregate::{AggregateOptions, Aggregator};
+    use crate::model::event::HostEvent;
+    use crate::model::path::{paths, ROOT};
+    use crate::model::sampled::Sample;
+
+    #[test]
+    fn a_range_neither_traced_nor_sampled_is_unknown_not_an_idle_gpu() {
+        let opts = AggregateOptions { sampling: true, trace_windows: Some((0, 1000)), ..Default::default() };
+        let mut a = Aggregator::new(opts, DeviceTable::fixed(vec![]));
+        let sampled = paths().intern(ROOT, 0, "analysis-sampled");
+        let unsampled = paths().intern(ROOT, 0, "analysis-unsampled");
+        a.host_event(HostEvent::Push { instance: 1, parent: 0, path: sampled, tid: 1, ts: 100 });
+        a.host_event(HostEvent::Pop { instance: 1, ts: 600 });
+        let samples: Vec<Sample> = (0..1000u64)
+            .step_by(10)
+            .map(|t| Sample {
+                device: 0,
+                start: t,
+                end: t + 10,
+                sm_efficiency_pct: 80.0,
+                occupancy_pct: 50.0,
+                sm_cycles_active: 8.0,
+                tensor_active_pct: f32::NAN,
+                issue_active_pct: f32::NAN,
+                dram_bytes: 0.0,
+            })
+            .collect();
+        a.samples(&samples);
+        // Sampling stopped: the later range has no sample.
+        for (i, ts) in [(2, 2000), (3, 3000)] {
+            a.host_event(HostEvent::Push { instance: i, parent: 0, path: unsampled, tid: 1, ts });
+            a.host_event(HostEvent::Pop { instance: i, ts: ts + 500 });
+        }
+        let r = Report::build(a.finish(4000), 0, 4000);
+        let an = analyze(&r);
+        let get = |p: &str| an.ranges.iter().find(|g| g.path == p).expect(p);
+        let (s, u) = (get("analysis-sampled"), get("analysis-unsampled"));
+        assert!(s.untraced && s.sampled, "{s:?}");
+        assert_eq!(s.sm_efficiency_pct.map(|e| e.round()), Some(80.0));
+        assert_ne!(s.verdict.bound, verdict::UNKNOWN);
+        assert!(u.untraced && !u.sampled, "{u:?}");
+        assert_eq!((u.count, u.wall_ns, u.sm_efficiency_pct), (2, 1000, None));
+        assert_eq!(u.verdict.bound, verdict::UNKNOWN, "{:?}", u.verdict);
+        assert!(u.verdict.evidence.contains("none of its 2 instances was traced"), "{}", u.verdict.evidence);
+        let table = r.to_table(120);
+        assert!(table.contains("unknown"), "{table}");
     }
 }

@@ -26,6 +26,9 @@ pub const DEPENDENCY: Bound = "dependency-bound";
 /// The GPU idled and the report does not say why (schema 1), or (no
 /// kernel records) its SMs were mostly idle, the GPU or under kernels.
 pub const IDLE: Bound = "gpu-idle";
+/// Nothing was measured over the range: no kernel records and no PM
+/// samples (trace windows with sampling stopped or unsupported).
+pub const UNKNOWN: Bound = "unknown";
 
 /// The GPU busy at least this share of a range's time (gpuscope's own
 /// measurement excluded) is what bounds it; below, whatever keeps it idle
@@ -54,7 +57,7 @@ pub const TAIL_WAVE_PCT: f64 = 80.0;
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Verdict {
     /// compute-bound, memory-bound, latency-bound, gpu-bound, launch-bound,
-    /// host-bound, sync-bound, dependency-bound or gpu-idle.
+    /// host-bound, sync-bound, dependency-bound, gpu-idle or unknown.
     pub bound: Bound,
     /// The figures behind it.
     pub evidence: String,
@@ -101,6 +104,18 @@ pub(crate) fn kernel(r: &Rates) -> Option<Verdict> {
     } else {
         let occ = r.occupancy.map(|o| format!(", achieved occupancy {}", pct(o))).unwrap_or_default();
         v(LATENCY, format!("{figures}: neither near its limit{occ}"))
+    }
+}
+
+/// A range neither traced nor sampled: `unknown`, saying why (reading its
+/// empty kernel time as an idle GPU would be a false verdict).
+pub(crate) fn unmeasured(count: u64) -> Verdict {
+    Verdict {
+        bound: UNKNOWN,
+        evidence: format!(
+            "none of its {count} instances was traced and no PM sample covers them (sampling was stopped or not \
+             supported): nothing measured"
+        ),
     }
 }
 
