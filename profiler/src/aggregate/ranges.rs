@@ -101,6 +101,11 @@ fn fold(acc: &mut RangeAcc, i: &Instance, end: u64, untraced: &Untraced) {
     }
 }
 
+/// Traced instances still waiting for their kernels that one
+/// [`Ranges::retire`] walks past to reach untraced ones: a timeline held
+/// undecided would otherwise make every call walk all of them.
+const MAX_SKIPPED: usize = 1024;
+
 /// Open and unfinished instances, and the per-path totals.
 pub(crate) struct Ranges {
     max_live: usize,
@@ -309,13 +314,16 @@ impl Ranges {
     pub(crate) fn retire(&mut self, decided: u64, untraced: &Untraced) -> Vec<Finished> {
         let sampled = if self.sample_open.is_some() { self.sampled_until } else { u64::MAX };
         let mut ready = Vec::new();
+        let mut waiting = 0;
         for &(end, id) in self.closed.range(..=(sampled, u64::MAX)) {
             if end <= decided {
                 ready.push(id);
-            } else if untraced.any() {
+            } else if untraced.any() && waiting < MAX_SKIPPED {
                 let start = self.instances.get(&id).map_or(end, |i| i.start);
                 if untraced.touches(start, end) {
                     ready.push(id);
+                } else {
+                    waiting += 1;
                 }
             } else {
                 // Later ends are not decided either.
