@@ -695,20 +695,7 @@ mod tests {
         let mut a = Aggregator::new(opts, DeviceTable::fixed(vec![]));
         let r0 = paths().intern(ROOT, 0, "zero-windows");
         a.host_event(HostEvent::Push { instance: 1, parent: 0, path: r0, tid: 1, ts: 100 });
-        let samples: Vec<Sample> = (0..1000u64)
-            .step_by(10)
-            .map(|t| Sample {
-                device: 0,
-                start: t,
-                end: t + 10,
-                sm_efficiency_pct: 40.0,
-                occupancy_pct: 50.0,
-                sm_cycles_active: 4.0,
-                tensor_active_pct: f32::NAN,
-                issue_active_pct: f32::NAN,
-                dram_bytes: 0.0,
-            })
-            .collect();
+        let samples = Sample::flat_run(0, 0, 1000, 40.0, 50.0);
         a.samples(&samples);
         a.host_event(HostEvent::Pop { instance: 1, ts: 600 });
         let r = a.finish(1000);
@@ -726,17 +713,7 @@ mod tests {
         let opts = AggregateOptions { sampling: true, trace_windows: Some((0, 1000)), ..Default::default() };
         let mut a = Aggregator::new(opts, DeviceTable::fixed(vec![]));
         let path = paths().intern(ROOT, 0, "untraced-retire");
-        let sample = |t: u64| Sample {
-            device: 0,
-            start: t,
-            end: t + 10,
-            sm_efficiency_pct: 40.0,
-            occupancy_pct: 50.0,
-            sm_cycles_active: 4.0,
-            tensor_active_pct: f32::NAN,
-            issue_active_pct: f32::NAN,
-            dram_bytes: 0.0,
-        };
+        let sample = |t: u64| Sample::flat(0, t, t + 10, 40.0, 50.0);
         for i in 0..3u64 {
             a.host_event(HostEvent::Push { instance: i + 1, parent: 0, path, tid: 1, ts: i * 100 });
             a.host_event(HostEvent::Pop { instance: i + 1, ts: i * 100 + 50 });

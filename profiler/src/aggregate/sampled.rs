@@ -217,22 +217,11 @@ mod tests {
     use crate::model::path::ROOT;
 
     fn sample(device: u32, start: u64, end: u64, eff: f32, occ: f32) -> Sample {
-        Sample {
-            device,
-            start,
-            end,
-            sm_efficiency_pct: eff,
-            occupancy_pct: occ,
-            sm_cycles_active: (end - start) as f32 * eff / 100.0,
-            tensor_active_pct: f32::NAN,
-            issue_active_pct: f32::NAN,
-            dram_bytes: 1000.0,
-        }
+        Sample::flat(device, start, end, eff, occ)
     }
 
-    /// Samples of 10 ns from `from` to `to` with the given values.
     fn samples(device: u32, from: u64, to: u64, eff: f32, occ: f32) -> Vec<Sample> {
-        (from..to).step_by(10).map(|t| sample(device, t, t + 10, eff, occ)).collect()
+        Sample::flat_run(device, from, to, eff, occ)
     }
 
     fn figures(j: &Joined) -> (f64, f64) {

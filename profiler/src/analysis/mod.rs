@@ -422,20 +422,7 @@ mod tests {
         let unsampled = paths().intern(ROOT, 0, "analysis-unsampled");
         a.host_event(HostEvent::Push { instance: 1, parent: 0, path: sampled, tid: 1, ts: 100 });
         a.host_event(HostEvent::Pop { instance: 1, ts: 600 });
-        let samples: Vec<Sample> = (0..1000u64)
-            .step_by(10)
-            .map(|t| Sample {
-                device: 0,
-                start: t,
-                end: t + 10,
-                sm_efficiency_pct: 80.0,
-                occupancy_pct: 50.0,
-                sm_cycles_active: 8.0,
-                tensor_active_pct: f32::NAN,
-                issue_active_pct: f32::NAN,
-                dram_bytes: 0.0,
-            })
-            .collect();
+        let samples = Sample::flat_run(0, 0, 1000, 80.0, 50.0);
         a.samples(&samples);
         // Sampling stopped: the later range has no sample.
         for (i, ts) in [(2, 2000), (3, 3000)] {

@@ -45,6 +45,29 @@ pub struct Sample {
     pub dram_bytes: f32,
 }
 
+#[cfg(test)]
+impl Sample {
+    /// A sample of flat test values: SM efficiency `eff`, occupancy `occ`.
+    pub(crate) fn flat(device: u32, start: u64, end: u64, eff: f32, occ: f32) -> Sample {
+        Sample {
+            device,
+            start,
+            end,
+            sm_efficiency_pct: eff,
+            occupancy_pct: occ,
+            sm_cycles_active: (end - start) as f32 * eff / 100.0,
+            tensor_active_pct: f32::NAN,
+            issue_active_pct: f32::NAN,
+            dram_bytes: 1000.0,
+        }
+    }
+
+    /// Flat samples of 10 ns from `from` to `to`.
+    pub(crate) fn flat_run(device: u32, from: u64, to: u64, eff: f32, occ: f32) -> Vec<Sample> {
+        (from..to).step_by(10).map(|t| Sample::flat(device, t, t + 10, eff, occ)).collect()
+    }
+}
+
 impl Sample {
     /// From values in [`SAMPLED_METRICS`] order (missing ones NaN).
     pub fn from_values(device: u32, start: u64, end: u64, v: &[f64]) -> Sample {
