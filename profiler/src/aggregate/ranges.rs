@@ -318,16 +318,18 @@ impl Ranges {
         for &(end, id) in self.closed.range(..=(sampled, u64::MAX)) {
             if end <= decided {
                 ready.push(id);
-            } else if untraced.any() && waiting < MAX_SKIPPED {
-                let start = self.instances.get(&id).map_or(end, |i| i.start);
-                if untraced.touches(start, end) {
-                    ready.push(id);
-                } else {
-                    waiting += 1;
-                }
-            } else {
-                // Later ends are not decided either.
+                continue;
+            }
+            // Past `decided` only instances that touched untraced time are
+            // complete; with none, or enough traced ones walked past, stop.
+            if !untraced.any() || waiting == MAX_SKIPPED {
                 break;
+            }
+            let start = self.instances.get(&id).map_or(end, |i| i.start);
+            if untraced.touches(start, end) {
+                ready.push(id);
+            } else {
+                waiting += 1;
             }
         }
         let mut done = Vec::with_capacity(ready.len());
