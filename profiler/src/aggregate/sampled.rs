@@ -216,14 +216,6 @@ mod tests {
     use super::*;
     use crate::model::path::ROOT;
 
-    fn sample(device: u32, start: u64, end: u64, eff: f32, occ: f32) -> Sample {
-        Sample::flat(device, start, end, eff, occ)
-    }
-
-    fn samples(device: u32, from: u64, to: u64, eff: f32, occ: f32) -> Vec<Sample> {
-        Sample::flat_run(device, from, to, eff, occ)
-    }
-
     fn figures(j: &Joined) -> (f64, f64) {
         let f = j.all.figures().expect("covered");
         (f.sm_efficiency_pct, f.achieved_occupancy_pct.unwrap_or(f64::NAN))
@@ -232,7 +224,7 @@ mod tests {
     #[test]
     fn a_long_kernel_reads_the_samples_inside_it_and_gets_its_own_figure() {
         let mut j = SampleJoin::new(4, 1 << 16, 1 << 16);
-        j.samples(&samples(0, 0, 200, 80.0, 40.0));
+        j.samples(&Sample::flat_run(0, 0, 200, 80.0, 40.0));
         j.kernel(0, 20, 120, 1, ROOT);
         let mut out = Vec::new();
         j.advance(1000, &mut out);
@@ -250,7 +242,7 @@ mod tests {
         // kernels ran 6 ns of 10: over their own time they were 100%
         // efficient.
         let mut j = SampleJoin::new(4, 64, 64);
-        j.samples(&[sample(0, 0, 10, 60.0, 50.0)]);
+        j.samples(&[Sample::flat(0, 0, 10, 60.0, 50.0)]);
         j.kernel(0, 0, 3, 1, ROOT);
         j.kernel(0, 7, 10, 2, ROOT);
         let mut out = Vec::new();
@@ -267,7 +259,7 @@ mod tests {
     #[test]
     fn concurrent_kernels_share_a_sample() {
         let mut j = SampleJoin::new(1, 64, 64);
-        j.samples(&samples(0, 0, 40, 90.0, 30.0));
+        j.samples(&Sample::flat_run(0, 0, 40, 90.0, 30.0));
         j.kernel(0, 0, 40, 1, ROOT);
         j.kernel(0, 10, 30, 2, ROOT);
         let mut out = Vec::new();
@@ -287,10 +279,10 @@ mod tests {
         let mut out = Vec::new();
         j.advance(1000, &mut out);
         assert!(out.is_empty(), "no samples yet");
-        j.samples(&samples(0, 0, 20, 50.0, 50.0));
+        j.samples(&Sample::flat_run(0, 0, 20, 50.0, 50.0));
         j.advance(1000, &mut out);
         assert!(out.is_empty(), "its last sample has not come");
-        j.samples(&samples(0, 20, 40, 50.0, 50.0));
+        j.samples(&Sample::flat_run(0, 20, 40, 50.0, 50.0));
         j.advance(15, &mut out);
         assert!(out.is_empty(), "the timeline after 15 is not decided: another kernel may overlap");
         j.advance(40, &mut out);
@@ -302,8 +294,8 @@ mod tests {
     #[test]
     fn devices_are_joined_apart() {
         let mut j = SampleJoin::new(1, 64, 64);
-        j.samples(&samples(0, 0, 100, 20.0, 10.0));
-        j.samples(&samples(1, 0, 100, 70.0, 60.0));
+        j.samples(&Sample::flat_run(0, 0, 100, 20.0, 10.0));
+        j.samples(&Sample::flat_run(1, 0, 100, 70.0, 60.0));
         j.kernel(0, 0, 50, 1, ROOT);
         j.kernel(1, 0, 50, 2, ROOT);
         let mut out = Vec::new();
@@ -317,7 +309,7 @@ mod tests {
     fn memory_stays_bounded_and_losses_are_counted() {
         let mut j = SampleJoin::new(1, 100, 10);
         // Nothing decided: samples pile up to the bound, then expire.
-        j.samples(&samples(0, 0, 10_000, 50.0, 50.0));
+        j.samples(&Sample::flat_run(0, 0, 10_000, 50.0, 50.0));
         assert_eq!(j.expired, 900);
         for i in 0..20 {
             j.kernel(0, 9_000 + i * 10, 9_005 + i * 10, 1, ROOT);
@@ -328,7 +320,7 @@ mod tests {
         assert_eq!(out.len(), 10);
         // A kernel before the first sample, after the end: no figure.
         let mut j = SampleJoin::new(1, 100, 10);
-        j.samples(&samples(0, 100, 200, 50.0, 50.0));
+        j.samples(&Sample::flat_run(0, 100, 200, 50.0, 50.0));
         j.kernel(0, 300, 400, 1, ROOT);
         let mut out = Vec::new();
         j.finish(500, &mut out);
@@ -339,7 +331,7 @@ mod tests {
     #[test]
     fn a_kernel_after_its_samples_were_joined_is_counted_unsampled() {
         let mut j = SampleJoin::new(1, 64, 64);
-        j.samples(&samples(0, 0, 100, 50.0, 50.0));
+        j.samples(&Sample::flat_run(0, 0, 100, 50.0, 50.0));
         let mut out = Vec::new();
         j.advance(100, &mut out);
         j.kernel(0, 10, 20, 1, ROOT);
