@@ -107,8 +107,9 @@ class profile:
     `kernel_filter`, `nvtx_filter`, `launch_count`) or "sampling" (plus
     device-wide counters sampled every `sampling_interval_us`;
     `trace_windows=(window_ms, period_ms)` traces kernels only part of the
-    time; `(0, 1000)`: never, the cheapest setting to leave on). `output`: also write the report there (format from `format` or
-    the suffix). Without a GPU, driver or CUPTI, or when another profiler
+    time; `(0, 1000)`: never, the cheapest setting to leave on).
+    `output`: also write the report there (format from `format` or the
+    suffix). Without a GPU, driver or CUPTI, or when another profiler
     holds CUPTI, it warns (`GpuscopeWarning`) and the block runs
     unprofiled, or raises `GpuscopeError` with `strict=True`. Bad
     arguments always raise. After the block, `report` holds the report
