@@ -152,11 +152,10 @@ impl Profiler {
 
     /// Sampling mode, always-on setting: kernel records only for the first
     /// `window` of every `period` (PM sampling and NVTX ranges all the
-    /// time; launch callbacks stay subscribed, and between windows only
-    /// count each launch for the ranges open at it). Kernel tables, GPU
-    /// busy and idle time come from the traced windows; range instances
-    /// that touch an untraced stretch are counted apart, with sampled
-    /// figures over their wall windows and their launch counts. The
+    /// time; launch callbacks stay subscribed but return at once between
+    /// windows). Kernel tables, GPU busy and idle time come from the
+    /// traced windows; range instances that touch an untraced stretch are
+    /// counted apart, with sampled figures over their wall windows. The
     /// report's `sampling.trace_windows` says how much was traced.
     /// `window`: 10 ms or more, less than `period` (at most an hour); or
     /// zero: no kernel or copy records at all, every range figure from PM

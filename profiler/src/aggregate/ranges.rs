@@ -52,8 +52,6 @@ pub(crate) struct RangeAcc {
     pub untraced_count: u64,
     /// Their wall time, ns.
     pub untraced_wall: u64,
-    /// Their launches: traced ones, and those counted between windows.
-    pub untraced_launches: u64,
 }
 
 /// A finished instance, for the trace.
@@ -91,7 +89,6 @@ fn fold(acc: &mut RangeAcc, i: &Instance, end: u64, untraced: &Untraced) {
     if untraced.touches(i.start, end) {
         acc.untraced_count += 1;
         acc.untraced_wall = acc.untraced_wall.saturating_add(end - i.start);
-        acc.untraced_launches = acc.untraced_launches.saturating_add(i.launches);
         return;
     }
     acc.count += 1;

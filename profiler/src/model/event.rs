@@ -32,10 +32,6 @@ pub enum HostEvent {
         inherited: bool,
         ts: u64,
     },
-    /// A launch API call between trace windows (kernel records off):
-    /// counted for `instance` and the ranges around it, with no kernel to
-    /// wait for.
-    UntracedLaunch { instance: u64 },
     /// A thread was blocked in a copy API call (`cudaMemcpy*`,
     /// `cuMemcpy*`) from `start` to `end`.
     HostCopy { start: u64, end: u64 },
