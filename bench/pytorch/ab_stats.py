@@ -16,6 +16,7 @@ import sys
 
 
 def pooled(runs):
+    """All session blocks but each process's first (set-up) over all plain blocks."""
     plain = [b for r in runs for b in r["before"] + r["after"]]
     during = [b for r in runs for b in r["during"][1:]]
     return st.mean(during) / st.mean(plain)

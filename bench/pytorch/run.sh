@@ -3,10 +3,14 @@
 #   bench/pytorch/run.sh overhead LIBGPUSCOPE OUTDIR [PROCESSES] [ROUNDS] [STEPS]
 #   bench/pytorch/run.sh fidelity OUTDIR      (gpuscope on PATH)
 #   bench/pytorch/run.sh cost LIBGPUSCOPE OUTDIR ROUNDS CONFIG...
+#   bench/pytorch/run.sh ab OLD_LIB NEW_LIB OUTDIR SECONDS [CONFIG]
 # cost: one long session per process (session_cost.py), the configurations
 # alternating process by process, ROUNDS times; in cost.txt the median of
 # the processes' ratios and the pooled ratio (mean of all session blocks but
 # each first over the mean of all plain blocks); REPORTS=1 keeps reports.
+# ab: two builds against no session, one session_cost.py process per run,
+# alternating none / OLD / NEW (CONFIG, default windows:1000:0/1000) until
+# SECONDS have passed; ab_stats.py's three measures in ab.txt.
 # overhead: tracing cost decomposed (see overhead.py), in PROCESSES
 # processes; fidelity: every launch of 3 steps measured by gpuscope
 # (metrics mode) and by ncu, compared launch by launch (fidelity.py).
@@ -39,20 +43,18 @@ case "${1:-}" in
           --blocks "${BLOCKS:-6}" --steps "${STEPS:-40}" --out "$out/cost-${c//[:\/]/_}-$r.json" 2>&1 | grep -v -i "warn"
       done
     done
-    python3 - "$out" "$@" <<'PY' | tee "$out/cost.txt"
+    python3 - "$here" "$out" "$@" <<'PY' | tee "$out/cost.txt"
 import glob, json, statistics as st, sys
-out = sys.argv[1]
-for c in sys.argv[2:]:
+sys.path.insert(0, sys.argv[1])
+from ab_stats import pooled
+out = sys.argv[2]
+for c in sys.argv[3:]:
     rs = [json.load(open(f)) for f in sorted(glob.glob(f"{out}/cost-{c.replace(':', '_').replace('/', '_')}-*.json"))]
     if rs:
         ratios = [r["ratio"] for r in rs]
         cpu = [r["cpu_ratio"] for r in rs if "cpu_ratio" in r]
-        # Every block of every process, the session's first left out (set-up).
-        plain = [b for r in rs for b in r["before"] + r["after"]]
-        during = [b for r in rs for b in r["during"][1:]]
-        pooled = st.mean(during) / st.mean(plain)
         print(f"{c:<24} median ratio {st.median(ratios):.3f} (of {len(rs)}: {' '.join(f'{x:.3f}' for x in ratios)})"
-              + f"  pooled {pooled:.3f}" + (f"  cpu {st.median(cpu):.3f}" if cpu else "")
+              + f"  pooled {pooled(rs):.3f}" + (f"  cpu {st.median(cpu):.3f}" if cpu else "")
               + f"  plain step {st.median(r['plain_step_ms'] for r in rs):.2f} ms  start {st.median(r['start_s'] for r in rs):.2f} s")
     # Trace windows: steps ending inside a window (records on) against the
     # rest of the session, in the same processes (the windows start with
@@ -70,6 +72,21 @@ for c in sys.argv[2:]:
                   f"{1e3 * st.median(outs):.2f} ms ({len(outs)}): x{st.median(ins) / st.median(outs):.3f}")
 PY
     ;;
+  ab)
+    old=$(readlink -f "$2"); new=$(readlink -f "$3"); out=$4; until=$5; config=${6:-windows:1000:0/1000}
+    mkdir -p "$out"
+    build_floor "$out" || exit 1
+    r=0
+    while [ "$SECONDS" -lt "$until" ]; do
+      r=$((r + 1))
+      for v in none old new; do
+        case $v in none) lib=$new c=none ;; old) lib=$old c=$config ;; new) lib=$new c=$config ;; esac
+        NVTX_INJECTION64_PATH=$lib taskset -c 2-9 python3 "$here/session_cost.py" --gpuscope "$lib" --config "$c" \
+          --floor "$out/libcupti_floor.so" --blocks "${BLOCKS:-6}" --steps "${STEPS:-40}" \
+          --report "$out/report-$v-$r.json" --out "$out/cost-$v-$r.json" 2>&1 | grep -v -i warn | tail -1
+      done
+    done
+    python3 "$here/ab_stats.py" "$out" none old new | tee "$out/ab.txt" ;;
   fidelity)
     out=$2; mkdir -p "$out"
     M=gpu__time_duration.sum,sm__warps_active.avg.pct_of_peak_sustained_active,smsp__cycles_active.avg.pct_of_peak_sustained_elapsed
@@ -79,5 +96,5 @@ PY
     GPUSCOPE_METRICS_BATCH=1 gpuscope run -q --mode metrics --launch-count all --trace 1000000 -o "$out/gpuscope_alone.json" -- "${prog[@]}" > "$out/gpuscope_alone.log" 2>&1
     ncu --csv --cache-control none --clock-control none --metrics $M "${prog[@]}" > "$out/ncu.csv" 2> "$out/ncu.log"
     python3 "$here/fidelity.py" --ncu ncu="$out/ncu.csv" --ours gpuscope="$out/gpuscope.json" --ours alone="$out/gpuscope_alone.json" ;;
-  *) sed -n 2,7p "$0"; exit 2 ;;
+  *) sed -n 2,8p "$0"; exit 2 ;;
 esac
