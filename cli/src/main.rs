@@ -41,9 +41,10 @@ enum Cmd {
         #[arg(long, value_name = "US")]
         sampling_interval: Option<String>,
         /// Sampling mode, always on: kernel records only for the first
-        /// WINDOW of every PERIOD milliseconds (e.g. 100/1000); PM samples
-        /// and NVTX ranges all the time. 0/1000: no kernel records at all,
-        /// the cheapest (records leave most of their cost once switched on).
+        /// WINDOW of every PERIOD milliseconds (e.g. 100/1000); PM samples,
+        /// NVTX ranges and launch counts all the time. 0/1000: no kernel
+        /// records at all, the cheapest (records leave most of their cost
+        /// once switched on).
         #[arg(long, value_name = "WINDOW/PERIOD")]
         trace_windows: Option<String>,
         /// Serve the running figures at http://HOST:PORT/metrics for

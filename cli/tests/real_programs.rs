@@ -201,6 +201,11 @@ fn a_pytorch_loop_under_trace_windows_is_traced_part_of_the_time_and_sampled_all
     // attributed to steps that were not traced.
     let per_step = step["kernel_launches"].as_u64().unwrap() as f64 / n as f64;
     assert!((200.0..=330.0).contains(&per_step), "{per_step} launches per traced step");
+    // Untraced steps' launches are counted too: per step, traced or not,
+    // the same ~261.
+    let all = step["kernel_launches"].as_u64().unwrap() + step["untraced_launches"].as_u64().unwrap_or(0);
+    let per_any_step = all as f64 / (n + nu) as f64;
+    assert!((200.0..=330.0).contains(&per_any_step), "{per_any_step} launches per step, traced or not");
     let launches: u64 = r["kernels"].as_array().unwrap().iter().map(|k| k["launches"].as_u64().unwrap()).sum();
     assert!(launches as f64 <= 0.5 * 261.0 * (warmup + steps) as f64, "{launches} kernels recorded");
     assert!(r["drops"]["unattributed_kernels"].as_u64().unwrap() * 100 <= launches, "{}", r["drops"]);
@@ -237,6 +242,13 @@ fn a_pytorch_loop_under_windows_of_zero_has_no_kernel_records_and_sampled_ranges
     assert!(f["covered_ns"].as_u64().unwrap() as f64 >= 0.9 * wall as f64, "{f} over {wall} ns");
     let eff = f["sm_efficiency_pct"].as_f64().unwrap();
     assert!(eff > 0.0 && eff <= 100.0, "{f}");
+    // Launches are counted without records: ~261 per step, as a full
+    // trace records, and the session's count holds every step's.
+    let per_step = step["untraced_launches"].as_u64().unwrap() as f64 / (warmup + steps) as f64;
+    assert!((200.0..=330.0).contains(&per_step), "{per_step} launches per step");
+    let counted = w["untraced_launches"].as_u64().expect("launches counted between windows");
+    assert!(counted >= step["untraced_launches"].as_u64().unwrap(), "{w}");
+    assert_eq!(r["drops"]["host_events"], 0, "{}", r["drops"]);
 }
 
 #[test]

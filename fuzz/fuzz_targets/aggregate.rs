@@ -1,9 +1,10 @@
 //! The aggregator fed an arbitrary stream of host events (pushes, pops,
-//! launches, host waits and copies) and CUPTI kernel records (any times,
-//! ids, streams, launch shapes; the name pointer set to a real string, as
-//! CUPTI's always is), then the report built and rendered. Nothing may
-//! panic: times out of order, pops without pushes, kernels without
-//! launches and sums at u64's edge included.
+//! launches, launches counted between trace windows, host waits and
+//! copies) and CUPTI kernel records (any times, ids, streams, launch
+//! shapes; the name pointer set to a real string, as CUPTI's always is),
+//! then the report built and rendered. Nothing may panic: times out of
+//! order, pops without pushes, kernels without launches and sums at u64's
+//! edge included.
 #![no_main]
 
 use cupti_sys as sys;
@@ -68,7 +69,7 @@ fuzz_target!(|data: &[u8]| {
     while !i.0.is_empty() {
         let op = i.byte();
         let small = |i: &mut Input| i.byte() as u64;
-        match op % 8 {
+        match op % 9 {
             0 => {
                 let (instance, parent, path, tid, ts) =
                     (small(&mut i), small(&mut i), paths[i.byte() as usize % 3], i.byte() as u32, i.u64());
@@ -91,6 +92,7 @@ fuzz_target!(|data: &[u8]| {
             3 => rp.host_event(HostEvent::HostWait { start: i.u64(), end: i.u64() }),
             4 => rp.host_event(HostEvent::HostCopy { start: i.u64(), end: i.u64() }),
             5 | 6 => buffer.extend(kernel(&mut i)),
+            7 => rp.host_event(HostEvent::UntracedLaunches { path: paths[i.byte() as usize % 3], launches: i.u64() }),
             _ => rp.buffer(&std::mem::take(&mut buffer)),
         }
     }

@@ -152,10 +152,11 @@ impl Profiler {
 
     /// Sampling mode, always-on setting: kernel records only for the first
     /// `window` of every `period` (PM sampling and NVTX ranges all the
-    /// time; launch callbacks stay subscribed but return at once between
-    /// windows). Kernel tables, GPU busy and idle time come from the
-    /// traced windows; range instances that touch an untraced stretch are
-    /// counted apart, with sampled figures over their wall windows. The
+    /// time; launch callbacks stay subscribed, and between windows only
+    /// count each launch for the ranges open at it). Kernel tables, GPU
+    /// busy and idle time come from the traced windows; range instances
+    /// that touch an untraced stretch are counted apart, with sampled
+    /// figures over their wall windows and their launch counts. The
     /// report's `sampling.trace_windows` says how much was traced.
     /// `window`: 10 ms or more, less than `period` (at most an hour); or
     /// zero: no kernel or copy records at all, every range figure from PM
@@ -488,9 +489,14 @@ const HOST_POLL: Duration = Duration::from_millis(5);
 /// Sampling mode: how often completed activity records are fetched.
 const SAMPLING_FLUSH: Duration = Duration::from_millis(200);
 
+/// Trace windows: how often the threads' launch counts are collected (and
+/// ended threads' forgotten).
+const LAUNCH_COUNTS: Duration = Duration::from_secs(1);
+
 fn decode_loop(s: Arc<Collection>, opts: AggregateOptions, outputs: Outputs, ctl: Receiver<Control>) {
     let Outputs { buffers: bufs, host } = outputs;
     let mut last_flush = std::time::Instant::now();
+    let mut last_counts = std::time::Instant::now();
     let windows = opts.trace_windows;
     let began = std::time::Instant::now();
     let mut agg = Aggregator::new(opts, DeviceTable::from_driver());
@@ -531,6 +537,10 @@ fn decode_loop(s: Arc<Collection>, opts: AggregateOptions, outputs: Outputs, ctl
                     s.flush(false);
                 }
             }
+            if last_counts.elapsed() >= LAUNCH_COUNTS {
+                s.collect_launch_counts();
+                last_counts = std::time::Instant::now();
+            }
         }
         if let Some(sampler) = &s.sampler {
             agg.samples(&sampler.decode());
@@ -549,6 +559,7 @@ fn decode_loop(s: Arc<Collection>, opts: AggregateOptions, outputs: Outputs, ctl
                     Ok(Control::Finish(end, reply)) => (end, reply),
                     Ok(Control::Snapshot(reply)) => {
                         s.flush(true);
+                        s.collect_launch_counts();
                         catch_up(&mut agg);
                         let mut snap = agg.snapshot();
                         add_lost(&mut snap.drops, s.lost());
@@ -557,6 +568,8 @@ fn decode_loop(s: Arc<Collection>, opts: AggregateOptions, outputs: Outputs, ctl
                     }
                     Err(_) => return,
                 };
+                // Launch callbacks are off by now: every count is final.
+                s.collect_launch_counts();
                 catch_up(&mut agg);
                 if let Some(sampler) = &s.sampler {
                     agg.samples(&sampler.decode());

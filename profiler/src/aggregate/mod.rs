@@ -128,6 +128,8 @@ pub(crate) struct Aggregator {
     sampling_status: Option<SamplingStatus>,
     /// Sampling mode's untraced stretches (trace windows).
     untraced: Untraced,
+    /// Launch calls made between trace windows.
+    untraced_launches: u64,
 }
 
 impl Aggregator {
@@ -152,6 +154,7 @@ impl Aggregator {
             join: None,
             sampling_status: None,
             untraced: Untraced::default(),
+            untraced_launches: 0,
         };
         if matches!(a.opts.trace_windows, Some((0, _))) {
             // Windows of 0: kernel records are never on.
@@ -253,6 +256,10 @@ impl Aggregator {
                 self.attribution.launch(correlation_id, info);
                 self.idle.launch(correlation_id, ts, graph);
                 self.ranges.launch(instance);
+            }
+            HostEvent::UntracedLaunches { path, launches } => {
+                self.untraced_launches = self.untraced_launches.saturating_add(launches);
+                self.ranges.untraced_launches(path, launches);
             }
             HostEvent::HostCopy { start, end } => self.idle.copy(start, end),
             HostEvent::HostWait { start, end } => {
@@ -471,6 +478,7 @@ impl Aggregator {
                     traced_ns: end_ns.saturating_sub(self.opts.start_ns).saturating_sub(untraced_ns),
                     untraced_ns,
                     unclassified_gaps_ns: self.idle.untraced_gaps,
+                    untraced_launches: Some(self.untraced_launches),
                 }
             });
             st.trace_windows_off = self.opts.trace_windows_off.clone();
@@ -663,7 +671,12 @@ mod tests {
         a.host_event(launch(2, 2, rc, 95));
         a.tracing(false, 100);
         // Untraced: b runs, its kernels unseen.
+        // Launches there are counted for their ranges: two in b, one in c
+        // (open across the stretch), one outside every range.
         a.host_event(HostEvent::Push { instance: 3, parent: 0, path: rb, tid: 1, ts: 200 });
+        a.host_event(HostEvent::UntracedLaunches { path: rb, launches: 2 });
+        a.host_event(HostEvent::UntracedLaunches { path: rc, launches: 1 });
+        a.host_event(HostEvent::UntracedLaunches { path: ROOT, launches: 1 });
         a.host_event(HostEvent::Pop { instance: 3, ts: 300 });
         a.tracing(true, 1000);
         // Traced again: a's second instance.
@@ -675,11 +688,13 @@ mod tests {
         let r = a.finish(1100);
         let range = |p: &str| r.ranges.iter().find(|(rp, _)| rp.to_string() == p).map(|(_, g)| g.clone()).unwrap();
         let (ga, gb, gc) = (range("windows-a"), range("windows-b"), range("windows-c"));
-        assert_eq!((ga.count, ga.untraced_count, ga.busy, ga.launches), (2, 0, 20, 2));
-        assert_eq!((gb.count, gb.untraced_count, gb.untraced_wall), (0, 1, 100));
-        assert_eq!((gc.count, gc.untraced_count, gc.untraced_wall), (0, 1, 970));
+        assert_eq!((ga.count, ga.untraced_count, ga.busy, ga.launches, ga.untraced_launches), (2, 0, 20, 2, 0));
+        assert_eq!((gb.count, gb.untraced_count, gb.untraced_wall, gb.untraced_launches), (0, 1, 100, 2));
+        // c's traced launch (its kernel never seen) and its counted one.
+        assert_eq!((gc.count, gc.untraced_count, gc.untraced_wall, gc.untraced_launches), (0, 1, 970, 2));
+        assert_eq!(gc.launches, 0, "an untraced instance's launches are not the traced ones'");
         let w = r.sampling.and_then(|s| s.trace_windows).expect("trace windows reported");
-        assert_eq!((w.window_ns, w.period_ns, w.windows), (100, 1000, 2));
+        assert_eq!((w.window_ns, w.period_ns, w.windows, w.untraced_launches), (100, 1000, 2, Some(4)));
         assert_eq!((w.traced_ns, w.untraced_ns), (200, 900));
         // The gap from 20 to 1010 touched untraced time: not idle, not lost.
         assert_eq!(w.unclassified_gaps_ns, 990);
@@ -694,17 +709,33 @@ mod tests {
         let opts = AggregateOptions { sampling: true, trace_windows: Some((0, 1000)), ..Default::default() };
         let mut a = Aggregator::new(opts, DeviceTable::fixed(vec![]));
         let r0 = paths().intern(ROOT, 0, "zero-windows");
+        let inner = paths().intern(r0, 0, "inner");
+        let other = paths().intern(ROOT, 0, "zero-windows-open-before");
         a.host_event(HostEvent::Push { instance: 1, parent: 0, path: r0, tid: 1, ts: 100 });
+        a.host_event(HostEvent::UntracedLaunches { path: r0, launches: 1 });
+        a.host_event(HostEvent::Push { instance: 2, parent: 1, path: inner, tid: 1, ts: 200 });
+        a.host_event(HostEvent::Pop { instance: 2, ts: 300 });
+        a.host_event(HostEvent::Pop { instance: 1, ts: 600 });
         let samples = Sample::flat_run(0, 0, 1000, 40.0, 50.0);
         a.samples(&samples);
-        a.host_event(HostEvent::Pop { instance: 1, ts: 600 });
+        assert_eq!(a.ranges.live(), 0, "both instances are folded");
+        // A thread sends its count when its path changes: here after the
+        // ranges closed and were folded. It still lands on them.
+        a.host_event(HostEvent::UntracedLaunches { path: inner, launches: 3 });
+        // A range open since before the session has no instance: its count
+        // goes to the session's total only, not to a row of its own.
+        a.host_event(HostEvent::UntracedLaunches { path: other, launches: 5 });
         let r = a.finish(1000);
-        let g = r.ranges.iter().find(|(p, _)| p.to_string() == "zero-windows").map(|(_, g)| g.clone()).unwrap();
+        assert!(r.ranges.iter().all(|(p, _)| p.to_string() != "zero-windows-open-before"));
+        let get = |p: &str| r.ranges.iter().find(|(rp, _)| rp.to_string() == p).map(|(_, g)| g.clone()).unwrap();
+        let (g, gi) = (get("zero-windows"), get("zero-windows/inner"));
         assert_eq!((g.count, g.untraced_count, g.untraced_wall, g.busy), (0, 1, 500, 0));
+        // Launches count for the range they were made in and those around it.
+        assert_eq!((g.launches, g.untraced_launches, gi.untraced_launches), (0, 4, 3));
         let f = g.sampled_wall.figures().expect("the range's wall time was sampled");
         assert!((f.sm_efficiency_pct - 40.0).abs() < 1e-6, "{}", f.sm_efficiency_pct);
         let w = r.sampling.and_then(|s| s.trace_windows).expect("trace windows reported");
-        assert_eq!((w.window_ns, w.windows, w.traced_ns, w.untraced_ns), (0, 0, 0, 1000));
+        assert_eq!((w.window_ns, w.windows, w.traced_ns, w.untraced_ns, w.untraced_launches), (0, 0, 0, 1000, Some(9)));
         assert_eq!(r.idle.iter().sum::<u64>(), 0, "nothing traced: no idle time claimed");
     }
 

@@ -4,7 +4,7 @@
 use super::idle::Piece;
 use super::interval::IntervalUnion;
 use super::windows::Untraced;
-use crate::model::path::PathId;
+use crate::model::path::{paths, PathId};
 use crate::model::sampled::{Sample, SampledAcc};
 use rustc_hash::FxHashMap;
 use std::collections::BTreeSet;
@@ -52,6 +52,9 @@ pub(crate) struct RangeAcc {
     pub untraced_count: u64,
     /// Their wall time, ns.
     pub untraced_wall: u64,
+    /// Their launches: traced ones, and those counted between windows
+    /// ([`Ranges::untraced_launches`]).
+    pub untraced_launches: u64,
 }
 
 /// A finished instance, for the trace.
@@ -89,6 +92,7 @@ fn fold(acc: &mut RangeAcc, i: &Instance, end: u64, untraced: &Untraced) {
     if untraced.touches(i.start, end) {
         acc.untraced_count += 1;
         acc.untraced_wall = acc.untraced_wall.saturating_add(end - i.start);
+        acc.untraced_launches = acc.untraced_launches.saturating_add(i.launches);
         return;
     }
     acc.count += 1;
@@ -217,6 +221,21 @@ impl Ranges {
     /// A launch inside `instance` counts for it and every range around it.
     pub(crate) fn launch(&mut self, instance: u64) {
         self.for_each_enclosing(instance, |i| i.launches += 1);
+    }
+
+    /// `launches` made inside `path` between trace windows: they count for
+    /// it and every path around it, whether their instances are open or
+    /// already folded (the count may come after they closed). Instances
+    /// open during an untraced stretch are untraced ones, so these are
+    /// untraced launches.
+    pub(crate) fn untraced_launches(&mut self, path: PathId, launches: u64) {
+        let mut p = path;
+        for _ in 0..MAX_DEPTH {
+            let Some(parent) = paths().parent(p) else { break };
+            let acc = self.by_path.entry(p).or_default();
+            acc.untraced_launches = acc.untraced_launches.saturating_add(launches);
+            p = parent;
+        }
     }
 
     /// A kernel launched inside `instance` ran over `[start, end)` on
@@ -384,6 +403,9 @@ impl Ranges {
                 fold(totals.entry(i.path).or_default(), i, end.max(i.start), untraced);
             }
         }
+        // Paths with launches counted but no instance closed in the session
+        // (open since before it, or still open now) have nothing to show.
+        totals.retain(|_, a| a.count > 0 || a.untraced_count > 0);
         totals
     }
 

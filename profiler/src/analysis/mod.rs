@@ -10,6 +10,7 @@ pub mod verdict;
 
 pub use findings::Finding;
 pub use peaks::Peaks;
+use verdict::Counted;
 pub use verdict::Verdict;
 
 use crate::model::idle::IdleSplit;
@@ -103,11 +104,15 @@ pub struct RangeAnalysis {
     pub throughput_unit: Option<String>,
     /// What bounds it.
     pub verdict: Verdict,
-    /// No instance was traced (sampling mode's trace windows): `count` and
-    /// `wall_ns` are of the untraced instances, the figures are PM samples
-    /// over their wall time (idle GPU included), and `utilization_pct` is
-    /// unknown (0).
+    /// No instance was traced (sampling mode's trace windows): `count`,
+    /// `wall_ns` and `launches` are of the untraced instances, the figures
+    /// are PM samples over their wall time (idle GPU included), and
+    /// `utilization_pct` is unknown (0).
     pub untraced: bool,
+    /// Kernel launch calls made inside it (nested ranges included); of an
+    /// untraced range, counted by the launch callbacks (`None`: not
+    /// counted, a report of an older gpuscope).
+    pub launches: Option<u64>,
 }
 
 /// One heavy kernel.
@@ -266,7 +271,8 @@ pub fn analyze(r: &Report) -> Analysis {
 
 fn range(r: &Report, g: &RangeSummary, w: Option<&Weighted>, peaks: Option<&Peaks>) -> RangeAnalysis {
     if g.count == 0 && g.untraced_count > 0 {
-        return untraced_range(g, g.sampled_wall.as_ref(), peaks);
+        let counted = r.sampling.as_ref().and_then(|s| s.trace_windows.as_ref()).and_then(|w| w.untraced_launches);
+        return untraced_range(g, g.sampled_wall.as_ref(), peaks, counted.is_some());
     }
     let path = g.path.to_string();
     let profiler = g.idle.map_or(0, |i| i.profiler_ns);
@@ -344,14 +350,18 @@ fn range(r: &Report, g: &RangeSummary, w: Option<&Weighted>, peaks: Option<&Peak
         verdict: verdict::range(shares, utilization_pct, gpu_side, w.measured > 0.0),
         path,
         untraced: false,
+        launches: Some(g.kernel_launches),
     }
 }
 
 /// A range none of whose instances was traced: what PM samples over its
-/// wall time say, and nothing that needs kernel records (with no samples
-/// either, nothing is known).
-fn untraced_range(g: &RangeSummary, f: Option<&SampledFigures>, peaks: Option<&Peaks>) -> RangeAnalysis {
+/// wall time and its launch counts say (`counted`: the session counted
+/// launches between windows), and nothing that needs kernel records (with
+/// no samples either, nothing is known).
+fn untraced_range(g: &RangeSummary, f: Option<&SampledFigures>, peaks: Option<&Peaks>, counted: bool) -> RangeAnalysis {
     let r = f.map_or_else(Rates::default, |f| rates::sampled(f, Rates::default(), peaks));
+    let launches = counted.then_some(g.untraced_launches);
+    let n = launches.map(|launches| Counted { calls: g.untraced_count, launches, wall_ns: g.untraced_wall_ns });
     RangeAnalysis {
         path: g.path.to_string(),
         count: g.untraced_count,
@@ -376,8 +386,9 @@ fn untraced_range(g: &RangeSummary, f: Option<&SampledFigures>, peaks: Option<&P
         model_mfu_pipe: None,
         throughput_per_s: None,
         throughput_unit: None,
-        verdict: if f.is_some() { verdict::untraced(&r) } else { verdict::unmeasured(g.untraced_count) },
+        verdict: if f.is_some() { verdict::untraced(&r, n) } else { verdict::unmeasured(g.untraced_count) },
         untraced: true,
+        launches,
     }
 }
 
@@ -442,5 +453,45 @@ mod tests {
         assert!(u.verdict.evidence.contains("none of its 2 instances was traced"), "{}", u.verdict.evidence);
         let table = r.to_table(120);
         assert!(table.contains("unknown"), "{table}");
+    }
+
+    #[test]
+    fn an_untraced_range_shows_its_counted_launches_in_the_table_and_the_evidence() {
+        let opts = AggregateOptions { sampling: true, trace_windows: Some((0, 1000)), ..Default::default() };
+        let mut a = Aggregator::new(opts, DeviceTable::fixed(vec![]));
+        let step = paths().intern(ROOT, 0, "cstep");
+        let fwd = paths().intern(step, 0, "forward");
+        for k in 0..5u64 {
+            let (t, outer, inner) = (k * 10_000_000, 10 * k + 1, 10 * k + 2);
+            a.host_event(HostEvent::Push { instance: outer, parent: 0, path: step, tid: 1, ts: t + 100 });
+            a.host_event(HostEvent::Push { instance: inner, parent: outer, path: fwd, tid: 1, ts: t + 200 });
+            a.host_event(HostEvent::UntracedLaunches { path: fwd, launches: 100 });
+            a.host_event(HostEvent::Pop { instance: inner, ts: t + 4_000_200 });
+            a.host_event(HostEvent::UntracedLaunches { path: step, launches: 150 });
+            a.host_event(HostEvent::Pop { instance: outer, ts: t + 9_000_100 });
+        }
+        a.samples(&Sample::flat_run(0, 0, 50_000_000, 9.0, 40.0));
+        let r = Report::build(a.finish(50_000_000), 0, 50_000_000);
+        let get = |an: &Analysis, p: &str| an.ranges.iter().find(|g| g.path == p).cloned().expect(p);
+        let an = analyze(&r);
+        let (s, f) = (get(&an, "cstep"), get(&an, "cstep/forward"));
+        assert_eq!((s.count, s.launches, f.launches), (5, Some(1250), Some(500)));
+        assert!(s.verdict.evidence.contains("250 launches per call, one every 36.0 us"), "{}", s.verdict.evidence);
+        assert!(f.verdict.evidence.contains("100 launches per call, one every 40.0 us"), "{}", f.verdict.evidence);
+        let table = r.to_table(120);
+        let row = table.lines().find(|l| l.starts_with("cstep (x5 untraced)")).expect("the step's tree row");
+        assert_eq!(row.split_whitespace().skip(3).collect::<Vec<_>>(), ["1250", "-", "45.00", "ms", "-"], "{row}");
+        assert!(table.contains("1250 more counted between trace windows"), "{table}");
+        // The counts survive the JSON report; one of an older gpuscope (no
+        // counts) says nothing of launches rather than "no kernel launch".
+        let back = Report::from_json(&r.to_json()).expect("the report reads back");
+        assert_eq!(get(&analyze(&back), "cstep").launches, Some(1250));
+        let old = r.to_json().replace("\"untraced_launches\"", "\"untraced_launches_of_another_version\"");
+        let old = Report::from_json(&old).expect("an older report reads");
+        let o = get(&analyze(&old), "cstep");
+        assert_eq!(o.launches, None);
+        assert!(!o.verdict.evidence.contains("launch"), "{}", o.verdict.evidence);
+        let row = old.to_table(120).lines().find(|l| l.starts_with("cstep (x5 untraced)")).map(str::to_string);
+        assert!(row.is_some_and(|r| r.split_whitespace().nth(3) == Some("-")), "no count shown as 0");
     }
 }

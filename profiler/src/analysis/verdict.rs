@@ -1,7 +1,9 @@
 //! What bounds a kernel or a range, with the evidence that decided it.
 
 use super::rates::Rates;
+use crate::aggregate::idle::LAUNCH_GAP_NS;
 use crate::model::idle::IdleSplit;
+use crate::model::units::fmt_ns;
 use serde::Serialize;
 
 /// A verdict's name.
@@ -119,28 +121,70 @@ pub(crate) fn unmeasured(count: u64) -> Verdict {
     }
 }
 
+/// Launch calls of a range's untraced instances, counted by the launch
+/// callbacks while kernel records were off.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Counted {
+    /// Instances.
+    pub calls: u64,
+    /// Their launch calls (nested ranges included).
+    pub launches: u64,
+    /// Their wall time, ns.
+    pub wall_ns: u64,
+}
+
+impl Counted {
+    /// "254 launches per call, one every 38.1 us", or "no kernel launch".
+    fn describe(&self) -> String {
+        if self.launches == 0 {
+            return "no kernel launch".to_string();
+        }
+        let per_call = self.launches as f64 / self.calls.max(1) as f64;
+        let per_call = if per_call >= 10.0 { format!("{per_call:.0}") } else { format!("{per_call:.1}") };
+        format!("{per_call} launches per call, one every {}", fmt_ns(self.wall_ns / self.launches))
+    }
+
+    /// Launches at least as close together, on average, as trace mode's
+    /// launch gaps.
+    fn dense(&self) -> bool {
+        self.launches > 0 && self.wall_ns / self.launches <= LAUNCH_GAP_NS
+    }
+}
+
 /// What bounds a range known only from PM samples over its wall time (no
 /// kernel records): compute or DRAM near its peak over the whole window
 /// bounds it whatever else happened; SMs active most of the window with
 /// neither near its limit is latency; SMs active little of it is an idle
 /// GPU or idle SMs under running kernels, which samples alone cannot tell
-/// apart.
-pub(crate) fn untraced(r: &Rates) -> Verdict {
-    const WHY: &str = "PM samples over its wall time; no kernel records";
+/// apart. `counted`: its launches, when the launch callbacks counted them;
+/// they go into the evidence, and dense ones are named as the likely
+/// cause of idle SMs (short kernels waiting on launches), not as a verdict:
+/// long kernels on a few SMs launched as often look the same to samples.
+pub(crate) fn untraced(r: &Rates, counted: Option<Counted>) -> Verdict {
+    let why = match counted {
+        Some(_) => "PM samples over its wall time and launch counts; no kernel records",
+        None => "PM samples over its wall time; no kernel records",
+    };
     let eff = r.sm_efficiency.unwrap_or(0.0);
-    let v = |bound, evidence: String| Verdict { bound, evidence: format!("{evidence} ({WHY})") };
+    let v = |bound, evidence: String| Verdict { bound, evidence: format!("{evidence} ({why})") };
     let known = r.compute_pct.is_some() || r.dram_pct.is_some();
     let (c, m) = (r.compute_pct.unwrap_or(0.0), r.dram_pct.unwrap_or(0.0));
     let figures = format!("compute {} and DRAM {} of peak", pct(c), pct(m));
-    let active = format!("SMs active {} of its wall time", pct(eff));
+    let launches = counted.map(|n| format!("; {}", n.describe())).unwrap_or_default();
+    let active = format!("SMs active {} of its wall time{launches}", pct(eff));
     if c.max(m) >= SOL_BOUND_PCT {
-        v(if c >= m { COMPUTE } else { MEMORY }, figures)
+        v(if c >= m { COMPUTE } else { MEMORY }, format!("{figures}{launches}"))
     } else if eff < GPU_BOUND_PCT {
+        let likely = if counted.is_some_and(|n| n.dense()) {
+            "; launches this close together usually mean short kernels waiting on the host's launches (launch-bound)"
+        } else {
+            ""
+        };
         v(
             IDLE,
             format!(
                 "{active}: an idle GPU and idle SMs under running kernels cannot be told apart without kernel \
-                 records (a trace window, or trace mode, splits them)"
+                 records (a trace window, or trace mode, splits them){likely}"
             ),
         )
     } else if !known {
@@ -258,7 +302,7 @@ mod tests {
     #[test]
     fn ranges_without_kernel_records_are_judged_by_their_wall_samples_only() {
         let v = |eff, c: Option<f64>, d: Option<f64>| {
-            untraced(&Rates { sm_efficiency: Some(eff), compute_pct: c, dram_pct: d, ..Default::default() })
+            untraced(&Rates { sm_efficiency: Some(eff), compute_pct: c, dram_pct: d, ..Default::default() }, None)
         };
         // DRAM near its peak over the whole window bounds it.
         let m = v(40.0, Some(10.0), Some(75.0));
@@ -274,6 +318,42 @@ mod tests {
             assert_eq!(i.bound, IDLE, "{eff}");
             assert!(i.evidence.contains("cannot be told apart"), "{}", i.evidence);
         }
+    }
+
+    #[test]
+    fn launch_counts_of_untraced_ranges_go_into_the_evidence_without_changing_the_bound() {
+        let idle =
+            Rates { sm_efficiency: Some(9.0), compute_pct: Some(3.0), dram_pct: Some(2.0), ..Default::default() };
+        let counted = |launches, wall_ns| Some(Counted { calls: 100, launches, wall_ns });
+        // 254 launches per 9.7 ms step: one every 38 us, denser than
+        // trace mode's launch gaps.
+        let dense = untraced(&idle, counted(25_400, 970_000_000));
+        assert_eq!(dense.bound, IDLE, "samples cannot tell short kernels from long ones on few SMs");
+        assert!(dense.evidence.contains("254 launches per call, one every 38.2 us"), "{}", dense.evidence);
+        assert!(
+            dense.evidence.contains("launch-bound") && dense.evidence.contains("launch counts"),
+            "{}",
+            dense.evidence
+        );
+        // Sparse launches: no hint.
+        let sparse = untraced(&idle, counted(300, 970_000_000));
+        assert!(sparse.evidence.contains("3.0 launches per call, one every 3.23 ms"), "{}", sparse.evidence);
+        assert!(!sparse.evidence.contains("launch-bound"), "{}", sparse.evidence);
+        let none = untraced(&idle, counted(0, 970_000_000));
+        assert!(
+            none.evidence.contains("no kernel launch") && !none.evidence.contains("launch-bound"),
+            "{}",
+            none.evidence
+        );
+        // Not counted (an older report): as before.
+        let old = untraced(&idle, None);
+        assert!(!old.evidence.contains("launch"), "{}", old.evidence);
+        // A bound from the samples keeps its verdict, with the counts.
+        let busy =
+            Rates { sm_efficiency: Some(95.0), compute_pct: Some(80.0), dram_pct: Some(10.0), ..Default::default() };
+        let c = untraced(&busy, counted(25_400, 970_000_000));
+        assert_eq!(c.bound, COMPUTE);
+        assert!(c.evidence.contains("254 launches per call"), "{}", c.evidence);
     }
 
     #[test]

@@ -8,7 +8,7 @@ use super::cupti::{self, check, missing};
 use super::debug::debug;
 use super::driver::{self, with_current};
 use super::metrics::collector::{self, LaunchSite};
-use super::{active, nvtx, CollectOptions, Collection, ACTIVE};
+use super::{active, nvtx, tally, CollectOptions, Collection, ACTIVE};
 use crate::error::{Error, ErrorKind, Result};
 use crate::model::event::HostEvent;
 use cupti_sys::{self as sys, sym, Cupti};
@@ -359,9 +359,15 @@ pub(super) unsafe extern "C" fn api_callback(
         let guard = ACTIVE.read().unwrap_or_else(|e| e.into_inner());
         let Some(s) = guard.as_ref() else { return };
         if !s.traced.load(std::sync::atomic::Ordering::Relaxed) {
-            // Between trace windows: only a new device's sampling set-up.
-            if let (true, false, Some(sampler)) = (enter, copy || wait, &s.sampler) {
-                sampler.on_launch(d.context);
+            // Between trace windows: a new device's sampling set-up, and the
+            // launch counted for its ranges (no record will come to join).
+            // Stream-capture callbacks, the other kind that gets here, are
+            // on only in metrics mode, which has no windows.
+            if enter && !copy && !wait {
+                if let Some(sampler) = &s.sampler {
+                    sampler.on_launch(d.context);
+                }
+                tally::count(s.id, nvtx::current().path, |e| s.send(e));
             }
             return;
         }

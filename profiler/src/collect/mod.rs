@@ -13,6 +13,7 @@ pub(crate) mod metrics;
 pub(crate) mod nvtx;
 pub(crate) mod pool;
 pub(crate) mod sampling;
+mod tally;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::model::event::HostEvent;
@@ -76,6 +77,8 @@ pub(crate) struct Collection {
     pub(crate) sampler: Option<Sampler>,
     /// The process that started it (a forked child inherits it, not CUPTI).
     pub(crate) pid: u32,
+    /// This session among the process's (launch tallies tell theirs apart).
+    pub(crate) id: u64,
 }
 
 // SAFETY: the subscriber handle is an opaque id CUPTI accepts from any
@@ -101,6 +104,9 @@ pub(crate) struct Lost {
 
 static ACTIVE: RwLock<Option<Arc<Collection>>> = RwLock::new(None);
 
+/// The next [`Collection::id`] (0 is none).
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
 /// The running collection, if any.
 pub(crate) fn active() -> Option<Arc<Collection>> {
     ACTIVE.read().unwrap_or_else(|e| e.into_inner()).clone()
@@ -120,6 +126,12 @@ impl Collection {
         if let Err(TrySendError::Full(_)) = self.host_tx.try_send(e) {
             self.host_dropped.fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    /// Queues every thread's launch count between trace windows so far
+    /// ([`tally`]).
+    pub(crate) fn collect_launch_counts(&self) {
+        tally::collect(self.id, |e| self.send(e));
     }
 
     /// Hands a completed buffer to the decoder.
@@ -185,6 +197,7 @@ pub(crate) fn start(opts: &CollectOptions) -> Result<(Arc<Collection>, Outputs)>
         collector: opts.metrics.clone().map(|(m, s)| Collector::new(cupti, m, s)),
         sampler: opts.sampling.map(|interval| Sampler::new(cupti, interval)),
         pid: std::process::id(),
+        id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
     });
     if let Some(why) = collection.collector.as_ref().and_then(|c| c.status().disabled) {
         eprintln!("gpuscope: hardware metrics are off for this session: {why}. Tracing continues.");

@@ -32,6 +32,11 @@ pub enum HostEvent {
         inherited: bool,
         ts: u64,
     },
+    /// `launches` launch API calls made inside `path` between trace
+    /// windows (kernel records off): they count for its ranges and those
+    /// around them, with no kernel to wait for. Sent by a thread when its
+    /// path changes, so possibly after those ranges closed.
+    UntracedLaunches { path: PathId, launches: u64 },
     /// A thread was blocked in a copy API call (`cudaMemcpy*`,
     /// `cuMemcpy*`) from `start` to `end`.
     HostCopy { start: u64, end: u64 },

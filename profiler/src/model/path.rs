@@ -102,6 +102,14 @@ impl PathTable {
         id
     }
 
+    /// The path `id` is inside (`None`: `id` is the root or unknown).
+    pub(crate) fn parent(&self, id: PathId) -> Option<PathId> {
+        if id == ROOT {
+            return None;
+        }
+        self.nodes.read().unwrap_or_else(|e| e.into_inner()).get(id as usize).map(|n| n.parent)
+    }
+
     /// The last frame's name of `id`.
     pub(crate) fn name(&self, id: PathId) -> Arc<str> {
         let nodes = self.nodes.read().unwrap_or_else(|e| e.into_inner());

@@ -292,6 +292,12 @@ pub struct TraceWindows {
     /// Gaps between kernels that touched an untraced stretch: left out of
     /// idle time (kernels may have run unseen there), ns.
     pub unclassified_gaps_ns: u64,
+    /// Kernel launch calls made while records were off: counted by the
+    /// launch callbacks, for the session and for the ranges open at each
+    /// (their `untraced_launches`), with no kernel record. `None`: not
+    /// counted (a report of an older gpuscope).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub untraced_launches: Option<u64>,
 }
 
 #[cfg(test)]

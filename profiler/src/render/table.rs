@@ -76,12 +76,14 @@ pub fn render(r: &Report, a: &Analysis, width: usize) -> String {
     let launches = crate::model::units::saturating_sum(r.kernels.iter().map(|k| k.stats.launches));
     let devices: Vec<String> =
         r.devices.iter().map(|d| format!("GPU {} {} ({} SMs)", d.id, d.name, d.sm_count)).collect();
+    let untraced = r.sampling.as_ref().and_then(|s| s.trace_windows.as_ref()).and_then(|w| w.untraced_launches);
     let head = format!(
-        "gpuscope {}: {} session, {} kernel launches ({} distinct), kernel time {}",
+        "gpuscope {}: {} session, {} kernel launches ({} distinct{}), kernel time {}",
         r.mode,
         fmt_ns(r.end_ns.saturating_sub(r.start_ns)),
         launches,
         r.kernels.len(),
+        untraced.map_or(String::new(), |n| format!("; {n} more counted between trace windows")),
         fmt_ns(r.total_kernel_ns())
     );
     out.push_str(&diagnosis::wrap(&head, width, "", "  "));
@@ -120,16 +122,20 @@ pub fn render(r: &Report, a: &Analysis, width: usize) -> String {
         let _ = writeln!(out, "{}", diagnosis::wrap(&text, width, "sampled: ", "  "));
         if let Some(w) = &sm.trace_windows {
             let untraced = crate::model::units::saturating_sum(r.ranges.iter().map(|g| g.untraced_count));
+            let from = match w.untraced_launches {
+                Some(n) => format!("PM samples over their wall time and launch counts ({n} launches counted untraced)"),
+                None => "PM samples over their wall time only".to_string(),
+            };
             let text = if w.window_ns == 0 {
                 format!(
                     "no kernel records (trace windows of 0): no kernel table, GPU time or idle time; the {untraced} \
-                     range instances have figures from PM samples over their wall time only"
+                     range instances have figures from {from}"
                 )
             } else {
                 format!(
                     "kernel records only in the first {} of every {} ({} windows, {} of {} traced): kernel tables, GPU \
                      time and idle time are of the traced windows; {} range instances touched untraced time and count \
-                     apart (+N untraced), with figures from PM samples over their wall time only",
+                     apart (+N untraced), with figures from {from}",
                     fmt_ns(w.window_ns),
                     fmt_ns(w.period_ns),
                     w.windows,
@@ -150,6 +156,9 @@ pub fn render(r: &Report, a: &Analysis, width: usize) -> String {
     // A range's utilisation as nvidia-smi would show it: any kernel of the
     // process counts (schema 2), not only the range's own.
     let util: HashMap<&str, f64> = a.ranges.iter().map(|g| (g.path.as_str(), g.utilization_pct)).collect();
+    // Launches between trace windows were counted (not by older gpuscope).
+    let counted =
+        r.sampling.as_ref().and_then(|s| s.trace_windows.as_ref()).is_some_and(|w| w.untraced_launches.is_some());
 
     // The NVTX tree.
     if !r.ranges.is_empty() || r.path_kernels.iter().any(|p| !p.path.is_empty()) {
@@ -174,21 +183,21 @@ pub fn render(r: &Report, a: &Analysis, width: usize) -> String {
             let calls = match (g.count, g.untraced_count) {
                 (c, 0) if c > 1 => format!(" (x{c})"),
                 (_, 0) => String::new(),
+                (0, u) => format!(" (x{u} untraced)"),
                 (c, u) => format!(" (x{c} +{u} untraced)"),
             };
             let name = format!("{}{}{}", "  ".repeat(depth), leaf.unwrap_or_default(), calls);
-            cols.row(
-                &mut out,
-                &name,
-                [
-                    &g.kernel_launches.to_string(),
-                    &fmt_ns(g.gpu_busy_ns),
-                    &fmt_ns(g.wall_ns),
-                    &format!("{:.0}%", util.get(g.path.to_string().as_str()).copied().unwrap_or(g.gpu_utilization_pct)),
-                    "",
-                    "",
-                ],
-            );
+            let columns = if g.count == 0 && g.untraced_count > 0 {
+                // Never traced: its counted launches and wall time; GPU
+                // time and utilisation need kernel records.
+                let launches = if counted { g.untraced_launches.to_string() } else { "-".to_string() };
+                [launches, "-".to_string(), fmt_ns(g.untraced_wall_ns), "-".to_string()]
+            } else {
+                let util = util.get(g.path.to_string().as_str()).copied().unwrap_or(g.gpu_utilization_pct);
+                [g.kernel_launches.to_string(), fmt_ns(g.gpu_busy_ns), fmt_ns(g.wall_ns), format!("{util:.0}%")]
+            };
+            let [launches, gpu, wall, util] = &columns;
+            cols.row(&mut out, &name, [launches, gpu, wall, util, "", ""]);
             for k in under.get(&g.path).into_iter().flatten() {
                 kernel_row(&cols, &mut out, &format!("{}· {}", "  ".repeat(depth + 1), k.display_name), &k.stats);
             }

@@ -65,6 +65,7 @@ fn range(path: RangePath, a: &RangeAcc, idle: bool) -> RangeSummary {
         metrics_sampled: false,
         untraced_count: a.untraced_count,
         untraced_wall_ns: a.untraced_wall,
+        untraced_launches: a.untraced_launches,
     }
 }
 

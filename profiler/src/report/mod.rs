@@ -243,6 +243,10 @@ pub struct RangeSummary {
     /// Their wall time, ns.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub untraced_wall_ns: u64,
+    /// Their kernel launch calls (nested ranges included): those in traced
+    /// windows and those the launch callbacks counted between them.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub untraced_launches: u64,
 }
 
 fn is_zero(v: &u64) -> bool {
