@@ -15,7 +15,7 @@ use crate::model::path::PathId;
 use std::sync::{Arc, Mutex};
 
 /// One thread's running count. Locked by its thread at each launch and by
-/// the decoder when it collects: uncontended, on a line of its own.
+/// the decoder when it collects (once a second): uncontended otherwise.
 #[derive(Default)]
 struct Tally(Mutex<Count>);
 
