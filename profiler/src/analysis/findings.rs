@@ -2,7 +2,7 @@
 //! cost and one line of advice, most costly first.
 
 use super::peaks::Peaks;
-use super::verdict::{self, Bound};
+use super::verdict::{self, Bound, Counted};
 use super::{KernelAnalysis, RangeAnalysis};
 use crate::report::Report;
 use serde::Serialize;
@@ -25,7 +25,8 @@ pub const INNER_EXPLAINS_PCT: f64 = 80.0;
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Finding {
     /// host-idle, copies, sync, launch-gaps, waiting, few-sms, tail-wave,
-    /// low-occupancy, memory-bound, busy-but-underused.
+    /// low-occupancy, memory-bound, busy-but-underused, sms-idle (a range
+    /// known from PM samples only: its SMs idle most of its wall time).
     pub kind: &'static str,
     /// The verdict it explains.
     pub bound: Bound,
@@ -87,6 +88,46 @@ fn idle_advice(kind: &str, r: &Report, copies_here: bool) -> String {
     }
 }
 
+/// A range with no kernel records (trace windows) whose PM samples say its
+/// SMs idled most of its wall time: SM time unused is its cost. Samples
+/// cannot say why, so the advice is how to find out, and the likely fix
+/// when its launches come closer together than trace mode's launch gaps.
+fn sampled_idle(g: &RangeAnalysis) -> Option<Finding> {
+    if !g.untraced || g.verdict.bound != verdict::IDLE {
+        return None;
+    }
+    let eff = g.sm_efficiency_pct?;
+    let cost = (g.wall_ns as f64 * (1.0 - eff / 100.0)) as u64;
+    if 100.0 - eff < MIN_SHARE_PCT || cost < MIN_COST_NS {
+        return None;
+    }
+    let counted = g.launches.map(|launches| Counted { calls: g.count, launches, wall_ns: g.wall_ns });
+    let calls = if g.count > 1 { format!(" over {} calls", g.count) } else { String::new() };
+    let launches = counted.map(|c| format!("{}; ", c.describe())).unwrap_or_default();
+    let find_out = "PM samples cannot tell an idle GPU from kernels on a few SMs: a trace window \
+                    (--trace-windows 100/1000) or trace mode splits its idle time by cause.";
+    let advice = if counted.is_some_and(|c| c.dense()) {
+        format!(
+            "Launches this close together usually mean short kernels waiting on the host: capture the step in a \
+             CUDA graph (torch.compile(mode=\"reduce-overhead\")) or fuse small kernels (torch.compile). {find_out}"
+        )
+    } else {
+        find_out.to_string()
+    };
+    Some(Finding {
+        kind: "sms-idle",
+        bound: verdict::IDLE,
+        range: Some(g.path.clone()),
+        kernel: None,
+        cost_ns: cost,
+        message: format!(
+            "{}: SMs active {eff:.0}% of its wall time{calls} ({launches}PM samples, no kernel records)",
+            g.path
+        ),
+        advice,
+    })
+}
+
 /// Whether `inner` is a range nested in `outer`.
 fn nested(outer: &str, inner: &str) -> bool {
     inner.len() > outer.len() && inner.starts_with(outer) && inner.as_bytes()[outer.len()] == b'/'
@@ -124,6 +165,7 @@ pub(super) fn findings(
             });
         }
     }
+    idle.extend(ranges.iter().filter_map(sampled_idle));
     // A finding whose ranges directly inside explain it (same cause, most
     // of the time) is left to them.
     let explained: Vec<bool> = idle

@@ -135,7 +135,7 @@ pub(crate) struct Counted {
 
 impl Counted {
     /// "254 launches per call, one every 38.1 us", or "no kernel launch".
-    fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         if self.launches == 0 {
             return "no kernel launch".to_string();
         }
@@ -146,7 +146,7 @@ impl Counted {
 
     /// Launches at least as close together, on average, as trace mode's
     /// launch gaps.
-    fn dense(&self) -> bool {
+    pub(crate) fn dense(&self) -> bool {
         self.launches > 0 && self.wall_ns / self.launches <= LAUNCH_GAP_NS
     }
 }

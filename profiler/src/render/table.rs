@@ -77,15 +77,22 @@ pub fn render(r: &Report, a: &Analysis, width: usize) -> String {
     let devices: Vec<String> =
         r.devices.iter().map(|d| format!("GPU {} {} ({} SMs)", d.id, d.name, d.sm_count)).collect();
     let untraced = r.sampling.as_ref().and_then(|s| s.trace_windows.as_ref()).and_then(|w| w.untraced_launches);
-    let head = format!(
-        "gpuscope {}: {} session, {} kernel launches ({} distinct{}), kernel time {}",
-        r.mode,
-        fmt_ns(r.end_ns.saturating_sub(r.start_ns)),
-        launches,
-        r.kernels.len(),
-        untraced.map_or(String::new(), |n| format!("; {n} more counted between trace windows")),
-        fmt_ns(r.total_kernel_ns())
-    );
+    let session = fmt_ns(r.end_ns.saturating_sub(r.start_ns));
+    let head = match untraced {
+        // Trace windows of 0: counted, never recorded; kernel time unknown.
+        Some(n) if launches == 0 && r.kernels.is_empty() => format!(
+            "gpuscope {}: {session} session, {n} kernel launches counted without kernel records (no kernel time)",
+            r.mode
+        ),
+        _ => format!(
+            "gpuscope {}: {session} session, {} kernel launches ({} distinct{}), kernel time {}",
+            r.mode,
+            launches,
+            r.kernels.len(),
+            untraced.map_or(String::new(), |n| format!("; {n} more counted between trace windows")),
+            fmt_ns(r.total_kernel_ns())
+        ),
+    };
     out.push_str(&diagnosis::wrap(&head, width, "", "  "));
     if !devices.is_empty() {
         let _ = writeln!(out, "devices: {}", devices.join(", "));
