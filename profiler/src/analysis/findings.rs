@@ -108,7 +108,7 @@ fn sampled_idle(g: &RangeAnalysis) -> Option<Finding> {
                     (--trace-windows 100/1000) or trace mode splits its idle time by cause.";
     let advice = if counted.is_some_and(|c| c.dense()) {
         format!(
-            "Launches this close together usually mean short kernels waiting on the host: capture the step in a \
+            "Launches this close together usually mean short kernels waiting on the host: capture its work in a \
              CUDA graph (torch.compile(mode=\"reduce-overhead\")) or fuse small kernels (torch.compile). {find_out}"
         )
     } else {
