@@ -67,7 +67,7 @@ pub(crate) struct Collection {
     stopped: AtomicBool,
     opts: CollectOptions,
     /// Kernel records are on (sampling mode's trace windows turn them off;
-    /// launch callbacks then return at once).
+    /// launch callbacks then only count the launch, [`tally`]).
     pub(crate) traced: AtomicBool,
     /// Held while switching records, and by stop.
     switching: Mutex<()>,
@@ -292,8 +292,8 @@ pub(crate) fn stop(s: &Collection, at_exit: bool) -> Result<()> {
 /// Turns kernel records on or off (sampling mode's trace windows). The
 /// launch callbacks stay subscribed: switching them while the program's
 /// threads are in CUDA calls crashed PyTorch processes on the device
-/// (segfaults, corrupted tensors after the session); off, they return at
-/// once. Returns CUPTI's clock at the switch, after records came on or
+/// (segfaults, corrupted tensors after the session); off, they only
+/// count launches ([`tally`]). Returns CUPTI's clock at the switch, after records came on or
 /// went off. `None`: nothing changed (already so, or the session is
 /// stopping).
 pub(crate) fn set_tracing(s: &Collection, on: bool) -> Option<u64> {
