@@ -62,6 +62,9 @@ fn pageable(r: &Report) -> (u64, u64) {
     r.memory.memcpy.iter().fold((0, 0), |(p, a), c| (p + c.pageable, a + c.count))
 }
 
+/// Launch-bound work: the fix for kernels waiting on their launches.
+const LAUNCH_OVERHEAD_ADVICE: &str = "Cut per-kernel launch overhead: capture the step in a CUDA graph (torch.compile(mode=\"reduce-overhead\"), torch.cuda.CUDAGraph) or fuse small kernels (torch.compile).";
+
 /// `copies_here`: the range saw copy time (its host advice then names
 /// pageable copies too).
 fn idle_advice(kind: &str, r: &Report, copies_here: bool) -> String {
@@ -83,7 +86,7 @@ fn idle_advice(kind: &str, r: &Report, copies_here: bool) -> String {
             }
         }
         "sync" => format!("Take host synchronisations out of the loop ({} in this run): no .item(), .cpu(), printing GPU tensors or torch.cuda.synchronize() per step; keep values on the GPU and read them every N steps.", r.memory.synchronizations),
-        "launch-gaps" => "Cut per-kernel launch overhead: capture the step in a CUDA graph (torch.compile(mode=\"reduce-overhead\"), torch.cuda.CUDAGraph) or fuse small kernels (torch.compile).".into(),
+        "launch-gaps" => LAUNCH_OVERHEAD_ADVICE.into(),
         _ => "Queued work waited: look for cross-stream event waits and host functions (cudaLaunchHostFunc) in this range.".into(),
     }
 }
@@ -107,10 +110,8 @@ fn sampled_idle(g: &RangeAnalysis) -> Option<Finding> {
     let find_out = "PM samples cannot tell an idle GPU from kernels on a few SMs: a trace window \
                     (--trace-windows 100/1000) or trace mode splits its idle time by cause.";
     let advice = if counted.is_some_and(|c| c.dense()) {
-        format!(
-            "Launches this close together usually mean short kernels waiting on the host: capture its work in a \
-             CUDA graph (torch.compile(mode=\"reduce-overhead\")) or fuse small kernels (torch.compile). {find_out}"
-        )
+        let (first, rest) = verdict::DENSE_LAUNCHES.split_at(1);
+        format!("{}{rest}. {LAUNCH_OVERHEAD_ADVICE} {find_out}", first.to_uppercase())
     } else {
         find_out.to_string()
     };

@@ -121,6 +121,11 @@ pub(crate) fn unmeasured(count: u64) -> Verdict {
     }
 }
 
+/// What launches closer together than trace mode's launch gaps usually
+/// mean, where samples alone cannot show it.
+pub(crate) const DENSE_LAUNCHES: &str =
+    "launches this close together usually mean short kernels waiting on the host's launches";
+
 /// Launch calls of a range's untraced instances, counted by the launch
 /// callbacks while kernel records were off.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -176,9 +181,9 @@ pub(crate) fn untraced(r: &Rates, counted: Option<Counted>) -> Verdict {
         v(if c >= m { COMPUTE } else { MEMORY }, format!("{figures}{launches}"))
     } else if eff < GPU_BOUND_PCT {
         let likely = if counted.is_some_and(|n| n.dense()) {
-            "; launches this close together usually mean short kernels waiting on the host's launches (launch-bound)"
+            format!("; {DENSE_LAUNCHES} (launch-bound)")
         } else {
-            ""
+            String::new()
         };
         v(
             IDLE,
