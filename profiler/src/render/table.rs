@@ -76,11 +76,13 @@ pub fn render(r: &Report, a: &Analysis, width: usize) -> String {
     let launches = crate::model::units::saturating_sum(r.kernels.iter().map(|k| k.stats.launches));
     let devices: Vec<String> =
         r.devices.iter().map(|d| format!("GPU {} {} ({} SMs)", d.id, d.name, d.sm_count)).collect();
-    let untraced = r.sampling.as_ref().and_then(|s| s.trace_windows.as_ref()).and_then(|w| w.untraced_launches);
+    // Launches counted between trace windows (`None`: none, or a report of
+    // an older gpuscope).
+    let counted = r.sampling.as_ref().and_then(|s| s.trace_windows.as_ref()).and_then(|w| w.untraced_launches);
     let session = fmt_ns(r.end_ns.saturating_sub(r.start_ns));
-    let head = match untraced {
+    let head = match counted {
         // Trace windows of 0: counted, never recorded; kernel time unknown.
-        Some(n) if launches == 0 && r.kernels.is_empty() => format!(
+        Some(n) if r.kernels.is_empty() => format!(
             "gpuscope {}: {session} session, {n} kernel launches counted without kernel records (no kernel time)",
             r.mode
         ),
@@ -89,7 +91,7 @@ pub fn render(r: &Report, a: &Analysis, width: usize) -> String {
             r.mode,
             launches,
             r.kernels.len(),
-            untraced.map_or(String::new(), |n| format!("; {n} more counted between trace windows")),
+            counted.map_or(String::new(), |n| format!("; {n} more counted between trace windows")),
             fmt_ns(r.total_kernel_ns())
         ),
     };
@@ -163,9 +165,6 @@ pub fn render(r: &Report, a: &Analysis, width: usize) -> String {
     // A range's utilisation as nvidia-smi would show it: any kernel of the
     // process counts (schema 2), not only the range's own.
     let util: HashMap<&str, f64> = a.ranges.iter().map(|g| (g.path.as_str(), g.utilization_pct)).collect();
-    // Launches between trace windows were counted (not by older gpuscope).
-    let counted =
-        r.sampling.as_ref().and_then(|s| s.trace_windows.as_ref()).is_some_and(|w| w.untraced_launches.is_some());
 
     // The NVTX tree.
     if !r.ranges.is_empty() || r.path_kernels.iter().any(|p| !p.path.is_empty()) {
@@ -197,7 +196,7 @@ pub fn render(r: &Report, a: &Analysis, width: usize) -> String {
             let columns = if g.count == 0 && g.untraced_count > 0 {
                 // Never traced: its counted launches and wall time; GPU
                 // time and utilisation need kernel records.
-                let launches = if counted { g.untraced_launches.to_string() } else { "-".to_string() };
+                let launches = if counted.is_some() { g.untraced_launches.to_string() } else { "-".to_string() };
                 [launches, "-".to_string(), fmt_ns(g.untraced_wall_ns), "-".to_string()]
             } else {
                 let util = util.get(g.path.to_string().as_str()).copied().unwrap_or(g.gpu_utilization_pct);
