@@ -171,6 +171,14 @@ impl Aggregator {
         a
     }
 
+    /// Tests: sampling mode with trace windows of 0 (nothing traced), on no
+    /// device.
+    #[cfg(test)]
+    pub(crate) fn windows_of_zero() -> Self {
+        let opts = AggregateOptions { sampling: true, trace_windows: Some((0, 1000)), ..Default::default() };
+        Aggregator::new(opts, DeviceTable::fixed(vec![]))
+    }
+
     /// How collection's sampling went (sampling mode, at the end).
     pub(crate) fn sampling_status(&mut self, status: SamplingStatus) {
         self.sampling_status = Some(status);
@@ -706,8 +714,7 @@ mod tests {
 
     #[test]
     fn windows_of_zero_leave_the_whole_session_untraced_with_sampled_range_figures() {
-        let opts = AggregateOptions { sampling: true, trace_windows: Some((0, 1000)), ..Default::default() };
-        let mut a = Aggregator::new(opts, DeviceTable::fixed(vec![]));
+        let mut a = Aggregator::windows_of_zero();
         let r0 = paths().intern(ROOT, 0, "zero-windows");
         let inner = paths().intern(r0, 0, "inner");
         let other = paths().intern(ROOT, 0, "zero-windows-open-before");
@@ -741,8 +748,7 @@ mod tests {
 
     #[test]
     fn untraced_ranges_retire_once_samples_cover_them_and_not_before() {
-        let opts = AggregateOptions { sampling: true, trace_windows: Some((0, 1000)), ..Default::default() };
-        let mut a = Aggregator::new(opts, DeviceTable::fixed(vec![]));
+        let mut a = Aggregator::windows_of_zero();
         let path = paths().intern(ROOT, 0, "untraced-retire");
         let sample = |t: u64| Sample::flat(0, t, t + 10, 40.0, 50.0);
         for i in 0..3u64 {

@@ -419,16 +419,14 @@ fn kernel(k: &crate::report::KernelSummary, total_ns: f64, peaks: Option<&Peaks>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::aggregate::devices::DeviceTable;
-    use crate::aggregate::{AggregateOptions, Aggregator};
+    use crate::aggregate::Aggregator;
     use crate::model::event::HostEvent;
     use crate::model::path::{paths, ROOT};
     use crate::model::sampled::Sample;
 
     #[test]
     fn a_range_neither_traced_nor_sampled_is_unknown_not_an_idle_gpu() {
-        let opts = AggregateOptions { sampling: true, trace_windows: Some((0, 1000)), ..Default::default() };
-        let mut a = Aggregator::new(opts, DeviceTable::fixed(vec![]));
+        let mut a = Aggregator::windows_of_zero();
         let sampled = paths().intern(ROOT, 0, "analysis-sampled");
         let unsampled = paths().intern(ROOT, 0, "analysis-unsampled");
         a.host_event(HostEvent::Push { instance: 1, parent: 0, path: sampled, tid: 1, ts: 100 });
@@ -457,8 +455,7 @@ mod tests {
 
     #[test]
     fn an_untraced_range_shows_its_counted_launches_in_the_table_and_the_evidence() {
-        let opts = AggregateOptions { sampling: true, trace_windows: Some((0, 1000)), ..Default::default() };
-        let mut a = Aggregator::new(opts, DeviceTable::fixed(vec![]));
+        let mut a = Aggregator::windows_of_zero();
         let step = paths().intern(ROOT, 0, "cstep");
         let fwd = paths().intern(step, 0, "forward");
         for k in 0..5u64 {
@@ -503,8 +500,7 @@ mod tests {
     /// Five untraced calls of `step` (10 ms each) and `step/fwd` (`fwd_ms`
     /// each), `launches` in each fwd, SMs active `eff`% all the time.
     fn untraced_steps(name: &str, fwd_ms: u64, launches: u64, eff: f32) -> Analysis {
-        let opts = AggregateOptions { sampling: true, trace_windows: Some((0, 1000)), ..Default::default() };
-        let mut a = Aggregator::new(opts, DeviceTable::fixed(vec![]));
+        let mut a = Aggregator::windows_of_zero();
         let step = paths().intern(ROOT, 0, name);
         let fwd = paths().intern(step, 0, "fwd");
         for k in 0..5u64 {
