@@ -467,7 +467,7 @@ mod tests {
             a.host_event(HostEvent::UntracedLaunches { path: step, launches: 150 });
             a.host_event(HostEvent::Pop { instance: outer, ts: t + 9_000_100 });
         }
-        a.samples(&Sample::flat_run(0, 0, 50_000_000, 9.0, 40.0));
+        a.samples(&Sample::flat_every(100_000, 0, 0, 50_000_000, 9.0, 40.0));
         let r = Report::build(a.finish(50_000_000), 0, 50_000_000);
         let get = |an: &Analysis, p: &str| an.ranges.iter().find(|g| g.path == p).cloned().expect(p);
         let an = analyze(&r);
@@ -511,7 +511,7 @@ mod tests {
             a.host_event(HostEvent::Pop { instance: 10 * k + 2, ts: t + fwd_ms * 1_000_000 });
             a.host_event(HostEvent::Pop { instance: 10 * k + 1, ts: t + 10_000_000 });
         }
-        a.samples(&(0..500).map(|k| Sample::flat(0, k * 100_000, (k + 1) * 100_000, eff, 40.0)).collect::<Vec<_>>());
+        a.samples(&Sample::flat_every(100_000, 0, 0, 50_000_000, eff, 40.0));
         analyze(&Report::build(a.finish(50_000_000), 0, 50_000_000))
     }
 

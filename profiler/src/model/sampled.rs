@@ -64,7 +64,12 @@ impl Sample {
 
     /// Flat samples of 10 ns from `from` to `to`.
     pub(crate) fn flat_run(device: u32, from: u64, to: u64, eff: f32, occ: f32) -> Vec<Sample> {
-        (from..to).step_by(10).map(|t| Sample::flat(device, t, t + 10, eff, occ)).collect()
+        Sample::flat_every(10, device, from, to, eff, occ)
+    }
+
+    /// Flat samples of `ns` each from `from` to `to` (long runs: fewer).
+    pub(crate) fn flat_every(ns: u64, device: u32, from: u64, to: u64, eff: f32, occ: f32) -> Vec<Sample> {
+        (from..to).step_by(ns as usize).map(|t| Sample::flat(device, t, t + ns, eff, occ)).collect()
     }
 }
 
