@@ -74,6 +74,8 @@ fn main() {
                     profiled: false,
                     inherited: false,
                     ts,
+                    cost_ns: 0,
+                    prev_call_ns: 0,
                 });
                 if u64::from(corr) % keep_every == 0 {
                     nrec += 1;

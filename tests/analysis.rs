@@ -66,6 +66,8 @@ impl Zoo {
             profiled,
             inherited: false,
             ts,
+            cost_ns: 0,
+            prev_call_ns: 0,
         });
         if let Some(v) = values {
             self.rp.host_event(HostEvent::KernelMetrics { correlation_id: corr, values: Some(v) });
@@ -139,7 +141,12 @@ fn timeline_ranges_are_launch_host_sync_or_copy_bound_and_busy_ones_gpu_or_laten
         for n in 0..4 {
             let t = 12_000 * US + n * 5 * MS;
             z.records.extend(memcpy(9_000 + n as u32, t + 10 * US, t + 4 * MS, 64 << 20));
-            z.rp.host_event(HostEvent::HostCopy { start: t, end: t + 4 * MS + 20 * US });
+            z.rp.host_event(HostEvent::HostCopy {
+                start: t,
+                end: t + 4 * MS + 20 * US,
+                correlation_id: 9_000 + n as u32,
+                instance: i,
+            });
             z.kernel(
                 (i, p),
                 c"step_kernel",
@@ -186,12 +193,9 @@ fn timeline_ranges_are_launch_host_sync_or_copy_bound_and_busy_ones_gpu_or_laten
     // Findings: each cause where it happened, with its advice, costliest
     // first; the kernel that fills one SM.
     let kinds: Vec<(&str, Option<&str>)> = a.findings.iter().map(|f| (f.kind, f.range.as_deref())).collect();
-    for want in [
-        ("copies", Some("copies")),
-        ("host-idle", Some("host")),
-        ("launch-gaps", Some("launch")),
-        ("sync", Some("sync")),
-    ] {
+    for want in
+        [("copies", Some("copies")), ("host-idle", Some("host")), ("dispatch", Some("launch")), ("sync", Some("sync"))]
+    {
         assert!(kinds.contains(&want), "{want:?} in {kinds:?}");
     }
     assert!(a.findings.windows(2).all(|w| w[0].cost_ns >= w[1].cost_ns), "ranked by cost");
@@ -201,8 +205,16 @@ fn timeline_ranges_are_launch_host_sync_or_copy_bound_and_busy_ones_gpu_or_laten
         a.findings.iter().find(|f| f.kind == "host-idle" && f.range.as_deref() == Some(r)).unwrap().advice.clone()
     };
     assert!(!host_advice("host").contains("pageable"), "{}", host_advice("host"));
-    assert!(host_advice("copies").contains("4 of 4 copies are from pageable memory"), "{}", host_advice("copies"));
-    assert!(a.findings[0].advice.contains("4 of 4 copies use pageable host memory"), "{}", a.findings[0].advice);
+    assert!(
+        host_advice("copies").contains("4 of its copies per call are from pageable memory"),
+        "{}",
+        host_advice("copies")
+    );
+    assert!(
+        a.findings[0].advice.contains("4 of its 4 copies per call use pageable host memory"),
+        "{}",
+        a.findings[0].advice
+    );
     assert!(a.findings.iter().any(|f| f.kind == "few-sms" && f.kernel.as_deref() == Some("one_block_spin")));
     assert!(a.notes.iter().any(|n| n.starts_with("trace mode")), "{:?}", a.notes);
     let table = r.to_table(100);

@@ -29,6 +29,8 @@ fn workload(trace_cap: usize) -> Report {
             profiled: false,
             inherited: false,
             ts: 1_150,
+            cost_ns: 0,
+            prev_call_ns: 0,
         },
         HostEvent::Launch {
             correlation_id: 11,
@@ -39,6 +41,8 @@ fn workload(trace_cap: usize) -> Report {
             profiled: false,
             inherited: false,
             ts: 1_160,
+            cost_ns: 0,
+            prev_call_ns: 0,
         },
         HostEvent::Pop { instance: 2, ts: 2_000 },
         HostEvent::Push { instance: 3, parent: 1, path: bwd, tid: 7, ts: 2_100 },
@@ -53,6 +57,8 @@ fn workload(trace_cap: usize) -> Report {
             profiled: false,
             inherited: true,
             ts: 2_150,
+            cost_ns: 0,
+            prev_call_ns: 0,
         },
         HostEvent::Pop { instance: 3, ts: 5_000 },
         HostEvent::Pop { instance: 1, ts: 6_000 },
@@ -65,6 +71,8 @@ fn workload(trace_cap: usize) -> Report {
             profiled: false,
             inherited: false,
             ts: 6_900,
+            cost_ns: 0,
+            prev_call_ns: 0,
         },
         HostEvent::ThreadName { tid: 7, name: "trainer".into() },
         HostEvent::UnbalancedPop { tid: 9 },
@@ -284,9 +292,10 @@ fn the_table_shows_the_tree_within_100_columns() {
 
 /// A range per training step gives a report thousands of paths wide; the
 /// table looks paths up rather than searching them (it took 0.2 s for 3600
-/// paths on the device, quadratic in the paths, before).
+/// paths on the device, quadratic in the paths, before), and shows the
+/// longest of them, not all: it stays under 300 lines whatever the program.
 #[test]
-fn the_table_of_a_report_with_many_range_paths_renders_in_linear_time() {
+fn the_table_of_a_report_with_many_range_paths_renders_in_linear_time_and_bounded() {
     let mut r = workload(0);
     let (range, pk) = (r.ranges[0].clone(), r.path_kernels.iter().find(|k| !k.path.is_empty()).unwrap().clone());
     let steps = 20_000;
@@ -301,7 +310,8 @@ fn the_table_of_a_report_with_many_range_paths_renders_in_linear_time() {
     let t = std::time::Instant::now();
     let table = r.render(Format::Table);
     let took = t.elapsed();
-    assert!(table.contains("step 19999") && table.contains("step 0"));
+    assert!(table.contains("20000 shorter ranges not shown") || table.contains("shorter ranges not shown"), "{table}");
+    assert!(table.lines().count() < 300, "{} lines:\n{table}", table.lines().count());
     // Searching would take 20000^2 path comparisons: tens of seconds.
     assert!(took < std::time::Duration::from_secs(5), "{took:?} for {steps} paths");
 }
@@ -346,6 +356,8 @@ fn metrics_join_profiled_launches_by_correlation_id_in_either_order() {
         profiled,
         inherited: false,
         ts: 0,
+        cost_ns: 0,
+        prev_call_ns: 0,
     };
     for c in 1..=5 {
         rp.host_event(launch(c, c != 5));
@@ -420,6 +432,8 @@ fn a_busy_range_with_idle_sms_is_flagged() {
             profiled: true,
             inherited: false,
             ts: 0,
+            cost_ns: 0,
+            prev_call_ns: 0,
         });
         rp.host_event(HostEvent::Pop { instance: inst, ts: t0 + 1_000 });
         rp.host_event(HostEvent::KernelMetrics { correlation_id: corr, values: Some(vec![60.0, eff, 1000.0, 1.0]) });
@@ -628,6 +642,8 @@ fn a_range_that_is_its_own_parent_does_not_hang_the_aggregator() {
         profiled: false,
         inherited: false,
         ts: 1_100,
+        cost_ns: 0,
+        prev_call_ns: 0,
     });
     let k = K { name: c"k", corr: 9, start: 2_000, end: 3_000, block: 128, regs: 32, dyn_smem: 0, stream: 7 };
     rp.buffer(&kernel(&k));

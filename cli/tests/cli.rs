@@ -27,6 +27,8 @@ fn saved_report(name: &str, ns: u64) -> PathBuf {
         profiled: false,
         inherited: false,
         ts: 0,
+        cost_ns: 0,
+        prev_call_ns: 0,
     });
     rp.host_event(HostEvent::Pop { instance: 1, ts: ns });
     // SAFETY: all-zero is a valid CUpti_ActivityKernel10.

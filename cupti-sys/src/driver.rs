@@ -1,8 +1,9 @@
-//! The few CUDA driver calls a profiler needs (device attributes and names),
+//! The few CUDA driver calls a profiler needs (device attributes and names,
+//! and an empty kernel to time launches with),
 //! loaded at run time from `libcuda.so.1` like CUPTI itself.
 
 use crate::{CUdevice_attribute, LoadError};
-use std::ffi::{c_char, c_int};
+use std::ffi::{c_char, c_int, c_void};
 
 /// `CUresult`: 0 is success.
 pub type CUresult = c_int;
@@ -35,6 +36,34 @@ pub struct Driver {
     pub cu_ctx_synchronize: unsafe extern "C" fn() -> CUresult,
     /// `cuDeviceGetName`.
     pub cu_device_get_name: unsafe extern "C" fn(name: *mut c_char, len: c_int, dev: CUdevice) -> CUresult,
+    /// `cuModuleLoadData`: loads a module from PTX or a cubin image.
+    pub cu_module_load_data: unsafe extern "C" fn(module: *mut crate::CUmodule, image: *const c_void) -> CUresult,
+    /// `cuModuleGetFunction`.
+    pub cu_module_get_function:
+        unsafe extern "C" fn(f: *mut crate::CUfunction, module: crate::CUmodule, name: *const c_char) -> CUresult,
+    /// `cuModuleUnload`.
+    pub cu_module_unload: unsafe extern "C" fn(module: crate::CUmodule) -> CUresult,
+    /// `cuStreamCreate`.
+    pub cu_stream_create: unsafe extern "C" fn(stream: *mut crate::CUstream, flags: u32) -> CUresult,
+    /// `cuStreamDestroy` (v2).
+    pub cu_stream_destroy: unsafe extern "C" fn(stream: crate::CUstream) -> CUresult,
+    /// `cuStreamSynchronize`.
+    pub cu_stream_synchronize: unsafe extern "C" fn(stream: crate::CUstream) -> CUresult,
+    /// `cuLaunchKernel`.
+    #[allow(clippy::type_complexity)]
+    pub cu_launch_kernel: unsafe extern "C" fn(
+        f: crate::CUfunction,
+        grid_x: u32,
+        grid_y: u32,
+        grid_z: u32,
+        block_x: u32,
+        block_y: u32,
+        block_z: u32,
+        shared_bytes: u32,
+        stream: crate::CUstream,
+        params: *mut *mut c_void,
+        extra: *mut *mut c_void,
+    ) -> CUresult,
 }
 
 /// The driver's soname.
@@ -67,6 +96,13 @@ impl Driver {
             cu_ctx_push_current: get!("cuCtxPushCurrent_v2"),
             cu_ctx_pop_current: get!("cuCtxPopCurrent_v2"),
             cu_ctx_synchronize: get!("cuCtxSynchronize"),
+            cu_module_load_data: get!("cuModuleLoadData"),
+            cu_module_get_function: get!("cuModuleGetFunction"),
+            cu_module_unload: get!("cuModuleUnload"),
+            cu_stream_create: get!("cuStreamCreate"),
+            cu_stream_destroy: get!("cuStreamDestroy_v2"),
+            cu_stream_synchronize: get!("cuStreamSynchronize"),
+            cu_launch_kernel: get!("cuLaunchKernel"),
             _lib: lib,
         })
     }

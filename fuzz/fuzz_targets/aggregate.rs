@@ -69,7 +69,7 @@ fuzz_target!(|data: &[u8]| {
     while !i.0.is_empty() {
         let op = i.byte();
         let small = |i: &mut Input| i.byte() as u64;
-        match op % 9 {
+        match op % 10 {
             0 => {
                 let (instance, parent, path, tid, ts) =
                     (small(&mut i), small(&mut i), paths[i.byte() as usize % 3], i.byte() as u32, i.u64());
@@ -86,13 +86,25 @@ fuzz_target!(|data: &[u8]| {
                     profiled: false,
                     inherited: i.byte() % 2 == 0,
                     ts: i.u64(),
+                    cost_ns: i.u64() as u32,
+                    prev_call_ns: i.u64() as u32,
                 };
                 rp.host_event(e);
             }
-            3 => rp.host_event(HostEvent::HostWait { start: i.u64(), end: i.u64() }),
-            4 => rp.host_event(HostEvent::HostCopy { start: i.u64(), end: i.u64() }),
+            3 => rp.host_event(HostEvent::HostWait { start: i.u64(), end: i.u64(), instance: small(&mut i) }),
+            4 => rp.host_event(HostEvent::HostCopy {
+                start: i.u64(),
+                end: i.u64(),
+                correlation_id: i.byte() as u32,
+                instance: small(&mut i),
+            }),
             5 | 6 => buffer.extend(kernel(&mut i)),
             7 => rp.host_event(HostEvent::UntracedLaunches { path: paths[i.byte() as usize % 3], launches: i.u64() }),
+            8 => rp.host_event(match i.byte() % 3 {
+                0 => HostEvent::Calibrated { record_ns: i.u64() as u32, plain_ns: i.u64() as u32, traced_ns: i.u64() as u32 },
+                1 => HostEvent::NotCalibrated { why: "fuzz".into() },
+                _ => HostEvent::Forked { ts: i.u64() },
+            }),
             _ => rp.buffer(&std::mem::take(&mut buffer)),
         }
     }

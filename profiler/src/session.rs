@@ -312,6 +312,9 @@ impl Profiler {
             host_waits: self.sync_records,
             metrics: self.metrics.clone().map(|m| (m, self.selection.clone())),
             sampling: self.sampling,
+            // Trace mode measures what its records cost; metrics and
+            // sampling mode count their own overhead.
+            calibrate: self.metrics.is_none() && self.sampling.is_none(),
         };
         collect::nvtx::set_inherit(self.inherit_ranges);
         let (collection, outputs) = collect::start(&copts)?;

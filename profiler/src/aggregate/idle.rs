@@ -12,12 +12,16 @@
 //! 3. the gap began while the host waited in a synchronisation, and lasted
 //!    until at most [`SYNC_RESUME_NS`] after it returned;
 //! 4. the rest: before the next kernel's launch, the host had not launched
-//!    yet (host work, or launch overhead when the whole gap is short);
-//!    after it, the kernel was queued (launch latency when short, a
-//!    dependency on something else when long).
+//!    yet (launch overhead when the whole gap is short; dispatch when the
+//!    launching thread had launched within [`DISPATCH_NS`] before, so it
+//!    was issuing calls back to back; host work otherwise); after it, the
+//!    kernel was queued (launch latency when short, a dependency on
+//!    something else when long).
 
 use super::windows::Untraced;
-use crate::model::idle::{Cause, COPY, HOST, LAUNCH, OTHER, PROFILER, SYNC};
+#[cfg(doc)]
+use crate::model::idle::DISPATCH_NS;
+use crate::model::idle::{Cause, COPY, DISPATCH, HOST, LAUNCH, OTHER, PROFILER, SYNC};
 use rustc_hash::FxHashMap;
 use std::collections::{BTreeMap, VecDeque};
 
@@ -60,12 +64,23 @@ pub(crate) struct Piece {
     pub cause: Cause,
 }
 
+/// A kernel's launch call, as the timeline needs it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Launched {
+    /// When the call was entered.
+    pub ts: u64,
+    /// A graph launch.
+    pub graph: bool,
+    /// Its thread had launched shortly before (see [`Cause`] `DISPATCH`).
+    pub dispatch: bool,
+}
+
 #[derive(Debug, Clone, Copy)]
 struct Span {
     start: u64,
     end: u64,
-    /// When the kernel that starts the span was launched.
-    launch: Option<u64>,
+    /// The launch of the kernel that starts the span.
+    launch: Option<Launched>,
 }
 
 /// Disjoint-or-not intervals sorted by start; dropped once decided.
@@ -202,10 +217,10 @@ impl IdleTracker {
         }
     }
 
-    /// A kernel ran over `[start, end)`; `launch`: its launch (time, graph)
-    /// when it was seen.
-    pub(crate) fn kernel(&mut self, correlation_id: u32, start: u64, end: u64, launch: Option<(u64, bool)>) {
-        if let Some((ts, graph)) = launch {
+    /// A kernel ran over `[start, end)`; `launch`: its launch when it was
+    /// seen.
+    pub(crate) fn kernel(&mut self, correlation_id: u32, start: u64, end: u64, launch: Option<Launched>) {
+        if let Some(Launched { ts, graph, .. }) = launch {
             if graph {
                 self.pending_graphs.remove(&correlation_id);
             } else if let Some(n) = self.pending.get_mut(&ts) {
@@ -229,7 +244,6 @@ impl IdleTracker {
         if end <= start {
             return;
         }
-        let launch = launch.map(|(ts, _)| ts);
         // First span that ends at or after `start`: it and the later spans
         // it overlaps merge with the kernel.
         let i = self.spans.partition_point(|s| s.end < start);
@@ -329,14 +343,14 @@ impl IdleTracker {
         self.overhead.forget_before(t);
     }
 
-    /// Splits the idle gap `[g0, g1)` by cause. `next_launch`: when the
-    /// kernel that ends it was launched (`None`: unknown); `last`: no kernel
+    /// Splits the idle gap `[g0, g1)` by cause. `next_launch`: the launch
+    /// of the kernel that ends it (`None`: unknown); `last`: no kernel
     /// followed before the session ended.
     fn classify(
         &mut self,
         g0: u64,
         g1: u64,
-        next_launch: Option<u64>,
+        next_launch: Option<Launched>,
         last: bool,
         untraced: &Untraced,
         out: &mut impl FnMut(Piece),
@@ -385,9 +399,16 @@ impl IdleTracker {
                     emit(a, b, HOST);
                     continue;
                 }
-                let split = next_launch.map_or(b, |l| l.clamp(a, b));
+                let split = next_launch.map_or(b, |l| l.ts.clamp(a, b));
                 // Before the launch: the host had not launched yet.
-                emit(a, split, if gap <= LAUNCH_GAP_NS { LAUNCH } else { HOST });
+                let host = if gap <= LAUNCH_GAP_NS {
+                    LAUNCH
+                } else if next_launch.is_some_and(|l| l.dispatch) {
+                    DISPATCH
+                } else {
+                    HOST
+                };
+                emit(a, split, host);
                 // After it: the kernel was queued.
                 emit(split, b, if gap <= LAUNCH_GAP_NS || b - split <= LAUNCH_GAP_NS { LAUNCH } else { OTHER });
             }
@@ -399,8 +420,15 @@ impl IdleTracker {
 mod tests {
     use super::*;
 
-    fn run(t: &mut IdleTracker, end: Option<u64>) -> [u64; 6] {
-        let mut by = [0u64; 6];
+    use crate::model::idle::CAUSES;
+
+    /// A plain launch at `ts`.
+    fn at(ts: u64) -> Launched {
+        Launched { ts, graph: false, dispatch: false }
+    }
+
+    fn run(t: &mut IdleTracker, end: Option<u64>) -> [u64; CAUSES] {
+        let mut by = [0u64; CAUSES];
         let mut add = |p: Piece| by[p.cause] += p.end - p.start;
         match end {
             Some(e) => t.finish(e, &Untraced::default(), &mut add),
@@ -415,12 +443,12 @@ mod tests {
         t.launch(1, 0, false);
         t.launch(2, 5, false);
         t.launch(3, 200_000, false);
-        t.kernel(1, 10, 100, Some((0, false)));
+        t.kernel(1, 10, 100, Some(at(0)));
         // Kernel 2 (launched at 5) is missing: the gap after kernel 1 may
         // still be filled.
-        t.kernel(3, 300_000, 310_000, Some((200_000, false)));
-        assert_eq!(run(&mut t, None), [0; 6], "kernel 2 may still start at 5");
-        t.kernel(2, 120, 200, Some((5, false)));
+        t.kernel(3, 300_000, 310_000, Some(at(200_000)));
+        assert_eq!(run(&mut t, None), [0; CAUSES], "kernel 2 may still start at 5");
+        t.kernel(2, 120, 200, Some(at(5)));
         let by = run(&mut t, None);
         // [0,10) and [100,120): queued, short. [200,300000): the host
         // launched at 200000: host work before, queued after.
@@ -435,7 +463,7 @@ mod tests {
         // Tiny kernels launched 4 us apart, each running 1 us.
         for i in 0..10u64 {
             t.launch(i as u32, i * 4_000, false);
-            t.kernel(i as u32, i * 4_000 + 2_000, i * 4_000 + 3_000, Some((i * 4_000, false)));
+            t.kernel(i as u32, i * 4_000 + 2_000, i * 4_000 + 3_000, Some(at(i * 4_000)));
         }
         let by = run(&mut t, Some(36_000 + 3_000));
         assert_eq!(by[LAUNCH], 2_000 + 9 * 3_000, "the leading 2 us and nine 3 us gaps");
@@ -444,10 +472,23 @@ mod tests {
         let mut t = IdleTracker::new(0);
         t.kernel(1, 0, 1_000, None);
         t.launch(2, 5_000_000, false);
-        t.kernel(2, 5_004_000, 5_005_000, Some((5_000_000, false)));
+        t.kernel(2, 5_004_000, 5_005_000, Some(at(5_000_000)));
         let by = run(&mut t, Some(5_005_000));
         assert_eq!(by[HOST], 5_000_000 - 1_000);
         assert_eq!(by[LAUNCH], 4_000);
+    }
+
+    #[test]
+    fn a_long_gap_ended_by_a_launch_dispatched_back_to_back_is_dispatch_not_host_work() {
+        let mut t = IdleTracker::new(0);
+        t.kernel(1, 0, 1_000, None);
+        // 80 us of the host in the framework between two launches 90 us apart.
+        t.launch(2, 81_000, false);
+        t.kernel(2, 85_000, 86_000, Some(Launched { ts: 81_000, graph: false, dispatch: true }));
+        let by = run(&mut t, Some(86_000));
+        assert_eq!(by[DISPATCH], 80_000);
+        assert_eq!(by[HOST], 0);
+        assert_eq!(by[LAUNCH], 4_000, "queued after the launch: short, launch latency");
     }
 
     #[test]
@@ -457,11 +498,11 @@ mod tests {
         // The host waits from 2 us to 12 us, launches again at 20 us.
         t.sync(2_000, 12_000);
         t.launch(2, 20_000, false);
-        t.kernel(2, 25_000, 30_000, Some((20_000, false)));
+        t.kernel(2, 25_000, 30_000, Some(at(20_000)));
         // And after the second kernel waits again, then works for 1 ms.
         t.sync(26_000, 31_000);
         t.launch(3, 1_031_000, false);
-        t.kernel(3, 1_035_000, 1_040_000, Some((1_031_000, false)));
+        t.kernel(3, 1_035_000, 1_040_000, Some(at(1_031_000)));
         let by = run(&mut t, Some(1_040_000));
         // Gap 1 [10,25) us: all sync (resume within 100 us).
         // Gap 2 [30, 1035) us: sync until 31 + 100 us, then host until the
@@ -474,7 +515,7 @@ mod tests {
         t.kernel(1, 0, 10_000, None);
         t.sync(500_000, 500_010);
         t.launch(2, 900_000, false);
-        t.kernel(2, 905_000, 906_000, Some((900_000, false)));
+        t.kernel(2, 905_000, 906_000, Some(at(900_000)));
         let by = run(&mut t, Some(906_000));
         assert_eq!(by[SYNC], 0);
         assert_eq!(by[HOST], 890_000);
@@ -487,7 +528,7 @@ mod tests {
         t.copy(100_000, 300_000); // a pageable copy, host blocked
         t.overhead(400_000, 500_000);
         t.launch(2, 600_000, false);
-        t.kernel(2, 605_000, 700_000, Some((600_000, false)));
+        t.kernel(2, 605_000, 700_000, Some(at(600_000)));
         let by = run(&mut t, Some(700_000));
         assert_eq!(by[COPY], 200_000);
         assert_eq!(by[PROFILER], 100_000);
@@ -550,8 +591,8 @@ mod tests {
         t.kernel(1, 0, 10, None);
         t.kernel(2, 100, 110, None);
         assert_eq!(run(&mut t, None).iter().sum::<u64>(), 0, "the graph launched at 50 may run in [10,100)");
-        t.kernel(7, 60, 70, Some((50, true)));
-        t.kernel(7, 75, 80, Some((50, true)));
+        t.kernel(7, 60, 70, Some(Launched { ts: 50, graph: true, dispatch: false }));
+        t.kernel(7, 75, 80, Some(Launched { ts: 50, graph: true, dispatch: false }));
         assert_eq!(run(&mut t, None).iter().sum::<u64>(), 50 + 5 + 20);
     }
 }

@@ -4,6 +4,7 @@
 //! number of launches. [`Aggregator::finish`] hands the totals to the report
 //! stage.
 
+pub(crate) mod calls;
 pub(crate) mod devices;
 pub(crate) mod idle;
 pub(crate) mod interval;
@@ -13,14 +14,17 @@ mod names;
 pub mod occupancy;
 pub(crate) mod ranges;
 pub(crate) mod sampled;
+pub(crate) mod timeline;
 pub(crate) mod windows;
 
-use crate::attribute::{Attributed, Attributor, LaunchInfo};
+use crate::attribute::{Attributed, Attributor, LaunchInfo, Own};
 use crate::decode::{Activity, KernelActivity, RecordCursor};
 use crate::model::device::DeviceInfo;
 use crate::model::drops::Drops;
 use crate::model::event::HostEvent;
+use crate::model::idle::{CAUSES, DISPATCH_NS};
 use crate::model::path::{paths, PathId, RangePath};
+use crate::model::profiler_cost::{Calibration, ThreadCost};
 use crate::model::sampled::{Sample, SamplingStatus, TraceWindows};
 use crate::model::trace::{KernelRecord, MemoryRecord, RangeRecord, SampleRecord, Trace};
 use devices::DeviceTable;
@@ -33,6 +37,7 @@ use ranges::{Finished, RangeAcc, Ranges};
 use rustc_hash::FxHashMap;
 use sampled::{Joined, SampleJoin};
 use std::collections::BTreeMap;
+use timeline::Timeline;
 use windows::Untraced;
 
 /// Options of the aggregation.
@@ -100,10 +105,24 @@ pub(crate) struct Aggregate {
     /// CUPTI's own kernels (metrics mode): count, ns.
     pub profiler_kernels: (u64, u64),
     /// GPU idle time of the whole session by cause (`model::idle` order).
-    pub idle: [u64; 6],
+    pub idle: [u64; CAUSES],
     /// Kernels attributed to the lead thread's ranges: count, ns.
     pub cross_thread: (u64, u64),
+    /// gpuscope's own cost per launching thread.
+    pub threads: Vec<ThreadCost>,
+    /// CUPTI's per-launch record cost as measured at the first launch, or
+    /// why it was not.
+    pub calibration: Result<Calibration, String>,
+    /// Children the process forked while the session ran.
+    pub forks: u64,
+    /// The session in bins.
+    pub timeline: Timeline,
 }
+
+/// Launching threads whose cost is kept apart; more share one row (tid 0).
+const MAX_THREADS: usize = 1024;
+/// Copy calls waiting for their copy record.
+const MAX_COPY_CALLS: usize = 65_536;
 
 /// The running state of one session's aggregation.
 pub(crate) struct Aggregator {
@@ -116,8 +135,16 @@ pub(crate) struct Aggregator {
     ranges: Ranges,
     memory: MemoryAcc,
     idle: IdleTracker,
-    idle_total: [u64; 6],
+    idle_total: [u64; CAUSES],
     cross_thread: (u64, u64),
+    /// Each launching thread's latest launch call, ns.
+    last_launch: FxHashMap<u32, u64>,
+    threads: FxHashMap<u32, ThreadCost>,
+    calibration: Result<Calibration, String>,
+    forks: u64,
+    /// Copy calls by correlation id: the range instance they were made in.
+    copy_calls: FxHashMap<u32, u64>,
+    timeline: Timeline,
     thread_names: BTreeMap<u32, String>,
     trace: Option<Trace>,
     trace_kernel_paths: Vec<PathId>,
@@ -143,8 +170,14 @@ impl Aggregator {
             ranges: Ranges::new(opts.max_live_ranges),
             memory: MemoryAcc::default(),
             idle: IdleTracker::new(opts.start_ns),
-            idle_total: [0; 6],
+            idle_total: [0; CAUSES],
             cross_thread: (0, 0),
+            last_launch: FxHashMap::default(),
+            threads: FxHashMap::default(),
+            calibration: Err("no kernel was launched in the session".to_string()),
+            forks: 0,
+            copy_calls: FxHashMap::default(),
+            timeline: Timeline::new(opts.start_ns),
             thread_names: BTreeMap::new(),
             trace: (opts.trace_cap > 0).then(Trace::default),
             opts,
@@ -259,21 +292,56 @@ impl Aggregator {
                     self.kernel_with(a);
                 }
             }
-            HostEvent::Launch { correlation_id, tid, path, instance, graph, profiled, inherited, ts } => {
-                let info = LaunchInfo { tid, path, instance, profiled, ts, graph, seen: true, inherited };
+            HostEvent::Launch {
+                correlation_id,
+                tid,
+                path,
+                instance,
+                graph,
+                profiled,
+                inherited,
+                ts,
+                cost_ns,
+                prev_call_ns,
+            } => {
+                if self.last_launch.len() >= MAX_THREADS && !self.last_launch.contains_key(&tid) {
+                    self.last_launch.clear();
+                }
+                let prev = self.last_launch.insert(tid, ts);
+                let dispatch = prev.is_some_and(|p| ts.saturating_sub(p) <= DISPATCH_NS);
+                let info = LaunchInfo { tid, path, instance, profiled, ts, graph, seen: true, inherited, dispatch };
                 self.attribution.launch(correlation_id, info);
                 self.idle.launch(correlation_id, ts, graph);
-                self.ranges.launch(instance);
+                self.ranges.launch(instance, graph, cost_ns as u64, prev_call_ns as u64);
+                self.timeline.launch(ts, cost_ns as u64);
+                let row = if self.threads.len() < MAX_THREADS || self.threads.contains_key(&tid) { tid } else { 0 };
+                self.threads
+                    .entry(row)
+                    .or_insert_with(|| ThreadCost { tid: row, ..Default::default() })
+                    .add(cost_ns as u64, prev_call_ns as u64);
             }
             HostEvent::UntracedLaunches { path, launches } => {
                 self.untraced_launches = self.untraced_launches.saturating_add(launches);
                 self.ranges.untraced_launches(path, launches);
             }
-            HostEvent::HostCopy { start, end } => self.idle.copy(start, end),
-            HostEvent::HostWait { start, end } => {
+            HostEvent::HostCopy { start, end, correlation_id, instance } => {
+                self.idle.copy(start, end);
+                if self.copy_calls.len() >= MAX_COPY_CALLS {
+                    // Copies whose records never came (failed calls).
+                    self.copy_calls.clear();
+                }
+                self.copy_calls.insert(correlation_id, instance);
+            }
+            HostEvent::HostWait { start, end, instance } => {
                 self.memory.wait(start, end);
                 self.idle.sync(start, end);
+                self.ranges.sync(instance, end.saturating_sub(start));
             }
+            HostEvent::Calibrated { record_ns, plain_ns, traced_ns } => {
+                self.calibration = Ok(Calibration { record_ns, plain_ns, traced_ns });
+            }
+            HostEvent::NotCalibrated { why } => self.calibration = Err(why),
+            HostEvent::Forked { .. } => self.forks += 1,
             HostEvent::Overhead { start, end } => self.idle.overhead(start, end),
             HostEvent::ThreadName { tid, name } => {
                 self.thread_names.insert(tid, name);
@@ -298,7 +366,12 @@ impl Aggregator {
     /// Folds one kernel record in (a profiled one waits for its metrics).
     pub(crate) fn kernel(&mut self, k: &KernelActivity) {
         let names = &mut self.names;
-        if let Some(a) = self.attribution.kernel(k, || names.name(k.name) == "WaitNs") {
+        let own = || match names.name(k.name) {
+            "WaitNs" => Some(Own::Measurement),
+            crate::collect::calibrate::KERNEL => Some(Own::Calibration),
+            _ => None,
+        };
+        if let Some(a) = self.attribution.kernel(k, own) {
             self.kernel_with(a);
         }
     }
@@ -329,6 +402,7 @@ impl Aggregator {
         self.by_name.entry(name).or_default().add(dur, occ.as_ref(), metrics.as_ref(), grid);
         self.by_path_name.entry((info.path, name)).or_default().add(dur, occ.as_ref(), metrics.as_ref(), grid);
         self.ranges.kernel(info.instance, k.device, k.start, end);
+        self.timeline.kernel(k.start, end);
         if let Some(j) = &mut self.join {
             j.kernel(k.device, k.start, end, name, info.path);
         }
@@ -336,7 +410,7 @@ impl Aggregator {
             self.cross_thread.0 += 1;
             self.cross_thread.1 = self.cross_thread.1.saturating_add(dur);
         }
-        let launch = info.seen.then_some((info.ts, info.graph));
+        let launch = info.seen.then_some(idle::Launched { ts: info.ts, graph: info.graph, dispatch: info.dispatch });
         self.idle.kernel(k.correlation_id, k.start, end, launch);
         if self.idle.full() {
             self.advance_idle();
@@ -378,6 +452,11 @@ impl Aggregator {
             Activity::Kernel(k) => self.kernel(k),
             Activity::Memcpy(m) => {
                 self.memory.copy(m);
+                if let Some(instance) = self.copy_calls.remove(&m.correlation_id) {
+                    let h2d =
+                        if m.copy_kind as u32 == cupti_sys::CUPTI_ACTIVITY_MEMCPY_KIND_HTOD { m.bytes } else { 0 };
+                    self.ranges.copy(instance, h2d, memory::is_pageable(m));
+                }
                 self.idle.copy(m.start, m.end);
                 self.trace_memory(copy_kind_name(m.copy_kind), m.bytes, m.device, m.stream, m.start, m.end);
             }
@@ -448,6 +527,7 @@ impl Aggregator {
             self.idle_total[p.cause] = self.idle_total[p.cause].saturating_add(p.end - p.start);
         }
         self.ranges.idle(pieces);
+        self.timeline.idle(pieces);
         self.ranges.idle_decided(self.idle.decided_until());
         self.advance_join(self.idle.decided_until());
         self.retire_ranges();
@@ -545,6 +625,14 @@ impl Aggregator {
             profiler_kernels: self.attribution.profiler_kernels,
             idle: self.idle_total,
             cross_thread: self.cross_thread,
+            threads: {
+                let mut t: Vec<ThreadCost> = self.threads.values().copied().collect();
+                t.sort_by_key(|c| std::cmp::Reverse(c.launches));
+                t
+            },
+            calibration: self.calibration.clone(),
+            forks: self.forks,
+            timeline: self.timeline.clone(),
         }
     }
 }
@@ -565,6 +653,8 @@ mod tests {
             profiled: false,
             inherited: false,
             ts,
+            cost_ns: 0,
+            prev_call_ns: 0,
         }
     }
 
@@ -579,7 +669,7 @@ mod tests {
         a.host_event(HostEvent::Pop { instance: 2, ts: 300 });
         a.kernel(&KernelActivity::sample(7, 100, 200));
         let count = |agg: &Aggregate, name: &str| {
-            agg.ranges.iter().find(|(p, _)| p.to_string() == name).map(|(_, acc)| (acc.count, acc.launches))
+            agg.ranges.iter().find(|(p, _)| p.to_string() == name).map(|(_, acc)| (acc.count, acc.total.launches))
         };
         let snap = a.snapshot();
         assert_eq!(snap.kernels.iter().map(|(_, k)| k.launches).sum::<u64>(), 1);
@@ -630,7 +720,7 @@ mod tests {
         let r = a.finish(1_000_000 * 100);
         assert_eq!(r.kernels[0].1.launches, 1_000_000);
         let (_, g) = r.ranges.iter().find(|(p, _)| p.to_string() == "bounded-test").unwrap();
-        assert_eq!((g.count, g.launches, g.busy), (100_000, 1_000_000, 10_000_000));
+        assert_eq!((g.count, g.total.launches, g.total.busy), (100_000, 1_000_000, 10_000_000));
         assert_eq!(r.drops.ranges_evicted, 0, "complete instances are not summarised early");
     }
 
@@ -645,7 +735,7 @@ mod tests {
         assert!(a.ranges.live() <= 101, "{}", a.ranges.live());
         let r = a.finish(100_000 * 100);
         let (_, g) = r.ranges.iter().find(|(p, _)| p.to_string() == "held-test").unwrap();
-        assert_eq!((g.count, g.launches), (10_000, 100_000), "every instance summarised, early or at the end");
+        assert_eq!((g.count, g.total.launches), (10_000, 100_000), "every instance summarised, early or at the end");
         assert!(r.drops.ranges_evicted > 0, "early summaries are counted");
     }
 
@@ -696,11 +786,14 @@ mod tests {
         let r = a.finish(1100);
         let range = |p: &str| r.ranges.iter().find(|(rp, _)| rp.to_string() == p).map(|(_, g)| g.clone()).unwrap();
         let (ga, gb, gc) = (range("windows-a"), range("windows-b"), range("windows-c"));
-        assert_eq!((ga.count, ga.untraced_count, ga.busy, ga.launches, ga.untraced_launches), (2, 0, 20, 2, 0));
+        assert_eq!(
+            (ga.count, ga.untraced_count, ga.total.busy, ga.total.launches, ga.untraced_launches),
+            (2, 0, 20, 2, 0)
+        );
         assert_eq!((gb.count, gb.untraced_count, gb.untraced_wall, gb.untraced_launches), (0, 1, 100, 2));
         // c's traced launch (its kernel never seen) and its counted one.
         assert_eq!((gc.count, gc.untraced_count, gc.untraced_wall, gc.untraced_launches), (0, 1, 970, 2));
-        assert_eq!(gc.launches, 0, "an untraced instance's launches are not the traced ones'");
+        assert_eq!(gc.total.launches, 0, "an untraced instance's launches are not the traced ones'");
         let w = r.sampling.and_then(|s| s.trace_windows).expect("trace windows reported");
         assert_eq!((w.window_ns, w.period_ns, w.windows, w.untraced_launches), (100, 1000, 2, Some(4)));
         assert_eq!((w.traced_ns, w.untraced_ns), (200, 900));
@@ -709,7 +802,7 @@ mod tests {
         assert_eq!(r.idle.iter().sum::<u64>(), 10 + 80, "only the traced gaps are idle time");
         // a's idle time: 0-10 and 1020-1050; its parts of the unclassified
         // gap are not idle time.
-        assert_eq!(ga.idle.iter().sum::<u64>(), 10 + 30);
+        assert_eq!(ga.total.idle.iter().sum::<u64>(), 10 + 30);
     }
 
     #[test]
@@ -736,9 +829,9 @@ mod tests {
         assert!(r.ranges.iter().all(|(p, _)| p.to_string() != "zero-windows-open-before"));
         let get = |p: &str| r.ranges.iter().find(|(rp, _)| rp.to_string() == p).map(|(_, g)| g.clone()).unwrap();
         let (g, gi) = (get("zero-windows"), get("zero-windows/inner"));
-        assert_eq!((g.count, g.untraced_count, g.untraced_wall, g.busy), (0, 1, 500, 0));
+        assert_eq!((g.count, g.untraced_count, g.untraced_wall, g.total.busy), (0, 1, 500, 0));
         // Launches count for the range they were made in and those around it.
-        assert_eq!((g.launches, g.untraced_launches, gi.untraced_launches), (0, 4, 3));
+        assert_eq!((g.total.launches, g.untraced_launches, gi.untraced_launches), (0, 4, 3));
         let f = g.sampled_wall.figures().expect("the range's wall time was sampled");
         assert!((f.sm_efficiency_pct - 40.0).abs() < 1e-6, "{}", f.sm_efficiency_pct);
         let w = r.sampling.and_then(|s| s.trace_windows).expect("trace windows reported");
@@ -781,6 +874,6 @@ mod tests {
         let r = a.finish(u64::MAX);
         assert_eq!(r.kernels[0].1.total, u64::MAX, "three near-maximal kernels saturate");
         let (_, g) = r.ranges.iter().find(|(p, _)| p.to_string() == "huge-times").unwrap();
-        assert_eq!((g.wall, g.launches), (u64::MAX, 3));
+        assert_eq!((g.total.wall, g.total.launches), (u64::MAX, 3));
     }
 }

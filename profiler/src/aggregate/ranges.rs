@@ -1,6 +1,7 @@
 //! NVTX range instances while they are open (and until their kernels have
 //! run), summed per path once finished.
 
+use super::calls::{CallLog, Figures};
 use super::idle::Piece;
 use super::interval::IntervalUnion;
 use super::windows::Untraced;
@@ -24,9 +25,9 @@ pub(crate) struct Instance {
     pub end: Option<u64>,
     /// GPU time of the kernels launched inside it (nested ranges included).
     pub busy: IntervalUnion,
-    pub launches: u64,
-    /// GPU idle time inside its window, by cause (`model::idle` order).
-    pub idle: [u64; 6],
+    /// Its launches, idle time, copies, ... (`wall`, `busy` and
+    /// `in_window` are filled in when it is folded).
+    pub fig: Figures,
     /// Sampling mode: samples over its window, per device.
     pub sampled: Vec<(u32, SampledAcc)>,
     /// Devices its kernels ran on (bit per ordinal below 64).
@@ -37,11 +38,10 @@ pub(crate) struct Instance {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct RangeAcc {
     pub count: u64,
-    pub wall: u64,
-    pub busy: u64,
-    pub in_window: u64,
-    pub launches: u64,
-    pub idle: [u64; 6],
+    /// Sums over the traced instances.
+    pub total: Figures,
+    /// Each traced instance's figures: the first ones, and every wall time.
+    pub calls: CallLog,
     /// Sampling mode: samples over the windows, on the devices the
     /// instances' kernels ran on (all sampled devices for an instance with
     /// none).
@@ -92,17 +92,13 @@ fn fold(acc: &mut RangeAcc, i: &Instance, end: u64, untraced: &Untraced) {
     if untraced.touches(i.start, end) {
         acc.untraced_count += 1;
         acc.untraced_wall = acc.untraced_wall.saturating_add(end - i.start);
-        acc.untraced_launches = acc.untraced_launches.saturating_add(i.launches);
+        acc.untraced_launches = acc.untraced_launches.saturating_add(i.fig.launches);
         return;
     }
+    let fig = Figures { wall: end - i.start, busy: i.busy.total(), in_window: i.busy.within(i.start, end), ..i.fig };
     acc.count += 1;
-    acc.wall = acc.wall.saturating_add(end - i.start);
-    acc.busy = acc.busy.saturating_add(i.busy.total());
-    acc.in_window = acc.in_window.saturating_add(i.busy.within(i.start, end));
-    acc.launches += i.launches;
-    for (a, b) in acc.idle.iter_mut().zip(i.idle) {
-        *a = a.saturating_add(b);
-    }
+    acc.total.add(&fig);
+    acc.calls.add(i.start, &fig);
 }
 
 /// Traced instances still waiting for their kernels that one
@@ -173,8 +169,7 @@ impl Ranges {
             start: ts,
             end: None,
             busy: IntervalUnion::default(),
-            launches: 0,
-            idle: [0; 6],
+            fig: Figures::default(),
             sampled: Vec::new(),
             devices: 0,
         };
@@ -214,13 +209,41 @@ impl Ranges {
         let (path, tid, start) = self.starts.remove(&id)?;
         let acc = self.start_end.entry(path).or_default();
         acc.count += 1;
-        acc.wall = acc.wall.saturating_add(ts.saturating_sub(start));
+        acc.total.wall = acc.total.wall.saturating_add(ts.saturating_sub(start));
         Some(Finished { path, tid, start, end: ts })
     }
 
-    /// A launch inside `instance` counts for it and every range around it.
-    pub(crate) fn launch(&mut self, instance: u64) {
-        self.for_each_enclosing(instance, |i| i.launches += 1);
+    /// A launch inside `instance` (`graph`: of a CUDA graph) counts for it
+    /// and every range around it, with the time gpuscope's callback took (`callback_ns`) and, when
+    /// timed, the thread's previous launch call (`call_ns`, 0: not timed).
+    pub(crate) fn launch(&mut self, instance: u64, graph: bool, callback_ns: u64, call_ns: u64) {
+        self.for_each_enclosing(instance, |i| {
+            i.fig.launches += 1;
+            i.fig.graph_launches += graph as u64;
+            i.fig.callback_ns = i.fig.callback_ns.saturating_add(callback_ns);
+            if call_ns > 0 {
+                i.fig.call_ns = i.fig.call_ns.saturating_add(call_ns);
+                i.fig.calls_timed += 1;
+            }
+        });
+    }
+
+    /// A host synchronisation of `ns` inside `instance`.
+    pub(crate) fn sync(&mut self, instance: u64, ns: u64) {
+        self.for_each_enclosing(instance, |i| {
+            i.fig.syncs += 1;
+            i.fig.sync_ns = i.fig.sync_ns.saturating_add(ns);
+        });
+    }
+
+    /// A copy made inside `instance`: `h2d_bytes` host-to-device (0 for
+    /// other directions), `pageable` from or to pageable host memory.
+    pub(crate) fn copy(&mut self, instance: u64, h2d_bytes: u64, pageable: bool) {
+        self.for_each_enclosing(instance, |i| {
+            i.fig.copies += 1;
+            i.fig.h2d_bytes = i.fig.h2d_bytes.saturating_add(h2d_bytes);
+            i.fig.pageable += pageable as u64;
+        });
     }
 
     /// `launches` made inside `path` between trace windows: they count for
@@ -308,7 +331,7 @@ impl Ranges {
             for p in pieces[first..].iter().take_while(|p| p.start < end) {
                 let (s, e) = (p.start.max(start), p.end.min(end));
                 if e > s {
-                    i.idle[p.cause] = i.idle[p.cause].saturating_add(e - s);
+                    i.fig.idle[p.cause] = i.fig.idle[p.cause].saturating_add(e - s);
                 }
             }
         }
@@ -420,7 +443,7 @@ impl Ranges {
         for (_, (path, tid, start)) in std::mem::take(&mut self.starts) {
             let acc = self.start_end.entry(path).or_default();
             acc.count += 1;
-            acc.wall = acc.wall.saturating_add(end_ns.saturating_sub(start));
+            acc.total.wall = acc.total.wall.saturating_add(end_ns.saturating_sub(start));
             done.push(Finished { path, tid, start, end: end_ns });
         }
         done

@@ -1,9 +1,12 @@
 //! What to change: one finding per cause of lost GPU time, with what it
 //! cost and one line of advice, most costly first.
 
+use super::advice::{Evidence, LAUNCH_OVERHEAD};
+use super::cost;
 use super::peaks::Peaks;
 use super::verdict::{self, Bound, Counted};
 use super::{KernelAnalysis, RangeAnalysis};
+use crate::model::idle::{IdleSplit, COPY, DISPATCH, HOST, LAUNCH, OTHER, SYNC};
 use crate::report::Report;
 use serde::Serialize;
 
@@ -24,9 +27,10 @@ pub const INNER_EXPLAINS_PCT: f64 = 80.0;
 /// One thing to change.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Finding {
-    /// host-idle, copies, sync, launch-gaps, waiting, few-sms, tail-wave,
-    /// low-occupancy, memory-bound, busy-but-underused, sms-idle (a range
-    /// known from PM samples only: its SMs idle most of its wall time).
+    /// host-idle, copies, sync, dispatch (launch gaps and dispatch idle),
+    /// waiting, few-sms, tail-wave, low-occupancy, memory-bound,
+    /// busy-but-underused, sms-idle (a range known from PM samples only:
+    /// its SMs idle most of its wall time).
     pub kind: &'static str,
     /// The verdict it explains.
     pub bound: Bound,
@@ -37,6 +41,9 @@ pub struct Finding {
     /// GPU time it cost, ns: idle time for idle causes, unused SM time for
     /// kernels.
     pub cost_ns: u64,
+    /// Calls of its range the cost is over (0: not a range's).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub calls: u64,
     /// What was seen.
     pub message: String,
     /// One line of advice.
@@ -47,47 +54,51 @@ fn ms(ns: u64) -> String {
     crate::model::units::fmt_ns(ns)
 }
 
-/// The idle causes that make findings: (IdleSplit field index, kind,
-/// verdict, what it means).
-const IDLE_CAUSES: [(usize, &str, Bound, &str); 5] = [
-    (crate::model::idle::HOST, "host-idle", verdict::HOST, "waiting for the host to launch work"),
-    (crate::model::idle::COPY, "copies", verdict::HOST, "during copies"),
-    (crate::model::idle::SYNC, "sync", verdict::SYNC, "after host synchronisations"),
-    (crate::model::idle::LAUNCH, "launch-gaps", verdict::LAUNCH, "in short gaps between kernels"),
-    (crate::model::idle::OTHER, "waiting", verdict::DEPENDENCY, "with work queued behind a dependency"),
+/// The idle causes that make findings: (kind, the `model::idle` causes it
+/// sums, verdict, what it means).
+const IDLE_CAUSES: [(&str, &[usize], Bound, &str); 5] = [
+    ("host-idle", &[HOST], verdict::HOST, "waiting for the host, which ran code of its own"),
+    ("copies", &[COPY], verdict::HOST, "during copies"),
+    ("sync", &[SYNC], verdict::SYNC, "after host synchronisations"),
+    ("dispatch", &[LAUNCH, DISPATCH], verdict::LAUNCH, "while the host issued kernels one by one"),
+    ("waiting", &[OTHER], verdict::DEPENDENCY, "with work queued behind a dependency"),
 ];
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
 
 /// Copies from pageable host memory, and all copies.
 fn pageable(r: &Report) -> (u64, u64) {
     r.memory.memcpy.iter().fold((0, 0), |(p, a), c| (p + c.pageable, a + c.count))
 }
 
-/// Launch-bound work: the fix for kernels waiting on their launches.
-const LAUNCH_OVERHEAD_ADVICE: &str = "Cut per-kernel launch overhead: capture the step in a CUDA graph (torch.compile(mode=\"reduce-overhead\"), torch.cuda.CUDAGraph) or fuse small kernels (torch.compile).";
-
-/// `copies_here`: the range saw copy time (its host advice then names
-/// pageable copies too).
-fn idle_advice(kind: &str, r: &Report, copies_here: bool) -> String {
+/// The advice for an idle cause of range `g`.
+fn idle_advice(kind: &str, e: &Evidence, g: &RangeAnalysis) -> String {
     match kind {
-        "host-idle" => {
-            let mut a = "Keep the GPU fed: load and preprocess data off this thread (PyTorch: DataLoader(num_workers>0), transforms on the GPU) and keep logging and checkpoints out of the step.".to_string();
-            let (pageable, all) = pageable(r);
-            if pageable > 0 && copies_here {
-                a.push_str(&format!(" {pageable} of {all} copies are from pageable memory: pin it (DataLoader(pin_memory=True)) and copy with non_blocking=True."));
-            }
-            a
-        }
+        "host-idle" => e.host_work(g),
+        "copies" => e.copies(g),
+        "sync" => e.sync(g),
+        "dispatch" => e.dispatch(g),
+        _ => "Queued work waited: look for cross-stream event waits and host functions (cudaLaunchHostFunc) in this range.".into(),
+    }
+}
+
+/// Session-wide advice (a program without ranges): no per-call evidence.
+fn session_advice(kind: &str, r: &Report) -> String {
+    match kind {
+        "host-idle" => "The launching thread ran code of its own between CUDA calls: annotate the training step with NVTX ranges (torch.cuda.nvtx.range_push/pop) to see where, and keep data loading (DataLoader(num_workers>0)), logging and checkpoints off that thread.".into(),
         "copies" => {
             let (pageable, all) = pageable(r);
             if pageable > 0 {
-                format!("{pageable} of {all} copies use pageable host memory, which blocks the host: pin it (PyTorch: DataLoader(pin_memory=True) or tensor.pin_memory()) and copy with non_blocking=True so copies overlap compute.")
+                format!("{pageable} of {all} copies use pageable host memory, which blocks the host: pin it (tensor.pin_memory(), DataLoader(pin_memory=True)) and copy with non_blocking=True.")
             } else {
-                "Overlap copies with compute: issue them on a side stream ahead of use (prefetch the next batch).".into()
+                "Overlap copies with compute: issue them on a side stream ahead of use.".into()
             }
         }
-        "sync" => format!("Take host synchronisations out of the loop ({} in this run): no .item(), .cpu(), printing GPU tensors or torch.cuda.synchronize() per step; keep values on the GPU and read them every N steps.", r.memory.synchronizations),
-        "launch-gaps" => LAUNCH_OVERHEAD_ADVICE.into(),
-        _ => "Queued work waited: look for cross-stream event waits and host functions (cudaLaunchHostFunc) in this range.".into(),
+        "sync" => format!("Take host synchronisations out of the loop ({} in this run): no .item(), .cpu() or torch.cuda.synchronize() per step; read values every N steps.", r.memory.synchronizations),
+        "dispatch" => LAUNCH_OVERHEAD.into(),
+        _ => "Queued work waited: look for cross-stream event waits and host functions (cudaLaunchHostFunc).".into(),
     }
 }
 
@@ -111,7 +122,7 @@ fn sampled_idle(g: &RangeAnalysis) -> Option<Finding> {
                     (--trace-windows 100/1000) or trace mode splits its idle time by cause.";
     let advice = if counted.is_some_and(|c| c.dense()) {
         let (first, rest) = verdict::DENSE_LAUNCHES.split_at(1);
-        format!("{}{rest}. {LAUNCH_OVERHEAD_ADVICE} {find_out}", first.to_uppercase())
+        format!("{}{rest}. {LAUNCH_OVERHEAD} {find_out}", first.to_uppercase())
     } else {
         find_out.to_string()
     };
@@ -121,6 +132,7 @@ fn sampled_idle(g: &RangeAnalysis) -> Option<Finding> {
         range: Some(g.path.clone()),
         kernel: None,
         cost_ns: cost,
+        calls: g.count,
         message: format!(
             "{}: SMs active {eff:.0}% of its wall time{calls} ({launches}PM samples, no kernel records)",
             g.path
@@ -141,28 +153,34 @@ pub(super) fn findings(
     peaks: Option<&Peaks>,
 ) -> Vec<Finding> {
     let mut out = Vec::new();
-    // Idle time, per range and cause.
+    let e = Evidence { r, ranges };
+    // Idle time, per range and cause, over the calls after warm-up.
     let mut idle: Vec<Finding> = Vec::new();
-    for g in ranges {
+    for g in ranges.iter().filter(|g| g.library.is_none()) {
         let Some(split) = g.idle else { continue };
         let a = split.to_array();
-        let min_copy_share = if pageable(r).0 > 0 { MIN_PAGEABLE_SHARE_PCT } else { MIN_SHARE_PCT };
-        for (i, kind, bound, what) in IDLE_CAUSES {
-            let cost = a[i];
+        let min_copy_share = if g.host.pageable_copies > 0 { MIN_PAGEABLE_SHARE_PCT } else { MIN_SHARE_PCT };
+        for (kind, causes, bound, what) in IDLE_CAUSES {
+            let cost = crate::model::units::saturating_sum(causes.iter().map(|&c| a[c]));
             let share = 100.0 * cost as f64 / g.active_ns.max(1) as f64;
             let min_share = if kind == "copies" { min_copy_share } else { MIN_SHARE_PCT };
             if share < min_share || cost < MIN_COST_NS {
                 continue;
             }
-            let calls = if g.count > 1 { format!(" over {} calls", g.count) } else { String::new() };
+            let calls = if g.count > 1 {
+                format!(" over {} calls, {} per call", g.count, ms(cost / g.count))
+            } else {
+                String::new()
+            };
             idle.push(Finding {
                 kind,
                 bound,
                 range: Some(g.path.clone()),
                 kernel: None,
                 cost_ns: cost,
+                calls: g.count,
                 message: format!("{}: GPU idle {} ({share:.0}% of the range{calls}) {what}", g.path, ms(cost)),
-                advice: idle_advice(kind, r, split.copy_ns > 0),
+                advice: idle_advice(kind, &e, g),
             });
         }
     }
@@ -186,29 +204,32 @@ pub(super) fn findings(
         })
         .collect();
     out.extend(idle.into_iter().zip(explained).filter(|(_, e)| !e).map(|(f, _)| f));
-    // Whole-session idle when the program has no ranges.
-    if ranges.is_empty() {
-        if let Some(split) = r.idle {
-            let wall = r.timeline_ns().saturating_sub(split.profiler_ns).max(1);
+    // Whole-session idle when the program has no ranges of its own: its
+    // steady state's, gpuscope's cost taken out.
+    if ranges.iter().all(|g| g.library.is_some()) {
+        if let Some((split, wall, what)) = session_idle(r) {
             let a = split.to_array();
-            for (i, kind, bound, what) in IDLE_CAUSES {
-                let share = 100.0 * a[i] as f64 / wall as f64;
-                if share >= MIN_SHARE_PCT && a[i] >= MIN_COST_NS {
+            let wall = wall.saturating_sub(split.profiler_ns).max(1);
+            for (kind, causes, bound, meaning) in IDLE_CAUSES {
+                let cost = crate::model::units::saturating_sum(causes.iter().map(|&c| a[c]));
+                let share = 100.0 * cost as f64 / wall as f64;
+                if share >= MIN_SHARE_PCT && cost >= MIN_COST_NS {
                     out.push(Finding {
                         kind,
                         bound,
                         range: None,
                         kernel: None,
-                        cost_ns: a[i],
-                        message: format!("the session: GPU idle {} ({share:.0}%) {what}", ms(a[i])),
-                        advice: idle_advice(kind, r, split.copy_ns > 0),
+                        cost_ns: cost,
+                        calls: 0,
+                        message: format!("{what}: GPU idle {} ({share:.0}%) {meaning}", ms(cost)),
+                        advice: session_advice(kind, r),
                     });
                 }
             }
         }
     }
     // Ranges nvidia-smi calls busy whose SMs are underused.
-    for g in r.ranges.iter().filter(|g| g.busy_but_underused) {
+    for g in r.ranges.iter().filter(|g| g.busy_but_underused && g.library.is_none()) {
         let eff = g.sm_efficiency_pct.unwrap_or(0.0);
         out.push(Finding {
             kind: "busy-but-underused",
@@ -216,6 +237,7 @@ pub(super) fn findings(
             range: Some(g.path.to_string()),
             kernel: None,
             cost_ns: (g.gpu_busy_ns as f64 * (1.0 - eff / 100.0)) as u64,
+            calls: 0,
             message: format!(
                 "{}: busy {:.0}% of the time as nvidia-smi counts it, but SM efficiency {eff:.1}%",
                 g.path, g.gpu_utilization_pct
@@ -238,6 +260,7 @@ pub(super) fn findings(
                 range: None,
                 kernel: Some(k.name.clone()),
                 cost_ns: (t * (1.0 - used / 100.0)) as u64,
+                calls: 0,
                 message: format!("{short}: its grid keeps {used:.1}% of the {sms} SMs busy ({} of GPU time)", ms(k.gpu_ns)),
                 advice: format!("Launch at least one block per SM ({sms}): split the work into more, smaller blocks or use a grid-stride loop over a grid of {sms} or more blocks."),
             });
@@ -254,6 +277,7 @@ pub(super) fn findings(
                 range: None,
                 kernel: Some(k.name.clone()),
                 cost_ns: (t * (1.0 - w / 100.0)) as u64,
+                calls: 0,
                 message: format!("{short}: {waves:.2} waves of blocks, so the last one runs partly empty: the grid fills {w:.0}% of the block slots of its {} waves", waves.ceil()),
                 advice: "Size the grid to whole waves (a multiple of SMs x blocks per SM), or use smaller blocks so the last wave is fuller.".into(),
             });
@@ -269,6 +293,7 @@ pub(super) fn findings(
                     range: None,
                     kernel: Some(k.name.clone()),
                     cost_ns: (t * (1.0 - busy / 100.0)) as u64,
+                    calls: 0,
                     message: format!("{short}: latency-bound at {o:.0}% achieved occupancy ({})", v.evidence),
                     advice: "Give the SMs more warps to switch between: fewer registers per thread (__launch_bounds__, -maxrregcount) or less shared memory per block, or more independent work per warp.".into(),
                 });
@@ -285,6 +310,7 @@ pub(super) fn findings(
                 range: None,
                 kernel: Some(k.name.clone()),
                 cost_ns: k.gpu_ns,
+                calls: 0,
                 message: format!("{short}: memory-bound, DRAM at {:.0}% of peak{ai}{ridge}, {} of GPU time", k.dram_pct.unwrap_or(0.0), ms(k.gpu_ns)),
                 advice: "Move fewer bytes: fuse it with the ops around it (torch.compile) so intermediates stay on chip, and use narrower dtypes (bf16, fp8).".into(),
             });
@@ -292,6 +318,28 @@ pub(super) fn findings(
     }
     out.sort_by(|a, b| b.cost_ns.cmp(&a.cost_ns).then(a.message.cmp(&b.message)));
     out
+}
+
+/// The session's idle time for a program without ranges: of its steady
+/// state when one was found (start-up and shutdown left out), with
+/// gpuscope's cost taken out; its span; and what it is called.
+pub(super) fn session_idle(r: &Report) -> Option<(IdleSplit, u64, String)> {
+    match &r.session_steady {
+        Some(s) => {
+            let added = r.profiler_cost.added_ns(s.launches, s.callback_ns).unwrap_or(0);
+            let what = if s.startup_ns + s.shutdown_ns > 0 {
+                format!(
+                    "the session's steady state ({} of start-up and {} of shutdown left out)",
+                    ms(s.startup_ns),
+                    ms(s.shutdown_ns)
+                )
+            } else {
+                "the session".to_string()
+            };
+            Some((cost::remove(s.idle, added), s.wall_ns(), what))
+        }
+        None => r.idle.map(|i| (i, r.timeline_ns(), "the session".to_string())),
+    }
 }
 
 #[cfg(test)]

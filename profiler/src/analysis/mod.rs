@@ -3,6 +3,9 @@
 //! NVTX range and each heavy kernel, how far they are from the device's
 //! peaks, why the GPU idled, and what to change, ranked by what it costs.
 
+mod advice;
+pub mod answer;
+pub mod cost;
 mod findings;
 pub mod peaks;
 mod rates;
@@ -41,27 +44,53 @@ pub struct Analysis {
     pub findings: Vec<Finding>,
     /// What the analysis could not do, and what would let it.
     pub notes: Vec<String>,
+    /// The answer the report opens with (`None`: nothing ran).
+    pub answer: Option<answer::Answer>,
 }
 
-/// One NVTX range path, all its calls together.
+/// One NVTX range path, its calls after warm-up together (all of them when
+/// warm-up cannot be told apart: see [`crate::report::steady`]).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RangeAnalysis {
     /// `outer/inner`.
     pub path: String,
-    /// Calls.
+    /// Calls counted (warm-up calls left out).
     pub count: u64,
-    /// Wall time, ns.
+    /// Their wall time, ns.
     pub wall_ns: u64,
-    /// Wall time without gpuscope's own measurements (metrics mode), ns:
-    /// the time base of the shares, utilisation and MFU below.
+    /// Warm-up calls left out, and their wall time, ns.
+    pub warmup_calls: u64,
+    /// See `warmup_calls`.
+    pub warmup_wall_ns: u64,
+    /// Median and 90th percentile wall time of the calls counted, ns.
+    pub median_ns: Option<u64>,
+    /// See `median_ns`.
+    pub p90_ns: Option<u64>,
+    /// gpuscope's own time in these calls (CUPTI's measured per-launch
+    /// cost and gpuscope's callbacks), taken out of the host's idle time
+    /// before judging: `idle` is without it, `idle_measured` with it, ns.
+    pub profiler_ns: Option<u64>,
+    /// GPU idle time by cause as measured, before gpuscope's cost was
+    /// taken out.
+    pub idle_measured: Option<IdleSplit>,
+    /// What its threads did in these calls.
+    pub host: crate::report::HostFigures,
+    /// The library's or framework's NVTX domain when the range is one of
+    /// theirs: folded into the range around it, no verdict of its own.
+    pub library: Option<String>,
+    /// Wall time without gpuscope's own time (its measurements in metrics
+    /// mode, its estimated per-launch cost in trace mode), ns: the time
+    /// base of the shares, utilisation and MFU below.
     pub active_ns: u64,
     /// Share of that time in which a kernel ran: what `nvidia-smi` would
     /// show for the range, %. Any kernel of the process counts (schema 2);
     /// schema-1 reports count only the range's own kernels.
     pub utilization_pct: f64,
-    /// GPU idle time by cause (schema 2).
+    /// GPU idle time by cause (schema 2), gpuscope's own cost moved to
+    /// `profiler_ns`.
     pub idle: Option<IdleSplit>,
-    /// Kernel time launched inside the range (nested ranges included), ns.
+    /// Kernel time launched inside the range (nested ranges included), ns:
+    /// of all its calls, warm-up included.
     pub kernel_ns: u64,
     /// Share of that kernel time whose kernels have hardware counters
     /// (measured there, or the same kernel measured elsewhere), %.
@@ -239,8 +268,14 @@ pub fn analyze(r: &Report) -> Analysis {
             under.entry(&k.path.frames[..n]).or_default().add(k.stats.total_ns as f64, &rt);
         }
     }
-    let ranges: Vec<RangeAnalysis> =
-        r.ranges.iter().map(|g| range(r, g, under.get(g.path.frames.as_slice()), peaks.as_ref())).collect();
+    let ranges: Vec<RangeAnalysis> = r
+        .ranges
+        .iter()
+        .map(|g| match &g.library {
+            Some(domain) => folded_range(g, domain),
+            None => range(r, g, under.get(g.path.frames.as_slice()), peaks.as_ref()),
+        })
+        .collect();
     // Every kernel can make a finding; the heavy ones are shown.
     let all: Vec<KernelAnalysis> = r.kernels.iter().map(|k| kernel(k, total_kernel_ns, peaks.as_ref())).collect();
     let mut kernels: Vec<KernelAnalysis> = all.iter().filter(|k| k.share_pct >= HEAVY_KERNEL_PCT).cloned().collect();
@@ -266,7 +301,8 @@ pub fn analyze(r: &Report) -> Analysis {
         ));
     }
     let findings = findings::findings(r, &ranges, &all, peaks.as_ref());
-    Analysis { peaks, ranges, kernels, findings, notes }
+    let answer = answer::answer(r, &ranges, &findings);
+    Analysis { peaks, ranges, kernels, findings, notes, answer }
 }
 
 fn range(r: &Report, g: &RangeSummary, w: Option<&Weighted>, peaks: Option<&Peaks>) -> RangeAnalysis {
@@ -275,10 +311,14 @@ fn range(r: &Report, g: &RangeSummary, w: Option<&Weighted>, peaks: Option<&Peak
         return untraced_range(g, g.sampled_wall.as_ref(), peaks, counted.is_some());
     }
     let path = g.path.to_string();
-    let profiler = g.idle.map_or(0, |i| i.profiler_ns);
-    let active_ns = g.wall_ns.saturating_sub(profiler);
-    let shares = g.idle.as_ref().and_then(|i| verdict::Shares::of(g.wall_ns, i));
-    let utilization_pct = shares.map_or(g.gpu_utilization_pct, |s| s.busy);
+    // The calls after warm-up, when they can be told apart.
+    let calls = Calls::of(g);
+    let added = r.profiler_cost.added_ns(calls.launches, calls.host.callback_ns);
+    let idle = calls.idle.map(|i| cost::remove(i, added.unwrap_or(0)));
+    let profiler = idle.map_or(0, |i| i.profiler_ns);
+    let active_ns = calls.wall_ns.saturating_sub(profiler);
+    let shares = idle.as_ref().and_then(|i| verdict::Shares::of(calls.wall_ns, i));
+    let utilization_pct = shares.map_or(calls.utilization_pct, |s| s.busy);
     let empty = Weighted::default();
     let w = w.unwrap_or(&empty);
     // Sampling mode: the figures of the samples over its kernels' time.
@@ -293,8 +333,8 @@ fn range(r: &Report, g: &RangeSummary, w: Option<&Weighted>, peaks: Option<&Peak
     let arithmetic_intensity = flops.filter(|f| *f > 0.0 && w.dram_bytes > 0.0).map(|f| f / w.dram_bytes);
     let ridge_point = arithmetic_intensity.and(peaks).and_then(|p| p.ridge(main_pipe.unwrap_or(TENSOR_BF16)));
     let declared = r.declared.iter().filter(|d| d.matches(&path));
-    let model_flops = declared.clone().find_map(|d| d.flops).map(|f| f * g.count as f64);
-    let work = declared.clone().find_map(|d| d.work.map(|w| (w * g.count as f64, d.unit.clone())));
+    let model_flops = declared.clone().find_map(|d| d.flops).map(|f| f * calls.count as f64);
+    let work = declared.clone().find_map(|d| d.work.map(|w| (w * calls.count as f64, d.unit.clone())));
     let model_mfu_pipe = model_flops.and(peaks).map(|_| main_pipe.unwrap_or(TENSOR_BF16));
     let per_s = |x: f64| (secs > 0.0).then(|| x / secs);
     let model_flops_per_s = model_flops.and_then(per_s);
@@ -304,8 +344,10 @@ fn range(r: &Report, g: &RangeSummary, w: Option<&Weighted>, peaks: Option<&Peak
     // A range whose window the GPU spends mostly on kernels launched
     // outside it (another thread: PyTorch's autograd worker runs backward)
     // is not judged by its own few kernels.
-    let busy_ns = g.idle.map(|i| g.wall_ns.saturating_sub(i.total()));
-    let elsewhere = busy_ns.is_some_and(|b| b > 0 && w.time < 0.5 * b as f64);
+    // Kernel time is over every call: compare per call.
+    let per_call = w.time / g.count.max(1) as f64;
+    let busy_ns = idle.map(|i| calls.wall_ns.saturating_sub(i.total()));
+    let elsewhere = busy_ns.is_some_and(|b| b > 0 && per_call * (calls.count as f64) < 0.5 * b as f64);
     let gpu_side = if elsewhere {
         Some(Verdict {
             bound: verdict::GPU,
@@ -324,12 +366,42 @@ fn range(r: &Report, g: &RangeSummary, w: Option<&Weighted>, peaks: Option<&Peak
         Some(_) => v,
         None => w.mean(i),
     };
+    let mut v = verdict::range(shares, utilization_pct, gpu_side.clone(), w.measured > 0.0);
+    if v.bound == verdict::LAUNCH {
+        v.evidence
+            .push_str(&format!("; {}", advice::launch_rate(calls.launches, calls.count, calls.wall_ns, per_call)));
+    }
+    if let (Some(a), Some(measured)) = (added.filter(|a| *a > 0), calls.idle) {
+        // Within the estimate's margin, would the verdict hold?
+        let other = [1.0 - cost::MARGIN, 1.0 + cost::MARGIN].into_iter().find_map(|f| {
+            let i = cost::remove(measured, (a as f64 * f) as u64);
+            let s = verdict::Shares::of(calls.wall_ns, &i);
+            let b = verdict::range(s, s.map_or(0.0, |s| s.busy), gpu_side.clone(), w.measured > 0.0).bound;
+            (b != v.bound).then_some(b)
+        });
+        if let Some(b) = other {
+            v.evidence.push_str(&format!(
+                "; uncertain: gpuscope's own cost ({} here) decides it: with {:.0}% more or less of it taken out it \
+                 reads {b}",
+                fmt_ns(a),
+                cost::MARGIN * 100.0
+            ));
+        }
+    }
     RangeAnalysis {
-        count: g.count,
-        wall_ns: g.wall_ns,
+        count: calls.count,
+        wall_ns: calls.wall_ns,
+        warmup_calls: g.steady.map_or(0, |s| s.warmup_calls),
+        warmup_wall_ns: g.steady.map_or(0, |s| s.warmup_wall_ns),
+        median_ns: g.steady.map(|s| s.median_ns),
+        p90_ns: g.steady.map(|s| s.p90_ns),
+        profiler_ns: added,
+        idle_measured: calls.idle,
+        host: calls.host,
+        library: None,
         active_ns,
         utilization_pct,
-        idle: g.idle,
+        idle,
         kernel_ns: w.time as u64,
         measured_pct: if w.time > 0.0 { 100.0 * w.measured / w.time } else { 0.0 },
         sm_efficiency_pct: pick(0, sampled.as_ref().and_then(|r| r.sm_efficiency)).or(g.sm_efficiency_pct),
@@ -347,8 +419,86 @@ fn range(r: &Report, g: &RangeSummary, w: Option<&Weighted>, peaks: Option<&Peak
         model_mfu_pipe,
         throughput_per_s: work.as_ref().and_then(|(w, _)| per_s(*w)),
         throughput_unit: work.and_then(|(_, u)| u),
-        verdict: verdict::range(shares, utilization_pct, gpu_side, w.measured > 0.0),
+        verdict: v,
         path,
+        untraced: false,
+        launches: Some(calls.launches),
+    }
+}
+
+/// The figures of a range's calls that its verdict is of: those after
+/// warm-up when it has them, all of them otherwise.
+struct Calls {
+    count: u64,
+    wall_ns: u64,
+    idle: Option<IdleSplit>,
+    utilization_pct: f64,
+    launches: u64,
+    host: crate::report::HostFigures,
+}
+
+impl Calls {
+    fn of(g: &RangeSummary) -> Calls {
+        match &g.steady {
+            Some(s) => Calls {
+                count: s.calls,
+                wall_ns: s.wall_ns,
+                idle: g.idle.map(|_| s.idle),
+                utilization_pct: s.utilization_pct(),
+                launches: s.launches,
+                host: s.host,
+            },
+            None => Calls {
+                count: g.count,
+                wall_ns: g.wall_ns,
+                idle: g.idle,
+                utilization_pct: g.gpu_utilization_pct,
+                launches: g.kernel_launches,
+                host: g.host,
+            },
+        }
+    }
+}
+
+/// A range of a library's or framework's NVTX domain: folded into the
+/// range around it (whose figures include it), no verdict of its own.
+fn folded_range(g: &RangeSummary, domain: &str) -> RangeAnalysis {
+    RangeAnalysis {
+        path: g.path.to_string(),
+        count: g.count,
+        wall_ns: g.wall_ns,
+        warmup_calls: 0,
+        warmup_wall_ns: 0,
+        median_ns: None,
+        p90_ns: None,
+        profiler_ns: None,
+        idle_measured: g.idle,
+        host: g.host,
+        library: Some(domain.to_string()),
+        active_ns: g.wall_ns,
+        utilization_pct: g.gpu_utilization_pct,
+        idle: g.idle,
+        kernel_ns: g.gpu_busy_ns,
+        measured_pct: 0.0,
+        sm_efficiency_pct: g.sm_efficiency_pct,
+        achieved_occupancy_pct: g.achieved_occupancy_pct,
+        compute_pct: None,
+        dram_pct: None,
+        sampled: false,
+        flops: None,
+        flops_by_pipe: Vec::new(),
+        hardware_mfu_pct: None,
+        arithmetic_intensity: None,
+        ridge_point: None,
+        model_flops_per_s: None,
+        model_mfu_pct: None,
+        model_mfu_pipe: None,
+        throughput_per_s: None,
+        throughput_unit: None,
+        verdict: Verdict {
+            bound: verdict::FOLDED,
+            evidence: format!("a range of {domain}'s NVTX domain: its time is in the range around it"),
+        },
         untraced: false,
         launches: Some(g.kernel_launches),
     }
@@ -366,6 +516,14 @@ fn untraced_range(g: &RangeSummary, f: Option<&SampledFigures>, peaks: Option<&P
         path: g.path.to_string(),
         count: g.untraced_count,
         wall_ns: g.untraced_wall_ns,
+        warmup_calls: 0,
+        warmup_wall_ns: 0,
+        median_ns: None,
+        p90_ns: None,
+        profiler_ns: None,
+        idle_measured: None,
+        host: g.host,
+        library: None,
         active_ns: g.untraced_wall_ns,
         utilization_pct: 0.0,
         idle: None,

@@ -17,7 +17,9 @@ pub const MEMORY: Bound = "memory-bound";
 pub const LATENCY: Bound = "latency-bound";
 /// Busy GPU, kind unknown: no hardware counters (trace mode).
 pub const GPU: Bound = "gpu-bound";
-/// The GPU idles in short gaps between kernels while the host launches.
+/// The GPU idles while the host issues kernels one by one: short gaps
+/// between them, or longer ones while the launching thread dispatched
+/// operations back to back (many small ops).
 pub const LAUNCH: Bound = "launch-bound";
 /// The GPU idles because the host queued no work (or was blocked copying).
 pub const HOST: Bound = "host-bound";
@@ -31,6 +33,9 @@ pub const IDLE: Bound = "gpu-idle";
 /// Nothing was measured over the range: no kernel records and no PM
 /// samples (trace windows with sampling stopped or unsupported).
 pub const UNKNOWN: Bound = "unknown";
+/// A library's or framework's internal range (cuBLAS, CCCL, XLA's TSL):
+/// folded into the program's range around it, not judged on its own.
+pub const FOLDED: Bound = "folded";
 
 /// The GPU busy at least this share of a range's time (gpuscope's own
 /// measurement excluded) is what bounds it; below, whatever keeps it idle
@@ -209,6 +214,7 @@ pub struct Shares {
     pub copy: f64,
     pub sync: f64,
     pub launch: f64,
+    pub dispatch: f64,
     pub other: f64,
 }
 
@@ -218,6 +224,7 @@ impl Shares {
     pub fn describe(&self) -> String {
         let mut parts: Vec<String> = Vec::new();
         for (name, v) in [
+            ("dispatch", self.dispatch),
             ("host", self.host),
             ("copies", self.copy),
             ("sync", self.sync),
@@ -250,6 +257,7 @@ impl Shares {
             copy: p(idle.copy_ns),
             sync: p(idle.sync_ns),
             launch: p(idle.launch_ns),
+            dispatch: p(idle.dispatch_ns),
             other: p(idle.other_ns),
         })
     }
@@ -283,7 +291,7 @@ pub(crate) fn range(shares: Option<Shares>, utilization: f64, gpu_side: Option<V
             None => Verdict { bound: GPU, evidence: format!("{busy}; {unknown}") },
         };
     }
-    let causes = [(HOST, s.host + s.copy), (SYNC, s.sync), (LAUNCH, s.launch), (DEPENDENCY, s.other)];
+    let causes = [(HOST, s.host + s.copy), (SYNC, s.sync), (LAUNCH, s.launch + s.dispatch), (DEPENDENCY, s.other)];
     let (bound, _) = causes.iter().copied().fold((HOST, -1.0), |best, c| if c.1 > best.1 { c } else { best });
     Verdict { bound, evidence: s.describe() }
 }
@@ -405,7 +413,7 @@ mod tests {
     }
 
     fn idle(host: u64, copy: u64, sync: u64, launch: u64, other: u64, profiler: u64) -> IdleSplit {
-        IdleSplit::from_array([host, sync, copy, launch, other, profiler])
+        IdleSplit::from_array([host, sync, copy, launch, other, profiler, 0])
     }
 
     #[test]

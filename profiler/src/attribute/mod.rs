@@ -29,6 +29,9 @@ pub(crate) struct LaunchInfo {
     pub seen: bool,
     /// `path` and `instance` are the lead thread's ranges, not `tid`'s.
     pub inherited: bool,
+    /// The thread's previous launch was at most `model::idle::DISPATCH_NS`
+    /// before this one: it was dispatching work back to back.
+    pub dispatch: bool,
 }
 
 impl LaunchInfo {
@@ -42,7 +45,17 @@ impl LaunchInfo {
         graph: false,
         seen: false,
         inherited: false,
+        dispatch: false,
     };
+}
+
+/// Kernels that are not the program's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Own {
+    /// CUPTI's range profiler's (`WaitNs`).
+    Measurement,
+    /// gpuscope's launch-cost calibration.
+    Calibration,
 }
 
 /// A kernel with its launch and measurements.
@@ -148,25 +161,29 @@ impl Attributor {
     /// A kernel record. `is_profiler_kernel` tells CUPTI's own kernels
     /// (asked only of kernels with no launch seen, in metrics mode). `None`:
     /// the kernel waits for its measured values, or is CUPTI's own.
-    pub(crate) fn kernel(
-        &mut self,
-        k: &KernelActivity,
-        is_profiler_kernel: impl FnOnce() -> bool,
-    ) -> Option<Attributed> {
+    /// A kernel record. `own`: what the kernel is when it is gpuscope's
+    /// or CUPTI's rather than the program's (asked only of kernels whose
+    /// launch was not seen).
+    pub(crate) fn kernel(&mut self, k: &KernelActivity, own: impl FnOnce() -> Option<Own>) -> Option<Attributed> {
         self.latest_kernel_start = self.latest_kernel_start.max(k.start);
         let launch =
             self.launches.remove(&k.correlation_id).or_else(|| self.graph_launches.get(&k.correlation_id).copied());
         let launch = match launch {
             Some(l) => l,
             None => {
-                // CUPTI's range profiler launches a `WaitNs` kernel of its
-                // own per measured range (single-pass mode): gpuscope's
-                // overhead, not the program's work, and no launch of the
-                // program's is behind it.
-                if !self.metric_names.is_empty() && is_profiler_kernel() {
-                    self.profiler_kernels.0 += 1;
-                    self.profiler_kernels.1 += k.end.saturating_sub(k.start);
-                    return None;
+                match own() {
+                    // CUPTI's range profiler launches a `WaitNs` kernel of
+                    // its own per measured range (single-pass mode):
+                    // gpuscope's overhead, not the program's work, and no
+                    // launch of the program's is behind it.
+                    Some(Own::Measurement) if !self.metric_names.is_empty() => {
+                        self.profiler_kernels.0 += 1;
+                        self.profiler_kernels.1 += k.end.saturating_sub(k.start);
+                        return None;
+                    }
+                    // gpuscope's calibration at the first launch.
+                    Some(Own::Calibration) => return None,
+                    _ => {}
                 }
                 self.unattributed += 1;
                 LaunchInfo::UNKNOWN
@@ -240,13 +257,13 @@ mod tests {
         // half would forget 200 of them).
         let recent = LaunchInfo { ts: 3_000_000_000, ..old };
         a.launch(5_000, recent);
-        assert!(a.kernel(&KernelActivity::sample(5_000, 3_000_000_100, 3_000_000_200), || false).is_some());
+        assert!(a.kernel(&KernelActivity::sample(5_000, 3_000_000_100, 3_000_000_200), || None).is_some());
         for id in 10_000..10_800u32 {
             a.launch(id, recent);
         }
         for id in 10_000..10_800u32 {
             let k = KernelActivity::sample(id, 3_000_001_000, 3_000_002_000);
-            assert!(a.kernel(&k, || false).is_some_and(|j| j.launch.seen), "launch {id} forgotten");
+            assert!(a.kernel(&k, || None).is_some_and(|j| j.launch.seen), "launch {id} forgotten");
         }
         assert_eq!(a.unattributed, 0);
     }
@@ -256,12 +273,12 @@ mod tests {
         let mut a = Attributor::new(vec!["gpu__time_duration.sum".into()], 1000);
         let info = LaunchInfo { profiled: true, ts: 5_000, seen: true, ..LaunchInfo::UNKNOWN };
         a.launch(3, info);
-        assert!(a.kernel(&KernelActivity::sample(3, 0, 0), || false).is_none(), "waits for its values");
+        assert!(a.kernel(&KernelActivity::sample(3, 0, 0), || None).is_none(), "waits for its values");
         let j = a.metrics(3, Some(vec![700.0])).unwrap();
         assert_eq!((j.kernel.start, j.kernel.end), (5_000, 5_000));
         // A record with timestamps keeps them.
         a.launch(4, info);
-        a.kernel(&KernelActivity::sample(4, 6_000, 6_700), || false);
+        a.kernel(&KernelActivity::sample(4, 6_000, 6_700), || None);
         let j = a.metrics(4, Some(vec![700.0])).unwrap();
         assert_eq!((j.kernel.start, j.kernel.end), (6_000, 6_700));
     }
@@ -272,9 +289,9 @@ mod tests {
         let info = LaunchInfo { tid: 3, path: 5, instance: 9, graph: true, seen: true, ..LaunchInfo::UNKNOWN };
         a.launch(12, info);
         for _ in 0..3 {
-            assert_eq!(a.kernel(&KernelActivity::sample(12, 0, 10), || false).unwrap().launch, info);
+            assert_eq!(a.kernel(&KernelActivity::sample(12, 0, 10), || None).unwrap().launch, info);
         }
-        assert_eq!(a.kernel(&KernelActivity::sample(99, 0, 10), || false).unwrap().launch, LaunchInfo::UNKNOWN);
+        assert_eq!(a.kernel(&KernelActivity::sample(99, 0, 10), || None).unwrap().launch, LaunchInfo::UNKNOWN);
         assert_eq!(a.unattributed, 1);
     }
 }

@@ -4,6 +4,7 @@
 //! each only takes a buffer from the pool, passes a pointer on, or queues a
 //! small event, and never blocks on gpuscope's decoder.
 
+use super::calibrate;
 use super::cupti::{self, check, missing};
 use super::debug::debug;
 use super::driver::{self, with_current};
@@ -16,6 +17,7 @@ use std::cell::Cell;
 use std::ffi::{c_void, CStr};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Instant;
 
 /// Becomes CUPTI's subscriber, with [`api_callback`] as the callback.
 pub(super) fn subscribe(cupti: &'static Cupti) -> Result<sys::CUpti_SubscriberHandle> {
@@ -249,6 +251,13 @@ pub(super) fn enable(cupti: &'static Cupti, sub: sys::CUpti_SubscriberHandle, p:
     if !p.records {
         return Ok(());
     }
+    if p.calibrate {
+        // Kernel records come on at the first launch, once it has been
+        // timed without them (`calibrate`); copies are recorded from now.
+        let rest: Vec<u32> =
+            p.kinds.iter().copied().filter(|&k| k != sys::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL).collect();
+        return activity_kinds(cupti, &rest, true);
+    }
     activity_kinds(cupti, &p.kinds, true)
 }
 
@@ -275,7 +284,7 @@ fn shared_activity_buffers(cupti: &'static Cupti) {
 }
 
 /// Enables or disables activity kinds.
-pub(super) fn activity_kinds(cupti: &'static Cupti, kinds: &[u32], on: bool) -> Result<()> {
+pub(crate) fn activity_kinds(cupti: &'static Cupti, kinds: &[u32], on: bool) -> Result<()> {
     if on {
         let act = sym!(cupti, cuptiActivityEnable).map_err(missing)?;
         for &k in kinds {
@@ -302,6 +311,11 @@ thread_local! {
     static BLOCKED_SINCE: Cell<Option<u64>> = const { Cell::new(None) };
     // When this thread entered the launch gpuscope is measuring.
     static MEASURE_ENTERED: Cell<Option<u64>> = const { Cell::new(None) };
+    // When this thread entered its launch call in progress.
+    static CALL_ENTERED: Cell<Option<Instant>> = const { Cell::new(None) };
+    // How long this thread's last launch call took, entry to exit, ns (0:
+    // taken by the next launch's event, or never timed).
+    static LAST_CALL_NS: Cell<u32> = const { Cell::new(0) };
 }
 
 pub(super) unsafe extern "C" fn api_callback(
@@ -311,7 +325,8 @@ pub(super) unsafe extern "C" fn api_callback(
     data: *const c_void,
 ) {
     let _ = std::panic::catch_unwind(|| {
-        if data.is_null() {
+        // gpuscope's own calibration launches are not the program's.
+        if data.is_null() || calibrate::in_progress_here() {
             return;
         }
         if domain == sys::CUPTI_CB_DOMAIN_RESOURCE {
@@ -351,11 +366,30 @@ pub(super) unsafe extern "C" fn api_callback(
         }
         let copy = is_copy(domain, cbid);
         let wait = !copy && is_sync(domain, cbid);
-        // The exit of a launch this thread is not measuring (every launch
-        // exit in trace mode) has nothing to do.
-        if !enter && !copy && !wait && !collector::measuring_here() {
-            return;
+        if !enter && !copy && !wait {
+            // A launch call's exit: how long the call took goes with the
+            // thread's next launch.
+            if let Some(t) = CALL_ENTERED.try_with(Cell::take).ok().flatten() {
+                let ns = t.elapsed().as_nanos().clamp(1, u32::MAX as u128) as u32;
+                let _ = LAST_CALL_NS.try_with(|c| c.set(ns));
+            }
+            // The exit of a launch this thread is not measuring (every
+            // launch exit in trace mode) has nothing more to do.
+            if !collector::measuring_here() {
+                return;
+            }
         }
+        if enter && !copy && !wait && calibrate::armed() {
+            // The session's first launch: time launches with and without
+            // kernel records before this one goes on.
+            if let Some(s) = active() {
+                // SAFETY: CUPTI passes the launch function's own params struct.
+                let stream = unsafe { launch_stream(domain, cbid, d.functionParams) };
+                calibrate::at_first_launch(&s, d.context, stream.is_some_and(capturing));
+            }
+        }
+        // After calibrating: its time is not this launch's.
+        let entered = Instant::now();
         let guard = ACTIVE.read().unwrap_or_else(|e| e.into_inner());
         let Some(s) = guard.as_ref() else { return };
         if !s.traced.load(std::sync::atomic::Ordering::Relaxed) {
@@ -377,7 +411,12 @@ pub(super) unsafe extern "C" fn api_callback(
                 let _ = BLOCKED_SINCE.try_with(|t| t.set(Some(now())));
             } else if let Some(start) = BLOCKED_SINCE.try_with(|t| t.take()).ok().flatten() {
                 let end = now();
-                s.send(if copy { HostEvent::HostCopy { start, end } } else { HostEvent::HostWait { start, end } });
+                let instance = nvtx::current().instance;
+                s.send(if copy {
+                    HostEvent::HostCopy { start, end, correlation_id: d.correlationId, instance }
+                } else {
+                    HostEvent::HostWait { start, end, instance }
+                });
             }
             return;
         }
@@ -407,6 +446,7 @@ pub(super) unsafe extern "C" fn api_callback(
         }
         // Before anything gpuscope does at this launch.
         let ts = now();
+        let _ = CALL_ENTERED.try_with(|c| c.set(Some(entered)));
         if let Some(sampler) = &s.sampler {
             sampler.on_launch(d.context);
         }
@@ -428,6 +468,7 @@ pub(super) unsafe extern "C" fn api_callback(
             }
             profiled
         });
+        let prev_call_ns = LAST_CALL_NS.try_with(|c| c.replace(0)).unwrap_or(0);
         s.send(HostEvent::Launch {
             correlation_id,
             tid: ctx.tid,
@@ -437,8 +478,20 @@ pub(super) unsafe extern "C" fn api_callback(
             profiled,
             inherited: ctx.inherited,
             ts,
+            cost_ns: entered.elapsed().as_nanos().min(u32::MAX as u128) as u32,
+            prev_call_ns,
         });
     });
+}
+
+/// Whether `stream` is being captured into a graph (or its state cannot be
+/// read).
+fn capturing(stream: sys::CUstream) -> bool {
+    let Some(d) = driver::driver() else { return true };
+    let mut status = 0;
+    // SAFETY: a stream the program launches into; a valid out pointer.
+    let rc = unsafe { (d.cu_stream_is_capturing)(stream, &mut status) };
+    rc != 0 || status != 0
 }
 
 /// A context was created: set up its range profiler on a thread of its

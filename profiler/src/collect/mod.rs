@@ -4,6 +4,7 @@
 //! range profiler. What it collects leaves through two queues (completed
 //! buffers, host events), drained by the session's decoder thread.
 
+pub(crate) mod calibrate;
 mod callbacks;
 pub(crate) mod cupti;
 pub(crate) mod debug;
@@ -50,6 +51,9 @@ pub(crate) struct CollectOptions {
     pub metrics: Option<(MetricSet, Selection)>,
     /// Sampling mode: PM sampling every this many ns.
     pub sampling: Option<u64>,
+    /// Time CUPTI's kernel records at the first launch (`calibrate`), and
+    /// enable them only then.
+    pub calibrate: bool,
 }
 
 /// The running collection: shared by CUPTI's callbacks (on the program's
@@ -79,6 +83,8 @@ pub(crate) struct Collection {
     pub(crate) pid: u32,
     /// This session among the process's (launch tallies tell theirs apart).
     pub(crate) id: u64,
+    /// Its calibration at the first launch.
+    calibration: calibrate::Pending,
 }
 
 // SAFETY: the subscriber handle is an opaque id CUPTI accepts from any
@@ -198,6 +204,7 @@ pub(crate) fn start(opts: &CollectOptions) -> Result<(Arc<Collection>, Outputs)>
         sampler: opts.sampling.map(|interval| Sampler::new(cupti, interval)),
         pid: std::process::id(),
         id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+        calibration: calibrate::Pending::new(opts.calibrate && opts.records && opts.attribution),
     });
     if let Some(why) = collection.collector.as_ref().and_then(|c| c.status().disabled) {
         eprintln!("gpuscope: hardware metrics are off for this session: {why}. Tracing continues.");
@@ -227,7 +234,24 @@ pub(crate) fn start(opts: &CollectOptions) -> Result<(Arc<Collection>, Outputs)>
     }
     debug("start: NVTX");
     nvtx::install();
+    watch_forks();
     Ok((collection, Outputs { buffers, host }))
+}
+
+/// Counts the process's forks while a session runs (PyTorch's DataLoader
+/// forks its workers): the report says whether the program loads data in
+/// other processes.
+fn watch_forks() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    extern "C" fn forked() {
+        // In the parent, after the fork: an ordinary thread again.
+        let _ = std::panic::catch_unwind(|| send_host_event(|ts| HostEvent::Forked { ts }));
+    }
+    ONCE.call_once(|| {
+        // SAFETY: `forked` is a plain extern "C" fn that catches panics;
+        // the other two handlers are none.
+        unsafe { libc::pthread_atfork(None, Some(forked), None) };
+    });
 }
 
 /// Stops collecting: callbacks off, every buffer flushed (partial ones
@@ -241,6 +265,7 @@ pub(crate) fn stop(s: &Collection, at_exit: bool) -> Result<()> {
     let c = s.cupti;
     // A trace-window switch in progress finishes first; none starts after.
     let _switching = s.switching.lock().unwrap_or_else(|e| e.into_inner());
+    calibrate::disarm();
     debug("stop: callbacks off");
     if let Ok(f) = sym!(c, cuptiEnableDomain) {
         // SAFETY: plain arguments; the subscriber is ours and still valid.

@@ -21,7 +21,7 @@
 
 use super::send_host_event;
 use crate::model::event::HostEvent;
-use crate::model::path::{paths, PathId, ROOT};
+use crate::model::path::{is_library_domain, paths, PathId, ROOT};
 use crossbeam_utils::atomic::AtomicCell;
 use nvtx_rs::tool::{self, DomainId, Event};
 use std::cell::RefCell;
@@ -58,18 +58,6 @@ struct Lead {
     tid: u32,
     path: PathId,
     instance: u64,
-}
-
-/// NVIDIA libraries that annotate their calls with NVTX domains of their
-/// own; compared without case.
-const LIBRARY_DOMAINS: &[&str] = &[
-    "CCCL", "CUB", "Thrust", "cuBLAS", "cuBLASLt", "cuDNN", "cuFFT", "cuSPARSE", "cuSOLVER", "cuRAND", "cuTENSOR",
-    "CUTLASS", "NCCL", "NVSHMEM", "nvJPEG", "NPP", "TensorRT", "cuDSS", "cuFile",
-];
-
-/// Whether `domain` is an NVIDIA library's NVTX domain.
-pub(crate) fn is_library_domain(name: &str) -> bool {
-    LIBRARY_DOMAINS.iter().any(|d| d.eq_ignore_ascii_case(name))
 }
 
 fn is_library(domain: DomainId) -> bool {

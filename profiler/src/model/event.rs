@@ -21,7 +21,9 @@ pub enum HostEvent {
     End { id: u64, ts: u64 },
     /// A kernel (or graph) launch API call entered at `ts`; `profiled`: its
     /// metrics follow in a `KernelMetrics` event; `inherited`: `path` and
-    /// `instance` are the lead thread's ranges, not `tid`'s own.
+    /// `instance` are the lead thread's ranges, not `tid`'s own. `cost_ns`:
+    /// time gpuscope's launch callback took; `prev_call_ns`: how long the
+    /// thread's previous launch call took, entry to exit (0: unknown).
     Launch {
         correlation_id: u32,
         tid: u32,
@@ -31,6 +33,8 @@ pub enum HostEvent {
         profiled: bool,
         inherited: bool,
         ts: u64,
+        cost_ns: u32,
+        prev_call_ns: u32,
     },
     /// `launches` launch API calls made inside `path` between trace
     /// windows (kernel records off): they count for its ranges and those
@@ -38,12 +42,21 @@ pub enum HostEvent {
     /// path changes, so possibly after those ranges closed.
     UntracedLaunches { path: PathId, launches: u64 },
     /// A thread was blocked in a copy API call (`cudaMemcpy*`,
-    /// `cuMemcpy*`) from `start` to `end`.
-    HostCopy { start: u64, end: u64 },
+    /// `cuMemcpy*`) from `start` to `end`, inside range `instance` (0:
+    /// none); its copy record has `correlation_id`.
+    HostCopy { start: u64, end: u64, correlation_id: u32, instance: u64 },
+    /// The per-launch cost of CUPTI's kernel records, measured at the
+    /// session's first launch (see `collect::calibrate`).
+    Calibrated { record_ns: u32, plain_ns: u32, traced_ns: u32 },
+    /// Calibration did not run or failed: why.
+    NotCalibrated { why: String },
+    /// The process forked a child while the session ran (data-loader
+    /// workers are forked).
+    Forked { ts: u64 },
     /// A thread was blocked in a synchronisation call
     /// (`cudaStreamSynchronize`, `cuCtxSynchronize`, ...) from `start` to
     /// `end`.
-    HostWait { start: u64, end: u64 },
+    HostWait { start: u64, end: u64, instance: u64 },
     /// gpuscope's own measurement held a thread from `start` to `end`
     /// (metrics mode: starting, stopping and reading the range profiler
     /// around a launch).

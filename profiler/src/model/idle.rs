@@ -22,6 +22,12 @@ pub struct IdleSplit {
     /// Short gaps between back-to-back kernels: launch latency, or a host
     /// that launches slower than its kernels run (launch-bound).
     pub launch_ns: u64,
+    /// Longer gaps while the launching thread was issuing CUDA calls back
+    /// to back (its previous launch at most [`DISPATCH_NS`] before the one
+    /// that ended the gap): many small operations dispatched one by one,
+    /// each costing more host time than its kernel runs.
+    #[serde(default)]
+    pub dispatch_ns: u64,
     /// Work was queued but did not start for a long time: a dependency on
     /// another stream, an event or a host function.
     pub other_ns: u64,
@@ -43,11 +49,22 @@ pub const LAUNCH: Cause = 3;
 pub const OTHER: Cause = 4;
 /// See [`IdleSplit::profiler_ns`].
 pub const PROFILER: Cause = 5;
+/// See [`IdleSplit::dispatch_ns`].
+pub const DISPATCH: Cause = 6;
+/// How many causes there are.
+pub const CAUSES: usize = 7;
+
+/// A launching thread that launches again within this long of its previous
+/// launch is dispatching work back to back (a PyTorch eager op costs 10-30
+/// us of host time; HTA calls CPU calls of 50 us or less short), not doing
+/// host work of its own between launches.
+pub const DISPATCH_NS: u64 = 100_000;
 
 impl IdleSplit {
     /// From time per cause, indexed by the cause constants.
-    pub fn from_array(a: [u64; 6]) -> Self {
+    pub fn from_array(a: [u64; CAUSES]) -> Self {
         IdleSplit {
+            dispatch_ns: a[DISPATCH],
             host_ns: a[HOST],
             sync_ns: a[SYNC],
             copy_ns: a[COPY],
@@ -58,8 +75,8 @@ impl IdleSplit {
     }
 
     /// Time per cause, indexed by the cause constants.
-    pub fn to_array(&self) -> [u64; 6] {
-        [self.host_ns, self.sync_ns, self.copy_ns, self.launch_ns, self.other_ns, self.profiler_ns]
+    pub fn to_array(&self) -> [u64; CAUSES] {
+        [self.host_ns, self.sync_ns, self.copy_ns, self.launch_ns, self.other_ns, self.profiler_ns, self.dispatch_ns]
     }
 
     /// All idle time.

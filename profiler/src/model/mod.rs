@@ -11,6 +11,7 @@ pub mod metrics;
 pub mod names;
 pub mod occupancy;
 pub mod path;
+pub mod profiler_cost;
 pub mod sampled;
 pub mod trace;
 pub mod units;

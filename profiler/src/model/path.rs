@@ -41,6 +41,51 @@ impl RangePath {
     }
 }
 
+/// NVIDIA libraries that annotate their calls with NVTX domains of their
+/// own; compared without case.
+const LIBRARY_DOMAINS: &[&str] = &[
+    "CCCL", "CUB", "Thrust", "cuBLAS", "cuBLASLt", "cuDNN", "cuFFT", "cuSPARSE", "cuSOLVER", "cuRAND", "cuTENSOR",
+    "CUTLASS", "NCCL", "NVSHMEM", "nvJPEG", "NPP", "TensorRT", "cuDSS", "cuFile",
+];
+
+/// Frameworks whose NVTX domains annotate their own internals (XLA, under
+/// JAX and TensorFlow, uses TSL's), not the program's steps.
+const FRAMEWORK_DOMAINS: &[&str] = &["TSL", "XLA", "JAX", "TensorFlow", "Triton", "Inductor"];
+
+/// Whether `domain` is an NVIDIA library's NVTX domain.
+pub(crate) fn is_library_domain(name: &str) -> bool {
+    LIBRARY_DOMAINS.iter().any(|d| d.eq_ignore_ascii_case(name))
+}
+
+/// Whether `domain` is a library's or a framework's NVTX domain: its ranges
+/// are the library's internals, folded into the program's range around
+/// them.
+pub fn is_internal_domain(name: &str) -> bool {
+    is_library_domain(name) || FRAMEWORK_DOMAINS.iter().any(|d| d.eq_ignore_ascii_case(name))
+}
+
+/// Whether a range name of a framework's domain is compilation work (XLA's
+/// passes and autotuning, compilers' lowering).
+pub fn is_compile_range(name: &str) -> bool {
+    let n = name.to_ascii_lowercase();
+    ["compil", "pass", "autotun", "lowering", "optimiz"].iter().any(|w| n.contains(w))
+}
+
+impl RangePath {
+    /// The first frame of a library's or framework's domain, if any: the
+    /// range is that library's internals.
+    pub fn internal_domain(&self) -> Option<&str> {
+        self.frames.iter().filter_map(|f| f.domain.as_deref()).find(|d| is_internal_domain(d))
+    }
+
+    /// The path without frames of libraries' and frameworks' domains (and
+    /// what they opened inside): where the program itself was.
+    pub fn user_prefix(&self) -> RangePath {
+        let n = self.frames.iter().position(|f| f.domain.as_deref().is_some_and(is_internal_domain));
+        RangePath { frames: self.frames[..n.unwrap_or(self.frames.len())].to_vec() }
+    }
+}
+
 impl std::fmt::Display for RangePath {
     /// `outer/inner`, with frames of named domains as `domain::name`.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

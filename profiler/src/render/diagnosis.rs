@@ -9,7 +9,9 @@ use crate::model::units::{fmt_ns, fmt_pct};
 use std::fmt::Write;
 
 /// Ranges shown in "what bounds each range" at most (the longest).
-const MAX_RANGES: usize = 20;
+const MAX_RANGES: usize = 15;
+/// Findings shown at most (the costliest).
+const MAX_FINDINGS: usize = 8;
 
 fn opt_pct(v: Option<f64>) -> String {
     v.map_or("-".into(), fmt_pct)
@@ -102,7 +104,7 @@ fn extras(g: &RangeAnalysis) -> Vec<String> {
 /// The analysis sections of the terminal report, `width` columns wide.
 pub(super) fn render(a: &Analysis, width: usize, out: &mut String) {
     // What bounds each range.
-    let shown: Vec<&RangeAnalysis> = a.ranges.iter().collect();
+    let shown: Vec<&RangeAnalysis> = a.ranges.iter().filter(|g| g.library.is_none()).collect();
     if !shown.is_empty() {
         let name_w = width.saturating_sub(66).max(14);
         let _ = writeln!(out);
@@ -139,7 +141,11 @@ pub(super) fn render(a: &Analysis, width: usize, out: &mut String) {
         for g in order {
             let depth = g.path.matches('/').count();
             let leaf = g.path.rsplit('/').next().unwrap_or("");
-            let calls = if g.count > 1 { format!(" (x{})", g.count) } else { String::new() };
+            let calls = match (g.count, g.warmup_calls) {
+                (c, 0) if c > 1 => format!(" (x{c})"),
+                (_, 0) => String::new(),
+                (c, w) => format!(" (x{c} +{w} warm-up)"),
+            };
             let line = format!(
                 "{} {:>9} {:>5} {:>6} {:>5} {:>7} {:>5} {:>6}  {}",
                 fit(&format!("{}{leaf}{calls}", "  ".repeat(depth)), name_w),
@@ -222,10 +228,13 @@ pub(super) fn render(a: &Analysis, width: usize, out: &mut String) {
         return;
     }
     let _ = writeln!(out, "Findings, most GPU time first");
-    for (i, f) in a.findings.iter().enumerate() {
+    for (i, f) in a.findings.iter().take(MAX_FINDINGS).enumerate() {
         let head = format!("{:>2}. [{}] {} lost:", i + 1, f.bound, fmt_ns(f.cost_ns));
         out.push_str(&wrap(&format!("{head} {}", f.message), width, "", "      "));
         out.push_str(&wrap(&format!("-> {}", f.advice), width, "      ", "         "));
+    }
+    if a.findings.len() > MAX_FINDINGS {
+        let _ = writeln!(out, "({} smaller findings in the JSON report)", a.findings.len() - MAX_FINDINGS);
     }
 }
 

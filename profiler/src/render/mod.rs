@@ -1,6 +1,7 @@
 //! Rendering: the last stage. A report, with its analysis, as a terminal
 //! table, JSON, CSV or a Chrome trace, and two reports side by side.
 
+mod answer;
 mod chrome;
 mod compare;
 mod csv;

@@ -1,6 +1,9 @@
-//! The terminal table: a header, the NVTX tree with the kernels launched
-//! directly under each range, the kernels by GPU time, hardware metrics,
-//! memory, then the analysis, ending with the findings.
+//! The terminal table: a header and the answer (the main step's time, what
+//! bounds it, what to change first), then the details: the NVTX tree with
+//! the kernels launched directly under each range, the kernels by GPU time,
+//! hardware metrics, memory, then the analysis, ending with the findings.
+//! Every part is bounded (the longest ranges, the heaviest kernels), so the
+//! report stays readable for any program; the JSON has everything.
 
 use super::diagnosis;
 use crate::analysis::Analysis;
@@ -39,6 +42,13 @@ pub(super) fn pct(v: Option<f64>) -> String {
 
 /// Width of the columns after the name, separators included.
 const COLS: usize = 55;
+/// Ranges the NVTX tree shows at most (the longest, with the ranges around
+/// them).
+pub(super) const MAX_TREE_RANGES: usize = 20;
+/// Kernels shown under each range of the tree at most.
+pub(super) const MAX_TREE_KERNELS: usize = 3;
+/// Kernels the kernel table shows at most.
+pub(super) const MAX_KERNELS: usize = 20;
 
 /// The name cell of a row: `name` padded to `w`; a longer name is written
 /// whole on a line of its own first (cut only beyond `total`), and the
@@ -100,6 +110,10 @@ pub fn render(r: &Report, a: &Analysis, width: usize) -> String {
         let _ = writeln!(out, "devices: {}", devices.join(", "));
     }
     let _ = writeln!(out, "{}", drops_line(&r.drops));
+    if let Some(ans) = &a.answer {
+        super::answer::render(ans, width, &mut out);
+    }
+    let _ = writeln!(out, "\n== Details");
     let x = &r.cross_thread;
     if x.kernels > 0 {
         let text = format!(
@@ -166,19 +180,34 @@ pub fn render(r: &Report, a: &Analysis, width: usize) -> String {
     // process counts (schema 2), not only the range's own.
     let util: HashMap<&str, f64> = a.ranges.iter().map(|g| (g.path.as_str(), g.utilization_pct)).collect();
 
-    // The NVTX tree.
-    if !r.ranges.is_empty() || r.path_kernels.iter().any(|p| !p.path.is_empty()) {
+    // The NVTX tree: the program's own ranges, libraries' and frameworks'
+    // folded into the range around them.
+    let own: Vec<&RangeSummary> = r.ranges.iter().filter(|g| g.library.is_none()).collect();
+    let folded = r.ranges.len() - own.len();
+    if !own.is_empty() || r.path_kernels.iter().any(|p| !p.path.is_empty()) {
         let _ = writeln!(out);
         cols.row(&mut out, "NVTX range / kernel", ["launches", "GPU time", "wall", "util", "occ", "limiter"]);
         let _ = writeln!(out, "{}", "-".repeat(width.min(cols.name + COLS)));
         // Looked up by path, not searched: a program with a range per step
         // has thousands of paths.
-        let busy: HashMap<&RangePath, u64> = r.ranges.iter().map(|g| (&g.path, g.gpu_busy_ns)).collect();
-        let mut under: HashMap<&RangePath, Vec<&PathKernelSummary>> = HashMap::new();
+        let busy: HashMap<&RangePath, u64> = own.iter().map(|g| (&g.path, g.gpu_busy_ns)).collect();
+        // Kernels by the program's range they ran under.
+        let mut under: HashMap<RangePath, Vec<(String, KernelStats)>> = HashMap::new();
         for k in &r.path_kernels {
-            under.entry(&k.path).or_default().push(k);
+            let list = under.entry(k.path.user_prefix()).or_default();
+            match list.iter_mut().find(|(n, _)| *n == k.display_name) {
+                Some((_, s)) => {
+                    s.launches = s.launches.saturating_add(k.stats.launches);
+                    s.total_ns = s.total_ns.saturating_add(k.stats.total_ns);
+                }
+                None => list.push((k.display_name.clone(), k.stats.clone())),
+            }
         }
-        let mut order: Vec<&RangeSummary> = r.ranges.iter().collect();
+        for list in under.values_mut() {
+            list.sort_by_key(|k| std::cmp::Reverse(k.1.total_ns));
+        }
+        let shown = tree_shown(&own);
+        let mut order: Vec<&RangeSummary> = own.iter().copied().filter(|g| shown.contains(&&g.path)).collect();
         order.sort_by_cached_key(|g| tree_key(&busy, &g.path));
         for g in order {
             let depth = g.path.frames.len() - 1;
@@ -204,21 +233,30 @@ pub fn render(r: &Report, a: &Analysis, width: usize) -> String {
             };
             let [launches, gpu, wall, util] = &columns;
             cols.row(&mut out, &name, [launches, gpu, wall, util, "", ""]);
-            for k in under.get(&g.path).into_iter().flatten() {
-                kernel_row(&cols, &mut out, &format!("{}· {}", "  ".repeat(depth + 1), k.display_name), &k.stats);
-            }
+            kernel_rows(&cols, &mut out, &"  ".repeat(depth + 1), under.get(&g.path).map_or(&[][..], |v| v));
         }
-        let orphans: Vec<&PathKernelSummary> =
-            r.path_kernels.iter().filter(|k| !k.path.is_empty() && !busy.contains_key(&k.path)).collect();
-        for k in orphans {
-            kernel_row(&cols, &mut out, &format!("{} · {}", k.path, k.display_name), &k.stats);
+        let hidden = own.len() - shown.len();
+        if hidden > 0 {
+            let _ = writeln!(out, "({hidden} shorter ranges not shown; the JSON report has every one)");
         }
-        let outside: Vec<&PathKernelSummary> = r.path_kernels.iter().filter(|k| k.path.is_empty()).collect();
-        if !outside.is_empty() {
+        if folded > 0 {
+            let text = format!(
+                "{folded} ranges of libraries' and frameworks' NVTX domains (cuBLAS, CCCL, XLA's TSL, ...) are folded \
+                 into the ranges around them"
+            );
+            out.push_str(&diagnosis::wrap(&text, width, "", "  "));
+        }
+        let orphans: Vec<&RangePath> =
+            under.keys().filter(|p| !p.is_empty() && !busy.contains_key(p)).collect::<Vec<_>>();
+        let mut orphans = orphans;
+        orphans.sort();
+        for p in orphans.into_iter().take(MAX_TREE_RANGES) {
+            cols.row(&mut out, &p.to_string(), ["", "", "", "", "", ""]);
+            kernel_rows(&cols, &mut out, "  ", &under[p]);
+        }
+        if let Some(outside) = under.get(&RangePath::default()) {
             cols.row(&mut out, "(no range)", ["", "", "", "", "", ""]);
-            for k in outside {
-                kernel_row(&cols, &mut out, &format!("  · {}", k.display_name), &k.stats);
-            }
+            kernel_rows(&cols, &mut out, "  ", outside);
         }
     }
 
@@ -226,7 +264,7 @@ pub fn render(r: &Report, a: &Analysis, width: usize) -> String {
     let _ = writeln!(out);
     cols.row(&mut out, "kernel", ["launches", "GPU time", "mean", "max", "occ", "limiter"]);
     let _ = writeln!(out, "{}", "-".repeat(width.min(cols.name + COLS)));
-    for k in &r.kernels {
+    for k in r.kernels.iter().take(MAX_KERNELS) {
         let s = &k.stats;
         cols.row(
             &mut out,
@@ -240,6 +278,11 @@ pub fn render(r: &Report, a: &Analysis, width: usize) -> String {
                 s.occupancy_limiter.map_or("-", |l| l.as_str()),
             ],
         );
+    }
+    if r.kernels.len() > MAX_KERNELS {
+        let rest = &r.kernels[MAX_KERNELS..];
+        let ns = crate::model::units::saturating_sum(rest.iter().map(|k| k.stats.total_ns));
+        let _ = writeln!(out, "({} more kernels, {} of GPU time, in the JSON report)", rest.len(), fmt_ns(ns));
     }
 
     // Hardware metrics.
@@ -331,19 +374,50 @@ pub fn render(r: &Report, a: &Analysis, width: usize) -> String {
     out
 }
 
-fn kernel_row(cols: &Cols, out: &mut String, name: &str, s: &KernelStats) {
-    cols.row(
-        out,
-        name,
-        [
-            &s.launches.to_string(),
-            &fmt_ns(s.total_ns),
-            "",
-            "",
-            &pct(s.theoretical_occupancy_pct).replace(".0%", "%"),
-            s.occupancy_limiter.map_or("-", |l| l.as_str()),
-        ],
-    );
+/// The heaviest kernels of a range, and one line for the rest.
+fn kernel_rows(cols: &Cols, out: &mut String, indent: &str, kernels: &[(String, KernelStats)]) {
+    for (name, s) in kernels.iter().take(MAX_TREE_KERNELS) {
+        cols.row(
+            out,
+            &format!("{indent}· {name}"),
+            [
+                &s.launches.to_string(),
+                &fmt_ns(s.total_ns),
+                "",
+                "",
+                &pct(s.theoretical_occupancy_pct).replace(".0%", "%"),
+                s.occupancy_limiter.map_or("-", |l| l.as_str()),
+            ],
+        );
+    }
+    if kernels.len() > MAX_TREE_KERNELS {
+        let rest = &kernels[MAX_TREE_KERNELS..];
+        let (n, ns) = rest.iter().fold((0u64, 0u64), |(n, t), (_, s)| (n + s.launches, t.saturating_add(s.total_ns)));
+        let line = format!("{indent}· ({} more kernels)", rest.len());
+        cols.row(out, &line, [&n.to_string(), &fmt_ns(ns), "", "", "", ""]);
+    }
+}
+
+/// The ranges the tree shows: the longest [`MAX_TREE_RANGES`] and the
+/// ranges around them.
+fn tree_shown<'a>(own: &[&'a RangeSummary]) -> std::collections::HashSet<&'a RangePath> {
+    let mut by_wall: Vec<&RangeSummary> = own.to_vec();
+    by_wall.sort_by_key(|g| std::cmp::Reverse(g.wall_ns.saturating_add(g.untraced_wall_ns)));
+    let paths: std::collections::HashMap<&RangePath, &'a RangePath> = own.iter().map(|g| (&g.path, &g.path)).collect();
+    let mut shown = std::collections::HashSet::new();
+    for g in by_wall {
+        if shown.len() >= MAX_TREE_RANGES {
+            break;
+        }
+        shown.insert(&g.path);
+        for n in 1..g.path.frames.len() {
+            let prefix = RangePath { frames: g.path.frames[..n].to_vec() };
+            if let Some(p) = paths.get(&prefix) {
+                shown.insert(*p);
+            }
+        }
+    }
+    shown
 }
 
 /// Sort key putting children after parents, siblings by GPU time (widest

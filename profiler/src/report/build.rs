@@ -49,23 +49,28 @@ fn exact_stats(a: &KernelAcc) -> KernelStats {
 }
 
 fn range(path: RangePath, a: &RangeAcc, idle: bool) -> RangeSummary {
+    let t = &a.total;
     RangeSummary {
+        library: path.internal_domain().map(str::to_string),
         path,
         count: a.count,
-        wall_ns: a.wall,
-        gpu_busy_ns: a.busy,
-        gpu_utilization_pct: if a.wall > 0 { 100.0 * a.in_window as f64 / a.wall as f64 } else { 0.0 },
-        kernel_launches: a.launches,
+        wall_ns: t.wall,
+        gpu_busy_ns: t.busy,
+        gpu_utilization_pct: if t.wall > 0 { 100.0 * t.in_window as f64 / t.wall as f64 } else { 0.0 },
+        kernel_launches: t.launches,
         sm_efficiency_pct: None,
         achieved_occupancy_pct: None,
         busy_but_underused: false,
-        idle: idle.then(|| IdleSplit::from_array(a.idle)),
+        idle: idle.then(|| IdleSplit::from_array(t.idle)),
         sampled: None,
         sampled_wall: a.sampled_wall.figures(),
         metrics_sampled: false,
         untraced_count: a.untraced_count,
         untraced_wall_ns: a.untraced_wall,
         untraced_launches: a.untraced_launches,
+        host: steady::host_figures(t),
+        steady: if idle { steady::of_range(a.count, t, &a.calls) } else { None },
+        first_calls_ns: a.calls.first_in_order().iter().map(|c| c.figures.wall).collect(),
     }
 }
 
@@ -170,6 +175,13 @@ impl Report {
             idle: Some(IdleSplit::from_array(a.idle)),
             declared: Vec::new(),
             cross_thread: CrossThread { inherit: false, kernels: a.cross_thread.0, kernel_ns: a.cross_thread.1 },
+            profiler_cost: ProfilerCost {
+                calibration: a.calibration.as_ref().ok().copied(),
+                not_calibrated: a.calibration.err(),
+                threads: a.threads,
+            },
+            forks: a.forks,
+            session_steady: steady::of_session(&a.timeline, start_ns, end_ns),
         };
         report.fill_display_names();
         report

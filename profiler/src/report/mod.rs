@@ -4,6 +4,7 @@
 
 mod build;
 mod merge;
+pub mod steady;
 
 pub use crate::model::declared::Declared;
 pub use crate::model::device::DeviceInfo;
@@ -12,11 +13,13 @@ pub use crate::model::idle::IdleSplit;
 use crate::model::metrics::MetricsStatus;
 use crate::model::occupancy::Limiter;
 use crate::model::path::{RangeFrame, RangePath};
+pub use crate::model::profiler_cost::{Calibration, ThreadCost};
 pub use crate::model::sampled::{SampledFigures, SamplingStatus, TraceWindows};
 pub use crate::model::trace::{KernelRecord, MemoryRecord, RangeRecord, SampleRecord, Trace};
 pub use merge::{JobRange, JobReport, RankRange, RankSummary};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+pub use steady::{SessionSteady, Steady};
 
 /// Version of the JSON layout; bumped when a field changes meaning.
 /// Version 2 added GPU idle time by cause (`idle`, per range and for the
@@ -80,6 +83,74 @@ pub struct Report {
     /// Kernels attributed to another thread's NVTX ranges.
     #[serde(default)]
     pub cross_thread: CrossThread,
+    /// What gpuscope itself cost the program (trace mode).
+    #[serde(default, skip_serializing_if = "ProfilerCost::is_empty")]
+    pub profiler_cost: ProfilerCost,
+    /// Child processes the program forked while the session ran (PyTorch's
+    /// DataLoader forks its workers).
+    #[serde(default)]
+    pub forks: u64,
+    /// The session's steady state: its time without start-up, compilation
+    /// and shutdown, found from its activity over time (for programs
+    /// without ranges to count calls of).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_steady: Option<SessionSteady>,
+}
+
+/// What gpuscope itself cost the program: CUPTI's per-launch record cost,
+/// measured at the first launch, and its launch callbacks' time per
+/// launching thread.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct ProfilerCost {
+    /// The measurement (trace mode).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calibration: Option<Calibration>,
+    /// Why there is none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_calibrated: Option<String>,
+    /// Per launching thread, most launches first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub threads: Vec<ThreadCost>,
+}
+
+impl ProfilerCost {
+    fn is_empty(&self) -> bool {
+        *self == ProfilerCost::default()
+    }
+
+    /// The time gpuscope and CUPTI added to `launches` launch calls whose
+    /// callbacks took `callback_ns`, ns (`None`: CUPTI's part was not
+    /// measured).
+    pub fn added_ns(&self, launches: u64, callback_ns: u64) -> Option<u64> {
+        let c = self.calibration?;
+        Some((c.record_ns as u64).saturating_mul(launches).saturating_add(callback_ns))
+    }
+}
+
+/// Figures of a range's calls beyond its time: what its host threads did.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct HostFigures {
+    /// CUDA graph launches among its kernel launches.
+    #[serde(default)]
+    pub graph_launches: u64,
+    /// Time gpuscope's launch callbacks took on its launches, ns.
+    pub callback_ns: u64,
+    /// Time its launch calls took, entry to exit, over `calls_timed` of
+    /// them, ns.
+    pub launch_call_ns: u64,
+    /// See `launch_call_ns`.
+    pub calls_timed: u64,
+    /// Host synchronisations made inside it, and their time, ns.
+    pub syncs: u64,
+    /// See `syncs`.
+    pub sync_ns: u64,
+    /// Copies made inside it, host-to-device bytes among them, and copies
+    /// from or to pageable host memory.
+    pub copies: u64,
+    /// See `copies`.
+    pub h2d_bytes: u64,
+    /// See `copies`.
+    pub pageable_copies: u64,
 }
 
 /// Kernels launched on a thread with no NVTX range of its own (autograd's
@@ -247,6 +318,22 @@ pub struct RangeSummary {
     /// windows and those the launch callbacks counted between them.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub untraced_launches: u64,
+    /// What its threads did: launch-call and callback time, host waits,
+    /// copies (all traced calls).
+    #[serde(default)]
+    pub host: HostFigures,
+    /// Its calls without the warm-up ones (see [`steady`]), when it has
+    /// enough calls to tell.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steady: Option<Steady>,
+    /// Wall time of each of its first calls, in the order they opened, ns.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub first_calls_ns: Vec<u64>,
+    /// The NVTX domain of a library or framework (cuBLAS, CCCL, XLA's TSL,
+    /// ...) one of its frames belongs to: it is folded into the range
+    /// around it, with no verdict of its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub library: Option<String>,
 }
 
 fn is_zero(v: &u64) -> bool {

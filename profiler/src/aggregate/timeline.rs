@@ -1,0 +1,148 @@
+//! The session's time in bins of equal width: launches, kernel time and
+//! idle time by cause per bin, from which the report finds the session's
+//! steady state when the program has no ranges to count calls of (start-up,
+//! compilation and shutdown are the bins whose activity differs from the
+//! rest). At most [`MAX_BINS`] bins: when the session outgrows them, pairs
+//! merge and the width doubles.
+
+use super::idle::Piece;
+use crate::model::idle::CAUSES;
+
+/// Bins kept at most.
+pub(crate) const MAX_BINS: usize = 256;
+/// The first bins' width, ns.
+const FIRST_WIDTH_NS: u64 = 10_000_000;
+/// Times this long after the start are not a session's (a record with a
+/// garbage timestamp must not stretch the bins over centuries).
+const HORIZON_NS: u64 = 365 * 24 * 3600 * 1_000_000_000;
+
+/// What happened in one bin.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Bin {
+    /// Launch calls.
+    pub launches: u64,
+    /// Kernel time (summed, not a union), ns.
+    pub kernel_ns: u64,
+    /// GPU idle time by cause, ns.
+    pub idle: [u64; CAUSES],
+    /// gpuscope's launch-callback time, ns.
+    pub callback_ns: u64,
+}
+
+impl Bin {
+    fn add(&mut self, o: &Bin) {
+        self.launches = self.launches.saturating_add(o.launches);
+        self.kernel_ns = self.kernel_ns.saturating_add(o.kernel_ns);
+        self.callback_ns = self.callback_ns.saturating_add(o.callback_ns);
+        for (a, b) in self.idle.iter_mut().zip(o.idle) {
+            *a = a.saturating_add(b);
+        }
+    }
+}
+
+/// The bins of one session.
+#[derive(Debug, Clone)]
+pub(crate) struct Timeline {
+    /// Where bin 0 starts, ns.
+    pub start: u64,
+    /// Every bin's width, ns.
+    pub width: u64,
+    pub bins: Vec<Bin>,
+}
+
+impl Timeline {
+    pub(crate) fn new(start: u64) -> Self {
+        Timeline { start, width: FIRST_WIDTH_NS, bins: Vec::new() }
+    }
+
+    /// The bin holding `t` (times before the start go to the first; `None`
+    /// past the horizon).
+    fn at(&mut self, t: u64) -> Option<&mut Bin> {
+        if t.saturating_sub(self.start) > HORIZON_NS {
+            return None;
+        }
+        let mut i = (t.saturating_sub(self.start) / self.width) as usize;
+        while i >= MAX_BINS {
+            self.merge();
+            i = (t.saturating_sub(self.start) / self.width) as usize;
+        }
+        if self.bins.len() <= i {
+            self.bins.resize(i + 1, Bin::default());
+        }
+        self.bins.get_mut(i)
+    }
+
+    fn merge(&mut self) {
+        let merged = self
+            .bins
+            .chunks(2)
+            .map(|c| {
+                let mut b = c[0];
+                if let Some(o) = c.get(1) {
+                    b.add(o);
+                }
+                b
+            })
+            .collect();
+        self.bins = merged;
+        self.width = self.width.saturating_mul(2);
+    }
+
+    /// Calls `f` on each bin `[start, end)` overlaps, with the overlap.
+    fn spread(&mut self, start: u64, end: u64, mut f: impl FnMut(&mut Bin, u64)) {
+        let mut t = start.max(self.start);
+        let end = end.min(self.start.saturating_add(HORIZON_NS));
+        while t < end {
+            // The bins may merge while `t`'s is found: look it up first.
+            if self.at(t).is_none() {
+                return;
+            }
+            let bin_end = self.start + ((t - self.start) / self.width + 1) * self.width;
+            let e = end.min(bin_end);
+            if let Some(b) = self.at(t) {
+                f(b, e - t);
+            }
+            t = e;
+        }
+    }
+
+    pub(crate) fn launch(&mut self, ts: u64, callback_ns: u64) {
+        if let Some(b) = self.at(ts) {
+            b.launches += 1;
+            b.callback_ns = b.callback_ns.saturating_add(callback_ns);
+        }
+    }
+
+    pub(crate) fn kernel(&mut self, start: u64, end: u64) {
+        self.spread(start, end, |b, ns| b.kernel_ns = b.kernel_ns.saturating_add(ns));
+    }
+
+    pub(crate) fn idle(&mut self, pieces: &[Piece]) {
+        for p in pieces {
+            self.spread(p.start, p.end, |b, ns| b.idle[p.cause] = b.idle[p.cause].saturating_add(ns));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bins_merge_in_pairs_and_keep_their_sums() {
+        let mut t = Timeline::new(1_000);
+        t.launch(1_000, 5);
+        t.kernel(1_000, 1_000 + 25_000_000);
+        assert_eq!(t.bins.len(), 3);
+        assert_eq!(t.bins.iter().map(|b| b.kernel_ns).collect::<Vec<_>>(), [10_000_000, 10_000_000, 5_000_000]);
+        // Far past MAX_BINS bins of 10 ms: merges until it fits.
+        t.launch(1_000 + 10_000_000 * 1000, 0);
+        assert!(t.bins.len() <= MAX_BINS);
+        assert_eq!(t.width, 40_000_000);
+        assert_eq!(t.bins.iter().map(|b| b.launches).sum::<u64>(), 2);
+        assert_eq!(t.bins.iter().map(|b| b.kernel_ns).sum::<u64>(), 25_000_000);
+        assert_eq!(t.bins[0].kernel_ns, 25_000_000);
+        t.idle(&[Piece { start: 0, end: 50_001_000, cause: 0 }]);
+        assert_eq!((t.bins[0].idle[0], t.bins[1].idle[0]), (40_000_000, 10_000_000), "clipped to the start");
+    }
+}

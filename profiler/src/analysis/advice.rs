@@ -1,0 +1,233 @@
+//! What to change for each cause of an idle GPU, from the evidence the
+//! report holds, and never what the program already does:
+//!
+//! - *dispatch* (launch gaps and dispatch idle): the host issued kernels
+//!   one by one; the launch rate and the mean kernel time say so. The fix
+//!   is fewer launches: CUDA graphs, fusion, more work per launch; graphs
+//!   or `torch.compile` already in use are named, not advised.
+//! - *host work*: the launching thread ran code of its own between CUDA
+//!   calls. Data-loader advice only with evidence of data loading (a range
+//!   named for it, batch-sized host-to-device copies in the calls); worker
+//!   processes already forked, or pinned copies, are not advised again.
+//! - *sync*: the synchronisations made in the calls, per call.
+//! - *copies*: pinning only for copies from pageable memory made in the
+//!   calls counted (start-up copies are not the step's).
+
+use super::RangeAnalysis;
+use crate::model::units::{fmt_bytes, fmt_ns};
+use crate::report::Report;
+
+/// Launch-bound work: the fix for kernels waiting on their launches.
+pub(super) const LAUNCH_OVERHEAD: &str = "Cut per-kernel launch overhead: capture the step in a CUDA graph \
+     (torch.compile(mode=\"reduce-overhead\"), torch.cuda.CUDAGraph) or fuse small kernels (torch.compile).";
+
+/// Range names that say they load data (compared without case).
+const DATA_NAMES: &[&str] = &["data", "load", "batch", "input", "fetch", "prefetch", "dataloader", "sample"];
+
+/// Host-to-device bytes per call from which copies are a batch's worth.
+pub const BATCH_BYTES: u64 = 64 << 10;
+
+/// `1250 launches per call, one every 21.8 us; kernels average 16.6 us`.
+pub(super) fn launch_rate(launches: u64, calls: u64, wall_ns: u64, kernel_ns_per_call: f64) -> String {
+    if launches == 0 {
+        return "no kernel launch".to_string();
+    }
+    let per_call = launches as f64 / calls.max(1) as f64;
+    let every = wall_ns / launches;
+    let mean = kernel_ns_per_call / per_call.max(1e-9);
+    format!("{per_call:.0} launches per call, one every {}; kernels average {}", fmt_ns(every), fmt_ns(mean as u64))
+}
+
+/// Whether a range's last name says it loads data.
+fn is_data_range(path: &str) -> bool {
+    let leaf = path.rsplit('/').next().unwrap_or("").to_ascii_lowercase();
+    DATA_NAMES.iter().any(|d| leaf.contains(d))
+}
+
+/// Whether `inner` is `outer` or a range nested in it.
+pub(super) fn within(outer: &str, inner: &str) -> bool {
+    inner == outer || (inner.len() > outer.len() && inner.starts_with(outer) && inner.as_bytes()[outer.len()] == b'/')
+}
+
+/// What the analysis of one report knows, for advice.
+pub(super) struct Evidence<'a> {
+    pub r: &'a Report,
+    pub ranges: &'a [RangeAnalysis],
+}
+
+impl Evidence<'_> {
+    /// Ranges nested in `g` (not `g`), not folded.
+    fn inside<'b>(&'b self, g: &'b RangeAnalysis) -> impl Iterator<Item = &'b RangeAnalysis> + 'b {
+        self.ranges.iter().filter(move |c| c.library.is_none() && c.path != g.path && within(&g.path, &c.path))
+    }
+
+    /// Share of the kernel time launched in `path` that torch.compile's
+    /// (Triton's) kernels ran, %.
+    fn compiled_pct(&self, path: &str) -> f64 {
+        let (mut all, mut triton) = (0u64, 0u64);
+        for k in self.r.path_kernels.iter().filter(|k| within(path, &k.path.to_string())) {
+            all = all.saturating_add(k.stats.total_ns);
+            if k.name.starts_with("triton_") || k.name.contains("triton_") {
+                triton = triton.saturating_add(k.stats.total_ns);
+            }
+        }
+        if all == 0 {
+            0.0
+        } else {
+            100.0 * triton as f64 / all as f64
+        }
+    }
+
+    /// Launch gaps and dispatch: what to change.
+    pub(super) fn dispatch(&self, g: &RangeAnalysis) -> String {
+        let compiled = self.compiled_pct(&g.path) >= 50.0;
+        let calls = g.count.max(1);
+        let graphs = g.host.graph_launches;
+        let eager = g.launches.unwrap_or(0).saturating_sub(graphs) / calls;
+        match (graphs > 0, compiled) {
+            (true, true) => format!(
+                "It already replays CUDA graphs ({} per call) of torch.compile's kernels: give each launch more \
+                 work (a larger batch), or bring the {eager} launches per call still made one by one into the \
+                 compiled, captured region.",
+                graphs / calls
+            ),
+            (true, false) => format!(
+                "It already replays CUDA graphs ({} per call): capture the {eager} launches per call still made \
+                 one by one too, fuse small ops (torch.compile), or give each launch more work (a larger batch).",
+                graphs / calls
+            ),
+            (false, true) => "Its kernels are torch.compile's already: add CUDA graphs \
+                 (torch.compile(mode=\"reduce-overhead\")) so the step launches once, or give each launch more work \
+                 (a larger batch)."
+                .to_string(),
+            (false, false) => "Launch fewer, larger kernels: capture the step in a CUDA graph \
+                 (torch.compile(mode=\"reduce-overhead\"), torch.cuda.CUDAGraph), fuse small ops (torch.compile), or \
+                 give each launch more work (a larger batch)."
+                .to_string(),
+        }
+    }
+
+    /// Where in `g` the host worked: the nested range with most of its
+    /// host idle time, when it has at least half.
+    pub(super) fn host_where<'b>(&'b self, g: &'b RangeAnalysis) -> Option<&'b RangeAnalysis> {
+        let own = g.idle.map_or(0, |i| i.host_ns);
+        let best = self.inside(g).max_by_key(|c| c.idle.map_or(0, |i| i.host_ns))?;
+        let theirs = best.idle.map_or(0, |i| i.host_ns);
+        (own > 0 && theirs as f64 >= 0.5 * own as f64).then_some(best)
+    }
+
+    /// Host work: what to change.
+    pub(super) fn host_work(&self, g: &RangeAnalysis) -> String {
+        let calls = g.count.max(1);
+        let data_range = std::iter::once(g)
+            .chain(self.inside(g))
+            .filter(|c| is_data_range(&c.path))
+            .max_by_key(|c| c.idle.map_or(0, |i| i.host_ns))
+            .filter(|c| c.idle.is_some_and(|i| i.host_ns > 0));
+        let h2d = g.host.h2d_bytes / calls;
+        let batch_copies = h2d >= BATCH_BYTES;
+        let pageable = g.host.pageable_copies;
+        let mut a = if data_range.is_some() || batch_copies {
+            let seen = match (data_range, batch_copies) {
+                (Some(d), true) => format!("it waits in {} and copies {} per call to the GPU", d.path, fmt_bytes(h2d)),
+                (Some(d), false) => format!("it waits in {}", d.path),
+                (None, _) => format!("it copies {} per call to the GPU", fmt_bytes(h2d)),
+            };
+            if self.r.forks > 0 {
+                format!(
+                    "The step waits for data ({seen}) although loading already runs in other processes ({} forked, \
+                     e.g. DataLoader workers): add workers, make per-sample work cheaper (decode and augment on the \
+                     GPU), or keep workers busy ahead (persistent_workers=True, a larger prefetch_factor).",
+                    self.r.forks
+                )
+            } else {
+                format!(
+                    "The step waits for data ({seen}): load and preprocess it off the training thread \
+                     (PyTorch: DataLoader(num_workers>0)), with transforms on the GPU."
+                )
+            }
+        } else {
+            let place = match self.host_where(g) {
+                Some(c) => format!("mostly in {}", c.path),
+                None => format!("in {}", g.path),
+            };
+            format!(
+                "The launching thread ran host code of its own between CUDA calls ({place}), and nothing there \
+                 looks like data loading (no data range, no batch-sized copies): profile that code (py-spy, \
+                 cProfile) and keep logging, checkpoints and other CPU work out of the step."
+            )
+        };
+        if pageable > 0 {
+            a.push_str(&format!(
+                " {} of its copies per call are from pageable memory: pin it (DataLoader(pin_memory=True), \
+                 tensor.pin_memory()) and copy with non_blocking=True.",
+                fmt_count(pageable as f64 / calls as f64)
+            ));
+        }
+        a
+    }
+
+    /// Synchronisations: what to change.
+    pub(super) fn sync(&self, g: &RangeAnalysis) -> String {
+        let calls = g.count.max(1);
+        let syncs = g.host.syncs;
+        let which = if syncs == 0 {
+            "host synchronisations".to_string()
+        } else {
+            format!(
+                "{} host synchronisation(s) per call, {} blocked each time",
+                fmt_count(syncs as f64 / calls as f64),
+                fmt_ns(g.host.sync_ns / syncs)
+            )
+        };
+        format!(
+            "Take {which} out of the loop: no .item(), .cpu(), printing GPU tensors or torch.cuda.synchronize() per \
+             step; keep values on the GPU and read them every N steps."
+        )
+    }
+
+    /// Copies: what to change.
+    pub(super) fn copies(&self, g: &RangeAnalysis) -> String {
+        let calls = g.count.max(1);
+        let pageable = g.host.pageable_copies;
+        if pageable > 0 {
+            format!(
+                "{} of its {} copies per call use pageable host memory, which blocks the host: pin it (PyTorch: \
+                 DataLoader(pin_memory=True) or tensor.pin_memory()) and copy with non_blocking=True so copies \
+                 overlap compute.",
+                fmt_count(pageable as f64 / calls as f64),
+                fmt_count(g.host.copies as f64 / calls as f64)
+            )
+        } else {
+            "Its copies use pinned memory already: overlap them with compute by issuing them on a side stream ahead \
+             of use (prefetch the next batch)."
+                .to_string()
+        }
+    }
+}
+
+/// `3`, `0.5`, `12`.
+fn fmt_count(v: f64) -> String {
+    if v >= 10.0 || v.fract() == 0.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.1}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn data_ranges_are_told_by_their_last_name() {
+        assert!(is_data_range("step/data"));
+        assert!(is_data_range("train/LoadBatch"));
+        assert!(!is_data_range("data/forward"), "the last name counts");
+        assert!(within("step", "step/data") && within("step", "step") && !within("step", "steps"));
+        assert_eq!(
+            launch_rate(2500, 2, 54_400_000, 20_800_000.0),
+            "1250 launches per call, one every 21.8 us; kernels average 16.6 us"
+        );
+    }
+}

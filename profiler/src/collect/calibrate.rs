@@ -1,0 +1,191 @@
+//! What CUPTI's kernel records cost each launch, measured in the program's
+//! own process at its first launch: an empty kernel launched back to back
+//! on a stream of gpuscope's, timed per launch call, before kernel records
+//! are enabled and after. Records cannot be measured off after they have
+//! been on: CUPTI keeps most of their per-launch cost until it is detached.
+//! So a session that calibrates enables kernel records here, at the first
+//! launch, not at its start (no kernel can run before a launch).
+//!
+//! Reports use the difference to take the profiler's own time out of idle
+//! time; gpuscope's callback time is measured on every launch instead.
+
+use super::callbacks::activity_kinds;
+use super::debug::debug;
+use super::driver::{driver, with_current};
+use super::Collection;
+use crate::model::event::HostEvent;
+use cupti_sys as sys;
+use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, Once};
+use std::time::Instant;
+
+/// The empty kernel's name; its records are left out of the report.
+pub(crate) const KERNEL: &str = "gpuscope_calibration";
+
+/// PTX of the empty kernel (JIT-compiled by the driver for the device).
+const PTX: &[u8] =
+    b".version 7.0\n.target sm_70\n.address_size 64\n\n.visible .entry gpuscope_calibration()\n{\n\tret;\n}\n\0";
+
+/// Launches timed with and without records.
+const TIMED: usize = 256;
+/// Launches before each timed run: the first loads the function, the first
+/// traced ones make CUPTI ask for its buffer.
+const WARM: usize = 32;
+
+thread_local! {
+    /// This thread is calibrating: its launches are gpuscope's own.
+    static CALIBRATING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Whether the calling thread's launch is gpuscope's own calibration.
+pub(crate) fn in_progress_here() -> bool {
+    CALIBRATING.try_with(Cell::get).unwrap_or(false)
+}
+
+/// The running session enables kernel records at its first launch, after
+/// measuring (trace mode with launch callbacks): read on every launch, so
+/// a plain flag rather than the session's state.
+static ARMED: AtomicBool = AtomicBool::new(false);
+
+/// Kernel records wait for the first launch: call [`at_first_launch`].
+pub(crate) fn armed() -> bool {
+    ARMED.load(Ordering::Acquire)
+}
+
+/// A session's calibration: run once, at its first launch.
+pub(crate) struct Pending {
+    once: Once,
+}
+
+impl Pending {
+    /// `arm`: this session calibrates (and enables kernel records then).
+    pub(crate) fn new(arm: bool) -> Self {
+        ARMED.store(arm, Ordering::Release);
+        Pending { once: Once::new() }
+    }
+}
+
+/// The session stopped: nothing waits for a first launch.
+pub(crate) fn disarm() {
+    ARMED.store(false, Ordering::Release);
+}
+
+/// The function loaded in a context, kept for later sessions: CUPTI may
+/// refer to its name after the module would be unloaded.
+static LOADED: Mutex<Vec<(usize, usize)>> = Mutex::new(Vec::new());
+
+fn function(ctx: usize) -> Result<sys::CUfunction, String> {
+    let mut loaded = LOADED.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(&(_, f)) = loaded.iter().find(|(c, _)| *c == ctx) {
+        return Ok(f as sys::CUfunction);
+    }
+    let d = driver().ok_or("no CUDA driver")?;
+    let mut module: sys::CUmodule = std::ptr::null_mut();
+    // SAFETY: PTX is NUL-terminated text; `module` is a valid out pointer;
+    // the context is current (with_current).
+    let rc = unsafe { (d.cu_module_load_data)(&mut module, PTX.as_ptr().cast()) };
+    if rc != 0 {
+        return Err(format!("loading the calibration kernel failed (CUDA error {rc})"));
+    }
+    let mut f: sys::CUfunction = std::ptr::null_mut();
+    // SAFETY: a module just loaded; the name is NUL-terminated.
+    let rc = unsafe { (d.cu_module_get_function)(&mut f, module, c"gpuscope_calibration".as_ptr()) };
+    if rc != 0 {
+        return Err(format!("finding the calibration kernel failed (CUDA error {rc})"));
+    }
+    loaded.push((ctx, f as usize));
+    Ok(f)
+}
+
+/// Median host time of `n` launches of `f` into `stream`, ns.
+fn timed(f: sys::CUfunction, stream: sys::CUstream, n: usize) -> Result<u64, String> {
+    let d = driver().ok_or("no CUDA driver")?;
+    let launch = || {
+        // SAFETY: `f` takes no parameters; a live stream of this context.
+        unsafe { (d.cu_launch_kernel)(f, 1, 1, 1, 32, 1, 1, 0, stream, std::ptr::null_mut(), std::ptr::null_mut()) }
+    };
+    for _ in 0..WARM {
+        if launch() != 0 {
+            return Err("launching the calibration kernel failed".into());
+        }
+    }
+    // SAFETY: a live stream.
+    unsafe { (d.cu_stream_synchronize)(stream) };
+    let mut t = Vec::with_capacity(n);
+    for _ in 0..n {
+        let t0 = Instant::now();
+        let rc = launch();
+        t.push(t0.elapsed().as_nanos() as u64);
+        if rc != 0 {
+            return Err(format!("launching the calibration kernel failed (CUDA error {rc})"));
+        }
+    }
+    // SAFETY: as above.
+    unsafe { (d.cu_stream_synchronize)(stream) };
+    t.sort_unstable();
+    Ok(t[n / 2])
+}
+
+/// Times launches without records, enables the session's kinds, times them
+/// with. The context is current. `Err`: why not (records are then enabled
+/// by the caller).
+fn measure(s: &Collection, ctx: usize) -> Result<(u64, u64), String> {
+    let d = driver().ok_or("no CUDA driver")?;
+    let f = function(ctx)?;
+    let mut stream: sys::CUstream = std::ptr::null_mut();
+    // SAFETY: valid out pointer; 1 = CU_STREAM_NON_BLOCKING (no implicit
+    // wait on the program's default stream).
+    if unsafe { (d.cu_stream_create)(&mut stream, 1) } != 0 {
+        return Err("creating a stream failed".into());
+    }
+    let r = timed(f, stream, TIMED).and_then(|plain| {
+        activity_kinds(s.cupti, &s.opts.kinds, true).map_err(|e| e.to_string())?;
+        Ok((plain, timed(f, stream, TIMED)?))
+    });
+    // SAFETY: our stream, its work synchronised.
+    unsafe { (d.cu_stream_destroy)(stream) };
+    r
+}
+
+/// At a launch's entry on the program's thread: the first one measures
+/// (other threads' first launches wait for it), then kernel records are on.
+/// `capturing`: the launch goes into a stream being captured, where loading
+/// a module could invalidate the capture.
+pub(crate) fn at_first_launch(s: &Collection, ctx: sys::CUcontext, capturing: bool) {
+    s.calibration.once.call_once(|| {
+        let _ = CALIBRATING.try_with(|c| c.set(true));
+        let began = Instant::now();
+        let r = if ctx.is_null() {
+            Err("the first launch had no context".to_string())
+        } else if capturing {
+            Err("the first launch was into a stream being captured".to_string())
+        } else {
+            with_current(ctx as usize, || measure(s, ctx as usize))
+        };
+        let _ = CALIBRATING.try_with(|c| c.set(false));
+        let event = match r {
+            Ok((plain, traced)) => {
+                debug(&format!(
+                    "calibration: launch call {plain} ns without kernel records, {traced} ns with (took {:?})",
+                    began.elapsed()
+                ));
+                HostEvent::Calibrated {
+                    record_ns: traced.saturating_sub(plain).min(u32::MAX as u64) as u32,
+                    plain_ns: plain.min(u32::MAX as u64) as u32,
+                    traced_ns: traced.min(u32::MAX as u64) as u32,
+                }
+            }
+            Err(why) => {
+                debug(&format!("calibration: {why}"));
+                // Records on all the same (a no-op if measuring enabled them).
+                if let Err(e) = activity_kinds(s.cupti, &s.opts.kinds, true) {
+                    debug(&format!("calibration: enabling kernel records: {e}"));
+                }
+                HostEvent::NotCalibrated { why }
+            }
+        };
+        s.send(event);
+        disarm();
+    });
+}

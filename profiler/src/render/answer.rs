@@ -1,0 +1,81 @@
+//! The screen a terminal report opens with: the main step's time, how busy
+//! the GPU was, where the time went and what to change first.
+
+use super::diagnosis::wrap;
+use crate::analysis::answer::Answer;
+use crate::model::units::{fmt_ns, fmt_pct};
+use std::fmt::Write;
+
+/// Writes the answer, `width` columns wide.
+pub(super) fn render(a: &Answer, width: usize, out: &mut String) {
+    let head = match &a.range {
+        Some(path) => {
+            let p90 = a.p90_ns.map(|p| format!(", p90 {}", fmt_ns(p))).unwrap_or_default();
+            format!(
+                "{path}: {} per step (median of {} step{}{p90}), GPU busy {} [{}]",
+                fmt_ns(a.per_step_ns),
+                a.calls,
+                if a.calls == 1 { "" } else { "s" },
+                fmt_pct(a.gpu_busy_pct),
+                a.verdict.bound
+            )
+        }
+        None => format!(
+            "no range of the program's own: its steady state, {}, GPU busy {} [{}]",
+            fmt_ns(a.per_step_ns),
+            fmt_pct(a.gpu_busy_pct),
+            a.verdict.bound
+        ),
+    };
+    let _ = writeln!(out);
+    out.push_str(&wrap(&format!("== Answer: {head}"), width, "", "   "));
+    let mut note = |s: String| out.push_str(&wrap(&s, width, "   ", "     "));
+    if a.range.is_some() && a.warmup_calls > 0 {
+        note(format!(
+            "warm-up left out: the first {} step{}, {} (set-up, autotuning, compilation, graph capture)",
+            a.warmup_calls,
+            if a.warmup_calls == 1 { "" } else { "s" },
+            fmt_ns(a.warmup_ns)
+        ));
+    } else if a.range.is_none() && a.warmup_ns > 0 {
+        note(format!(
+            "start-up and shutdown left out: {} (no NVTX ranges: add some around the step, e.g. \
+             torch.cuda.nvtx.range_push(\"step\"), for per-step figures)",
+            fmt_ns(a.warmup_ns)
+        ));
+    }
+    if a.compile_ns > 0 {
+        note(format!("compilation ranges of the framework (XLA): {}", fmt_ns(a.compile_ns)));
+    }
+    if let (Some(ns), Some(pct)) = (a.profiler_ns, a.profiler_pct) {
+        let per = if a.range.is_some() { " per step" } else { "" };
+        note(format!(
+            "gpuscope's own cost: ~{}{per} ({} of the measured time), taken out of the figures here",
+            fmt_ns(ns),
+            fmt_pct(pct)
+        ));
+    }
+    let per = if a.range.is_some() { "a step's" } else { "the steady state's" };
+    let _ = writeln!(out, "   where {per} time goes:");
+    for p in &a.parts {
+        let cells = format!("     {:<10} {:>10} {:>5}   ", p.what, fmt_ns(p.ns), fmt_pct(p.pct));
+        if p.detail.is_empty() {
+            let _ = writeln!(out, "{}", cells.trim_end());
+        } else {
+            out.push_str(&wrap(&p.detail, width, &cells, &" ".repeat(cells.len())));
+        }
+    }
+    let why = a.verdict.evidence.clone();
+    out.push_str(&wrap(&format!("why {}: {why}", a.verdict.bound), width, "   ", "     "));
+    if a.actions.is_empty() {
+        let _ = writeln!(out, "   what to change: nothing above the thresholds");
+        return;
+    }
+    let _ = writeln!(out, "   what to change, most time saved first:");
+    let per = if a.range.is_some() { " per step" } else { "" };
+    for (i, act) in a.actions.iter().enumerate() {
+        let text = format!("saves up to {}{per} ({}): {}", fmt_ns(act.saves_ns), fmt_pct(act.saves_pct), act.advice);
+        out.push_str(&wrap(&text, width, &format!("     {}. ", i + 1), "        "));
+        out.push_str(&wrap(&format!("seen: {}", act.why), width, "        ", "          "));
+    }
+}

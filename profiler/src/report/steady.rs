@@ -1,0 +1,300 @@
+//! Steady state: a range's calls without its warm-up, and the session
+//! without its start-up and shutdown.
+//!
+//! **Warm-up calls.** The first calls of a range often do one-time work:
+//! cuBLAS and cuDNN set-up and autotuning, the caching allocator growing,
+//! `torch.compile` compiling, CUDA graphs being captured, XLA compiling. A
+//! range's reference time is the median wall time of its later calls (all
+//! but the first half of the first [`FIRST_CALLS`](crate::report) kept one
+//! by one). Its warm-up is the calls before the first run of
+//! [`SETTLE_CALLS`] consecutive calls each taking at most [`SETTLED`] times
+//! the reference; at most half of the calls. A range needs
+//! [`MIN_CALLS`] calls for this; with fewer, or when no such run comes,
+//! every call counts.
+//!
+//! **The session's steady state** (for programs without ranges): the same
+//! rule over the session's time bins, on launches per bin: steady from the
+//! first run of [`SETTLE_CALLS`] bins each within a factor of
+//! [`BIN_BAND`] of the median bin of the active span's second half, to the
+//! last such run; before it is start-up (imports, model set-up,
+//! compilation), after it shutdown.
+
+use super::{HostFigures, IdleSplit};
+use crate::aggregate::calls::{CallLog, Figures};
+use crate::aggregate::timeline::Timeline;
+use serde::{Deserialize, Serialize};
+
+/// Calls a range needs before warm-up is told apart.
+pub const MIN_CALLS: u64 = 4;
+/// Consecutive calls (or bins) within the band that end warm-up.
+pub const SETTLE_CALLS: usize = 3;
+/// A call taking at most this many times the reference is settled.
+pub const SETTLED: f64 = 1.5;
+/// A bin with launches within this factor of the reference (either way)
+/// is steady.
+pub const BIN_BAND: f64 = 2.0;
+
+/// A range's calls after warm-up.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
+pub struct Steady {
+    /// Calls counted (all but the warm-up ones).
+    pub calls: u64,
+    /// Warm-up calls left out, and their wall time, ns.
+    pub warmup_calls: u64,
+    /// See `warmup_calls`.
+    pub warmup_wall_ns: u64,
+    /// A run of settled calls was found (false: per-call times never
+    /// settled, and every call counts).
+    pub settled: bool,
+    /// Median and 90th percentile wall time per call, ns (to 2%).
+    pub median_ns: u64,
+    /// See `median_ns`.
+    pub p90_ns: u64,
+    /// Wall time of these calls, ns.
+    pub wall_ns: u64,
+    /// Their kernels' GPU time (union), ns, and the part inside their
+    /// windows.
+    pub gpu_busy_ns: u64,
+    /// See `gpu_busy_ns`.
+    pub in_window_ns: u64,
+    /// Kernel launch calls.
+    pub launches: u64,
+    /// GPU idle time in them by cause.
+    pub idle: IdleSplit,
+    /// What their host threads did.
+    pub host: HostFigures,
+}
+
+impl Steady {
+    /// Share of their wall time with a kernel running, %.
+    pub fn utilization_pct(&self) -> f64 {
+        if self.wall_ns == 0 {
+            0.0
+        } else {
+            100.0 * self.in_window_ns as f64 / self.wall_ns as f64
+        }
+    }
+}
+
+/// The host figures of aggregated [`Figures`].
+pub(crate) fn host_figures(f: &Figures) -> HostFigures {
+    HostFigures {
+        graph_launches: f.graph_launches,
+        callback_ns: f.callback_ns,
+        launch_call_ns: f.call_ns,
+        calls_timed: f.calls_timed,
+        syncs: f.syncs,
+        sync_ns: f.sync_ns,
+        copies: f.copies,
+        h2d_bytes: f.h2d_bytes,
+        pageable_copies: f.pageable,
+    }
+}
+
+fn median(mut v: Vec<u64>) -> Option<u64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_unstable();
+    Some(v[v.len() / 2])
+}
+
+/// How many leading `walls` are warm-up against `reference`, looking at
+/// most `limit` calls in (`None`: no run of settled calls begins there).
+pub fn warmup_calls(walls: &[u64], reference: u64, limit: usize) -> Option<usize> {
+    let settled = |w: u64| w as f64 <= SETTLED * reference as f64;
+    (0..=limit.min(walls.len())).find(|&i| {
+        let run = &walls[i..walls.len().min(i + SETTLE_CALLS)];
+        !run.is_empty() && run.iter().all(|&w| settled(w))
+    })
+}
+
+/// The steady state of a range with `count` calls totalling `total`.
+pub(crate) fn of_range(count: u64, total: &Figures, log: &CallLog) -> Option<Steady> {
+    if count < MIN_CALLS {
+        return None;
+    }
+    let first = log.first_in_order();
+    let walls: Vec<u64> = first.iter().map(|c| c.figures.wall).collect();
+    // The reference: every call but the first half of those kept.
+    let skip = (walls.len() / 2).min(count as usize / 2);
+    let reference = if count as usize == walls.len() {
+        median(walls[skip..].to_vec())?
+    } else {
+        let mut later = log.walls.clone();
+        for &w in &walls[..skip] {
+            later.remove(w);
+        }
+        later.quantile(0.5)?
+    };
+    let limit = (count as usize / 2).min(walls.len());
+    let found = warmup_calls(&walls, reference, limit);
+    let w = found.unwrap_or(0);
+    let mut steady = *total;
+    let mut hist = log.walls.clone();
+    let mut warm_wall = 0u64;
+    for c in &first[..w] {
+        steady.sub(&c.figures);
+        hist.remove(c.figures.wall);
+        warm_wall = warm_wall.saturating_add(c.figures.wall);
+    }
+    Some(Steady {
+        calls: count - w as u64,
+        warmup_calls: w as u64,
+        warmup_wall_ns: warm_wall,
+        settled: found.is_some(),
+        median_ns: hist.quantile(0.5).unwrap_or(0),
+        p90_ns: hist.quantile(0.9).unwrap_or(0),
+        wall_ns: steady.wall,
+        gpu_busy_ns: steady.busy,
+        in_window_ns: steady.in_window,
+        launches: steady.launches,
+        idle: IdleSplit::from_array(steady.idle),
+        host: host_figures(&steady),
+    })
+}
+
+/// The session without start-up and shutdown, from its time bins.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
+pub struct SessionSteady {
+    /// Where it begins and ends, ns on the session's clock.
+    pub start_ns: u64,
+    /// See `start_ns`.
+    pub end_ns: u64,
+    /// Session time before it (start-up, compilation, warm-up), ns.
+    pub startup_ns: u64,
+    /// Session time after it (shutdown, or work of another kind), ns.
+    pub shutdown_ns: u64,
+    /// A run of steady bins was found (false: activity never settled; the
+    /// span from the first launch to the last is taken).
+    pub settled: bool,
+    /// Launch calls in it.
+    pub launches: u64,
+    /// Kernel time in it (summed over kernels), ns.
+    pub kernel_ns: u64,
+    /// GPU idle time in it by cause.
+    pub idle: IdleSplit,
+    /// gpuscope's launch-callback time in it, ns.
+    pub callback_ns: u64,
+}
+
+impl SessionSteady {
+    /// Its length, ns.
+    pub fn wall_ns(&self) -> u64 {
+        self.end_ns.saturating_sub(self.start_ns)
+    }
+}
+
+/// The session's steady state from its bins; `None` without launches.
+pub(crate) fn of_session(t: &Timeline, start_ns: u64, end_ns: u64) -> Option<SessionSteady> {
+    let active: Vec<usize> = (0..t.bins.len()).filter(|&i| t.bins[i].launches > 0).collect();
+    let (&a, &z) = (active.first()?, active.last()?);
+    let half = a + (z - a) / 2;
+    let reference = median((half..=z).map(|i| t.bins[i].launches).filter(|&l| l > 0).collect())?;
+    let in_band = |i: usize| {
+        let l = t.bins[i].launches as f64;
+        l >= reference as f64 / BIN_BAND && l <= reference as f64 * BIN_BAND
+    };
+    let run = |i: usize| (i..i + SETTLE_CALLS).all(|j| j <= z && in_band(j));
+    let first = (a..=z).find(|&i| run(i));
+    let last = (a..=z).rev().find(|&j| j + 1 >= SETTLE_CALLS && run(j + 1 - SETTLE_CALLS));
+    let (s, e, settled) = match (first, last) {
+        (Some(s), Some(e)) if e >= s => (s, e, true),
+        _ => (a, z, false),
+    };
+    let mut out = SessionSteady { settled, ..Default::default() };
+    let mut idle = [0u64; crate::model::idle::CAUSES];
+    for b in &t.bins[s..=e] {
+        out.launches += b.launches;
+        out.kernel_ns = out.kernel_ns.saturating_add(b.kernel_ns);
+        out.callback_ns = out.callback_ns.saturating_add(b.callback_ns);
+        for (x, y) in idle.iter_mut().zip(b.idle) {
+            *x = x.saturating_add(y);
+        }
+    }
+    out.idle = IdleSplit::from_array(idle);
+    out.start_ns = (t.start + s as u64 * t.width).max(start_ns);
+    out.end_ns = (t.start + (e as u64 + 1) * t.width).min(end_ns).max(out.start_ns);
+    out.startup_ns = out.start_ns.saturating_sub(start_ns);
+    out.shutdown_ns = end_ns.saturating_sub(out.end_ns);
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::aggregate::calls::Figures;
+
+    fn log_of(walls: &[u64]) -> (Figures, CallLog) {
+        let mut total = Figures::default();
+        let mut log = CallLog::default();
+        for (i, &w) in walls.iter().enumerate() {
+            let f = Figures { wall: w, launches: 10, in_window: w / 2, ..Default::default() };
+            total.add(&f);
+            log.add(i as u64 * 1_000_000_000, &f);
+        }
+        (total, log)
+    }
+
+    #[test]
+    fn warm_up_is_the_calls_before_three_settled_ones() {
+        // Compilation, graph capture, then 0.31 ms replays.
+        let mut walls = vec![5_200_000_000, 640_000_000, 900_000];
+        walls.extend(std::iter::repeat_n(310_000, 40));
+        let (total, log) = log_of(&walls);
+        let s = of_range(walls.len() as u64, &total, &log).unwrap();
+        assert_eq!((s.calls, s.warmup_calls, s.settled), (40, 3, true));
+        assert_eq!(s.warmup_wall_ns, 5_200_000_000 + 640_000_000 + 900_000);
+        assert_eq!(s.wall_ns, 40 * 310_000);
+        assert_eq!(s.launches, 400);
+        assert!((s.median_ns as f64 / 310_000.0 - 1.0).abs() < 0.02, "{}", s.median_ns);
+        assert!((s.utilization_pct() - 50.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn no_warm_up_when_calls_are_alike_or_too_few_and_a_late_slow_call_is_not_warm_up() {
+        let (total, log) = log_of(&[100, 101, 99, 100, 300, 100, 100, 100]);
+        let s = of_range(8, &total, &log).unwrap();
+        assert_eq!((s.warmup_calls, s.calls), (0, 8), "the slow 5th call is steady state");
+        let (total, log) = log_of(&[5000, 100, 100]);
+        assert_eq!(of_range(3, &total, &log), None, "three calls cannot tell");
+        // No run of three settled calls in the first half: every call counts.
+        let walls = [10_000, 100, 10_000, 100, 10_000, 100, 10_000, 100, 100, 100];
+        let (total, log) = log_of(&walls);
+        let s = of_range(10, &total, &log).unwrap();
+        assert_eq!((s.warmup_calls, s.settled), (0, false));
+    }
+
+    #[test]
+    fn the_reference_comes_from_the_histogram_beyond_the_calls_kept() {
+        // 1000 calls: 10 slow ones, then 990 at 1 ms.
+        let mut walls = vec![50_000_000; 10];
+        walls.extend(std::iter::repeat_n(1_000_000, 990));
+        let (total, log) = log_of(&walls);
+        let s = of_range(1000, &total, &log).unwrap();
+        assert_eq!((s.warmup_calls, s.calls), (10, 990));
+        assert_eq!(s.wall_ns, 990_000_000);
+    }
+
+    #[test]
+    fn the_session_s_steady_state_leaves_out_start_up_and_shutdown_bins() {
+        let mut t = Timeline::new(0);
+        // 2 s of start-up with a few launches, 3 s of steady launching,
+        // then a quiet 1 s.
+        for ms in (0..2000).step_by(100) {
+            t.launch(ms * 1_000_000, 0);
+        }
+        for us in (2_000_000..5_000_000u64).step_by(100) {
+            t.launch(us * 1_000, 10);
+        }
+        t.launch(5_500_000_000, 0);
+        let s = of_session(&t, 0, 6_000_000_000).unwrap();
+        assert!(s.settled);
+        assert_eq!(s.start_ns, 2_000_000_000);
+        assert_eq!(s.end_ns, 5_000_000_000);
+        assert_eq!((s.startup_ns, s.shutdown_ns), (2_000_000_000, 1_000_000_000));
+        assert_eq!(s.launches, 30_000);
+        assert_eq!(s.callback_ns, 300_000);
+        assert_eq!(of_session(&Timeline::new(0), 0, 10), None);
+    }
+}
