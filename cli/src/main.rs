@@ -218,13 +218,33 @@ fn declare(r: &mut Report, declared: &[gpuscope::report::Declared]) {
     }
 }
 
+/// Whether file name `n` is one `template` (a file name) gives: `{pid}` and
+/// `{rank}` match anything; a fixed name also matches itself with a process
+/// id before the extension (`run.1234.json`), which a process writes when
+/// another wrote the name first.
+fn names_a_report(template: &str, n: &str) -> bool {
+    let parts: Vec<&str> = template.split("{pid}").flat_map(|s| s.split("{rank}")).collect();
+    let wild = n.starts_with(parts.first().copied().unwrap_or(""))
+        && n.ends_with(parts.last().copied().unwrap_or(""))
+        && parts.iter().all(|p| n.contains(p));
+    if wild || parts.len() > 1 {
+        return wild;
+    }
+    let (stem, ext) = match template.rsplit_once('.') {
+        Some((s, e)) => (s, format!(".{e}")),
+        None => (template, String::new()),
+    };
+    n.strip_prefix(stem)
+        .and_then(|r| r.strip_prefix('.'))
+        .and_then(|r| r.strip_suffix(ext.as_str()))
+        .is_some_and(|pid| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()))
+}
+
 /// Reports that `template` names and that appeared since `since`.
 fn written_reports(template: &str, since: std::time::SystemTime) -> Vec<PathBuf> {
     let path = Path::new(template);
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let name = path.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
-    // The file name with {pid} and {rank} as wildcards.
-    let parts: Vec<String> = name.split("{pid}").flat_map(|s| s.split("{rank}")).map(str::to_string).collect();
     let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
         .into_iter()
         .flatten()
@@ -232,10 +252,7 @@ fn written_reports(template: &str, since: std::time::SystemTime) -> Vec<PathBuf>
         .filter(|e| {
             let n = e.file_name().to_string_lossy().to_string();
             let fresh = e.metadata().and_then(|m| m.modified()).is_ok_and(|t| t >= since);
-            fresh
-                && n.starts_with(parts.first().map(String::as_str).unwrap_or(""))
-                && n.ends_with(parts.last().map(String::as_str).unwrap_or(""))
-                && parts.iter().all(|p| n.contains(p.as_str()))
+            fresh && names_a_report(&name, &n)
         })
         .map(|e| e.path())
         .collect();
@@ -316,11 +333,24 @@ fn run(cmd: Cmd) -> Result<ExitCode, String> {
             } else if reports.is_empty() {
                 eprintln!("gpuscope: no report was written (did the program use CUDA? stderr above says why if not)");
             }
+            // Processes that never launched write no report; any report
+            // without kernels is skipped the same way.
+            let mut used = Vec::new();
             for r in &reports {
                 match load(r) {
-                    Ok(rep) => println!("== {}\n{}", r.display(), rep.to_table(terminal_width())),
+                    Ok(rep) if rep.kernels.is_empty() => {
+                        eprintln!("gpuscope: {} ran no kernel; not shown", r.display())
+                    }
+                    Ok(rep) => used.push((r, rep)),
                     Err(e) => eprintln!("gpuscope: {e}"),
                 }
+            }
+            if used.len() > 1 {
+                let names: Vec<String> = used.iter().map(|(p, _)| p.display().to_string()).collect();
+                eprintln!("gpuscope: {} processes used the GPU; their reports: {}", used.len(), names.join(", "));
+            }
+            for (path, rep) in &used {
+                println!("== {}\n{}", path.display(), rep.to_table(terminal_width()));
             }
             // The program's exit status, passed through.
             Ok(match status.code() {
@@ -369,6 +399,22 @@ fn run(cmd: Cmd) -> Result<ExitCode, String> {
             }
             Ok(ExitCode::SUCCESS)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::names_a_report;
+
+    #[test]
+    fn report_names_match_their_template_and_a_fixed_name_with_a_pid() {
+        assert!(names_a_report("gpuscope-{pid}.json", "gpuscope-123.json"));
+        assert!(!names_a_report("gpuscope-{pid}.json", "other-123.json"));
+        assert!(names_a_report("run.json", "run.json"));
+        assert!(names_a_report("run.json", "run.4567.json"), "a second process's report");
+        assert!(!names_a_report("run.json", "run.x.json"));
+        assert!(!names_a_report("run.json", "run.json.bak"));
+        assert!(names_a_report("out", "out.99"));
     }
 }
 

@@ -15,36 +15,61 @@ fn tmp(name: &str) -> PathBuf {
 
 /// A report with one kernel in one range, of `ns` GPU time, saved as JSON.
 fn saved_report(name: &str, ns: u64) -> PathBuf {
+    saved_steps(name, 1, ns)
+}
+
+/// A report of `steps` calls of `step`, each running one kernel of `ns`
+/// for its whole length, saved as JSON.
+fn saved_steps(name: &str, steps: u32, ns: u64) -> PathBuf {
     let mut rp = Replay::new(vec![DeviceInfo::new(0, "NVIDIA H100 80GB HBM3", 132, SmLimits::SM_90)], 100);
     let p = rp.path(&["step"]);
-    rp.host_event(HostEvent::Push { instance: 1, parent: 0, path: p, tid: 1, ts: 0 });
-    rp.host_event(HostEvent::Launch {
-        correlation_id: 5,
-        tid: 1,
-        path: p,
-        instance: 1,
-        graph: false,
-        profiled: false,
-        inherited: false,
-        ts: 0,
-        cost_ns: 0,
-        prev_call_ns: 0,
-    });
-    rp.host_event(HostEvent::Pop { instance: 1, ts: ns });
-    // SAFETY: all-zero is a valid CUpti_ActivityKernel10.
-    let mut k: cupti_sys::CUpti_ActivityKernel10 = unsafe { std::mem::zeroed() };
-    k.kind = cupti_sys::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
-    k.name = c"gemm_kernel".as_ptr();
-    k.correlationId = 5;
-    (k.start, k.end) = (0, ns);
-    (k.blockX, k.blockY, k.blockZ) = (256, 1, 1);
-    k.registersPerThread = 32;
-    // SAFETY: reading the bytes of a plain-data record.
-    let bytes = unsafe { std::slice::from_raw_parts(&k as *const _ as *const u8, std::mem::size_of_val(&k)) };
-    rp.buffer(bytes);
+    let mut bytes = Vec::new();
+    for i in 0..steps {
+        let (t, corr, instance) = (i as u64 * ns, 5 + i, 1 + i as u64);
+        rp.host_event(HostEvent::Push { instance, parent: 0, path: p, tid: 1, ts: t });
+        rp.host_event(HostEvent::Launch {
+            correlation_id: corr,
+            tid: 1,
+            path: p,
+            instance,
+            graph: false,
+            profiled: false,
+            inherited: false,
+            ts: t,
+            cost_ns: 0,
+            prev_call_ns: 0,
+        });
+        rp.host_event(HostEvent::Pop { instance, ts: t + ns });
+        // SAFETY: all-zero is a valid CUpti_ActivityKernel10.
+        let mut k: cupti_sys::CUpti_ActivityKernel10 = unsafe { std::mem::zeroed() };
+        k.kind = cupti_sys::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+        k.name = c"gemm_kernel".as_ptr();
+        k.correlationId = corr;
+        (k.start, k.end) = (t, t + ns);
+        (k.blockX, k.blockY, k.blockZ) = (256, 1, 1);
+        k.registersPerThread = 32;
+        // SAFETY: reading the bytes of a plain-data record.
+        bytes.extend_from_slice(unsafe {
+            std::slice::from_raw_parts(&k as *const _ as *const u8, std::mem::size_of_val(&k))
+        });
+    }
+    rp.buffer(&bytes);
     let path = tmp(name);
-    rp.finish(0, ns).write(&path, gpuscope::Format::Json).unwrap();
+    rp.finish(0, steps as u64 * ns).write(&path, gpuscope::Format::Json).unwrap();
     path
+}
+
+#[test]
+fn runs_of_different_lengths_compare_per_step() {
+    // The same step, 28 times and 15 times: nothing changed per step.
+    let (a, b) = (saved_steps("long.json", 28, 20_000), saved_steps("short.json", 15, 20_000));
+    let out = gpuscope().arg("report").arg(&a).arg(&b).output().unwrap();
+    let t = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(t.contains("kernel time per call of step: 20.0 us -> 20.0 us (+0.0%)"), "{t}");
+    assert!(t.contains("the runs differ in length (28 calls before, 15 after)"), "{t}");
+    let row = t.lines().find(|l| l.starts_with("step · gemm_kernel")).unwrap_or_else(|| panic!("{t}"));
+    assert!(row.contains("+0.0%"), "{row}");
 }
 
 #[test]
@@ -72,7 +97,7 @@ fn report_compares_two_runs() {
     let out = gpuscope().arg("report").arg(&a).arg(&b).output().unwrap();
     assert!(out.status.success());
     let t = String::from_utf8_lossy(&out.stdout);
-    assert!(t.contains("kernel time: 4.0 us -> 3.0 us (-25.0%)"), "{t}");
+    assert!(t.contains("kernel time per call of step: 4.0 us -> 3.0 us (-25.0%)"), "{t}");
     assert!(t.contains("step · gemm_kernel") && t.contains("-25.0%"), "{t}");
     // Each range: time per call before and after, utilisation, verdict.
     let row = t.lines().find(|l| l.starts_with("step ")).unwrap_or_else(|| panic!("a step row: {t}"));

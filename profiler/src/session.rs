@@ -363,6 +363,7 @@ impl Profiler {
             quiet: self.quiet,
             inherit_ranges: self.inherit_ranges,
             exporter: None,
+            started: std::time::SystemTime::now(),
         });
         drop(running);
         if let Some(addr) = &self.prometheus {
@@ -460,6 +461,9 @@ struct Running {
     quiet: bool,
     inherit_ranges: bool,
     exporter: Option<MetricsServer>,
+    /// When it started, by the file system's clock: a report file written
+    /// since is another process's.
+    started: std::time::SystemTime,
 }
 
 enum Control {
@@ -643,10 +647,20 @@ fn process_labels() -> Vec<(String, String)> {
 }
 
 fn stop_active() -> Result<Report> {
-    stop_active_at(false)
+    stop_active_at(false).map(|(r, _)| r)
 }
 
-fn stop_active_at(at_exit: bool) -> Result<Report> {
+/// What became of the report at exit.
+enum Written {
+    /// Not asked for.
+    No,
+    /// Written there.
+    To(PathBuf),
+    /// Not written: the process launched no kernel.
+    Empty,
+}
+
+fn stop_active_at(at_exit: bool) -> Result<(Report, Written)> {
     let Some(run) = RUNNING.lock().unwrap_or_else(|e| e.into_inner()).take() else {
         return Err(Error::new(ErrorKind::SessionActive, "no gpuscope session is running"));
     };
@@ -656,10 +670,46 @@ fn stop_active_at(at_exit: bool) -> Result<Report> {
     }
     let mut report = finish(run.collection, run.decoder, run.ctl_tx, at_exit)?;
     report.cross_thread.inherit = run.inherit_ranges;
+    let mut written = Written::No;
     if let Some((path, format)) = &run.output {
-        report.write(path, *format)?;
+        if at_exit && launched_nothing(&report) {
+            // A process that never launched (a data-loader worker, a
+            // launcher) must not write an empty report over one that did.
+            written = Written::Empty;
+        } else {
+            let path = if at_exit { unclaimed(path, run.started) } else { path.clone() };
+            report.write(&path, *format)?;
+            written = Written::To(path);
+        }
     }
-    Ok(report)
+    Ok((report, written))
+}
+
+/// Whether a session saw no kernel launch at all (traced or counted).
+fn launched_nothing(r: &Report) -> bool {
+    let counted = r.sampling.as_ref().and_then(|s| s.trace_windows.as_ref()).and_then(|w| w.untraced_launches);
+    r.kernels.is_empty() && counted.unwrap_or(0) == 0 && r.ranges.iter().all(|g| g.kernel_launches == 0)
+}
+
+/// `path`, or when another process wrote it since `since` (several
+/// processes given one output name), the same name with this process's id
+/// before the extension: no process's report overwrites another's.
+fn unclaimed(path: &std::path::Path, since: std::time::SystemTime) -> PathBuf {
+    let taken = std::fs::metadata(path).and_then(|m| m.modified()).is_ok_and(|t| t >= since);
+    if !taken {
+        return path.to_path_buf();
+    }
+    with_pid(path, std::process::id())
+}
+
+/// `dir/name.json` as `dir/name.PID.json`.
+pub(crate) fn with_pid(path: &std::path::Path, pid: u32) -> PathBuf {
+    let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = match path.extension() {
+        Some(ext) => format!("{stem}.{pid}.{}", ext.to_string_lossy()),
+        None => format!("{stem}.{pid}"),
+    };
+    path.with_file_name(name)
 }
 
 /// Stops collection, drains the decoder and builds the report.
@@ -687,7 +737,7 @@ fn register_atexit() {
     ONCE.call_once(|| {
         extern "C" fn at_exit() {
             let _ = std::panic::catch_unwind(|| {
-                let (output, quiet) = {
+                let quiet = {
                     let run = RUNNING.lock().unwrap_or_else(|e| e.into_inner());
                     let Some(r) = run.as_ref() else { return };
                     // A forked child inherits the parent's session but not
@@ -695,19 +745,22 @@ fn register_atexit() {
                     if r.collection.pid != std::process::id() {
                         return;
                     }
-                    (r.output.clone(), r.quiet)
+                    r.quiet
                 };
                 match stop_active_at(true) {
-                    Ok(r) if !quiet => {
-                        if let Some((path, _)) = output {
-                            let launches: u64 = r.kernels.iter().map(|k| k.stats.launches).sum();
-                            eprintln!(
-                                "gpuscope: {launches} kernel launches ({} distinct, {} of GPU time); report written to {}",
-                                r.kernels.len(),
-                                fmt_ns(r.total_kernel_ns()),
-                                path.display()
-                            );
-                        }
+                    Ok((r, Written::To(path))) if !quiet => {
+                        let launches: u64 = r.kernels.iter().map(|k| k.stats.launches).sum();
+                        eprintln!(
+                            "gpuscope: {launches} kernel launches ({} distinct, {} of GPU time); report written to {}",
+                            r.kernels.len(),
+                            fmt_ns(r.total_kernel_ns()),
+                            path.display()
+                        );
+                    }
+                    Ok((_, Written::Empty)) => {
+                        // Data-loader workers and launchers: `gpuscope run`
+                        // reports on the processes that used the GPU.
+                        debug(&format!("process {} launched no kernel: no report written", std::process::id()));
                     }
                     Ok(_) => {}
                     Err(e) => eprintln!("gpuscope: at exit: {e}"),
@@ -722,6 +775,47 @@ fn register_atexit() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_process_that_launched_no_kernel_is_told_from_one_that_did() {
+        use crate::testing::{HostEvent, Replay};
+        let empty = Replay::new(vec![], 0).finish(0, 1_000);
+        assert!(launched_nothing(&empty));
+        let mut rp = Replay::new(vec![], 0);
+        let path = rp.path(&["child-step"]);
+        rp.host_event(HostEvent::Push { instance: 1, parent: 0, path, tid: 1, ts: 0 });
+        rp.host_event(HostEvent::Pop { instance: 1, ts: 10 });
+        assert!(launched_nothing(&rp.finish(0, 1_000)), "ranges without launches are still nothing to report");
+        let mut with_kernel = empty.clone();
+        with_kernel.ranges.clear();
+        let mut k = crate::report::KernelSummary {
+            name: "k".into(),
+            display_name: "k".into(),
+            stats: serde_json::from_str(
+                r#"{"launches":1,"total_ns":10,"mean_ns":10,"min_ns":10,"max_ns":10,"theoretical_occupancy_pct":null,"occupancy_limiter":null}"#,
+            )
+            .unwrap(),
+        };
+        k.stats.launches = 1;
+        with_kernel.kernels.push(k);
+        assert!(!launched_nothing(&with_kernel));
+    }
+
+    #[test]
+    fn a_report_file_another_process_wrote_since_the_start_is_not_overwritten() {
+        let dir = std::env::temp_dir().join(format!("gpuscope-unclaimed-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("run.json");
+        let before = std::time::SystemTime::now() - Duration::from_secs(5);
+        assert_eq!(unclaimed(&path, before), path, "no file yet: the name as given");
+        std::fs::write(&path, "{}").unwrap();
+        let mine = with_pid(&path, std::process::id());
+        assert_eq!(unclaimed(&path, before), mine, "written since: this process's own name");
+        let later = std::time::SystemTime::now() + Duration::from_secs(5);
+        assert_eq!(unclaimed(&path, later), path, "an older file (an earlier run) is replaced");
+        assert_eq!(with_pid(std::path::Path::new("/x/r"), 7), std::path::Path::new("/x/r.7"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn launches_wait_for_more_records_than_the_pool_can_hold() {

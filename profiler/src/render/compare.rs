@@ -1,6 +1,8 @@
-//! Two reports side by side: per NVTX range, wall time, utilisation and
-//! what bounds it before and after; per kernel and NVTX path, GPU time, SM
-//! efficiency and occupancy before and after, with the change.
+//! Two reports side by side: per NVTX range, wall time per call,
+//! utilisation and what bounds it before and after (warm-up calls left
+//! out); per kernel and NVTX path, GPU time per step of the main range (per
+//! second of the session without one), SM efficiency and occupancy before
+//! and after, with the change. Runs of different lengths compare alike.
 
 use super::table::{fit, pct};
 use crate::analysis::{analyze, RangeAnalysis};
@@ -24,23 +26,64 @@ fn change(a: u64, b: u64) -> String {
     format!("{:+.1}%", (b as f64 - a as f64) / a as f64 * 100.0)
 }
 
+/// What kernel time is divided by to compare runs: the calls (warm-up
+/// included, as kernel totals are) of the main range when both runs have
+/// it, else the session's seconds.
+struct Per {
+    unit: String,
+    before: f64,
+    after: f64,
+}
+
+fn per(before: &Report, after: &Report) -> Per {
+    let (a, b) = (analyze(before), analyze(after));
+    let main = a.answer.as_ref().and_then(|x| x.range.clone());
+    let calls = |an: &crate::analysis::Analysis, p: &str| {
+        an.ranges.iter().find(|g| g.path == p).map(|g| (g.count + g.warmup_calls) as f64)
+    };
+    if let Some(p) = main {
+        if let (Some(x), Some(y)) = (calls(&a, &p), calls(&b, &p)) {
+            if x > 0.0 && y > 0.0 {
+                return Per { unit: format!("per call of {p}"), before: x, after: y };
+            }
+        }
+    }
+    let secs = |r: &Report| (r.end_ns.saturating_sub(r.start_ns) as f64 / 1e9).max(1e-9);
+    Per { unit: "per second of session".into(), before: secs(before), after: secs(after) }
+}
+
+fn scaled(ns: u64, by: f64) -> u64 {
+    (ns as f64 / by) as u64
+}
+
 /// The comparison table, at most `width` columns.
 pub(super) fn render(before: &Report, after: &Report, width: usize) -> String {
     let name_w = width.saturating_sub(66).max(20);
     let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "kernel time: {} -> {} ({})",
-        fmt_ns(before.total_kernel_ns()),
-        fmt_ns(after.total_kernel_ns()),
-        change(before.total_kernel_ns(), after.total_kernel_ns())
-    );
+    let p = per(before, after);
+    let (kb, ka) = (scaled(before.total_kernel_ns(), p.before), scaled(after.total_kernel_ns(), p.after));
+    let _ = writeln!(out, "kernel time {}: {} -> {} ({})", p.unit, fmt_ns(kb), fmt_ns(ka), change(kb, ka));
+    if p.before != p.after {
+        let what = if p.unit.starts_with("per call") { "calls" } else { "seconds" };
+        let _ = writeln!(
+            out,
+            "the runs differ in length ({:.0} {what} before, {:.0} after): kernel times below are {}",
+            p.before, p.after, p.unit
+        );
+    }
     ranges(before, after, width, &mut out);
     type Key = (String, String);
-    let rows = |r: &Report| -> BTreeMap<Key, KernelStats> {
-        r.path_kernels.iter().map(|p| ((p.path.to_string(), p.name.clone()), p.stats.clone())).collect()
+    let rows = |r: &Report, by: f64| -> BTreeMap<Key, KernelStats> {
+        r.path_kernels
+            .iter()
+            .map(|k| {
+                let mut s = k.stats.clone();
+                s.total_ns = scaled(s.total_ns, by);
+                ((k.path.to_string(), k.name.clone()), s)
+            })
+            .collect()
     };
-    let (a, b) = (rows(before), rows(after));
+    let (a, b) = (rows(before, p.before), rows(after, p.after));
     let mut keys: Vec<&Key> = a.keys().chain(b.keys()).collect();
     keys.sort();
     keys.dedup();
@@ -51,7 +94,7 @@ pub(super) fn render(before: &Report, after: &Report, width: usize) -> String {
     let _ = writeln!(
         out,
         "\n{} {:>10} {:>10} {:>8} {:>12} {:>12} {:>8}",
-        fit("NVTX path / kernel", name_w),
+        fit(&format!("NVTX path / kernel ({})", p.unit), name_w),
         "before",
         "after",
         "change",
@@ -91,8 +134,14 @@ pub(super) fn render(before: &Report, after: &Report, width: usize) -> String {
 /// by cause and the verdict, before -> after.
 fn ranges(before: &Report, after: &Report, width: usize, out: &mut String) {
     let (a, b) = (analyze(before), analyze(after));
-    let pairs: Vec<(&RangeAnalysis, &RangeAnalysis)> =
-        a.ranges.iter().filter_map(|x| b.ranges.iter().find(|y| y.path == x.path).map(|y| (x, y))).collect();
+    let by_path: std::collections::HashMap<&str, &RangeAnalysis> =
+        b.ranges.iter().filter(|y| y.library.is_none()).map(|y| (y.path.as_str(), y)).collect();
+    let pairs: Vec<(&RangeAnalysis, &RangeAnalysis)> = a
+        .ranges
+        .iter()
+        .filter(|x| x.library.is_none())
+        .filter_map(|x| by_path.get(x.path.as_str()).map(|y| (x, *y)))
+        .collect();
     if pairs.is_empty() {
         return;
     }
@@ -109,6 +158,7 @@ fn ranges(before: &Report, after: &Report, width: usize, out: &mut String) {
     );
     let _ = writeln!(out, "{}", "-".repeat(name_w + 72));
     for (x, y) in pairs {
+        // Calls after warm-up, gpuscope's own time left out.
         let per = |g: &RangeAnalysis| g.active_ns / g.count.max(1);
         let bound = if x.verdict.bound == y.verdict.bound {
             format!("{} (same)", y.verdict.bound)
