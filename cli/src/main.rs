@@ -402,6 +402,17 @@ fn run(cmd: Cmd) -> Result<ExitCode, String> {
     }
 }
 
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli.command) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("gpuscope: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::names_a_report;
@@ -415,16 +426,5 @@ mod tests {
         assert!(!names_a_report("run.json", "run.x.json"));
         assert!(!names_a_report("run.json", "run.json.bak"));
         assert!(names_a_report("out", "out.99"));
-    }
-}
-
-fn main() -> ExitCode {
-    let cli = Cli::parse();
-    match run(cli.command) {
-        Ok(code) => code,
-        Err(e) => {
-            eprintln!("gpuscope: {e}");
-            ExitCode::from(2)
-        }
     }
 }
