@@ -1,6 +1,6 @@
 //! JSON: the report as serde writes it, with the analysis woven in: each
 //! range and heavy kernel gets an `analysis` object, the top level the
-//! `findings`, `peaks` and `analysis_notes`. Reading a report back ignores
+//! `answer`, `findings`, `peaks` and `analysis_notes`. Reading a report back ignores
 //! them; the analysis is recomputed from the data.
 
 use crate::analysis::Analysis;
@@ -28,6 +28,7 @@ pub(super) fn render(r: &Report, a: &Analysis) -> String {
         }
     }
     if let Some(obj) = v.as_object_mut() {
+        obj.insert("answer".into(), serde_json::to_value(&a.answer).unwrap_or(Value::Null));
         obj.insert("findings".into(), serde_json::to_value(&a.findings).unwrap_or(Value::Null));
         obj.insert("peaks".into(), serde_json::to_value(&a.peaks).unwrap_or(Value::Null));
         obj.insert("analysis_notes".into(), json!(a.notes));

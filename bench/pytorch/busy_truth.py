@@ -1,0 +1,96 @@
+"""How busy the GPU is in a launch-bound training step, as gpuscope says it
+(its own cost taken out) against the truth measured in the same process:
+plain steps timed without any profiler, and the GPU time per step of the
+profiled ones (kernels run as long traced as not).
+
+    PYTHONPATH=python GPUSCOPE_LIB=libgpuscope.so python3 bench/pytorch/busy_truth.py --model gpt
+
+Plain blocks and profiled sessions alternate (`--rounds`); each session is
+one `gpuscope.profile()` over `--steps` steps with an NVTX range `step`.
+Prints one JSON line per session and a summary line.
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+import gpuscope  # before torch's first NVTX call
+import torch
+
+here = os.path.dirname(os.path.abspath(__file__))
+
+
+def model(name):
+    """A training step taking no arguments, with NVTX ranges step/..."""
+    if name == "gpt":
+        sys.path.insert(0, os.path.join(here, "..", "..", "examples", "python"))
+        from gpt_train import build
+
+        step, _, _ = build()
+        return step
+    sys.path.insert(0, os.path.join(here, "..", "real"))
+    from hf_llama import build
+
+    step, _ = build()
+    return lambda: step(torch.cuda.nvtx.range)
+
+
+def block(step, n):
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        step()
+    torch.cuda.synchronize()
+    return 1e3 * (time.perf_counter() - t0) / n
+
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser()
+    p.add_argument("--model", default="gpt", choices=["gpt", "llama"])
+    p.add_argument("--steps", type=int, default=40)
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--out", default=None)
+    a = p.parse_args()
+    step = model(a.model)
+    block(step, 10)
+    plain = [block(step, a.steps)]
+    rows = []
+    for r in range(a.rounds):
+        with gpuscope.profile(mode="trace") as prof:
+            traced_ms = block(step, a.steps)
+        plain.append(block(step, a.steps))
+        d = prof.report.data
+        ans = d.get("answer") or {}
+        g = next(x for x in d["ranges"] if [f["name"] for f in x["path"]["frames"]] == ["step"])
+        s = g.get("steady") or {}
+        calls = s.get("calls") or g["count"]
+        busy_ms = (s.get("in_window_ns") if s else g["gpu_busy_ns"]) / calls / 1e6
+        plain_ms = statistics.mean(plain[-2:])
+        cal = (d.get("profiler_cost") or {}).get("calibration") or {}
+        threads = (d.get("profiler_cost") or {}).get("threads") or []
+        row = {
+            "model": a.model,
+            "round": r,
+            "plain_step_ms": round(plain_ms, 3),
+            "traced_step_ms": round(traced_ms, 3),
+            "added_ms_measured": round(traced_ms - plain_ms, 3),
+            "added_ms_gpuscope": (ans.get("profiler_ns") or 0) / 1e6,
+            "gpu_busy_ms_per_step": round(busy_ms, 3),
+            "truth_busy_pct": round(100 * busy_ms / plain_ms, 1),
+            "gpuscope_busy_pct": round(ans.get("gpu_busy_pct", 0), 1),
+            "raw_busy_pct": round(100 * busy_ms / traced_ms, 1),
+            "launches_per_step": round(s.get("launches", 0) / max(calls, 1), 1),
+            "warmup_calls": s.get("warmup_calls"),
+            "calibration": cal,
+            "launch_call_ns": [round(t["call_ns"] / max(t["calls_timed"], 1)) for t in threads[:3]],
+            "callback_ns": [round(t["callback_ns"] / max(t["launches"], 1)) for t in threads[:3]],
+            "verdict": (ans.get("verdict") or {}).get("bound"),
+        }
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    diff = [r["gpuscope_busy_pct"] - r["truth_busy_pct"] for r in rows]
+    print(json.dumps({"model": a.model, "busy_points_off": diff, "within_5": all(abs(x) <= 5 for x in diff)}))
+    if a.out:
+        json.dump(rows, open(a.out, "w"), indent=1)
