@@ -778,14 +778,18 @@ mod tests {
 
     #[test]
     fn a_process_that_launched_no_kernel_is_told_from_one_that_did() {
-        use crate::testing::{HostEvent, Replay};
-        let empty = Replay::new(vec![], 0).finish(0, 1_000);
+        use crate::aggregate::devices::DeviceTable;
+        use crate::model::event::HostEvent;
+        use crate::model::path::{paths, ROOT};
+        let fresh = || Aggregator::new(AggregateOptions::default(), DeviceTable::fixed(vec![]));
+        let empty = Report::build(fresh().finish(1_000), 0, 1_000);
         assert!(launched_nothing(&empty));
-        let mut rp = Replay::new(vec![], 0);
-        let path = rp.path(&["child-step"]);
-        rp.host_event(HostEvent::Push { instance: 1, parent: 0, path, tid: 1, ts: 0 });
-        rp.host_event(HostEvent::Pop { instance: 1, ts: 10 });
-        assert!(launched_nothing(&rp.finish(0, 1_000)), "ranges without launches are still nothing to report");
+        let mut a = fresh();
+        let path = paths().intern(ROOT, 0, "child-step");
+        a.host_event(HostEvent::Push { instance: 1, parent: 0, path, tid: 1, ts: 0 });
+        a.host_event(HostEvent::Pop { instance: 1, ts: 10 });
+        let ranges_only = Report::build(a.finish(1_000), 0, 1_000);
+        assert!(launched_nothing(&ranges_only), "ranges without launches are still nothing to report");
         let mut with_kernel = empty.clone();
         with_kernel.ranges.clear();
         let mut k = crate::report::KernelSummary {
