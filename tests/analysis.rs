@@ -373,3 +373,66 @@ fn a_finding_split_among_inner_ranges_is_left_to_them() {
     assert_eq!(host.len(), 2, "{host:?}");
     assert!(host.contains(&"run/a") && host.contains(&"run/b") && !host.contains(&"run"), "{host:?}");
 }
+
+/// A launch-bound step of 10 launches 20 us apart whose 5 us kernels leave
+/// the GPU idle the rest of the time, each launch call timed at
+/// `call_ns`, in a session whose calibration measured a plain launch call
+/// at 4 us and records adding 1 us.
+fn launch_bound_steps(call_ns: u32) -> Analysis {
+    let mut rp = Replay::new(vec![h200()], 0);
+    let step = rp.path(&["cost-step"]);
+    rp.host_event(HostEvent::Calibrated { record_ns: 1_000, plain_ns: 4_000, traced_ns: 5_000 });
+    let mut records = Vec::new();
+    let mut corr = 1;
+    for s in 0..20u64 {
+        let t0 = s * 200 * US;
+        rp.host_event(HostEvent::Push { instance: s + 1, parent: 0, path: step, tid: 1, ts: t0 });
+        for l in 0..10u64 {
+            let ts = t0 + l * 20 * US;
+            rp.host_event(HostEvent::Launch {
+                correlation_id: corr,
+                tid: 1,
+                path: step,
+                instance: s + 1,
+                graph: false,
+                profiled: false,
+                inherited: false,
+                ts,
+                cost_ns: 200,
+                prev_call_ns: call_ns,
+            });
+            records.extend(kernel_grid(c"small", corr, ts + 2 * US, ts + 7 * US, 132, 256));
+            corr += 1;
+        }
+        rp.host_event(HostEvent::Pop { instance: s + 1, ts: t0 + 200 * US });
+    }
+    rp.buffer(&records);
+    analyze(&rp.finish(0, 20 * 200 * US))
+}
+
+#[test]
+fn gpuscope_s_own_launch_cost_is_taken_out_of_the_host_s_idle_time_before_judging() {
+    // Measured: 5 us of kernel per 20 us: 25% busy.
+    let a = launch_bound_steps(9_000);
+    let g = range(&a, "cost-step");
+    assert_eq!(g.count, 20);
+    // Launch calls took 9 us against a plain 4 us: 5 us each, 50 us a step
+    // (more than records' 1 us + the callbacks' 0.2 us).
+    assert_eq!(g.profiler_ns, Some(20 * 10 * 5_000));
+    assert_eq!(g.idle.unwrap().profiler_ns, 20 * 10 * 5_000);
+    assert_eq!(g.idle_measured.unwrap().profiler_ns, 0);
+    // 50 us of kernels in 150 us without gpuscope: a third busy.
+    assert!((g.utilization_pct - 100.0 / 3.0).abs() < 0.5, "{}", g.utilization_pct);
+    assert_eq!(g.verdict.bound, "launch-bound");
+    assert!(
+        g.verdict.evidence.contains("10 launches per call, one every 20.0 us; kernels average 5.0 us"),
+        "{}",
+        g.verdict.evidence
+    );
+    let ans = a.answer.as_ref().expect("an answer");
+    assert_eq!(ans.range.as_deref(), Some("cost-step"));
+    assert_eq!(ans.profiler_ns, Some(50_000), "per step");
+    // Untimed launch calls: the calibration's record cost and the callbacks.
+    let b = launch_bound_steps(0);
+    assert_eq!(range(&b, "cost-step").profiler_ns, Some(20 * 10 * (1_000 + 200)));
+}

@@ -137,9 +137,8 @@ pub(crate) struct Aggregator {
     idle: IdleTracker,
     idle_total: [u64; CAUSES],
     cross_thread: (u64, u64),
-    /// Each launching thread's latest launch call, ns.
-    last_launch: FxHashMap<u32, u64>,
-    threads: FxHashMap<u32, ThreadCost>,
+    /// Per launching thread: its costs, and its latest launch call (ns).
+    threads: FxHashMap<u32, (ThreadCost, u64)>,
     calibration: Result<Calibration, String>,
     forks: u64,
     /// Copy calls by correlation id: the range instance they were made in.
@@ -172,7 +171,6 @@ impl Aggregator {
             idle: IdleTracker::new(opts.start_ns),
             idle_total: [0; CAUSES],
             cross_thread: (0, 0),
-            last_launch: FxHashMap::default(),
             threads: FxHashMap::default(),
             calibration: Err("no kernel was launched in the session".to_string()),
             forks: 0,
@@ -304,21 +302,18 @@ impl Aggregator {
                 cost_ns,
                 prev_call_ns,
             } => {
-                if self.last_launch.len() >= MAX_THREADS && !self.last_launch.contains_key(&tid) {
-                    self.last_launch.clear();
-                }
-                let prev = self.last_launch.insert(tid, ts);
-                let dispatch = prev.is_some_and(|p| ts.saturating_sub(p) <= DISPATCH_NS);
+                // Beyond MAX_THREADS threads, the rest share one row.
+                let row = if self.threads.len() < MAX_THREADS || self.threads.contains_key(&tid) { tid } else { 0 };
+                let (cost, last) =
+                    self.threads.entry(row).or_insert_with(|| (ThreadCost { tid: row, ..Default::default() }, 0));
+                let dispatch = *last > 0 && ts.saturating_sub(*last) <= DISPATCH_NS;
+                *last = ts;
+                cost.add(cost_ns as u64, prev_call_ns as u64);
                 let info = LaunchInfo { tid, path, instance, profiled, ts, graph, seen: true, inherited, dispatch };
                 self.attribution.launch(correlation_id, info);
                 self.idle.launch(correlation_id, ts, graph);
                 self.ranges.launch(instance, graph, cost_ns as u64, prev_call_ns as u64);
-                self.timeline.launch(ts, cost_ns as u64);
-                let row = if self.threads.len() < MAX_THREADS || self.threads.contains_key(&tid) { tid } else { 0 };
-                self.threads
-                    .entry(row)
-                    .or_insert_with(|| ThreadCost { tid: row, ..Default::default() })
-                    .add(cost_ns as u64, prev_call_ns as u64);
+                self.timeline.launch(ts, cost_ns as u64, prev_call_ns as u64);
             }
             HostEvent::UntracedLaunches { path, launches } => {
                 self.untraced_launches = self.untraced_launches.saturating_add(launches);
@@ -626,7 +621,7 @@ impl Aggregator {
             idle: self.idle_total,
             cross_thread: self.cross_thread,
             threads: {
-                let mut t: Vec<ThreadCost> = self.threads.values().copied().collect();
+                let mut t: Vec<ThreadCost> = self.threads.values().map(|(c, _)| *c).collect();
                 t.sort_by_key(|c| std::cmp::Reverse(c.launches));
                 t
             },

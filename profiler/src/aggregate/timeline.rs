@@ -27,6 +27,10 @@ pub(crate) struct Bin {
     pub idle: [u64; CAUSES],
     /// gpuscope's launch-callback time, ns.
     pub callback_ns: u64,
+    /// Launch-call time, over the calls timed, ns.
+    pub call_ns: u64,
+    /// See `call_ns`.
+    pub calls_timed: u64,
 }
 
 impl Bin {
@@ -34,6 +38,8 @@ impl Bin {
         self.launches = self.launches.saturating_add(o.launches);
         self.kernel_ns = self.kernel_ns.saturating_add(o.kernel_ns);
         self.callback_ns = self.callback_ns.saturating_add(o.callback_ns);
+        self.call_ns = self.call_ns.saturating_add(o.call_ns);
+        self.calls_timed = self.calls_timed.saturating_add(o.calls_timed);
         for (a, b) in self.idle.iter_mut().zip(o.idle) {
             *a = a.saturating_add(b);
         }
@@ -91,6 +97,12 @@ impl Timeline {
     /// Calls `f` on each bin `[start, end)` overlaps, with the overlap.
     fn spread(&mut self, start: u64, end: u64, mut f: impl FnMut(&mut Bin, u64)) {
         let mut t = start.max(self.start);
+        // Most kernels and gaps lie in one bin.
+        let (i, j) = ((t - self.start) / self.width, end.saturating_sub(self.start) / self.width);
+        if i == j && end > t && (i as usize) < self.bins.len() {
+            f(&mut self.bins[i as usize], end - t);
+            return;
+        }
         let end = end.min(self.start.saturating_add(HORIZON_NS));
         while t < end {
             // The bins may merge while `t`'s is found: look it up first.
@@ -106,10 +118,15 @@ impl Timeline {
         }
     }
 
-    pub(crate) fn launch(&mut self, ts: u64, callback_ns: u64) {
+    /// A launch at `ts`; `call_ns`: a launch call's duration, 0 if untimed.
+    pub(crate) fn launch(&mut self, ts: u64, callback_ns: u64, call_ns: u64) {
         if let Some(b) = self.at(ts) {
             b.launches += 1;
             b.callback_ns = b.callback_ns.saturating_add(callback_ns);
+            if call_ns > 0 {
+                b.call_ns = b.call_ns.saturating_add(call_ns);
+                b.calls_timed += 1;
+            }
         }
     }
 
@@ -131,12 +148,12 @@ mod tests {
     #[test]
     fn bins_merge_in_pairs_and_keep_their_sums() {
         let mut t = Timeline::new(1_000);
-        t.launch(1_000, 5);
+        t.launch(1_000, 5, 0);
         t.kernel(1_000, 1_000 + 25_000_000);
         assert_eq!(t.bins.len(), 3);
         assert_eq!(t.bins.iter().map(|b| b.kernel_ns).collect::<Vec<_>>(), [10_000_000, 10_000_000, 5_000_000]);
         // Far past MAX_BINS bins of 10 ms: merges until it fits.
-        t.launch(1_000 + 10_000_000 * 1000, 0);
+        t.launch(1_000 + 10_000_000 * 1000, 0, 0);
         assert!(t.bins.len() <= MAX_BINS);
         assert_eq!(t.width, 40_000_000);
         assert_eq!(t.bins.iter().map(|b| b.launches).sum::<u64>(), 2);

@@ -1,13 +1,20 @@
-//! What CUPTI's kernel records cost each launch, measured in the program's
-//! own process at its first launch: an empty kernel launched back to back
-//! on a stream of gpuscope's, timed per launch call, before kernel records
-//! are enabled and after. Records cannot be measured off after they have
-//! been on: CUPTI keeps most of their per-launch cost until it is detached.
-//! So a session that calibrates enables kernel records here, at the first
-//! launch, not at its start (no kernel can run before a launch).
+//! What a launch call costs without CUPTI's kernel records and with them,
+//! measured in the program's own process at its first launch: an empty
+//! kernel launched back to back on a stream of gpuscope's, timed per launch
+//! call, before kernel records are enabled and after. Records cannot be
+//! measured off after they have been on: CUPTI keeps most of their
+//! per-launch cost until it is detached. So a session that calibrates
+//! enables kernel records here, at the first launch, not at its start (no
+//! kernel can run before a launch).
 //!
-//! Reports use the difference to take the profiler's own time out of idle
-//! time; gpuscope's callback time is measured on every launch instead.
+//! The launches are made on a thread of gpuscope's while the program's
+//! thread waits in its launch callback: CUPTI gives a launch made inside
+//! another launch's callback, on the same thread, the outer launch's
+//! correlation id, which would misattribute the program's first kernel.
+//!
+//! Reports compare the program's own launch calls, timed on every launch,
+//! with the plain launch measured here to take the profiler's time out of
+//! idle time.
 
 use super::callbacks::activity_kinds;
 use super::debug::debug;
@@ -18,7 +25,7 @@ use cupti_sys as sys;
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, Once};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// The empty kernel's name; its records are left out of the report.
 pub(crate) const KERNEL: &str = "gpuscope_calibration";
@@ -32,6 +39,9 @@ const TIMED: usize = 256;
 /// Launches before each timed run: the first loads the function, the first
 /// traced ones make CUPTI ask for its buffer.
 const WARM: usize = 32;
+/// How long the program's first launch waits for the measurement; past it,
+/// records come on unmeasured and the program goes on.
+const WAIT: Duration = Duration::from_secs(2);
 
 thread_local! {
     /// This thread is calibrating: its launches are gpuscope's own.
@@ -148,22 +158,33 @@ fn measure(s: &Collection, ctx: usize) -> Result<(u64, u64), String> {
     r
 }
 
+/// Measures on a thread of gpuscope's, waiting at most [`WAIT`].
+fn on_own_thread(s: std::sync::Arc<Collection>, ctx: usize) -> Result<(u64, u64), String> {
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    let spawned = std::thread::Builder::new().name("gpuscope-calibrate".into()).spawn(move || {
+        let _ = CALIBRATING.try_with(|c| c.set(true));
+        let _ = tx.send(with_current(ctx, || measure(&s, ctx)));
+    });
+    if let Err(e) = spawned {
+        return Err(format!("no thread to measure on: {e}"));
+    }
+    rx.recv_timeout(WAIT).unwrap_or_else(|_| Err(format!("the measurement took over {} s", WAIT.as_secs())))
+}
+
 /// At a launch's entry on the program's thread: the first one measures
 /// (other threads' first launches wait for it), then kernel records are on.
 /// `capturing`: the launch goes into a stream being captured, where loading
 /// a module could invalidate the capture.
-pub(crate) fn at_first_launch(s: &Collection, ctx: sys::CUcontext, capturing: bool) {
+pub(crate) fn at_first_launch(s: &std::sync::Arc<Collection>, ctx: sys::CUcontext, capturing: bool) {
     s.calibration.once.call_once(|| {
-        let _ = CALIBRATING.try_with(|c| c.set(true));
         let began = Instant::now();
         let r = if ctx.is_null() {
             Err("the first launch had no context".to_string())
         } else if capturing {
             Err("the first launch was into a stream being captured".to_string())
         } else {
-            with_current(ctx as usize, || measure(s, ctx as usize))
+            on_own_thread(s.clone(), ctx as usize)
         };
-        let _ = CALIBRATING.try_with(|c| c.set(false));
         let event = match r {
             Ok((plain, traced)) => {
                 debug(&format!(

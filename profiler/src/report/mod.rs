@@ -118,12 +118,20 @@ impl ProfilerCost {
         *self == ProfilerCost::default()
     }
 
-    /// The time gpuscope and CUPTI added to `launches` launch calls whose
-    /// callbacks took `callback_ns`, ns (`None`: CUPTI's part was not
-    /// measured).
-    pub fn added_ns(&self, launches: u64, callback_ns: u64) -> Option<u64> {
+    /// The time gpuscope and CUPTI added to `launches` launch calls, ns:
+    /// the larger of two estimates. What the launch calls took, timed on
+    /// the program's own launches (`call_ns` over `calls_timed`), less what
+    /// a launch call takes without tracing (the calibration's plain launch);
+    /// and CUPTI's record cost measured by the calibration plus gpuscope's
+    /// callback time (`callback_ns`). `None`: no calibration.
+    pub fn added_ns(&self, launches: u64, callback_ns: u64, call_ns: u64, calls_timed: u64) -> Option<u64> {
         let c = self.calibration?;
-        Some((c.record_ns as u64).saturating_mul(launches).saturating_add(callback_ns))
+        let records = (c.record_ns as u64).saturating_mul(launches).saturating_add(callback_ns);
+        let calls = match call_ns.checked_div(calls_timed) {
+            Some(mean) => mean.saturating_sub(c.plain_ns as u64).saturating_mul(launches),
+            None => 0,
+        };
+        Some(records.max(calls))
     }
 }
 

@@ -176,6 +176,12 @@ pub struct SessionSteady {
     pub idle: IdleSplit,
     /// gpuscope's launch-callback time in it, ns.
     pub callback_ns: u64,
+    /// Launch-call time in it over the calls timed, ns.
+    #[serde(default)]
+    pub call_ns: u64,
+    /// See `call_ns`.
+    #[serde(default)]
+    pub calls_timed: u64,
 }
 
 impl SessionSteady {
@@ -208,6 +214,8 @@ pub(crate) fn of_session(t: &Timeline, start_ns: u64, end_ns: u64) -> Option<Ses
         out.launches += b.launches;
         out.kernel_ns = out.kernel_ns.saturating_add(b.kernel_ns);
         out.callback_ns = out.callback_ns.saturating_add(b.callback_ns);
+        out.call_ns = out.call_ns.saturating_add(b.call_ns);
+        out.calls_timed = out.calls_timed.saturating_add(b.calls_timed);
         for (x, y) in idle.iter_mut().zip(b.idle) {
             *x = x.saturating_add(y);
         }
@@ -282,12 +290,12 @@ mod tests {
         // 2 s of start-up with a few launches, 3 s of steady launching,
         // then a quiet 1 s.
         for ms in (0..2000).step_by(100) {
-            t.launch(ms * 1_000_000, 0);
+            t.launch(ms * 1_000_000, 0, 0);
         }
         for us in (2_000_000..5_000_000u64).step_by(100) {
-            t.launch(us * 1_000, 10);
+            t.launch(us * 1_000, 10, 0);
         }
-        t.launch(5_500_000_000, 0);
+        t.launch(5_500_000_000, 0, 0);
         let s = of_session(&t, 0, 6_000_000_000).unwrap();
         assert!(s.settled);
         assert_eq!(s.start_ns, 2_000_000_000);
