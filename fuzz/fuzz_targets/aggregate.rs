@@ -91,12 +91,18 @@ fuzz_target!(|data: &[u8]| {
                 };
                 rp.host_event(e);
             }
-            3 => rp.host_event(HostEvent::HostWait { start: i.u64(), end: i.u64(), instance: small(&mut i) }),
+            3 => rp.host_event(HostEvent::HostWait {
+                start: i.u64(),
+                end: i.u64(),
+                instance: small(&mut i),
+                tid: i.byte() as u32,
+            }),
             4 => rp.host_event(HostEvent::HostCopy {
                 start: i.u64(),
                 end: i.u64(),
                 correlation_id: i.byte() as u32,
                 instance: small(&mut i),
+                tid: i.byte() as u32,
             }),
             5 | 6 => buffer.extend(kernel(&mut i)),
             7 => rp.host_event(HostEvent::UntracedLaunches { path: paths[i.byte() as usize % 3], launches: i.u64() }),

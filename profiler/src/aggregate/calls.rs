@@ -40,6 +40,8 @@ pub(crate) struct Figures {
     pub h2d_bytes: u64,
     /// See `copies`.
     pub pageable: u64,
+    /// Device-to-host copies among them (`.item()`, `.cpu()`).
+    pub d2h: u64,
 }
 
 impl Figures {
@@ -67,7 +69,7 @@ impl Figures {
         }
     }
 
-    fn scalars(&self) -> [u64; 13] {
+    fn scalars(&self) -> [u64; 14] {
         [
             self.wall,
             self.busy,
@@ -82,10 +84,11 @@ impl Figures {
             self.copies,
             self.h2d_bytes,
             self.pageable,
+            self.d2h,
         ]
     }
 
-    fn set_scalars(&mut self, a: [u64; 13]) {
+    fn set_scalars(&mut self, a: [u64; 14]) {
         [
             self.wall,
             self.busy,
@@ -100,6 +103,7 @@ impl Figures {
             self.copies,
             self.h2d_bytes,
             self.pageable,
+            self.d2h,
         ] = a;
     }
 }

@@ -19,7 +19,6 @@
 //!    something else when long).
 
 use super::windows::Untraced;
-#[cfg(doc)]
 use crate::model::idle::DISPATCH_NS;
 use crate::model::idle::{Cause, COPY, DISPATCH, HOST, LAUNCH, OTHER, PROFILER, SYNC};
 use rustc_hash::FxHashMap;
@@ -71,8 +70,17 @@ pub(crate) struct Launched {
     pub ts: u64,
     /// A graph launch.
     pub graph: bool,
-    /// Its thread had launched shortly before (see [`Cause`] `DISPATCH`).
-    pub dispatch: bool,
+    /// When its thread last left a CUDA call before it (its previous
+    /// launch, a blocking copy or synchronisation); 0: never.
+    pub since: u64,
+}
+
+impl Launched {
+    /// Its thread was issuing CUDA calls back to back: it left its
+    /// previous one at most [`DISPATCH_NS`] before.
+    fn dispatched(&self) -> bool {
+        self.since > 0 && self.ts.saturating_sub(self.since) <= DISPATCH_NS
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -400,15 +408,18 @@ impl IdleTracker {
                     continue;
                 }
                 let split = next_launch.map_or(b, |l| l.ts.clamp(a, b));
-                // Before the launch: the host had not launched yet.
-                let host = if gap <= LAUNCH_GAP_NS {
-                    LAUNCH
-                } else if next_launch.is_some_and(|l| l.dispatch) {
-                    DISPATCH
-                } else {
-                    HOST
-                };
-                emit(a, split, host);
+                // Before the launch: the host had not launched yet. Short:
+                // launch overhead; since its thread's previous CUDA call,
+                // when that was just before: dispatch; the rest host work.
+                match next_launch {
+                    _ if gap <= LAUNCH_GAP_NS => emit(a, split, LAUNCH),
+                    Some(l) if l.dispatched() => {
+                        let from = l.since.clamp(a, split);
+                        emit(a, from, HOST);
+                        emit(from, split, DISPATCH);
+                    }
+                    _ => emit(a, split, HOST),
+                }
                 // After it: the kernel was queued.
                 emit(split, b, if gap <= LAUNCH_GAP_NS || b - split <= LAUNCH_GAP_NS { LAUNCH } else { OTHER });
             }
@@ -424,7 +435,7 @@ mod tests {
 
     /// A plain launch at `ts`.
     fn at(ts: u64) -> Launched {
-        Launched { ts, graph: false, dispatch: false }
+        Launched { ts, graph: false, since: 0 }
     }
 
     fn run(t: &mut IdleTracker, end: Option<u64>) -> [u64; CAUSES] {
@@ -484,11 +495,26 @@ mod tests {
         t.kernel(1, 0, 1_000, None);
         // 80 us of the host in the framework between two launches 90 us apart.
         t.launch(2, 81_000, false);
-        t.kernel(2, 85_000, 86_000, Some(Launched { ts: 81_000, graph: false, dispatch: true }));
+        t.kernel(2, 85_000, 86_000, Some(Launched { ts: 81_000, graph: false, since: 500 }));
         let by = run(&mut t, Some(86_000));
         assert_eq!(by[DISPATCH], 80_000);
         assert_eq!(by[HOST], 0);
         assert_eq!(by[LAUNCH], 4_000, "queued after the launch: short, launch latency");
+        // The thread left a blocking copy at 60 us and launched at 81 us:
+        // dispatch from 60 us only; before, it did host work of its own.
+        let mut t = IdleTracker::new(0);
+        t.kernel(1, 0, 1_000, None);
+        t.launch(2, 81_000, false);
+        t.kernel(2, 85_000, 86_000, Some(Launched { ts: 81_000, graph: false, since: 60_000 }));
+        let by = run(&mut t, Some(86_000));
+        assert_eq!((by[HOST], by[DISPATCH]), (59_000, 21_000));
+        // Its previous call was long before: host work.
+        let mut t = IdleTracker::new(0);
+        t.kernel(1, 0, 1_000, None);
+        t.launch(2, 881_000, false);
+        t.kernel(2, 885_000, 886_000, Some(Launched { ts: 881_000, graph: false, since: 500 }));
+        let by = run(&mut t, Some(886_000));
+        assert_eq!((by[HOST], by[DISPATCH]), (880_000, 0));
     }
 
     #[test]
@@ -591,8 +617,8 @@ mod tests {
         t.kernel(1, 0, 10, None);
         t.kernel(2, 100, 110, None);
         assert_eq!(run(&mut t, None).iter().sum::<u64>(), 0, "the graph launched at 50 may run in [10,100)");
-        t.kernel(7, 60, 70, Some(Launched { ts: 50, graph: true, dispatch: false }));
-        t.kernel(7, 75, 80, Some(Launched { ts: 50, graph: true, dispatch: false }));
+        t.kernel(7, 60, 70, Some(Launched { ts: 50, graph: true, since: 0 }));
+        t.kernel(7, 75, 80, Some(Launched { ts: 50, graph: true, since: 0 }));
         assert_eq!(run(&mut t, None).iter().sum::<u64>(), 50 + 5 + 20);
     }
 }

@@ -20,6 +20,9 @@ pub(crate) struct KernelAcc {
     pub total: u64,
     pub min: u64,
     pub max: u64,
+    /// When the first launch started and the last ended, ns.
+    pub first_start: u64,
+    pub last_end: u64,
     /// Theoretical occupancy times duration, and the duration it covers.
     pub occ_weighted: f64,
     pub occ_time: u64,
@@ -52,8 +55,19 @@ pub(crate) fn additive(metric: &str) -> bool {
 }
 
 impl KernelAcc {
-    /// Adds one launch of `dur` ns.
-    pub(crate) fn add(&mut self, dur: u64, occ: Option<&Occupancy>, m: Option<&KernelMetrics>, grid: Option<Grid>) {
+    /// Adds one launch of `dur` ns that started at `start`.
+    pub(crate) fn add(
+        &mut self,
+        start: u64,
+        dur: u64,
+        occ: Option<&Occupancy>,
+        m: Option<&KernelMetrics>,
+        grid: Option<Grid>,
+    ) {
+        if self.launches == 0 || start < self.first_start {
+            self.first_start = start;
+        }
+        self.last_end = self.last_end.max(start.saturating_add(dur));
         if let Some(m) = m {
             // Weighted by measured GPU time, as ncu's per-range averages.
             let w = if m.duration_ns.is_finite() && m.duration_ns > 0.0 { m.duration_ns } else { 1.0 };

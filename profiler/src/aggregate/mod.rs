@@ -22,7 +22,7 @@ use crate::decode::{Activity, KernelActivity, RecordCursor};
 use crate::model::device::DeviceInfo;
 use crate::model::drops::Drops;
 use crate::model::event::HostEvent;
-use crate::model::idle::{CAUSES, DISPATCH_NS};
+use crate::model::idle::CAUSES;
 use crate::model::path::{paths, PathId, RangePath};
 use crate::model::profiler_cost::{Calibration, ThreadCost};
 use crate::model::sampled::{Sample, SamplingStatus, TraceWindows};
@@ -306,10 +306,10 @@ impl Aggregator {
                 let row = if self.threads.len() < MAX_THREADS || self.threads.contains_key(&tid) { tid } else { 0 };
                 let (cost, last) =
                     self.threads.entry(row).or_insert_with(|| (ThreadCost { tid: row, ..Default::default() }, 0));
-                let dispatch = *last > 0 && ts.saturating_sub(*last) <= DISPATCH_NS;
+                let since = *last;
                 *last = ts;
                 cost.add(cost_ns as u64, prev_call_ns as u64);
-                let info = LaunchInfo { tid, path, instance, profiled, ts, graph, seen: true, inherited, dispatch };
+                let info = LaunchInfo { tid, path, instance, profiled, ts, graph, seen: true, inherited, since };
                 self.attribution.launch(correlation_id, info);
                 self.idle.launch(correlation_id, ts, graph);
                 self.ranges.launch(instance, graph, cost_ns as u64, prev_call_ns as u64);
@@ -319,15 +319,21 @@ impl Aggregator {
                 self.untraced_launches = self.untraced_launches.saturating_add(launches);
                 self.ranges.untraced_launches(path, launches);
             }
-            HostEvent::HostCopy { start, end, correlation_id, instance } => {
+            HostEvent::HostCopy { start, end, correlation_id, instance, tid } => {
                 self.idle.copy(start, end);
+                // A copy call that blocked the host while the GPU drained
+                // (pageable memory, `.item()`) leaves nothing queued behind
+                // it, as a synchronisation does.
+                self.idle.sync(start, end);
+                self.blocked(tid, end);
                 if self.copy_calls.len() >= MAX_COPY_CALLS {
                     // Copies whose records never came (failed calls).
                     self.copy_calls.clear();
                 }
                 self.copy_calls.insert(correlation_id, instance);
             }
-            HostEvent::HostWait { start, end, instance } => {
+            HostEvent::HostWait { start, end, instance, tid } => {
+                self.blocked(tid, end);
                 self.memory.wait(start, end);
                 self.idle.sync(start, end);
                 self.ranges.sync(instance, end.saturating_sub(start));
@@ -341,6 +347,14 @@ impl Aggregator {
             HostEvent::ThreadName { tid, name } => {
                 self.thread_names.insert(tid, name);
             }
+        }
+    }
+
+    /// Thread `tid` was blocked in a CUDA call until `end`: its next launch
+    /// is measured from there when telling dispatch from host work.
+    fn blocked(&mut self, tid: u32, end: u64) {
+        if let Some((_, last)) = self.threads.get_mut(&tid) {
+            *last = (*last).max(end);
         }
     }
 
@@ -394,8 +408,8 @@ impl Aggregator {
             .devices
             .sm_count(k.device)
             .map(|sms| Grid { blocks: k.grid.iter().map(|&d| d.max(0) as u64).product(), sms });
-        self.by_name.entry(name).or_default().add(dur, occ.as_ref(), metrics.as_ref(), grid);
-        self.by_path_name.entry((info.path, name)).or_default().add(dur, occ.as_ref(), metrics.as_ref(), grid);
+        self.by_name.entry(name).or_default().add(k.start, dur, occ.as_ref(), metrics.as_ref(), grid);
+        self.by_path_name.entry((info.path, name)).or_default().add(k.start, dur, occ.as_ref(), metrics.as_ref(), grid);
         self.ranges.kernel(info.instance, k.device, k.start, end);
         self.timeline.kernel(k.start, end);
         if let Some(j) = &mut self.join {
@@ -405,7 +419,7 @@ impl Aggregator {
             self.cross_thread.0 += 1;
             self.cross_thread.1 = self.cross_thread.1.saturating_add(dur);
         }
-        let launch = info.seen.then_some(idle::Launched { ts: info.ts, graph: info.graph, dispatch: info.dispatch });
+        let launch = info.seen.then_some(idle::Launched { ts: info.ts, graph: info.graph, since: info.since });
         self.idle.kernel(k.correlation_id, k.start, end, launch);
         if self.idle.full() {
             self.advance_idle();
@@ -450,7 +464,8 @@ impl Aggregator {
                 if let Some(instance) = self.copy_calls.remove(&m.correlation_id) {
                     let h2d =
                         if m.copy_kind as u32 == cupti_sys::CUPTI_ACTIVITY_MEMCPY_KIND_HTOD { m.bytes } else { 0 };
-                    self.ranges.copy(instance, h2d, memory::is_pageable(m));
+                    let d2h = m.copy_kind as u32 == cupti_sys::CUPTI_ACTIVITY_MEMCPY_KIND_DTOH;
+                    self.ranges.copy(instance, h2d, d2h, memory::is_pageable(m));
                 }
                 self.idle.copy(m.start, m.end);
                 self.trace_memory(copy_kind_name(m.copy_kind), m.bytes, m.device, m.stream, m.start, m.end);
@@ -621,7 +636,8 @@ impl Aggregator {
             idle: self.idle_total,
             cross_thread: self.cross_thread,
             threads: {
-                let mut t: Vec<ThreadCost> = self.threads.values().map(|(c, _)| *c).collect();
+                let mut t: Vec<ThreadCost> =
+                    self.threads.values().map(|(c, _)| *c).filter(|c| c.launches > 0).collect();
                 t.sort_by_key(|c| std::cmp::Reverse(c.launches));
                 t
             },

@@ -237,10 +237,12 @@ impl Ranges {
     }
 
     /// A copy made inside `instance`: `h2d_bytes` host-to-device (0 for
-    /// other directions), `pageable` from or to pageable host memory.
-    pub(crate) fn copy(&mut self, instance: u64, h2d_bytes: u64, pageable: bool) {
+    /// other directions), `d2h` device-to-host, `pageable` from or to
+    /// pageable host memory.
+    pub(crate) fn copy(&mut self, instance: u64, h2d_bytes: u64, d2h: bool, pageable: bool) {
         self.for_each_enclosing(instance, |i| {
             i.fig.copies += 1;
+            i.fig.d2h += d2h as u64;
             i.fig.h2d_bytes = i.fig.h2d_bytes.saturating_add(h2d_bytes);
             i.fig.pageable += pageable as u64;
         });

@@ -61,26 +61,15 @@ impl Evidence<'_> {
         self.ranges.iter().filter(move |c| c.library.is_none() && c.path != g.path && within(&g.path, &c.path))
     }
 
-    /// Share of the kernel time launched in `path` that torch.compile's
-    /// (Triton's) kernels ran, %.
-    fn compiled_pct(&self, path: &str) -> f64 {
-        let (mut all, mut triton) = (0u64, 0u64);
-        for k in self.r.path_kernels.iter().filter(|k| within(path, &k.path.to_string())) {
-            all = all.saturating_add(k.stats.total_ns);
-            if k.name.starts_with("triton_") || k.name.contains("triton_") {
-                triton = triton.saturating_add(k.stats.total_ns);
-            }
-        }
-        if all == 0 {
-            0.0
-        } else {
-            100.0 * triton as f64 / all as f64
-        }
+    /// Whether torch.compile's (Triton's) kernels run in `path`: the
+    /// program compiles already.
+    fn compiled(&self, path: &str) -> bool {
+        self.r.path_kernels.iter().any(|k| k.name.starts_with("triton_") && within(path, &k.path.to_string()))
     }
 
     /// Launch gaps and dispatch: what to change.
     pub(super) fn dispatch(&self, g: &RangeAnalysis) -> String {
-        let compiled = self.compiled_pct(&g.path) >= 50.0;
+        let compiled = self.compiled(&g.path);
         let calls = g.count.max(1);
         let graphs = g.host.graph_launches;
         let eager = g.launches.unwrap_or(0).saturating_sub(graphs) / calls;
@@ -171,7 +160,14 @@ impl Evidence<'_> {
     pub(super) fn sync(&self, g: &RangeAnalysis) -> String {
         let calls = g.count.max(1);
         let syncs = g.host.syncs;
-        let which = if syncs == 0 {
+        let d2h = g.host.d2h_copies;
+        let which = if syncs == 0 && d2h > 0 {
+            format!(
+                "the {} device-to-host copies per call (.item(), .cpu(), printing a GPU tensor: each waits for the \
+                 GPU)",
+                fmt_count(d2h as f64 / calls as f64)
+            )
+        } else if syncs == 0 {
             "host synchronisations".to_string()
         } else {
             format!(
@@ -198,6 +194,10 @@ impl Evidence<'_> {
                 fmt_count(pageable as f64 / calls as f64),
                 fmt_count(g.host.copies as f64 / calls as f64)
             )
+        } else if g.host.h2d_bytes == 0 && g.host.d2h_copies == 0 {
+            "Its copies stay on the device (no host memory involved): avoid them (.contiguous(), .clone(), \
+             torch.cat of small pieces) or fuse them into the kernels around them (torch.compile)."
+                .to_string()
         } else {
             "Its copies use pinned memory already: overlap them with compute by issuing them on a side stream ahead \
              of use (prefetch the next batch)."

@@ -4,8 +4,9 @@
 //! actions that would save most, with what each could save.
 
 use super::advice::{self, within};
-use super::findings::{session_idle, Finding};
+use super::findings::{idle_advice, session_advice, session_idle, Finding, IDLE_CAUSES};
 use super::verdict::{self, Verdict};
+use super::KernelAnalysis;
 use super::RangeAnalysis;
 use crate::model::idle::{IdleSplit, COPY, DISPATCH, HOST, LAUNCH, OTHER, SYNC};
 use crate::model::path::is_compile_range;
@@ -75,8 +76,11 @@ pub struct Answer {
     /// What to change, most saved first.
     pub actions: Vec<Action>,
     /// Time in compilation ranges of frameworks' NVTX domains (XLA's),
-    /// outside the steps counted, ns.
+    /// summed over the threads that compiled, ns.
     pub compile_ns: u64,
+    /// Other ranges the program repeats outside the main one, with a tenth
+    /// of its time or more.
+    pub others: Vec<Other>,
 }
 
 /// The main step: the range of the program's own with most wall time over
@@ -129,27 +133,101 @@ fn compile_ns(r: &Report) -> u64 {
         .fold(0, u64::saturating_add)
 }
 
-fn actions(findings: &[Finding], relevant: impl Fn(&Finding) -> bool, per: u64, active_per: u64) -> Vec<Action> {
+/// What to change for the main range `g` (split `idle`, over `per` calls
+/// of `active_per` each): for each cause of idle time, all of it could be
+/// saved, with the advice of the costliest finding of that cause inside
+/// `g`; for each kernel finding on a kernel `ran_here`, its cost per call.
+fn actions(
+    findings: &[Finding],
+    idle: &IdleSplit,
+    per: u64,
+    active_per: u64,
+    inside: &dyn Fn(&Finding) -> bool,
+    fallback: &dyn Fn(&str) -> (String, String),
+    ran_here: &dyn Fn(&str) -> Option<f64>,
+) -> Vec<Action> {
+    let a = idle.to_array();
+    let pct = |ns: u64| (100.0 * ns as f64 / active_per.max(1) as f64).min(100.0);
     let mut v: Vec<Action> = Vec::new();
-    for f in findings.iter().filter(|f| relevant(f)) {
-        if v.iter().any(|a| a.advice == f.advice) {
+    for (kind, causes, _, _) in IDLE_CAUSES {
+        let ns = causes.iter().map(|&c| a[c]).fold(0u64, u64::saturating_add) / per.max(1);
+        if pct(ns) < MIN_ACTION_PCT {
             continue;
         }
-        let saves = f.cost_ns / per.max(1);
-        v.push(Action {
-            advice: f.advice.clone(),
-            saves_ns: saves,
-            saves_pct: 100.0 * saves as f64 / active_per.max(1) as f64,
-            why: f.message.clone(),
-        });
+        let best = findings.iter().filter(|f| f.kind == kind && inside(f)).max_by_key(|f| f.cost_ns);
+        let (advice, why) = match best {
+            Some(f) => (f.advice.clone(), f.message.clone()),
+            None => fallback(kind),
+        };
+        v.push(Action { advice, saves_ns: ns, saves_pct: pct(ns), why });
     }
-    v.sort_by_key(|a| std::cmp::Reverse(a.saves_ns));
+    for f in findings.iter().filter(|f| f.kernel.is_some()) {
+        let Some(share) = f.kernel.as_deref().and_then(ran_here) else { continue };
+        let ns = (f.cost_ns as f64 * share) as u64 / per.max(1);
+        if pct(ns) < MIN_ACTION_PCT || v.iter().any(|x| x.advice == f.advice) {
+            continue;
+        }
+        v.push(Action { advice: f.advice.clone(), saves_ns: ns, saves_pct: pct(ns), why: f.message.clone() });
+    }
+    v.sort_by_key(|x| std::cmp::Reverse(x.saves_ns));
     v.truncate(MAX_ACTIONS);
     v
 }
 
-/// The answer for a report analysed into `ranges` and `findings`.
-pub(super) fn answer(r: &Report, ranges: &[RangeAnalysis], findings: &[Finding]) -> Option<Answer> {
+/// Another repeated range beside the main one.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Other {
+    /// Its path.
+    pub range: String,
+    /// Calls counted (after warm-up).
+    pub calls: u64,
+    /// Median time per call, ns.
+    pub per_call_ns: u64,
+    /// GPU busy share, %.
+    pub gpu_busy_pct: f64,
+    /// What bounds it.
+    pub bound: &'static str,
+}
+
+/// Ranges the answer names beside the main one at most.
+const MAX_OTHERS: usize = 3;
+/// A range worth naming beside the main one takes at least this share of
+/// the main one's time.
+const OTHER_SHARE: f64 = 0.1;
+/// An action is worth listing from this share of the step on, %.
+pub const MIN_ACTION_PCT: f64 = 2.0;
+
+/// The kernel verdict of most of the kernel time among `kernels` (each
+/// with the share of its time that counts), when kernels with one make up
+/// at least half of it.
+fn kernels_verdict(kernels: &[(&KernelAnalysis, f64)]) -> Option<Verdict> {
+    let total: f64 = kernels.iter().map(|(k, s)| k.gpu_ns as f64 * s).sum();
+    let mut votes: Vec<(&'static str, f64, &KernelAnalysis)> = Vec::new();
+    for (k, s) in kernels {
+        let Some(v) = &k.verdict else { continue };
+        let t = k.gpu_ns as f64 * s;
+        match votes.iter_mut().find(|x| x.0 == v.bound) {
+            Some(x) => x.1 += t,
+            None => votes.push((v.bound, t, k)),
+        }
+    }
+    let (bound, t, k) = votes.into_iter().max_by(|a, b| a.1.total_cmp(&b.1))?;
+    let share = 100.0 * t / total.max(1.0);
+    let evidence = k.verdict.as_ref().map(|v| v.evidence.clone()).unwrap_or_default();
+    (share >= 50.0).then(|| Verdict {
+        bound,
+        evidence: format!("{share:.0}% of its kernel time is {bound} (largest: {}: {evidence})", k.display_name),
+    })
+}
+
+/// The answer for a report analysed into `ranges`, `kernels` (all of them)
+/// and `findings`.
+pub(super) fn answer(
+    r: &Report,
+    ranges: &[RangeAnalysis],
+    kernels: &[KernelAnalysis],
+    findings: &[Finding],
+) -> Option<Answer> {
     let e = advice::Evidence { r, ranges };
     let compile = compile_ns(r);
     if let Some(g) = main_range(ranges) {
@@ -170,16 +248,51 @@ pub(super) fn answer(r: &Report, ranges: &[RangeAnalysis], findings: &[Finding])
                 "sync" if g.host.syncs > 0 => {
                     format!("{:.1} synchronisations per step", g.host.syncs as f64 / calls as f64)
                 }
+                "sync" if g.host.d2h_copies > 0 => {
+                    format!("{:.1} device-to-host copies per step", g.host.d2h_copies as f64 / calls as f64)
+                }
                 "copies" => format!("{:.1} copies per step", g.host.copies as f64 / calls as f64),
                 _ => String::new(),
             }
         };
-        let relevant = |f: &Finding| match &f.range {
-            Some(p) => within(&g.path, p),
-            None => f.kernel.is_some(),
+        let inside = |f: &Finding| f.range.as_deref().is_some_and(|p| within(&g.path, p));
+        let fallback = |kind: &str| (idle_advice(kind, &e, g), format!("{}: {}", g.path, g.verdict.evidence));
+        // A kernel's share launched inside the main range (its cost is
+        // over all its calls, warm-up included).
+        let ran_here = |name: &str| -> Option<f64> {
+            let (mut here, mut all) = (0u64, 0u64);
+            for k in r.path_kernels.iter().filter(|k| k.name == name) {
+                all = all.saturating_add(k.stats.total_ns);
+                if within(&g.path, &k.path.user_prefix().to_string()) {
+                    here = here.saturating_add(k.stats.total_ns);
+                }
+            }
+            (here > 0).then(|| here as f64 / all.max(1) as f64 * calls as f64 / (calls + g.warmup_calls) as f64)
         };
-        // Kernel findings cost over every call of the session's kernels.
-        let per = calls;
+        let mut others: Vec<&RangeAnalysis> = ranges
+            .iter()
+            .filter(|o| {
+                o.library.is_none() && o.median_ns.is_some() && !within(&g.path, &o.path) && !within(&o.path, &g.path)
+            })
+            .filter(|o| o.wall_ns as f64 >= OTHER_SHARE * g.wall_ns as f64)
+            .filter(|o| {
+                !ranges.iter().any(|p| {
+                    p.path != o.path && p.median_ns.is_some() && within(&p.path, &o.path) && !within(&p.path, &g.path)
+                })
+            })
+            .collect();
+        others.sort_by_key(|o| std::cmp::Reverse(o.wall_ns));
+        let others = others
+            .into_iter()
+            .take(MAX_OTHERS)
+            .map(|o| Other {
+                range: o.path.clone(),
+                calls: o.count,
+                per_call_ns: o.median_ns.unwrap_or(0),
+                gpu_busy_pct: o.utilization_pct,
+                bound: o.verdict.bound,
+            })
+            .collect();
         return Some(Answer {
             range: Some(g.path.clone()),
             calls: g.count,
@@ -192,22 +305,39 @@ pub(super) fn answer(r: &Report, ranges: &[RangeAnalysis], findings: &[Finding])
             profiler_pct: profiler.map(|p| 100.0 * p as f64 / g.wall_ns.max(1) as f64),
             parts: parts(&idle, g.active_ns, calls, busy_detail, &details),
             verdict: g.verdict.clone(),
-            actions: actions(findings, relevant, per, g.active_ns / calls),
+            actions: actions(findings, &idle, calls, g.active_ns / calls, &inside, &fallback, &ran_here),
             compile_ns: compile,
+            others,
         });
     }
     // No range of the program's own: the session's steady state as a whole.
-    let (idle, wall, _) = session_idle(r)?;
+    let (idle, wall, what) = session_idle(r)?;
     let s = r.session_steady;
     let active = wall.saturating_sub(idle.profiler_ns);
     let shares = verdict::Shares::of(wall, &idle)?;
-    let v = verdict::range(Some(shares), shares.busy, None, false);
+    // The share of each kernel's time inside the steady state.
+    let window = s.map(|s| (s.start_ns, s.end_ns));
+    let ran_here = |name: &str| -> Option<f64> {
+        let k = r.kernels.iter().find(|k| k.name == name)?;
+        let (first, last) = (k.stats.first_ns, k.stats.last_ns);
+        match window {
+            Some((a, b)) if last > first => {
+                let overlap = last.min(b).saturating_sub(first.max(a));
+                (overlap > 0).then(|| overlap as f64 / (last - first) as f64)
+            }
+            _ => Some(1.0),
+        }
+    };
+    let weighted: Vec<(&KernelAnalysis, f64)> =
+        kernels.iter().filter_map(|k| ran_here(&k.name).map(|share| (k, share))).collect();
+    let v = verdict::range(Some(shares), shares.busy, kernels_verdict(&weighted), false);
     let details = |what: &str| match what {
         "dispatch" => s.map_or(String::new(), |s| {
             format!("{:.0} launches per second", s.launches as f64 / (s.wall_ns().max(1) as f64 / 1e9))
         }),
         _ => String::new(),
     };
+    let fallback = |kind: &str| (session_advice(kind, r), format!("{what}: {}", shares.describe()));
     Some(Answer {
         range: None,
         calls: 0,
@@ -220,7 +350,16 @@ pub(super) fn answer(r: &Report, ranges: &[RangeAnalysis], findings: &[Finding])
         profiler_pct: (idle.profiler_ns > 0).then(|| 100.0 * idle.profiler_ns as f64 / wall.max(1) as f64),
         parts: parts(&idle, active, 1, String::new(), &details),
         verdict: v,
-        actions: actions(findings, |f| f.range.is_none(), 1, active),
+        actions: actions(
+            findings,
+            &idle,
+            1,
+            active,
+            &|f| f.range.is_none() && f.kernel.is_none(),
+            &fallback,
+            &ran_here,
+        ),
         compile_ns: compile,
+        others: Vec::new(),
     })
 }

@@ -56,7 +56,7 @@ fn ms(ns: u64) -> String {
 
 /// The idle causes that make findings: (kind, the `model::idle` causes it
 /// sums, verdict, what it means).
-const IDLE_CAUSES: [(&str, &[usize], Bound, &str); 5] = [
+pub(super) const IDLE_CAUSES: [(&str, &[usize], Bound, &str); 5] = [
     ("host-idle", &[HOST], verdict::HOST, "waiting for the host, which ran code of its own"),
     ("copies", &[COPY], verdict::HOST, "during copies"),
     ("sync", &[SYNC], verdict::SYNC, "after host synchronisations"),
@@ -74,7 +74,7 @@ fn pageable(r: &Report) -> (u64, u64) {
 }
 
 /// The advice for an idle cause of range `g`.
-fn idle_advice(kind: &str, e: &Evidence, g: &RangeAnalysis) -> String {
+pub(super) fn idle_advice(kind: &str, e: &Evidence, g: &RangeAnalysis) -> String {
     match kind {
         "host-idle" => e.host_work(g),
         "copies" => e.copies(g),
@@ -85,8 +85,9 @@ fn idle_advice(kind: &str, e: &Evidence, g: &RangeAnalysis) -> String {
 }
 
 /// Session-wide advice (a program without ranges): no per-call evidence.
-fn session_advice(kind: &str, r: &Report) -> String {
+pub(super) fn session_advice(kind: &str, r: &Report) -> String {
     match kind {
+        "host-idle" if r.forks > 0 => format!("The launching thread ran code of its own between CUDA calls, and {} child processes were forked (data-loader workers already run): annotate the training step with NVTX ranges (torch.cuda.nvtx.range_push/pop, or a data range around fetching the batch) to see whether it waits for data or runs framework code.", r.forks),
         "host-idle" => "The launching thread ran code of its own between CUDA calls: annotate the training step with NVTX ranges (torch.cuda.nvtx.range_push/pop) to see where, and keep data loading (DataLoader(num_workers>0)), logging and checkpoints off that thread.".into(),
         "copies" => {
             let (pageable, all) = pageable(r);

@@ -301,7 +301,7 @@ pub fn analyze(r: &Report) -> Analysis {
         ));
     }
     let findings = findings::findings(r, &ranges, &all, peaks.as_ref());
-    let answer = answer::answer(r, &ranges, &findings);
+    let answer = answer::answer(r, &ranges, &all, &findings);
     Analysis { peaks, ranges, kernels, findings, notes, answer }
 }
 

@@ -157,6 +157,8 @@ mod tests {
             waves: Some(1.0),
             sampled: None,
             metrics_sampled: false,
+            first_ns: 0,
+            last_ns: 0,
         }
     }
 

@@ -29,9 +29,10 @@ pub(crate) struct LaunchInfo {
     pub seen: bool,
     /// `path` and `instance` are the lead thread's ranges, not `tid`'s.
     pub inherited: bool,
-    /// The thread's previous launch was at most `model::idle::DISPATCH_NS`
-    /// before this one: it was dispatching work back to back.
-    pub dispatch: bool,
+    /// When the thread last left a CUDA call before this launch (its
+    /// previous launch, or the end of a blocking copy or synchronisation);
+    /// 0: never.
+    pub since: u64,
 }
 
 impl LaunchInfo {
@@ -45,7 +46,7 @@ impl LaunchInfo {
         graph: false,
         seen: false,
         inherited: false,
-        dispatch: false,
+        since: 0,
     };
 }
 

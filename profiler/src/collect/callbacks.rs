@@ -411,11 +411,12 @@ pub(super) unsafe extern "C" fn api_callback(
                 let _ = BLOCKED_SINCE.try_with(|t| t.set(Some(now())));
             } else if let Some(start) = BLOCKED_SINCE.try_with(|t| t.take()).ok().flatten() {
                 let end = now();
-                let instance = nvtx::current().instance;
+                let ctx = nvtx::current();
+                let (instance, tid) = (ctx.instance, ctx.tid);
                 s.send(if copy {
-                    HostEvent::HostCopy { start, end, correlation_id: d.correlationId, instance }
+                    HostEvent::HostCopy { start, end, correlation_id: d.correlationId, instance, tid }
                 } else {
-                    HostEvent::HostWait { start, end, instance }
+                    HostEvent::HostWait { start, end, instance, tid }
                 });
             }
             return;

@@ -45,7 +45,11 @@ pub(super) fn render(a: &Answer, width: usize, out: &mut String) {
         ));
     }
     if a.compile_ns > 0 {
-        note(format!("compilation ranges of the framework (XLA): {}", fmt_ns(a.compile_ns)));
+        note(format!(
+            "compilation ranges of the framework (XLA's): {} summed over the threads that compiled, not in the figures \
+             here",
+            fmt_ns(a.compile_ns)
+        ));
     }
     if let (Some(ns), Some(pct)) = (a.profiler_ns, a.profiler_pct) {
         let per = if a.range.is_some() { " per step" } else { "" };
@@ -53,6 +57,16 @@ pub(super) fn render(a: &Answer, width: usize, out: &mut String) {
             "gpuscope's own cost: ~{}{per} ({} of the measured time), taken out of the figures here",
             fmt_ns(ns),
             fmt_pct(pct)
+        ));
+    }
+    for o in &a.others {
+        note(format!(
+            "also repeated: {}: {} per call (median of {}), GPU busy {} [{}]",
+            o.range,
+            fmt_ns(o.per_call_ns),
+            o.calls,
+            fmt_pct(o.gpu_busy_pct),
+            o.bound
         ));
     }
     let per = if a.range.is_some() { "a step's" } else { "the steady state's" };

@@ -45,6 +45,8 @@ fn exact_stats(a: &KernelAcc) -> KernelStats {
         waves: (a.grid_time > 0).then(|| a.wave_count_weighted / a.grid_time as f64),
         sampled: None,
         metrics_sampled: false,
+        first_ns: a.first_start,
+        last_ns: a.last_end,
     }
 }
 

@@ -159,6 +159,10 @@ pub struct HostFigures {
     pub h2d_bytes: u64,
     /// See `copies`.
     pub pageable_copies: u64,
+    /// Device-to-host copies among them (`.item()`, `.cpu()`: each waits
+    /// for the GPU).
+    #[serde(default)]
+    pub d2h_copies: u64,
 }
 
 /// Kernels launched on a thread with no NVTX range of its own (autograd's
@@ -234,6 +238,13 @@ pub struct KernelStats {
     /// measured per launch.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub metrics_sampled: bool,
+    /// When its first launch started and its last ended, ns (0: not
+    /// recorded, an older report).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub first_ns: u64,
+    /// See `first_ns`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub last_ns: u64,
 }
 
 /// One kernel name.

@@ -13,11 +13,11 @@
 //! every call counts.
 //!
 //! **The session's steady state** (for programs without ranges): the same
-//! rule over the session's time bins, on launches per bin: steady from the
-//! first run of [`SETTLE_CALLS`] bins each within a factor of
-//! [`BIN_BAND`] of the median bin of the active span's second half, to the
-//! last such run; before it is start-up (imports, model set-up,
-//! compilation), after it shutdown.
+//! rule over the session's time bins: a bin is steady when its launches,
+//! or its kernel time, are within a factor of [`BIN_BAND`] of the median
+//! bin of the active span's second half; the steady state runs from the
+//! first run of [`SETTLE_CALLS`] steady bins to the last; before it is
+//! start-up (imports, model set-up, compilation), after it shutdown.
 
 use super::{HostFigures, IdleSplit};
 use crate::aggregate::calls::{CallLog, Figures};
@@ -88,6 +88,7 @@ pub(crate) fn host_figures(f: &Figures) -> HostFigures {
         copies: f.copies,
         h2d_bytes: f.h2d_bytes,
         pageable_copies: f.pageable,
+        d2h_copies: f.d2h,
     }
 }
 
@@ -193,14 +194,18 @@ impl SessionSteady {
 
 /// The session's steady state from its bins; `None` without launches.
 pub(crate) fn of_session(t: &Timeline, start_ns: u64, end_ns: u64) -> Option<SessionSteady> {
-    let active: Vec<usize> = (0..t.bins.len()).filter(|&i| t.bins[i].launches > 0).collect();
+    let active: Vec<usize> = (0..t.bins.len()).filter(|&i| t.bins[i].launches > 0 || t.bins[i].kernel_ns > 0).collect();
     let (&a, &z) = (active.first()?, active.last()?);
     let half = a + (z - a) / 2;
-    let reference = median((half..=z).map(|i| t.bins[i].launches).filter(|&l| l > 0).collect())?;
-    let in_band = |i: usize| {
-        let l = t.bins[i].launches as f64;
-        l >= reference as f64 / BIN_BAND && l <= reference as f64 * BIN_BAND
+    // Launches per bin, and kernel time per bin: a program that queues its
+    // work ahead launches in a few bins while its kernels fill the rest.
+    let reference = |f: fn(&crate::aggregate::timeline::Bin) -> u64| {
+        median((half..=z).map(|i| f(&t.bins[i])).filter(|&v| v > 0).collect())
     };
+    let (launches, kernels) = (reference(|b| b.launches), reference(|b| b.kernel_ns));
+    let near =
+        |v: u64, r: Option<u64>| r.is_some_and(|r| v as f64 >= r as f64 / BIN_BAND && v as f64 <= r as f64 * BIN_BAND);
+    let in_band = |i: usize| near(t.bins[i].launches, launches) || near(t.bins[i].kernel_ns, kernels);
     let run = |i: usize| (i..i + SETTLE_CALLS).all(|j| j <= z && in_band(j));
     let first = (a..=z).find(|&i| run(i));
     let last = (a..=z).rev().find(|&j| j + 1 >= SETTLE_CALLS && run(j + 1 - SETTLE_CALLS));
@@ -304,5 +309,19 @@ mod tests {
         assert_eq!(s.launches, 30_000);
         assert_eq!(s.callback_ns, 300_000);
         assert_eq!(of_session(&Timeline::new(0), 0, 10), None);
+    }
+
+    #[test]
+    fn work_queued_ahead_is_steady_by_its_kernels_not_its_launches() {
+        // 300 launches in the first millisecond, their kernels 137 ms long.
+        let mut t = Timeline::new(0);
+        for i in 0..300u64 {
+            t.launch(i * 3_000, 0, 0);
+        }
+        t.kernel(500_000, 137_500_000);
+        let s = of_session(&t, 0, 300_000_000).unwrap();
+        assert!(s.settled);
+        assert_eq!((s.start_ns, s.end_ns), (0, 140_000_000));
+        assert_eq!(s.launches, 300);
     }
 }
