@@ -146,7 +146,6 @@ fn timeline_ranges_are_launch_host_sync_or_copy_bound_and_busy_ones_gpu_or_laten
                 end: t + 4 * MS + 20 * US,
                 correlation_id: 9_000 + n as u32,
                 instance: i,
-                tid: 1,
             });
             z.kernel(
                 (i, p),

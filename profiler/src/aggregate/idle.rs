@@ -63,6 +63,30 @@ pub(crate) struct Piece {
     pub cause: Cause,
 }
 
+/// When the program's threads last left CUDA calls (launches, blocking
+/// copies and synchronisations), any thread: the framework hands work
+/// between threads (PyTorch's autograd worker runs backward), so a launch
+/// follows the process's previous call, not only its own thread's. Events
+/// of different threads arrive slightly out of order: the latest few are
+/// kept to find the one before a given time.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct RecentCalls {
+    ring: [u64; 32],
+    next: usize,
+}
+
+impl RecentCalls {
+    pub(crate) fn add(&mut self, t: u64) {
+        self.ring[self.next] = t;
+        self.next = (self.next + 1) % self.ring.len();
+    }
+
+    /// The latest call end at or before `t` (0: none kept).
+    pub(crate) fn before(&self, t: u64) -> u64 {
+        self.ring.iter().copied().filter(|&c| c <= t).max().unwrap_or(0)
+    }
+}
+
 /// A kernel's launch call, as the timeline needs it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Launched {
@@ -70,13 +94,13 @@ pub(crate) struct Launched {
     pub ts: u64,
     /// A graph launch.
     pub graph: bool,
-    /// When its thread last left a CUDA call before it (its previous
-    /// launch, a blocking copy or synchronisation); 0: never.
+    /// When the program last left a CUDA call before it (a launch, a
+    /// blocking copy or synchronisation, on any thread); 0: never.
     pub since: u64,
 }
 
 impl Launched {
-    /// Its thread was issuing CUDA calls back to back: it left its
+    /// The program was issuing CUDA calls back to back: it left its
     /// previous one at most [`DISPATCH_NS`] before.
     fn dispatched(&self) -> bool {
         self.since > 0 && self.ts.saturating_sub(self.since) <= DISPATCH_NS

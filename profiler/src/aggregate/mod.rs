@@ -137,8 +137,10 @@ pub(crate) struct Aggregator {
     idle: IdleTracker,
     idle_total: [u64; CAUSES],
     cross_thread: (u64, u64),
-    /// Per launching thread: its costs, and its latest launch call (ns).
-    threads: FxHashMap<u32, (ThreadCost, u64)>,
+    /// Per launching thread: its costs.
+    threads: FxHashMap<u32, ThreadCost>,
+    /// When the program's threads last left CUDA calls.
+    recent: idle::RecentCalls,
     calibration: Result<Calibration, String>,
     forks: u64,
     /// Copy calls by correlation id: the range instance they were made in.
@@ -172,6 +174,7 @@ impl Aggregator {
             idle_total: [0; CAUSES],
             cross_thread: (0, 0),
             threads: FxHashMap::default(),
+            recent: idle::RecentCalls::default(),
             calibration: Err("no kernel was launched in the session".to_string()),
             forks: 0,
             copy_calls: FxHashMap::default(),
@@ -304,11 +307,10 @@ impl Aggregator {
             } => {
                 // Beyond MAX_THREADS threads, the rest share one row.
                 let row = if self.threads.len() < MAX_THREADS || self.threads.contains_key(&tid) { tid } else { 0 };
-                let (cost, last) =
-                    self.threads.entry(row).or_insert_with(|| (ThreadCost { tid: row, ..Default::default() }, 0));
-                let since = *last;
-                *last = ts;
+                let cost = self.threads.entry(row).or_insert_with(|| ThreadCost { tid: row, ..Default::default() });
                 cost.add(cost_ns as u64, prev_call_ns as u64);
+                let since = self.recent.before(ts);
+                self.recent.add(ts);
                 let info = LaunchInfo { tid, path, instance, profiled, ts, graph, seen: true, inherited, since };
                 self.attribution.launch(correlation_id, info);
                 self.idle.launch(correlation_id, ts, graph);
@@ -319,21 +321,21 @@ impl Aggregator {
                 self.untraced_launches = self.untraced_launches.saturating_add(launches);
                 self.ranges.untraced_launches(path, launches);
             }
-            HostEvent::HostCopy { start, end, correlation_id, instance, tid } => {
+            HostEvent::HostCopy { start, end, correlation_id, instance } => {
                 self.idle.copy(start, end);
                 // A copy call that blocked the host while the GPU drained
                 // (pageable memory, `.item()`) leaves nothing queued behind
                 // it, as a synchronisation does.
                 self.idle.sync(start, end);
-                self.blocked(tid, end);
+                self.recent.add(end);
                 if self.copy_calls.len() >= MAX_COPY_CALLS {
                     // Copies whose records never came (failed calls).
                     self.copy_calls.clear();
                 }
                 self.copy_calls.insert(correlation_id, instance);
             }
-            HostEvent::HostWait { start, end, instance, tid } => {
-                self.blocked(tid, end);
+            HostEvent::HostWait { start, end, instance } => {
+                self.recent.add(end);
                 self.memory.wait(start, end);
                 self.idle.sync(start, end);
                 self.ranges.sync(instance, end.saturating_sub(start));
@@ -347,14 +349,6 @@ impl Aggregator {
             HostEvent::ThreadName { tid, name } => {
                 self.thread_names.insert(tid, name);
             }
-        }
-    }
-
-    /// Thread `tid` was blocked in a CUDA call until `end`: its next launch
-    /// is measured from there when telling dispatch from host work.
-    fn blocked(&mut self, tid: u32, end: u64) {
-        if let Some((_, last)) = self.threads.get_mut(&tid) {
-            *last = (*last).max(end);
         }
     }
 
@@ -636,8 +630,7 @@ impl Aggregator {
             idle: self.idle_total,
             cross_thread: self.cross_thread,
             threads: {
-                let mut t: Vec<ThreadCost> =
-                    self.threads.values().map(|(c, _)| *c).filter(|c| c.launches > 0).collect();
+                let mut t: Vec<ThreadCost> = self.threads.values().copied().collect();
                 t.sort_by_key(|c| std::cmp::Reverse(c.launches));
                 t
             },
@@ -869,6 +862,43 @@ mod tests {
         assert_eq!((g.count, g.untraced_count, g.untraced_wall), (0, 3, 150));
         assert!(g.sampled_wall.figures().is_some());
         assert_eq!(r.drops.ranges_evicted, 0);
+    }
+
+    #[test]
+    fn a_launch_soon_after_another_thread_s_is_dispatch_and_a_blocking_copy_leaves_a_sync_shadow() {
+        use crate::model::idle::{COPY, DISPATCH, HOST, SYNC};
+        let mut a = Aggregator::new(AggregateOptions::default(), DeviceTable::fixed(vec![]));
+        let on = |tid, c, ts| HostEvent::Launch {
+            correlation_id: c,
+            tid,
+            path: ROOT,
+            instance: 0,
+            graph: false,
+            profiled: false,
+            inherited: false,
+            ts,
+            cost_ns: 0,
+            prev_call_ns: 0,
+        };
+        // Thread 1 launches at 1 us; thread 2 (autograd's worker, say) 89
+        // us later, after 70 us of the GPU idle: the program was dispatching.
+        a.host_event(on(1, 1, 1_000));
+        a.kernel(&KernelActivity::sample(1, 10_000, 20_000));
+        a.host_event(on(2, 2, 90_000));
+        a.kernel(&KernelActivity::sample(2, 95_000, 105_000));
+        // A blocking copy (`.item()`) from 100 to 300 us; the next launch
+        // comes 40 us after it returned.
+        a.host_event(HostEvent::HostCopy { start: 100_000, end: 300_000, correlation_id: 9, instance: 0 });
+        a.host_event(on(1, 3, 340_000));
+        a.kernel(&KernelActivity::sample(3, 345_000, 350_000));
+        // Then 1 ms of host work before the next launch.
+        a.host_event(on(1, 4, 1_350_000));
+        a.kernel(&KernelActivity::sample(4, 1_355_000, 1_360_000));
+        let idle = a.finish(1_360_000).idle;
+        assert_eq!(idle[DISPATCH], 70_000);
+        assert_eq!(idle[COPY], 195_000, "the host was blocked in the copy");
+        assert_eq!(idle[SYNC], 45_000, "nothing was queued behind the copy");
+        assert_eq!(idle[HOST], 1_350_000 - 350_000, "no CUDA call for a millisecond: host work");
     }
 
     #[test]

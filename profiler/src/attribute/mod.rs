@@ -29,9 +29,9 @@ pub(crate) struct LaunchInfo {
     pub seen: bool,
     /// `path` and `instance` are the lead thread's ranges, not `tid`'s.
     pub inherited: bool,
-    /// When the thread last left a CUDA call before this launch (its
-    /// previous launch, or the end of a blocking copy or synchronisation);
-    /// 0: never.
+    /// When the program last left a CUDA call before this launch (a
+    /// launch, or the end of a blocking copy or synchronisation, on any
+    /// thread); 0: never.
     pub since: u64,
 }
 

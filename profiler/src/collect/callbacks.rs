@@ -411,12 +411,11 @@ pub(super) unsafe extern "C" fn api_callback(
                 let _ = BLOCKED_SINCE.try_with(|t| t.set(Some(now())));
             } else if let Some(start) = BLOCKED_SINCE.try_with(|t| t.take()).ok().flatten() {
                 let end = now();
-                let ctx = nvtx::current();
-                let (instance, tid) = (ctx.instance, ctx.tid);
+                let instance = nvtx::current().instance;
                 s.send(if copy {
-                    HostEvent::HostCopy { start, end, correlation_id: d.correlationId, instance, tid }
+                    HostEvent::HostCopy { start, end, correlation_id: d.correlationId, instance }
                 } else {
-                    HostEvent::HostWait { start, end, instance, tid }
+                    HostEvent::HostWait { start, end, instance }
                 });
             }
             return;

@@ -41,10 +41,10 @@ pub enum HostEvent {
     /// around them, with no kernel to wait for. Sent by a thread when its
     /// path changes, so possibly after those ranges closed.
     UntracedLaunches { path: PathId, launches: u64 },
-    /// Thread `tid` was blocked in a copy API call (`cudaMemcpy*`,
+    /// A thread was blocked in a copy API call (`cudaMemcpy*`,
     /// `cuMemcpy*`) from `start` to `end`, inside range `instance` (0:
     /// none); its copy record has `correlation_id`.
-    HostCopy { start: u64, end: u64, correlation_id: u32, instance: u64, tid: u32 },
+    HostCopy { start: u64, end: u64, correlation_id: u32, instance: u64 },
     /// The per-launch cost of CUPTI's kernel records, measured at the
     /// session's first launch (see `collect::calibrate`).
     Calibrated { record_ns: u32, plain_ns: u32, traced_ns: u32 },
@@ -53,10 +53,10 @@ pub enum HostEvent {
     /// The process forked a child while the session ran (data-loader
     /// workers are forked).
     Forked { ts: u64 },
-    /// Thread `tid` was blocked in a synchronisation call
+    /// A thread was blocked in a synchronisation call
     /// (`cudaStreamSynchronize`, `cuCtxSynchronize`, ...) from `start` to
     /// `end`, inside range `instance`.
-    HostWait { start: u64, end: u64, instance: u64, tid: u32 },
+    HostWait { start: u64, end: u64, instance: u64 },
     /// gpuscope's own measurement held a thread from `start` to `end`
     /// (metrics mode: starting, stopping and reading the range profiler
     /// around a launch).

@@ -22,10 +22,10 @@ pub struct IdleSplit {
     /// Short gaps between back-to-back kernels: launch latency, or a host
     /// that launches slower than its kernels run (launch-bound).
     pub launch_ns: u64,
-    /// Longer gaps while the launching thread was issuing CUDA calls back
-    /// to back (its previous launch at most [`DISPATCH_NS`] before the one
-    /// that ended the gap): many small operations dispatched one by one,
-    /// each costing more host time than its kernel runs.
+    /// Longer gaps while the program was issuing CUDA calls back to back
+    /// (its previous call, on any thread, at most [`DISPATCH_NS`] before
+    /// the launch that ended the gap): many small operations dispatched one
+    /// by one, each costing more host time than its kernel runs.
     #[serde(default)]
     pub dispatch_ns: u64,
     /// Work was queued but did not start for a long time: a dependency on
@@ -54,8 +54,8 @@ pub const DISPATCH: Cause = 6;
 /// How many causes there are.
 pub const CAUSES: usize = 7;
 
-/// A launching thread that launches again within this long of its previous
-/// launch is dispatching work back to back (a PyTorch eager op costs 10-30
+/// A program that launches again within this long of its previous CUDA
+/// call is dispatching work back to back (a PyTorch eager op costs 10-30
 /// us of host time; HTA calls CPU calls of 50 us or less short), not doing
 /// host work of its own between launches.
 pub const DISPATCH_NS: u64 = 100_000;

@@ -14,10 +14,11 @@
 //!
 //! **The session's steady state** (for programs without ranges): the same
 //! rule over the session's time bins: a bin is steady when its launches,
-//! or its kernel time, are within a factor of [`BIN_BAND`] of the median
-//! bin of the active span's second half; the steady state runs from the
-//! first run of [`SETTLE_CALLS`] steady bins to the last; before it is
-//! start-up (imports, model set-up, compilation), after it shutdown.
+//! or its kernel time, are within a factor of [`BIN_BAND`] of the
+//! [`REFERENCE_QUANTILE_PCT`]th percentile of the active bins'; the steady
+//! state runs from the first run of [`SETTLE_CALLS`] steady bins to the
+//! last; before it is start-up (imports, model set-up, compilation), after
+//! it shutdown.
 
 use super::{HostFigures, IdleSplit};
 use crate::aggregate::calls::{CallLog, Figures};
@@ -33,6 +34,8 @@ pub const SETTLED: f64 = 1.5;
 /// A bin with launches within this factor of the reference (either way)
 /// is steady.
 pub const BIN_BAND: f64 = 2.0;
+/// The session's reference bin: this percentile of the active bins.
+pub const REFERENCE_QUANTILE_PCT: usize = 90;
 
 /// A range's calls after warm-up.
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
@@ -196,11 +199,14 @@ impl SessionSteady {
 pub(crate) fn of_session(t: &Timeline, start_ns: u64, end_ns: u64) -> Option<SessionSteady> {
     let active: Vec<usize> = (0..t.bins.len()).filter(|&i| t.bins[i].launches > 0 || t.bins[i].kernel_ns > 0).collect();
     let (&a, &z) = (active.first()?, active.last()?);
-    let half = a + (z - a) / 2;
     // Launches per bin, and kernel time per bin: a program that queues its
     // work ahead launches in a few bins while its kernels fill the rest.
+    // The reference is the busy end of the active bins: a short training
+    // run after a long compilation is the busiest part, not the median.
     let reference = |f: fn(&crate::aggregate::timeline::Bin) -> u64| {
-        median((half..=z).map(|i| f(&t.bins[i])).filter(|&v| v > 0).collect())
+        let mut v: Vec<u64> = (a..=z).map(|i| f(&t.bins[i])).filter(|&v| v > 0).collect();
+        v.sort_unstable();
+        v.get(v.len() * REFERENCE_QUANTILE_PCT / 100).copied()
     };
     let (launches, kernels) = (reference(|b| b.launches), reference(|b| b.kernel_ns));
     let near =
@@ -309,6 +315,24 @@ mod tests {
         assert_eq!(s.launches, 30_000);
         assert_eq!(s.callback_ns, 300_000);
         assert_eq!(of_session(&Timeline::new(0), 0, 10), None);
+    }
+
+    #[test]
+    fn a_short_busy_run_after_a_long_compilation_is_the_steady_state() {
+        // 8 s of compilation with a few kernels every 100 ms, then 0.4 s of
+        // training with the GPU busy.
+        let mut t = Timeline::new(0);
+        for ms in (0..8000u64).step_by(100) {
+            t.launch(ms * 1_000_000, 0, 0);
+            t.kernel(ms * 1_000_000, ms * 1_000_000 + 2_000_000);
+        }
+        for us in (8_000_000..8_400_000u64).step_by(100) {
+            t.launch(us * 1_000, 0, 0);
+        }
+        t.kernel(8_000_000_000, 8_400_000_000);
+        let s = of_session(&t, 0, 9_000_000_000).unwrap();
+        assert!(s.settled);
+        assert!(s.start_ns >= 7_960_000_000 && s.end_ns <= 8_440_000_000, "{s:?}");
     }
 
     #[test]
