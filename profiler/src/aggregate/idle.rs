@@ -73,16 +73,22 @@ pub(crate) struct Piece {
 pub(crate) struct RecentCalls {
     ring: [u64; 32],
     next: usize,
+    latest: u64,
 }
 
 impl RecentCalls {
     pub(crate) fn add(&mut self, t: u64) {
         self.ring[self.next] = t;
         self.next = (self.next + 1) % self.ring.len();
+        self.latest = self.latest.max(t);
     }
 
     /// The latest call end at or before `t` (0: none kept).
     pub(crate) fn before(&self, t: u64) -> u64 {
+        // In order, the usual case: the latest of all.
+        if self.latest <= t {
+            return self.latest;
+        }
         self.ring.iter().copied().filter(|&c| c <= t).max().unwrap_or(0)
     }
 }
