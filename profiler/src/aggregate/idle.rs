@@ -12,9 +12,10 @@
 //! 3. the gap began while the host waited in a synchronisation, and lasted
 //!    until at most [`SYNC_RESUME_NS`] after it returned;
 //! 4. the rest: before the next kernel's launch, the host had not launched
-//!    yet (launch overhead when the whole gap is short; dispatch when the
-//!    launching thread had launched within [`DISPATCH_NS`] before, so it
-//!    was issuing calls back to back; host work otherwise); after it, the
+//!    yet (launch overhead when the whole gap is short; dispatch from the
+//!    program's previous CUDA call when that came within [`DISPATCH_NS`]
+//!    before, so it was issuing calls back to back; host work otherwise);
+//!    after it, the
 //!    kernel was queued (launch latency when short, a dependency on
 //!    something else when long).
 
@@ -105,11 +106,39 @@ pub(crate) struct Launched {
     pub since: u64,
 }
 
-impl Launched {
+/// What a span keeps of the launch of its first kernel: spans are moved
+/// often while the timeline is undecided, so they stay 32 bytes (a launch
+/// at time 0 stands for none).
+#[derive(Debug, Clone, Copy)]
+struct SpanLaunch {
+    ts: u64,
+    /// How long before it the program left its previous CUDA call, ns
+    /// (`u32::MAX`: unknown, or longer).
+    back: u32,
+}
+
+impl SpanLaunch {
+    const NONE: SpanLaunch = SpanLaunch { ts: 0, back: u32::MAX };
+
+    fn of(l: Option<Launched>) -> Self {
+        let Some(l) = l else { return Self::NONE };
+        let back = if l.since == 0 { u32::MAX } else { l.ts.saturating_sub(l.since).min(u32::MAX as u64 - 1) as u32 };
+        SpanLaunch { ts: l.ts, back }
+    }
+
+    fn known(self) -> Option<Self> {
+        (self.ts > 0).then_some(self)
+    }
+
     /// The program was issuing CUDA calls back to back: it left its
     /// previous one at most [`DISPATCH_NS`] before.
     fn dispatched(&self) -> bool {
-        self.since > 0 && self.ts.saturating_sub(self.since) <= DISPATCH_NS
+        (self.back as u64) <= DISPATCH_NS
+    }
+
+    /// When it left that call.
+    fn since(&self) -> u64 {
+        self.ts.saturating_sub(self.back as u64)
     }
 }
 
@@ -118,7 +147,7 @@ struct Span {
     start: u64,
     end: u64,
     /// The launch of the kernel that starts the span.
-    launch: Option<Launched>,
+    launch: SpanLaunch,
 }
 
 /// Disjoint-or-not intervals sorted by start; dropped once decided.
@@ -285,7 +314,7 @@ impl IdleTracker {
         // First span that ends at or after `start`: it and the later spans
         // it overlaps merge with the kernel.
         let i = self.spans.partition_point(|s| s.end < start);
-        let mut merged = Span { start, end, launch };
+        let mut merged = Span { start, end, launch: SpanLaunch::of(launch) };
         while i < self.spans.len() && self.spans[i].start <= merged.end {
             let s = self.spans.remove(i).expect("index checked");
             if s.start < merged.start {
@@ -362,7 +391,7 @@ impl IdleTracker {
                 if first.start > watermark && !forced {
                     break;
                 }
-                self.classify(self.done_until, first.start, first.launch, false, untraced, out);
+                self.classify(self.done_until, first.start, first.launch.known(), false, untraced, out);
                 self.done_until = first.start;
             } else {
                 // The first span is busy time; its end is final once the
@@ -388,7 +417,7 @@ impl IdleTracker {
         &mut self,
         g0: u64,
         g1: u64,
-        next_launch: Option<Launched>,
+        next_launch: Option<SpanLaunch>,
         last: bool,
         untraced: &Untraced,
         out: &mut impl FnMut(Piece),
@@ -439,12 +468,12 @@ impl IdleTracker {
                 }
                 let split = next_launch.map_or(b, |l| l.ts.clamp(a, b));
                 // Before the launch: the host had not launched yet. Short:
-                // launch overhead; since its thread's previous CUDA call,
+                // launch overhead; since the program's previous CUDA call,
                 // when that was just before: dispatch; the rest host work.
                 match next_launch {
                     _ if gap <= LAUNCH_GAP_NS => emit(a, split, LAUNCH),
                     Some(l) if l.dispatched() => {
-                        let from = l.since.clamp(a, split);
+                        let from = l.since().clamp(a, split);
                         emit(a, from, HOST);
                         emit(from, split, DISPATCH);
                     }
@@ -613,6 +642,11 @@ mod tests {
         let _ = run(&mut t, None);
         t.kernel(3, 500, 600, None);
         assert_eq!(t.late_kernels, 1);
+    }
+
+    #[test]
+    fn spans_stay_small_while_the_timeline_waits() {
+        assert_eq!(std::mem::size_of::<Span>(), 32, "moved on every insert into an undecided timeline");
     }
 
     #[test]
