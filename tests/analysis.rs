@@ -436,3 +436,109 @@ fn gpuscope_s_own_launch_cost_is_taken_out_of_the_host_s_idle_time_before_judgin
     let b = launch_bound_steps(0);
     assert_eq!(range(&b, "cost-step").profiler_ns, Some(20 * 10 * (1_000 + 200)));
 }
+
+/// Five 10 ms steps of `name`: 6 ms of host work (inside `name/data` when
+/// `data`), then, when `copy` is `Some(pinned)`, a 4 MiB host-to-device
+/// copy, then 3.5 ms of kernels; `forks` child processes forked first.
+fn host_steps(name: &str, data: bool, copy: Option<bool>, forks: u32) -> Analysis {
+    let mut rp = Replay::new(vec![h200()], 0);
+    let step = rp.path(&[name]);
+    let data_path = rp.path(&[name, "data"]);
+    for f in 0..forks {
+        rp.host_event(HostEvent::Forked { ts: f as u64 });
+    }
+    let mut records = Vec::new();
+    for s in 0..5u64 {
+        let (t, inst, corr) = (s * 10 * MS, 10 * s + 1, 10 * s as u32 + 1);
+        rp.host_event(HostEvent::Push { instance: inst, parent: 0, path: step, tid: 1, ts: t });
+        let inner = if data { inst + 1 } else { inst };
+        if data {
+            rp.host_event(HostEvent::Push { instance: inner, parent: inst, path: data_path, tid: 1, ts: t });
+        }
+        if let Some(pinned) = copy {
+            let (a, b) = (t + 5_900 * US, t + 5_990 * US);
+            records.extend(if pinned {
+                memcpy_pinned(corr + 5, a, b, 4 << 20)
+            } else {
+                memcpy(corr + 5, a, b, 4 << 20)
+            });
+            rp.host_event(HostEvent::HostCopy { start: a, end: b, correlation_id: corr + 5, instance: inner });
+        }
+        if data {
+            rp.host_event(HostEvent::Pop { instance: inner, ts: t + 6 * MS });
+        }
+        rp.host_event(HostEvent::Launch {
+            correlation_id: corr,
+            tid: 1,
+            path: step,
+            instance: inst,
+            graph: false,
+            profiled: false,
+            inherited: false,
+            ts: t + 6 * MS,
+            cost_ns: 0,
+            prev_call_ns: 0,
+        });
+        records.extend(kernel_grid(c"step_kernel", corr, t + 6 * MS + 5 * US, t + 9_500 * US, 132 * 8, 256));
+        rp.host_event(HostEvent::Pop { instance: inst, ts: t + 10 * MS });
+    }
+    rp.buffer(&records);
+    analyze(&rp.finish(0, 50 * MS))
+}
+
+fn host_advice(a: &Analysis) -> String {
+    a.findings
+        .iter()
+        .find(|f| f.kind == "host-idle")
+        .map(|f| f.advice.clone())
+        .unwrap_or_else(|| panic!("{:#?}", a.findings))
+}
+
+#[test]
+fn data_loader_advice_needs_evidence_of_data_loading_and_is_not_given_twice() {
+    // A data range, pageable batch copies, no workers: load off the thread, pin.
+    let a = host_steps("adv-data", true, Some(false), 0);
+    assert_eq!(range(&a, "adv-data").verdict.bound, "host-bound");
+    let h = host_advice(&a);
+    assert!(h.contains("adv-data/data") && h.contains("DataLoader(num_workers>0)") && h.contains("pin it"), "{h}");
+    // Workers forked and pinned copies: neither is advised again.
+    let a = host_steps("adv-workers", true, Some(true), 8);
+    let h = host_advice(&a);
+    assert!(h.contains("already runs in other processes (8 forked") && !h.contains("num_workers>0"), "{h}");
+    assert!(!h.contains("pin it"), "{h}");
+    // Batch-sized copies alone are evidence of data loading.
+    let h = host_advice(&host_steps("adv-copies", false, Some(true), 0));
+    assert!(h.contains("copies 4.0 MiB per call") && h.contains("num_workers>0"), "{h}");
+    // No data range, no copies: no data-loader advice, where the host was.
+    let h = host_advice(&host_steps("adv-none", false, None, 0));
+    assert!(h.contains("nothing there looks like data loading") && !h.contains("DataLoader"), "{h}");
+    // The answer leads with the step and its host work.
+    let ans = host_steps("adv-answer", true, Some(false), 0).answer.unwrap();
+    assert_eq!((ans.range.as_deref(), ans.calls, ans.verdict.bound), (Some("adv-answer"), 5, "host-bound"));
+    assert_eq!(
+        ans.parts.iter().find(|p| p.what == "host work").map(|p| p.detail.as_str()),
+        Some("mostly in adv-answer/data")
+    );
+}
+
+#[test]
+fn library_ranges_fold_into_the_range_around_them_without_a_verdict_or_finding() {
+    let mut rp = Replay::new(vec![h200()], 0);
+    let step = rp.path(&["fold-step"]);
+    rp.host_event(HostEvent::Push { instance: 1, parent: 0, path: step, tid: 1, ts: 0 });
+    rp.host_event(HostEvent::Pop { instance: 1, ts: 10 * MS });
+    let mut r = rp.finish(0, 10 * MS);
+    // A cuBLAS range inside the step, idle all its time: a library's.
+    let mut lib = r.ranges[0].clone();
+    lib.path.frames.push(gpuscope::RangeFrame { domain: Some("cuBLAS".into()), name: "gemm".into() });
+    lib.library = Some("cuBLAS".into());
+    r.ranges.push(lib);
+    let a = analyze(&r);
+    let g = a.ranges.iter().find(|g| g.path == "fold-step/cuBLAS::gemm").expect("kept in the analysis");
+    assert_eq!((g.verdict.bound, g.library.as_deref()), ("folded", Some("cuBLAS")));
+    assert!(a.findings.iter().all(|f| f.range.as_deref() != Some("fold-step/cuBLAS::gemm")), "{:#?}", a.findings);
+    let t = r.to_table(120);
+    assert!(t.contains("1 ranges of libraries' and frameworks' NVTX domains"), "{t}");
+    assert!(!t.contains("cuBLAS::gemm"), "folded, not shown: {t}");
+    assert!(r.to_json().contains("\"library\": \"cuBLAS\""), "the JSON keeps it");
+}

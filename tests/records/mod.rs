@@ -104,3 +104,11 @@ pub fn kernel_grid(name: &'static CStr, corr: u32, start: u64, end: u64, grid: i
     r.sharedMemoryExecuted = 228 * 1024;
     bytes_of(&r)
 }
+
+/// A host-to-device copy from pinned memory.
+pub fn memcpy_pinned(corr: u32, start: u64, end: u64, bytes: u64) -> Vec<u8> {
+    let mut b = memcpy(corr, start, end, bytes);
+    let at = std::mem::offset_of!(sys::CUpti_ActivityMemcpy6, srcKind);
+    b[at] = sys::CUPTI_ACTIVITY_MEMORY_KIND_PINNED as u8;
+    b
+}
