@@ -314,7 +314,8 @@ impl Profiler {
             sampling: self.sampling,
             // Trace mode measures what its records cost; metrics and
             // sampling mode count their own overhead.
-            calibrate: self.metrics.is_none() && self.sampling.is_none(),
+            // (It needs the launch callbacks to find the first launch.)
+            calibrate: self.metrics.is_none() && self.sampling.is_none() && self.attribution,
         };
         collect::nvtx::set_inherit(self.inherit_ranges);
         let (collection, outputs) = collect::start(&copts)?;

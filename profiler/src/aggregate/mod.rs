@@ -24,7 +24,7 @@ use crate::model::drops::Drops;
 use crate::model::event::HostEvent;
 use crate::model::idle::CAUSES;
 use crate::model::path::{paths, PathId, RangePath};
-use crate::model::profiler_cost::{Calibration, ThreadCost};
+use crate::model::profiler_cost::{Calibration, ThreadCost, MAX_TIMED_CALL_NS};
 use crate::model::sampled::{Sample, SamplingStatus, TraceWindows};
 use crate::model::trace::{KernelRecord, MemoryRecord, RangeRecord, SampleRecord, Trace};
 use devices::DeviceTable;
@@ -123,6 +123,9 @@ pub(crate) struct Aggregate {
 const MAX_THREADS: usize = 1024;
 /// Copy calls waiting for their copy record.
 const MAX_COPY_CALLS: usize = 65_536;
+/// A copy call that held the host this long blocked it (an asynchronous
+/// copy from pinned memory returns in a few microseconds).
+const BLOCKING_COPY_NS: u64 = 20_000;
 
 /// The running state of one session's aggregation.
 pub(crate) struct Aggregator {
@@ -305,6 +308,7 @@ impl Aggregator {
                 cost_ns,
                 prev_call_ns,
             } => {
+                let prev_call_ns = if prev_call_ns as u64 > MAX_TIMED_CALL_NS { 0 } else { prev_call_ns };
                 // Beyond MAX_THREADS threads, the rest share one row.
                 let row = if self.threads.len() < MAX_THREADS || self.threads.contains_key(&tid) { tid } else { 0 };
                 let cost = self.threads.entry(row).or_insert_with(|| ThreadCost { tid: row, ..Default::default() });
@@ -325,8 +329,11 @@ impl Aggregator {
                 self.idle.copy(start, end);
                 // A copy call that blocked the host while the GPU drained
                 // (pageable memory, `.item()`) leaves nothing queued behind
-                // it, as a synchronisation does.
-                self.idle.sync(start, end);
+                // it, as a synchronisation does; an asynchronous one returns
+                // at once.
+                if end.saturating_sub(start) >= BLOCKING_COPY_NS {
+                    self.idle.sync(start, end);
+                }
                 self.recent.add(end);
                 if self.copy_calls.len() >= MAX_COPY_CALLS {
                     // Copies whose records never came (failed calls).
@@ -899,6 +906,38 @@ mod tests {
         assert_eq!(idle[COPY], 195_000, "the host was blocked in the copy");
         assert_eq!(idle[SYNC], 45_000, "nothing was queued behind the copy");
         assert_eq!(idle[HOST], 1_350_000 - 350_000, "no CUDA call for a millisecond: host work");
+    }
+
+    #[test]
+    fn an_asynchronous_copy_call_leaves_no_sync_shadow_and_long_launch_calls_are_not_timed() {
+        use crate::model::idle::{HOST, SYNC};
+        let mut a = Aggregator::new(AggregateOptions::default(), DeviceTable::fixed(vec![]));
+        let on = |c, ts, prev_call_ns| HostEvent::Launch {
+            correlation_id: c,
+            tid: 1,
+            path: ROOT,
+            instance: 0,
+            graph: false,
+            profiled: false,
+            inherited: false,
+            ts,
+            cost_ns: 0,
+            prev_call_ns,
+        };
+        a.host_event(on(1, 1_000, 0));
+        a.kernel(&KernelActivity::sample(1, 5_000, 20_000));
+        // A 3 us copy call (pinned, non_blocking) as the GPU goes idle.
+        a.host_event(HostEvent::HostCopy { start: 19_000, end: 22_000, correlation_id: 9, instance: 0 });
+        // A launch call of 80 us (a full queue, say) is not a timed call.
+        a.host_event(on(2, 900_000, 80_000));
+        a.kernel(&KernelActivity::sample(2, 905_000, 910_000));
+        a.host_event(on(3, 911_000, 6_000));
+        a.kernel(&KernelActivity::sample(3, 915_000, 920_000));
+        let r = a.finish(920_000);
+        assert_eq!(r.idle[SYNC], 0, "an asynchronous copy did not make the host wait");
+        assert!(r.idle[HOST] > 800_000);
+        let t = r.threads[0];
+        assert_eq!((t.launches, t.calls_timed, t.call_ns), (3, 1, 6_000));
     }
 
     #[test]

@@ -49,22 +49,51 @@ pub(super) fn within(outer: &str, inner: &str) -> bool {
     inner == outer || (inner.len() > outer.len() && inner.starts_with(outer) && inner.as_bytes()[outer.len()] == b'/')
 }
 
-/// What the analysis of one report knows, for advice.
+/// What the analysis of one report knows, for advice. Ranges nested in a
+/// range are found by prefix in paths sorted once (a report may have tens
+/// of thousands), not by scanning all of them per range.
 pub(super) struct Evidence<'a> {
     pub r: &'a Report,
-    pub ranges: &'a [RangeAnalysis],
+    /// The program's own ranges, by path.
+    sorted: Vec<&'a RangeAnalysis>,
+    /// Paths (the program's own part) where torch.compile's kernels ran.
+    triton: Vec<String>,
 }
 
-impl Evidence<'_> {
+/// The slice of sorted `items` (by `key`) nested in `outer` (not itself).
+fn nested_in<'s, T>(items: &'s [T], key: impl Fn(&T) -> &str, outer: &str) -> &'s [T] {
+    let from = format!("{outer}/");
+    let to = format!("{outer}0"); // '0' follows '/'
+    let a = items.partition_point(|x| key(x) < from.as_str());
+    let b = items.partition_point(|x| key(x) < to.as_str());
+    &items[a..b.max(a)]
+}
+
+impl<'a> Evidence<'a> {
+    pub(super) fn new(r: &'a Report, ranges: &'a [RangeAnalysis]) -> Self {
+        let mut sorted: Vec<&RangeAnalysis> = ranges.iter().filter(|g| g.library.is_none()).collect();
+        sorted.sort_by(|a, b| a.path.cmp(&b.path));
+        let mut triton: Vec<String> = r
+            .path_kernels
+            .iter()
+            .filter(|k| k.name.starts_with("triton_"))
+            .map(|k| k.path.user_prefix().to_string())
+            .collect();
+        triton.sort();
+        triton.dedup();
+        Evidence { r, sorted, triton }
+    }
+
     /// Ranges nested in `g` (not `g`), not folded.
     fn inside<'b>(&'b self, g: &'b RangeAnalysis) -> impl Iterator<Item = &'b RangeAnalysis> + 'b {
-        self.ranges.iter().filter(move |c| c.library.is_none() && c.path != g.path && within(&g.path, &c.path))
+        nested_in(&self.sorted, |c| c.path.as_str(), &g.path).iter().copied()
     }
 
     /// Whether torch.compile's (Triton's) kernels run in `path`: the
     /// program compiles already.
     fn compiled(&self, path: &str) -> bool {
-        self.r.path_kernels.iter().any(|k| k.name.starts_with("triton_") && within(path, &k.path.to_string()))
+        self.triton.binary_search_by(|p| p.as_str().cmp(path)).is_ok()
+            || !nested_in(&self.triton, |p| p.as_str(), path).is_empty()
     }
 
     /// Launch gaps and dispatch: what to change.
@@ -218,6 +247,15 @@ fn fmt_count(v: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nested_paths_are_found_by_prefix_in_sorted_order() {
+        let mut v = vec!["a", "a b", "a/x", "a/x/y", "a0", "ab", "b"];
+        v.sort();
+        assert_eq!(nested_in(&v, |s| s, "a"), ["a/x", "a/x/y"]);
+        assert_eq!(nested_in(&v, |s| s, "a/x"), ["a/x/y"]);
+        assert!(nested_in(&v, |s| s, "b").is_empty());
+    }
 
     #[test]
     fn data_ranges_are_told_by_their_last_name() {

@@ -12,6 +12,7 @@ use crate::model::idle::{IdleSplit, COPY, DISPATCH, HOST, LAUNCH, OTHER, SYNC};
 use crate::model::path::is_compile_range;
 use crate::report::Report;
 use serde::Serialize;
+use std::collections::{HashMap, HashSet};
 
 /// Actions an answer lists at most.
 pub const MAX_ACTIONS: usize = 3;
@@ -123,7 +124,10 @@ fn compile_ns(r: &Report) -> u64 {
     let outermost_compile = |g: &&crate::report::RangeSummary| {
         let first =
             g.path.frames.iter().position(|f| f.domain.as_deref().is_some_and(crate::model::path::is_internal_domain));
-        first == Some(g.path.frames.len() - 1) && is_compile_range(&g.path.frames[g.path.frames.len() - 1].name)
+        let last = g.path.frames.last();
+        first.is_some()
+            && first == g.path.frames.len().checked_sub(1)
+            && last.is_some_and(|f| is_compile_range(&f.name))
     };
     r.ranges
         .iter()
@@ -228,7 +232,7 @@ pub(super) fn answer(
     kernels: &[KernelAnalysis],
     findings: &[Finding],
 ) -> Option<Answer> {
-    let e = advice::Evidence { r, ranges };
+    let e = advice::Evidence::new(r, ranges);
     let compile = compile_ns(r);
     if let Some(g) = main_range(ranges) {
         let idle = g.idle?;
@@ -241,7 +245,7 @@ pub(super) fn answer(
         let details = |what: &str| -> String {
             match what {
                 "dispatch" => {
-                    let per_call = g.kernel_ns as f64 / (g.count + g.warmup_calls).max(1) as f64;
+                    let per_call = g.kernel_ns as f64 / g.count.saturating_add(g.warmup_calls).max(1) as f64;
                     advice::launch_rate(g.launches.unwrap_or(0), g.count, g.wall_ns, per_call)
                 }
                 "host work" => e.host_where(g).map(|c| format!("mostly in {}", c.path)).unwrap_or_default(),
@@ -259,27 +263,30 @@ pub(super) fn answer(
         let fallback = |kind: &str| (idle_advice(kind, &e, g), format!("{}: {}", g.path, g.verdict.evidence));
         // A kernel's share launched inside the main range (its cost is
         // over all its calls, warm-up included).
-        let ran_here = |name: &str| -> Option<f64> {
-            let (mut here, mut all) = (0u64, 0u64);
-            for k in r.path_kernels.iter().filter(|k| k.name == name) {
-                all = all.saturating_add(k.stats.total_ns);
-                if within(&g.path, &k.path.user_prefix().to_string()) {
-                    here = here.saturating_add(k.stats.total_ns);
-                }
+        let mut time: HashMap<&str, (u64, u64)> = HashMap::new();
+        for k in &r.path_kernels {
+            let t = time.entry(k.name.as_str()).or_default();
+            t.1 = t.1.saturating_add(k.stats.total_ns);
+            if within(&g.path, &k.path.user_prefix().to_string()) {
+                t.0 = t.0.saturating_add(k.stats.total_ns);
             }
-            (here > 0).then(|| here as f64 / all.max(1) as f64 * calls as f64 / (calls + g.warmup_calls) as f64)
+        }
+        let steady_share = calls as f64 / calls.saturating_add(g.warmup_calls) as f64;
+        let ran_here = |name: &str| -> Option<f64> {
+            let &(here, all) = time.get(name)?;
+            (here > 0).then(|| here as f64 / all.max(1) as f64 * steady_share)
         };
+        // Repeated ranges outside the main one, not nested in another such.
+        let repeated = |o: &&RangeAnalysis| {
+            o.library.is_none() && o.median_ns.is_some() && !within(&g.path, &o.path) && !within(&o.path, &g.path)
+        };
+        let candidates: HashSet<&str> = ranges.iter().filter(repeated).map(|o| o.path.as_str()).collect();
+        let outermost = |o: &&RangeAnalysis| o.path.match_indices('/').all(|(i, _)| !candidates.contains(&o.path[..i]));
         let mut others: Vec<&RangeAnalysis> = ranges
             .iter()
-            .filter(|o| {
-                o.library.is_none() && o.median_ns.is_some() && !within(&g.path, &o.path) && !within(&o.path, &g.path)
-            })
+            .filter(repeated)
             .filter(|o| o.wall_ns as f64 >= OTHER_SHARE * g.wall_ns as f64)
-            .filter(|o| {
-                !ranges.iter().any(|p| {
-                    p.path != o.path && p.median_ns.is_some() && within(&p.path, &o.path) && !within(&p.path, &g.path)
-                })
-            })
+            .filter(outermost)
             .collect();
         others.sort_by_key(|o| std::cmp::Reverse(o.wall_ns));
         let others = others
@@ -317,8 +324,10 @@ pub(super) fn answer(
     let shares = verdict::Shares::of(wall, &idle)?;
     // The share of each kernel's time inside the steady state.
     let window = s.map(|s| (s.start_ns, s.end_ns));
+    let by_name: HashMap<&str, &crate::report::KernelSummary> =
+        r.kernels.iter().map(|k| (k.name.as_str(), k)).collect();
     let ran_here = |name: &str| -> Option<f64> {
-        let k = r.kernels.iter().find(|k| k.name == name)?;
+        let k = by_name.get(name)?;
         let (first, last) = (k.stats.first_ns, k.stats.last_ns);
         match window {
             Some((a, b)) if last > first => {
@@ -342,7 +351,7 @@ pub(super) fn answer(
         range: None,
         calls: 0,
         warmup_calls: 0,
-        warmup_ns: s.map_or(0, |s| s.startup_ns + s.shutdown_ns),
+        warmup_ns: s.map_or(0, |s| s.startup_ns.saturating_add(s.shutdown_ns)),
         per_step_ns: wall,
         p90_ns: None,
         gpu_busy_pct: shares.busy,

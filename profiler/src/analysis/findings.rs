@@ -154,7 +154,7 @@ pub(super) fn findings(
     peaks: Option<&Peaks>,
 ) -> Vec<Finding> {
     let mut out = Vec::new();
-    let e = Evidence { r, ranges };
+    let e = Evidence::new(r, ranges);
     // Idle time, per range and cause, over the calls after warm-up.
     let mut idle: Vec<Finding> = Vec::new();
     for g in ranges.iter().filter(|g| g.library.is_none()) {
@@ -328,7 +328,7 @@ pub(super) fn session_idle(r: &Report) -> Option<(IdleSplit, u64, String)> {
     match &r.session_steady {
         Some(s) => {
             let added = r.profiler_cost.added_ns(s.launches, s.callback_ns, s.call_ns, s.calls_timed).unwrap_or(0);
-            let what = if s.startup_ns + s.shutdown_ns > 0 {
+            let what = if s.startup_ns.saturating_add(s.shutdown_ns) > 0 {
                 format!(
                     "the session's steady state ({} of start-up and {} of shutdown left out)",
                     ms(s.startup_ns),

@@ -150,12 +150,34 @@ fn measure(s: &Collection, ctx: usize) -> Result<(u64, u64), String> {
         return Err("creating a stream failed".into());
     }
     let r = timed(f, stream, TIMED).and_then(|plain| {
-        activity_kinds(s.cupti, &s.opts.kinds, true).map_err(|e| e.to_string())?;
+        records_on(s)?;
         Ok((plain, timed(f, stream, TIMED)?))
     });
     // SAFETY: our stream, its work synchronised.
     unsafe { (d.cu_stream_destroy)(stream) };
     r
+}
+
+/// Turns the session's kinds on, unless it has stopped or is stopping (a
+/// measurement that outlived [`WAIT`]): under the lock stop holds, tried
+/// rather than waited for, since the program's thread may be inside a CUDA
+/// call that stop's flush waits on.
+fn records_on(s: &Collection) -> Result<(), String> {
+    let Ok(_switching) = s.switching.try_lock() else { return Err("the session is stopping".into()) };
+    if s.stopped.load(Ordering::Acquire) {
+        return Err("the session stopped".into());
+    }
+    activity_kinds(s.cupti, &s.opts.kinds, true).map_err(|e| e.to_string())
+}
+
+/// Disarms when dropped: a panic while calibrating must not leave every
+/// later launch trying again.
+struct Disarm;
+
+impl Drop for Disarm {
+    fn drop(&mut self) {
+        disarm();
+    }
 }
 
 /// Measures on a thread of gpuscope's, waiting at most [`WAIT`].
@@ -177,6 +199,7 @@ fn on_own_thread(s: std::sync::Arc<Collection>, ctx: usize) -> Result<(u64, u64)
 /// a module could invalidate the capture.
 pub(crate) fn at_first_launch(s: &std::sync::Arc<Collection>, ctx: sys::CUcontext, capturing: bool) {
     s.calibration.once.call_once(|| {
+        let _disarm = Disarm;
         let began = Instant::now();
         let r = if ctx.is_null() {
             Err("the first launch had no context".to_string())
@@ -200,13 +223,12 @@ pub(crate) fn at_first_launch(s: &std::sync::Arc<Collection>, ctx: sys::CUcontex
             Err(why) => {
                 debug(&format!("calibration: {why}"));
                 // Records on all the same (a no-op if measuring enabled them).
-                if let Err(e) = activity_kinds(s.cupti, &s.opts.kinds, true) {
+                if let Err(e) = records_on(s) {
                     debug(&format!("calibration: enabling kernel records: {e}"));
                 }
                 HostEvent::NotCalibrated { why }
             }
         };
         s.send(event);
-        disarm();
     });
 }

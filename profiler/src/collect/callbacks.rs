@@ -251,7 +251,7 @@ pub(super) fn enable(cupti: &'static Cupti, sub: sys::CUpti_SubscriberHandle, p:
     if !p.records {
         return Ok(());
     }
-    if p.calibrate {
+    if p.calibrate && p.attribution {
         // Kernel records come on at the first launch, once it has been
         // timed without them (`calibrate`); copies are recorded from now.
         let rest: Vec<u32> =

@@ -204,7 +204,7 @@ pub(crate) fn start(opts: &CollectOptions) -> Result<(Arc<Collection>, Outputs)>
         sampler: opts.sampling.map(|interval| Sampler::new(cupti, interval)),
         pid: std::process::id(),
         id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
-        calibration: calibrate::Pending::new(opts.calibrate && opts.records && opts.attribution),
+        calibration: calibrate::Pending::new(opts.calibrate && opts.records),
     });
     if let Some(why) = collection.collector.as_ref().and_then(|c| c.status().disabled) {
         eprintln!("gpuscope: hardware metrics are off for this session: {why}. Tracing continues.");

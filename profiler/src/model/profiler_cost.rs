@@ -4,6 +4,11 @@
 
 use serde::{Deserialize, Serialize};
 
+/// A launch call that took longer than this waited on something other than
+/// the launch itself (a full launch queue, lazy module loading): it is not
+/// counted as a timed launch call.
+pub const MAX_TIMED_CALL_NS: u64 = 50_000;
+
 /// CUPTI's kernel records, timed at the session's first launch: the same
 /// empty kernel launched back to back before records were enabled and
 /// after, median host time per launch call.

@@ -5,7 +5,7 @@
 //! and after, with the change. Runs of different lengths compare alike.
 
 use super::table::{fit, pct};
-use crate::analysis::{analyze, RangeAnalysis};
+use crate::analysis::{analyze, Analysis, RangeAnalysis};
 use crate::model::names::display_names;
 use crate::model::units::fmt_ns;
 use crate::report::{KernelStats, Report};
@@ -35,14 +35,13 @@ struct Per {
     after: f64,
 }
 
-fn per(before: &Report, after: &Report) -> Per {
-    let (a, b) = (analyze(before), analyze(after));
+fn per(before: &Report, after: &Report, a: &Analysis, b: &Analysis) -> Per {
     let main = a.answer.as_ref().and_then(|x| x.range.clone());
-    let calls = |an: &crate::analysis::Analysis, p: &str| {
-        an.ranges.iter().find(|g| g.path == p).map(|g| (g.count + g.warmup_calls) as f64)
+    let calls = |an: &Analysis, p: &str| {
+        an.ranges.iter().find(|g| g.path == p).map(|g| g.count.saturating_add(g.warmup_calls) as f64)
     };
     if let Some(p) = main {
-        if let (Some(x), Some(y)) = (calls(&a, &p), calls(&b, &p)) {
+        if let (Some(x), Some(y)) = (calls(a, &p), calls(b, &p)) {
             if x > 0.0 && y > 0.0 {
                 return Per { unit: format!("per call of {p}"), before: x, after: y };
             }
@@ -60,10 +59,11 @@ fn scaled(ns: u64, by: f64) -> u64 {
 pub(super) fn render(before: &Report, after: &Report, width: usize) -> String {
     let name_w = width.saturating_sub(66).max(20);
     let mut out = String::new();
-    let p = per(before, after);
+    let (a, b) = (analyze(before), analyze(after));
+    let p = per(before, after, &a, &b);
     let (kb, ka) = (scaled(before.total_kernel_ns(), p.before), scaled(after.total_kernel_ns(), p.after));
     let _ = writeln!(out, "kernel time {}: {} -> {} ({})", p.unit, fmt_ns(kb), fmt_ns(ka), change(kb, ka));
-    if p.before != p.after {
+    if p.before.round() != p.after.round() {
         let what = if p.unit.starts_with("per call") { "calls" } else { "seconds" };
         let _ = writeln!(
             out,
@@ -71,7 +71,7 @@ pub(super) fn render(before: &Report, after: &Report, width: usize) -> String {
             p.before, p.after, p.unit
         );
     }
-    ranges(before, after, width, &mut out);
+    ranges(&a, &b, width, &mut out);
     type Key = (String, String);
     let rows = |r: &Report, by: f64| -> BTreeMap<Key, KernelStats> {
         r.path_kernels
@@ -130,10 +130,9 @@ pub(super) fn render(before: &Report, after: &Report, width: usize) -> String {
     out
 }
 
-/// Ranges in both reports: wall time per call, utilisation, GPU idle time
+/// Ranges in both analyses: wall time per call, utilisation, GPU idle time
 /// by cause and the verdict, before -> after.
-fn ranges(before: &Report, after: &Report, width: usize, out: &mut String) {
-    let (a, b) = (analyze(before), analyze(after));
+fn ranges(a: &Analysis, b: &Analysis, width: usize, out: &mut String) {
     let by_path: std::collections::HashMap<&str, &RangeAnalysis> =
         b.ranges.iter().filter(|y| y.library.is_none()).map(|y| (y.path.as_str(), y)).collect();
     let pairs: Vec<(&RangeAnalysis, &RangeAnalysis)> = a

@@ -210,7 +210,7 @@ pub fn render(r: &Report, a: &Analysis, width: usize) -> String {
         let mut order: Vec<&RangeSummary> = own.iter().copied().filter(|g| shown.contains(&&g.path)).collect();
         order.sort_by_cached_key(|g| tree_key(&busy, &g.path));
         for g in order {
-            let depth = g.path.frames.len() - 1;
+            let depth = g.path.frames.len().saturating_sub(1);
             let leaf = g.path.frames.last().map(|f| match &f.domain {
                 Some(d) => format!("{d}::{}", f.name),
                 None => f.name.clone(),
@@ -392,7 +392,9 @@ fn kernel_rows(cols: &Cols, out: &mut String, indent: &str, kernels: &[(String, 
     }
     if kernels.len() > MAX_TREE_KERNELS {
         let rest = &kernels[MAX_TREE_KERNELS..];
-        let (n, ns) = rest.iter().fold((0u64, 0u64), |(n, t), (_, s)| (n + s.launches, t.saturating_add(s.total_ns)));
+        let (n, ns) = rest
+            .iter()
+            .fold((0u64, 0u64), |(n, t), (_, s)| (u64::saturating_add(n, s.launches), t.saturating_add(s.total_ns)));
         let line = format!("{indent}· ({} more kernels)", rest.len());
         cols.row(out, &line, [&n.to_string(), &fmt_ns(ns), "", "", "", ""]);
     }

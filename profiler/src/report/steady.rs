@@ -105,11 +105,13 @@ fn median(mut v: Vec<u64>) -> Option<u64> {
 
 /// How many leading `walls` are warm-up against `reference`, looking at
 /// most `limit` calls in (`None`: no run of settled calls begins there).
-pub fn warmup_calls(walls: &[u64], reference: u64, limit: usize) -> Option<usize> {
+/// `all`: `walls` are every call, so a shorter run at their end counts.
+pub fn warmup_calls(walls: &[u64], reference: u64, limit: usize, all: bool) -> Option<usize> {
     let settled = |w: u64| w as f64 <= SETTLED * reference as f64;
     (0..=limit.min(walls.len())).find(|&i| {
         let run = &walls[i..walls.len().min(i + SETTLE_CALLS)];
-        !run.is_empty() && run.iter().all(|&w| settled(w))
+        let whole = run.len() == SETTLE_CALLS || (all && !run.is_empty());
+        whole && run.iter().all(|&w| settled(w))
     })
 }
 
@@ -132,7 +134,7 @@ pub(crate) fn of_range(count: u64, total: &Figures, log: &CallLog) -> Option<Ste
         later.quantile(0.5)?
     };
     let limit = (count as usize / 2).min(walls.len());
-    let found = warmup_calls(&walls, reference, limit);
+    let found = warmup_calls(&walls, reference, limit, count as usize == walls.len());
     let w = found.unwrap_or(0);
     let mut steady = *total;
     let mut hist = log.walls.clone();
