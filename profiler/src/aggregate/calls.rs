@@ -44,67 +44,44 @@ pub(crate) struct Figures {
     pub d2h: u64,
 }
 
+/// Applies `$op` (a saturating add or sub) to every field of two
+/// [`Figures`], named once here.
+macro_rules! each_field {
+    ($a:expr, $b:expr, $op:ident) => {{
+        let (a, b) = ($a, $b);
+        for (x, y) in [
+            (&mut a.wall, b.wall),
+            (&mut a.busy, b.busy),
+            (&mut a.in_window, b.in_window),
+            (&mut a.launches, b.launches),
+            (&mut a.graph_launches, b.graph_launches),
+            (&mut a.callback_ns, b.callback_ns),
+            (&mut a.call_ns, b.call_ns),
+            (&mut a.calls_timed, b.calls_timed),
+            (&mut a.syncs, b.syncs),
+            (&mut a.sync_ns, b.sync_ns),
+            (&mut a.copies, b.copies),
+            (&mut a.h2d_bytes, b.h2d_bytes),
+            (&mut a.pageable, b.pageable),
+            (&mut a.d2h, b.d2h),
+        ] {
+            *x = x.$op(y);
+        }
+        for (x, y) in a.idle.iter_mut().zip(b.idle) {
+            *x = x.$op(y);
+        }
+    }};
+}
+
 impl Figures {
     /// Adds `o` (saturating).
     pub(crate) fn add(&mut self, o: &Figures) {
-        let mut a = self.scalars();
-        for (x, y) in a.iter_mut().zip(o.scalars()) {
-            *x = x.saturating_add(y);
-        }
-        self.set_scalars(a);
-        for (x, y) in self.idle.iter_mut().zip(o.idle) {
-            *x = x.saturating_add(y);
-        }
+        each_field!(self, o, saturating_add);
     }
 
     /// Takes `o` away (saturating at 0).
     pub(crate) fn sub(&mut self, o: &Figures) {
-        let mut a = self.scalars();
-        for (x, y) in a.iter_mut().zip(o.scalars()) {
-            *x = x.saturating_sub(y);
-        }
-        self.set_scalars(a);
-        for (x, y) in self.idle.iter_mut().zip(o.idle) {
-            *x = x.saturating_sub(y);
-        }
-    }
-
-    fn scalars(&self) -> [u64; 14] {
-        [
-            self.wall,
-            self.busy,
-            self.in_window,
-            self.launches,
-            self.graph_launches,
-            self.callback_ns,
-            self.call_ns,
-            self.calls_timed,
-            self.syncs,
-            self.sync_ns,
-            self.copies,
-            self.h2d_bytes,
-            self.pageable,
-            self.d2h,
-        ]
-    }
-
-    fn set_scalars(&mut self, a: [u64; 14]) {
-        [
-            self.wall,
-            self.busy,
-            self.in_window,
-            self.launches,
-            self.graph_launches,
-            self.callback_ns,
-            self.call_ns,
-            self.calls_timed,
-            self.syncs,
-            self.sync_ns,
-            self.copies,
-            self.h2d_bytes,
-            self.pageable,
-            self.d2h,
-        ] = a;
+        each_field!(self, o, saturating_sub);
     }
 }
 
@@ -184,7 +161,8 @@ pub(crate) struct Call {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct CallLog {
     /// The first [`FIRST_CALLS`] calls folded (ranges are folded in the
-    /// order they end: for one thread's calls of a path, their order).
+    /// order they end: for one thread's calls of a path, their order),
+    /// kept in the order they opened.
     pub first: Vec<Call>,
     /// Every call's wall time.
     pub walls: WallHistogram,
@@ -193,16 +171,10 @@ pub(crate) struct CallLog {
 impl CallLog {
     pub(crate) fn add(&mut self, start: u64, figures: &Figures) {
         if self.first.len() < FIRST_CALLS {
-            self.first.push(Call { start, figures: *figures });
+            let at = self.first.partition_point(|c| c.start <= start);
+            self.first.insert(at, Call { start, figures: *figures });
         }
         self.walls.add(figures.wall);
-    }
-
-    /// The first calls in the order they opened.
-    pub(crate) fn first_in_order(&self) -> Vec<Call> {
-        let mut v = self.first.clone();
-        v.sort_by_key(|c| c.start);
-        v
     }
 }
 
@@ -236,5 +208,14 @@ mod tests {
         a.sub(&b);
         a.sub(&b);
         assert_eq!((a.wall, a.launches, a.copies, a.idle[0]), (5, 1, 0, 0), "saturates at 0");
+    }
+
+    #[test]
+    fn the_first_calls_are_kept_in_the_order_they_opened() {
+        let mut log = CallLog::default();
+        for start in [30, 10, 20] {
+            log.add(start, &Figures { wall: start, ..Default::default() });
+        }
+        assert_eq!(log.first.iter().map(|c| c.start).collect::<Vec<_>>(), [10, 20, 30]);
     }
 }

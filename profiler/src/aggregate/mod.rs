@@ -655,9 +655,15 @@ mod tests {
 
     /// A plain (non-graph, unmeasured) launch on thread 1.
     fn launch(correlation_id: u32, instance: u64, path: PathId, ts: u64) -> HostEvent {
+        launch_on(1, correlation_id, instance, path, ts, 0)
+    }
+
+    /// A plain launch on thread `tid`, outside ranges when `instance` is 0;
+    /// `prev_call_ns`: the thread's previous launch call, timed.
+    fn launch_on(tid: u32, correlation_id: u32, instance: u64, path: PathId, ts: u64, prev_call_ns: u32) -> HostEvent {
         HostEvent::Launch {
             correlation_id,
-            tid: 1,
+            tid,
             path,
             instance,
             graph: false,
@@ -665,7 +671,7 @@ mod tests {
             inherited: false,
             ts,
             cost_ns: 0,
-            prev_call_ns: 0,
+            prev_call_ns,
         }
     }
 
@@ -875,18 +881,7 @@ mod tests {
     fn a_launch_soon_after_another_thread_s_is_dispatch_and_a_blocking_copy_leaves_a_sync_shadow() {
         use crate::model::idle::{COPY, DISPATCH, HOST, SYNC};
         let mut a = Aggregator::new(AggregateOptions::default(), DeviceTable::fixed(vec![]));
-        let on = |tid, c, ts| HostEvent::Launch {
-            correlation_id: c,
-            tid,
-            path: ROOT,
-            instance: 0,
-            graph: false,
-            profiled: false,
-            inherited: false,
-            ts,
-            cost_ns: 0,
-            prev_call_ns: 0,
-        };
+        let on = |tid, c, ts| launch_on(tid, c, 0, ROOT, ts, 0);
         // Thread 1 launches at 1 us; thread 2 (autograd's worker, say) 89
         // us later, after 70 us of the GPU idle: the program was dispatching.
         a.host_event(on(1, 1, 1_000));
@@ -912,18 +907,7 @@ mod tests {
     fn an_asynchronous_copy_call_leaves_no_sync_shadow_and_long_launch_calls_are_not_timed() {
         use crate::model::idle::{HOST, SYNC};
         let mut a = Aggregator::new(AggregateOptions::default(), DeviceTable::fixed(vec![]));
-        let on = |c, ts, prev_call_ns| HostEvent::Launch {
-            correlation_id: c,
-            tid: 1,
-            path: ROOT,
-            instance: 0,
-            graph: false,
-            profiled: false,
-            inherited: false,
-            ts,
-            cost_ns: 0,
-            prev_call_ns,
-        };
+        let on = |c, ts, prev_call_ns| launch_on(1, c, 0, ROOT, ts, prev_call_ns);
         a.host_event(on(1, 1_000, 0));
         a.kernel(&KernelActivity::sample(1, 5_000, 20_000));
         // A 3 us copy call (pinned, non_blocking) as the GPU goes idle.

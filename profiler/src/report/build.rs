@@ -72,7 +72,7 @@ fn range(path: RangePath, a: &RangeAcc, idle: bool) -> RangeSummary {
         untraced_launches: a.untraced_launches,
         host: steady::host_figures(t),
         steady: if idle { steady::of_range(a.count, t, &a.calls) } else { None },
-        first_calls_ns: a.calls.first_in_order().iter().map(|c| c.figures.wall).collect(),
+        first_calls_ns: a.calls.first.iter().map(|c| c.figures.wall).collect(),
     }
 }
 

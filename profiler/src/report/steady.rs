@@ -120,7 +120,7 @@ pub(crate) fn of_range(count: u64, total: &Figures, log: &CallLog) -> Option<Ste
     if count < MIN_CALLS {
         return None;
     }
-    let first = log.first_in_order();
+    let first = &log.first;
     let walls: Vec<u64> = first.iter().map(|c| c.figures.wall).collect();
     // The reference: every call but the first half of those kept.
     let skip = (walls.len() / 2).min(count as usize / 2);
