@@ -441,6 +441,11 @@ fn gpuscope_s_own_launch_cost_is_taken_out_of_the_host_s_idle_time_before_judgin
 /// `data`), then, when `copy` is `Some(pinned)`, a 4 MiB host-to-device
 /// copy, then 3.5 ms of kernels; `forks` child processes forked first.
 fn host_steps(name: &str, data: bool, copy: Option<bool>, forks: u32) -> Analysis {
+    analyze(&host_steps_before(name, data, copy, forks, c"step_kernel"))
+}
+
+/// [`host_steps`]' report, each step's kernel named `kernel`.
+fn host_steps_before(name: &str, data: bool, copy: Option<bool>, forks: u32, kernel: &'static CStr) -> Report {
     let mut rp = Replay::new(vec![h200()], 0);
     let step = rp.path(&[name]);
     let data_path = rp.path(&[name, "data"]);
@@ -479,11 +484,11 @@ fn host_steps(name: &str, data: bool, copy: Option<bool>, forks: u32) -> Analysi
             cost_ns: 0,
             prev_call_ns: 0,
         });
-        records.extend(kernel_grid(c"step_kernel", corr, t + 6 * MS + 5 * US, t + 9_500 * US, 132 * 8, 256));
+        records.extend(kernel_grid(kernel, corr, t + 6 * MS + 5 * US, t + 9_500 * US, 132 * 8, 256));
         rp.host_event(HostEvent::Pop { instance: inst, ts: t + 10 * MS });
     }
     rp.buffer(&records);
-    analyze(&rp.finish(0, 50 * MS))
+    rp.finish(0, 50 * MS)
 }
 
 fn host_advice(a: &Analysis) -> String {
@@ -519,6 +524,24 @@ fn data_loader_advice_needs_evidence_of_data_loading_and_is_not_given_twice() {
         ans.parts.iter().find(|p| p.what == "host work").map(|p| p.detail.as_str()),
         Some("mostly in adv-answer/data")
     );
+}
+
+#[test]
+fn host_work_before_foreach_optimizer_kernels_is_named_the_optimizers_python() {
+    // The host works 6 ms before each launch of an unfused multi-tensor
+    // kernel (torch.optim's foreach path): the kernel carries that time,
+    // and the advice names the fused optimizer, not py-spy.
+    let foreach = c"void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::(anonymous namespace)::TensorListMetadata<2>, at::native::(anonymous namespace)::BinaryOpScalarFunctor<float, 2, 1, 1>, std::multiplies<float>, float>(T1, T2, T3...)";
+    let r = host_steps_before("adv-opt", false, None, 0, foreach);
+    let k = &r.kernels[0];
+    assert!(k.stats.host_before_ns >= 5 * 5 * MS, "host work before its launches: {}", k.stats.host_before_ns);
+    assert!(r.to_json().contains("\"host_before_ns\""));
+    let h = host_advice(&analyze(&r));
+    assert!(h.contains("foreach") && h.contains("fused=True") && !h.contains("py-spy"), "{h}");
+    // The fused optimizer's kernels share the template: not advised again.
+    let fused = c"void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::(anonymous namespace)::FusedOptimizerTensorListMetadata<4>, at::native::(anonymous namespace)::FusedAdamMathFunctor<float, 4, (at::native::ADAM_MODE)1, false>, double*, double, double, double, double, double, bool, float*, float*>(T1, T2, T3...)";
+    let h = host_advice(&analyze(&host_steps_before("adv-fused", false, None, 0, fused)));
+    assert!(!h.contains("fused=True") && h.contains("py-spy"), "{h}");
 }
 
 #[test]

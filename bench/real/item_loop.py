@@ -4,6 +4,7 @@ bounds it either way; the per-step read adds a synchronisation.
 
     python3 item_loop.py --every 1
     python3 item_loop.py --every 50
+    python3 item_loop.py --every 1 --fused   # AdamW(fused=True)
 """
 import argparse
 
@@ -18,10 +19,11 @@ if __name__ == "__main__":
     p.add_argument("--every", type=int, default=1)
     p.add_argument("--steps", type=int, default=400)
     p.add_argument("--warmup", type=int, default=20)
+    p.add_argument("--fused", action="store_true", help="AdamW(fused=True) in place of the default foreach path")
     a = p.parse_args()
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10)).cuda()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=a.fused or None)
     x, y = torch.randn(64, 256, device="cuda"), torch.randint(0, 10, (64,), device="cuda")
     rng = ranges(True)
     t = Timer()

@@ -21,6 +21,7 @@ declare -A CMD=(
   [lightning]="lightning_fit.py"
   [item-1]="item_loop.py --every 1"
   [item-50]="item_loop.py --every 50"
+  [item-1-fused]="item_loop.py --every 1 --fused"
   [cupy]="cupy_few_blocks.py"
 )
 order=(llama llama-ranges resnet-w0 resnet-w8 jax compile lightning item-1 item-50 cupy zoo)

@@ -477,11 +477,14 @@ static RUNNING: Mutex<Option<Running>> = Mutex::new(None);
 /// Launches kept waiting for their kernel record: more than the records
 /// the buffer pool can hold undecoded, so that a decoder running behind
 /// (records are decoded a buffer at a time, launch events one by one) never
-/// forgets launches whose kernels are still on their way.
+/// forgets launches whose kernels are still on their way. A quarter more
+/// leaves room for launches whose records CUPTI dropped (forgotten once
+/// stale) and keeps the default pool's table within 2^21 slots (1.5x
+/// would cross into 2^22 slots of ~45 bytes, ~90 MB more).
 fn pending_launches_bound(buffer_size: usize, max_buffers: usize) -> usize {
     let record = crate::decode::record_size(cupti_sys::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL).unwrap_or(256);
     let in_flight = buffer_size / record * max_buffers;
-    (in_flight + in_flight / 2).max(1 << 20)
+    (in_flight + in_flight / 4).max(1 << 20)
 }
 
 /// Why trace windows are off on CUPTI 12 (said once at start, and in the

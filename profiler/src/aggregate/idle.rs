@@ -23,7 +23,7 @@ use super::windows::Untraced;
 use crate::model::idle::DISPATCH_NS;
 use crate::model::idle::{Cause, COPY, DISPATCH, HOST, LAUNCH, OTHER, PROFILER, SYNC};
 use rustc_hash::FxHashMap;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 
 /// Gaps no longer than this, from one kernel's end to the next one's start,
 /// are launch overhead: a CUDA launch costs the host a few microseconds and
@@ -62,7 +62,14 @@ pub(crate) struct Piece {
     pub start: u64,
     pub end: u64,
     pub cause: Cause,
+    /// The kernel whose launch ended the gap (a kernel name id;
+    /// [`NO_KERNEL`]: unknown): host work before it is the program's
+    /// code that ran ahead of that launch.
+    pub before: u32,
 }
+
+/// No kernel known (see [`Piece::before`]).
+pub(crate) const NO_KERNEL: u32 = u32::MAX;
 
 /// When the program's threads last left CUDA calls (launches, blocking
 /// copies and synchronisations), any thread: the framework hands work
@@ -104,6 +111,8 @@ pub(crate) struct Launched {
     /// When the program last left a CUDA call before it (a launch, a
     /// blocking copy or synchronisation, on any thread); 0: never.
     pub since: u64,
+    /// The launched kernel's name id ([`NO_KERNEL`]: unknown).
+    pub kernel: u32,
 }
 
 /// What a span keeps of the launch of its first kernel: spans are moved
@@ -115,15 +124,17 @@ struct SpanLaunch {
     /// How long before it the program left its previous CUDA call, ns
     /// (`u32::MAX`: unknown, or longer).
     back: u32,
+    /// The kernel's name id (in what was padding).
+    kernel: u32,
 }
 
 impl SpanLaunch {
-    const NONE: SpanLaunch = SpanLaunch { ts: 0, back: u32::MAX };
+    const NONE: SpanLaunch = SpanLaunch { ts: 0, back: u32::MAX, kernel: NO_KERNEL };
 
     fn of(l: Option<Launched>) -> Self {
         let Some(l) = l else { return Self::NONE };
         let back = if l.since == 0 { u32::MAX } else { l.ts.saturating_sub(l.since).min(u32::MAX as u64 - 1) as u32 };
-        SpanLaunch { ts: l.ts, back }
+        SpanLaunch { ts: l.ts, back, kernel: l.kernel }
     }
 
     fn known(self) -> Option<Self> {
@@ -148,6 +159,65 @@ struct Span {
     end: u64,
     /// The launch of the kernel that starts the span.
     launch: SpanLaunch,
+}
+
+/// Launches whose kernels have not arrived: launch times (with a count
+/// each) in order. Launches come nearly in time order and kernels nearly in
+/// the same order, so entries are added at the back and leave from the
+/// front; a kernel that arrives out of order leaves a zero count behind,
+/// dropped once it reaches the front. (A B-tree here was a quarter of the
+/// decoder's time under launch-heavy loads.)
+#[derive(Default)]
+struct PendingLaunches(VecDeque<(u64, u32)>);
+
+impl PendingLaunches {
+    fn add(&mut self, ts: u64) {
+        match self.0.back_mut() {
+            Some(last) if last.0 == ts => last.1 += 1,
+            Some(last) if last.0 > ts => {
+                let i = self.0.partition_point(|&(t, _)| t < ts);
+                match self.0.get_mut(i) {
+                    Some(e) if e.0 == ts => e.1 += 1,
+                    _ => self.0.insert(i, (ts, 1)),
+                }
+            }
+            _ => self.0.push_back((ts, 1)),
+        }
+        if self.0.len() > MAX_PENDING {
+            // Launches that never delivered a kernel (failed launches,
+            // records CUPTI dropped): forget the oldest half.
+            self.0.drain(..MAX_PENDING / 2);
+            self.trim();
+        }
+    }
+
+    fn remove(&mut self, ts: u64) {
+        let i = self.0.partition_point(|&(t, _)| t < ts);
+        if let Some(e) = self.0.get_mut(i).filter(|e| e.0 == ts) {
+            e.1 = e.1.saturating_sub(1);
+            if i == 0 {
+                self.trim();
+            }
+        }
+    }
+
+    fn trim(&mut self) {
+        while self.0.front().is_some_and(|e| e.1 == 0) {
+            self.0.pop_front();
+        }
+    }
+
+    /// The earliest launch still waited for.
+    fn oldest(&self) -> Option<u64> {
+        self.0.front().map(|e| e.0)
+    }
+
+    fn forget_before(&mut self, ts: u64) {
+        while self.0.front().is_some_and(|e| e.0 < ts) {
+            self.0.pop_front();
+        }
+        self.trim();
+    }
 }
 
 /// Disjoint-or-not intervals sorted by start; dropped once decided.
@@ -225,7 +295,7 @@ pub(crate) struct IdleTracker {
     done_until: u64,
     /// Launches whose kernels have not arrived, by launch time (a count per
     /// time).
-    pending: BTreeMap<u64, u32>,
+    pending: PendingLaunches,
     /// Graph launches whose first kernel has not arrived.
     pending_graphs: FxHashMap<u32, u64>,
     syncs: Intervals,
@@ -246,7 +316,7 @@ impl IdleTracker {
         IdleTracker {
             spans: VecDeque::new(),
             done_until: start_ns,
-            pending: BTreeMap::new(),
+            pending: PendingLaunches::default(),
             pending_graphs: FxHashMap::default(),
             syncs: Intervals::default(),
             copies: Intervals::default(),
@@ -261,7 +331,7 @@ impl IdleTracker {
     /// will (their records were off, or came on only after): they no longer
     /// hold the timeline.
     pub(crate) fn forget_launches_before(&mut self, ts: u64) {
-        self.pending = self.pending.split_off(&ts);
+        self.pending.forget_before(ts);
         self.pending_graphs.retain(|_, t| *t >= ts);
     }
 
@@ -276,11 +346,7 @@ impl IdleTracker {
             }
             self.pending_graphs.insert(correlation_id, ts);
         } else {
-            if self.pending.len() >= MAX_PENDING {
-                let keep = self.pending.split_off(&self.pending.keys().nth(MAX_PENDING / 2).copied().unwrap_or(0));
-                self.pending = keep;
-            }
-            *self.pending.entry(ts).or_default() += 1;
+            self.pending.add(ts);
         }
     }
 
@@ -290,11 +356,8 @@ impl IdleTracker {
         if let Some(Launched { ts, graph, .. }) = launch {
             if graph {
                 self.pending_graphs.remove(&correlation_id);
-            } else if let Some(n) = self.pending.get_mut(&ts) {
-                *n -= 1;
-                if *n == 0 {
-                    self.pending.remove(&ts);
-                }
+            } else {
+                self.pending.remove(ts);
             }
         }
         let mut start = start;
@@ -362,8 +425,7 @@ impl IdleTracker {
     /// piece of idle time to `out`.
     /// Gaps touching `untraced` are not classified.
     pub(crate) fn advance(&mut self, untraced: &Untraced, out: &mut impl FnMut(Piece)) {
-        let watermark =
-            self.pending.keys().next().copied().into_iter().chain(self.pending_graphs.values().copied()).min();
+        let watermark = self.pending.oldest().into_iter().chain(self.pending_graphs.values().copied()).min();
         self.decide(watermark.unwrap_or(u64::MAX), untraced, out);
     }
 
@@ -430,9 +492,10 @@ impl IdleTracker {
             self.untraced_gaps += g1 - g0;
             return;
         }
+        let before = next_launch.map_or(NO_KERNEL, |l| l.kernel);
         let mut emit = |start: u64, end: u64, cause: Cause| {
             if end > start {
-                out(Piece { start, end, cause });
+                out(Piece { start, end, cause, before });
             }
         };
         let gap = g1 - g0;
@@ -494,7 +557,7 @@ mod tests {
 
     /// A plain launch at `ts`.
     fn at(ts: u64) -> Launched {
-        Launched { ts, graph: false, since: 0 }
+        Launched { ts, graph: false, since: 0, kernel: NO_KERNEL }
     }
 
     fn run(t: &mut IdleTracker, end: Option<u64>) -> [u64; CAUSES] {
@@ -554,7 +617,7 @@ mod tests {
         t.kernel(1, 0, 1_000, None);
         // 80 us of the host in the framework between two launches 90 us apart.
         t.launch(2, 81_000, false);
-        t.kernel(2, 85_000, 86_000, Some(Launched { ts: 81_000, graph: false, since: 500 }));
+        t.kernel(2, 85_000, 86_000, Some(Launched { ts: 81_000, graph: false, since: 500, kernel: NO_KERNEL }));
         let by = run(&mut t, Some(86_000));
         assert_eq!(by[DISPATCH], 80_000);
         assert_eq!(by[HOST], 0);
@@ -564,14 +627,14 @@ mod tests {
         let mut t = IdleTracker::new(0);
         t.kernel(1, 0, 1_000, None);
         t.launch(2, 81_000, false);
-        t.kernel(2, 85_000, 86_000, Some(Launched { ts: 81_000, graph: false, since: 60_000 }));
+        t.kernel(2, 85_000, 86_000, Some(Launched { ts: 81_000, graph: false, since: 60_000, kernel: NO_KERNEL }));
         let by = run(&mut t, Some(86_000));
         assert_eq!((by[HOST], by[DISPATCH]), (59_000, 21_000));
         // Its previous call was long before: host work.
         let mut t = IdleTracker::new(0);
         t.kernel(1, 0, 1_000, None);
         t.launch(2, 881_000, false);
-        t.kernel(2, 885_000, 886_000, Some(Launched { ts: 881_000, graph: false, since: 500 }));
+        t.kernel(2, 885_000, 886_000, Some(Launched { ts: 881_000, graph: false, since: 500, kernel: NO_KERNEL }));
         let by = run(&mut t, Some(886_000));
         assert_eq!((by[HOST], by[DISPATCH]), (880_000, 0));
     }
@@ -666,8 +729,8 @@ mod tests {
         for i in 0..(MAX_PENDING as u64 + 10) {
             t.launch(i as u32, i, false);
         }
-        assert!(t.pending.len() <= MAX_PENDING, "{}", t.pending.len());
-        assert_eq!(t.pending.keys().next().copied(), Some(MAX_PENDING as u64 / 2), "the oldest half went");
+        assert!(t.pending.0.len() <= MAX_PENDING, "{}", t.pending.0.len());
+        assert_eq!(t.pending.oldest(), Some(MAX_PENDING as u64 / 2), "the oldest half went");
         for i in 0..(MAX_PENDING_GRAPHS as u32 + 10) {
             t.launch(i, i as u64, true);
         }
@@ -681,8 +744,8 @@ mod tests {
         t.kernel(1, 0, 10, None);
         t.kernel(2, 100, 110, None);
         assert_eq!(run(&mut t, None).iter().sum::<u64>(), 0, "the graph launched at 50 may run in [10,100)");
-        t.kernel(7, 60, 70, Some(Launched { ts: 50, graph: true, since: 0 }));
-        t.kernel(7, 75, 80, Some(Launched { ts: 50, graph: true, since: 0 }));
+        t.kernel(7, 60, 70, Some(Launched { ts: 50, graph: true, since: 0, kernel: NO_KERNEL }));
+        t.kernel(7, 75, 80, Some(Launched { ts: 50, graph: true, since: 0, kernel: NO_KERNEL }));
         assert_eq!(run(&mut t, None).iter().sum::<u64>(), 50 + 5 + 20);
     }
 }

@@ -47,6 +47,8 @@ pub(crate) struct KernelAcc {
     /// enough for a figure of their own.
     pub sampled: SampledAcc,
     pub sampled_own: SampledAcc,
+    /// Host work in the idle gaps its launches ended, ns.
+    pub host_before: u64,
 }
 
 /// Whether a metric's values add up over launches (a count, not a rate).

@@ -420,7 +420,8 @@ impl Aggregator {
             self.cross_thread.0 += 1;
             self.cross_thread.1 = self.cross_thread.1.saturating_add(dur);
         }
-        let launch = info.seen.then_some(idle::Launched { ts: info.ts, graph: info.graph, since: info.since });
+        let launch =
+            info.seen.then_some(idle::Launched { ts: info.ts, graph: info.graph, since: info.since, kernel: name });
         self.idle.kernel(k.correlation_id, k.start, end, launch);
         if self.idle.full() {
             self.advance_idle();
@@ -536,6 +537,10 @@ impl Aggregator {
     fn credit_idle(&mut self, pieces: &[Piece]) {
         for p in pieces {
             self.idle_total[p.cause] = self.idle_total[p.cause].saturating_add(p.end - p.start);
+            if p.cause == crate::model::idle::HOST && p.before != idle::NO_KERNEL {
+                let k = self.by_name.entry(p.before).or_default();
+                k.host_before = k.host_before.saturating_add(p.end - p.start);
+            }
         }
         self.ranges.idle(pieces);
         self.timeline.idle(pieces);

@@ -159,7 +159,7 @@ mod tests {
         assert_eq!(t.bins.iter().map(|b| b.launches).sum::<u64>(), 2);
         assert_eq!(t.bins.iter().map(|b| b.kernel_ns).sum::<u64>(), 25_000_000);
         assert_eq!(t.bins[0].kernel_ns, 25_000_000);
-        t.idle(&[Piece { start: 0, end: 50_001_000, cause: 0 }]);
+        t.idle(&[Piece { start: 0, end: 50_001_000, cause: 0, before: crate::aggregate::idle::NO_KERNEL }]);
         assert_eq!((t.bins[0].idle[0], t.bins[1].idle[0]), (40_000_000, 10_000_000), "clipped to the start");
     }
 }

@@ -159,6 +159,7 @@ mod tests {
             metrics_sampled: false,
             first_ns: 0,
             last_ns: 0,
+            host_before_ns: 0,
         }
     }
 

@@ -93,10 +93,12 @@ pub(crate) struct Attributor {
 }
 
 /// When launches must be forgotten, one made this long before the latest
-/// kernel seen so far started has most likely lost its record. The oldest
-/// are not simply forgotten first: CUPTI drops the newest records when it
-/// has no buffer, while older ones still wait in buffers not yet decoded.
-const STALE_LAUNCH_NS: u64 = 2_000_000_000;
+/// kernel seen so far started has most likely lost its record (tried in
+/// turn until enough are gone). Records are decoded in the order CUPTI
+/// filled its buffers, so a launch well before a decoded kernel's start
+/// waits only if its stream was queued that long; launches after it may
+/// still be in buffers not decoded yet, and are kept.
+const STALE_LAUNCH_NS: [u64; 3] = [2_000_000_000, 200_000_000, 20_000_000];
 
 impl Attributor {
     /// `metric_names`: the names of measured values (metrics mode);
@@ -127,9 +129,15 @@ impl Attributor {
         }
         if self.launches.len() >= self.max_pending {
             // Launches that never produced a kernel (failed launches, records
-            // CUPTI dropped): forget the stale ones, else the oldest half.
-            let horizon = self.latest_kernel_start.saturating_sub(STALE_LAUNCH_NS);
-            self.launches.retain(|_, l| l.ts >= horizon);
+            // CUPTI dropped): forget the stale ones, from the stalest, else
+            // the oldest half.
+            for stale in STALE_LAUNCH_NS {
+                let horizon = self.latest_kernel_start.saturating_sub(stale);
+                self.launches.retain(|_, l| l.ts >= horizon);
+                if self.launches.len() < self.max_pending * 3 / 4 {
+                    break;
+                }
+            }
             if self.launches.len() >= self.max_pending * 3 / 4 {
                 let mut ids: Vec<u32> = self.launches.keys().copied().collect();
                 ids.sort_unstable();
@@ -263,6 +271,30 @@ mod tests {
             a.launch(id, recent);
         }
         for id in 10_000..10_800u32 {
+            let k = KernelActivity::sample(id, 3_000_001_000, 3_000_002_000);
+            assert!(a.kernel(&k, || None).is_some_and(|j| j.launch.seen), "launch {id} forgotten");
+        }
+        assert_eq!(a.unattributed, 0);
+    }
+
+    #[test]
+    fn dropped_records_less_than_a_second_old_are_forgotten_before_launches_still_on_their_way() {
+        // A decoder running behind with records dropped a moment ago (the
+        // stress test's load): 400 launches 500 ms before the latest
+        // decoded kernel lost their records; 700 later ones wait in buffers
+        // (forgetting the oldest half would forget 100 of them).
+        let mut a = Attributor::new(vec![], 1000);
+        let dropped = LaunchInfo { tid: 1, seen: true, ts: 2_500_000_000, ..LaunchInfo::UNKNOWN };
+        for id in 0..400u32 {
+            a.launch(id, dropped);
+        }
+        let recent = LaunchInfo { ts: 3_000_000_000, ..dropped };
+        a.launch(5_000, recent);
+        assert!(a.kernel(&KernelActivity::sample(5_000, 3_000_000_100, 3_000_000_200), || None).is_some());
+        for id in 10_000..10_700u32 {
+            a.launch(id, recent);
+        }
+        for id in 10_000..10_700u32 {
             let k = KernelActivity::sample(id, 3_000_001_000, 3_000_002_000);
             assert!(a.kernel(&k, || None).is_some_and(|j| j.launch.seen), "launch {id} forgotten");
         }

@@ -47,6 +47,7 @@ fn exact_stats(a: &KernelAcc) -> KernelStats {
         metrics_sampled: false,
         first_ns: a.first_start,
         last_ns: a.last_end,
+        host_before_ns: a.host_before,
     }
 }
 

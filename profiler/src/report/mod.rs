@@ -245,6 +245,11 @@ pub struct KernelStats {
     /// See `first_ns`.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub last_ns: u64,
+    /// GPU idle time, ns, while the program ran host code of its own right
+    /// before launching this kernel (the gap that its launch ended): where
+    /// in the step the host worked.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub host_before_ns: u64,
 }
 
 /// One kernel name.
