@@ -633,10 +633,11 @@ mod tests {
         // Its previous call was long before: host work.
         let mut t = IdleTracker::new(0);
         t.kernel(1, 0, 1_000, None);
-        t.launch(2, 881_000, false);
-        t.kernel(2, 885_000, 886_000, Some(Launched { ts: 881_000, graph: false, since: 500, kernel: NO_KERNEL }));
-        let by = run(&mut t, Some(886_000));
-        assert_eq!((by[HOST], by[DISPATCH]), (880_000, 0));
+        t.launch(2, 2_881_000, false);
+        let l = Launched { ts: 2_881_000, graph: false, since: 500, kernel: NO_KERNEL };
+        t.kernel(2, 2_885_000, 2_886_000, Some(l));
+        let by = run(&mut t, Some(2_886_000));
+        assert_eq!((by[HOST], by[DISPATCH]), (2_880_000, 0));
     }
 
     #[test]

@@ -898,14 +898,14 @@ mod tests {
         a.host_event(HostEvent::HostCopy { start: 100_000, end: 300_000, correlation_id: 9, instance: 0 });
         a.host_event(on(1, 3, 340_000));
         a.kernel(&KernelActivity::sample(3, 345_000, 350_000));
-        // Then 1 ms of host work before the next launch.
-        a.host_event(on(1, 4, 1_350_000));
-        a.kernel(&KernelActivity::sample(4, 1_355_000, 1_360_000));
-        let idle = a.finish(1_360_000).idle;
+        // Then 2 ms of host work before the next launch.
+        a.host_event(on(1, 4, 2_350_000));
+        a.kernel(&KernelActivity::sample(4, 2_355_000, 2_360_000));
+        let idle = a.finish(2_360_000).idle;
         assert_eq!(idle[DISPATCH], 70_000);
         assert_eq!(idle[COPY], 195_000, "the host was blocked in the copy");
         assert_eq!(idle[SYNC], 45_000, "nothing was queued behind the copy");
-        assert_eq!(idle[HOST], 1_350_000 - 350_000, "no CUDA call for a millisecond: host work");
+        assert_eq!(idle[HOST], 2_350_000 - 350_000, "no CUDA call for 2 ms: host work");
     }
 
     #[test]
@@ -918,13 +918,13 @@ mod tests {
         // A 3 us copy call (pinned, non_blocking) as the GPU goes idle.
         a.host_event(HostEvent::HostCopy { start: 19_000, end: 22_000, correlation_id: 9, instance: 0 });
         // A launch call of 80 us (a full queue, say) is not a timed call.
-        a.host_event(on(2, 900_000, 80_000));
-        a.kernel(&KernelActivity::sample(2, 905_000, 910_000));
-        a.host_event(on(3, 911_000, 6_000));
-        a.kernel(&KernelActivity::sample(3, 915_000, 920_000));
-        let r = a.finish(920_000);
+        a.host_event(on(2, 2_900_000, 80_000));
+        a.kernel(&KernelActivity::sample(2, 2_905_000, 2_910_000));
+        a.host_event(on(3, 2_911_000, 6_000));
+        a.kernel(&KernelActivity::sample(3, 2_915_000, 2_920_000));
+        let r = a.finish(2_920_000);
         assert_eq!(r.idle[SYNC], 0, "an asynchronous copy did not make the host wait");
-        assert!(r.idle[HOST] > 800_000);
+        assert!(r.idle[HOST] > 2_800_000);
         let t = r.threads[0];
         assert_eq!((t.launches, t.calls_timed, t.call_ns), (3, 1, 6_000));
     }

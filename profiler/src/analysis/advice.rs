@@ -44,13 +44,6 @@ fn is_data_range(path: &str) -> bool {
     DATA_NAMES.iter().any(|d| leaf.contains(d))
 }
 
-/// PyTorch's multi-tensor kernels of the foreach (unfused) path: optimizers'
-/// `_foreach_*` ops, `clip_grad_norm_`. The fused optimizers' kernels
-/// (`FusedAdamMathFunctor`...) use the same template and are told apart.
-fn is_foreach_kernel(name: &str) -> bool {
-    name.contains("multi_tensor_apply_kernel") && !name.contains("Fused")
-}
-
 /// Whether `inner` is `outer` or a range nested in it.
 pub(super) fn within(outer: &str, inner: &str) -> bool {
     inner == outer || (inner.len() > outer.len() && inner.starts_with(outer) && inner.as_bytes()[outer.len()] == b'/')
@@ -65,12 +58,6 @@ pub(super) struct Evidence<'a> {
     sorted: Vec<&'a RangeAnalysis>,
     /// Paths (the program's own part) where torch.compile's kernels ran.
     triton: Vec<String>,
-    /// (path, kernel name) of every kernel launched directly under a path
-    /// (the program's own part), sorted.
-    path_kernels: Vec<(String, &'a str)>,
-    /// Per kernel name: host work before its launches, ns, and whether it
-    /// is a foreach kernel.
-    host_before: std::collections::HashMap<&'a str, (u64, bool)>,
 }
 
 /// The slice of sorted `items` (by `key`) nested in `outer` (not itself).
@@ -94,17 +81,7 @@ impl<'a> Evidence<'a> {
             .collect();
         triton.sort();
         triton.dedup();
-        let mut path_kernels: Vec<(String, &str)> =
-            r.path_kernels.iter().map(|k| (k.path.user_prefix().to_string(), k.name.as_str())).collect();
-        path_kernels.sort_unstable();
-        path_kernels.dedup();
-        let host_before = r
-            .kernels
-            .iter()
-            .filter(|k| k.stats.host_before_ns > 0)
-            .map(|k| (k.name.as_str(), (k.stats.host_before_ns, is_foreach_kernel(&k.name))))
-            .collect();
-        Evidence { r, sorted, triton, path_kernels, host_before }
+        Evidence { r, sorted, triton }
     }
 
     /// Ranges nested in `g` (not `g`), not folded.
@@ -157,27 +134,6 @@ impl<'a> Evidence<'a> {
         (own > 0 && theirs as f64 >= 0.5 * own as f64).then_some(best)
     }
 
-    /// The share of the host work before launches of `g`'s kernels that
-    /// ended in PyTorch's unfused multi-tensor (foreach) kernels, when it
-    /// is most of it: the optimizer's Python between its kernels.
-    fn host_before_foreach(&self, g: &RangeAnalysis) -> Option<f64> {
-        let here = self.path_kernels.partition_point(|(p, _)| p.as_str() < g.path.as_str());
-        let exact = self.path_kernels[here..].iter().take_while(|(p, _)| p.as_str() == g.path.as_str());
-        let nested = nested_in(&self.path_kernels, |(p, _)| p.as_str(), &g.path);
-        let mut names: Vec<&str> = exact.chain(nested).map(|(_, n)| *n).collect();
-        names.sort_unstable();
-        names.dedup();
-        let (mut foreach, mut all) = (0u64, 0u64);
-        for k in names.iter().filter_map(|n| self.host_before.get(n)) {
-            all = all.saturating_add(k.0);
-            if k.1 {
-                foreach = foreach.saturating_add(k.0);
-            }
-        }
-        let share = foreach as f64 / all.max(1) as f64;
-        (all > 0 && share >= 0.5).then_some(share)
-    }
-
     /// Host work: what to change.
     pub(super) fn host_work(&self, g: &RangeAnalysis) -> String {
         let calls = g.count.max(1);
@@ -208,14 +164,6 @@ impl<'a> Evidence<'a> {
                      (PyTorch: DataLoader(num_workers>0)), with transforms on the GPU."
                 )
             }
-        } else if let Some(share) = self.host_before_foreach(g) {
-            format!(
-                "The host work comes before PyTorch's multi-tensor (foreach) kernels ({:.0}% of the host time that \
-                 ended in a launch): that is the optimizer's own Python, which prepares its tensor lists and step \
-                 sizes on the host every step. Use the fused optimizer (e.g. torch.optim.AdamW(..., fused=True)), \
-                 or compile the optimizer step (torch.compile).",
-                100.0 * share
-            )
         } else {
             let place = match self.host_where(g) {
                 Some(c) => format!("mostly in {}", c.path),
