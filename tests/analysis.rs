@@ -537,6 +537,67 @@ fn each_kernel_carries_the_host_work_that_its_launches_ended() {
     assert!(r.to_json().contains("\"host_before_ns\""));
 }
 
+/// A program without ranges: 200 rounds of 6 ms of host work, then one
+/// 3.5 ms kernel named `kernel`; `library`: an idle range of that NVTX
+/// domain too (XLA's TSL, say).
+fn rangeless_host_work(kernel: &'static CStr, library: Option<&str>) -> Report {
+    let mut rp = Replay::new(vec![h200()], 0);
+    let root = rp.path(&[]);
+    let lib = rp.path(&["library range"]);
+    rp.host_event(HostEvent::Push { instance: 1, parent: 0, path: lib, tid: 2, ts: 0 });
+    rp.host_event(HostEvent::Pop { instance: 1, ts: MS });
+    let mut records = Vec::new();
+    for s in 0..200u64 {
+        let (t, corr) = (s * 10 * MS, s as u32 + 1);
+        rp.host_event(HostEvent::Launch {
+            correlation_id: corr,
+            tid: 1,
+            path: root,
+            instance: 0,
+            graph: false,
+            profiled: false,
+            inherited: false,
+            ts: t + 6 * MS,
+            cost_ns: 0,
+            prev_call_ns: 0,
+        });
+        records.extend(kernel_grid(kernel, corr, t + 6 * MS + 5 * US, t + 9_500 * US, 132 * 8, 256));
+    }
+    rp.buffer(&records);
+    let mut r = rp.finish(0, 2_000 * MS);
+    let g = r.ranges.iter_mut().find(|g| g.path.to_string() == "library range").expect("the range");
+    // Made a library's (a framework's NVTX domain), or dropped.
+    match library {
+        Some(domain) => {
+            g.path.frames = vec![gpuscope::RangeFrame { domain: Some(domain.into()), name: "XlaCompile".into() }];
+            g.library = Some(domain.into());
+        }
+        None => r.ranges.retain(|g| g.path.to_string() != "library range"),
+    }
+    r
+}
+
+#[test]
+fn advice_names_the_program_s_framework_and_never_another_s() {
+    let text = |r: &Report| {
+        let a = analyze(r);
+        let ans = a.answer.as_ref().expect("an answer");
+        assert_eq!(ans.verdict.bound, "host-bound", "{ans:#?}");
+        format!("{} {}", ans.actions.iter().map(|x| x.advice.as_str()).collect::<Vec<_>>().join(" "), r.to_table(120))
+    };
+    let aten = c"void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, std::array<char*, 1ul> >(int, at::native::FillFunctor<float>, std::array<char*, 1ul>)";
+    let t = text(&rangeless_host_work(aten, None));
+    assert!(t.contains("torch.cuda.nvtx.range_push") && t.contains("DataLoader"), "{t}");
+    // XLA's ranges: JAX's words, no PyTorch.
+    let t = text(&rangeless_host_work(c"loop_add_fusion", Some("TSL")));
+    assert!(t.contains("nvtx.annotate(\"step\")"), "{t}");
+    assert!(!t.contains("torch") && !t.contains("DataLoader"), "{t}");
+    // Neither: CUDA's own terms.
+    let t = text(&rangeless_host_work(c"step_kernel", None));
+    assert!(t.contains("nvtxRangePushA"), "{t}");
+    assert!(!t.contains("torch") && !t.contains("DataLoader") && !t.contains("jax"), "{t}");
+}
+
 #[test]
 fn library_ranges_fold_into_the_range_around_them_without_a_verdict_or_finding() {
     let mut rp = Replay::new(vec![h200()], 0);

@@ -13,6 +13,7 @@
 //! - *copies*: pinning only for copies from pageable memory made in the
 //!   calls counted (start-up copies are not the step's).
 
+use super::framework::Framework;
 use super::RangeAnalysis;
 use crate::model::units::{fmt_bytes, fmt_ns};
 use crate::report::Report;
@@ -58,6 +59,8 @@ pub(super) struct Evidence<'a> {
     sorted: Vec<&'a RangeAnalysis>,
     /// Paths (the program's own part) where torch.compile's kernels ran.
     triton: Vec<String>,
+    /// The framework whose switches advice names.
+    fw: Framework,
 }
 
 /// The slice of sorted `items` (by `key`) nested in `outer` (not itself).
@@ -81,7 +84,7 @@ impl<'a> Evidence<'a> {
             .collect();
         triton.sort();
         triton.dedup();
-        Evidence { r, sorted, triton }
+        Evidence { r, sorted, triton, fw: Framework::of(r) }
     }
 
     /// Ranges nested in `g` (not `g`), not folded.
@@ -118,10 +121,11 @@ impl<'a> Evidence<'a> {
                  (torch.compile(mode=\"reduce-overhead\")) so the step launches once, or give each launch more work \
                  (a larger batch)."
                 .to_string(),
-            (false, false) => "Launch fewer, larger kernels: capture the step in a CUDA graph \
-                 (torch.compile(mode=\"reduce-overhead\"), torch.cuda.CUDAGraph), fuse small ops (torch.compile), or \
-                 give each launch more work (a larger batch)."
+            (false, false) if self.fw == Framework::PyTorch => "Launch fewer, larger kernels: capture the step in a \
+                 CUDA graph (torch.compile(mode=\"reduce-overhead\"), torch.cuda.CUDAGraph), fuse small ops \
+                 (torch.compile), or give each launch more work (a larger batch)."
                 .to_string(),
+            (false, false) => self.fw.launch_overhead().to_string(),
         }
     }
 
@@ -171,8 +175,9 @@ impl<'a> Evidence<'a> {
             };
             format!(
                 "The launching thread ran host code of its own between CUDA calls ({place}), and nothing there \
-                 looks like data loading (no data range, no batch-sized copies): profile that code (py-spy, \
-                 cProfile) and keep logging, checkpoints and other CPU work out of the step."
+                 looks like data loading (no data range, no batch-sized copies): profile that code ({}) and keep \
+                 logging, checkpoints and other CPU work out of the step.",
+                self.fw.host_profiler()
             )
         };
         if pageable > 0 {
@@ -191,9 +196,9 @@ impl<'a> Evidence<'a> {
         let syncs = g.host.syncs;
         let d2h = g.host.d2h_copies;
         let which = if syncs == 0 && d2h > 0 {
+            let how = if self.fw == Framework::PyTorch { ".item(), .cpu(), printing a GPU tensor: " } else { "" };
             format!(
-                "the {} device-to-host copies per call (.item(), .cpu(), printing a GPU tensor: each waits for the \
-                 GPU)",
+                "the {} device-to-host copies per call ({how}each waits for the GPU)",
                 fmt_count(d2h as f64 / calls as f64)
             )
         } else if syncs == 0 {
@@ -205,10 +210,11 @@ impl<'a> Evidence<'a> {
                 fmt_ns(g.host.sync_ns / syncs)
             )
         };
-        format!(
-            "Take {which} out of the loop: no .item(), .cpu(), printing GPU tensors or torch.cuda.synchronize() per \
-             step; keep values on the GPU and read them every N steps."
-        )
+        let calls = match self.fw {
+            Framework::PyTorch => "no .item(), .cpu(), printing GPU tensors or torch.cuda.synchronize()",
+            fw => fw.sync_calls(),
+        };
+        format!("Take {which} out of the loop: {calls} per step; keep values on the GPU and read them every N steps.")
     }
 
     /// Copies: what to change.

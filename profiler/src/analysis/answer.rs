@@ -5,6 +5,7 @@
 
 use super::advice::{self, within};
 use super::findings::{idle_advice, session_advice, session_idle, Finding, IDLE_CAUSES};
+use super::framework::Framework;
 use super::verdict::{self, Verdict};
 use super::KernelAnalysis;
 use super::RangeAnalysis;
@@ -82,6 +83,9 @@ pub struct Answer {
     /// Other ranges the program repeats outside the main one, with a tenth
     /// of its time or more.
     pub others: Vec<Other>,
+    /// How to put an NVTX range around the step in the program's framework
+    /// (PyTorch, JAX, or CUDA's own API), for a program without ranges.
+    pub nvtx_example: &'static str,
 }
 
 /// The main step: the range of the program's own with most wall time over
@@ -315,6 +319,7 @@ pub(super) fn answer(
             actions: actions(findings, &idle, calls, g.active_ns / calls, &inside, &fallback, &ran_here),
             compile_ns: compile,
             others,
+            nvtx_example: Framework::of(r).nvtx_example(),
         });
     }
     // No range of the program's own: the session's steady state as a whole.
@@ -370,5 +375,6 @@ pub(super) fn answer(
         ),
         compile_ns: compile,
         others: Vec::new(),
+        nvtx_example: Framework::of(r).nvtx_example(),
     })
 }

@@ -3,6 +3,7 @@
 
 use super::advice::{Evidence, LAUNCH_OVERHEAD};
 use super::cost;
+use super::framework::Framework;
 use super::peaks::Peaks;
 use super::verdict::{self, Bound, Counted};
 use super::{KernelAnalysis, RangeAnalysis};
@@ -86,9 +87,9 @@ pub(super) fn idle_advice(kind: &str, e: &Evidence, g: &RangeAnalysis) -> String
 
 /// Session-wide advice (a program without ranges): no per-call evidence.
 pub(super) fn session_advice(kind: &str, r: &Report) -> String {
+    let fw = Framework::of(r);
     match kind {
-        "host-idle" if r.forks > 0 => format!("The launching thread ran code of its own between CUDA calls, and {} child processes were forked (data-loader workers already run): annotate the training step with NVTX ranges (torch.cuda.nvtx.range_push/pop, or a data range around fetching the batch) to see whether it waits for data or runs framework code.", r.forks),
-        "host-idle" => "The launching thread ran code of its own between CUDA calls: annotate the training step with NVTX ranges (torch.cuda.nvtx.range_push/pop) to see where, and keep data loading (DataLoader(num_workers>0)), logging and checkpoints off that thread.".into(),
+        "host-idle" => fw.host_work(r.forks),
         "copies" => {
             let (pageable, all) = pageable(r);
             if pageable > 0 {
@@ -97,8 +98,12 @@ pub(super) fn session_advice(kind: &str, r: &Report) -> String {
                 "Overlap copies with compute: issue them on a side stream ahead of use.".into()
             }
         }
-        "sync" => format!("Take host synchronisations out of the loop ({} in this run): no .item(), .cpu() or torch.cuda.synchronize() per step; read values every N steps.", r.memory.synchronizations),
-        "dispatch" => LAUNCH_OVERHEAD.into(),
+        "sync" => format!(
+            "Take host synchronisations out of the loop ({} in this run): {} per step; read values every N steps.",
+            r.memory.synchronizations,
+            fw.sync_calls()
+        ),
+        "dispatch" => fw.launch_overhead().into(),
         _ => "Queued work waited: look for cross-stream event waits and host functions (cudaLaunchHostFunc).".into(),
     }
 }

@@ -7,6 +7,7 @@ mod advice;
 pub mod answer;
 pub mod cost;
 mod findings;
+mod framework;
 pub mod peaks;
 mod rates;
 pub mod verdict;

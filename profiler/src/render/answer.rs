@@ -39,9 +39,10 @@ pub(super) fn render(a: &Answer, width: usize, out: &mut String) {
         ));
     } else if a.range.is_none() && a.warmup_ns > 0 {
         note(format!(
-            "start-up and shutdown left out: {} (no NVTX ranges: add some around the step, e.g. \
-             torch.cuda.nvtx.range_push(\"step\"), for per-step figures)",
-            fmt_ns(a.warmup_ns)
+            "start-up and shutdown left out: {} (no NVTX ranges: add some around the step, e.g. {}, for per-step \
+             figures)",
+            fmt_ns(a.warmup_ns),
+            a.nvtx_example
         ));
     }
     if a.compile_ns > 0 {

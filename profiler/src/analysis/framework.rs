@@ -1,0 +1,101 @@
+//! Which framework launched the kernels, from what the report holds, so
+//! that advice names that framework's switches and never another's: XLA's
+//! NVTX domains mean JAX (or TensorFlow); ATen or Triton kernels mean
+//! PyTorch; anything else gets advice in CUDA's own terms.
+
+use crate::report::Report;
+
+/// The framework behind a report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Framework {
+    /// ATen's (`at::native::`) or torch.compile's (`triton_`) kernels ran.
+    PyTorch,
+    /// XLA's ranges (TSL, XLA or JAX NVTX domains) were seen.
+    Xla,
+    /// Neither: CUDA's own terms.
+    Cuda,
+}
+
+impl Framework {
+    /// The framework of `r`.
+    pub(crate) fn of(r: &Report) -> Self {
+        let xla = |d: &str| matches!(d, "TSL" | "XLA" | "JAX" | "TensorFlow");
+        if r.ranges.iter().any(|g| g.library.as_deref().is_some_and(xla)) {
+            Framework::Xla
+        } else if r.kernels.iter().any(|k| k.name.contains("at::native::") || k.name.starts_with("triton_")) {
+            Framework::PyTorch
+        } else {
+            Framework::Cuda
+        }
+    }
+
+    /// How to put a range around the step.
+    pub(crate) fn nvtx_example(self) -> &'static str {
+        match self {
+            Framework::PyTorch => "torch.cuda.nvtx.range_push(\"step\")",
+            Framework::Xla => "with nvtx.annotate(\"step\") (the nvtx package)",
+            Framework::Cuda => "nvtxRangePushA(\"step\"), or the nvtx package in Python",
+        }
+    }
+
+    /// What to change when the host ran code of its own and nothing says
+    /// where (no ranges).
+    pub(crate) fn host_work(self, forks: u64) -> String {
+        let annotate = format!("annotate the training step with NVTX ranges ({})", self.nvtx_example());
+        match (self, forks) {
+            (Framework::PyTorch, 0) => format!(
+                "The launching thread ran code of its own between CUDA calls: {annotate} to see where, and keep data \
+                 loading (DataLoader(num_workers>0)), logging and checkpoints off that thread."
+            ),
+            (Framework::PyTorch, n) => format!(
+                "The launching thread ran code of its own between CUDA calls, and {n} child processes were forked \
+                 (data-loader workers already run): {annotate}, with a data range around fetching the batch, to \
+                 see whether it waits for data or runs framework code."
+            ),
+            (_, 0) => format!(
+                "The launching thread ran code of its own between CUDA calls: {annotate} to see where, and keep \
+                 input loading (prefetched ahead of the step), logging and checkpoints off that thread."
+            ),
+            (_, n) => format!(
+                "The launching thread ran code of its own between CUDA calls, and {n} child processes were forked: \
+                 {annotate}, with a data range around fetching the batch, to see whether it waits for data."
+            ),
+        }
+    }
+
+    /// Profilers that show where host code spends its time.
+    pub(crate) fn host_profiler(self) -> &'static str {
+        match self {
+            Framework::PyTorch | Framework::Xla => "py-spy, cProfile",
+            Framework::Cuda => "perf, or py-spy for Python",
+        }
+    }
+
+    /// The calls that make the host wait for the GPU, to take out of a step.
+    pub(crate) fn sync_calls(self) -> &'static str {
+        match self {
+            Framework::PyTorch => "no .item(), .cpu() or torch.cuda.synchronize()",
+            Framework::Xla => "no block_until_ready(), jax.device_get() or float() of a device array",
+            Framework::Cuda => "no cudaDeviceSynchronize(), cudaStreamSynchronize() or blocking cudaMemcpy()",
+        }
+    }
+
+    /// What to change when kernels wait on their launches.
+    pub(crate) fn launch_overhead(self) -> &'static str {
+        match self {
+            Framework::PyTorch => {
+                "Cut per-kernel launch overhead: capture the step in a CUDA graph \
+                 (torch.compile(mode=\"reduce-overhead\"), torch.cuda.CUDAGraph) or fuse small kernels \
+                 (torch.compile)."
+            }
+            Framework::Xla => {
+                "Cut per-kernel launch overhead: put the whole step under one jax.jit so that XLA fuses it, or give \
+                 each launch more work (a larger batch)."
+            }
+            Framework::Cuda => {
+                "Cut per-kernel launch overhead: capture the repeated launches in a CUDA graph \
+                 (cudaStreamBeginCapture, cudaGraphLaunch), fuse small kernels, or give each launch more work."
+            }
+        }
+    }
+}
