@@ -33,7 +33,7 @@ impl Framework {
     pub(crate) fn nvtx_example(self) -> &'static str {
         match self {
             Framework::PyTorch => "torch.cuda.nvtx.range_push(\"step\")",
-            Framework::Xla => "with nvtx.annotate(\"step\") (the nvtx package)",
+            Framework::Xla => "nvtx.annotate(\"step\") from the nvtx package",
             Framework::Cuda => "nvtxRangePushA(\"step\"), or the nvtx package in Python",
         }
     }
