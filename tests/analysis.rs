@@ -437,6 +437,23 @@ fn gpuscope_s_own_launch_cost_is_taken_out_of_the_host_s_idle_time_before_judgin
     assert_eq!(range(&b, "cost-step").profiler_ns, Some(20 * 10 * (1_000 + 200)));
 }
 
+/// A kernel launch on thread 1 at `ts`, in range instance `instance` of
+/// `path`, not measured.
+fn plain_launch(correlation_id: u32, path: u32, instance: u64, ts: u64) -> HostEvent {
+    HostEvent::Launch {
+        correlation_id,
+        tid: 1,
+        path,
+        instance,
+        graph: false,
+        profiled: false,
+        inherited: false,
+        ts,
+        cost_ns: 0,
+        prev_call_ns: 0,
+    }
+}
+
 /// Five 10 ms steps of `name`: 6 ms of host work (inside `name/data` when
 /// `data`), then, when `copy` is `Some(pinned)`, a 4 MiB host-to-device
 /// copy, then 3.5 ms of kernels; `forks` child processes forked first.
@@ -472,18 +489,7 @@ fn host_steps_before(name: &str, data: bool, copy: Option<bool>, forks: u32, ker
         if data {
             rp.host_event(HostEvent::Pop { instance: inner, ts: t + 6 * MS });
         }
-        rp.host_event(HostEvent::Launch {
-            correlation_id: corr,
-            tid: 1,
-            path: step,
-            instance: inst,
-            graph: false,
-            profiled: false,
-            inherited: false,
-            ts: t + 6 * MS,
-            cost_ns: 0,
-            prev_call_ns: 0,
-        });
+        rp.host_event(plain_launch(corr, step, inst, t + 6 * MS));
         records.extend(kernel_grid(kernel, corr, t + 6 * MS + 5 * US, t + 9_500 * US, 132 * 8, 256));
         rp.host_event(HostEvent::Pop { instance: inst, ts: t + 10 * MS });
     }
@@ -549,18 +555,7 @@ fn rangeless_host_work(kernel: &'static CStr, library: Option<&str>) -> Report {
     let mut records = Vec::new();
     for s in 0..200u64 {
         let (t, corr) = (s * 10 * MS, s as u32 + 1);
-        rp.host_event(HostEvent::Launch {
-            correlation_id: corr,
-            tid: 1,
-            path: root,
-            instance: 0,
-            graph: false,
-            profiled: false,
-            inherited: false,
-            ts: t + 6 * MS,
-            cost_ns: 0,
-            prev_call_ns: 0,
-        });
+        rp.host_event(plain_launch(corr, root, 0, t + 6 * MS));
         records.extend(kernel_grid(kernel, corr, t + 6 * MS + 5 * US, t + 9_500 * US, 132 * 8, 256));
     }
     rp.buffer(&records);

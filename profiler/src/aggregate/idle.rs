@@ -165,8 +165,8 @@ struct Span {
 /// each) in order. Launches come nearly in time order and kernels nearly in
 /// the same order, so entries are added at the back and leave from the
 /// front; a kernel that arrives out of order leaves a zero count behind,
-/// dropped once it reaches the front. (A B-tree here was a quarter of the
-/// decoder's time under launch-heavy loads.)
+/// dropped once it reaches the front: cheaper per launch than an ordered
+/// map, which took a quarter of the decoder's time under launch-heavy loads.
 #[derive(Default)]
 struct PendingLaunches(VecDeque<(u64, u32)>);
 

@@ -537,9 +537,10 @@ impl Aggregator {
     fn credit_idle(&mut self, pieces: &[Piece]) {
         for p in pieces {
             self.idle_total[p.cause] = self.idle_total[p.cause].saturating_add(p.end - p.start);
-            if p.cause == crate::model::idle::HOST && p.before != idle::NO_KERNEL {
-                let k = self.by_name.entry(p.before).or_default();
-                k.host_before = k.host_before.saturating_add(p.end - p.start);
+            if p.cause == crate::model::idle::HOST {
+                if let Some(k) = self.by_name.get_mut(&p.before) {
+                    k.host_before = k.host_before.saturating_add(p.end - p.start);
+                }
             }
         }
         self.ranges.idle(pieces);

@@ -60,7 +60,7 @@ pub(super) struct Evidence<'a> {
     /// Paths (the program's own part) where torch.compile's kernels ran.
     triton: Vec<String>,
     /// The framework whose switches advice names.
-    fw: Framework,
+    pub fw: Framework,
 }
 
 /// The slice of sorted `items` (by `key`) nested in `outer` (not itself).

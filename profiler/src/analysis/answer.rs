@@ -5,7 +5,6 @@
 
 use super::advice::{self, within};
 use super::findings::{idle_advice, session_advice, session_idle, Finding, IDLE_CAUSES};
-use super::framework::Framework;
 use super::verdict::{self, Verdict};
 use super::KernelAnalysis;
 use super::RangeAnalysis;
@@ -319,7 +318,7 @@ pub(super) fn answer(
             actions: actions(findings, &idle, calls, g.active_ns / calls, &inside, &fallback, &ran_here),
             compile_ns: compile,
             others,
-            nvtx_example: Framework::of(r).nvtx_example(),
+            nvtx_example: e.fw.nvtx_example(),
         });
     }
     // No range of the program's own: the session's steady state as a whole.
@@ -351,7 +350,7 @@ pub(super) fn answer(
         }),
         _ => String::new(),
     };
-    let fallback = |kind: &str| (session_advice(kind, r), format!("{what}: {}", shares.describe()));
+    let fallback = |kind: &str| (session_advice(kind, r, e.fw), format!("{what}: {}", shares.describe()));
     Some(Answer {
         range: None,
         calls: 0,
@@ -375,6 +374,6 @@ pub(super) fn answer(
         ),
         compile_ns: compile,
         others: Vec::new(),
-        nvtx_example: Framework::of(r).nvtx_example(),
+        nvtx_example: e.fw.nvtx_example(),
     })
 }

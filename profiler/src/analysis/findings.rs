@@ -86,8 +86,7 @@ pub(super) fn idle_advice(kind: &str, e: &Evidence, g: &RangeAnalysis) -> String
 }
 
 /// Session-wide advice (a program without ranges): no per-call evidence.
-pub(super) fn session_advice(kind: &str, r: &Report) -> String {
-    let fw = Framework::of(r);
+pub(super) fn session_advice(kind: &str, r: &Report, fw: Framework) -> String {
     match kind {
         "host-idle" => fw.host_work(r.forks),
         "copies" => {
@@ -228,7 +227,7 @@ pub(super) fn findings(
                         cost_ns: cost,
                         calls: 0,
                         message: format!("{what}: GPU idle {} ({share:.0}%) {meaning}", ms(cost)),
-                        advice: session_advice(kind, r),
+                        advice: session_advice(kind, r, e.fw),
                     });
                 }
             }

@@ -58,12 +58,8 @@ pub const CAUSES: usize = 7;
 /// call is dispatching work, not doing host work of its own between
 /// launches: a PyTorch eager op costs 10-30 us of host time, and the
 /// framework's Python where a phase begins (the forward after `.item()`,
-/// `backward()`'s entry, an optimizer's `step()`) a few hundred more. On a
-/// small MLP trained with AdamW (`bench/real/item_loop.py`) that Python sat
-/// before the forward's first GEMM, the backward's first kernel and the
-/// optimizer's first kernel, ~0.86 ms a step in all, with 100 us as the
-/// bound; the fused optimizer did not shorten the step. Data loading,
-/// logging and checkpoints hold the host longer.
+/// `backward()`'s entry, an optimizer's `step()`) a few hundred more. Data
+/// loading, logging and checkpoints hold the host longer.
 pub const DISPATCH_NS: u64 = 1_000_000;
 
 impl IdleSplit {
