@@ -512,6 +512,8 @@ fn data_loader_advice_needs_evidence_of_data_loading_and_is_not_given_twice() {
     assert_eq!(range(&a, "adv-data").verdict.bound, "host-bound");
     let h = host_advice(&a);
     assert!(h.contains("adv-data/data") && h.contains("DataLoader(num_workers>0)") && h.contains("pin it"), "{h}");
+    // Its kernel is no framework's: pinning in CUDA's calls.
+    assert!(h.contains("cudaMallocHost") && !h.contains("pin_memory"), "{h}");
     // Workers forked and pinned copies: neither is advised again.
     let a = host_steps("adv-workers", true, Some(true), 8);
     let h = host_advice(&a);

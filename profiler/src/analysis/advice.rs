@@ -182,9 +182,9 @@ impl<'a> Evidence<'a> {
         };
         if pageable > 0 {
             a.push_str(&format!(
-                " {} of its copies per call are from pageable memory: pin it (DataLoader(pin_memory=True), \
-                 tensor.pin_memory()) and copy with non_blocking=True.",
-                fmt_count(pageable as f64 / calls as f64)
+                " {} of its copies per call are from pageable memory: pin it ({}.",
+                fmt_count(pageable as f64 / calls as f64),
+                self.fw.pinning()
             ));
         }
         a
@@ -223,11 +223,11 @@ impl<'a> Evidence<'a> {
         let pageable = g.host.pageable_copies;
         if pageable > 0 {
             format!(
-                "{} of its {} copies per call use pageable host memory, which blocks the host: pin it (PyTorch: \
-                 DataLoader(pin_memory=True) or tensor.pin_memory()) and copy with non_blocking=True so copies \
-                 overlap compute.",
+                "{} of its {} copies per call use pageable host memory, which blocks the host: pin it ({}, so \
+                 copies overlap compute.",
                 fmt_count(pageable as f64 / calls as f64),
-                fmt_count(g.host.copies as f64 / calls as f64)
+                fmt_count(g.host.copies as f64 / calls as f64),
+                self.fw.pinning()
             )
         } else if g.host.h2d_bytes == 0 && g.host.d2h_copies == 0 {
             "Its copies stay on the device (no host memory involved): avoid them (.contiguous(), .clone(), \

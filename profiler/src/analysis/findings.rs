@@ -92,7 +92,10 @@ pub(super) fn session_advice(kind: &str, r: &Report, fw: Framework) -> String {
         "copies" => {
             let (pageable, all) = pageable(r);
             if pageable > 0 {
-                format!("{pageable} of {all} copies use pageable host memory, which blocks the host: pin it (tensor.pin_memory(), DataLoader(pin_memory=True)) and copy with non_blocking=True.")
+                format!(
+                    "{pageable} of {all} copies use pageable host memory, which blocks the host: pin it ({}.",
+                    fw.pinning()
+                )
             } else {
                 "Overlap copies with compute: issue them on a side stream ahead of use.".into()
             }

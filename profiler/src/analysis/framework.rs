@@ -71,6 +71,15 @@ impl Framework {
         }
     }
 
+    /// How to pin host memory and copy without blocking.
+    pub(crate) fn pinning(self) -> &'static str {
+        match self {
+            Framework::PyTorch => "DataLoader(pin_memory=True), tensor.pin_memory()) and copy with non_blocking=True",
+            Framework::Xla => "hand jax.device_put batches ahead of the step so copies overlap compute)",
+            Framework::Cuda => "cudaMallocHost or cudaHostRegister) and copy with cudaMemcpyAsync",
+        }
+    }
+
     /// The calls that make the host wait for the GPU, to take out of a step.
     pub(crate) fn sync_calls(self) -> &'static str {
         match self {
