@@ -3,7 +3,7 @@
 //! findings and their ranking, and reports written by schema-1 code.
 
 mod records;
-use gpuscope::analysis::{analyze, Analysis, RangeAnalysis};
+use gpuscope::analysis::{analyze, Analysis, Finding, RangeAnalysis};
 use gpuscope::report::{Declared, Report};
 use gpuscope::testing::{HostEvent, Replay};
 use records::*;
@@ -615,4 +615,47 @@ fn library_ranges_fold_into_the_range_around_them_without_a_verdict_or_finding()
     assert!(t.contains("1 ranges of libraries' and frameworks' NVTX domains"), "{t}");
     assert!(!t.contains("cuBLAS::gemm"), "folded, not shown: {t}");
     assert!(r.to_json().contains("\"library\": \"cuBLAS\""), "the JSON keeps it");
+}
+
+#[test]
+fn many_ranges_keep_the_costliest_findings_of_each_kind_and_one_analysis_per_report() {
+    // One step with host work inside `step/data`, copied under 300 phases:
+    // 300 host-idle findings, of which the 100 costliest are listed.
+    let mut z = Zoo::new(false);
+    let step = z.rp.path(&["step"]);
+    let data = z.rp.path(&["step", "data"]);
+    z.rp.host_event(HostEvent::Push { instance: 1, parent: 0, path: step, tid: 1, ts: 0 });
+    z.rp.host_event(HostEvent::Push { instance: 2, parent: 1, path: data, tid: 1, ts: 0 });
+    z.rp.host_event(HostEvent::Pop { instance: 2, ts: 9 * MS });
+    z.kernel((1, step), c"k", 9 * MS, 9 * MS + 10 * US, 10 * MS, 132 * 8, None);
+    z.rp.host_event(HostEvent::Pop { instance: 1, ts: 10 * MS });
+    let (base, _) = z.finish(10 * MS);
+    let mut r = base.clone();
+    r.ranges.clear();
+    r.path_kernels.clear();
+    for i in 0..300u64 {
+        let phase = gpuscope::RangeFrame { domain: None, name: format!("phase {i}") };
+        for g in &base.ranges {
+            let mut g = g.clone();
+            g.path.frames.insert(0, phase.clone());
+            // Later phases wait longer: costs differ, so the cut is by cost.
+            if let Some(idle) = g.idle.as_mut() {
+                idle.host_ns += i * US;
+            }
+            g.wall_ns += i * US;
+            r.ranges.push(g);
+        }
+    }
+    let a = r.analysis();
+    assert!(std::ptr::eq(a, r.analysis()), "one analysis per report, kept");
+    let host: Vec<&Finding> = a.findings.iter().filter(|f| f.kind == "host-idle").collect();
+    assert_eq!(host.len(), gpuscope::analysis::MAX_FINDINGS_PER_KIND);
+    assert!(host.iter().all(|f| f.range.as_deref().is_some_and(|p| p.ends_with("/step/data"))), "inner ranges explain");
+    assert_eq!(host[0].range.as_deref(), Some("phase 299/step/data"), "the costliest first");
+    assert!(a.notes.iter().any(|n| n.starts_with("200 smaller findings left out")), "{:?}", a.notes);
+    // A clone may be edited: it analyses afresh.
+    let mut edited = r.clone();
+    edited.ranges.truncate(2);
+    assert_eq!(edited.analysis().findings.iter().filter(|f| f.kind == "host-idle").count(), 1);
+    assert_eq!(analyze(&r), *r.analysis(), "the kept analysis is the analysis");
 }

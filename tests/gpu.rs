@@ -655,6 +655,8 @@ fn the_prometheus_endpoint_serves_the_running_sessions_figures_over_http() {
     assert!(tiny.contains("host=\"") && tiny.contains("gpu=\"0\""), "process labels: {tiny}");
 
     let second = workload::run(&ctx, workload::Sizes::small()).expect("workload runs");
+    // Scrapes within a second get the same figures; this one is later.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
     let (_, _, body) = scrape(addr);
     assert_eq!(counter_sum(&body, "gpuscope_kernel_launches"), total(&first) + total(&second));
     println!("{body}");

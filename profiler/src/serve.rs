@@ -24,6 +24,27 @@ const MAX_REQUEST: usize = 8 << 10;
 /// Makes the body of `/metrics`: the text, or why there is none (503).
 pub(crate) type Render = Box<dyn Fn() -> Result<String, String> + Send>;
 
+/// Scrapes closer together than this get the last figures again: each
+/// fresh answer flushes CUPTI's buffers and analyses the session so far,
+/// which a scraper polling in a loop must not make continuous.
+pub(crate) const MIN_REFRESH: Duration = Duration::from_secs(1);
+
+/// `render`, run at most once per `every`: calls in between answer what
+/// the last run answered.
+pub(crate) fn throttled(render: Render, every: Duration) -> Render {
+    let last: std::cell::RefCell<Option<(std::time::Instant, Result<String, String>)>> = Default::default();
+    Box::new(move || {
+        if let Some((at, answer)) = &*last.borrow() {
+            if at.elapsed() < every {
+                return answer.clone();
+            }
+        }
+        let answer = render();
+        *last.borrow_mut() = Some((std::time::Instant::now(), answer.clone()));
+        answer
+    })
+}
+
 /// A running endpoint; stopped (its thread joined) by [`MetricsServer::stop`]
 /// or on drop.
 pub(crate) struct MetricsServer {
@@ -152,6 +173,25 @@ mod tests {
         assert!(gone.ends_with("no gpuscope session is running\n"), "{gone}");
         assert!(get(server.addr(), "/").starts_with("HTTP/1.1 404"));
         assert_eq!(calls.load(Ordering::Relaxed), 2, "render runs only for /metrics");
+        server.stop();
+    }
+
+    #[test]
+    fn scrapes_in_quick_succession_get_the_last_figures_without_a_new_render() {
+        let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let seen = calls.clone();
+        let counting: Render = Box::new(move || Ok(format!("render {}\n", seen.fetch_add(1, Ordering::Relaxed))));
+        let render = throttled(counting, Duration::from_millis(200));
+        for _ in 0..20 {
+            assert_eq!(render().unwrap(), "render 0\n");
+        }
+        assert_eq!(calls.load(Ordering::Relaxed), 1, "twenty scrapes, one render");
+        std::thread::sleep(Duration::from_millis(250));
+        assert_eq!(render().unwrap(), "render 1\n", "fresh figures once the interval passed");
+        // Through the endpoint too.
+        let server =
+            MetricsServer::start("127.0.0.1:0", throttled(Box::new(|| Ok("x\n".into())), MIN_REFRESH)).unwrap();
+        assert!(get(server.addr(), "/metrics").ends_with("\r\n\r\nx\n"));
         server.stop();
     }
 

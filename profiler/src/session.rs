@@ -369,9 +369,12 @@ impl Profiler {
         drop(running);
         if let Some(addr) = &self.prometheus {
             let labels = process_labels();
-            let render: Render = Box::new(move || {
-                snapshot().map(|r| r.to_openmetrics_labelled(&labels)).map_err(|e| e.message().to_string())
-            });
+            let render: Render = crate::serve::throttled(
+                Box::new(move || {
+                    snapshot().map(|r| r.to_openmetrics_labelled(&labels)).map_err(|e| e.message().to_string())
+                }),
+                crate::serve::MIN_REFRESH,
+            );
             match MetricsServer::start(addr, render) {
                 Ok(server) => {
                     debug(&format!("prometheus: serving http://{}/metrics", server.addr()));

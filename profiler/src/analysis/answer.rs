@@ -11,8 +11,8 @@ use super::RangeAnalysis;
 use crate::model::idle::{IdleSplit, COPY, DISPATCH, HOST, LAUNCH, OTHER, SYNC};
 use crate::model::path::is_compile_range;
 use crate::report::Report;
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use serde::Serialize;
-use std::collections::{HashMap, HashSet};
 
 /// Actions an answer lists at most.
 pub const MAX_ACTIONS: usize = 3;
@@ -234,8 +234,8 @@ pub(super) fn answer(
     ranges: &[RangeAnalysis],
     kernels: &[KernelAnalysis],
     findings: &[Finding],
+    e: &advice::Evidence,
 ) -> Option<Answer> {
-    let e = advice::Evidence::new(r, ranges);
     let compile = compile_ns(r);
     if let Some(g) = main_range(ranges) {
         let idle = g.idle?;
@@ -263,14 +263,21 @@ pub(super) fn answer(
             }
         };
         let inside = |f: &Finding| f.range.as_deref().is_some_and(|p| within(&g.path, p));
-        let fallback = |kind: &str| (idle_advice(kind, &e, g), format!("{}: {}", g.path, g.verdict.evidence));
+        let fallback = |kind: &str| (idle_advice(kind, e, g), format!("{}: {}", g.path, g.verdict.evidence));
         // A kernel's share launched inside the main range (its cost is
         // over all its calls, warm-up included).
-        let mut time: HashMap<&str, (u64, u64)> = HashMap::new();
+        let mut time: HashMap<&str, (u64, u64)> = HashMap::default();
+        // Analyses are in the report's range order.
+        let g_frames =
+            ranges.iter().position(|o| std::ptr::eq(o, g)).and_then(|i| r.ranges.get(i)).map(|s| &s.path.frames[..]);
         for k in &r.path_kernels {
             let t = time.entry(k.name.as_str()).or_default();
             t.1 = t.1.saturating_add(k.stats.total_ns);
-            if within(&g.path, &k.path.user_prefix().to_string()) {
+            let here = match g_frames {
+                Some(frames) => k.path.user_frames().starts_with(frames),
+                None => within(&g.path, &k.path.user_prefix().to_string()),
+            };
+            if here {
                 t.0 = t.0.saturating_add(k.stats.total_ns);
             }
         }

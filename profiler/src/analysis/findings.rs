@@ -9,6 +9,7 @@ use super::verdict::{self, Bound, Counted};
 use super::{KernelAnalysis, RangeAnalysis};
 use crate::model::idle::{IdleSplit, COPY, DISPATCH, HOST, LAUNCH, OTHER, SYNC};
 use crate::report::Report;
+use rustc_hash::FxHashMap as HashMap;
 use serde::Serialize;
 
 /// An idle cause is a finding when it takes at least this share of a
@@ -149,69 +150,91 @@ fn sampled_idle(g: &RangeAnalysis) -> Option<Finding> {
     })
 }
 
-/// Whether `inner` is a range nested in `outer`.
-fn nested(outer: &str, inner: &str) -> bool {
-    inner.len() > outer.len() && inner.starts_with(outer) && inner.as_bytes()[outer.len()] == b'/'
-}
+/// Findings of one kind kept at most: the most costly. A report of a
+/// million ranges has as many small idle gaps, and past the first hundred
+/// of a kind they only repeat what those say.
+pub const MAX_PER_KIND: usize = 100;
 
+/// The findings, most costly first, and how many smaller ones were left
+/// out by [`MAX_PER_KIND`].
 pub(super) fn findings(
-    r: &Report,
+    e: &Evidence,
     ranges: &[RangeAnalysis],
     kernels: &[KernelAnalysis],
     peaks: Option<&Peaks>,
-) -> Vec<Finding> {
+) -> (Vec<Finding>, usize) {
     let mut out = Vec::new();
-    let e = Evidence::new(r, ranges);
-    // Idle time, per range and cause, over the calls after warm-up.
-    let mut idle: Vec<Finding> = Vec::new();
+    let r = e.r;
+    // Idle time, per range and cause, over the calls after warm-up. Costs
+    // first; messages and advice only for the findings kept.
+    let mut idle: Vec<IdleCandidate> = Vec::new();
     for g in ranges.iter().filter(|g| g.library.is_none()) {
         let Some(split) = g.idle else { continue };
         let a = split.to_array();
         let min_copy_share = if g.host.pageable_copies > 0 { MIN_PAGEABLE_SHARE_PCT } else { MIN_SHARE_PCT };
-        for (kind, causes, bound, what) in IDLE_CAUSES {
+        for (cause, (kind, causes, _, _)) in IDLE_CAUSES.iter().enumerate() {
             let cost = crate::model::units::saturating_sum(causes.iter().map(|&c| a[c]));
             let share = 100.0 * cost as f64 / g.active_ns.max(1) as f64;
-            let min_share = if kind == "copies" { min_copy_share } else { MIN_SHARE_PCT };
+            let min_share = if *kind == "copies" { min_copy_share } else { MIN_SHARE_PCT };
             if share < min_share || cost < MIN_COST_NS {
                 continue;
             }
-            let calls = if g.count > 1 {
-                format!(" over {} calls, {} per call", g.count, ms(cost / g.count))
-            } else {
-                String::new()
-            };
-            idle.push(Finding {
-                kind,
-                bound,
-                range: Some(g.path.clone()),
-                kernel: None,
-                cost_ns: cost,
-                calls: g.count,
-                message: format!("{}: GPU idle {} ({share:.0}% of the range{calls}) {what}", g.path, ms(cost)),
-                advice: idle_advice(kind, &e, g),
-            });
+            idle.push(IdleCandidate { cause, g, cost, share });
         }
     }
-    idle.extend(ranges.iter().filter_map(sampled_idle));
     // A finding whose ranges directly inside explain it (same cause, most
-    // of the time) is left to them.
-    let explained: Vec<bool> = idle
-        .iter()
-        .map(|f| {
-            let p = f.range.as_deref().unwrap_or("");
-            let depth = p.matches('/').count() + 1;
-            let inside = crate::model::units::saturating_sum(
-                idle.iter()
-                    .filter(|c| {
-                        let q = c.range.as_deref().unwrap_or("");
-                        c.kind == f.kind && nested(p, q) && q.matches('/').count() == depth
-                    })
-                    .map(|c| c.cost_ns),
-            );
-            inside as f64 >= f.cost_ns as f64 * INNER_EXPLAINS_PCT / 100.0
-        })
-        .collect();
-    out.extend(idle.into_iter().zip(explained).filter(|(_, e)| !e).map(|(f, _)| f));
+    // of the time) is left to them: each finding's cost is summed into its
+    // parent's, so this stays linear in the findings.
+    // Sampled ranges' idle SMs are the cause after the idle causes.
+    let mut sampled: Vec<Finding> = ranges.iter().filter_map(sampled_idle).collect();
+    let sms_idle = IDLE_CAUSES.len();
+    let range_of = |f: &Finding| f.range.clone().unwrap_or_default();
+    let mut inside: HashMap<(usize, String), u64> = HashMap::default();
+    let costs = idle.iter().map(|c| (c.cause, c.g.path.as_str(), c.cost));
+    for (cause, path, cost) in
+        costs.chain(sampled.iter().filter_map(|f| Some((sms_idle, f.range.as_deref()?, f.cost_ns))))
+    {
+        if let Some((parent, _)) = path.rsplit_once('/') {
+            let sum = inside.entry((cause, parent.to_string())).or_default();
+            *sum = sum.saturating_add(cost);
+        }
+    }
+    let explained = |cause: usize, path: String, cost: u64| {
+        let inner = inside.get(&(cause, path)).copied().unwrap_or(0);
+        inner as f64 >= cost as f64 * INNER_EXPLAINS_PCT / 100.0
+    };
+    idle.retain(|f| !explained(f.cause, f.g.path.clone(), f.cost));
+    sampled.retain(|f| !explained(sms_idle, range_of(f), f.cost_ns));
+    idle.sort_by(|a, b| b.cost.cmp(&a.cost).then_with(|| a.g.path.cmp(&b.g.path)));
+    let mut kept = [0usize; IDLE_CAUSES.len()];
+    let mut omitted = 0;
+    for c in idle {
+        kept[c.cause] += 1;
+        if kept[c.cause] > MAX_PER_KIND {
+            omitted += 1;
+            continue;
+        }
+        let (kind, _, bound, what) = IDLE_CAUSES[c.cause];
+        let g = c.g;
+        let calls = if g.count > 1 {
+            format!(" over {} calls, {} per call", g.count, ms(c.cost / g.count))
+        } else {
+            String::new()
+        };
+        out.push(Finding {
+            kind,
+            bound,
+            range: Some(g.path.clone()),
+            kernel: None,
+            cost_ns: c.cost,
+            calls: g.count,
+            message: format!("{}: GPU idle {} ({:.0}% of the range{calls}) {what}", g.path, ms(c.cost), c.share),
+            advice: idle_advice(kind, e, g),
+        });
+    }
+    sampled.sort_by(|a, b| b.cost_ns.cmp(&a.cost_ns).then_with(|| a.range.cmp(&b.range)));
+    omitted += sampled.len().saturating_sub(MAX_PER_KIND);
+    out.extend(sampled.into_iter().take(MAX_PER_KIND));
     // Whole-session idle when the program has no ranges of its own: its
     // steady state's, gpuscope's cost taken out.
     if ranges.iter().all(|g| g.library.is_some()) {
@@ -325,7 +348,24 @@ pub(super) fn findings(
         }
     }
     out.sort_by(|a, b| b.cost_ns.cmp(&a.cost_ns).then(a.message.cmp(&b.message)));
-    out
+    let mut kept: HashMap<&str, usize> = HashMap::default();
+    let before = out.len();
+    out.retain(|f| {
+        let n = kept.entry(f.kind).or_default();
+        *n += 1;
+        *n <= MAX_PER_KIND
+    });
+    let dropped = before - out.len();
+    (out, omitted + dropped)
+}
+
+/// A range's idle cause large enough to be a finding, before its text.
+struct IdleCandidate<'a> {
+    /// Index in [`IDLE_CAUSES`].
+    cause: usize,
+    g: &'a RangeAnalysis,
+    cost: u64,
+    share: f64,
 }
 
 /// The session's idle time for a program without ranges: of its steady
@@ -347,17 +387,5 @@ pub(super) fn session_idle(r: &Report) -> Option<(IdleSplit, u64, String)> {
             Some((cost::remove(s.idle, added), s.wall_ns(), what))
         }
         None => r.idle.map(|i| (i, r.timeline_ns(), "the session".to_string())),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn nesting_is_by_whole_range_names() {
-        assert!(nested("step", "step/data"));
-        assert!(!nested("step", "steps/data"));
-        assert!(!nested("step", "step"));
     }
 }

@@ -12,7 +12,7 @@ pub mod peaks;
 mod rates;
 pub mod verdict;
 
-pub use findings::Finding;
+pub use findings::{Finding, MAX_PER_KIND as MAX_FINDINGS_PER_KIND};
 pub use peaks::Peaks;
 use verdict::Counted;
 pub use verdict::Verdict;
@@ -22,8 +22,8 @@ use crate::model::units::fmt_ns;
 use crate::report::{KernelStats, RangeSummary, Report, SampledFigures};
 use peaks::{Pipe, TENSOR_BF16};
 use rates::{rates, rates_from, Rates};
+use rustc_hash::FxHashMap as HashMap;
 use serde::Serialize;
-use std::collections::HashMap;
 
 /// Kernels with at least this share of all kernel time get a verdict of
 /// their own (the rest are too small to change the picture).
@@ -247,6 +247,20 @@ impl Weighted {
     }
 }
 
+impl Report {
+    /// What bounds each range and heavy kernel, and what to change:
+    /// [`analyze`] of this report, computed at the first call (or the
+    /// first rendering) and kept, so every format renders from one
+    /// analysis. Edits to the report's fields after that are not seen here:
+    /// call [`analyze`] on an edited report, or edit a clone (a clone
+    /// analyses afresh).
+    pub fn analysis(&self) -> &Analysis {
+        let any = self.analysis.0.get_or_init(|| Box::new(analyze(self)));
+        // Only this function fills the cache, always with an `Analysis`.
+        any.downcast_ref::<Analysis>().expect("the analysis cache holds an Analysis")
+    }
+}
+
 /// Analyses `r`.
 pub fn analyze(r: &Report) -> Analysis {
     let peaks = r.devices.first().and_then(peaks::peaks);
@@ -262,21 +276,19 @@ pub fn analyze(r: &Report) -> Analysis {
     };
     // Kernels under each range: a (path, kernel) counts for every prefix of
     // its path.
-    let mut under: HashMap<&[crate::model::path::RangeFrame], Weighted> = HashMap::new();
+    let mut under: HashMap<&[crate::model::path::RangeFrame], Weighted> =
+        HashMap::with_capacity_and_hasher(r.ranges.len(), Default::default());
     for k in &r.path_kernels {
         let rt = rate_of(&k.name, &k.stats);
         for n in 1..=k.path.frames.len() {
             under.entry(&k.path.frames[..n]).or_default().add(k.stats.total_ns as f64, &rt);
         }
     }
-    let ranges: Vec<RangeAnalysis> = r
-        .ranges
-        .iter()
-        .map(|g| match &g.library {
-            Some(domain) => folded_range(g, domain),
-            None => range(r, g, under.get(g.path.frames.as_slice()), peaks.as_ref()),
-        })
-        .collect();
+    let one = |g: &RangeSummary| match &g.library {
+        Some(domain) => folded_range(g, domain),
+        None => range(r, g, under.get(g.path.frames.as_slice()), peaks.as_ref()),
+    };
+    let ranges = in_parallel(&r.ranges, one);
     // Every kernel can make a finding; the heavy ones are shown.
     let all: Vec<KernelAnalysis> = r.kernels.iter().map(|k| kernel(k, total_kernel_ns, peaks.as_ref())).collect();
     let mut kernels: Vec<KernelAnalysis> = all.iter().filter(|k| k.share_pct >= HEAVY_KERNEL_PCT).cloned().collect();
@@ -301,9 +313,44 @@ pub fn analyze(r: &Report) -> Analysis {
             r.schema_version
         ));
     }
-    let findings = findings::findings(r, &ranges, &all, peaks.as_ref());
-    let answer = answer::answer(r, &ranges, &all, &findings);
+    let evidence = advice::Evidence::new(r, &ranges);
+    let (findings, omitted) = findings::findings(&evidence, &ranges, &all, peaks.as_ref());
+    if omitted > 0 {
+        notes.push(format!(
+            "{omitted} smaller findings left out: at most the {} most costly of each kind are listed",
+            findings::MAX_PER_KIND
+        ));
+    }
+    let answer = answer::answer(r, &ranges, &all, &findings, &evidence);
     Analysis { peaks, ranges, kernels, findings, notes, answer }
+}
+
+/// Ranges from which their analysis is split over threads: each range's
+/// is independent of the others', and a report of a million ranges (range
+/// names with a step number or a request id) would take seconds on one.
+const PARALLEL_FROM: usize = 20_000;
+
+/// `f` of each item, in order; over up to 8 threads for long inputs.
+fn in_parallel<T: Sync, U: Send>(items: &[T], f: impl Fn(&T) -> U + Sync) -> Vec<U> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(8);
+    if items.len() < PARALLEL_FROM || threads < 2 {
+        return items.iter().map(f).collect();
+    }
+    let chunk = items.len().div_ceil(threads);
+    let f = &f;
+    std::thread::scope(|s| {
+        let parts: Vec<_> = items.chunks(chunk).map(|c| s.spawn(move || c.iter().map(f).collect::<Vec<U>>())).collect();
+        let mut out = Vec::with_capacity(items.len());
+        for p in parts {
+            match p.join() {
+                Ok(v) => out.extend(v),
+                // A panic in one range's analysis is the same panic as
+                // without threads.
+                Err(e) => std::panic::resume_unwind(e),
+            }
+        }
+        out
+    })
 }
 
 fn range(r: &Report, g: &RangeSummary, w: Option<&Weighted>, peaks: Option<&Peaks>) -> RangeAnalysis {

@@ -81,8 +81,13 @@ impl RangePath {
     /// The path without frames of libraries' and frameworks' domains (and
     /// what they opened inside): where the program itself was.
     pub fn user_prefix(&self) -> RangePath {
+        RangePath { frames: self.user_frames().to_vec() }
+    }
+
+    /// The frames of [`RangePath::user_prefix`], borrowed.
+    pub fn user_frames(&self) -> &[RangeFrame] {
         let n = self.frames.iter().position(|f| f.domain.as_deref().is_some_and(is_internal_domain));
-        RangePath { frames: self.frames[..n.unwrap_or(self.frames.len())].to_vec() }
+        &self.frames[..n.unwrap_or(self.frames.len())]
     }
 }
 

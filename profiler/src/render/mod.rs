@@ -13,7 +13,6 @@ mod table;
 
 pub use crate::model::units::fmt_ns;
 
-use crate::analysis::analyze;
 use crate::error::{Error, ErrorKind, Result};
 use crate::report::Report;
 
@@ -72,13 +71,13 @@ impl Report {
     /// `analysis_notes` at the top, an `analysis` object in each range and
     /// heavy kernel. [`Report::from_json`] reads it back (ignoring them).
     pub fn to_json(&self) -> String {
-        json::render(self, &analyze(self))
+        json::render(self, self.analysis())
     }
 
     /// The terminal table with the analysis, ending with the findings, at
     /// most `width` columns wide.
     pub fn to_table(&self, width: usize) -> String {
-        table::render(self, &analyze(self), width)
+        table::render(self, self.analysis(), width)
     }
 
     /// This report against a later one (`after`): per NVTX path and kernel,
@@ -92,7 +91,7 @@ impl Report {
     /// ([`crate::Profiler::keep_trace`]); without one, ranges and kernels are
     /// absent and the trace says so in its metadata.
     pub fn to_chrome_trace(&self) -> String {
-        chrome::render(self, &analyze(self))
+        chrome::render(self, self.analysis())
     }
 
     /// CSV, one row per (NVTX path, kernel name), most GPU time first within
@@ -107,7 +106,7 @@ impl Report {
     /// `source="measured"` or `"sampled"`) and MFU where known, the
     /// session's length and drop counters. Ratios are 0 to 1.
     pub fn to_openmetrics(&self) -> String {
-        openmetrics::render(self, &analyze(self), &[])
+        openmetrics::render(self, self.analysis(), &[])
     }
 
     /// [`Report::to_openmetrics`] with `labels` on every series (e.g.
@@ -119,7 +118,7 @@ impl Report {
             let ids: Vec<String> = self.devices.iter().map(|d| d.id.to_string()).collect();
             all.push(("gpu".to_string(), ids.join(",")));
         }
-        openmetrics::render(self, &analyze(self), &all)
+        openmetrics::render(self, self.analysis(), &all)
     }
 
     /// Renders in `format`.

@@ -7,10 +7,10 @@
 
 use super::diagnosis;
 use crate::analysis::Analysis;
-use crate::model::path::RangePath;
+use crate::model::path::{RangeFrame, RangePath};
 use crate::model::units::{fmt_bytes, fmt_ns};
 use crate::report::*;
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::fmt::Write;
 
 /// `s` padded or cut to `w` columns. A cut keeps a trailing template
@@ -177,12 +177,13 @@ pub fn render(r: &Report, a: &Analysis, width: usize) -> String {
         let _ = writeln!(out, "session: {}", diagnosis::idle_line(idle, r.timeline_ns()));
     }
     // A range's utilisation as nvidia-smi would show it: any kernel of the
-    // process counts (schema 2), not only the range's own.
-    let util: HashMap<&str, f64> = a.ranges.iter().map(|g| (g.path.as_str(), g.utilization_pct)).collect();
+    // process counts (schema 2), not only the range's own. Analyses are in
+    // the report's range order.
+    let util = |i: usize| a.ranges.get(i);
 
     // The NVTX tree: the program's own ranges, libraries' and frameworks'
     // folded into the range around them.
-    let own: Vec<&RangeSummary> = r.ranges.iter().filter(|g| g.library.is_none()).collect();
+    let own: Vec<(usize, &RangeSummary)> = r.ranges.iter().enumerate().filter(|(_, g)| g.library.is_none()).collect();
     let folded = r.ranges.len() - own.len();
     if !own.is_empty() || r.path_kernels.iter().any(|p| !p.path.is_empty()) {
         let _ = writeln!(out);
@@ -190,26 +191,27 @@ pub fn render(r: &Report, a: &Analysis, width: usize) -> String {
         let _ = writeln!(out, "{}", "-".repeat(width.min(cols.name + COLS)));
         // Looked up by path, not searched: a program with a range per step
         // has thousands of paths.
-        let busy: HashMap<&RangePath, u64> = own.iter().map(|g| (&g.path, g.gpu_busy_ns)).collect();
+        let mut by_path: HashMap<&[RangeFrame], &RangeSummary> =
+            HashMap::with_capacity_and_hasher(own.len(), Default::default());
+        by_path.extend(own.iter().map(|(_, g)| (&g.path.frames[..], *g)));
         // Kernels by the program's range they ran under.
-        let mut under: HashMap<RangePath, Vec<(String, KernelStats)>> = HashMap::new();
+        let mut under: HashMap<&[RangeFrame], Vec<(&str, KernelStats)>> =
+            HashMap::with_capacity_and_hasher(own.len() + 1, Default::default());
         for k in &r.path_kernels {
-            let list = under.entry(k.path.user_prefix()).or_default();
+            let list = under.entry(k.path.user_frames()).or_default();
             match list.iter_mut().find(|(n, _)| *n == k.display_name) {
                 Some((_, s)) => {
                     s.launches = s.launches.saturating_add(k.stats.launches);
                     s.total_ns = s.total_ns.saturating_add(k.stats.total_ns);
                 }
-                None => list.push((k.display_name.clone(), k.stats.clone())),
+                None => list.push((&k.display_name, k.stats.clone())),
             }
         }
-        for list in under.values_mut() {
-            list.sort_by_key(|k| std::cmp::Reverse(k.1.total_ns));
-        }
-        let shown = tree_shown(&own);
-        let mut order: Vec<&RangeSummary> = own.iter().copied().filter(|g| shown.contains(&&g.path)).collect();
-        order.sort_by_cached_key(|g| tree_key(&busy, &g.path));
-        for g in order {
+        let shown = tree_shown(&own, &by_path);
+        let mut order: Vec<(usize, &RangeSummary)> =
+            own.iter().copied().filter(|(_, g)| shown.contains(&&g.path)).collect();
+        order.sort_by_cached_key(|(_, g)| tree_key(&by_path, &g.path));
+        for (i, g) in order {
             let depth = g.path.frames.len().saturating_sub(1);
             let leaf = g.path.frames.last().map(|f| match &f.domain {
                 Some(d) => format!("{d}::{}", f.name),
@@ -228,12 +230,12 @@ pub fn render(r: &Report, a: &Analysis, width: usize) -> String {
                 let launches = if counted.is_some() { g.untraced_launches.to_string() } else { "-".to_string() };
                 [launches, "-".to_string(), fmt_ns(g.untraced_wall_ns), "-".to_string()]
             } else {
-                let util = util.get(g.path.to_string().as_str()).copied().unwrap_or(g.gpu_utilization_pct);
+                let util = util(i).map_or(g.gpu_utilization_pct, |x| x.utilization_pct);
                 [g.kernel_launches.to_string(), fmt_ns(g.gpu_busy_ns), fmt_ns(g.wall_ns), format!("{util:.0}%")]
             };
             let [launches, gpu, wall, util] = &columns;
             cols.row(&mut out, &name, [launches, gpu, wall, util, "", ""]);
-            kernel_rows(&cols, &mut out, &"  ".repeat(depth + 1), under.get(&g.path).map_or(&[][..], |v| v));
+            kernel_rows(&cols, &mut out, &"  ".repeat(depth + 1), &sorted(under.get(&g.path.frames[..])));
         }
         let hidden = own.len() - shown.len();
         if hidden > 0 {
@@ -246,17 +248,16 @@ pub fn render(r: &Report, a: &Analysis, width: usize) -> String {
             );
             out.push_str(&diagnosis::wrap(&text, width, "", "  "));
         }
-        let orphans: Vec<&RangePath> =
-            under.keys().filter(|p| !p.is_empty() && !busy.contains_key(p)).collect::<Vec<_>>();
-        let mut orphans = orphans;
+        let mut orphans: Vec<&[RangeFrame]> =
+            under.keys().copied().filter(|p| !p.is_empty() && !by_path.contains_key(p)).collect();
         orphans.sort();
         for p in orphans.into_iter().take(MAX_TREE_RANGES) {
-            cols.row(&mut out, &p.to_string(), ["", "", "", "", "", ""]);
-            kernel_rows(&cols, &mut out, "  ", &under[p]);
+            cols.row(&mut out, &RangePath { frames: p.to_vec() }.to_string(), ["", "", "", "", "", ""]);
+            kernel_rows(&cols, &mut out, "  ", &sorted(under.get(p)));
         }
-        if let Some(outside) = under.get(&RangePath::default()) {
+        if let Some(outside) = under.get(&[][..]) {
             cols.row(&mut out, "(no range)", ["", "", "", "", "", ""]);
-            kernel_rows(&cols, &mut out, "  ", outside);
+            kernel_rows(&cols, &mut out, "  ", &sorted(Some(outside)));
         }
     }
 
@@ -375,7 +376,7 @@ pub fn render(r: &Report, a: &Analysis, width: usize) -> String {
 }
 
 /// The heaviest kernels of a range, and one line for the rest.
-fn kernel_rows(cols: &Cols, out: &mut String, indent: &str, kernels: &[(String, KernelStats)]) {
+fn kernel_rows(cols: &Cols, out: &mut String, indent: &str, kernels: &[(&str, KernelStats)]) {
     for (name, s) in kernels.iter().take(MAX_TREE_KERNELS) {
         cols.row(
             out,
@@ -402,20 +403,21 @@ fn kernel_rows(cols: &Cols, out: &mut String, indent: &str, kernels: &[(String, 
 
 /// The ranges the tree shows: the longest [`MAX_TREE_RANGES`] and the
 /// ranges around them.
-fn tree_shown<'a>(own: &[&'a RangeSummary]) -> std::collections::HashSet<&'a RangePath> {
-    let mut by_wall: Vec<&RangeSummary> = own.to_vec();
+fn tree_shown<'a>(
+    own: &[(usize, &'a RangeSummary)],
+    by_path: &HashMap<&[RangeFrame], &'a RangeSummary>,
+) -> rustc_hash::FxHashSet<&'a RangePath> {
+    let mut by_wall: Vec<&RangeSummary> = own.iter().map(|(_, g)| *g).collect();
     by_wall.sort_by_key(|g| std::cmp::Reverse(g.wall_ns.saturating_add(g.untraced_wall_ns)));
-    let paths: std::collections::HashMap<&RangePath, &'a RangePath> = own.iter().map(|g| (&g.path, &g.path)).collect();
-    let mut shown = std::collections::HashSet::new();
+    let mut shown = rustc_hash::FxHashSet::default();
     for g in by_wall {
         if shown.len() >= MAX_TREE_RANGES {
             break;
         }
         shown.insert(&g.path);
         for n in 1..g.path.frames.len() {
-            let prefix = RangePath { frames: g.path.frames[..n].to_vec() };
-            if let Some(p) = paths.get(&prefix) {
-                shown.insert(*p);
+            if let Some(p) = by_path.get(&g.path.frames[..n]) {
+                shown.insert(&p.path);
             }
         }
     }
@@ -424,13 +426,21 @@ fn tree_shown<'a>(own: &[&'a RangeSummary]) -> std::collections::HashSet<&'a Ran
 
 /// Sort key putting children after parents, siblings by GPU time (widest
 /// first).
-fn tree_key(busy: &HashMap<&RangePath, u64>, p: &RangePath) -> Vec<(std::cmp::Reverse<u64>, String)> {
+fn tree_key(by_path: &HashMap<&[RangeFrame], &RangeSummary>, p: &RangePath) -> Vec<(std::cmp::Reverse<u64>, String)> {
     (1..=p.frames.len())
         .map(|n| {
-            let prefix = RangePath { frames: p.frames[..n].to_vec() };
-            (std::cmp::Reverse(busy.get(&prefix).copied().unwrap_or(0)), p.frames[n - 1].name.clone())
+            let busy = by_path.get(&p.frames[..n]).map_or(0, |g| g.gpu_busy_ns);
+            (std::cmp::Reverse(busy), p.frames[n - 1].name.clone())
         })
         .collect()
+}
+
+/// A range's kernels, most GPU time first (sorted only for the ranges
+/// shown).
+fn sorted<'a>(list: Option<&Vec<(&'a str, KernelStats)>>) -> Vec<(&'a str, KernelStats)> {
+    let mut v = list.cloned().unwrap_or_default();
+    v.sort_by_key(|k| std::cmp::Reverse(k.1.total_ns));
+    v
 }
 
 fn drops_line(d: &Drops) -> String {

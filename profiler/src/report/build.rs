@@ -185,6 +185,7 @@ impl Report {
             },
             forks: a.forks,
             session_steady: steady::of_session(&a.timeline, start_ns, end_ns),
+            analysis: Default::default(),
         };
         report.fill_display_names();
         report

@@ -95,6 +95,34 @@ pub struct Report {
     /// without ranges to count calls of).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_steady: Option<SessionSteady>,
+    /// The analysis, computed at its first use (see [`Report::analysis`]).
+    #[serde(skip)]
+    pub(crate) analysis: AnalysisCache,
+}
+
+/// A report's analysis, computed once by the analysis stage (a later
+/// stage, hence its type is not named here). A clone starts without one
+/// (it may be edited), and two reports compare equal whatever their
+/// caches hold.
+#[derive(Default)]
+pub(crate) struct AnalysisCache(pub(crate) std::sync::OnceLock<Box<dyn std::any::Any + Send + Sync>>);
+
+impl Clone for AnalysisCache {
+    fn clone(&self) -> Self {
+        AnalysisCache::default()
+    }
+}
+
+impl PartialEq for AnalysisCache {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl std::fmt::Debug for AnalysisCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.get().is_some() { "AnalysisCache(computed)" } else { "AnalysisCache(empty)" })
+    }
 }
 
 /// What gpuscope itself cost the program: CUPTI's per-launch record cost,
