@@ -365,6 +365,7 @@ impl Profiler {
             inherit_ranges: self.inherit_ranges,
             exporter: None,
             started: std::time::SystemTime::now(),
+            paths_over_cap: crate::model::path::paths().over_cap(),
         });
         drop(running);
         if let Some(addr) = &self.prometheus {
@@ -468,6 +469,8 @@ struct Running {
     /// When it started, by the file system's clock: a report file written
     /// since is another process's.
     started: std::time::SystemTime,
+    /// Ranges the process's path table had refused before it started.
+    paths_over_cap: u64,
 }
 
 enum Control {
@@ -611,9 +614,9 @@ const SNAPSHOT_WAIT: Duration = Duration::from_secs(10);
 
 /// The running session's report so far (see [`Session::snapshot`]).
 fn snapshot() -> Result<Report> {
-    let ctl = RUNNING.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|r| r.ctl_tx.clone());
+    let run = RUNNING.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|r| (r.ctl_tx.clone(), r.paths_over_cap));
     let no_session = || Error::new(ErrorKind::SessionActive, "no gpuscope session is running");
-    let ctl = ctl.ok_or_else(no_session)?;
+    let (ctl, paths_over_cap) = run.ok_or_else(no_session)?;
     let (tx, rx) = bounded(1);
     ctl.send(Control::Snapshot(tx)).map_err(|_| no_session())?;
     let mut report = rx.recv_timeout(SNAPSHOT_WAIT).map_err(|e| match e {
@@ -626,6 +629,7 @@ fn snapshot() -> Result<Report> {
     if let Some(s) = collect::active() {
         add_host_side(&mut report, &s);
     }
+    add_paths_over_cap(&mut report, paths_over_cap);
     Ok(report)
 }
 
@@ -634,6 +638,11 @@ fn snapshot() -> Result<Report> {
 fn add_host_side(report: &mut Report, s: &Collection) {
     report.metrics = s.collector.as_ref().map(|c| c.status());
     report.declared = collect::declare::all();
+}
+
+/// The ranges the path table refused while the session ran.
+fn add_paths_over_cap(report: &mut Report, before: u64) {
+    report.drops.ranges_over_path_cap = crate::model::path::paths().over_cap().saturating_sub(before);
 }
 
 /// Labels for every exported series: the process's rank where a launcher
@@ -677,6 +686,7 @@ fn stop_active_at(at_exit: bool) -> Result<(Report, Written)> {
     }
     let mut report = finish(run.collection, run.decoder, run.ctl_tx, at_exit)?;
     report.cross_thread.inherit = run.inherit_ranges;
+    add_paths_over_cap(&mut report, run.paths_over_cap);
     let mut written = Written::No;
     if let Some((path, format)) = &run.output {
         if at_exit && launched_nothing(&report) {

@@ -30,6 +30,11 @@ pub struct Drops {
     /// idle time they overlapped is counted as idle.
     #[serde(default)]
     pub late_kernels: u64,
+    /// NVTX ranges with a path new past the process's path cap
+    /// ([`crate::MAX_PATHS`]): recorded under one stand-in
+    /// range inside their parent.
+    #[serde(default)]
+    pub ranges_over_path_cap: u64,
 }
 
 impl Drops {

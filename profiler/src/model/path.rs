@@ -119,37 +119,117 @@ struct Node {
 /// Children of a (parent, domain) by name.
 type ChildIndex = HashMap<(PathId, DomainId), HashMap<Arc<str>, PathId>>;
 
-/// Interned paths: (parent, domain, name) -> id.
+/// Distinct paths a process interns at most (its NVTX paths over all its
+/// sessions). Past it a new range is recorded as [`OVER_CAP`] inside its
+/// parent, and counted in the report's drops.
+pub const MAX_PATHS: usize = 100_000;
+/// Names under one parent that differ only in their numbers (`step 17`,
+/// `step 18`, `request 4711`) are kept apart up to this many; further ones
+/// are one range whose name has `#` for each number (`step #`).
+pub const FOLD_AFTER: usize = 256;
+/// The name of the range that stands for new paths past [`MAX_PATHS`].
+pub const OVER_CAP: &str = "(ranges past gpuscope's path cap)";
+
+/// `name` with each run of digits as `#`: names of one shape differ only
+/// in their numbers.
+pub fn shape(name: &str) -> std::borrow::Cow<'_, str> {
+    if !name.bytes().any(|b| b.is_ascii_digit()) {
+        return std::borrow::Cow::Borrowed(name);
+    }
+    let mut out = String::with_capacity(name.len());
+    let mut in_digits = false;
+    for c in name.chars() {
+        if c.is_ascii_digit() {
+            if !in_digits {
+                out.push('#');
+            }
+            in_digits = true;
+        } else {
+            out.push(c);
+            in_digits = false;
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// The table's lookup side: children by name, and how many distinct names
+/// of each shape a (parent, domain) has.
+#[derive(Default)]
+struct Index {
+    children: ChildIndex,
+    shapes: HashMap<(PathId, DomainId, String), usize>,
+}
+
+/// Interned paths: (parent, domain, name) -> id, at most [`MAX_PATHS`]
+/// (plus one [`OVER_CAP`] node per parent).
 pub(crate) struct PathTable {
     nodes: RwLock<Vec<Node>>,
-    index: RwLock<ChildIndex>,
+    index: RwLock<Index>,
+    /// New paths recorded as [`OVER_CAP`] since the process started.
+    over_cap: std::sync::atomic::AtomicU64,
+    max_paths: usize,
 }
 
 impl PathTable {
     pub(crate) fn new() -> Self {
+        Self::with_cap(MAX_PATHS)
+    }
+
+    fn with_cap(max_paths: usize) -> Self {
         PathTable {
             nodes: RwLock::new(vec![Node { parent: ROOT, domain: 0, name: Arc::from("") }]),
-            index: RwLock::new(HashMap::new()),
+            index: RwLock::new(Index::default()),
+            over_cap: Default::default(),
+            max_paths,
         }
     }
 
     pub(crate) fn intern(&self, parent: PathId, domain: DomainId, name: &str) -> PathId {
-        if let Some(id) =
-            self.index.read().unwrap_or_else(|e| e.into_inner()).get(&(parent, domain)).and_then(|m| m.get(name))
+        if let Some(id) = self
+            .index
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .children
+            .get(&(parent, domain))
+            .and_then(|m| m.get(name))
         {
             return *id;
         }
         let mut index = self.index.write().unwrap_or_else(|e| e.into_inner());
-        let by_name = index.entry((parent, domain)).or_default();
-        if let Some(id) = by_name.get(name) {
+        if let Some(id) = index.children.get(&(parent, domain)).and_then(|m| m.get(name)) {
             return *id;
         }
+        let shape = shape(name);
+        let mut name = name;
+        if shape != name {
+            let seen = index.shapes.entry((parent, domain, shape.to_string())).or_default();
+            if *seen >= FOLD_AFTER {
+                name = &shape;
+                if let Some(id) = index.children.get(&(parent, domain)).and_then(|m| m.get(name)) {
+                    return *id;
+                }
+            } else {
+                *seen += 1;
+            }
+        }
         let mut nodes = self.nodes.write().unwrap_or_else(|e| e.into_inner());
+        if nodes.len() >= self.max_paths && name != OVER_CAP {
+            self.over_cap.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            if let Some(id) = index.children.get(&(parent, domain)).and_then(|m| m.get(OVER_CAP)) {
+                return *id;
+            }
+            name = OVER_CAP;
+        }
         let id = nodes.len() as PathId;
         let name: Arc<str> = Arc::from(name);
         nodes.push(Node { parent, domain, name: name.clone() });
-        by_name.insert(name, id);
+        index.children.entry((parent, domain)).or_default().insert(name, id);
         id
+    }
+
+    /// New ranges recorded as [`OVER_CAP`] since the process started.
+    pub(crate) fn over_cap(&self) -> u64 {
+        self.over_cap.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The path `id` is inside (`None`: `id` is the root or unknown).
@@ -203,5 +283,40 @@ mod tests {
         assert_eq!(t.path(b).to_string(), "train/forward");
         assert_eq!(&*t.name(b), "forward");
         assert!(t.path(ROOT).is_empty());
+    }
+
+    #[test]
+    fn names_that_differ_only_by_a_number_fold_once_there_are_many() {
+        assert_eq!(shape("step 12"), "step #");
+        assert_eq!(shape("layers.3.attn_v2"), "layers.#.attn_v#");
+        assert_eq!(shape("forward"), "forward");
+        let t = PathTable::new();
+        let train = t.intern(ROOT, 0, "train");
+        let ids: Vec<PathId> = (0..FOLD_AFTER + 50).map(|i| t.intern(train, 0, &format!("step {i}"))).collect();
+        let distinct: std::collections::HashSet<PathId> = ids.iter().copied().collect();
+        assert_eq!(distinct.len(), FOLD_AFTER + 1, "the first {FOLD_AFTER} apart, the rest as one");
+        assert_eq!(t.path(ids[FOLD_AFTER + 49]).to_string(), "train/step #");
+        assert_eq!(t.path(ids[3]).to_string(), "train/step 3");
+        assert_eq!(t.intern(train, 0, "step 3"), ids[3], "a name kept apart stays so");
+        // Another parent, and names of another shape, count on their own.
+        assert_ne!(t.path(t.intern(ROOT, 0, "step 999")).to_string(), "step #");
+        assert_eq!(t.path(t.intern(train, 0, "eval 999")).to_string(), "train/eval 999");
+    }
+
+    #[test]
+    fn the_table_stops_growing_at_its_cap_and_counts_what_it_refused() {
+        let t = PathTable::with_cap(10);
+        let a = t.intern(ROOT, 0, "a");
+        let names = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa", "lambda"];
+        let ids: Vec<PathId> = names.iter().map(|n| t.intern(a, 0, n)).collect();
+        assert_eq!(t.nodes.read().unwrap().len(), 11, "10 paths and one stand-in");
+        assert_eq!(t.path(ids[10]).to_string(), format!("a/{OVER_CAP}"));
+        assert_eq!(ids[9], ids[10], "every path past the cap is the one stand-in");
+        assert_eq!(t.over_cap(), 3);
+        assert_eq!(t.intern(a, 0, "alpha"), ids[0], "known paths still resolve");
+        for i in 0..1000 {
+            t.intern(a, 0, &format!("x{i}y"));
+        }
+        assert_eq!(t.nodes.read().unwrap().len(), 11, "bounded");
     }
 }
