@@ -80,11 +80,24 @@ fn declarations(var: &str, value: &str, unit: bool) -> Result<Vec<(String, f64, 
     Ok(out)
 }
 
-/// `{pid}` and `{rank}` (from `RANK`, `LOCAL_RANK` or
-/// `OMPI_COMM_WORLD_RANK`; 0 when none is set) substituted in `template`.
+/// The variables launchers set to a process's rank, in the order they are
+/// read: the global ranks of torchrun and `torch.distributed` (`RANK`),
+/// Open MPI, MPICH and Intel MPI (`PMI_RANK`), Slurm's `srun`, MVAPICH;
+/// last `LOCAL_RANK`, which is unique only within one node.
+pub const RANK_VARIABLES: [&str; 6] =
+    ["RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID", "MV2_COMM_WORLD_RANK", "LOCAL_RANK"];
+
+/// This process's rank: the first of [`RANK_VARIABLES`] set to a
+/// non-negative integer (`None`: not launched as one of several ranks).
+pub fn rank(get: &dyn Fn(&str) -> Option<String>) -> Option<u32> {
+    RANK_VARIABLES.iter().find_map(|v| get(v)?.trim().parse().ok())
+}
+
+/// `{pid}` and `{rank}` ([`rank`]; 0 when none is set) substituted in
+/// `template`.
 pub fn expand_output(template: &str, pid: u32, get: &dyn Fn(&str) -> Option<String>) -> String {
-    let rank = ["RANK", "LOCAL_RANK", "OMPI_COMM_WORLD_RANK"].iter().find_map(|v| get(v)).unwrap_or_else(|| "0".into());
-    template.replace("{pid}", &pid.to_string()).replace("{rank}", &rank)
+    let rank = rank(get).unwrap_or(0);
+    template.replace("{pid}", &pid.to_string()).replace("{rank}", &rank.to_string())
 }
 
 impl EnvConfig {
@@ -355,6 +368,16 @@ mod tests {
         assert_eq!(c.output, PathBuf::from("/tmp/run-3-4242.csv"));
         let c = cfg(&[("GPUSCOPE_OUTPUT", "r{rank}"), ("OMPI_COMM_WORLD_RANK", "7")]).unwrap();
         assert_eq!(c.output, PathBuf::from("r7"));
+        // srun, MPICH and MVAPICH ranks are told apart too.
+        for var in ["SLURM_PROCID", "PMI_RANK", "MV2_COMM_WORLD_RANK"] {
+            let c = cfg(&[("GPUSCOPE_OUTPUT", "run-{rank}.json"), (var, "5")]).unwrap();
+            assert_eq!(c.output, PathBuf::from("run-5.json"), "{var}");
+        }
+        // A global rank wins over the node-local one; junk is skipped.
+        let c = cfg(&[("GPUSCOPE_OUTPUT", "r{rank}"), ("LOCAL_RANK", "1"), ("SLURM_PROCID", "9")]).unwrap();
+        assert_eq!(c.output, PathBuf::from("r9"));
+        let c = cfg(&[("GPUSCOPE_OUTPUT", "r{rank}"), ("RANK", "x"), ("PMI_RANK", "4")]).unwrap();
+        assert_eq!(c.output, PathBuf::from("r4"));
     }
 
     #[test]

@@ -649,9 +649,8 @@ fn add_paths_over_cap(report: &mut Report, before: u64) {
 /// set one (torchrun, MPI, Slurm) and its host.
 fn process_labels() -> Vec<(String, String)> {
     let mut labels = Vec::new();
-    let rank = ["RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"].iter().find_map(|v| std::env::var(v).ok());
-    if let Some(rank) = rank {
-        labels.push(("rank".to_string(), rank));
+    if let Some(rank) = crate::config::rank(&|v| std::env::var(v).ok()) {
+        labels.push(("rank".to_string(), rank.to_string()));
     }
     let mut host = [0u8; 256];
     // SAFETY: gethostname writes at most the buffer's length.
