@@ -7,7 +7,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-20}
-command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --version 0.13.2 --locked
+# Installed under target/ci-tools (not ~/.cargo) when missing.
+tools="${CI_TOOLS:-$PWD/target/ci-tools}"
+export PATH="$tools/bin:$PATH"
+command -v cargo-fuzz >/dev/null || cargo install --root "$tools" cargo-fuzz --version 0.13.2 --locked
 # cargo-fuzz passes -Z flags to rustc; without a sanitizer (-s none) a
 # stable toolchain accepts them under RUSTC_BOOTSTRAP. Coverage-guided
 # libFuzzer still runs; Rust's own checks catch overflows and bad indexing.

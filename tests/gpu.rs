@@ -183,6 +183,22 @@ fn another_cupti_subscriber_is_reported_and_the_program_runs_on() {
     assert!(s.stop().is_ok());
 }
 
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn a_report_that_cannot_be_written_is_kept_in_the_error() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let ctx = ctx();
+    let path = "/nonexistent-gpuscope-dir/r.json";
+    let session = Profiler::new().output(path, gpuscope::Format::Json).start().expect("profiler starts");
+    let expected = workload::run(&ctx, workload::Sizes::small()).expect("workload runs");
+    let err = session.stop().expect_err("the output cannot be written");
+    assert_eq!(err.error().kind(), gpuscope::ErrorKind::Io);
+    assert!(err.to_string().contains(path) && err.to_string().contains("kept"), "{err}");
+    let r = err.into_report().expect("the report is kept");
+    let launches: u64 = r.kernels.iter().map(|k| k.stats.launches).sum();
+    assert_eq!(launches, expected.values().sum::<u64>());
+}
+
 fn profile_metrics(sel: gpuscope::Selection) -> (workload::Expected, Report) {
     profile_metrics_sized(sel, workload::Sizes::small())
 }

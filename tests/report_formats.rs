@@ -580,52 +580,6 @@ fn openmetrics_has_the_kernel_and_range_series_and_ends_in_eof() {
     assert_eq!(r.render(Format::OpenMetrics), text);
 }
 
-/// Prometheus's own Python parser (`pip install prometheus_client`; CI
-/// installs it) reads the output as OpenMetrics, with the same values.
-#[test]
-fn openmetrics_output_is_read_by_the_prometheus_client_parser() {
-    let r = workload(0);
-    let dir = std::env::temp_dir().join(format!("gpuscope-om-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("r.om");
-    std::fs::write(&file, r.to_openmetrics()).unwrap();
-    let script = r#"
-import sys
-try:
-    from prometheus_client.openmetrics.parser import text_string_to_metric_families
-except ImportError:
-    sys.exit("prometheus_client is not installed: pip install prometheus_client")
-for f in text_string_to_metric_families(open(sys.argv[1]).read()):
-    for s in f.samples:
-        labels = ",".join(f"{k}={v}" for k, v in sorted(s.labels.items()))
-        print(f"{f.type} {s.name} {labels} {s.value}")
-"#;
-    let out = std::process::Command::new("python3")
-        .arg("-c")
-        .arg(script)
-        .arg(&file)
-        .output()
-        .expect("python3 runs (it is needed for this test)");
-    let _ = std::fs::remove_dir_all(&dir);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "parser failed: {}{stdout}", String::from_utf8_lossy(&out.stderr));
-    let value = |prefix: String| {
-        stdout
-            .lines()
-            .find(|l| l.starts_with(&prefix))
-            .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .unwrap_or_else(|| panic!("no {prefix:?} in\n{stdout}"))
-    };
-    let k = &r.kernels[0];
-    let launches = value(format!("counter gpuscope_kernel_launches_total kernel={} ", k.display_name));
-    assert_eq!(launches, k.stats.launches as f64);
-    let g = &r.ranges[0];
-    let secs = g.wall_ns as f64 / 1e9;
-    let wall = value(format!("counter gpuscope_range_wall_seconds_total path={} ", g.path));
-    assert!((wall - secs).abs() <= 1e-9 * secs.max(1.0), "{wall} vs {secs}");
-    assert!(stdout.lines().any(|l| l.starts_with("gauge gpuscope_range_gpu_utilization_ratio ")), "{stdout}");
-}
-
 /// A range instance recorded as its own parent (a corrupt event stream;
 /// found by the `aggregate` fuzz target, which hung here) still folds.
 #[test]

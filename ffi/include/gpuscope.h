@@ -33,6 +33,10 @@
 // A bug in gpuscope (a panic was caught at the boundary).
 #define GPUSCOPE_ERR_INTERNAL 7
 
+// The GPU or this process cannot do what was asked (a mode the GPU
+// lacks; a session after a sampling-mode session in the same process).
+#define GPUSCOPE_ERR_UNSUPPORTED 8
+
 // Trace mode: every kernel, timed and attributed.
 #define GPUSCOPE_MODE_TRACE 0
 

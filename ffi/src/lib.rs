@@ -12,7 +12,7 @@ use profiler::{ErrorKind, Format, MetricSet, Profiler, Report, Selection, Sessio
 use std::cell::RefCell;
 use std::ffi::{c_char, c_int, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// Success.
 pub const GPUSCOPE_OK: c_int = 0;
@@ -30,6 +30,9 @@ pub const GPUSCOPE_ERR_IO: c_int = 5;
 pub const GPUSCOPE_ERR_CUPTI: c_int = 6;
 /// A bug in gpuscope (a panic was caught at the boundary).
 pub const GPUSCOPE_ERR_INTERNAL: c_int = 7;
+/// The GPU or this process cannot do what was asked (a mode the GPU
+/// lacks; a session after a sampling-mode session in the same process).
+pub const GPUSCOPE_ERR_UNSUPPORTED: c_int = 8;
 
 /// Trace mode: every kernel, timed and attributed.
 pub const GPUSCOPE_MODE_TRACE: u32 = 0;
@@ -94,11 +97,17 @@ thread_local! {
 }
 
 struct State {
-    session: Option<Session>,
-    report: Option<Report>,
+    /// Shared only with a flush in progress, which stop waits out.
+    session: Option<Arc<Session>>,
+    /// Shared with writes in progress.
+    report: Option<Arc<Report>>,
 }
 
 static STATE: Mutex<State> = Mutex::new(State { session: None, report: None });
+
+fn last_error() -> String {
+    LAST_ERROR.try_with(|e| e.borrow().to_string_lossy().into_owned()).unwrap_or_default()
+}
 
 fn set_error(msg: &str) {
     let c = CString::new(msg.replace('\0', " ")).unwrap_or_default();
@@ -108,10 +117,11 @@ fn set_error(msg: &str) {
 fn code(e: &profiler::Error) -> c_int {
     set_error(e.message());
     match e.kind() {
-        ErrorKind::LibraryNotFound | ErrorKind::NoDevice | ErrorKind::Unsupported => GPUSCOPE_ERR_NO_GPU,
+        ErrorKind::LibraryNotFound | ErrorKind::NoDevice => GPUSCOPE_ERR_NO_GPU,
+        ErrorKind::Unsupported => GPUSCOPE_ERR_UNSUPPORTED,
         ErrorKind::CuptiBusy => GPUSCOPE_ERR_BUSY,
         ErrorKind::InvalidConfig => GPUSCOPE_ERR_INVALID,
-        ErrorKind::SessionActive => GPUSCOPE_ERR_STATE,
+        ErrorKind::SessionActive | ErrorKind::NotRunning => GPUSCOPE_ERR_STATE,
         ErrorKind::Io => GPUSCOPE_ERR_IO,
         _ => GPUSCOPE_ERR_CUPTI,
     }
@@ -268,7 +278,7 @@ pub unsafe extern "C" fn gpuscope_start(config: *const gpuscope_config) -> c_int
         }
         match p.start() {
             Ok(s) => {
-                st.session = Some(s);
+                st.session = Some(Arc::new(s));
                 st.report = None;
                 GPUSCOPE_OK
             }
@@ -283,17 +293,38 @@ pub unsafe extern "C" fn gpuscope_start(config: *const gpuscope_config) -> c_int
 pub extern "C" fn gpuscope_stop() -> c_int {
     guard(|| {
         let session = STATE.lock().unwrap_or_else(|e| e.into_inner()).session.take();
-        let Some(session) = session else {
+        let Some(mut session) = session else {
             set_error("gpuscope_stop: no session is running");
             return GPUSCOPE_ERR_STATE;
+        };
+        // A flush on another thread holds a share for its duration.
+        let session = loop {
+            match Arc::try_unwrap(session) {
+                Ok(s) => break s,
+                Err(shared) => {
+                    session = shared;
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+            }
         };
         // The lock is not held while CUPTI flushes (its callbacks run here).
         match session.stop() {
             Ok(r) => {
-                STATE.lock().unwrap_or_else(|e| e.into_inner()).report = Some(r);
+                STATE.lock().unwrap_or_else(|e| e.into_inner()).report = Some(Arc::new(r));
                 GPUSCOPE_OK
             }
-            Err(e) => code(&e),
+            Err(e) => {
+                let c = code(e.error());
+                if let Some(r) = e.into_report() {
+                    // Only writing failed: the report stays for gpuscope_write_report.
+                    STATE.lock().unwrap_or_else(|e| e.into_inner()).report = Some(Arc::new(r));
+                    set_error(&format!(
+                        "{}; the report is kept: gpuscope_write_report can write it elsewhere",
+                        last_error()
+                    ));
+                }
+                c
+            }
         }
     })
 }
@@ -302,8 +333,9 @@ pub extern "C" fn gpuscope_stop() -> c_int {
 #[no_mangle]
 pub extern "C" fn gpuscope_flush() -> c_int {
     guard(|| {
-        let st = STATE.lock().unwrap_or_else(|e| e.into_inner());
-        match &st.session {
+        // CUPTI's flush runs without the lock (it waits for its callbacks).
+        let session = STATE.lock().unwrap_or_else(|e| e.into_inner()).session.clone();
+        match session {
             Some(s) => {
                 s.flush();
                 GPUSCOPE_OK
@@ -343,8 +375,9 @@ pub unsafe extern "C" fn gpuscope_write_report(path: *const c_char, format: c_in
                 return GPUSCOPE_ERR_INVALID;
             }
         };
-        let st = STATE.lock().unwrap_or_else(|e| e.into_inner());
-        match &st.report {
+        // Rendering and writing happen without the lock.
+        let report = STATE.lock().unwrap_or_else(|e| e.into_inner()).report.clone();
+        match report {
             Some(r) => match r.write(&path, format) {
                 Ok(()) => GPUSCOPE_OK,
                 Err(e) => code(&e),
@@ -486,5 +519,34 @@ mod tests {
             let e = LAST_ERROR.with(|e| e.borrow().to_string_lossy().into_owned());
             assert!(e.contains(says), "{e}");
         }
+    }
+
+    #[test]
+    fn each_error_kind_has_the_c_code_its_callers_act_on() {
+        use profiler::Error;
+        for (kind, c) in [
+            (ErrorKind::LibraryNotFound, GPUSCOPE_ERR_NO_GPU),
+            (ErrorKind::NoDevice, GPUSCOPE_ERR_NO_GPU),
+            (ErrorKind::CuptiBusy, GPUSCOPE_ERR_BUSY),
+            (ErrorKind::InvalidConfig, GPUSCOPE_ERR_INVALID),
+            (ErrorKind::SessionActive, GPUSCOPE_ERR_STATE),
+            (ErrorKind::NotRunning, GPUSCOPE_ERR_STATE),
+            (ErrorKind::Io, GPUSCOPE_ERR_IO),
+            // Not "no GPU": the program asked for what cannot be done, and
+            // Python raises rather than running on unprofiled.
+            (ErrorKind::Unsupported, GPUSCOPE_ERR_UNSUPPORTED),
+        ] {
+            assert_eq!(code(&Error::new(kind, "m")), c, "{kind:?}");
+        }
+        assert_eq!(last_error(), "m");
+    }
+
+    #[test]
+    fn stop_flush_and_write_without_a_session_say_so() {
+        assert_eq!(gpuscope_stop(), GPUSCOPE_ERR_STATE);
+        assert!(last_error().contains("no session is running"), "{}", last_error());
+        assert_eq!(gpuscope_flush(), GPUSCOPE_ERR_STATE);
+        // SAFETY: a C string.
+        assert_eq!(unsafe { gpuscope_write_report(c"/tmp/x.json".as_ptr(), GPUSCOPE_FORMAT_JSON) }, GPUSCOPE_ERR_STATE);
     }
 }

@@ -80,18 +80,7 @@ fn declarations(var: &str, value: &str, unit: bool) -> Result<Vec<(String, f64, 
     Ok(out)
 }
 
-/// The variables launchers set to a process's rank, in the order they are
-/// read: the global ranks of torchrun and `torch.distributed` (`RANK`),
-/// Open MPI, MPICH and Intel MPI (`PMI_RANK`), Slurm's `srun`, MVAPICH;
-/// last `LOCAL_RANK`, which is unique only within one node.
-pub const RANK_VARIABLES: [&str; 6] =
-    ["RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID", "MV2_COMM_WORLD_RANK", "LOCAL_RANK"];
-
-/// This process's rank: the first of [`RANK_VARIABLES`] set to a
-/// non-negative integer (`None`: not launched as one of several ranks).
-pub fn rank(get: &dyn Fn(&str) -> Option<String>) -> Option<u32> {
-    RANK_VARIABLES.iter().find_map(|v| get(v)?.trim().parse().ok())
-}
+pub use crate::session::{rank, RANK_VARIABLES};
 
 /// `{pid}` and `{rank}` ([`rank`]; 0 when none is set) substituted in
 /// `template`.

@@ -16,13 +16,16 @@ pub enum ErrorKind {
     NoDevice,
     /// A session is already running in this process.
     SessionActive,
+    /// No session is running (stop, snapshot or flush without one).
+    NotRunning,
     /// An option or environment value is out of range.
     InvalidConfig,
     /// Writing a report failed.
     Io,
     /// Reading performance counters is not permitted for this user.
     NoPermission,
-    /// The GPU or its configuration does not support what was asked.
+    /// The GPU, its configuration or this process cannot do what was asked
+    /// (a mode the GPU lacks, a report from a newer gpuscope).
     Unsupported,
     /// The GPU's performance counters are in use by another profiler
     /// (Nsight Compute, DCGM profiling, gpuscope in another process).

@@ -45,7 +45,7 @@ pub use model::names::demangle;
 pub use model::path::{RangeFrame, RangePath, FOLD_AFTER, MAX_PATHS};
 pub use render::Format;
 pub use report::{KernelRecord, Report};
-pub use session::{ActivityBuffers, Profiler, Session};
+pub use session::{ActivityBuffers, Profiler, Session, StopError};
 
 /// Hardware metrics: which to collect, on which launches, and what one
 /// launch measured.

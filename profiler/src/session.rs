@@ -402,7 +402,9 @@ pub struct Session {
 impl Session {
     /// Stops profiling: flushes every buffer, detaches from CUPTI, and
     /// returns the report (also written if [`Profiler::output`] was set).
-    pub fn stop(self) -> Result<Report> {
+    /// When only writing it failed, the error still holds the report
+    /// ([`StopError::into_report`]).
+    pub fn stop(self) -> std::result::Result<Report, StopError> {
         let r = stop_active();
         std::mem::forget(self);
         r
@@ -442,6 +444,59 @@ impl Drop for Session {
         if let Err(e) = stop_active() {
             eprintln!("gpuscope: {e}");
         }
+    }
+}
+
+/// Why [`Session::stop`] failed, with the session's report when it was
+/// made and only writing it to [`Profiler::output`] failed: the report is
+/// never lost to a full disk or a bad path.
+#[derive(Debug)]
+pub struct StopError {
+    error: Error,
+    report: Option<Box<Report>>,
+}
+
+impl StopError {
+    /// What failed.
+    pub fn error(&self) -> &Error {
+        &self.error
+    }
+
+    /// The report, when the session made one (writing it failed).
+    pub fn report(&self) -> Option<&Report> {
+        self.report.as_deref()
+    }
+
+    /// The report, when the session made one (writing it failed).
+    pub fn into_report(self) -> Option<Report> {
+        self.report.map(|r| *r)
+    }
+}
+
+impl std::fmt::Display for StopError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.report {
+            Some(_) => write!(f, "{} (the report is kept: StopError::into_report)", self.error),
+            None => self.error.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for StopError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.error)
+    }
+}
+
+impl From<Error> for StopError {
+    fn from(error: Error) -> Self {
+        StopError { error, report: None }
+    }
+}
+
+impl From<StopError> for Error {
+    fn from(e: StopError) -> Self {
+        e.error
     }
 }
 
@@ -615,7 +670,7 @@ const SNAPSHOT_WAIT: Duration = Duration::from_secs(10);
 /// The running session's report so far (see [`Session::snapshot`]).
 fn snapshot() -> Result<Report> {
     let run = RUNNING.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|r| (r.ctl_tx.clone(), r.paths_over_cap));
-    let no_session = || Error::new(ErrorKind::SessionActive, "no gpuscope session is running");
+    let no_session = || Error::new(ErrorKind::NotRunning, "no gpuscope session is running");
     let (ctl, paths_over_cap) = run.ok_or_else(no_session)?;
     let (tx, rx) = bounded(1);
     ctl.send(Control::Snapshot(tx)).map_err(|_| no_session())?;
@@ -640,6 +695,19 @@ fn add_host_side(report: &mut Report, s: &Collection) {
     report.declared = collect::declare::all();
 }
 
+/// The variables launchers set to a process's rank, in the order they are
+/// read: the global ranks of torchrun and `torch.distributed` (`RANK`),
+/// Open MPI, MPICH and Intel MPI (`PMI_RANK`), Slurm's `srun`, MVAPICH;
+/// last `LOCAL_RANK`, which is unique only within one node.
+pub const RANK_VARIABLES: [&str; 6] =
+    ["RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID", "MV2_COMM_WORLD_RANK", "LOCAL_RANK"];
+
+/// This process's rank: the first of [`RANK_VARIABLES`] set to a
+/// non-negative integer (`None`: not launched as one of several ranks).
+pub fn rank(get: &dyn Fn(&str) -> Option<String>) -> Option<u32> {
+    RANK_VARIABLES.iter().find_map(|v| get(v)?.trim().parse().ok())
+}
+
 /// The ranges the path table refused while the session ran.
 fn add_paths_over_cap(report: &mut Report, before: u64) {
     report.drops.ranges_over_path_cap = crate::model::path::paths().over_cap().saturating_sub(before);
@@ -649,7 +717,7 @@ fn add_paths_over_cap(report: &mut Report, before: u64) {
 /// set one (torchrun, MPI, Slurm) and its host.
 fn process_labels() -> Vec<(String, String)> {
     let mut labels = Vec::new();
-    if let Some(rank) = crate::config::rank(&|v| std::env::var(v).ok()) {
+    if let Some(rank) = rank(&|v| std::env::var(v).ok()) {
         labels.push(("rank".to_string(), rank.to_string()));
     }
     let mut host = [0u8; 256];
@@ -661,7 +729,7 @@ fn process_labels() -> Vec<(String, String)> {
     labels
 }
 
-fn stop_active() -> Result<Report> {
+fn stop_active() -> std::result::Result<Report, StopError> {
     stop_active_at(false).map(|(r, _)| r)
 }
 
@@ -675,9 +743,9 @@ enum Written {
     Empty,
 }
 
-fn stop_active_at(at_exit: bool) -> Result<(Report, Written)> {
+fn stop_active_at(at_exit: bool) -> std::result::Result<(Report, Written), StopError> {
     let Some(run) = RUNNING.lock().unwrap_or_else(|e| e.into_inner()).take() else {
-        return Err(Error::new(ErrorKind::SessionActive, "no gpuscope session is running"));
+        return Err(Error::new(ErrorKind::NotRunning, "no gpuscope session is running").into());
     };
     // The endpoint first: its answers ask the decoder, which finish ends.
     if let Some(x) = run.exporter {
@@ -694,7 +762,9 @@ fn stop_active_at(at_exit: bool) -> Result<(Report, Written)> {
             written = Written::Empty;
         } else {
             let path = if at_exit { unclaimed(path, run.started) } else { path.clone() };
-            report.write(&path, *format)?;
+            if let Err(error) = report.write(&path, *format) {
+                return Err(StopError { error, report: Some(Box::new(report)) });
+            }
             written = Written::To(path);
         }
     }
@@ -779,7 +849,22 @@ fn register_atexit() {
                         debug(&format!("process {} launched no kernel: no report written", std::process::id()));
                     }
                     Ok(_) => {}
-                    Err(e) => eprintln!("gpuscope: at exit: {e}"),
+                    Err(e) => {
+                        // Nobody can take the report at exit: the temporary
+                        // folder gets it, as JSON (every figure).
+                        let kept = e.report().and_then(|r| {
+                            let path = std::env::temp_dir().join(format!("gpuscope-{}.json", std::process::id()));
+                            r.write(&path, Format::Json).ok().map(|()| path)
+                        });
+                        match kept {
+                            Some(path) => eprintln!(
+                                "gpuscope: at exit: {}; the report is in {} instead",
+                                e.error(),
+                                path.display()
+                            ),
+                            None => eprintln!("gpuscope: at exit: {}", e.error()),
+                        }
+                    }
                 }
             });
         }

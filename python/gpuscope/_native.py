@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 #: Return codes of the C ABI (`GPUSCOPE_OK`, `GPUSCOPE_ERR_*`).
-OK, ERR_NO_GPU, ERR_BUSY, ERR_INVALID, ERR_STATE, ERR_IO, ERR_CUPTI, ERR_INTERNAL = range(8)
+OK, ERR_NO_GPU, ERR_BUSY, ERR_INVALID, ERR_STATE, ERR_IO, ERR_CUPTI, ERR_INTERNAL, ERR_UNSUPPORTED = range(9)
 #: `GPUSCOPE_MODE_*`.
 MODES = {"trace": 0, "metrics": 1, "sampling": 2}
 #: `GPUSCOPE_FORMAT_*`.

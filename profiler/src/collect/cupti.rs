@@ -51,8 +51,9 @@ fn layout_of(version: u32) -> Result<bool> {
     match version {
         v if v >= CUPTI_13 => Ok(false),
         v if v >= CUPTI_12_9 => Ok(true),
+        // A CUPTI too old is one missing: the program runs on unprofiled.
         v => Err(Error::new(
-            ErrorKind::Unsupported,
+            ErrorKind::LibraryNotFound,
             format!(
                 "the loaded CUPTI has API version {v}, older than CUDA 12.9's (28), whose records gpuscope has not \
                  been checked against; use CUPTI from CUDA 12.9 or 13 (pip install nvidia-cuda-cupti-cu12==12.9.*, \
@@ -118,7 +119,7 @@ mod tests {
         assert!(!layout_of(130_001).unwrap(), "CUPTI 13: its own records");
         assert!(layout_of(28).unwrap(), "CUPTI 12.9: Kernel9 records");
         let e = layout_of(24).unwrap_err();
-        assert_eq!(e.kind(), ErrorKind::Unsupported);
+        assert_eq!(e.kind(), ErrorKind::LibraryNotFound);
         assert!(e.message().contains("API version 24") && e.message().contains("GPUSCOPE_CUPTI_PATH"), "{e}");
     }
 }
