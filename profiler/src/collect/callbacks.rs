@@ -5,58 +5,23 @@
 //! small event, and never blocks on gpuscope's decoder.
 
 use super::calibrate;
-use super::cupti::{self, check, missing};
+use super::cupti::{self, activity, callback, tolerate};
 use super::debug::debug;
 use super::driver::{self, with_current};
 use super::metrics::collector::{self, LaunchSite};
 use super::{active, nvtx, tally, CollectOptions, Collection, ACTIVE};
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::Result;
 use crate::model::event::HostEvent;
-use cupti_sys::{self as sys, sym, Cupti};
+use cupti_sys::{self as sys, Cupti};
 use std::cell::Cell;
-use std::ffi::{c_void, CStr};
+use std::ffi::c_void;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
 /// Becomes CUPTI's subscriber, with [`api_callback`] as the callback.
 pub(super) fn subscribe(cupti: &'static Cupti) -> Result<sys::CUpti_SubscriberHandle> {
-    let mut handle: sys::CUpti_SubscriberHandle = std::ptr::null_mut();
-    let mut old = [0 as std::ffi::c_char; 256];
-    let mut params = sys::CUpti_SubscriberParams {
-        structSize: std::mem::size_of::<sys::CUpti_SubscriberParams>(),
-        subscriberName: c"gpuscope".as_ptr(),
-        oldSubscriberName: old.as_mut_ptr(),
-        oldSubscriberSize: old.len(),
-    };
-    let (r, call) = match sym!(cupti, cuptiSubscribe_v2) {
-        // SAFETY: all pointers are valid for the call; `api_callback` has the
-        // CUpti_CallbackFunc signature and catches every panic.
-        Ok(f) => {
-            (unsafe { f(&mut handle, Some(api_callback), std::ptr::null_mut(), &mut params) }, "cuptiSubscribe_v2")
-        }
-        // CUPTI 12 has only the first version (no holder's name).
-        Err(_) => {
-            let f = sym!(cupti, cuptiSubscribe).map_err(missing)?;
-            // SAFETY: as above.
-            (unsafe { f(&mut handle, Some(api_callback), std::ptr::null_mut()) }, "cuptiSubscribe")
-        }
-    };
-    if r == sys::CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED || r == sys::CUPTI_ERROR_MAX_LIMIT_REACHED {
-        // SAFETY: CUPTI NUL-terminates within the buffer we gave it (zeroed).
-        let holder = unsafe { CStr::from_ptr(old.as_ptr()) }.to_string_lossy().into_owned();
-        let who = if holder.is_empty() {
-            "another tool (Nsight Systems/Compute, torch.profiler, ...)".to_string()
-        } else {
-            format!("{holder:?}")
-        };
-        return Err(Error::new(
-            ErrorKind::CuptiBusy,
-            format!("CUPTI is already in use by {who}; only one CUPTI subscriber per process is possible, so gpuscope is not profiling"),
-        ));
-    }
-    check(cupti, r, call)?;
-    Ok(handle)
+    callback::subscribe(cupti, Some(api_callback), c"gpuscope")
 }
 
 const DRIVER_LAUNCHES: &[u32] = &[
@@ -207,47 +172,51 @@ fn is_graph_launch(domain: u32, cbid: u32) -> bool {
 
 /// Turns on the launch and resource callbacks and the activity kinds.
 pub(super) fn enable(cupti: &'static Cupti, sub: sys::CUpti_SubscriberHandle, p: &CollectOptions) -> Result<()> {
-    let en = sym!(cupti, cuptiEnableCallback).map_err(missing)?;
+    // Ids the loaded CUPTI does not know (CUPTI 12 lacks 13's launch ids)
+    // fail harmlessly: those calls cannot happen with it. A CUPTI without
+    // the function cannot be used at all.
+    let on = |domain: u32, cbid: u32| -> Result<()> {
+        // SAFETY: the subscriber is ours and subscribed.
+        match unsafe { callback::enable_callback(cupti, true, sub, domain, cbid) } {
+            Err(missing) if missing.cupti_code().is_none() => Err(missing),
+            r => {
+                tolerate(r, &format!("enabling callback {cbid} of domain {domain}"));
+                Ok(())
+            }
+        }
+    };
     let lists =
         [(sys::CUPTI_CB_DOMAIN_DRIVER_API, DRIVER_LAUNCHES), (sys::CUPTI_CB_DOMAIN_RUNTIME_API, RUNTIME_LAUNCHES)];
     // Sampling mode sets up each device's sampling at its first launch.
     for (domain, list) in lists.into_iter().filter(|_| p.attribution || p.sampling.is_some()) {
         for &cbid in list {
-            // SAFETY: a valid subscriber; unknown cbids fail harmlessly.
-            unsafe { en(1, sub, domain, cbid) };
+            on(domain, cbid)?;
         }
     }
     for &(domain, cbid) in CAPTURE_BEGINS.iter().filter(|_| p.metrics.is_some()) {
-        // SAFETY: as above.
-        unsafe { en(1, sub, domain, cbid) };
+        on(domain, cbid)?;
     }
     let copies = [(sys::CUPTI_CB_DOMAIN_DRIVER_API, DRIVER_COPIES), (sys::CUPTI_CB_DOMAIN_RUNTIME_API, RUNTIME_COPIES)];
     for (domain, list) in copies.into_iter().filter(|_| p.attribution) {
         for &cbid in list {
-            // SAFETY: as above.
-            unsafe { en(1, sub, domain, cbid) };
+            on(domain, cbid)?;
         }
     }
     let syncs = [(sys::CUPTI_CB_DOMAIN_DRIVER_API, DRIVER_SYNCS), (sys::CUPTI_CB_DOMAIN_RUNTIME_API, RUNTIME_SYNCS)];
     for (domain, list) in syncs.into_iter().filter(|_| p.host_waits) {
         for &cbid in list {
-            // SAFETY: as above.
-            unsafe { en(1, sub, domain, cbid) };
+            on(domain, cbid)?;
         }
     }
     // A context's records (and measurements) are taken out before it is
     // destroyed: cudaDeviceReset or cuCtxDestroy before exit.
-    // SAFETY: as above.
-    unsafe { en(1, sub, sys::CUPTI_CB_DOMAIN_RESOURCE, sys::CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING) };
+    on(sys::CUPTI_CB_DOMAIN_RESOURCE, sys::CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING)?;
     if p.metrics.is_some() {
         // Metrics mode prepares each new context's range profiler early.
-        // SAFETY: as above.
-        unsafe { en(1, sub, sys::CUPTI_CB_DOMAIN_RESOURCE, sys::CUPTI_CBID_RESOURCE_CONTEXT_CREATED) };
+        on(sys::CUPTI_CB_DOMAIN_RESOURCE, sys::CUPTI_CBID_RESOURCE_CONTEXT_CREATED)?;
     }
     shared_activity_buffers(cupti);
-    let reg = sym!(cupti, cuptiActivityRegisterCallbacks).map_err(missing)?;
-    // SAFETY: both callbacks have CUPTI's signatures and catch panics.
-    check(cupti, unsafe { reg(Some(buffer_requested), Some(buffer_completed)) }, "cuptiActivityRegisterCallbacks")?;
+    activity::register_callbacks(cupti, Some(buffer_requested), Some(buffer_completed))?;
     if !p.records {
         return Ok(());
     }
@@ -267,35 +236,24 @@ pub(super) fn enable(cupti: &'static Cupti, sub: sys::CUpti_SubscriberHandle, p:
 /// one of the bounded pool's buffers (64 threads and 16 buffers dropped 97%
 /// of 10 M kernel records on the H100) and records arrive long after their
 /// launches (most counted late or unattributed even with 128 buffers).
-/// Older CUPTI without the attribute has shared buffers already.
+/// Older CUPTI without the attribute has shared buffers already. Set
+/// before the buffer callbacks are registered and any kind is enabled, as
+/// CUPTI requires.
 fn shared_activity_buffers(cupti: &'static Cupti) {
-    let Ok(set) = sym!(cupti, cuptiActivitySetAttribute) else { return };
-    let mut per_thread: u8 = 0;
-    let mut size = std::mem::size_of::<u8>();
-    // SAFETY: the attribute's value is a uint8_t; both pointers are valid
-    // for the call. Set before the buffer callbacks are registered and any
-    // kind is enabled, as CUPTI requires.
-    let rc = unsafe {
-        set(sys::CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER, &mut size, (&mut per_thread as *mut u8).cast())
-    };
-    if rc != sys::CUPTI_SUCCESS {
-        debug(&format!("shared activity buffers not set (CUPTI error {rc}); keeping CUPTI's default"));
-    }
+    let r = activity::set_attribute_u8(cupti, sys::CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER, 0);
+    tolerate(r, "shared activity buffers not set; keeping CUPTI's default");
 }
 
-/// Enables or disables activity kinds.
+/// Enables or disables activity kinds. Enabling stops at the first kind
+/// CUPTI refuses, with its error. Disabling always goes on through every
+/// kind: one CUPTI refuses to disable cannot be helped (it is logged), and
+/// the rest are off.
 pub(crate) fn activity_kinds(cupti: &'static Cupti, kinds: &[u32], on: bool) -> Result<()> {
-    if on {
-        let act = sym!(cupti, cuptiActivityEnable).map_err(missing)?;
-        for &k in kinds {
-            // SAFETY: plain integer argument.
-            check(cupti, unsafe { act(k) }, "cuptiActivityEnable")?;
-        }
-    } else {
-        let act = sym!(cupti, cuptiActivityDisable).map_err(missing)?;
-        for &k in kinds {
-            // SAFETY: a plain activity kind this session enabled.
-            unsafe { act(k) };
+    for &k in kinds {
+        if on {
+            activity::enable(cupti, k)?;
+        } else {
+            tolerate(activity::disable(cupti, k), &format!("disabling activity kind {k}"));
         }
     }
     Ok(())
@@ -599,12 +557,11 @@ unsafe extern "C" fn buffer_completed(ctx: sys::CUcontext, stream: u32, buffer: 
             }
             return;
         };
-        if let Ok(f) = sym!(s.cupti, cuptiActivityGetNumDroppedRecords) {
-            let mut n = 0usize;
-            // SAFETY: out pointer is valid; ctx/stream come from CUPTI.
-            if unsafe { f(ctx, stream, &mut n) } == sys::CUPTI_SUCCESS {
+        match activity::num_dropped_records(s.cupti, ctx, stream) {
+            Ok(n) => {
                 s.cupti_dropped.fetch_add(n as u64, Ordering::Relaxed);
             }
+            Err(e) => debug(&format!("records dropped with a buffer: {e}")),
         }
         if buffer.is_null() {
             return;

@@ -19,7 +19,7 @@ mod tally;
 use crate::error::{Error, ErrorKind, Result};
 use crate::model::event::HostEvent;
 use crossbeam_channel::{bounded, unbounded, Receiver, Sender, TrySendError};
-use cupti_sys::{self as sys, sym, Cupti};
+use cupti_sys::{self as sys, Cupti};
 use debug::debug;
 use metrics::collector::Collector;
 use metrics::{MetricSet, Selection};
@@ -158,11 +158,9 @@ impl Collection {
     /// Asks CUPTI for the buffers completed so far (`forced`: partial ones
     /// too).
     pub(crate) fn flush(&self, forced: bool) {
-        if let Ok(f) = sym!(self.cupti, cuptiActivityFlushAll) {
-            let flag = if forced { sys::CUPTI_ACTIVITY_FLAG_FLUSH_FORCED } else { 0 };
-            // SAFETY: a plain flag; the buffer callbacks it runs catch panics.
-            unsafe { f(flag) };
-        }
+        let flag = if forced { sys::CUPTI_ACTIVITY_FLAG_FLUSH_FORCED } else { 0 };
+        // A flush CUPTI refuses hands over nothing; the next one will.
+        cupti::tolerate(cupti::activity::flush_all(self.cupti, flag), "flushing activity buffers");
     }
 }
 
@@ -213,7 +211,9 @@ pub(crate) fn start(opts: &CollectOptions) -> Result<(Arc<Collection>, Outputs)>
     drop(slot);
     debug("start: enabling callbacks and activity");
     if let Err(e) = callbacks::enable(cupti, subscriber, opts) {
-        let _ = stop(&collection, false);
+        if let Err(stopping) = stop(&collection, false) {
+            debug(&format!("start: undoing: {stopping}"));
+        }
         clear();
         return Err(e);
     }
@@ -267,17 +267,15 @@ pub(crate) fn stop(s: &Collection, at_exit: bool) -> Result<()> {
     let _switching = s.switching.lock().unwrap_or_else(|e| e.into_inner());
     calibrate::disarm();
     debug("stop: callbacks off");
-    if let Ok(f) = sym!(c, cuptiEnableDomain) {
-        // SAFETY: plain arguments; the subscriber is ours and still valid.
-        unsafe {
-            f(0, s.subscriber, sys::CUPTI_CB_DOMAIN_DRIVER_API);
-            f(0, s.subscriber, sys::CUPTI_CB_DOMAIN_RUNTIME_API);
-        }
+    for domain in [sys::CUPTI_CB_DOMAIN_DRIVER_API, sys::CUPTI_CB_DOMAIN_RUNTIME_API] {
+        // SAFETY: our subscriber, subscribed until below.
+        let r = unsafe { cupti::callback::enable_domain(c, false, s.subscriber, domain) };
+        cupti::tolerate(r, "stop: callbacks off");
     }
     debug("stop: flush");
     s.flush(true);
     debug("stop: activity off");
-    let _ = callbacks::activity_kinds(c, &s.opts.kinds, false);
+    cupti::tolerate(callbacks::activity_kinds(c, &s.opts.kinds, false), "stop: activity off");
     s.flush(true);
     if let Some(col) = &s.collector {
         // Launches measured since the last batch: decode them now, before
@@ -295,21 +293,16 @@ pub(crate) fn stop(s: &Collection, at_exit: bool) -> Result<()> {
         debug("stop: sampling off");
         sampler.stop(at_exit);
     }
-    if let Ok(f) = sym!(c, cuptiUnsubscribe) {
-        // SAFETY: our subscriber, unsubscribed once (`stopped` guards).
-        unsafe { f(s.subscriber) };
-    }
+    // SAFETY: our subscriber, unsubscribed once (`stopped` guards).
+    cupti::tolerate(unsafe { cupti::callback::unsubscribe(c, s.subscriber) }, "stop: unsubscribing");
     // Detach CUPTI from the driver entirely: left attached it keeps costing
     // each launch after the session (seen: +1.5 us per tiny launch on H100).
     // Not at process exit: nothing runs after, and the driver may be
     // tearing down already.
     if !at_exit {
         debug("stop: finalize");
-        if let Ok(f) = sym!(c, cuptiFinalize) {
-            // SAFETY: no arguments; our subscriber is gone and every buffer
-            // has been flushed.
-            unsafe { f() };
-        }
+        // SAFETY: our subscriber is gone and every buffer has been flushed.
+        cupti::tolerate(unsafe { cupti::callback::finalize(c) }, "stop: finalize");
     }
     Ok(())
 }
