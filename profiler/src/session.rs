@@ -601,6 +601,7 @@ fn add_lost(drops: &mut Drops, lost: collect::Lost) {
     drops.cupti_records += lost.cupti_records;
     drops.buffer_requests_refused += lost.buffer_requests_refused;
     drops.host_events += lost.host_events;
+    drops.callback_panics += lost.callback_panics;
 }
 
 /// How long a snapshot may take before the asker gives up.

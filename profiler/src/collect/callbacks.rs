@@ -9,7 +9,7 @@ use super::cupti::{self, activity, callback, tolerate};
 use super::debug::debug;
 use super::driver::{self, with_current};
 use super::metrics::collector::{self, LaunchSite};
-use super::{active, nvtx, tally, CollectOptions, Collection, ACTIVE};
+use super::{active, nvtx, panic_guard, tally, CollectOptions, Collection, ACTIVE};
 use crate::error::Result;
 use crate::model::event::HostEvent;
 use cupti_sys::{self as sys, Cupti};
@@ -282,7 +282,8 @@ pub(super) unsafe extern "C" fn api_callback(
     cbid: sys::CUpti_CallbackId,
     data: *const c_void,
 ) {
-    let _ = std::panic::catch_unwind(|| {
+    panic_guard::catch(|| {
+        panic_guard::fault("api_callback");
         // gpuscope's own calibration launches are not the program's.
         if data.is_null() || calibrate::in_progress_here() {
             return;
@@ -460,11 +461,12 @@ fn prepare_metrics(s: Arc<Collection>, ctx: sys::CUcontext) {
     }
     debug("metrics: a context was created");
     let key = ctx as usize;
-    // A thread of gpuscope's own: a panic there ends only that thread.
     let spawned = std::thread::Builder::new().name("gpuscope-metrics-setup".into()).spawn(move || {
-        if let Some(c) = &s.collector {
-            with_current(key, || c.prepare(key as sys::CUcontext));
-        }
+        panic_guard::catch(|| {
+            if let Some(c) = &s.collector {
+                with_current(key, || c.prepare(key as sys::CUcontext));
+            }
+        })
     });
     if spawned.is_err() {
         debug("metrics: no setup thread; the first selected launch sets up");
@@ -531,24 +533,37 @@ unsafe fn launch_stream(domain: u32, cbid: u32, params: *const c_void) -> Option
     }
 }
 
+/// CUPTI asks for an activity buffer: one from the pool, or none (CUPTI
+/// then drops the records and counts them).
 unsafe extern "C" fn buffer_requested(buffer: *mut *mut u8, size: *mut usize, max_records: *mut usize) {
-    let _ = std::panic::catch_unwind(|| {
-        let (p, n) = match active().and_then(|s| s.pool.take().map(|p| (p, s.pool.buffer_size()))) {
-            Some(x) => x,
-            // No buffer: CUPTI drops the records and counts them.
-            None => (std::ptr::null_mut(), 0),
-        };
-        // SAFETY: CUPTI passes valid out pointers.
+    if buffer.is_null() || size.is_null() || max_records.is_null() {
+        return;
+    }
+    // No buffer, written first: what CUPTI reads if anything below returns
+    // early or panics.
+    // SAFETY: CUPTI passes valid out pointers (checked non-null above).
+    unsafe {
+        *buffer = std::ptr::null_mut();
+        *size = 0;
+        *max_records = 0;
+    }
+    panic_guard::catch(|| {
+        panic_guard::fault("buffer_requested");
+        let Some(s) = active() else { return };
+        let Some(p) = s.pool.take() else { return };
+        // SAFETY: as above; max_records stays 0 (as many as fit).
         unsafe {
             *buffer = p;
-            *size = n;
-            *max_records = 0;
+            *size = s.pool.buffer_size();
         }
     });
 }
 
+/// CUPTI hands back a buffer it filled (or flushed): its records go to the
+/// decoder, which returns it to the pool.
 unsafe extern "C" fn buffer_completed(ctx: sys::CUcontext, stream: u32, buffer: *mut u8, size: usize, valid: usize) {
-    let _ = std::panic::catch_unwind(|| {
+    panic_guard::catch(|| {
+        panic_guard::fault("buffer_completed");
         let Some(s) = active() else {
             if !buffer.is_null() && size > 0 {
                 // Late buffer after the session: free it (pool layout).
@@ -572,8 +587,44 @@ unsafe extern "C" fn buffer_completed(ctx: sys::CUcontext, stream: u32, buffer: 
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// Calls CUPTI's three callbacks as CUPTI would, each with a panic
+    /// injected at its start (no session runs): none unwinds into its
+    /// caller, each counts one panic.
+    pub(crate) fn call_each_callback_with_a_fault() {
+        let before = panic_guard::caught();
+        let mut data = 0u64;
+        for site in ["api_callback", "buffer_requested", "buffer_completed"] {
+            panic_guard::inject(Some(site));
+            let (mut buffer, mut size, mut max) = (std::ptr::dangling_mut::<u8>(), 12_345usize, 6usize);
+            // SAFETY: what CUPTI passes: valid out pointers, a null buffer
+            // handed back, callback data the callback does not reach.
+            unsafe {
+                match site {
+                    "api_callback" => api_callback(
+                        std::ptr::null_mut(),
+                        sys::CUPTI_CB_DOMAIN_RESOURCE,
+                        0,
+                        (&mut data as *mut u64).cast(),
+                    ),
+                    "buffer_requested" => buffer_requested(&mut buffer, &mut size, &mut max),
+                    _ => buffer_completed(std::ptr::null_mut(), 0, std::ptr::null_mut(), 0, 0),
+                }
+            }
+            if site == "buffer_requested" {
+                assert_eq!((buffer, size, max), (std::ptr::null_mut(), 0, 0), "defined when the body panicked");
+            }
+        }
+        panic_guard::inject(None);
+        assert!(panic_guard::caught() >= before + 3, "each callback's panic counted");
+    }
+
+    #[test]
+    fn each_callback_catches_its_panic_and_buffer_requested_leaves_no_buffer() {
+        call_each_callback_with_a_fault();
+    }
 
     #[test]
     fn copy_calls_are_told_from_launches_by_domain_and_id() {

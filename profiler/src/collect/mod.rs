@@ -12,6 +12,7 @@ pub(crate) mod declare;
 pub(crate) mod driver;
 pub(crate) mod metrics;
 pub(crate) mod nvtx;
+pub(crate) mod panic_guard;
 pub(crate) mod pool;
 pub(crate) mod sampling;
 mod tally;
@@ -85,6 +86,9 @@ pub(crate) struct Collection {
     pub(crate) id: u64,
     /// Its calibration at the first launch.
     calibration: calibrate::Pending,
+    /// Panics caught in the process before it started (sessions follow
+    /// each other, and NVTX events are handled between them).
+    panics_before: u64,
 }
 
 // SAFETY: the subscriber handle is an opaque id CUPTI accepts from any
@@ -106,6 +110,8 @@ pub(crate) struct Lost {
     pub cupti_records: u64,
     pub buffer_requests_refused: u64,
     pub host_events: u64,
+    /// Panics caught in gpuscope's callbacks and threads ([`panic_guard`]).
+    pub callback_panics: u64,
 }
 
 static ACTIVE: RwLock<Option<Arc<Collection>>> = RwLock::new(None);
@@ -152,6 +158,7 @@ impl Collection {
             cupti_records: self.cupti_dropped.load(Ordering::Relaxed),
             buffer_requests_refused: self.pool.refused(),
             host_events: self.host_dropped.load(Ordering::Relaxed),
+            callback_panics: panic_guard::caught().saturating_sub(self.panics_before),
         }
     }
 
@@ -179,6 +186,8 @@ pub(crate) fn start(opts: &CollectOptions) -> Result<(Arc<Collection>, Outputs)>
             "no NVIDIA driver found (libcuda.so.1 is not loadable), so there is no GPU to profile",
         ));
     }
+    // Before any callback can run.
+    panic_guard::install_hook();
     debug("start: loading CUPTI");
     let cupti = cupti::lib()?;
     debug("start: subscribing");
@@ -203,6 +212,7 @@ pub(crate) fn start(opts: &CollectOptions) -> Result<(Arc<Collection>, Outputs)>
         pid: std::process::id(),
         id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
         calibration: calibrate::Pending::new(opts.calibrate && opts.records),
+        panics_before: panic_guard::caught(),
     });
     if let Some(why) = collection.collector.as_ref().and_then(|c| c.status().disabled) {
         eprintln!("gpuscope: hardware metrics are off for this session: {why}. Tracing continues.");
@@ -219,10 +229,12 @@ pub(crate) fn start(opts: &CollectOptions) -> Result<(Arc<Collection>, Outputs)>
     }
     if collection.collector.is_some() {
         let c = collection.clone();
-        // A thread of gpuscope's own: a panic there ends only that thread.
         let spawned = std::thread::Builder::new().name("gpuscope-metrics-hosts".into()).spawn(move || {
             if let Some(m) = &c.collector {
-                m.prepare_hosts();
+                if panic_guard::catch(|| m.prepare_hosts()).is_none() {
+                    // Stop waits for this thread to be done.
+                    m.hosts_prepared();
+                }
             }
         });
         if spawned.is_err() {
@@ -245,7 +257,7 @@ fn watch_forks() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     extern "C" fn forked() {
         // In the parent, after the fork: an ordinary thread again.
-        let _ = std::panic::catch_unwind(|| send_host_event(|ts| HostEvent::Forked { ts }));
+        panic_guard::catch(|| send_host_event(|ts| HostEvent::Forked { ts }));
     }
     ONCE.call_once(|| {
         // SAFETY: `forked` is a plain extern "C" fn that catches panics;

@@ -30,6 +30,11 @@ pub struct Drops {
     /// idle time they overlapped is counted as idle.
     #[serde(default)]
     pub late_kernels: u64,
+    /// Panics caught inside gpuscope's callbacks and threads: each lost
+    /// what that call was handling (an NVTX event, a launch, a buffer's
+    /// records or a measurement). The program runs on.
+    #[serde(default)]
+    pub callback_panics: u64,
 }
 
 impl Drops {
