@@ -9,7 +9,7 @@ use super::cupti::{self, activity, callback, tolerate};
 use super::debug::debug;
 use super::driver::{self, with_current};
 use super::metrics::collector::{self, LaunchSite};
-use super::{active, nvtx, panic_guard, tally, CollectOptions, Collection, ACTIVE};
+use super::{active, hold, nvtx, panic_guard, tally, CollectOptions, Collection};
 use crate::error::Result;
 use crate::model::event::HostEvent;
 use cupti_sys::{self as sys, Cupti};
@@ -292,16 +292,14 @@ pub(super) unsafe extern "C" fn api_callback(
             if cbid == sys::CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING {
                 // SAFETY: resource callbacks pass a CUpti_ResourceData.
                 let ctx = unsafe { &*(data as *const sys::CUpti_ResourceData) }.context;
-                // A clone, not the guard: the flush below runs the buffer
-                // callbacks, which read ACTIVE themselves.
-                if let Some(s) = active() {
+                if let Some(s) = hold() {
                     context_destroying(&s, ctx);
                 }
             } else if cbid == sys::CUPTI_CBID_RESOURCE_CONTEXT_CREATED {
                 // SAFETY: as above.
                 let ctx = unsafe { &*(data as *const sys::CUpti_ResourceData) }.context;
-                if let Some(s) = active() {
-                    prepare_metrics(s, ctx);
+                if let Some(s) = hold() {
+                    prepare_metrics(s.arc().clone(), ctx);
                 }
             }
             return;
@@ -318,8 +316,8 @@ pub(super) unsafe extern "C" fn api_callback(
             return;
         }
         if !enter && collector::take_unmeasured_here() {
-            let guard = ACTIVE.read().unwrap_or_else(|e| e.into_inner());
-            if let Some(c) = guard.as_ref().and_then(|s| s.collector.as_ref()) {
+            // A count only, no CUPTI call: kept right even while stopping.
+            if let Some(c) = active().as_ref().and_then(|s| s.collector.as_ref()) {
                 c.unmeasured_exit();
             }
         }
@@ -341,16 +339,17 @@ pub(super) unsafe extern "C" fn api_callback(
         if enter && !copy && !wait && calibrate::armed() {
             // The session's first launch: time launches with and without
             // kernel records before this one goes on.
-            if let Some(s) = active() {
+            if let Some(s) = hold() {
                 // SAFETY: CUPTI passes the launch function's own params struct.
                 let stream = unsafe { launch_stream(domain, cbid, d.functionParams) };
-                calibrate::at_first_launch(&s, d.context, stream.is_some_and(capturing));
+                calibrate::at_first_launch(s.arc(), d.context, stream.is_some_and(capturing));
             }
         }
         // After calibrating: its time is not this launch's.
         let entered = Instant::now();
-        let guard = ACTIVE.read().unwrap_or_else(|e| e.into_inner());
-        let Some(s) = guard.as_ref() else { return };
+        // Held, not locked, for the rest of the callback, which may be long
+        // (the range profiler's start and decode in metrics mode).
+        let Some(s) = hold() else { return };
         if !s.traced.load(std::sync::atomic::Ordering::Relaxed) {
             // Between trace windows: a new device's sampling set-up, and the
             // launch counted for its ranges (no record will come to join).
@@ -549,7 +548,7 @@ unsafe extern "C" fn buffer_requested(buffer: *mut *mut u8, size: *mut usize, ma
     }
     panic_guard::catch(|| {
         panic_guard::fault("buffer_requested");
-        let Some(s) = active() else { return };
+        let Some(s) = hold() else { return };
         let Some(p) = s.pool.take() else { return };
         // SAFETY: as above; max_records stays 0 (as many as fit).
         unsafe {
@@ -572,12 +571,15 @@ unsafe extern "C" fn buffer_completed(ctx: sys::CUcontext, stream: u32, buffer: 
             }
             return;
         };
-        match activity::num_dropped_records(s.cupti, ctx, stream) {
+        // Asked in the gate; a buffer handed back after stop closed it (by
+        // the finalize itself) still reaches the decoder, which calls no
+        // more than the record walk.
+        s.calls.within(|| match activity::num_dropped_records(s.cupti, ctx, stream) {
             Ok(n) => {
                 s.cupti_dropped.fetch_add(n as u64, Ordering::Relaxed);
             }
             Err(e) => debug(&format!("records dropped with a buffer: {e}")),
-        }
+        });
         if buffer.is_null() {
             return;
         }

@@ -10,6 +10,7 @@ pub(crate) mod cupti;
 pub(crate) mod debug;
 pub(crate) mod declare;
 pub(crate) mod driver;
+mod held;
 pub(crate) mod metrics;
 pub(crate) mod nvtx;
 pub(crate) mod panic_guard;
@@ -22,12 +23,14 @@ use crate::model::event::HostEvent;
 use crossbeam_channel::{bounded, unbounded, Receiver, Sender, TrySendError};
 use cupti_sys::{self as sys, Cupti};
 use debug::debug;
+use held::{Gate, Gated};
 use metrics::collector::Collector;
 use metrics::{MetricSet, Selection};
 use pool::BufferPool;
 use sampling::Sampler;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
 
 /// What to collect.
 #[derive(Debug, Clone)]
@@ -89,6 +92,15 @@ pub(crate) struct Collection {
     /// Panics caught in the process before it started (sessions follow
     /// each other, and NVTX events are handled between them).
     panics_before: u64,
+    /// The callbacks and threads using it now; closed by stop before CUPTI
+    /// detaches ([`held`]).
+    calls: Gate,
+}
+
+impl Gated for Collection {
+    fn gate(&self) -> &Gate {
+        &self.calls
+    }
 }
 
 // SAFETY: the subscriber handle is an opaque id CUPTI accepts from any
@@ -119,16 +131,29 @@ static ACTIVE: RwLock<Option<Arc<Collection>>> = RwLock::new(None);
 /// The next [`Collection::id`] (0 is none).
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
-/// The running collection, if any.
+/// Serialises [`start`]s: the slot's lock is not held while CUPTI loads.
+static STARTING: Mutex<()> = Mutex::new(());
+
+/// How long stop waits for callbacks in flight before it detaches CUPTI.
+const CALLBACKS_WAIT: Duration = Duration::from_secs(10);
+
+/// The running collection, if any (for the session; callbacks and
+/// gpuscope's threads that call CUPTI [`hold`] it instead).
 pub(crate) fn active() -> Option<Arc<Collection>> {
     ACTIVE.read().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
+/// The running collection, held while a callback or a thread of
+/// gpuscope's uses it: no lock is kept, and stop waits for the hold to end
+/// before CUPTI detaches ([`held`]). `None`: none runs, or it is stopping.
+pub(crate) fn hold() -> Option<held::Held<Collection>> {
+    held::hold(&ACTIVE)
 }
 
 /// Sends a host event to the running collection, if any; `make` gets
 /// CUPTI's timestamp. Never blocks: a full queue counts a drop.
 pub(crate) fn send_host_event(make: impl FnOnce(u64) -> HostEvent) {
-    let guard = ACTIVE.read().unwrap_or_else(|e| e.into_inner());
-    let Some(s) = guard.as_ref() else { return };
+    let Some(s) = hold() else { return };
     s.send(make(cupti::timestamp(s.cupti)));
 }
 
@@ -166,8 +191,12 @@ impl Collection {
     /// too).
     pub(crate) fn flush(&self, forced: bool) {
         let flag = if forced { sys::CUPTI_ACTIVITY_FLAG_FLUSH_FORCED } else { 0 };
-        // A flush CUPTI refuses hands over nothing; the next one will.
-        cupti::tolerate(cupti::activity::flush_all(self.cupti, flag), "flushing activity buffers");
+        // Counted in the gate: a flush from the decoder or the program
+        // never races CUPTI's detaching; after stop there is nothing left.
+        self.calls.within(|| {
+            // A flush CUPTI refuses hands over nothing; the next one will.
+            cupti::tolerate(cupti::activity::flush_all(self.cupti, flag), "flushing activity buffers");
+        });
     }
 }
 
@@ -175,8 +204,8 @@ impl Collection {
 /// activity kinds. Fails (changing nothing) when CUPTI cannot be loaded,
 /// another tool holds it, or a collection is already running.
 pub(crate) fn start(opts: &CollectOptions) -> Result<(Arc<Collection>, Outputs)> {
-    let mut slot = ACTIVE.write().unwrap_or_else(|e| e.into_inner());
-    if slot.is_some() {
+    let _starting = STARTING.lock().unwrap_or_else(|e| e.into_inner());
+    if active().is_some() {
         return Err(Error::new(ErrorKind::SessionActive, "a gpuscope session is already running in this process"));
     }
     // Without a driver CUPTI is moot: say that, not that CUPTI is missing.
@@ -213,12 +242,12 @@ pub(crate) fn start(opts: &CollectOptions) -> Result<(Arc<Collection>, Outputs)>
         id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
         calibration: calibrate::Pending::new(opts.calibrate && opts.records),
         panics_before: panic_guard::caught(),
+        calls: Gate::default(),
     });
     if let Some(why) = collection.collector.as_ref().and_then(|c| c.status().disabled) {
         eprintln!("gpuscope: hardware metrics are off for this session: {why}. Tracing continues.");
     }
-    *slot = Some(collection.clone());
-    drop(slot);
+    *ACTIVE.write().unwrap_or_else(|e| e.into_inner()) = Some(collection.clone());
     debug("start: enabling callbacks and activity");
     if let Err(e) = callbacks::enable(cupti, subscriber, opts) {
         if let Err(stopping) = stop(&collection, false) {
@@ -307,14 +336,26 @@ pub(crate) fn stop(s: &Collection, at_exit: bool) -> Result<()> {
     }
     // SAFETY: our subscriber, unsubscribed once (`stopped` guards).
     cupti::tolerate(unsafe { cupti::callback::unsubscribe(c, s.subscriber) }, "stop: unsubscribing");
+    // No callback is delivered now; those already running finish before
+    // CUPTI detaches, and any that comes to the gate later does nothing
+    // (held.rs). At exit nothing is finalized, so nothing is waited for.
+    debug("stop: waiting for callbacks in flight");
+    let none_inside = s.calls.close(if at_exit { Duration::ZERO } else { CALLBACKS_WAIT });
     // Detach CUPTI from the driver entirely: left attached it keeps costing
     // each launch after the session (seen: +1.5 us per tiny launch on H100).
     // Not at process exit: nothing runs after, and the driver may be
     // tearing down already.
-    if !at_exit {
+    if !at_exit && none_inside {
         debug("stop: finalize");
-        // SAFETY: our subscriber is gone and every buffer has been flushed.
+        // SAFETY: our subscriber is gone, every buffer has been flushed, and
+        // no callback or thread of gpuscope's is inside the gate or can
+        // enter it.
         cupti::tolerate(unsafe { cupti::callback::finalize(c) }, "stop: finalize");
+    } else if !at_exit {
+        debug(&format!(
+            "stop: a callback was still running after {} s; CUPTI stays attached rather than detach under it",
+            CALLBACKS_WAIT.as_secs()
+        ));
     }
     Ok(())
 }
