@@ -8,6 +8,7 @@ use super::calibrate;
 use super::cupti::{self, activity, callback, tolerate};
 use super::debug::debug;
 use super::driver::{self, with_current};
+use super::held::Held;
 use super::metrics::collector::{self, LaunchSite};
 use super::{active, hold, nvtx, panic_guard, tally, CollectOptions, Collection};
 use crate::error::Result;
@@ -187,7 +188,7 @@ pub(super) fn enable(cupti: &'static Cupti, sub: sys::CUpti_SubscriberHandle, p:
     };
     let lists =
         [(sys::CUPTI_CB_DOMAIN_DRIVER_API, DRIVER_LAUNCHES), (sys::CUPTI_CB_DOMAIN_RUNTIME_API, RUNTIME_LAUNCHES)];
-    // Sampling mode sets up each device's sampling at its first launch.
+    // Sampling mode finds devices in use at their first launch.
     for (domain, list) in lists.into_iter().filter(|_| p.attribution || p.sampling.is_some()) {
         for &cbid in list {
             on(domain, cbid)?;
@@ -211,8 +212,9 @@ pub(super) fn enable(cupti: &'static Cupti, sub: sys::CUpti_SubscriberHandle, p:
     // A context's records (and measurements) are taken out before it is
     // destroyed: cudaDeviceReset or cuCtxDestroy before exit.
     on(sys::CUPTI_CB_DOMAIN_RESOURCE, sys::CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING)?;
-    if p.metrics.is_some() {
-        // Metrics mode prepares each new context's range profiler early.
+    if p.metrics.is_some() || p.sampling.is_some() {
+        // Metrics mode prepares each new context's range profiler early,
+        // sampling mode its device's sampling.
         on(sys::CUPTI_CB_DOMAIN_RESOURCE, sys::CUPTI_CBID_RESOURCE_CONTEXT_CREATED)?;
     }
     shared_activity_buffers(cupti);
@@ -300,6 +302,7 @@ pub(super) unsafe extern "C" fn api_callback(
                 let ctx = unsafe { &*(data as *const sys::CUpti_ResourceData) }.context;
                 if let Some(s) = hold() {
                     prepare_metrics(s.arc().clone(), ctx);
+                    prepare_sampling(&s, ctx, None);
                 }
             }
             return;
@@ -356,9 +359,7 @@ pub(super) unsafe extern "C" fn api_callback(
             // Stream-capture callbacks, the other kind that gets here, are
             // on only in metrics mode, which has no windows.
             if enter && !copy && !wait {
-                if let Some(sampler) = &s.sampler {
-                    sampler.on_launch(d.context);
-                }
+                sample_device_of_launch(&s, d.context);
                 tally::count(s.id, nvtx::current().path, |e| s.send(e));
             }
             return;
@@ -405,9 +406,7 @@ pub(super) unsafe extern "C" fn api_callback(
         // Before anything gpuscope does at this launch.
         let ts = now();
         let _ = CALL_ENTERED.try_with(|c| c.set(Some(entered)));
-        if let Some(sampler) = &s.sampler {
-            sampler.on_launch(d.context);
-        }
+        sample_device_of_launch(&s, d.context);
         let ctx = nvtx::current();
         let graph = is_graph_launch(domain, cbid);
         let profiled = s.collector.as_ref().is_some_and(|c| {
@@ -469,6 +468,40 @@ fn prepare_metrics(s: Arc<Collection>, ctx: sys::CUcontext) {
     });
     if spawned.is_err() {
         debug("metrics: no setup thread; the first selected launch sets up");
+    }
+}
+
+/// A launch into `ctx` (current): the first to find its device's sampling
+/// not set up starts the set-up on a thread of gpuscope's, and goes on.
+fn sample_device_of_launch(s: &Held<Collection>, ctx: sys::CUcontext) {
+    if let Some(dev) = s.sampler.as_ref().and_then(|sampler| sampler.claim_at_launch(ctx)) {
+        prepare_sampling(s, ctx, Some(dev));
+    }
+}
+
+/// Sets up sampling on the device of `ctx` (`dev`, claimed already, or
+/// `None`: found and claimed on the thread) on a thread of gpuscope's,
+/// with `ctx` current there. The thread holds the collection: stop waits
+/// for a set-up in progress before CUPTI detaches.
+pub(super) fn prepare_sampling(s: &Held<Collection>, ctx: sys::CUcontext, dev: Option<u32>) {
+    if s.sampler.is_none() || ctx.is_null() {
+        return;
+    }
+    let Some(held) = s.again() else { return };
+    let key = ctx as usize;
+    debug("sampling: a device's set-up starts on a thread of gpuscope's");
+    let spawned = std::thread::Builder::new().name("gpuscope-sampling-setup".into()).spawn(move || {
+        panic_guard::catch(|| {
+            let Some(sampler) = &held.sampler else { return };
+            with_current(key, || match dev {
+                Some(dev) => sampler.set_up(dev),
+                None => sampler.set_up_current(),
+            });
+        });
+    });
+    if let (Err(e), Some(dev), Some(sampler)) = (spawned, dev, &s.sampler) {
+        // Not set up in the launch instead: that is the wait this avoids.
+        sampler.give_up(dev, &format!("no thread to set its sampling up on ({e})"));
     }
 }
 

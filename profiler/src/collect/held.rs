@@ -94,9 +94,19 @@ pub(crate) struct Held<T: Gated> {
 
 impl<T: Gated> Held<T> {
     /// The `Arc` held (for threads that outlive the holder: they must hold
-    /// it themselves if they call CUPTI).
+    /// it [`again`](Held::again) if they call CUPTI).
     pub(crate) fn arc(&self) -> &Arc<T> {
         &self.it
+    }
+
+    /// Another hold of the same collection, for a thread this holder
+    /// starts; `None` once the gate has closed.
+    pub(crate) fn again(&self) -> Option<Held<T>> {
+        if self.it.gate().enter() {
+            Some(Held { it: self.it.clone() })
+        } else {
+            None
+        }
     }
 }
 
@@ -176,5 +186,22 @@ mod tests {
         callback.join().unwrap();
         assert!(session.gate.close(Duration::from_secs(5)), "none inside");
         assert_eq!(session.gate.within(|| 1), None);
+    }
+
+    #[test]
+    fn a_hold_taken_again_counts_until_dropped_and_not_after_close() {
+        let slot = RwLock::new(Some(Arc::new(Collection::default())));
+        let first = hold(&slot).unwrap();
+        let second = first.again().unwrap();
+        drop(first);
+        assert_eq!(second.gate.inside.load(Ordering::SeqCst), 1, "the second hold still counts");
+        assert!(!second.gate.close(Duration::ZERO), "stop sees the thread's hold");
+        assert!(second.again().is_none(), "no new hold once closed");
+        let gate_is_empty_after = {
+            let it = second.arc().clone();
+            drop(second);
+            it.gate.inside.load(Ordering::SeqCst) == 0
+        };
+        assert!(gate_is_empty_after);
     }
 }

@@ -256,6 +256,15 @@ pub(crate) fn start(opts: &CollectOptions) -> Result<(Arc<Collection>, Outputs)>
         clear();
         return Err(e);
     }
+    if collection.sampler.is_some() {
+        if let (Some(ctx), Some(held)) = (driver::current_context(), hold()) {
+            // The program already has a context on this thread: its
+            // device's sampling is set up from now, ahead of the program's
+            // next launch (other devices' at their context's creation or
+            // first launch).
+            callbacks::prepare_sampling(&held, ctx, None);
+        }
+    }
     if collection.collector.is_some() {
         let c = collection.clone();
         let spawned = std::thread::Builder::new().name("gpuscope-metrics-hosts".into()).spawn(move || {
