@@ -2,7 +2,10 @@
 //! NVTX ranges, and measured in metrics mode), context creation and
 //! destruction, and the activity buffers. They run on the program's threads:
 //! each only takes a buffer from the pool, passes a pointer on, or queues a
-//! small event, and never blocks on gpuscope's decoder.
+//! small event, and never blocks on gpuscope's decoder. Each runs inside a
+//! panic boundary ([`panic_guard`]) and holds the collection without a lock
+//! ([`hold`]); set-ups that take long (a device's sampling, a context's
+//! range profiler) go to threads of gpuscope's.
 
 use super::calibrate;
 use super::cupti::{self, activity, callback, tolerate};
@@ -17,7 +20,6 @@ use cupti_sys::{self as sys, Cupti};
 use std::cell::Cell;
 use std::ffi::c_void;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 use std::time::Instant;
 
 /// Becomes CUPTI's subscriber, with [`api_callback`] as the callback.
@@ -301,7 +303,7 @@ pub(super) unsafe extern "C" fn api_callback(
                 // SAFETY: as above.
                 let ctx = unsafe { &*(data as *const sys::CUpti_ResourceData) }.context;
                 if let Some(s) = hold() {
-                    prepare_metrics(s.arc().clone(), ctx);
+                    prepare_metrics(&s, ctx);
                     prepare_sampling(&s, ctx, None);
                 }
             }
@@ -354,8 +356,9 @@ pub(super) unsafe extern "C" fn api_callback(
         // (the range profiler's start and decode in metrics mode).
         let Some(s) = hold() else { return };
         if !s.traced.load(std::sync::atomic::Ordering::Relaxed) {
-            // Between trace windows: a new device's sampling set-up, and the
-            // launch counted for its ranges (no record will come to join).
+            // Between trace windows: a new device's sampling set-up begun,
+            // and the launch counted for its ranges (no record will come to
+            // join).
             // Stream-capture callbacks, the other kind that gets here, are
             // on only in metrics mode, which has no windows.
             if enter && !copy && !wait {
@@ -453,15 +456,18 @@ fn capturing(stream: sys::CUstream) -> bool {
 
 /// A context was created: set up its range profiler on a thread of its
 /// own, overlapping the program's start-up (see `Collector::prepare`).
-fn prepare_metrics(s: Arc<Collection>, ctx: sys::CUcontext) {
+fn prepare_metrics(s: &Held<Collection>, ctx: sys::CUcontext) {
     if s.collector.is_none() || ctx.is_null() {
         return;
     }
+    // The thread holds the collection: stop waits for it before CUPTI
+    // detaches.
+    let Some(held) = s.again() else { return };
     debug("metrics: a context was created");
     let key = ctx as usize;
     let spawned = std::thread::Builder::new().name("gpuscope-metrics-setup".into()).spawn(move || {
         panic_guard::catch(|| {
-            if let Some(c) = &s.collector {
+            if let Some(c) = &held.collector {
                 with_current(key, || c.prepare(key as sys::CUcontext));
             }
         })

@@ -265,8 +265,9 @@ pub(crate) fn start(opts: &CollectOptions) -> Result<(Arc<Collection>, Outputs)>
             callbacks::prepare_sampling(&held, ctx, None);
         }
     }
-    if collection.collector.is_some() {
-        let c = collection.clone();
+    if let (Some(_), Some(c)) = (&collection.collector, hold()) {
+        // The thread holds the collection: stop waits for it before CUPTI
+        // detaches.
         let spawned = std::thread::Builder::new().name("gpuscope-metrics-hosts".into()).spawn(move || {
             if let Some(m) = &c.collector {
                 if panic_guard::catch(|| m.prepare_hosts()).is_none() {
