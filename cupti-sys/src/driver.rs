@@ -26,6 +26,9 @@ pub struct Driver {
         unsafe extern "C" fn(value: *mut c_int, attr: CUdevice_attribute, dev: CUdevice) -> CUresult,
     /// `cuCtxGetDevice`: the device of the calling thread's current context.
     pub cu_ctx_get_device: unsafe extern "C" fn(dev: *mut CUdevice) -> CUresult,
+    /// `cuCtxGetCurrent`: the calling thread's current context (null if
+    /// none; fails before `cuInit` without initialising anything).
+    pub cu_ctx_get_current: unsafe extern "C" fn(ctx: *mut crate::CUcontext) -> CUresult,
     /// `cuStreamIsCapturing`: 0 (none), 1 (active), 2 (invalidated).
     pub cu_stream_is_capturing: unsafe extern "C" fn(stream: crate::CUstream, status: *mut c_int) -> CUresult,
     /// `cuCtxPushCurrent` (v2).
@@ -92,6 +95,7 @@ impl Driver {
             cu_device_get_attribute: get!("cuDeviceGetAttribute"),
             cu_device_get_name: get!("cuDeviceGetName"),
             cu_ctx_get_device: get!("cuCtxGetDevice"),
+            cu_ctx_get_current: get!("cuCtxGetCurrent"),
             cu_stream_is_capturing: get!("cuStreamIsCapturing"),
             cu_ctx_push_current: get!("cuCtxPushCurrent_v2"),
             cu_ctx_pop_current: get!("cuCtxPopCurrent_v2"),

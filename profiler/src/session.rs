@@ -8,7 +8,7 @@ use crate::aggregate::devices::DeviceTable;
 use crate::aggregate::{AggregateOptions, Aggregator};
 use crate::collect::debug::debug;
 use crate::collect::metrics::{MetricSet, Selection};
-use crate::collect::{self, CollectOptions, Collection, Outputs};
+use crate::collect::{self, panic_guard, CollectOptions, Collection, Outputs};
 use crate::decode::CuptiCursor;
 use crate::error::{Error, ErrorKind, Result};
 use crate::model::drops::Drops;
@@ -346,7 +346,11 @@ impl Profiler {
             let c = collection.clone();
             std::thread::Builder::new()
                 .name("gpuscope-decoder".into())
-                .spawn(move || decode_loop(c, opts, outputs, ctl_rx))
+                // A panic left here ends the thread, never the program:
+                // stop then says the report was lost to it.
+                .spawn(move || {
+                    panic_guard::catch(|| decode_loop(c, opts, outputs, ctl_rx));
+                })
         };
         let decoder = match decoder {
             Ok(d) => d,
@@ -574,14 +578,14 @@ fn decode_loop(s: Arc<Collection>, opts: AggregateOptions, outputs: Outputs, ctl
     let mut agg = Aggregator::new(opts, DeviceTable::from_driver());
     let drain_host = |agg: &mut Aggregator| {
         while let Ok(e) = host.try_recv() {
-            agg.host_event(e);
+            apply_host_event(agg, e);
         }
     };
     let process = |agg: &mut Aggregator, (p, valid): (usize, usize)| {
         // Launch events precede their kernels' records: apply them first.
         drain_host(agg);
         let mut cursor = CuptiCursor::new(s.cupti, p as *mut u8, valid);
-        agg.buffer(&mut cursor);
+        apply_buffer(agg, &mut cursor);
         // SAFETY: CUPTI got this buffer from our pool and has completed it.
         unsafe { s.pool.give_back(p as *mut u8) };
     };
@@ -633,9 +637,16 @@ fn decode_loop(s: Arc<Collection>, opts: AggregateOptions, outputs: Outputs, ctl
                         s.flush(true);
                         s.collect_launch_counts();
                         catch_up(&mut agg);
-                        let mut snap = agg.snapshot();
-                        add_lost(&mut snap.drops, s.lost());
-                        let _ = reply.send(Report::build(snap, s.start_ns, collect::now(&s)));
+                        let now = collect::now(&s);
+                        let snap = panic_guard::catch(|| {
+                            let mut snap = agg.snapshot();
+                            add_lost(&mut snap.drops, s.lost());
+                            Report::build(snap, s.start_ns, now)
+                        });
+                        // No reply: the asker says the snapshot failed.
+                        if let Some(snap) = snap {
+                            let _ = reply.send(snap);
+                        }
                         continue;
                     }
                     Err(_) => return,
@@ -648,8 +659,9 @@ fn decode_loop(s: Arc<Collection>, opts: AggregateOptions, outputs: Outputs, ctl
                     agg.sampling_status(sampler.status());
                 }
                 add_lost(&mut agg.drops, s.lost());
-                let report = Report::build(agg.finish(end), s.start_ns, end);
-                let _ = reply.send(report);
+                if let Some(report) = panic_guard::catch(|| Report::build(agg.finish(end), s.start_ns, end)) {
+                    let _ = reply.send(report);
+                }
                 return;
             },
             default(HOST_POLL) => {},
@@ -657,11 +669,30 @@ fn decode_loop(s: Arc<Collection>, opts: AggregateOptions, outputs: Outputs, ctl
     }
 }
 
+/// One NVTX or launch event into the aggregate. A panic (a bug) loses that
+/// event, counted in the report's drops, not the session.
+fn apply_host_event(agg: &mut Aggregator, e: crate::model::event::HostEvent) {
+    panic_guard::catch(|| {
+        panic_guard::fault("decoder-event");
+        agg.host_event(e)
+    });
+}
+
+/// One activity buffer's records into the aggregate; a panic loses the
+/// rest of that buffer's records (counted), not the session.
+fn apply_buffer(agg: &mut Aggregator, cursor: &mut dyn crate::decode::RecordCursor) {
+    panic_guard::catch(|| {
+        panic_guard::fault("decoder-buffer");
+        agg.buffer(cursor)
+    });
+}
+
 /// What collection lost, added to the report's drops.
 fn add_lost(drops: &mut Drops, lost: collect::Lost) {
     drops.cupti_records += lost.cupti_records;
     drops.buffer_requests_refused += lost.buffer_requests_refused;
     drops.host_events += lost.host_events;
+    drops.callback_panics += lost.callback_panics;
 }
 
 /// How long a snapshot may take before the asker gives up.
@@ -813,7 +844,13 @@ fn finish(
     let _ = decoder.join();
     collect::clear();
     stopped?;
-    let mut report = report.ok_or_else(|| Error::new(ErrorKind::Io, "the decoder thread ended without a report"))?;
+    let mut report = report.ok_or_else(|| {
+        Error::new(
+            ErrorKind::Io,
+            "gpuscope's decoder thread ended without a report: it panicked (a bug in gpuscope; please report it \
+             with GPUSCOPE_DEBUG=1's output). The program was not affected",
+        )
+    })?;
     add_host_side(&mut report, &s);
     Ok(report)
 }
@@ -904,6 +941,28 @@ mod tests {
         k.stats.launches = 1;
         with_kernel.kernels.push(k);
         assert!(!launched_nothing(&with_kernel));
+    }
+
+    #[test]
+    fn a_decoder_panic_loses_one_event_or_buffer_not_the_session() {
+        use crate::aggregate::devices::DeviceTable;
+        use crate::model::event::HostEvent;
+        use crate::model::path::{paths, ROOT};
+        let mut a = Aggregator::new(AggregateOptions::default(), DeviceTable::fixed(vec![]));
+        let path = paths().intern(ROOT, 0, "decoder-panic-step");
+        let before = panic_guard::caught();
+        panic_guard::inject(Some("decoder-event"));
+        apply_host_event(&mut a, HostEvent::Push { instance: 1, parent: 0, path, tid: 1, ts: 0 });
+        panic_guard::inject(Some("decoder-buffer"));
+        apply_buffer(&mut a, &mut crate::decode::LayoutCursor::new(&[]));
+        panic_guard::inject(None);
+        assert_eq!(panic_guard::caught() - before, 2, "both panics caught and counted");
+        // The decoder goes on: later events count.
+        apply_host_event(&mut a, HostEvent::Push { instance: 2, parent: 0, path, tid: 1, ts: 10 });
+        apply_host_event(&mut a, HostEvent::Pop { instance: 2, ts: 20 });
+        let r = Report::build(a.finish(100), 0, 100);
+        let g = r.ranges.iter().find(|g| g.path.to_string() == "decoder-panic-step").expect("the range");
+        assert_eq!((g.count, g.wall_ns), (1, 10));
     }
 
     #[test]

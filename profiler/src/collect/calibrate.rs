@@ -19,6 +19,7 @@
 use super::callbacks::activity_kinds;
 use super::debug::debug;
 use super::driver::{driver, with_current};
+use super::panic_guard;
 use super::Collection;
 use crate::model::event::HostEvent;
 use cupti_sys as sys;
@@ -185,7 +186,8 @@ fn on_own_thread(s: std::sync::Arc<Collection>, ctx: usize) -> Result<(u64, u64)
     let (tx, rx) = crossbeam_channel::bounded(1);
     let spawned = std::thread::Builder::new().name("gpuscope-calibrate".into()).spawn(move || {
         let _ = CALIBRATING.try_with(|c| c.set(true));
-        let _ = tx.send(with_current(ctx, || measure(&s, ctx)));
+        let measured = panic_guard::catch(|| with_current(ctx, || measure(&s, ctx)));
+        let _ = tx.send(measured.unwrap_or_else(|| Err("the measurement panicked".into())));
     });
     if let Err(e) = spawned {
         return Err(format!("no thread to measure on: {e}"));

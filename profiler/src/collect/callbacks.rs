@@ -2,61 +2,29 @@
 //! NVTX ranges, and measured in metrics mode), context creation and
 //! destruction, and the activity buffers. They run on the program's threads:
 //! each only takes a buffer from the pool, passes a pointer on, or queues a
-//! small event, and never blocks on gpuscope's decoder.
+//! small event, and never blocks on gpuscope's decoder. Each runs inside a
+//! panic boundary ([`panic_guard`]) and holds the collection without a lock
+//! ([`hold`]); set-ups that take long (a device's sampling, a context's
+//! range profiler) go to threads of gpuscope's.
 
 use super::calibrate;
-use super::cupti::{self, check, missing};
+use super::cupti::{self, activity, callback, tolerate};
 use super::debug::debug;
 use super::driver::{self, with_current};
+use super::held::Held;
 use super::metrics::collector::{self, LaunchSite};
-use super::{active, nvtx, tally, CollectOptions, Collection, ACTIVE};
-use crate::error::{Error, ErrorKind, Result};
+use super::{active, hold, nvtx, panic_guard, tally, CollectOptions, Collection};
+use crate::error::Result;
 use crate::model::event::HostEvent;
-use cupti_sys::{self as sys, sym, Cupti};
+use cupti_sys::{self as sys, Cupti};
 use std::cell::Cell;
-use std::ffi::{c_void, CStr};
+use std::ffi::c_void;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 use std::time::Instant;
 
 /// Becomes CUPTI's subscriber, with [`api_callback`] as the callback.
 pub(super) fn subscribe(cupti: &'static Cupti) -> Result<sys::CUpti_SubscriberHandle> {
-    let mut handle: sys::CUpti_SubscriberHandle = std::ptr::null_mut();
-    let mut old = [0 as std::ffi::c_char; 256];
-    let mut params = sys::CUpti_SubscriberParams {
-        structSize: std::mem::size_of::<sys::CUpti_SubscriberParams>(),
-        subscriberName: c"gpuscope".as_ptr(),
-        oldSubscriberName: old.as_mut_ptr(),
-        oldSubscriberSize: old.len(),
-    };
-    let (r, call) = match sym!(cupti, cuptiSubscribe_v2) {
-        // SAFETY: all pointers are valid for the call; `api_callback` has the
-        // CUpti_CallbackFunc signature and catches every panic.
-        Ok(f) => {
-            (unsafe { f(&mut handle, Some(api_callback), std::ptr::null_mut(), &mut params) }, "cuptiSubscribe_v2")
-        }
-        // CUPTI 12 has only the first version (no holder's name).
-        Err(_) => {
-            let f = sym!(cupti, cuptiSubscribe).map_err(missing)?;
-            // SAFETY: as above.
-            (unsafe { f(&mut handle, Some(api_callback), std::ptr::null_mut()) }, "cuptiSubscribe")
-        }
-    };
-    if r == sys::CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED || r == sys::CUPTI_ERROR_MAX_LIMIT_REACHED {
-        // SAFETY: CUPTI NUL-terminates within the buffer we gave it (zeroed).
-        let holder = unsafe { CStr::from_ptr(old.as_ptr()) }.to_string_lossy().into_owned();
-        let who = if holder.is_empty() {
-            "another tool (Nsight Systems/Compute, torch.profiler, ...)".to_string()
-        } else {
-            format!("{holder:?}")
-        };
-        return Err(Error::new(
-            ErrorKind::CuptiBusy,
-            format!("CUPTI is already in use by {who}; only one CUPTI subscriber per process is possible, so gpuscope is not profiling"),
-        ));
-    }
-    check(cupti, r, call)?;
-    Ok(handle)
+    callback::subscribe(cupti, Some(api_callback), c"gpuscope")
 }
 
 const DRIVER_LAUNCHES: &[u32] = &[
@@ -207,47 +175,52 @@ fn is_graph_launch(domain: u32, cbid: u32) -> bool {
 
 /// Turns on the launch and resource callbacks and the activity kinds.
 pub(super) fn enable(cupti: &'static Cupti, sub: sys::CUpti_SubscriberHandle, p: &CollectOptions) -> Result<()> {
-    let en = sym!(cupti, cuptiEnableCallback).map_err(missing)?;
+    // Ids the loaded CUPTI does not know (CUPTI 12 lacks 13's launch ids)
+    // fail harmlessly: those calls cannot happen with it. A CUPTI without
+    // the function cannot be used at all.
+    let on = |domain: u32, cbid: u32| -> Result<()> {
+        // SAFETY: the subscriber is ours and subscribed.
+        match unsafe { callback::enable_callback(cupti, true, sub, domain, cbid) } {
+            Err(missing) if missing.cupti_code().is_none() => Err(missing),
+            r => {
+                tolerate(r, &format!("enabling callback {cbid} of domain {domain}"));
+                Ok(())
+            }
+        }
+    };
     let lists =
         [(sys::CUPTI_CB_DOMAIN_DRIVER_API, DRIVER_LAUNCHES), (sys::CUPTI_CB_DOMAIN_RUNTIME_API, RUNTIME_LAUNCHES)];
-    // Sampling mode sets up each device's sampling at its first launch.
+    // Sampling mode finds devices in use at their first launch.
     for (domain, list) in lists.into_iter().filter(|_| p.attribution || p.sampling.is_some()) {
         for &cbid in list {
-            // SAFETY: a valid subscriber; unknown cbids fail harmlessly.
-            unsafe { en(1, sub, domain, cbid) };
+            on(domain, cbid)?;
         }
     }
     for &(domain, cbid) in CAPTURE_BEGINS.iter().filter(|_| p.metrics.is_some()) {
-        // SAFETY: as above.
-        unsafe { en(1, sub, domain, cbid) };
+        on(domain, cbid)?;
     }
     let copies = [(sys::CUPTI_CB_DOMAIN_DRIVER_API, DRIVER_COPIES), (sys::CUPTI_CB_DOMAIN_RUNTIME_API, RUNTIME_COPIES)];
     for (domain, list) in copies.into_iter().filter(|_| p.attribution) {
         for &cbid in list {
-            // SAFETY: as above.
-            unsafe { en(1, sub, domain, cbid) };
+            on(domain, cbid)?;
         }
     }
     let syncs = [(sys::CUPTI_CB_DOMAIN_DRIVER_API, DRIVER_SYNCS), (sys::CUPTI_CB_DOMAIN_RUNTIME_API, RUNTIME_SYNCS)];
     for (domain, list) in syncs.into_iter().filter(|_| p.host_waits) {
         for &cbid in list {
-            // SAFETY: as above.
-            unsafe { en(1, sub, domain, cbid) };
+            on(domain, cbid)?;
         }
     }
     // A context's records (and measurements) are taken out before it is
     // destroyed: cudaDeviceReset or cuCtxDestroy before exit.
-    // SAFETY: as above.
-    unsafe { en(1, sub, sys::CUPTI_CB_DOMAIN_RESOURCE, sys::CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING) };
-    if p.metrics.is_some() {
-        // Metrics mode prepares each new context's range profiler early.
-        // SAFETY: as above.
-        unsafe { en(1, sub, sys::CUPTI_CB_DOMAIN_RESOURCE, sys::CUPTI_CBID_RESOURCE_CONTEXT_CREATED) };
+    on(sys::CUPTI_CB_DOMAIN_RESOURCE, sys::CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING)?;
+    if p.metrics.is_some() || p.sampling.is_some() {
+        // Metrics mode prepares each new context's range profiler early,
+        // sampling mode its device's sampling.
+        on(sys::CUPTI_CB_DOMAIN_RESOURCE, sys::CUPTI_CBID_RESOURCE_CONTEXT_CREATED)?;
     }
     shared_activity_buffers(cupti);
-    let reg = sym!(cupti, cuptiActivityRegisterCallbacks).map_err(missing)?;
-    // SAFETY: both callbacks have CUPTI's signatures and catch panics.
-    check(cupti, unsafe { reg(Some(buffer_requested), Some(buffer_completed)) }, "cuptiActivityRegisterCallbacks")?;
+    activity::register_callbacks(cupti, Some(buffer_requested), Some(buffer_completed))?;
     if !p.records {
         return Ok(());
     }
@@ -267,35 +240,24 @@ pub(super) fn enable(cupti: &'static Cupti, sub: sys::CUpti_SubscriberHandle, p:
 /// one of the bounded pool's buffers (64 threads and 16 buffers dropped 97%
 /// of 10 M kernel records on the H100) and records arrive long after their
 /// launches (most counted late or unattributed even with 128 buffers).
-/// Older CUPTI without the attribute has shared buffers already.
+/// Older CUPTI without the attribute has shared buffers already. Set
+/// before the buffer callbacks are registered and any kind is enabled, as
+/// CUPTI requires.
 fn shared_activity_buffers(cupti: &'static Cupti) {
-    let Ok(set) = sym!(cupti, cuptiActivitySetAttribute) else { return };
-    let mut per_thread: u8 = 0;
-    let mut size = std::mem::size_of::<u8>();
-    // SAFETY: the attribute's value is a uint8_t; both pointers are valid
-    // for the call. Set before the buffer callbacks are registered and any
-    // kind is enabled, as CUPTI requires.
-    let rc = unsafe {
-        set(sys::CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER, &mut size, (&mut per_thread as *mut u8).cast())
-    };
-    if rc != sys::CUPTI_SUCCESS {
-        debug(&format!("shared activity buffers not set (CUPTI error {rc}); keeping CUPTI's default"));
-    }
+    let r = activity::set_attribute_u8(cupti, sys::CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER, 0);
+    tolerate(r, "shared activity buffers not set; keeping CUPTI's default");
 }
 
-/// Enables or disables activity kinds.
+/// Enables or disables activity kinds. Enabling stops at the first kind
+/// CUPTI refuses, with its error. Disabling always goes on through every
+/// kind: one CUPTI refuses to disable cannot be helped (it is logged), and
+/// the rest are off.
 pub(crate) fn activity_kinds(cupti: &'static Cupti, kinds: &[u32], on: bool) -> Result<()> {
-    if on {
-        let act = sym!(cupti, cuptiActivityEnable).map_err(missing)?;
-        for &k in kinds {
-            // SAFETY: plain integer argument.
-            check(cupti, unsafe { act(k) }, "cuptiActivityEnable")?;
-        }
-    } else {
-        let act = sym!(cupti, cuptiActivityDisable).map_err(missing)?;
-        for &k in kinds {
-            // SAFETY: a plain activity kind this session enabled.
-            unsafe { act(k) };
+    for &k in kinds {
+        if on {
+            activity::enable(cupti, k)?;
+        } else {
+            tolerate(activity::disable(cupti, k), &format!("disabling activity kind {k}"));
         }
     }
     Ok(())
@@ -324,7 +286,8 @@ pub(super) unsafe extern "C" fn api_callback(
     cbid: sys::CUpti_CallbackId,
     data: *const c_void,
 ) {
-    let _ = std::panic::catch_unwind(|| {
+    panic_guard::catch(|| {
+        panic_guard::fault("api_callback");
         // gpuscope's own calibration launches are not the program's.
         if data.is_null() || calibrate::in_progress_here() {
             return;
@@ -333,16 +296,15 @@ pub(super) unsafe extern "C" fn api_callback(
             if cbid == sys::CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING {
                 // SAFETY: resource callbacks pass a CUpti_ResourceData.
                 let ctx = unsafe { &*(data as *const sys::CUpti_ResourceData) }.context;
-                // A clone, not the guard: the flush below runs the buffer
-                // callbacks, which read ACTIVE themselves.
-                if let Some(s) = active() {
+                if let Some(s) = hold() {
                     context_destroying(&s, ctx);
                 }
             } else if cbid == sys::CUPTI_CBID_RESOURCE_CONTEXT_CREATED {
                 // SAFETY: as above.
                 let ctx = unsafe { &*(data as *const sys::CUpti_ResourceData) }.context;
-                if let Some(s) = active() {
-                    prepare_metrics(s, ctx);
+                if let Some(s) = hold() {
+                    prepare_metrics(&s, ctx);
+                    prepare_sampling(&s, ctx, None);
                 }
             }
             return;
@@ -359,8 +321,8 @@ pub(super) unsafe extern "C" fn api_callback(
             return;
         }
         if !enter && collector::take_unmeasured_here() {
-            let guard = ACTIVE.read().unwrap_or_else(|e| e.into_inner());
-            if let Some(c) = guard.as_ref().and_then(|s| s.collector.as_ref()) {
+            // A count only, no CUPTI call: kept right even while stopping.
+            if let Some(c) = active().as_ref().and_then(|s| s.collector.as_ref()) {
                 c.unmeasured_exit();
             }
         }
@@ -382,25 +344,25 @@ pub(super) unsafe extern "C" fn api_callback(
         if enter && !copy && !wait && calibrate::armed() {
             // The session's first launch: time launches with and without
             // kernel records before this one goes on.
-            if let Some(s) = active() {
+            if let Some(s) = hold() {
                 // SAFETY: CUPTI passes the launch function's own params struct.
                 let stream = unsafe { launch_stream(domain, cbid, d.functionParams) };
-                calibrate::at_first_launch(&s, d.context, stream.is_some_and(capturing));
+                calibrate::at_first_launch(s.arc(), d.context, stream.is_some_and(capturing));
             }
         }
         // After calibrating: its time is not this launch's.
         let entered = Instant::now();
-        let guard = ACTIVE.read().unwrap_or_else(|e| e.into_inner());
-        let Some(s) = guard.as_ref() else { return };
+        // Held, not locked, for the rest of the callback, which may be long
+        // (the range profiler's start and decode in metrics mode).
+        let Some(s) = hold() else { return };
         if !s.traced.load(std::sync::atomic::Ordering::Relaxed) {
-            // Between trace windows: a new device's sampling set-up, and the
-            // launch counted for its ranges (no record will come to join).
+            // Between trace windows: a new device's sampling set-up begun,
+            // and the launch counted for its ranges (no record will come to
+            // join).
             // Stream-capture callbacks, the other kind that gets here, are
             // on only in metrics mode, which has no windows.
             if enter && !copy && !wait {
-                if let Some(sampler) = &s.sampler {
-                    sampler.on_launch(d.context);
-                }
+                sample_device_of_launch(&s, d.context);
                 tally::count(s.id, nvtx::current().path, |e| s.send(e));
             }
             return;
@@ -447,9 +409,7 @@ pub(super) unsafe extern "C" fn api_callback(
         // Before anything gpuscope does at this launch.
         let ts = now();
         let _ = CALL_ENTERED.try_with(|c| c.set(Some(entered)));
-        if let Some(sampler) = &s.sampler {
-            sampler.on_launch(d.context);
-        }
+        sample_device_of_launch(&s, d.context);
         let ctx = nvtx::current();
         let graph = is_graph_launch(domain, cbid);
         let profiled = s.collector.as_ref().is_some_and(|c| {
@@ -496,20 +456,58 @@ fn capturing(stream: sys::CUstream) -> bool {
 
 /// A context was created: set up its range profiler on a thread of its
 /// own, overlapping the program's start-up (see `Collector::prepare`).
-fn prepare_metrics(s: Arc<Collection>, ctx: sys::CUcontext) {
+fn prepare_metrics(s: &Held<Collection>, ctx: sys::CUcontext) {
     if s.collector.is_none() || ctx.is_null() {
         return;
     }
+    // The thread holds the collection: stop waits for it before CUPTI
+    // detaches.
+    let Some(held) = s.again() else { return };
     debug("metrics: a context was created");
     let key = ctx as usize;
-    // A thread of gpuscope's own: a panic there ends only that thread.
     let spawned = std::thread::Builder::new().name("gpuscope-metrics-setup".into()).spawn(move || {
-        if let Some(c) = &s.collector {
-            with_current(key, || c.prepare(key as sys::CUcontext));
-        }
+        panic_guard::catch(|| {
+            if let Some(c) = &held.collector {
+                with_current(key, || c.prepare(key as sys::CUcontext));
+            }
+        })
     });
     if spawned.is_err() {
         debug("metrics: no setup thread; the first selected launch sets up");
+    }
+}
+
+/// A launch into `ctx` (current): the first to find its device's sampling
+/// not set up starts the set-up on a thread of gpuscope's, and goes on.
+fn sample_device_of_launch(s: &Held<Collection>, ctx: sys::CUcontext) {
+    if let Some(dev) = s.sampler.as_ref().and_then(|sampler| sampler.claim_at_launch(ctx)) {
+        prepare_sampling(s, ctx, Some(dev));
+    }
+}
+
+/// Sets up sampling on the device of `ctx` (`dev`, claimed already, or
+/// `None`: found and claimed on the thread) on a thread of gpuscope's,
+/// with `ctx` current there. The thread holds the collection: stop waits
+/// for a set-up in progress before CUPTI detaches.
+pub(super) fn prepare_sampling(s: &Held<Collection>, ctx: sys::CUcontext, dev: Option<u32>) {
+    if s.sampler.is_none() || ctx.is_null() {
+        return;
+    }
+    let Some(held) = s.again() else { return };
+    let key = ctx as usize;
+    debug("sampling: a device's set-up starts on a thread of gpuscope's");
+    let spawned = std::thread::Builder::new().name("gpuscope-sampling-setup".into()).spawn(move || {
+        panic_guard::catch(|| {
+            let Some(sampler) = &held.sampler else { return };
+            with_current(key, || match dev {
+                Some(dev) => sampler.set_up(dev),
+                None => sampler.set_up_current(),
+            });
+        });
+    });
+    if let (Err(e), Some(dev), Some(sampler)) = (spawned, dev, &s.sampler) {
+        // Not set up in the launch instead: that is the wait this avoids.
+        sampler.give_up(dev, &format!("no thread to set its sampling up on ({e})"));
     }
 }
 
@@ -573,24 +571,37 @@ unsafe fn launch_stream(domain: u32, cbid: u32, params: *const c_void) -> Option
     }
 }
 
+/// CUPTI asks for an activity buffer: one from the pool, or none (CUPTI
+/// then drops the records and counts them).
 unsafe extern "C" fn buffer_requested(buffer: *mut *mut u8, size: *mut usize, max_records: *mut usize) {
-    let _ = std::panic::catch_unwind(|| {
-        let (p, n) = match active().and_then(|s| s.pool.take().map(|p| (p, s.pool.buffer_size()))) {
-            Some(x) => x,
-            // No buffer: CUPTI drops the records and counts them.
-            None => (std::ptr::null_mut(), 0),
-        };
-        // SAFETY: CUPTI passes valid out pointers.
+    if buffer.is_null() || size.is_null() || max_records.is_null() {
+        return;
+    }
+    // No buffer, written first: what CUPTI reads if anything below returns
+    // early or panics.
+    // SAFETY: CUPTI passes valid out pointers (checked non-null above).
+    unsafe {
+        *buffer = std::ptr::null_mut();
+        *size = 0;
+        *max_records = 0;
+    }
+    panic_guard::catch(|| {
+        panic_guard::fault("buffer_requested");
+        let Some(s) = hold() else { return };
+        let Some(p) = s.pool.take() else { return };
+        // SAFETY: as above; max_records stays 0 (as many as fit).
         unsafe {
             *buffer = p;
-            *size = n;
-            *max_records = 0;
+            *size = s.pool.buffer_size();
         }
     });
 }
 
+/// CUPTI hands back a buffer it filled (or flushed): its records go to the
+/// decoder, which returns it to the pool.
 unsafe extern "C" fn buffer_completed(ctx: sys::CUcontext, stream: u32, buffer: *mut u8, size: usize, valid: usize) {
-    let _ = std::panic::catch_unwind(|| {
+    panic_guard::catch(|| {
+        panic_guard::fault("buffer_completed");
         let Some(s) = active() else {
             if !buffer.is_null() && size > 0 {
                 // Late buffer after the session: free it (pool layout).
@@ -599,13 +610,15 @@ unsafe extern "C" fn buffer_completed(ctx: sys::CUcontext, stream: u32, buffer: 
             }
             return;
         };
-        if let Ok(f) = sym!(s.cupti, cuptiActivityGetNumDroppedRecords) {
-            let mut n = 0usize;
-            // SAFETY: out pointer is valid; ctx/stream come from CUPTI.
-            if unsafe { f(ctx, stream, &mut n) } == sys::CUPTI_SUCCESS {
+        // Asked in the gate; a buffer handed back after stop closed it (by
+        // the finalize itself) still reaches the decoder, which calls no
+        // more than the record walk.
+        s.calls.within(|| match activity::num_dropped_records(s.cupti, ctx, stream) {
+            Ok(n) => {
                 s.cupti_dropped.fetch_add(n as u64, Ordering::Relaxed);
             }
-        }
+            Err(e) => debug(&format!("records dropped with a buffer: {e}")),
+        });
         if buffer.is_null() {
             return;
         }
@@ -615,8 +628,44 @@ unsafe extern "C" fn buffer_completed(ctx: sys::CUcontext, stream: u32, buffer: 
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// Calls CUPTI's three callbacks as CUPTI would, each with a panic
+    /// injected at its start (no session runs): none unwinds into its
+    /// caller, each counts one panic.
+    pub(crate) fn call_each_callback_with_a_fault() {
+        let before = panic_guard::caught();
+        let mut data = 0u64;
+        for site in ["api_callback", "buffer_requested", "buffer_completed"] {
+            panic_guard::inject(Some(site));
+            let (mut buffer, mut size, mut max) = (std::ptr::dangling_mut::<u8>(), 12_345usize, 6usize);
+            // SAFETY: what CUPTI passes: valid out pointers, a null buffer
+            // handed back, callback data the callback does not reach.
+            unsafe {
+                match site {
+                    "api_callback" => api_callback(
+                        std::ptr::null_mut(),
+                        sys::CUPTI_CB_DOMAIN_RESOURCE,
+                        0,
+                        (&mut data as *mut u64).cast(),
+                    ),
+                    "buffer_requested" => buffer_requested(&mut buffer, &mut size, &mut max),
+                    _ => buffer_completed(std::ptr::null_mut(), 0, std::ptr::null_mut(), 0, 0),
+                }
+            }
+            if site == "buffer_requested" {
+                assert_eq!((buffer, size, max), (std::ptr::null_mut(), 0, 0), "defined when the body panicked");
+            }
+        }
+        panic_guard::inject(None);
+        assert!(panic_guard::caught() >= before + 3, "each callback's panic counted");
+    }
+
+    #[test]
+    fn each_callback_catches_its_panic_and_buffer_requested_leaves_no_buffer() {
+        call_each_callback_with_a_fault();
+    }
 
     #[test]
     fn copy_calls_are_told_from_launches_by_domain_and_id() {

@@ -28,6 +28,16 @@ pub(crate) fn with_current<T>(ctx: usize, f: impl FnOnce() -> T) -> T {
     r
 }
 
+/// The calling thread's current context, if it has one. Initialises
+/// nothing: before the program's `cuInit` there is none.
+pub(crate) fn current_context() -> Option<cupti_sys::CUcontext> {
+    let d = driver()?;
+    let mut ctx: cupti_sys::CUcontext = std::ptr::null_mut();
+    // SAFETY: the out pointer is a valid local.
+    let rc = unsafe { (d.cu_ctx_get_current)(&mut ctx) };
+    (rc == 0 && !ctx.is_null()).then_some(ctx)
+}
+
 /// A device's attributes from the driver; `None` when they cannot be read.
 pub(crate) fn query(ordinal: u32) -> Option<DeviceInfo> {
     let d = driver()?;

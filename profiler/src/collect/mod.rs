@@ -10,8 +10,10 @@ pub(crate) mod cupti;
 pub(crate) mod debug;
 pub(crate) mod declare;
 pub(crate) mod driver;
+mod held;
 pub(crate) mod metrics;
 pub(crate) mod nvtx;
+pub(crate) mod panic_guard;
 pub(crate) mod pool;
 pub(crate) mod sampling;
 mod tally;
@@ -19,14 +21,16 @@ mod tally;
 use crate::error::{Error, ErrorKind, Result};
 use crate::model::event::HostEvent;
 use crossbeam_channel::{bounded, unbounded, Receiver, Sender, TrySendError};
-use cupti_sys::{self as sys, sym, Cupti};
+use cupti_sys::{self as sys, Cupti};
 use debug::debug;
+use held::{Gate, Gated};
 use metrics::collector::Collector;
 use metrics::{MetricSet, Selection};
 use pool::BufferPool;
 use sampling::Sampler;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
 
 /// What to collect.
 #[derive(Debug, Clone)]
@@ -85,6 +89,18 @@ pub(crate) struct Collection {
     pub(crate) id: u64,
     /// Its calibration at the first launch.
     calibration: calibrate::Pending,
+    /// Panics caught in the process before it started (sessions follow
+    /// each other, and NVTX events are handled between them).
+    panics_before: u64,
+    /// The callbacks and threads using it now; closed by stop before CUPTI
+    /// detaches ([`held`]).
+    calls: Gate,
+}
+
+impl Gated for Collection {
+    fn gate(&self) -> &Gate {
+        &self.calls
+    }
 }
 
 // SAFETY: the subscriber handle is an opaque id CUPTI accepts from any
@@ -106,6 +122,8 @@ pub(crate) struct Lost {
     pub cupti_records: u64,
     pub buffer_requests_refused: u64,
     pub host_events: u64,
+    /// Panics caught in gpuscope's callbacks and threads ([`panic_guard`]).
+    pub callback_panics: u64,
 }
 
 static ACTIVE: RwLock<Option<Arc<Collection>>> = RwLock::new(None);
@@ -113,16 +131,29 @@ static ACTIVE: RwLock<Option<Arc<Collection>>> = RwLock::new(None);
 /// The next [`Collection::id`] (0 is none).
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
-/// The running collection, if any.
+/// Serialises [`start`]s: the slot's lock is not held while CUPTI loads.
+static STARTING: Mutex<()> = Mutex::new(());
+
+/// How long stop waits for callbacks in flight before it detaches CUPTI.
+const CALLBACKS_WAIT: Duration = Duration::from_secs(10);
+
+/// The running collection, if any (for the session; callbacks and
+/// gpuscope's threads that call CUPTI [`hold`] it instead).
 pub(crate) fn active() -> Option<Arc<Collection>> {
     ACTIVE.read().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
+/// The running collection, held while a callback or a thread of
+/// gpuscope's uses it: no lock is kept, and stop waits for the hold to end
+/// before CUPTI detaches ([`held`]). `None`: none runs, or it is stopping.
+pub(crate) fn hold() -> Option<held::Held<Collection>> {
+    held::hold(&ACTIVE)
 }
 
 /// Sends a host event to the running collection, if any; `make` gets
 /// CUPTI's timestamp. Never blocks: a full queue counts a drop.
 pub(crate) fn send_host_event(make: impl FnOnce(u64) -> HostEvent) {
-    let guard = ACTIVE.read().unwrap_or_else(|e| e.into_inner());
-    let Some(s) = guard.as_ref() else { return };
+    let Some(s) = hold() else { return };
     s.send(make(cupti::timestamp(s.cupti)));
 }
 
@@ -152,17 +183,20 @@ impl Collection {
             cupti_records: self.cupti_dropped.load(Ordering::Relaxed),
             buffer_requests_refused: self.pool.refused(),
             host_events: self.host_dropped.load(Ordering::Relaxed),
+            callback_panics: panic_guard::caught().saturating_sub(self.panics_before),
         }
     }
 
     /// Asks CUPTI for the buffers completed so far (`forced`: partial ones
     /// too).
     pub(crate) fn flush(&self, forced: bool) {
-        if let Ok(f) = sym!(self.cupti, cuptiActivityFlushAll) {
-            let flag = if forced { sys::CUPTI_ACTIVITY_FLAG_FLUSH_FORCED } else { 0 };
-            // SAFETY: a plain flag; the buffer callbacks it runs catch panics.
-            unsafe { f(flag) };
-        }
+        let flag = if forced { sys::CUPTI_ACTIVITY_FLAG_FLUSH_FORCED } else { 0 };
+        // Counted in the gate: a flush from the decoder or the program
+        // never races CUPTI's detaching; after stop there is nothing left.
+        self.calls.within(|| {
+            // A flush CUPTI refuses hands over nothing; the next one will.
+            cupti::tolerate(cupti::activity::flush_all(self.cupti, flag), "flushing activity buffers");
+        });
     }
 }
 
@@ -170,8 +204,8 @@ impl Collection {
 /// activity kinds. Fails (changing nothing) when CUPTI cannot be loaded,
 /// another tool holds it, or a collection is already running.
 pub(crate) fn start(opts: &CollectOptions) -> Result<(Arc<Collection>, Outputs)> {
-    let mut slot = ACTIVE.write().unwrap_or_else(|e| e.into_inner());
-    if slot.is_some() {
+    let _starting = STARTING.lock().unwrap_or_else(|e| e.into_inner());
+    if active().is_some() {
         return Err(Error::new(ErrorKind::SessionActive, "a gpuscope session is already running in this process"));
     }
     // Without a driver CUPTI is moot: say that, not that CUPTI is missing.
@@ -181,6 +215,8 @@ pub(crate) fn start(opts: &CollectOptions) -> Result<(Arc<Collection>, Outputs)>
             "no NVIDIA driver found (libcuda.so.1 is not loadable), so there is no GPU to profile",
         ));
     }
+    // Before any callback can run.
+    panic_guard::install_hook();
     debug("start: loading CUPTI");
     let cupti = cupti::lib()?;
     debug("start: subscribing");
@@ -205,24 +241,39 @@ pub(crate) fn start(opts: &CollectOptions) -> Result<(Arc<Collection>, Outputs)>
         pid: std::process::id(),
         id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
         calibration: calibrate::Pending::new(opts.calibrate && opts.records),
+        panics_before: panic_guard::caught(),
+        calls: Gate::default(),
     });
     if let Some(why) = collection.collector.as_ref().and_then(|c| c.status().disabled) {
         eprintln!("gpuscope: hardware metrics are off for this session: {why}. Tracing continues.");
     }
-    *slot = Some(collection.clone());
-    drop(slot);
+    *ACTIVE.write().unwrap_or_else(|e| e.into_inner()) = Some(collection.clone());
     debug("start: enabling callbacks and activity");
     if let Err(e) = callbacks::enable(cupti, subscriber, opts) {
-        let _ = stop(&collection, false);
+        if let Err(stopping) = stop(&collection, false) {
+            debug(&format!("start: undoing: {stopping}"));
+        }
         clear();
         return Err(e);
     }
-    if collection.collector.is_some() {
-        let c = collection.clone();
-        // A thread of gpuscope's own: a panic there ends only that thread.
+    if collection.sampler.is_some() {
+        if let (Some(ctx), Some(held)) = (driver::current_context(), hold()) {
+            // The program already has a context on this thread: its
+            // device's sampling is set up from now, ahead of the program's
+            // next launch (other devices' at their context's creation or
+            // first launch).
+            callbacks::prepare_sampling(&held, ctx, None);
+        }
+    }
+    if let (Some(_), Some(c)) = (&collection.collector, hold()) {
+        // The thread holds the collection: stop waits for it before CUPTI
+        // detaches.
         let spawned = std::thread::Builder::new().name("gpuscope-metrics-hosts".into()).spawn(move || {
             if let Some(m) = &c.collector {
-                m.prepare_hosts();
+                if panic_guard::catch(|| m.prepare_hosts()).is_none() {
+                    // Stop waits for this thread to be done.
+                    m.hosts_prepared();
+                }
             }
         });
         if spawned.is_err() {
@@ -245,7 +296,7 @@ fn watch_forks() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     extern "C" fn forked() {
         // In the parent, after the fork: an ordinary thread again.
-        let _ = std::panic::catch_unwind(|| send_host_event(|ts| HostEvent::Forked { ts }));
+        panic_guard::catch(|| send_host_event(|ts| HostEvent::Forked { ts }));
     }
     ONCE.call_once(|| {
         // SAFETY: `forked` is a plain extern "C" fn that catches panics;
@@ -267,17 +318,15 @@ pub(crate) fn stop(s: &Collection, at_exit: bool) -> Result<()> {
     let _switching = s.switching.lock().unwrap_or_else(|e| e.into_inner());
     calibrate::disarm();
     debug("stop: callbacks off");
-    if let Ok(f) = sym!(c, cuptiEnableDomain) {
-        // SAFETY: plain arguments; the subscriber is ours and still valid.
-        unsafe {
-            f(0, s.subscriber, sys::CUPTI_CB_DOMAIN_DRIVER_API);
-            f(0, s.subscriber, sys::CUPTI_CB_DOMAIN_RUNTIME_API);
-        }
+    for domain in [sys::CUPTI_CB_DOMAIN_DRIVER_API, sys::CUPTI_CB_DOMAIN_RUNTIME_API] {
+        // SAFETY: our subscriber, subscribed until below.
+        let r = unsafe { cupti::callback::enable_domain(c, false, s.subscriber, domain) };
+        cupti::tolerate(r, "stop: callbacks off");
     }
     debug("stop: flush");
     s.flush(true);
     debug("stop: activity off");
-    let _ = callbacks::activity_kinds(c, &s.opts.kinds, false);
+    cupti::tolerate(callbacks::activity_kinds(c, &s.opts.kinds, false), "stop: activity off");
     s.flush(true);
     if let Some(col) = &s.collector {
         // Launches measured since the last batch: decode them now, before
@@ -295,21 +344,28 @@ pub(crate) fn stop(s: &Collection, at_exit: bool) -> Result<()> {
         debug("stop: sampling off");
         sampler.stop(at_exit);
     }
-    if let Ok(f) = sym!(c, cuptiUnsubscribe) {
-        // SAFETY: our subscriber, unsubscribed once (`stopped` guards).
-        unsafe { f(s.subscriber) };
-    }
+    // SAFETY: our subscriber, unsubscribed once (`stopped` guards).
+    cupti::tolerate(unsafe { cupti::callback::unsubscribe(c, s.subscriber) }, "stop: unsubscribing");
+    // No callback is delivered now; those already running finish before
+    // CUPTI detaches, and any that comes to the gate later does nothing
+    // (held.rs). At exit nothing is finalized, so nothing is waited for.
+    debug("stop: waiting for callbacks in flight");
+    let none_inside = s.calls.close(if at_exit { Duration::ZERO } else { CALLBACKS_WAIT });
     // Detach CUPTI from the driver entirely: left attached it keeps costing
     // each launch after the session (seen: +1.5 us per tiny launch on H100).
     // Not at process exit: nothing runs after, and the driver may be
     // tearing down already.
-    if !at_exit {
+    if !at_exit && none_inside {
         debug("stop: finalize");
-        if let Ok(f) = sym!(c, cuptiFinalize) {
-            // SAFETY: no arguments; our subscriber is gone and every buffer
-            // has been flushed.
-            unsafe { f() };
-        }
+        // SAFETY: our subscriber is gone, every buffer has been flushed, and
+        // no callback or thread of gpuscope's is inside the gate or can
+        // enter it.
+        cupti::tolerate(unsafe { cupti::callback::finalize(c) }, "stop: finalize");
+    } else if !at_exit {
+        debug(&format!(
+            "stop: a callback was still running after {} s; CUPTI stays attached rather than detach under it",
+            CALLBACKS_WAIT.as_secs()
+        ));
     }
     Ok(())
 }

@@ -19,7 +19,7 @@
 //! work (a data thread's `load` range) keep it. [`set_inherit`]`(false)`
 //! keeps strict per-thread NVTX semantics instead.
 
-use super::send_host_event;
+use super::{panic_guard, send_host_event};
 use crate::model::event::HostEvent;
 use crate::model::path::{is_library_domain, paths, PathId, ROOT};
 use crossbeam_utils::atomic::AtomicCell;
@@ -221,21 +221,29 @@ pub(crate) struct NvtxHandler;
 
 impl tool::Handler for NvtxHandler {
     fn event(&self, e: &Event<'_>) {
-        match e {
-            Event::Push { domain, attributes } => push(*domain, &attributes.message),
-            Event::Pop { domain } => pop(*domain),
-            Event::Start { domain, id, attributes } => {
-                let path = paths().intern(ROOT, *domain, &attributes.message);
-                let tid = current().tid;
-                send_host_event(|ts| HostEvent::Start { id: *id, path, tid, ts });
-            }
-            Event::End { id, .. } => send_host_event(|ts| HostEvent::End { id: *id, ts }),
-            Event::NameThread { os_tid, name } => {
-                let (tid, name) = (*os_tid, name.to_string());
-                send_host_event(|_| HostEvent::ThreadName { tid, name });
-            }
-            Event::Mark { .. } | Event::NameCategory { .. } => {}
+        panic_guard::catch(|| {
+            panic_guard::fault("nvtx");
+            on_event(e);
+        });
+    }
+}
+
+/// One NVTX event into the stacks and the session.
+fn on_event(e: &Event<'_>) {
+    match e {
+        Event::Push { domain, attributes } => push(*domain, &attributes.message),
+        Event::Pop { domain } => pop(*domain),
+        Event::Start { domain, id, attributes } => {
+            let path = paths().intern(ROOT, *domain, &attributes.message);
+            let tid = current().tid;
+            send_host_event(|ts| HostEvent::Start { id: *id, path, tid, ts });
         }
+        Event::End { id, .. } => send_host_event(|ts| HostEvent::End { id: *id, ts }),
+        Event::NameThread { os_tid, name } => {
+            let (tid, name) = (*os_tid, name.to_string());
+            send_host_event(|_| HostEvent::ThreadName { tid, name });
+        }
+        Event::Mark { .. } | Event::NameCategory { .. } => {}
     }
 }
 
@@ -271,8 +279,22 @@ pub(crate) fn install() -> bool {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// An NVTX event whose handling panics at its start: caught, counted.
+    pub(crate) fn event_with_a_fault() {
+        let before = panic_guard::caught();
+        panic_guard::inject(Some("nvtx"));
+        tool::Handler::event(&NvtxHandler, &Event::Pop { domain: 0 });
+        panic_guard::inject(None);
+        assert!(panic_guard::caught() > before, "the handler's panic counted");
+    }
+
+    #[test]
+    fn the_nvtx_handler_catches_its_panic() {
+        event_with_a_fault();
+    }
 
     /// The lead thread is process-wide: these tests take turns.
     static SERIAL: Mutex<()> = Mutex::new(());

@@ -9,6 +9,7 @@
 //! own `cuptiActivityGetNextRecord` in a session, [`LayoutCursor`] (which
 //! knows these record sizes) for buffers built in tests.
 
+use crate::collect::cupti::activity;
 use cupti_sys as sys;
 use std::ffi::c_char;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -365,18 +366,17 @@ impl<'a> CuptiCursor<'a> {
 
 impl RecordCursor for CuptiCursor<'_> {
     fn next_record(&mut self) -> Result<Option<&[u8]>, DecodeError> {
-        let f = sys::sym!(self.cupti, cuptiActivityGetNextRecord).map_err(|_| DecodeError::Cupti(u32::MAX))?;
         // SAFETY: buf/valid are the buffer CUPTI completed; `record` is null
         // or the previous record, as the API requires.
-        let r = unsafe { f(self.buf, self.valid, &mut self.record) };
-        match r {
-            sys::CUPTI_SUCCESS => {
+        match unsafe { activity::next_record(self.cupti, self.buf, self.valid, &mut self.record) } {
+            Ok(true) => {
                 let off = self.record as usize - self.buf as usize;
                 // SAFETY: CUPTI returned a record inside [buf, buf + valid).
                 Ok(Some(unsafe { std::slice::from_raw_parts(self.record as *const u8, self.valid - off) }))
             }
-            sys::CUPTI_ERROR_MAX_LIMIT_REACHED => Ok(None),
-            e => Err(DecodeError::Cupti(e)),
+            Ok(false) => Ok(None),
+            // A missing function has no code.
+            Err(e) => Err(DecodeError::Cupti(e.cupti_code().unwrap_or(u32::MAX))),
         }
     }
 }

@@ -35,6 +35,11 @@ pub struct Drops {
     /// range inside their parent.
     #[serde(default)]
     pub ranges_over_path_cap: u64,
+    /// Panics caught inside gpuscope's callbacks and threads: each lost
+    /// what that call was handling (an NVTX event, a launch, a buffer's
+    /// records or a measurement). The program runs on.
+    #[serde(default)]
+    pub callback_panics: u64,
 }
 
 impl Drops {

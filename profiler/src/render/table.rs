@@ -464,5 +464,6 @@ fn drops_line(d: &Drops) -> String {
     add(d.kernels_missing_metrics, "profiled kernels without metrics");
     add(d.late_kernels, "kernels later than their idle time was decided");
     add(d.ranges_over_path_cap, "ranges past the path cap (as one range)");
+    add(d.callback_panics, "panics caught in gpuscope's callbacks");
     format!("dropped: {}", parts.join(", "))
 }

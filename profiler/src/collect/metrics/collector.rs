@@ -258,7 +258,7 @@ impl Collector {
             }
             let host = &st.hosts[&dev];
             if simulated_no_permission() {
-                return Err(rangeprof::no_permission("cuptiRangeProfilerEnable"));
+                return Err(crate::collect::cupti::no_permission("cuptiRangeProfilerEnable"));
             }
             let cp = ContextProfiler::new(self.cupti, ctx, host, self.metrics.names(), BATCH)?;
             let armed = Armed {
@@ -604,7 +604,10 @@ impl Collector {
             let values = match host {
                 Some(h) if ranges.len() == log.len() && dropped == 0 && !tainted => {
                     Some(timed(&mut times.evaluate, || {
-                        (0..ranges.len()).map(|i| h.evaluate(armed.profiler.image(), i)).collect::<Result<Vec<_>>>()
+                        (0..ranges.len())
+                            // SAFETY: the profiler's own image, decoded just now.
+                            .map(|i| unsafe { h.evaluate(armed.profiler.image(), i) })
+                            .collect::<Result<Vec<_>>>()
                     })?)
                 }
                 _ => None,

@@ -222,7 +222,7 @@ mod tests {
 
     #[test]
     fn the_permission_error_names_the_fix() {
-        let e = rangeprof::no_permission("cuptiRangeProfilerEnable");
+        let e = crate::collect::cupti::no_permission("cuptiRangeProfilerEnable");
         assert_eq!(e.kind(), ErrorKind::NoPermission);
         let m = e.message();
         assert!(m.contains("NVreg_RestrictProfilingToAdminUsers=0") && m.contains("CAP_SYS_ADMIN"), "{m}");

@@ -1,7 +1,11 @@
 //! Sampling mode's collection: CUPTI's PM sampling on every device the
-//! program launches kernels on, enabled at the first launch there (a device
-//! the process never uses is left to other processes' profilers), decoded
-//! by the session's decoder thread every few milliseconds.
+//! program uses, decoded by the session's decoder thread every few
+//! milliseconds. A device is set up (~0.4 s) on a thread of gpuscope's,
+//! begun when the program creates a context on it, at session start for
+//! the starting thread's current context, or at the first launch into a
+//! context made before the session; launches never wait for it, and
+//! kernels that run before it is ready are reported unsampled. A device
+//! the process makes no context on is left to other processes' profilers.
 
 pub(crate) mod pmsampler;
 
@@ -80,8 +84,21 @@ struct State {
     warned: bool,
     /// Sampling was stopped: decode to the end of the records.
     stopping: bool,
+    /// Stop has run: no device is set up after it.
+    closed: bool,
     /// When the devices were last decoded.
     last_decode: Instant,
+}
+
+/// The device of the calling thread's current context (one of the 64 a
+/// sampler tells apart).
+fn current_device() -> Option<u32> {
+    let d = driver::driver()?;
+    let mut dev = 0;
+    // SAFETY: the out pointer is a valid local; without a current context
+    // the call fails and nothing is read.
+    let rc = unsafe { (d.cu_ctx_get_device)(&mut dev) };
+    (rc == 0 && (0..64).contains(&dev)).then_some(dev as u32)
 }
 
 /// PM sampling of one session.
@@ -110,45 +127,65 @@ impl Sampler {
                 status: SamplingStatus { interval_ns, min_kernel_samples: MIN_KERNEL_SAMPLES, ..Default::default() },
                 warned: false,
                 stopping: false,
+                closed: false,
                 last_decode: Instant::now(),
             }),
         }
     }
 
-    /// At a launch's API entry into `ctx`: samples its device from now on.
-    /// A thread-local comparison once this thread has launched into `ctx`.
-    pub(crate) fn on_launch(&self, ctx: cupti_sys::CUcontext) {
+    /// At a launch's API entry into `ctx` (current on this thread): the
+    /// device whose sampling this launch is the first to find not set up,
+    /// which the caller then sets up on a thread of gpuscope's ([`set_up`]
+    /// takes ~0.4 s; the launch does not wait, and its kernels go
+    /// unsampled, counted as `kernels_unsampled`). A thread-local
+    /// comparison once this thread has launched into `ctx`.
+    ///
+    /// [`set_up`]: Sampler::set_up
+    pub(crate) fn claim_at_launch(&self, ctx: cupti_sys::CUcontext) -> Option<u32> {
         thread_local! {
             // (sampler, context) of this thread's last launch whose device
-            // was set up.
+            // was claimed.
             static SEEN: Cell<(u64, usize)> = const { Cell::new((0, 0)) };
         }
         let key = (self.id, ctx as usize);
         if ctx.is_null() || SEEN.try_with(|c| c.get() == key).unwrap_or(false) {
-            return;
+            return None;
         }
-        self.set_up_current();
+        let dev = current_device()?;
         let _ = SEEN.try_with(|c| c.set(key));
+        self.claim(dev).then_some(dev)
     }
 
-    /// Sets up sampling on the current context's device, once.
-    fn set_up_current(&self) {
-        let Some(d) = driver::driver() else { return };
-        let mut dev = 0;
-        // SAFETY: out pointer is a valid local; a launch has a current context.
-        if unsafe { (d.cu_ctx_get_device)(&mut dev) } != 0 || !(0..64).contains(&dev) {
-            return;
-        }
+    /// Claims device `dev`'s set-up: true the first time, and never once
+    /// sampling has stopped.
+    fn claim(&self, dev: u32) -> bool {
         let bit = 1u64 << dev;
-        if self.tried.load(Ordering::Acquire) & bit != 0 || self.tried.fetch_or(bit, Ordering::AcqRel) & bit != 0 {
-            return;
+        self.tried.load(Ordering::Acquire) & bit == 0 && self.tried.fetch_or(bit, Ordering::AcqRel) & bit == 0
+    }
+
+    /// Sets up sampling on the device of the calling thread's current
+    /// context, unless it was claimed already. For a thread of gpuscope's
+    /// (see [`Sampler::set_up`]).
+    pub(crate) fn set_up_current(&self) {
+        if let Some(dev) = current_device().filter(|&dev| self.claim(dev)) {
+            self.set_up(dev);
         }
+    }
+
+    /// Sets up sampling on device `dev`, claimed by the caller. Takes
+    /// ~0.4-0.5 s of CUPTI calls, so it runs on a thread of gpuscope's,
+    /// never in a launch callback, with a context of `dev` current.
+    pub(crate) fn set_up(&self, dev: u32) {
+        // Locked throughout, as when this ran at the first launch: another
+        // device's decode is not interleaved with this one's set-up, and
+        // stop waits for a set-up in progress. Only gpuscope's threads take
+        // this lock (the decoder, set-ups, stop).
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        if st.status.disabled.is_some() {
+        if st.status.disabled.is_some() || st.closed {
             return;
         }
         debug("sampling: enabling a device");
-        let started = PmDevice::new(self.cupti, dev as u32, self.interval_ns).and_then(|mut p| p.start().map(|()| p));
+        let started = PmDevice::new(self.cupti, dev, self.interval_ns).and_then(|mut p| p.start().map(|()| p));
         match started {
             Ok(p) => {
                 debug("sampling: device sampling");
@@ -156,19 +193,28 @@ impl Sampler {
                 if st.status.metrics.is_empty() {
                     st.status.metrics = p.metrics();
                 }
-                st.status.devices.push(dev as u32);
+                st.status.devices.push(dev);
                 st.devices.push(p);
             }
-            Err(e) => {
-                let why = format!("device {dev}: {e}");
-                if !std::mem::replace(&mut st.warned, true) {
-                    eprintln!("gpuscope: sampled hardware metrics are off for this session: {why}. Tracing continues.");
-                }
-                st.status.disabled = Some(why);
-                // Devices already sampling keep on: their figures stay
-                // right, the report says which devices were sampled.
-            }
+            Err(e) => Self::give_up_locked(&mut st, dev, &e.to_string()),
         }
+    }
+
+    /// Sampling on `dev` could not be set up: said once; the session's
+    /// sampling is off from then on, devices already sampling keep on
+    /// (their figures stay right, the report says which devices were
+    /// sampled).
+    pub(crate) fn give_up(&self, dev: u32, why: &str) {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        Self::give_up_locked(&mut st, dev, why);
+    }
+
+    fn give_up_locked(st: &mut State, dev: u32, why: &str) {
+        let why = format!("device {dev}: {why}");
+        if !std::mem::replace(&mut st.warned, true) {
+            eprintln!("gpuscope: sampled hardware metrics are off for this session: {why}. Tracing continues.");
+        }
+        st.status.disabled = Some(why);
     }
 
     /// Decodes every device's new samples once enough are due
@@ -182,7 +228,7 @@ impl Sampler {
             return out;
         }
         // Timed from here: the lock may have waited for a device's set-up
-        // (~0.4 s at its first launch), which is not decoding.
+        // (~0.4 s), which is not decoding.
         let t = Instant::now();
         st.last_decode = t;
         let mut failed = None;
@@ -219,19 +265,22 @@ impl Sampler {
     /// process that never exited): samples not yet decoded are lost, and
     /// the status says so.
     pub(crate) fn stop(&self, at_exit: bool) {
-        // No device is set up after this.
+        // No device is claimed after this, and a set-up claimed before
+        // finds `closed` once it has the lock.
         self.tried.store(u64::MAX, Ordering::Release);
         if at_exit {
-            // A decode in progress is waited for (a bounded number of
-            // images); then no device is left to decode, and none is ever
-            // dropped (that would call CUPTI during exit).
+            // A decode or set-up in progress is waited for; then no device
+            // is left to decode, and none is ever dropped (that would call
+            // CUPTI during exit).
             let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            st.closed = true;
             st.status.tail_lost = !st.devices.is_empty();
             std::mem::forget(std::mem::take(&mut st.devices));
             return;
         }
         {
             let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            st.closed = true;
             for p in &mut st.devices {
                 if let Err(e) = p.stop() {
                     debug(&format!("sampling: stop: {e}"));
@@ -248,5 +297,64 @@ impl Sampler {
     /// How sampling went.
     pub(crate) fn status(&self) -> SamplingStatus {
         self.state.lock().unwrap_or_else(|e| e.into_inner()).status.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::collect::{self, CollectOptions};
+    use std::time::{Duration, Instant};
+
+    /// The program's first launch after a sampling session starts does not
+    /// wait for its device's sampling set-up (~0.4 s of CUPTI calls), which
+    /// happens on a thread of gpuscope's; sampling is on soon after.
+    #[test]
+    #[ignore = "needs an NVIDIA GPU"]
+    fn the_first_launch_does_not_wait_for_its_devices_sampling_set_up() {
+        use cudarc::driver::{CudaContext, LaunchConfig, PushKernelArg};
+        let ctx = CudaContext::new(0).expect("a CUDA device");
+        let stream = ctx.default_stream();
+        let ptx = include_str!("../../../../examples/kernels/kernels.ptx");
+        let module = ctx.load_module(cudarc::nvrtc::Ptx::from_src(ptx)).expect("the examples' kernels load");
+        let tiny = module.load_function("tiny").expect("tiny");
+        let mut counter = stream.alloc_zeros::<i32>(1).expect("a counter");
+        let cfg = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (32, 1, 1), shared_mem_bytes: 0 };
+        let mut launch = || {
+            let mut l = stream.launch_builder(&tiny);
+            l.arg(&mut counter);
+            // SAFETY: tiny(int*), with a device int.
+            unsafe { l.launch(cfg) }.expect("tiny launches");
+        };
+        launch();
+        stream.synchronize().expect("the warm-up ran");
+        let opts = CollectOptions {
+            buffer_size: 1 << 20,
+            max_buffers: 8,
+            host_queue: 1 << 16,
+            kinds: vec![cupti_sys::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL],
+            records: true,
+            attribution: true,
+            host_waits: false,
+            metrics: None,
+            sampling: Some(100_000),
+            calibrate: false,
+        };
+        let (c, _outputs) = collect::start(&opts).expect("collection starts");
+        let t = Instant::now();
+        launch();
+        let first = t.elapsed();
+        // The set-up finishes on its own thread while the program goes on.
+        let sampler = c.sampler.as_ref().expect("sampling mode");
+        let began = Instant::now();
+        while sampler.status().devices.is_empty() && began.elapsed() < Duration::from_secs(5) {
+            launch();
+            stream.synchronize().expect("the launches ran");
+        }
+        let status = sampler.status();
+        collect::stop(&c, false).expect("collection stops");
+        collect::clear();
+        assert!(first < Duration::from_millis(100), "the first launch call took {first:?}");
+        assert_eq!(status.devices, vec![0], "device 0 sampled: {status:?}");
+        assert!(status.disabled.is_none(), "{status:?}");
     }
 }

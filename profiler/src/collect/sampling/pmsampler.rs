@@ -3,12 +3,11 @@
 //! buffer, decoded into a counter data image on gpuscope's decoder thread.
 //! Disabled on drop.
 
-use crate::collect::cupti::{self, check};
-use crate::collect::metrics::rangeprof::{self, counters, struct_size, HostObject};
+use crate::collect::cupti::{pm, tolerate};
+use crate::collect::metrics::rangeprof::{self, HostObject};
 use crate::error::{Error, ErrorKind, Result};
 use crate::model::sampled::{Sample, REQUIRED_METRICS, SAMPLED_METRICS};
-use cupti_sys::{self as sys, sym, Cupti};
-use std::ffi::CString;
+use cupti_sys::{self as sys, Cupti};
 
 /// Samples one counter data image holds: decoded, read and reset (a copy
 /// of its blank state) for the next. ~33 KB per sample on an H100 with 5
@@ -46,7 +45,7 @@ const HARDWARE_BUFFER: usize = 256 << 20;
 pub(crate) struct PmDevice {
     cupti: &'static Cupti,
     device: u32,
-    object: *mut sys::CUpti_PmSampling_Object,
+    object: pm::Object,
     host: HostObject,
     image: Vec<u8>,
     /// The image as initialised: copied back after each decode (cheaper
@@ -101,19 +100,12 @@ impl PmDevice {
                 h
             }
         };
-        let mut en = sys::CUpti_PmSampling_Enable_Params {
-            structSize: struct_size!(sys::CUpti_PmSampling_Enable_Params, pPmSamplingObject: *mut sys::CUpti_PmSampling_Object),
-            pPriv: std::ptr::null_mut(),
-            deviceIndex: device as usize,
-            pPmSamplingObject: std::ptr::null_mut(),
-        };
-        let f = sym!(cupti, cuptiPmSamplingEnable).map_err(cupti::missing)?;
-        // SAFETY: valid params struct.
-        counters(cupti, unsafe { f(&mut en) }, "cuptiPmSamplingEnable")?;
+        let object = pm::enable(cupti, device)?;
+        // Owned from here: disabled on drop, on every error below too.
         let mut me = PmDevice {
             cupti,
             device,
-            object: en.pPmSamplingObject,
+            object,
             host,
             image: Vec::new(),
             blank: Vec::new(),
@@ -131,67 +123,24 @@ impl PmDevice {
     }
 
     fn set_config(&mut self, interval_ns: u64) -> Result<()> {
-        let config = self.host.config();
-        let mut p = sys::CUpti_PmSampling_SetConfig_Params {
-            structSize: struct_size!(
-                sys::CUpti_PmSampling_SetConfig_Params,
-                hwBufferAppendMode: sys::CUpti_PmSampling_HardwareBuffer_AppendMode
-            ),
-            pPriv: std::ptr::null_mut(),
-            pPmSamplingObject: self.object,
-            configSize: config.len(),
-            pConfig: config.as_ptr(),
-            hardwareBufferSize: HARDWARE_BUFFER,
-            samplingInterval: interval_ns,
-            triggerMode: sys::CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_TIME_INTERVAL,
-            // Oldest kept: an overflow is reported, not silently replaced.
-            hwBufferAppendMode: sys::CUPTI_PM_SAMPLING_HARDWARE_BUFFER_APPEND_MODE_KEEP_OLDEST,
-        };
-        let f = sym!(self.cupti, cuptiPmSamplingSetConfig).map_err(cupti::missing)?;
-        // SAFETY: valid params; the config image outlives the call.
-        counters(self.cupti, unsafe { f(&mut p) }, "cuptiPmSamplingSetConfig")
+        // SAFETY: our object, enabled until drop; the config outlives the call.
+        unsafe { pm::set_config(self.cupti, self.object, self.host.config(), HARDWARE_BUFFER, interval_ns) }
     }
 
     fn init_image(&mut self) -> Result<()> {
-        let names: Vec<CString> = self.host.names().to_vec();
-        let mut ptrs: Vec<*const std::ffi::c_char> = names.iter().map(|n| n.as_ptr()).collect();
-        let mut sz = sys::CUpti_PmSampling_GetCounterDataSize_Params {
-            structSize: struct_size!(sys::CUpti_PmSampling_GetCounterDataSize_Params, counterDataSize: usize),
-            pPriv: std::ptr::null_mut(),
-            pPmSamplingObject: self.object,
-            pMetricNames: ptrs.as_mut_ptr(),
-            numMetrics: ptrs.len(),
-            maxSamples: IMAGE_SAMPLES,
-            counterDataSize: 0,
-        };
-        let f = sym!(self.cupti, cuptiPmSamplingGetCounterDataSize).map_err(cupti::missing)?;
-        // SAFETY: valid params; names outlive the call.
-        check(self.cupti, unsafe { f(&mut sz) }, "cuptiPmSamplingGetCounterDataSize")?;
-        self.image = vec![0u8; sz.counterDataSize];
-        let mut init = sys::CUpti_PmSampling_CounterDataImage_Initialize_Params {
-            structSize: struct_size!(sys::CUpti_PmSampling_CounterDataImage_Initialize_Params, pCounterData: *mut u8),
-            pPriv: std::ptr::null_mut(),
-            pPmSamplingObject: self.object,
-            counterDataSize: self.image.len(),
-            pCounterData: self.image.as_mut_ptr(),
-        };
-        let f = sym!(self.cupti, cuptiPmSamplingCounterDataImageInitialize).map_err(cupti::missing)?;
-        // SAFETY: the image holds counterDataSize bytes.
-        check(self.cupti, unsafe { f(&mut init) }, "cuptiPmSamplingCounterDataImageInitialize")?;
+        // SAFETY: our object, enabled until drop.
+        let size = unsafe { pm::get_counter_data_size(self.cupti, self.object, self.host.names(), IMAGE_SAMPLES) }?;
+        self.image = vec![0u8; size];
+        // SAFETY: as above.
+        unsafe { pm::counter_data_image_initialize(self.cupti, self.object, &mut self.image) }?;
         self.blank = self.image.clone();
         Ok(())
     }
 
     /// Starts sampling.
     pub(crate) fn start(&mut self) -> Result<()> {
-        let mut p = sys::CUpti_PmSampling_Start_Params {
-            structSize: struct_size!(sys::CUpti_PmSampling_Start_Params, pPmSamplingObject: *mut sys::CUpti_PmSampling_Object),
-            pPriv: std::ptr::null_mut(),
-            pPmSamplingObject: self.object,
-        };
-        let f = sym!(self.cupti, cuptiPmSamplingStart).map_err(cupti::missing)?;
-        // SAFETY: valid params.
-        counters(self.cupti, unsafe { f(&mut p) }, "cuptiPmSamplingStart")?;
+        // SAFETY: our object, configured by `new`, enabled until drop.
+        unsafe { pm::start(self.cupti, self.object) }?;
         self.started = true;
         Ok(())
     }
@@ -201,14 +150,8 @@ impl PmDevice {
         if !std::mem::take(&mut self.started) {
             return Ok(());
         }
-        let mut p = sys::CUpti_PmSampling_Stop_Params {
-            structSize: struct_size!(sys::CUpti_PmSampling_Stop_Params, pPmSamplingObject: *mut sys::CUpti_PmSampling_Object),
-            pPriv: std::ptr::null_mut(),
-            pPmSamplingObject: self.object,
-        };
-        let f = sym!(self.cupti, cuptiPmSamplingStop).map_err(cupti::missing)?;
-        // SAFETY: valid params.
-        check(self.cupti, unsafe { f(&mut p) }, "cuptiPmSamplingStop")
+        // SAFETY: our object, started, enabled until drop.
+        unsafe { pm::stop(self.cupti, self.object) }
     }
 
     /// Decodes the samples the hardware buffer holds (several images' worth
@@ -223,35 +166,27 @@ impl PmDevice {
         let images = if to_end { IMAGES_AT_STOP } else { IMAGES_PER_DECODE };
         for _ in 0..images {
             let t = std::time::Instant::now();
-            let mut d = sys::CUpti_PmSampling_DecodeData_Params {
-                structSize: struct_size!(sys::CUpti_PmSampling_DecodeData_Params, overflow: u8),
-                pPriv: std::ptr::null_mut(),
-                pPmSamplingObject: self.object,
-                pCounterDataImage: self.image.as_mut_ptr(),
-                counterDataImageSize: self.image.len(),
-                decodeStopReason: 0,
-                overflow: 0,
-            };
-            let f = sym!(self.cupti, cuptiPmSamplingDecodeData).map_err(cupti::missing)?;
-            // SAFETY: valid params over our image.
-            let r = unsafe { f(&mut d) };
+            // SAFETY: our object, enabled until drop, and its image.
+            let r = unsafe { pm::decode_data(self.cupti, self.object, &mut self.image) };
             out.decode_ns += t.elapsed().as_nanos() as u64;
-            if r == sys::CUPTI_ERROR_OUT_OF_MEMORY {
-                // The hardware buffer overflowed; what it held is lost.
-                out.overflow = true;
-                self.image.copy_from_slice(&self.blank);
-                break;
-            }
-            check(self.cupti, r, "cuptiPmSamplingDecodeData")?;
-            out.overflow |= d.overflow != 0;
+            let d = match r {
+                Err(e) if e.cupti_code() == Some(sys::CUPTI_ERROR_OUT_OF_MEMORY) => {
+                    // The hardware buffer overflowed; what it held is lost.
+                    out.overflow = true;
+                    self.image.copy_from_slice(&self.blank);
+                    break;
+                }
+                r => r?,
+            };
+            out.overflow |= d.overflow;
             let t = std::time::Instant::now();
             self.read_samples(&mut out.samples)?;
             out.evaluate_ns += t.elapsed().as_nanos() as u64;
             self.image.copy_from_slice(&self.blank);
             let more = if to_end {
-                d.decodeStopReason != sys::CUPTI_PM_SAMPLING_DECODE_STOP_REASON_END_OF_RECORDS
+                d.stop_reason != sys::CUPTI_PM_SAMPLING_DECODE_STOP_REASON_END_OF_RECORDS
             } else {
-                d.decodeStopReason == sys::CUPTI_PM_SAMPLING_DECODE_STOP_REASON_COUNTER_DATA_FULL
+                d.stop_reason == sys::CUPTI_PM_SAMPLING_DECODE_STOP_REASON_COUNTER_DATA_FULL
             };
             if !more {
                 break;
@@ -262,42 +197,22 @@ impl PmDevice {
 
     /// Appends the completed samples of the decoded image.
     fn read_samples(&mut self, out: &mut Vec<Sample>) -> Result<()> {
-        let mut info = sys::CUpti_PmSampling_GetCounterDataInfo_Params {
-            structSize: struct_size!(sys::CUpti_PmSampling_GetCounterDataInfo_Params, numCompletedSamples: usize),
-            pPriv: std::ptr::null_mut(),
-            pCounterDataImage: self.image.as_ptr(),
-            counterDataImageSize: self.image.len(),
-            numTotalSamples: 0,
-            numPopulatedSamples: 0,
-            numCompletedSamples: 0,
-        };
-        let f = sym!(self.cupti, cuptiPmSamplingGetCounterDataInfo).map_err(cupti::missing)?;
-        // SAFETY: valid params over our image.
-        check(self.cupti, unsafe { f(&mut info) }, "cuptiPmSamplingGetCounterDataInfo")?;
-        let get = sym!(self.cupti, cuptiPmSamplingCounterDataGetSampleInfo).map_err(cupti::missing)?;
+        // SAFETY: our image, initialised for our object.
+        let completed = unsafe { pm::get_counter_data_info(self.cupti, &self.image) }?;
         // Positions of SAMPLED_METRICS among the metrics the host object has.
         let names = self.host.names();
         let slot: Vec<Option<usize>> =
             SAMPLED_METRICS.iter().map(|m| names.iter().position(|n| n.as_bytes() == m.as_bytes())).collect();
-        for i in 0..info.numCompletedSamples {
-            let mut s = sys::CUpti_PmSampling_CounterData_GetSampleInfo_Params {
-                structSize: struct_size!(sys::CUpti_PmSampling_CounterData_GetSampleInfo_Params, endTimestamp: u64),
-                pPriv: std::ptr::null_mut(),
-                pPmSamplingObject: self.object,
-                pCounterDataImage: self.image.as_ptr(),
-                counterDataImageSize: self.image.len(),
-                sampleIndex: i,
-                startTimestamp: 0,
-                endTimestamp: 0,
-            };
-            // SAFETY: valid params over our image.
-            check(self.cupti, unsafe { get(&mut s) }, "cuptiPmSamplingCounterDataGetSampleInfo")?;
+        for i in 0..completed {
+            // SAFETY: our object, enabled until drop, and its image.
+            let (start, end) = unsafe { pm::counter_data_get_sample_info(self.cupti, self.object, &self.image, i) }?;
             if !std::mem::replace(&mut self.first_seen, true) {
                 continue;
             }
-            let raw = self.host.evaluate(&self.image, i)?;
+            // SAFETY: our image, decoded by CUPTI.
+            let raw = unsafe { self.host.evaluate(&self.image, i) }?;
             let values: Vec<f64> = slot.iter().map(|p| p.map_or(f64::NAN, |p| raw[p])).collect();
-            out.push(Sample::from_values(self.device, s.startTimestamp, s.endTimestamp, &values));
+            out.push(Sample::from_values(self.device, start, end, &values));
         }
         Ok(())
     }
@@ -310,34 +225,13 @@ impl PmDevice {
 
 impl Drop for PmDevice {
     fn drop(&mut self) {
-        let _ = self.stop();
-        let mut p = sys::CUpti_PmSampling_Disable_Params {
-            structSize: struct_size!(sys::CUpti_PmSampling_Disable_Params, pPmSamplingObject: *mut sys::CUpti_PmSampling_Object),
-            pPriv: std::ptr::null_mut(),
-            pPmSamplingObject: self.object,
-        };
-        if let Ok(f) = sym!(self.cupti, cuptiPmSamplingDisable) {
-            // SAFETY: our object, disabled once.
-            unsafe { f(&mut p) };
-        }
+        tolerate(self.stop(), "stopping a device's PM sampling");
+        // SAFETY: our object, disabled once, here.
+        tolerate(unsafe { pm::disable(self.cupti, self.object) }, "disabling a device's PM sampling");
     }
 }
 
 /// The counter availability image of `device` for PM sampling.
 fn availability(cupti: &Cupti, device: u32) -> Result<Vec<u8>> {
-    let mut p = sys::CUpti_PmSampling_GetCounterAvailability_Params {
-        structSize: struct_size!(sys::CUpti_PmSampling_GetCounterAvailability_Params, pCounterAvailabilityImage: *mut u8),
-        pPriv: std::ptr::null_mut(),
-        deviceIndex: device as usize,
-        counterAvailabilityImageSize: 0,
-        pCounterAvailabilityImage: std::ptr::null_mut(),
-    };
-    let f = sym!(cupti, cuptiPmSamplingGetCounterAvailability).map_err(cupti::missing)?;
-    // SAFETY: first call asks for the size (null image).
-    counters(cupti, unsafe { f(&mut p) }, "cuptiPmSamplingGetCounterAvailability")?;
-    let mut image = vec![0u8; p.counterAvailabilityImageSize];
-    p.pCounterAvailabilityImage = image.as_mut_ptr();
-    // SAFETY: the image holds the size CUPTI asked for.
-    counters(cupti, unsafe { f(&mut p) }, "cuptiPmSamplingGetCounterAvailability")?;
-    Ok(image)
+    pm::get_counter_availability(cupti, device)
 }
