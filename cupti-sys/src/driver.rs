@@ -26,6 +26,9 @@ pub struct Driver {
         unsafe extern "C" fn(value: *mut c_int, attr: CUdevice_attribute, dev: CUdevice) -> CUresult,
     /// `cuCtxGetDevice`: the device of the calling thread's current context.
     pub cu_ctx_get_device: unsafe extern "C" fn(dev: *mut CUdevice) -> CUresult,
+    /// `cuCtxGetId`: a context's id, unique for the life of the process
+    /// (a new context may reuse a destroyed one's address, never its id).
+    pub cu_ctx_get_id: unsafe extern "C" fn(ctx: crate::CUcontext, id: *mut u64) -> CUresult,
     /// `cuCtxGetCurrent`: the calling thread's current context (null if
     /// none; fails before `cuInit` without initialising anything).
     pub cu_ctx_get_current: unsafe extern "C" fn(ctx: *mut crate::CUcontext) -> CUresult,
@@ -96,6 +99,7 @@ impl Driver {
             cu_device_get_name: get!("cuDeviceGetName"),
             cu_ctx_get_device: get!("cuCtxGetDevice"),
             cu_ctx_get_current: get!("cuCtxGetCurrent"),
+            cu_ctx_get_id: get!("cuCtxGetId"),
             cu_stream_is_capturing: get!("cuStreamIsCapturing"),
             cu_ctx_push_current: get!("cuCtxPushCurrent_v2"),
             cu_ctx_pop_current: get!("cuCtxPopCurrent_v2"),

@@ -82,16 +82,26 @@ pub(crate) fn disarm() {
     ARMED.store(false, Ordering::Release);
 }
 
-/// The function loaded in a context, kept for later sessions: CUPTI may
-/// refer to its name after the module would be unloaded.
+/// The function loaded in a context (by the context's id), kept for later
+/// sessions: CUPTI may refer to its name after the module would be
+/// unloaded.
 static LOADED: Mutex<Vec<(usize, usize)>> = Mutex::new(Vec::new());
 
+/// The function for context `ctx`, loaded there once. Kept by the
+/// context's id, not its address: a context made after another was
+/// destroyed may have its address, where the old function is invalid.
 fn function(ctx: usize) -> Result<sys::CUfunction, String> {
+    let d = driver().ok_or("no CUDA driver")?;
+    let mut id = 0u64;
+    // SAFETY: a live context (current here); valid out pointer.
+    let rc = unsafe { (d.cu_ctx_get_id)(ctx as sys::CUcontext, &mut id) };
+    if rc != 0 {
+        return Err(format!("the context's id is unknown (CUDA error {rc})"));
+    }
     let mut loaded = LOADED.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(&(_, f)) = loaded.iter().find(|(c, _)| *c == ctx) {
+    if let Some(&(_, f)) = loaded.iter().find(|(c, _)| *c == id as usize) {
         return Ok(f as sys::CUfunction);
     }
-    let d = driver().ok_or("no CUDA driver")?;
     let mut module: sys::CUmodule = std::ptr::null_mut();
     // SAFETY: PTX is NUL-terminated text; `module` is a valid out pointer;
     // the context is current (with_current).
@@ -105,7 +115,7 @@ fn function(ctx: usize) -> Result<sys::CUfunction, String> {
     if rc != 0 {
         return Err(format!("finding the calibration kernel failed (CUDA error {rc})"));
     }
-    loaded.push((ctx, f as usize));
+    loaded.push((id as usize, f as usize));
     Ok(f)
 }
 
@@ -117,8 +127,9 @@ fn timed(f: sys::CUfunction, stream: sys::CUstream, n: usize) -> Result<u64, Str
         unsafe { (d.cu_launch_kernel)(f, 1, 1, 1, 32, 1, 1, 0, stream, std::ptr::null_mut(), std::ptr::null_mut()) }
     };
     for _ in 0..WARM {
-        if launch() != 0 {
-            return Err("launching the calibration kernel failed".into());
+        let rc = launch();
+        if rc != 0 {
+            return Err(format!("launching the calibration kernel failed (CUDA error {rc})"));
         }
     }
     // SAFETY: a live stream.

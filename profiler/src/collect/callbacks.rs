@@ -304,7 +304,7 @@ pub(super) unsafe extern "C" fn api_callback(
                 let ctx = unsafe { &*(data as *const sys::CUpti_ResourceData) }.context;
                 if let Some(s) = hold() {
                     prepare_metrics(&s, ctx);
-                    prepare_sampling(&s, ctx, None);
+                    drop(prepare_sampling(&s, ctx, None));
                 }
             }
             return;
@@ -481,7 +481,8 @@ fn prepare_metrics(s: &Held<Collection>, ctx: sys::CUcontext) {
 /// not set up starts the set-up on a thread of gpuscope's, and goes on.
 fn sample_device_of_launch(s: &Held<Collection>, ctx: sys::CUcontext) {
     if let Some(dev) = s.sampler.as_ref().and_then(|sampler| sampler.claim_at_launch(ctx)) {
-        prepare_sampling(s, ctx, Some(dev));
+        // The launch goes on; the set-up thread finishes on its own.
+        drop(prepare_sampling(s, ctx, Some(dev)));
     }
 }
 
@@ -489,11 +490,15 @@ fn sample_device_of_launch(s: &Held<Collection>, ctx: sys::CUcontext) {
 /// `None`: found and claimed on the thread) on a thread of gpuscope's,
 /// with `ctx` current there. The thread holds the collection: stop waits
 /// for a set-up in progress before CUPTI detaches.
-pub(super) fn prepare_sampling(s: &Held<Collection>, ctx: sys::CUcontext, dev: Option<u32>) {
+pub(super) fn prepare_sampling(
+    s: &Held<Collection>,
+    ctx: sys::CUcontext,
+    dev: Option<u32>,
+) -> Option<std::thread::JoinHandle<()>> {
     if s.sampler.is_none() || ctx.is_null() {
-        return;
+        return None;
     }
-    let Some(held) = s.again() else { return };
+    let held = s.again()?;
     let key = ctx as usize;
     debug("sampling: a device's set-up starts on a thread of gpuscope's");
     let spawned = std::thread::Builder::new().name("gpuscope-sampling-setup".into()).spawn(move || {
@@ -505,9 +510,14 @@ pub(super) fn prepare_sampling(s: &Held<Collection>, ctx: sys::CUcontext, dev: O
             });
         });
     });
-    if let (Err(e), Some(dev), Some(sampler)) = (spawned, dev, &s.sampler) {
-        // Not set up in the launch instead: that is the wait this avoids.
-        sampler.give_up(dev, &format!("no thread to set its sampling up on ({e})"));
+    match (spawned, dev, &s.sampler) {
+        (Ok(thread), _, _) => Some(thread),
+        (Err(e), Some(dev), Some(sampler)) => {
+            // Not set up in the launch instead: that is the wait this avoids.
+            sampler.give_up(dev, &format!("no thread to set its sampling up on ({e})"));
+            None
+        }
+        (Err(_), _, _) => None,
     }
 }
 
