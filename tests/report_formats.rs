@@ -606,3 +606,17 @@ fn a_range_that_is_its_own_parent_does_not_hang_the_aggregator() {
     let g = r.ranges.iter().find(|g| g.path.to_string() == "step").expect("the range");
     assert_eq!((g.count, g.kernel_launches), (1, 1));
 }
+
+/// Any width a caller passes gives a table (none panics), kept within
+/// `TABLE_WIDTHS`.
+#[test]
+fn tables_of_any_width_render_within_the_allowed_widths() {
+    let r = workload(0);
+    for width in [0, 3, 39, 100, 70_000, usize::MAX] {
+        let t = r.to_table(width);
+        let widest = t.lines().map(|l| l.chars().count()).max().unwrap_or(0);
+        assert!(widest <= *gpuscope::TABLE_WIDTHS.end(), "width {width}: a line of {widest}");
+        assert!(t.contains("NVTX range / kernel"), "width {width}");
+        r.compare(&r, width);
+    }
+}

@@ -26,7 +26,10 @@ struct Cli {
 enum Cmd {
     /// Run a program under gpuscope (through the CUDA injection interface:
     /// no rebuild needed), then print its report.
-    #[command(after_help = "Examples:\n  gpuscope run -- python3 train.py\n  \
+    #[command(after_help = "Each option sets the GPUSCOPE_* variable of the same meaning for the program \
+        (--mode: GPUSCOPE_MODE, ...). A flag wins over the variable; a variable you set is used where no flag is \
+        given; every GPUSCOPE_* variable the program will see is checked before it starts.\n\nExamples:\n  \
+        gpuscope run -- python3 train.py\n  \
         gpuscope run --mode sampling -- python3 train.py\n  \
         gpuscope run --mode metrics --kernels 'gemm|softmax' --nvtx train/forward -o run-{rank}.json -- torchrun ...")]
     Run {
@@ -34,8 +37,9 @@ enum Cmd {
         /// counters on selected launches (exact, costly); sampling: also
         /// hardware counters sampled device-wide, joined to kernels and
         /// ranges (about trace-mode cost).
-        #[arg(long, default_value = "trace", value_parser = ["trace", "metrics", "sampling"])]
-        mode: String,
+        /// [default: trace]
+        #[arg(long, value_parser = ["trace", "metrics", "sampling"])]
+        mode: Option<String>,
         /// Sampling mode: microseconds between samples (default 100, or
         /// 1000 with --trace-windows).
         #[arg(long, value_name = "US")]
@@ -64,12 +68,14 @@ enum Cmd {
         /// Metrics mode: measure the first N launches of each kernel ("all": every one).
         #[arg(long, value_name = "N", allow_hyphen_values = true)]
         launch_count: Option<String>,
-        /// Where each process writes its JSON report; {pid} and {rank} are replaced.
-        #[arg(short, long, default_value = "gpuscope-{pid}.json", value_name = "FILE")]
-        output: String,
-        /// Per-kernel records to keep in the report (for `report --format chrome`).
-        #[arg(long, default_value_t = 100_000)]
-        trace: usize,
+        /// Where each process writes its JSON report; {pid} and {rank} are
+        /// replaced [default: gpuscope-{pid}.json].
+        #[arg(short, long, value_name = "FILE")]
+        output: Option<String>,
+        /// Per-kernel records to keep in the report (for `report --format
+        /// chrome`) [default: 100000].
+        #[arg(long, value_name = "N")]
+        trace: Option<String>,
         /// Model FLOPs per call of a range, for model FLOPs utilisation:
         /// RANGE=FLOPS, comma-separated (e.g. step=1.2e12).
         #[arg(long, value_name = "RANGE=FLOPS")]
@@ -81,8 +87,9 @@ enum Cmd {
         /// Kernels launched on a thread with no NVTX range of its own
         /// (autograd's worker): inherit the ranges of the thread that
         /// waits for them, or keep strict per-thread NVTX (strict).
-        #[arg(long, default_value = "inherit", value_parser = ["inherit", "strict"])]
-        thread_ranges: String,
+        /// [default: inherit]
+        #[arg(long, value_parser = ["inherit", "strict"])]
+        thread_ranges: Option<String>,
         /// No summary from the profiled processes on stderr.
         #[arg(short, long)]
         quiet: bool,
@@ -288,40 +295,67 @@ fn run(cmd: Cmd) -> Result<ExitCode, String> {
                 Ok(p) if !p.is_empty() => format!("{lib_s}:{p}"),
                 _ => lib_s.clone(),
             };
-            c.env("LD_PRELOAD", preload)
-                .env("CUDA_INJECTION64_PATH", &lib_s)
-                .env("NVTX_INJECTION64_PATH", &lib_s)
-                .env("GPUSCOPE_MODE", &mode)
-                .env("GPUSCOPE_OUTPUT", &output)
-                .env("GPUSCOPE_FORMAT", "json")
-                .env("GPUSCOPE_TRACE", trace.to_string())
-                .env("GPUSCOPE_THREAD_RANGES", &thread_ranges);
-            for (var, val) in [
-                ("GPUSCOPE_METRICS", metrics),
-                ("GPUSCOPE_KERNELS", kernels),
-                ("GPUSCOPE_NVTX", nvtx),
-                ("GPUSCOPE_LAUNCH_COUNT", launch_count),
-                ("GPUSCOPE_FLOPS", flops),
-                ("GPUSCOPE_WORK", work),
-                ("GPUSCOPE_SAMPLING_INTERVAL", sampling_interval),
-                ("GPUSCOPE_TRACE_WINDOWS", trace_windows),
-                ("GPUSCOPE_PROMETHEUS", prometheus),
-            ] {
-                if let Some(v) = val {
-                    c.env(var, v);
+            c.env("LD_PRELOAD", preload).env("CUDA_INJECTION64_PATH", &lib_s).env("NVTX_INJECTION64_PATH", &lib_s);
+            // `run` reads the reports back as JSON.
+            match std::env::var("GPUSCOPE_FORMAT") {
+                Ok(f) if !f.is_empty() && f != "json" => {
+                    return Err(format!(
+                        "GPUSCOPE_FORMAT={f:?} is set, but gpuscope run writes JSON reports (it reads them back); \
+                         unset it, and render other formats with gpuscope report FILE --format {f}"
+                    ))
+                }
+                _ => c.env("GPUSCOPE_FORMAT", "json"),
+            };
+            // Flag, else the user's variable, else `run`'s default.
+            let mut from_flags: Vec<(&str, &str)> = Vec::new();
+            let flags = [
+                ("GPUSCOPE_MODE", "--mode", mode, Some("trace")),
+                ("GPUSCOPE_OUTPUT", "--output", output, Some("gpuscope-{pid}.json")),
+                ("GPUSCOPE_TRACE", "--trace", trace, Some("100000")),
+                ("GPUSCOPE_THREAD_RANGES", "--thread-ranges", thread_ranges, None),
+                ("GPUSCOPE_METRICS", "--metrics", metrics, None),
+                ("GPUSCOPE_KERNELS", "--kernels", kernels, None),
+                ("GPUSCOPE_NVTX", "--nvtx", nvtx, None),
+                ("GPUSCOPE_LAUNCH_COUNT", "--launch-count", launch_count, None),
+                ("GPUSCOPE_FLOPS", "--flops", flops, None),
+                ("GPUSCOPE_WORK", "--work", work, None),
+                ("GPUSCOPE_SAMPLING_INTERVAL", "--sampling-interval", sampling_interval, None),
+                ("GPUSCOPE_TRACE_WINDOWS", "--trace-windows", trace_windows, None),
+                ("GPUSCOPE_PROMETHEUS", "--prometheus", prometheus, None),
+            ];
+            for (var, flag, value, default) in flags {
+                match value {
+                    Some(v) => {
+                        c.env(var, v);
+                        from_flags.push((var, flag));
+                    }
+                    None if std::env::var_os(var).is_some() => {}
+                    None => {
+                        if let Some(d) = default {
+                            c.env(var, d);
+                        }
+                    }
                 }
             }
             if quiet {
                 c.env("GPUSCOPE_QUIET", "1");
             }
-            // The same checks the shim makes, before anything runs.
-            let probe = |k: &str| match k {
-                "GPUSCOPE_MODE" => Some(mode.clone()),
-                "GPUSCOPE_OUTPUT" => Some(output.clone()),
-                "GPUSCOPE_FORMAT" => Some("json".into()),
-                _ => c.get_envs().find(|(n, _)| *n == k).and_then(|(_, v)| v.map(|v| v.to_string_lossy().to_string())),
+            // The checks the shim makes, before anything runs, over every
+            // variable the program will see; errors name what was typed.
+            let child_env = |k: &str| match c.get_envs().find(|(n, _)| *n == k) {
+                Some((_, v)) => v.map(|v| v.to_string_lossy().into_owned()),
+                None => std::env::var(k).ok(),
             };
-            gpuscope::config::EnvConfig::from_vars(&probe, 0).map_err(|e| e.to_string())?;
+            gpuscope::config::EnvConfig::from_vars(&child_env, 0).map_err(|e| {
+                let mut m = e.to_string();
+                for (var, flag) in &from_flags {
+                    m = m
+                        .replace(&format!("{var}="), &format!("{flag} "))
+                        .replace(&format!("({var}="), &format!("({flag} "));
+                }
+                m.replace("(GPUSCOPE_MODE=sampling)", "(--mode sampling)")
+            })?;
+            let output = child_env("GPUSCOPE_OUTPUT").unwrap_or_default();
             let since = std::time::SystemTime::now() - std::time::Duration::from_secs(1);
             let status = c.status().map_err(|e| format!("cannot run {}: {e}", cmd[0]))?;
             let reports = written_reports(&output, since);
@@ -350,7 +384,7 @@ fn run(cmd: Cmd) -> Result<ExitCode, String> {
                 eprintln!("gpuscope: {} processes used the GPU; their reports: {}", used.len(), names.join(", "));
             }
             for (path, rep) in &used {
-                println!("== {}\n{}", path.display(), rep.to_table(terminal_width()));
+                stdout(&format!("== {}\n{}\n", path.display(), rep.to_table(terminal_width())))?;
             }
             // The program's exit status, passed through.
             Ok(match status.code() {
@@ -395,10 +429,21 @@ fn run(cmd: Cmd) -> Result<ExitCode, String> {
             };
             match output {
                 Some(p) => std::fs::write(&p, text).map_err(|e| format!("{}: {e}", p.display()))?,
-                None => print!("{text}"),
+                None => stdout(&text)?,
             }
             Ok(ExitCode::SUCCESS)
         }
+    }
+}
+
+/// Writes to standard output. A reader that went away (`| head`) is a
+/// normal end: nothing more to print, no error.
+fn stdout(text: &str) -> Result<(), String> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(format!("writing to standard output: {e}")),
+        _ => Ok(()),
     }
 }
 

@@ -180,10 +180,78 @@ fn run_checks_options_before_running_anything() {
         let e = String::from_utf8_lossy(&out.stderr);
         assert!(e.contains(says), "{args:?}: {e}");
     };
-    refused(&["--mode", "metrics", "--launch-count", "-1"], "GPUSCOPE_LAUNCH_COUNT=\"-1\" is not valid");
+    // Errors name the flag the user typed, not the variable it sets.
+    refused(&["--mode", "metrics", "--launch-count", "-1"], "--launch-count \"-1\" is not valid");
     refused(&["--mode", "fast"], "[possible values: trace, metrics, sampling]");
-    refused(&["--mode", "sampling", "--sampling-interval", "0"], "GPUSCOPE_SAMPLING_INTERVAL=\"0\" is not valid");
-    refused(&["--mode", "sampling", "--trace-windows", "5/1000"], "GPUSCOPE_TRACE_WINDOWS=\"5/1000\" is not valid");
+    refused(&["--mode", "sampling", "--sampling-interval", "0"], "--sampling-interval \"0\" is not valid");
+    refused(&["--mode", "sampling", "--trace-windows", "5/1000"], "--trace-windows \"5/1000\" is not valid");
+    refused(&["--flops", "garbage"], "--flops \"garbage\" is not valid");
+    refused(&["--trace-windows", "100/1000"], "--trace-windows \"100/1000\" needs sampling mode (--mode sampling)");
+    refused(&["--trace", "lots"], "--trace \"lots\" is not valid");
+}
+
+/// The variables the program sees under `gpuscope run`, with `env` set in
+/// `run`'s own environment.
+fn child_env(env: &[(&str, &str)], args: &[&str]) -> (Option<i32>, String, String) {
+    let mut c = gpuscope();
+    c.arg("run").args(args).arg("--lib").arg(lib()).args(["--", "env"]);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let out = c.output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn run_keeps_the_user_s_variables_under_its_flags_and_checks_them_all() {
+    let var = |out: &str, k: &str| out.lines().find_map(|l| l.strip_prefix(&format!("{k}="))).map(str::to_string);
+    // A variable the user set is kept where no flag says otherwise.
+    let (code, out, _) = child_env(&[("GPUSCOPE_MODE", "metrics"), ("GPUSCOPE_TRACE", "7")], &[]);
+    assert_eq!(code, Some(0));
+    assert_eq!(var(&out, "GPUSCOPE_MODE").as_deref(), Some("metrics"));
+    assert_eq!(var(&out, "GPUSCOPE_TRACE").as_deref(), Some("7"));
+    // A flag wins over the variable.
+    let (_, out, _) = child_env(&[("GPUSCOPE_MODE", "metrics")], &["--mode", "sampling"]);
+    assert_eq!(var(&out, "GPUSCOPE_MODE").as_deref(), Some("sampling"));
+    // Neither: run's defaults.
+    let (_, out, _) = child_env(&[], &[]);
+    assert_eq!(var(&out, "GPUSCOPE_MODE").as_deref(), Some("trace"));
+    assert_eq!(var(&out, "GPUSCOPE_TRACE").as_deref(), Some("100000"));
+    // An invalid variable of the user's stops run as it stops the shim,
+    // named as the user typed it.
+    let (code, out, err) = child_env(&[("GPUSCOPE_MODE", "bogus")], &[]);
+    assert_eq!(code, Some(2), "{out}");
+    assert!(err.contains("GPUSCOPE_MODE=\"bogus\" is not valid"), "{err}");
+    let (code, _, err) = child_env(&[("GPUSCOPE_FORMAT", "csv")], &[]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("GPUSCOPE_FORMAT=\"csv\"") && err.contains("gpuscope report FILE --format csv"), "{err}");
+}
+
+#[test]
+fn a_reader_that_stops_early_and_any_width_end_normally() {
+    use std::io::Read;
+    let f = saved_steps("pipe.json", 2000, 5_000);
+    // `| head -c 10`: the reader closes its end after 10 bytes.
+    let mut child = gpuscope()
+        .args(["report", "--format", "json"])
+        .arg(&f)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = [0u8; 10];
+    child.stdout.take().unwrap().read_exact(&mut first).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+    for width in ["70000", "0"] {
+        let out = gpuscope().args(["report", "--width", width]).arg(&f).output().unwrap();
+        assert!(out.status.success(), "--width {width}: {}", String::from_utf8_lossy(&out.stderr));
+    }
 }
 
 #[test]

@@ -118,7 +118,16 @@ impl EnvConfig {
                     x.trim().parse::<f64>().ok().filter(|m| m.is_finite() && *m >= 0.0).map(|m| (m * 1e6) as u64)
                 };
                 match v.split_once('/').and_then(|(w, p)| Some((ms(w)?, ms(p)?))) {
-                    Some((w, p)) if mode == "sampling" && crate::collect::sampling::trace_windows_valid(w, p) => {
+                    Some((w, p)) if crate::collect::sampling::trace_windows_valid(w, p) => {
+                        if mode != "sampling" {
+                            return Err(Error::new(
+                                ErrorKind::InvalidConfig,
+                                format!(
+                                    "GPUSCOPE_TRACE_WINDOWS={v:?} needs sampling mode (GPUSCOPE_MODE=sampling); \
+                                     the mode is {mode}"
+                                ),
+                            ));
+                        }
                         Some((w, p))
                     }
                     _ => return Err(invalid("GPUSCOPE_TRACE_WINDOWS", &v, allowed)),
@@ -346,7 +355,8 @@ mod tests {
             let m = e(bad, "sampling").unwrap_or_else(|| panic!("{bad} accepted"));
             assert!(m.contains(&format!("GPUSCOPE_TRACE_WINDOWS=\"{bad}\"")) && m.contains("WINDOW/PERIOD"), "{m}");
         }
-        assert!(e("100/1000", "trace").is_some_and(|m| m.contains("in sampling mode")));
+        let m = e("100/1000", "trace").unwrap();
+        assert!(m.contains("needs sampling mode") && m.contains("the mode is trace") && !m.contains("e.g."), "{m}");
     }
 
     #[test]

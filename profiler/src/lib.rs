@@ -43,7 +43,7 @@ pub use collect::declare::{declare_flops, declare_work};
 pub use error::{Error, ErrorKind, Result};
 pub use model::names::demangle;
 pub use model::path::{RangeFrame, RangePath, FOLD_AFTER, MAX_PATHS};
-pub use render::Format;
+pub use render::{Format, TABLE_WIDTHS};
 pub use report::{KernelRecord, Report};
 pub use session::{ActivityBuffers, Profiler, Session, StopError};
 

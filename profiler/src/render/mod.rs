@@ -51,13 +51,21 @@ impl std::str::FromStr for Format {
     }
 }
 
+/// Table widths are kept within these columns: a table narrower has no
+/// room for its figures, one wider is no easier to read.
+pub const TABLE_WIDTHS: std::ops::RangeInclusive<usize> = 40..=400;
+
+fn clamp_width(width: usize) -> usize {
+    width.clamp(*TABLE_WIDTHS.start(), *TABLE_WIDTHS.end())
+}
+
 impl crate::report::JobReport {
     /// The job table: each rank's session and kernel time, then per range
     /// the wall time per call of every rank (or the fastest, median and
     /// slowest of more than four) and the slowest rank; at most `width`
-    /// columns.
+    /// columns (kept within [`TABLE_WIDTHS`]).
     pub fn to_table(&self, width: usize) -> String {
-        merge::render(self, width)
+        merge::render(self, clamp_width(width))
     }
 
     /// The job as JSON.
@@ -75,16 +83,17 @@ impl Report {
     }
 
     /// The terminal table with the analysis, ending with the findings, at
-    /// most `width` columns wide.
+    /// most `width` columns wide (kept within [`TABLE_WIDTHS`]).
     pub fn to_table(&self, width: usize) -> String {
-        table::render(self, self.analysis(), width)
+        table::render(self, self.analysis(), clamp_width(width))
     }
 
     /// This report against a later one (`after`): per NVTX path and kernel,
     /// GPU time before and after with the change, SM efficiency and
-    /// occupancy after with their change; at most `width` columns.
+    /// occupancy after with their change; at most `width` columns (kept within
+    /// [`TABLE_WIDTHS`]).
     pub fn compare(&self, after: &Report, width: usize) -> String {
-        compare::render(self, after, width)
+        compare::render(self, after, clamp_width(width))
     }
 
     /// A Chrome trace (JSON object format). Needs a trace
