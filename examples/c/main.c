@@ -1,5 +1,8 @@
 /* gpuscope from C: profile a region, write the report.
- * Build: cc -I ffi/include examples/c/main.c -L target/release -lgpuscope */
+ * Build (from the repository, after cargo build --release -p gpuscope-ffi):
+ *   cc -I ffi/include examples/c/main.c -L target/release -Wl,-rpath,$PWD/target/release -lgpuscope
+ * The rpath lets the program find libgpuscope.so where it was built (or
+ * install the library where the loader looks, or set LD_LIBRARY_PATH). */
 #include <stdio.h>
 #include "gpuscope.h"
 

@@ -1,5 +1,5 @@
 // gpuscope from C++, with an RAII range guard.
-// Build: c++ -I ffi/include examples/cpp/main.cpp -L target/release -lgpuscope
+// Build: c++ -I ffi/include examples/cpp/main.cpp -L target/release -Wl,-rpath,$PWD/target/release -lgpuscope
 #include <cstdio>
 #include <string>
 #include "gpuscope.h"

@@ -23,12 +23,15 @@ fn build_and_run(compiler: &str, std: &str, src: &str, out: &str) -> String {
         .arg(root().join(src))
         .arg("-L")
         .arg(&lib)
+        // As the examples' build lines say: the program finds the library
+        // by its rpath, with no LD_LIBRARY_PATH.
+        .arg(format!("-Wl,-rpath,{}", lib.display()))
         .args(["-lgpuscope", "-o"])
         .arg(&bin)
         .status()
         .unwrap_or_else(|e| panic!("{compiler} not runnable: {e}"));
     assert!(st.success(), "{compiler} failed on {src}");
-    let out = Command::new(&bin).env("LD_LIBRARY_PATH", &lib).current_dir(&dir).output().unwrap();
+    let out = Command::new(&bin).env_remove("LD_LIBRARY_PATH").current_dir(&dir).output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
     assert!(out.status.success(), "{src} exited {:?}: {stdout}{}", out.status, String::from_utf8_lossy(&out.stderr));
     assert!(stdout.ends_with("done\n"), "{src} ran to the end: {stdout}");

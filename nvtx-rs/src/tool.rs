@@ -389,11 +389,14 @@ unsafe fn fill(
         if i < size as usize {
             // SAFETY: entries 1..size of the table point at the emitter's
             // slots, which the NVTX protocol lets the tool write.
-            unsafe {
-                let slot = *table.add(i);
-                if !slot.is_null() {
-                    *slot = f;
-                }
+            let slot = unsafe { *table.add(i) };
+            if !slot.is_null() {
+                // Other threads may be calling through this slot: the
+                // store is atomic (a pointer-sized, aligned slot).
+                // SAFETY: a valid, aligned slot that lives as long as the
+                // emitter's NVTX copy; every write to it here is atomic.
+                let slot = unsafe { std::sync::atomic::AtomicPtr::from_ptr(slot.cast::<*mut c_void>()) };
+                slot.store(f, Ordering::Release);
             }
         }
     }

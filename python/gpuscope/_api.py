@@ -127,8 +127,12 @@ class profile:
         self._options = dict(metrics=metrics, kernel_filter=kernel_filter, nvtx_filter=nvtx_filter,
                              launch_count=launch_count, keep_trace=keep_trace,
                              sampling_interval_us=sampling_interval_us, trace_windows=trace_windows)
-        #: The report, after the session stopped.
+        #: The report, after the session stopped (`None` when nothing was
+        #: profiled: `reason` says why).
         self.report = None
+        #: Why the block ran unprofiled (no GPU, driver or CUPTI; another
+        #: profiler holds CUPTI), else `None`.
+        self.reason = None
         #: Whether a session is (or was) running for this block.
         self.profiled = False
         self._running = False
@@ -170,6 +174,7 @@ class profile:
             self.profiled = self._running = True
         elif code in (_native.ERR_NO_GPU, _native.ERR_BUSY, _native.ERR_CUPTI) and not self.strict:
             message = (lib().gpuscope_last_error() or b"").decode("utf-8", "replace")
+            self.reason = message
             warnings.warn(f"gpuscope: {message}. The program runs on unprofiled.", GpuscopeWarning, stacklevel=3)
         else:
             check(code)

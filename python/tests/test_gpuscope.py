@@ -12,6 +12,7 @@ import sys
 import tempfile
 import unittest
 import warnings
+from pathlib import Path
 
 import gpuscope
 from gpuscope import _native
@@ -107,6 +108,17 @@ class WithoutAGpu(unittest.TestCase):
         self.assertFalse(p.profiled)
         self.assertEqual([x.category for x in w], [gpuscope.GpuscopeWarning])
         self.assertIn("driver", str(w[0].message))
+        self.assertIn("driver", p.reason)
+
+    def test_the_readme_example_runs_when_nothing_is_profiled(self):
+        # The README's Python example, as a user pastes it.
+        readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+        code = readme.split("```python\n", 1)[1].split("```", 1)[0]
+        code = code.replace("for batch in loader:", "for batch in range(2):").replace("train_step(batch)", "pass")
+        with tempfile.TemporaryDirectory() as d:
+            out = subprocess.run([sys.executable, "-c", code], cwd=d, capture_output=True, text=True)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertIn("not profiled", out.stdout + out.stderr)
 
     def test_strict_raises(self):
         with self.assertRaises(gpuscope.GpuscopeError) as e:
