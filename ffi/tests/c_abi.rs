@@ -57,6 +57,12 @@ fn the_c_example_compiles_links_and_runs() {
 
 #[test]
 fn the_cpp_example_compiles_links_and_runs() {
+    // Rust needs a C compiler to link; a C++ one may be missing. CI
+    // (GPUSCOPE_CI=1) has one, and there its absence fails the test.
+    if Command::new("c++").arg("--version").output().is_err() && std::env::var("GPUSCOPE_CI").as_deref() != Ok("1") {
+        eprintln!("no C++ compiler (c++): the C++ example is not built here; CI builds it");
+        return;
+    }
     let out = build_and_run("c++", "-std=c++17", "examples/cpp/main.cpp", "cpp_example");
     if !has_gpu() {
         assert!(out.contains("gpuscope: no GPU (1)"), "{out}");
