@@ -1016,6 +1016,26 @@ mod tests {
     }
 
     #[test]
+    fn times_at_the_top_of_the_clock_are_neither_wrapped_nor_a_panic() {
+        use crate::model::idle::SYNC;
+        let mut a = Aggregator::new(AggregateOptions::default(), DeviceTable::fixed(vec![]));
+        let path = paths().intern(ROOT, 0, "top-of-clock");
+        // A host wait that ends at the top of the clock.
+        a.kernel(&KernelActivity::sample(1, 10, 20));
+        a.host_event(HostEvent::HostWait { start: 15, end: u64::MAX - 1, instance: 0 });
+        a.kernel(&KernelActivity::sample(2, 1_000, 2_000));
+        // A range pushed and popped there.
+        a.host_event(HostEvent::Push { instance: 1, parent: 0, path, tid: 1, ts: u64::MAX });
+        a.host_event(HostEvent::Pop { instance: 1, ts: u64::MAX });
+        let r = a.finish(u64::MAX);
+        // Every gap is the wait's (the first: it began within the clocks'
+        // slack of it).
+        assert_eq!(r.idle[SYNC], 10 + (1_000 - 20) + (u64::MAX - 2_000));
+        let (_, g) = r.ranges.iter().find(|(p, _)| p.to_string() == "top-of-clock").unwrap();
+        assert_eq!((g.count, g.total.wall), (1, 0));
+    }
+
+    #[test]
     fn a_measured_duration_past_the_clock_ends_the_kernel_at_its_top() {
         let names = vec![crate::model::metrics::DURATION.to_string()];
         let opts = AggregateOptions { trace_cap: 1, metric_names: names, ..Default::default() };
@@ -1030,5 +1050,19 @@ mod tests {
         let r = a.finish(u64::MAX);
         assert_eq!((r.kernels[0].1.total, r.kernels[0].1.last_end), (u64::MAX, u64::MAX));
         assert_eq!(r.trace.unwrap().kernels[0].end_ns, u64::MAX);
+    }
+
+    #[test]
+    fn samples_at_the_top_of_the_clock_count_for_the_ranges_open_then() {
+        let opts = AggregateOptions { sampling: true, ..Default::default() };
+        let mut a = Aggregator::new(opts, DeviceTable::fixed(vec![]));
+        let path = paths().intern(ROOT, 0, "sampled-to-the-top");
+        a.host_event(HostEvent::Push { instance: 1, parent: 0, path, tid: 1, ts: 0 });
+        a.samples(&[Sample::flat(0, 0, 100, 40.0, 50.0), Sample::flat(0, u64::MAX - 10, u64::MAX, 40.0, 50.0)]);
+        a.host_event(HostEvent::Pop { instance: 1, ts: u64::MAX });
+        let r = a.finish(u64::MAX);
+        let (_, g) = r.ranges.iter().find(|(p, _)| p.to_string() == "sampled-to-the-top").unwrap();
+        let f = g.sampled_wall.figures().expect("sampled");
+        assert_eq!((f.samples, f.covered_ns), (2, 110));
     }
 }
