@@ -652,3 +652,48 @@ fn a_range_that_is_its_own_parent_does_not_hang_the_aggregator() {
     let g = r.ranges.iter().find(|g| g.path.to_string() == "step").expect("the range");
     assert_eq!((g.count, g.kernel_launches), (1, 1));
 }
+
+#[test]
+fn the_chrome_trace_gives_the_last_device_ordinal_a_process_of_its_own() {
+    let last = gpuscope::report::DeviceInfo { id: u32::MAX, ..h200() };
+    let mut rp = Replay::new(vec![last], 10);
+    let k = K { name: c"k", corr: 9, start: 2_000, end: 3_000, block: 128, regs: 32, dyn_smem: 0, stream: 7 };
+    let mut bytes = kernel(&k);
+    let at = std::mem::offset_of!(sys::CUpti_ActivityKernel10, deviceId);
+    bytes[at..at + 4].copy_from_slice(&u32::MAX.to_ne_bytes());
+    rp.buffer(&bytes);
+    let v: serde_json::Value = serde_json::from_str(&rp.finish(0, 5_000).to_chrome_trace()).unwrap();
+    let pid = 100 + u32::MAX as u64;
+    let ev = v["traceEvents"].as_array().unwrap();
+    assert!(ev.iter().any(|e| e["cat"] == "kernel" && e["pid"] == pid), "{v}");
+    assert!(ev.iter().any(|e| e["name"] == "process_name" && e["pid"] == pid), "{v}");
+    assert!(ev.iter().all(|e| e["pid"] != 99), "no wrapped id");
+}
+
+#[test]
+fn trace_windows_at_the_top_of_the_clock_render_saturated() {
+    use gpuscope::sampling::{SamplingStatus, TraceWindows};
+    let mut r = workload(0);
+    let w = TraceWindows { window_ns: 1, period_ns: 2, traced_ns: u64::MAX, untraced_ns: 1, ..Default::default() };
+    r.sampling = Some(SamplingStatus { trace_windows: Some(w), ..Default::default() });
+    let t = r.to_table(1000);
+    assert!(t.contains("18446744073.710 s of 18446744073.710 s traced"), "{t}");
+}
+
+#[test]
+fn openmetrics_counters_of_a_series_listed_twice_saturate() {
+    // A hand-edited or corrupt report file may list a kernel or a range
+    // twice: their counts add up in one series.
+    let mut r = workload(0);
+    let mut k = r.kernels[0].clone();
+    k.stats.launches = u64::MAX;
+    r.kernels.push(k);
+    let mut g = r.ranges[0].clone();
+    g.count = u64::MAX;
+    r.ranges.push(g.clone());
+    let text = r.to_openmetrics();
+    let calls = format!("gpuscope_range_calls_total{{path=\"{}\"}} {}", g.path, u64::MAX);
+    assert!(text.lines().any(|l| l == calls), "{text}");
+    let launches = format!("gpuscope_kernel_launches_total{{kernel=\"{}\"}} {}", r.kernels[0].display_name, u64::MAX);
+    assert!(text.lines().any(|l| l == launches), "{text}");
+}
