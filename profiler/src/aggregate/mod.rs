@@ -517,10 +517,19 @@ impl Aggregator {
 
     /// Decodes and folds every record a cursor yields.
     pub(crate) fn buffer(&mut self, cursor: &mut dyn RecordCursor) {
+        self.buffer_with(cursor, &mut |_| {})
+    }
+
+    /// [`Aggregator::buffer`], with `fix` applied to each record before it
+    /// is folded.
+    pub(crate) fn buffer_with(&mut self, cursor: &mut dyn RecordCursor, fix: &mut dyn FnMut(&mut Activity)) {
         loop {
             match cursor.next_record() {
                 Ok(Some(bytes)) => match crate::decode::decode(bytes) {
-                    Ok(a) => self.activity(&a),
+                    Ok(mut a) => {
+                        fix(&mut a);
+                        self.activity(&a)
+                    }
                     Err(_) => {
                         self.drops.undecodable_records += 1;
                         break;
