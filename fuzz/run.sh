@@ -13,11 +13,12 @@ export PATH="$tools/bin:$PATH"
 command -v cargo-fuzz >/dev/null || cargo install --root "$tools" cargo-fuzz --version 0.13.2 --locked
 # cargo-fuzz passes -Z flags to rustc; without a sanitizer (-s none) a
 # stable toolchain accepts them under RUSTC_BOOTSTRAP. Coverage-guided
-# libFuzzer still runs; Rust's own checks catch overflows and bad indexing.
+# libFuzzer still runs; Rust's own checks catch bad indexing and, with -a
+# (debug assertions on in the optimised build), integer overflow.
 export RUSTC_BOOTSTRAP=1
 for t in $(cargo fuzz list); do
   log=$(mktemp)
-  if ! cargo fuzz run -s none -O "$t" -- -max_total_time="$secs" -timeout=10 -print_final_stats=1 > "$log" 2>&1; then
+  if ! cargo fuzz run -s none -O -a "$t" -- -max_total_time="$secs" -timeout=10 -print_final_stats=1 > "$log" 2>&1; then
     tail -40 "$log"
     echo "fuzz: $t found a crash (input under fuzz/artifacts/$t/)" >&2
     exit 1

@@ -620,3 +620,173 @@ fn tables_of_any_width_render_within_the_allowed_widths() {
         r.compare(&r, width);
     }
 }
+
+#[test]
+fn the_chrome_trace_gives_the_last_device_ordinal_a_process_of_its_own() {
+    let last = gpuscope::report::DeviceInfo { id: u32::MAX, ..h200() };
+    let mut rp = Replay::new(vec![last], 10);
+    let k = K { name: c"k", corr: 9, start: 2_000, end: 3_000, block: 128, regs: 32, dyn_smem: 0, stream: 7 };
+    let mut bytes = kernel(&k);
+    let at = std::mem::offset_of!(sys::CUpti_ActivityKernel10, deviceId);
+    bytes[at..at + 4].copy_from_slice(&u32::MAX.to_ne_bytes());
+    rp.buffer(&bytes);
+    let v: serde_json::Value = serde_json::from_str(&rp.finish(0, 5_000).to_chrome_trace()).unwrap();
+    let pid = 100 + u32::MAX as u64;
+    let ev = v["traceEvents"].as_array().unwrap();
+    assert!(ev.iter().any(|e| e["cat"] == "kernel" && e["pid"] == pid), "{v}");
+    assert!(ev.iter().any(|e| e["name"] == "process_name" && e["pid"] == pid), "{v}");
+    assert!(ev.iter().all(|e| e["pid"] != 99), "no wrapped id");
+}
+
+#[test]
+fn trace_windows_at_the_top_of_the_clock_render_saturated() {
+    use gpuscope::sampling::{SamplingStatus, TraceWindows};
+    let mut r = workload(0);
+    let w = TraceWindows { window_ns: 1, period_ns: 2, traced_ns: u64::MAX, untraced_ns: 1, ..Default::default() };
+    r.sampling = Some(SamplingStatus { trace_windows: Some(w), ..Default::default() });
+    let t = r.to_table(1000);
+    assert!(t.contains("18446744073.710 s of 18446744073.710 s traced"), "{t}");
+}
+
+#[test]
+fn openmetrics_counters_of_a_series_listed_twice_saturate() {
+    // A hand-edited or corrupt report file may list a kernel or a range
+    // twice: their counts add up in one series.
+    let mut r = workload(0);
+    let mut k = r.kernels[0].clone();
+    k.stats.launches = u64::MAX;
+    r.kernels.push(k);
+    let mut g = r.ranges[0].clone();
+    g.count = u64::MAX;
+    r.ranges.push(g.clone());
+    let text = r.to_openmetrics();
+    let calls = format!("gpuscope_range_calls_total{{path=\"{}\"}} {}", g.path, u64::MAX);
+    assert!(text.lines().any(|l| l == calls), "{text}");
+    let launches = format!("gpuscope_kernel_launches_total{{kernel=\"{}\"}} {}", r.kernels[0].display_name, u64::MAX);
+    assert!(text.lines().any(|l| l == launches), "{text}");
+}
+
+/// The fuzz targets' seed corpora, `fuzz/corpus/TARGET/seed-*`: reports
+/// for `report_json` (this version's, a measured one, and the schema-1
+/// reports of `tests/data`) and CUPTI 13 activity buffers for
+/// `activity_records` (kernel name pointers null, so the bytes do not
+/// depend on the process that wrote them). Each must still be read by this
+/// version; `GPUSCOPE_WRITE_SEEDS=1` writes them anew from the code here.
+#[test]
+fn the_fuzz_seeds_are_reports_and_buffers_this_version_reads() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/corpus");
+    if std::env::var("GPUSCOPE_WRITE_SEEDS").is_ok_and(|v| v == "1") {
+        write_fuzz_seeds(&root);
+    }
+    let seeds = |target: &str| -> Vec<(String, Vec<u8>)> {
+        let mut v: Vec<(String, Vec<u8>)> = std::fs::read_dir(root.join(target))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("seed-"))
+            .map(|p| (p.display().to_string(), std::fs::read(&p).unwrap()))
+            .collect();
+        v.sort();
+        v
+    };
+    let reports = seeds("report_json");
+    assert!(reports.len() >= 4, "{reports:?}");
+    for (path, bytes) in &reports {
+        let r = Report::from_json(std::str::from_utf8(bytes).unwrap()).unwrap_or_else(|e| panic!("{path}: {e}"));
+        assert!(!r.kernels.is_empty(), "{path}");
+    }
+    let buffers = seeds("activity_records");
+    assert!(buffers.len() >= 2);
+    for (path, bytes) in &buffers {
+        let mut cursor = gpuscope::activity::LayoutCursor::new(bytes);
+        let mut records = 0;
+        while let Some(record) = gpuscope::activity::RecordCursor::next_record(&mut cursor).unwrap() {
+            gpuscope::activity::decode(record).unwrap_or_else(|e| panic!("{path}: {e:?}"));
+            records += 1;
+        }
+        let mut rp = Replay::new(vec![h200()], 0);
+        rp.buffer(bytes);
+        let r = rp.finish(0, 1_000_000);
+        assert!(records > 1 && !r.kernels.is_empty() && r.drops.undecodable_records == 0, "{path}");
+    }
+    let total: usize = reports.iter().chain(&buffers).map(|(_, b)| b.len()).sum();
+    assert!(total < 1 << 20, "seed corpora stay small: {total} bytes");
+}
+
+fn write_fuzz_seeds(root: &std::path::Path) {
+    let write = |target: &str, name: &str, bytes: &[u8]| {
+        std::fs::create_dir_all(root.join(target)).unwrap();
+        std::fs::write(root.join(target).join(format!("seed-{name}")), bytes).unwrap();
+    };
+    write("report_json", "trace.json", workload(100).to_json().as_bytes());
+    write("report_json", "metrics.json", measured_report().to_json().as_bytes());
+    for old in ["schema1-trace.json", "schema1-metrics.json"] {
+        let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data").join(old);
+        write("report_json", old, &std::fs::read(data).unwrap());
+    }
+    // Kernels of several shapes, copies pageable and pinned, a set, a
+    // synchronisation: every kind the decoder reads.
+    let unnamed = |mut b: Vec<u8>| {
+        let at = std::mem::offset_of!(sys::CUpti_ActivityKernel10, name);
+        b[at..at + 8].fill(0);
+        b
+    };
+    let mut mixed = Vec::new();
+    let k = |corr, start, block, regs, dyn_smem| K {
+        name: c"k",
+        corr,
+        start,
+        end: start + 900,
+        block,
+        regs,
+        dyn_smem,
+        stream: 7,
+    };
+    mixed.extend(unnamed(kernel(&k(1, 1_000, 256, 44, 0))));
+    mixed.extend(memcpy(2, 2_000, 2_500, 1 << 20));
+    mixed.extend(unnamed(kernel(&k(3, 3_000, 1024, 32, 64 * 1024))));
+    mixed.extend(memcpy_pinned(4, 4_000, 4_200, 4096));
+    mixed.extend(memset(4_300, 4_400));
+    mixed.extend(sync(4_500, 6_000));
+    mixed.extend(unnamed(kernel_grid(c"k", 5, 6_100, 9_000, 4096, 128)));
+    write("activity_records", "mixed", &mixed);
+    let mut kernels = Vec::new();
+    for (i, (grid, block)) in [(1, 32), (132, 256), (1 << 20, 1024), (7, 96)].into_iter().enumerate() {
+        let t = 10_000 * i as u64;
+        kernels.extend(unnamed(kernel_grid(c"k", 10 + i as u32, t, t + 5_000, grid, block)));
+    }
+    write("activity_records", "kernels", &kernels);
+}
+
+/// A metrics-mode report: measured and unmeasured launches of two kernels
+/// in a range, with the default metric set's values.
+fn measured_report() -> Report {
+    let set = gpuscope::MetricSet::default();
+    let mut rp = Replay::with_metrics(vec![h200()], 100, set.names());
+    let p = rp.path(&["phase"]);
+    rp.host_event(HostEvent::Push { instance: 1, parent: 0, path: p, tid: 1, ts: 0 });
+    let mut b = Vec::new();
+    for c in 1..=4u32 {
+        rp.host_event(HostEvent::Launch {
+            correlation_id: c,
+            tid: 1,
+            path: p,
+            instance: 1,
+            graph: false,
+            profiled: c % 2 == 1,
+            inherited: false,
+            ts: c as u64 * 10_000,
+            cost_ns: 800,
+            prev_call_ns: 3_000,
+        });
+        let values = vec![30.0 + c as f64, 70.0 + c as f64, 1000.0 * c as f64, 1900.0 * c as f64];
+        if c % 2 == 1 {
+            rp.host_event(HostEvent::KernelMetrics { correlation_id: c, values: Some(values) });
+        }
+        let name = if c <= 2 { c"gemm" } else { c"_Z4tinyPi" };
+        let start = c as u64 * 10_000 + 2_000;
+        b.extend(kernel(&K { name, corr: c, start, end: start + 5_000, block: 256, regs: 64, dyn_smem: 0, stream: 1 }));
+    }
+    rp.buffer(&b);
+    rp.host_event(HostEvent::Pop { instance: 1, ts: 60_000 });
+    rp.finish(0, 60_000)
+}

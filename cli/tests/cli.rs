@@ -43,7 +43,7 @@ fn saved_steps(name: &str, steps: u32, ns: u64) -> PathBuf {
         // SAFETY: all-zero is a valid CUpti_ActivityKernel10.
         let mut k: cupti_sys::CUpti_ActivityKernel10 = unsafe { std::mem::zeroed() };
         k.kind = cupti_sys::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
-        k.name = c"gemm_kernel".as_ptr();
+        k.name = gpuscope::testing::kernel_name(c"gemm_kernel");
         k.correlationId = corr;
         (k.start, k.end) = (t, t + ns);
         (k.blockX, k.blockY, k.blockZ) = (256, 1, 1);

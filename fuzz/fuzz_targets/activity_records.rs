@@ -1,9 +1,14 @@
 //! A completed CUPTI activity buffer of arbitrary bytes: walked record by
-//! record and every record decoded, as the decoder thread does. Must end
-//! in `Ok(None)` or an error, never a panic or an out-of-bounds read.
+//! record and every record decoded, as the decoder thread does, then folded
+//! into a report and rendered (`Replay::buffer` takes any bytes: it follows
+//! no pointer read from them). Must end in `Ok(None)` or an error, never a
+//! panic or an out-of-bounds read.
 #![no_main]
 
 use gpuscope::activity::{decode, LayoutCursor, RecordCursor};
+use gpuscope::occupancy::SmLimits;
+use gpuscope::report::DeviceInfo;
+use gpuscope::testing::Replay;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|buf: &[u8]| {
@@ -20,4 +25,9 @@ fuzz_target!(|buf: &[u8]| {
     }
     // And a record alone, whatever its length.
     let _ = decode(buf);
+    // Folded: every field of every record reaches the aggregation.
+    let mut rp = Replay::new(vec![DeviceInfo::new(0, "NVIDIA H100", 132, SmLimits::SM_90)], 16);
+    rp.buffer(bytes);
+    let r = rp.finish(0, 1_000_000);
+    let _ = (r.to_table(100), r.to_chrome_trace());
 });

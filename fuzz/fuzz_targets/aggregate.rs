@@ -1,15 +1,19 @@
 //! The aggregator fed an arbitrary stream of host events (pushes, pops,
-//! launches, launches counted between trace windows, host waits and
-//! copies) and CUPTI kernel records (any times, ids, streams, launch
-//! shapes; the name pointer set to a real string, as CUPTI's always is),
-//! then the report built and rendered. Nothing may panic: times out of
-//! order, pops without pushes, kernels without launches and sums at u64's
-//! edge included.
+//! start/end ranges, launches measured or not, launches counted between
+//! trace windows, host waits and copies, measured values) and CUPTI
+//! records (kernels of any times, ids, devices, streams and launch shapes
+//! in all three dimensions; copies and synchronisations of any times and
+//! sizes; a kernel's name pointer set to a real string, as CUPTI's always
+//! is), on a known device and one of arbitrary SM limits, then the report
+//! built, analysed and rendered. Nothing may panic: times out of order,
+//! pops without pushes, kernels without launches, sums at u64's edge and
+//! products past it included.
 #![no_main]
 
 use cupti_sys as sys;
+use gpuscope::occupancy::SmLimits;
 use gpuscope::report::DeviceInfo;
-use gpuscope::testing::{HostEvent, Replay};
+use gpuscope::testing::{kernel_name, HostEvent, Replay};
 use libfuzzer_sys::fuzz_target;
 
 const NAMES: [&std::ffi::CStr; 3] = [c"gemm", c"_Z4tinyPi", c"elementwise"];
@@ -29,47 +33,118 @@ impl Input<'_> {
     fn u32(&mut self) -> u32 {
         self.u64() as u32
     }
+    fn i32(&mut self) -> i32 {
+        self.u32() as i32
+    }
+    /// A device ordinal: mostly the two known ones, at times any.
+    fn device(&mut self) -> u32 {
+        match self.byte() % 4 {
+            3 => self.u32(),
+            d => d as u32,
+        }
+    }
+}
+
+/// A plain-data record's bytes.
+fn bytes_of<T>(r: &T) -> Vec<u8> {
+    // SAFETY: `r` is a plain-data CUPTI record of size_of::<T>() bytes.
+    unsafe { std::slice::from_raw_parts(r as *const T as *const u8, std::mem::size_of::<T>()) }.to_vec()
 }
 
 fn kernel(i: &mut Input) -> Vec<u8> {
     // SAFETY: an all-zero record is a valid value (integers, null pointers).
     let mut r: sys::CUpti_ActivityKernel10 = unsafe { std::mem::zeroed() };
     r.kind = sys::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
-    r.name = NAMES[i.byte() as usize % NAMES.len()].as_ptr();
+    r.name = kernel_name(NAMES[i.byte() as usize % NAMES.len()]);
     r.correlationId = i.byte() as u32;
     r.start = i.u64();
     r.end = i.u64();
     r.streamId = i.byte() as u32;
-    r.deviceId = i.byte() as u32 % 3;
+    r.deviceId = i.device();
     r.contextId = 1;
-    (r.gridX, r.gridY, r.gridZ) = (i.u32() as i32, 1, 1);
-    (r.blockX, r.blockY, r.blockZ) = (i.u32() as i32, 1, 1);
-    r.registersPerThread = i.byte() as u16;
-    r.dynamicSharedMemory = i.u32() as i32;
+    (r.gridX, r.gridY, r.gridZ) = (i.i32(), i.i32(), i.i32());
+    (r.blockX, r.blockY, r.blockZ) = (i.i32(), i.i32(), i.i32());
+    r.registersPerThread = i.u64() as u16;
+    r.staticSharedMemory = i.i32();
+    r.dynamicSharedMemory = i.i32();
     r.sharedMemoryExecuted = i.u32();
     r.graphId = i.byte() as u32 % 2;
-    // SAFETY: reading a plain-data record's bytes.
-    unsafe { std::slice::from_raw_parts(&r as *const _ as *const u8, std::mem::size_of_val(&r)) }.to_vec()
+    bytes_of(&r)
+}
+
+fn copy(i: &mut Input) -> Vec<u8> {
+    match i.byte() % 3 {
+        0 => {
+            // SAFETY: as above.
+            let mut r: sys::CUpti_ActivityMemcpy6 = unsafe { std::mem::zeroed() };
+            r.kind = sys::CUPTI_ACTIVITY_KIND_MEMCPY;
+            (r.copyKind, r.srcKind, r.dstKind) = (i.byte() % 12, i.byte() % 8, i.byte() % 8);
+            (r.bytes, r.start, r.end) = (i.u64(), i.u64(), i.u64());
+            (r.deviceId, r.streamId, r.correlationId) = (i.device(), i.byte() as u32, i.byte() as u32);
+            bytes_of(&r)
+        }
+        1 => {
+            // SAFETY: as above.
+            let mut r: sys::CUpti_ActivityMemset4 = unsafe { std::mem::zeroed() };
+            r.kind = sys::CUPTI_ACTIVITY_KIND_MEMSET;
+            (r.bytes, r.start, r.end) = (i.u64(), i.u64(), i.u64());
+            (r.deviceId, r.streamId, r.correlationId) = (i.device(), i.byte() as u32, i.byte() as u32);
+            bytes_of(&r)
+        }
+        _ => {
+            // SAFETY: as above.
+            let mut r: sys::CUpti_ActivitySynchronization2 = unsafe { std::mem::zeroed() };
+            r.kind = sys::CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
+            r.type_ = i.byte() as u32 % 6;
+            (r.start, r.end) = (i.u64(), i.u64());
+            (r.streamId, r.correlationId) = (i.byte() as u32, i.byte() as u32);
+            bytes_of(&r)
+        }
+    }
+}
+
+fn device(id: u32, limits: SmLimits, sm_count: u32) -> DeviceInfo {
+    DeviceInfo { clock_khz: Some(1_980_000), ..DeviceInfo::new(id, "NVIDIA H100", sm_count, limits) }
+}
+
+fn float(i: &mut Input) -> f64 {
+    f64::from_bits(i.u64())
 }
 
 fuzz_target!(|data: &[u8]| {
-    let device = DeviceInfo {
-        id: 0,
-        name: "NVIDIA H100".into(),
-        sm_count: 132,
-        limits: gpuscope::occupancy::SmLimits::SM_90,
-        clock_khz: Some(1_980_000),
-        memory_clock_khz: None,
-        memory_bus_bits: None,
-    };
-    let mut rp = Replay::new(vec![device], 16);
-    let paths = [rp.path(&["step"]), rp.path(&["step", "forward"]), rp.path(&["other"])];
     let mut i = Input(data);
+    // Device 1: SM limits of any values (a driver's, or a report's).
+    let odd = SmLimits {
+        cc_major: i.byte() as u32,
+        cc_minor: i.byte() as u32,
+        warp_size: i.u32(),
+        max_threads_per_sm: i.u32(),
+        max_blocks_per_sm: i.u32(),
+        max_threads_per_block: i.u32(),
+        regs_per_sm: i.u32(),
+        regs_per_block: i.u32(),
+        smem_per_sm: i.u32(),
+        smem_per_block_optin: i.u32(),
+        reserved_smem_per_block: i.u32(),
+    };
+    let devices = vec![device(0, SmLimits::SM_90, 132), device(1, odd, i.u32())];
+    let metrics: Vec<String> = [
+        gpuscope::metrics::DURATION,
+        gpuscope::metrics::SM_EFFICIENCY,
+        gpuscope::metrics::ACHIEVED_OCCUPANCY,
+        "sm__inst_executed.sum",
+    ]
+    .map(String::from)
+    .to_vec();
+    // Metrics mode or not; when the session ends.
+    let mut rp = if i.byte() % 2 == 0 { Replay::with_metrics(devices, 16, &metrics) } else { Replay::new(devices, 16) };
+    let end_ns = i.u64().max(1);
+    let paths = [rp.path(&["step"]), rp.path(&["step", "forward"]), rp.path(&["other"])];
     let mut buffer = Vec::new();
     while !i.0.is_empty() {
         let op = i.byte();
         let small = |i: &mut Input| i.byte() as u64;
-        match op % 10 {
+        match op % 14 {
             0 => {
                 let (instance, parent, path, tid, ts) =
                     (small(&mut i), small(&mut i), paths[i.byte() as usize % 3], i.byte() as u32, i.u64());
@@ -83,19 +158,15 @@ fuzz_target!(|data: &[u8]| {
                     path: paths[i.byte() as usize % 3],
                     instance: small(&mut i),
                     graph: i.byte() % 2 == 0,
-                    profiled: false,
+                    profiled: i.byte() % 4 == 0,
                     inherited: i.byte() % 2 == 0,
                     ts: i.u64(),
-                    cost_ns: i.u64() as u32,
-                    prev_call_ns: i.u64() as u32,
+                    cost_ns: i.u32(),
+                    prev_call_ns: i.u32(),
                 };
                 rp.host_event(e);
             }
-            3 => rp.host_event(HostEvent::HostWait {
-                start: i.u64(),
-                end: i.u64(),
-                instance: small(&mut i),
-            }),
+            3 => rp.host_event(HostEvent::HostWait { start: i.u64(), end: i.u64(), instance: small(&mut i) }),
             4 => rp.host_event(HostEvent::HostCopy {
                 start: i.u64(),
                 end: i.u64(),
@@ -105,14 +176,26 @@ fuzz_target!(|data: &[u8]| {
             5 | 6 => buffer.extend(kernel(&mut i)),
             7 => rp.host_event(HostEvent::UntracedLaunches { path: paths[i.byte() as usize % 3], launches: i.u64() }),
             8 => rp.host_event(match i.byte() % 3 {
-                0 => HostEvent::Calibrated { record_ns: i.u64() as u32, plain_ns: i.u64() as u32, traced_ns: i.u64() as u32 },
+                0 => HostEvent::Calibrated { record_ns: i.u32(), plain_ns: i.u32(), traced_ns: i.u32() },
                 1 => HostEvent::NotCalibrated { why: "fuzz".into() },
                 _ => HostEvent::Forked { ts: i.u64() },
+            }),
+            9 => buffer.extend(copy(&mut i)),
+            10 => {
+                let correlation_id = i.byte() as u32;
+                let values = (i.byte() % 4 != 0).then(|| (0..i.byte() % 6).map(|_| float(&mut i)).collect());
+                rp.host_event(HostEvent::KernelMetrics { correlation_id, values });
+            }
+            11 => rp.host_event(match i.byte() % 3 {
+                0 => HostEvent::Start { id: small(&mut i), path: paths[i.byte() as usize % 3], tid: 1, ts: i.u64() },
+                1 => HostEvent::End { id: small(&mut i), ts: i.u64() },
+                _ => HostEvent::Overhead { start: i.u64(), end: i.u64() },
             }),
             _ => rp.buffer(&std::mem::take(&mut buffer)),
         }
     }
     rp.buffer(&buffer);
-    let r = rp.finish(0, i.u64().max(1));
-    let _ = (r.to_table(100), r.to_json(), r.to_openmetrics());
+    let r = rp.finish(0, end_ns);
+    let _ = gpuscope::analysis::analyze(&r);
+    let _ = (r.to_table(100), r.to_json(), r.to_csv(), r.to_chrome_trace(), r.to_openmetrics());
 });

@@ -41,7 +41,7 @@ pub fn kernel(k: &K) -> Vec<u8> {
     // and null pointers).
     let mut r: sys::CUpti_ActivityKernel10 = unsafe { std::mem::zeroed() };
     r.kind = sys::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
-    r.name = k.name.as_ptr();
+    r.name = gpuscope::testing::kernel_name(k.name);
     r.correlationId = k.corr;
     r.start = k.start;
     r.end = k.end;
@@ -93,7 +93,7 @@ pub fn kernel_grid(name: &'static CStr, corr: u32, start: u64, end: u64, grid: i
     // SAFETY: an all-zero CUpti_ActivityKernel10 is a valid value.
     let mut r: sys::CUpti_ActivityKernel10 = unsafe { std::mem::zeroed() };
     r.kind = sys::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
-    r.name = name.as_ptr();
+    r.name = gpuscope::testing::kernel_name(name);
     r.correlationId = corr;
     (r.start, r.end) = (start, end);
     r.streamId = 7;

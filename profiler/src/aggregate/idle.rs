@@ -173,11 +173,11 @@ struct PendingLaunches(VecDeque<(u64, u32)>);
 impl PendingLaunches {
     fn add(&mut self, ts: u64) {
         match self.0.back_mut() {
-            Some(last) if last.0 == ts => last.1 += 1,
+            Some(last) if last.0 == ts => last.1 = last.1.saturating_add(1),
             Some(last) if last.0 > ts => {
                 let i = self.0.partition_point(|&(t, _)| t < ts);
                 match self.0.get_mut(i) {
-                    Some(e) if e.0 == ts => e.1 += 1,
+                    Some(e) if e.0 == ts => e.1 = e.1.saturating_add(1),
                     _ => self.0.insert(i, (ts, 1)),
                 }
             }
@@ -247,8 +247,8 @@ impl Intervals {
 
     /// One that contains `t` (within the slack), the latest ending.
     fn around(&self, t: u64) -> Option<(u64, u64)> {
-        let upto = self.0.partition_point(|&(s, _)| s <= t + CLOCK_SLACK_NS);
-        self.0[..upto].iter().filter(|&&(_, e)| e + CLOCK_SLACK_NS >= t).max_by_key(|&&(_, e)| e).copied()
+        let upto = self.0.partition_point(|&(s, _)| s <= t.saturating_add(CLOCK_SLACK_NS));
+        self.0[..upto].iter().filter(|&&(_, e)| e.saturating_add(CLOCK_SLACK_NS) >= t).max_by_key(|&&(_, e)| e).copied()
     }
 
     fn forget_before(&mut self, t: u64) {
@@ -489,7 +489,7 @@ impl IdleTracker {
         }
         if untraced.touches(g0, g1) {
             // Part of it went unseen: kernels may have run there.
-            self.untraced_gaps += g1 - g0;
+            self.untraced_gaps = self.untraced_gaps.saturating_add(g1 - g0);
             return;
         }
         let before = next_launch.map_or(NO_KERNEL, |l| l.kernel);

@@ -31,27 +31,22 @@ impl IntervalUnion {
         self.spans.splice(i..j, [(s, e)]);
         if self.spans.len() > CAP {
             let (fs, fe) = self.spans.remove(0);
-            self.folded_total += fe - fs;
-            self.folded_in_window += fe - fs;
+            self.folded_total = self.folded_total.saturating_add(fe - fs);
+            self.folded_in_window = self.folded_in_window.saturating_add(fe - fs);
         }
     }
 
-    /// Total covered time.
+    /// Total covered time (saturating: a folded span and a later one may
+    /// overlap, so the sum can pass the clock's range).
     pub(crate) fn total(&self) -> u64 {
-        self.folded_total + self.spans.iter().map(|&(s, e)| e - s).sum::<u64>()
+        self.spans.iter().fold(self.folded_total, |t, &(s, e)| t.saturating_add(e - s))
     }
 
     /// Covered time inside `[lo, hi)` (folded spans count whole).
     pub(crate) fn within(&self, lo: u64, hi: u64) -> u64 {
-        self.folded_in_window
-            + self
-                .spans
-                .iter()
-                .map(|&(s, e)| {
-                    let (s, e) = (s.max(lo), e.min(hi));
-                    e.saturating_sub(s)
-                })
-                .sum::<u64>()
+        self.spans
+            .iter()
+            .fold(self.folded_in_window, |t, &(s, e)| t.saturating_add(e.min(hi).saturating_sub(s.max(lo))))
     }
 }
 
@@ -80,5 +75,19 @@ mod tests {
         }
         assert!(u.spans.len() <= CAP);
         assert_eq!(u.total(), 30_000);
+    }
+
+    #[test]
+    fn a_span_overlapping_folded_ones_saturates_the_total() {
+        let mut u = IntervalUnion::default();
+        let half = 1u64 << 63;
+        u.add(0, half);
+        for i in 0..CAP as u64 {
+            u.add(half + 2 + 2 * i, half + 3 + 2 * i);
+        }
+        // [0, 2^63) is folded; a span over it counts again.
+        u.add(0, half + 1_000);
+        assert_eq!(u.total(), u64::MAX);
+        assert_eq!(u.within(0, u64::MAX), u64::MAX);
     }
 }

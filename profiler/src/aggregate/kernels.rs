@@ -6,10 +6,11 @@ use crate::model::occupancy::Occupancy;
 use crate::model::sampled::SampledAcc;
 use std::collections::BTreeMap;
 
-/// How a launch's grid meets the device: `blocks` blocks on `sms` SMs.
+/// How a launch's grid meets the device: `blocks` blocks on `sms` SMs
+/// (`u128`: a record's three grid dimensions may multiply past `u64`).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Grid {
-    pub blocks: u64,
+    pub blocks: u128,
     pub sms: u32,
 }
 
@@ -96,9 +97,9 @@ impl KernelAcc {
             if let Some(g) = grid.filter(|g| g.sms > 0 && g.blocks > 0 && o.blocks_per_sm > 0) {
                 // Blocks reach at most one SM each; they run in waves of
                 // SMs x blocks-per-SM, and the last wave may be partial.
-                let slots = g.sms as u64 * o.blocks_per_sm as u64;
+                let slots = g.sms as u128 * o.blocks_per_sm as u128;
                 let waves = g.blocks.div_ceil(slots);
-                self.coverage_weighted += g.blocks.min(g.sms as u64) as f64 / g.sms as f64 * w as f64;
+                self.coverage_weighted += g.blocks.min(g.sms as u128) as f64 / g.sms as f64 * w as f64;
                 self.waves_weighted += g.blocks as f64 / (waves * slots) as f64 * w as f64;
                 self.wave_count_weighted += g.blocks as f64 / slots as f64 * w as f64;
                 self.grid_time = self.grid_time.saturating_add(w);

@@ -119,6 +119,21 @@ pub(crate) struct Aggregate {
     pub timeline: Timeline,
 }
 
+/// Threads per block of a record's block dimensions (negative ones read as
+/// 0). A product past `u32::MAX` is no block a device runs: it reads as
+/// `u32::MAX`, over every device's limit, so it gets no occupancy rather
+/// than that of a wrapped size.
+fn threads_per_block(block: [i32; 3]) -> u32 {
+    let threads = block.iter().fold(1u64, |n, &d| n.saturating_mul(d.max(0) as u64));
+    u32::try_from(threads).unwrap_or(u32::MAX)
+}
+
+/// Blocks of a record's grid dimensions (negative ones read as 0): exact,
+/// as three `i32`s multiply to less than 2^93.
+fn blocks(grid: [i32; 3]) -> u128 {
+    grid.iter().map(|&d| d.max(0) as u128).product()
+}
+
 /// Launching threads whose cost is kept apart; more share one row (tid 0).
 const MAX_THREADS: usize = 1024;
 /// Copy calls waiting for their copy record.
@@ -389,9 +404,8 @@ impl Aggregator {
     fn kernel_with(&mut self, a: Attributed) {
         let Attributed { kernel: k, launch: info, metrics } = a;
         let name = self.names.id(k.name);
-        let threads = (k.block[0].max(0) * k.block[1].max(0) * k.block[2].max(0)) as u32;
         let shape = LaunchShape {
-            threads_per_block: threads,
+            threads_per_block: threads_per_block(k.block),
             registers_per_thread: k.registers_per_thread as u32,
             static_smem: k.static_smem.max(0) as u32,
             dynamic_smem: k.dynamic_smem.max(0) as u32,
@@ -404,11 +418,8 @@ impl Aggregator {
             Some(m) if m.duration_ns.is_finite() && m.duration_ns >= 0.0 => m.duration_ns as u64,
             _ => k.end.saturating_sub(k.start),
         };
-        let end = k.start + dur;
-        let grid = self
-            .devices
-            .sm_count(k.device)
-            .map(|sms| Grid { blocks: k.grid.iter().map(|&d| d.max(0) as u64).product(), sms });
+        let end = k.start.saturating_add(dur);
+        let grid = self.devices.sm_count(k.device).map(|sms| Grid { blocks: blocks(k.grid), sms });
         self.by_name.entry(name).or_default().add(k.start, dur, occ.as_ref(), metrics.as_ref(), grid);
         self.by_path_name.entry((info.path, name)).or_default().add(k.start, dur, occ.as_ref(), metrics.as_ref(), grid);
         self.ranges.kernel(info.instance, k.device, k.start, end);
@@ -506,10 +517,19 @@ impl Aggregator {
 
     /// Decodes and folds every record a cursor yields.
     pub(crate) fn buffer(&mut self, cursor: &mut dyn RecordCursor) {
+        self.buffer_with(cursor, &mut |_| {})
+    }
+
+    /// [`Aggregator::buffer`], with `fix` applied to each record before it
+    /// is folded.
+    pub(crate) fn buffer_with(&mut self, cursor: &mut dyn RecordCursor, fix: &mut dyn FnMut(&mut Activity)) {
         loop {
             match cursor.next_record() {
                 Ok(Some(bytes)) => match crate::decode::decode(bytes) {
-                    Ok(a) => self.activity(&a),
+                    Ok(mut a) => {
+                        fix(&mut a);
+                        self.activity(&a)
+                    }
                     Err(_) => {
                         self.drops.undecodable_records += 1;
                         break;
@@ -945,5 +965,113 @@ mod tests {
         assert_eq!(r.kernels[0].1.total, u64::MAX, "three near-maximal kernels saturate");
         let (_, g) = r.ranges.iter().find(|(p, _)| p.to_string() == "huge-times").unwrap();
         assert_eq!((g.total.wall, g.total.launches), (u64::MAX, 3));
+    }
+
+    fn on_h200() -> Aggregator {
+        let h200 = DeviceInfo::new(0, "NVIDIA H200", 132, crate::model::occupancy::SmLimits::SM_90);
+        Aggregator::new(AggregateOptions::default(), DeviceTable::fixed(vec![h200]))
+    }
+
+    /// A kernel record of `grid` blocks of `block` threads, named `name`.
+    fn shaped(name: &'static std::ffi::CStr, correlation_id: u32, grid: [i32; 3], block: [i32; 3]) -> KernelActivity {
+        KernelActivity { name: name.as_ptr(), grid, block, ..KernelActivity::sample(correlation_id, 0, 1_000) }
+    }
+
+    /// A kernel's figures per unit of its time: theoretical occupancy, SM
+    /// coverage, wave efficiency (%) and waves, as the report gives them.
+    fn per_time(a: &KernelAcc) -> (Option<f64>, f64, f64, f64) {
+        let t = a.grid_time as f64;
+        let occ = (a.occ_time > 0).then(|| a.occ_weighted / a.occ_time as f64);
+        (occ, 100.0 * a.coverage_weighted / t, 100.0 * a.waves_weighted / t, a.wave_count_weighted / t)
+    }
+
+    #[test]
+    fn a_grid_of_more_blocks_than_32_bits_hold_has_its_true_waves() {
+        let mut a = on_h200();
+        a.kernel(&shaped(c"wide", 1, [i32::MAX, 2, 2], [1024, 1, 1]));
+        let r = a.finish(1_000);
+        let (occ, coverage, efficiency, waves) = per_time(&r.kernels[0].1);
+        // 2^33 - 4 blocks, two of 1024 threads per SM: 264 at once.
+        let blocks = 4.0 * i32::MAX as f64;
+        assert_eq!((r.kernels[0].1.launches, occ, coverage), (1, Some(100.0), 100.0));
+        assert!((waves - blocks / 264.0).abs() < 1e-3, "{waves}");
+        assert!((efficiency - 100.0 * blocks / ((blocks / 264.0).ceil() * 264.0)).abs() < 1e-9, "{efficiency}");
+    }
+
+    #[test]
+    fn a_grid_past_64_bits_is_counted_exactly() {
+        let mut a = on_h200();
+        // (2^31 - 1)^3 blocks: past u64, counted exactly in u128.
+        a.kernel(&shaped(c"huge_grid", 1, [i32::MAX; 3], [1024, 1, 1]));
+        let r = a.finish(1_000);
+        let (occ, coverage, _, waves) = per_time(&r.kernels[0].1);
+        let blocks = (i32::MAX as f64).powi(3);
+        assert!((waves / (blocks / 264.0) - 1.0).abs() < 1e-12, "{waves}");
+        assert_eq!((occ, coverage), (Some(100.0), 100.0));
+    }
+
+    #[test]
+    fn a_block_past_32_bits_gets_no_occupancy_rather_than_a_wrapped_one() {
+        let mut a = on_h200();
+        // 256 x (2^24 + 1) threads: 2^32 + 256, which a 32-bit product wraps
+        // to a block of 256 threads, one that would get an occupancy.
+        a.kernel(&shaped(c"huge_block", 1, [1, 1, 1], [256, 16_777_217, 1]));
+        let r = a.finish(1_000);
+        let k = &r.kernels[0].1;
+        assert_eq!((k.launches, k.total, k.occ_time, k.grid_time), (1, 1_000, 0, 0), "no device runs such a block");
+        assert_eq!(threads_per_block([256, 16_777_217, 1]), u32::MAX);
+        assert_eq!(threads_per_block([i32::MAX; 3]), u32::MAX);
+        assert_eq!(threads_per_block([-1, 5, 5]), 0);
+    }
+
+    #[test]
+    fn times_at_the_top_of_the_clock_are_neither_wrapped_nor_a_panic() {
+        use crate::model::idle::SYNC;
+        let mut a = Aggregator::new(AggregateOptions::default(), DeviceTable::fixed(vec![]));
+        let path = paths().intern(ROOT, 0, "top-of-clock");
+        // A host wait that ends at the top of the clock.
+        a.kernel(&KernelActivity::sample(1, 10, 20));
+        a.host_event(HostEvent::HostWait { start: 15, end: u64::MAX - 1, instance: 0 });
+        a.kernel(&KernelActivity::sample(2, 1_000, 2_000));
+        // A range pushed and popped there.
+        a.host_event(HostEvent::Push { instance: 1, parent: 0, path, tid: 1, ts: u64::MAX });
+        a.host_event(HostEvent::Pop { instance: 1, ts: u64::MAX });
+        let r = a.finish(u64::MAX);
+        // Every gap is the wait's (the first: it began within the clocks'
+        // slack of it).
+        assert_eq!(r.idle[SYNC], 10 + (1_000 - 20) + (u64::MAX - 2_000));
+        let (_, g) = r.ranges.iter().find(|(p, _)| p.to_string() == "top-of-clock").unwrap();
+        assert_eq!((g.count, g.total.wall), (1, 0));
+    }
+
+    #[test]
+    fn a_measured_duration_past_the_clock_ends_the_kernel_at_its_top() {
+        let names = vec![crate::model::metrics::DURATION.to_string()];
+        let opts = AggregateOptions { trace_cap: 1, metric_names: names, ..Default::default() };
+        let mut a = Aggregator::new(opts, DeviceTable::fixed(vec![]));
+        let mut measured = launch(1, 0, ROOT, 1_000);
+        if let HostEvent::Launch { profiled, .. } = &mut measured {
+            *profiled = true;
+        }
+        a.host_event(measured);
+        a.kernel(&KernelActivity::sample(1, 1_000, 2_000));
+        a.host_event(HostEvent::KernelMetrics { correlation_id: 1, values: Some(vec![1e30]) });
+        let r = a.finish(u64::MAX);
+        assert_eq!((r.kernels[0].1.total, r.kernels[0].1.last_end), (u64::MAX, u64::MAX));
+        assert_eq!(r.trace.unwrap().kernels[0].end_ns, u64::MAX);
+    }
+
+    #[test]
+    fn samples_at_the_top_of_the_clock_count_for_the_ranges_open_then() {
+        let opts = AggregateOptions { sampling: true, ..Default::default() };
+        let mut a = Aggregator::new(opts, DeviceTable::fixed(vec![]));
+        let path = paths().intern(ROOT, 0, "sampled-to-the-top");
+        a.host_event(HostEvent::Push { instance: 1, parent: 0, path, tid: 1, ts: 0 });
+        a.samples(&[Sample::flat(0, 0, 100, 40.0, 50.0), Sample::flat(0, u64::MAX - 10, u64::MAX, 40.0, 50.0)]);
+        a.host_event(HostEvent::Pop { instance: 1, ts: u64::MAX });
+        let r = a.finish(u64::MAX);
+        let (_, g) = r.ranges.iter().find(|(p, _)| p.to_string() == "sampled-to-the-top").unwrap();
+        let f = g.sampled_wall.figures().expect("sampled");
+        assert_eq!((f.samples, f.covered_ns), (2, 110));
     }
 }

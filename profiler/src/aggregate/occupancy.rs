@@ -42,9 +42,12 @@ fn carveouts_kb(l: &SmLimits) -> &'static [u32] {
 
 /// Computes theoretical occupancy; `None` if the launch could not run
 /// (a block larger than the device allows, registers or shared memory over
-/// the per-block limits).
+/// the per-block limits, or `l` holds no warp).
 pub fn theoretical(l: &SmLimits, s: &LaunchShape) -> Option<Occupancy> {
     if s.threads_per_block == 0 || s.threads_per_block > l.max_threads_per_block {
+        return None;
+    }
+    if l.warp_size == 0 || l.max_warps() == 0 {
         return None;
     }
     let warps_per_block = s.threads_per_block.div_ceil(l.warp_size);
@@ -200,6 +203,15 @@ mod tests {
         assert!(theoretical(&l, &s(1024, 128, 0)).is_none());
         assert!(theoretical(&l, &s(128, 16, 230 * 1024)).is_none());
         assert!(theoretical(&l, &s(0, 16, 0)).is_none());
+    }
+
+    #[test]
+    fn limits_that_hold_no_warp_give_no_occupancy() {
+        let shape = LaunchShape { threads_per_block: 256, registers_per_thread: 32, ..Default::default() };
+        let no_warps = SmLimits { warp_size: 0, ..SmLimits::SM_90 };
+        assert!(theoretical(&no_warps, &shape).is_none());
+        let no_room = SmLimits { max_threads_per_sm: 16, ..SmLimits::SM_90 };
+        assert!(theoretical(&no_room, &shape).is_none());
     }
 
     #[test]

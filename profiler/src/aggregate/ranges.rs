@@ -301,7 +301,7 @@ impl Ranges {
         for &(start, id) in open.range(..(last, u64::MAX)) {
             let Some(i) = self.instances.get_mut(&id) else { continue };
             let end = i.end.unwrap_or(u64::MAX);
-            let first = sorted.partition_point(|s| s.start + longest <= start);
+            let first = sorted.partition_point(|s| s.start.saturating_add(longest) <= start);
             for s in sorted[first..].iter().take_while(|s| s.start < end) {
                 let overlap = end.min(s.end).saturating_sub(start.max(s.start));
                 if overlap == 0 {

@@ -109,7 +109,7 @@ impl Timeline {
             if self.at(t).is_none() {
                 return;
             }
-            let bin_end = self.start + ((t - self.start) / self.width + 1) * self.width;
+            let bin_end = self.start.saturating_add(((t - self.start) / self.width + 1).saturating_mul(self.width));
             let e = end.min(bin_end);
             if let Some(b) = self.at(t) {
                 f(b, e - t);
@@ -121,7 +121,7 @@ impl Timeline {
     /// A launch at `ts`; `call_ns`: a launch call's duration, 0 if untimed.
     pub(crate) fn launch(&mut self, ts: u64, callback_ns: u64, call_ns: u64) {
         if let Some(b) = self.at(ts) {
-            b.launches += 1;
+            b.launches = b.launches.saturating_add(1);
             b.callback_ns = b.callback_ns.saturating_add(callback_ns);
             if call_ns > 0 {
                 b.call_ns = b.call_ns.saturating_add(call_ns);
@@ -161,5 +161,14 @@ mod tests {
         assert_eq!(t.bins[0].kernel_ns, 25_000_000);
         t.idle(&[Piece { start: 0, end: 50_001_000, cause: 0, before: crate::aggregate::idle::NO_KERNEL }]);
         assert_eq!((t.bins[0].idle[0], t.bins[1].idle[0]), (40_000_000, 10_000_000), "clipped to the start");
+    }
+
+    #[test]
+    fn a_timeline_starting_at_the_top_of_the_clock_keeps_its_time() {
+        let start = u64::MAX - 10;
+        let mut t = Timeline::new(start);
+        t.kernel(start, u64::MAX);
+        t.launch(start, 0, 0);
+        assert_eq!((t.bins.len(), t.bins[0].kernel_ns, t.bins[0].launches), (1, 10, 1));
     }
 }

@@ -47,7 +47,7 @@ impl Untraced {
     /// Whether `[lo, hi)` overlaps an untraced stretch (an empty span: lies
     /// in one).
     pub(crate) fn touches(&self, lo: u64, hi: u64) -> bool {
-        let hi = hi.max(lo + 1);
+        let hi = hi.max(lo.saturating_add(1));
         if lo < self.folded_until || self.open.is_some_and(|o| hi > o) {
             return true;
         }
@@ -113,5 +113,13 @@ mod tests {
         let last = (MAX_HELD as u64 + 9) * 100;
         assert!(!u.touches(last, last + 40));
         assert!(u.touches(last + 55, last + 56));
+    }
+
+    #[test]
+    fn an_empty_span_at_the_top_of_the_clock_is_told_like_any_other() {
+        let mut u = Untraced::default();
+        assert!(!u.touches(u64::MAX, u64::MAX));
+        u.off(u64::MAX - 1);
+        assert!(u.touches(u64::MAX, u64::MAX));
     }
 }

@@ -187,7 +187,7 @@ impl Attributor {
                     // launch of the program's is behind it.
                     Some(Own::Measurement) if !self.metric_names.is_empty() => {
                         self.profiler_kernels.0 += 1;
-                        self.profiler_kernels.1 += k.end.saturating_sub(k.start);
+                        self.profiler_kernels.1 = self.profiler_kernels.1.saturating_add(k.end.saturating_sub(k.start));
                         return None;
                     }
                     // gpuscope's calibration at the first launch.
@@ -234,7 +234,7 @@ fn placed(mut k: KernelActivity, launch: &LaunchInfo) -> KernelActivity {
     if launch.profiled && launch.seen && (k.start == 0 || k.start < launch.ts) {
         let dur = k.end.saturating_sub(k.start);
         k.start = launch.ts;
-        k.end = launch.ts + dur;
+        k.end = launch.ts.saturating_add(dur);
     }
     k
 }
@@ -326,5 +326,12 @@ mod tests {
         }
         assert_eq!(a.kernel(&KernelActivity::sample(99, 0, 10), || None).unwrap().launch, LaunchInfo::UNKNOWN);
         assert_eq!(a.unattributed, 1);
+    }
+
+    #[test]
+    fn a_replayed_kernel_placed_at_a_launch_near_the_top_of_the_clock_ends_there() {
+        let launch = LaunchInfo { seen: true, profiled: true, ts: u64::MAX - 10, ..LaunchInfo::UNKNOWN };
+        let k = placed(KernelActivity::sample(1, 0, 100), &launch);
+        assert_eq!((k.start, k.end), (u64::MAX - 10, u64::MAX));
     }
 }

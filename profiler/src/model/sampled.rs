@@ -179,7 +179,7 @@ impl SampledAcc {
         }
         // GB/s times ns: bytes.
         self.dram_bytes += f.dram_gb_per_s * t;
-        self.samples += f.samples;
+        self.samples = self.samples.saturating_add(f.samples);
     }
 
     /// Adds another's sums.
@@ -193,7 +193,7 @@ impl SampledAcc {
         self.issue_cycles += o.issue_cycles;
         self.issue_weight += o.issue_weight;
         self.dram_bytes += o.dram_bytes;
-        self.samples += o.samples;
+        self.samples = self.samples.saturating_add(o.samples);
     }
 
     /// The figures these sums give; `None` when no time is covered.

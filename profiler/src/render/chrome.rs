@@ -10,8 +10,10 @@ use std::collections::{BTreeMap, HashMap};
 
 const HOST_PID: u32 = 1;
 
-fn gpu_pid(device: u32) -> u32 {
-    100 + device
+/// A GPU's process id: after the host's, one per device ordinal (`u64`:
+/// every `u32` ordinal has its own).
+fn gpu_pid(device: u32) -> u64 {
+    100 + device as u64
 }
 
 /// Counter buckets per session at most; each is at least 10 us wide.
@@ -54,14 +56,14 @@ fn counters(r: &Report, t: &Trace) -> Vec<Value> {
                 Some((s, e)) if k.start_ns <= e => cur = Some((s, e.max(k.end_ns))),
                 _ => {
                     if let Some((s, e)) = cur {
-                        spread(s, e, &mut |i, d| busy[i] += d);
+                        spread(s, e, &mut |i, d| busy[i] = busy[i].saturating_add(d));
                     }
                     cur = Some((k.start_ns, k.end_ns));
                 }
             }
         }
         if let Some((s, e)) = cur {
-            spread(s, e, &mut |i, d| busy[i] += d);
+            spread(s, e, &mut |i, d| busy[i] = busy[i].saturating_add(d));
         }
         for k in &ks {
             let e =

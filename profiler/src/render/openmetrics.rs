@@ -50,6 +50,12 @@ fn secs(ns: u64) -> f64 {
     ns as f64 / 1e9
 }
 
+/// Adds `n` to `c`, saturating: a report file may list one series twice,
+/// and the counter's own add wraps.
+fn add(c: &Counter, n: u64) {
+    c.inc_by(n.min(u64::MAX - c.get()));
+}
+
 /// Registers a family and returns it for filling.
 fn family<L, M>(reg: &mut Registry, name: &str, help: &str) -> Family<L, M>
 where
@@ -95,7 +101,7 @@ pub(crate) fn render(r: &Report, a: &Analysis, labels: &[(String, String)]) -> S
     );
     for k in &r.kernels {
         let l = KernelLabels { kernel: k.display_name.clone() };
-        k_launches.get_or_create(&l).inc_by(k.stats.launches);
+        add(&k_launches.get_or_create(&l), k.stats.launches);
         k_time.get_or_create(&l).inc_by(secs(k.stats.total_ns));
         if let Some(v) = k.stats.sm_efficiency_pct {
             k_sm.get_or_create(&l).set(v / 100.0);
@@ -138,10 +144,10 @@ pub(crate) fn render(r: &Report, a: &Analysis, labels: &[(String, String)]) -> S
     );
     for (g, ra) in r.ranges.iter().zip(&a.ranges) {
         let l = RangeLabels { path: ra.path.clone() };
-        r_calls.get_or_create(&l).inc_by(g.count);
+        add(&r_calls.get_or_create(&l), g.count);
         r_wall.get_or_create(&l).inc_by(secs(g.wall_ns));
         r_busy.get_or_create(&l).inc_by(secs(g.gpu_busy_ns));
-        r_launch.get_or_create(&l).inc_by(g.kernel_launches);
+        add(&r_launch.get_or_create(&l), g.kernel_launches);
         if !ra.untraced {
             r_util.get_or_create(&l).set(ra.utilization_pct / 100.0);
         }
@@ -167,7 +173,7 @@ pub(crate) fn render(r: &Report, a: &Analysis, labels: &[(String, String)]) -> S
     if let Ok(serde_json::Value::Object(m)) = serde_json::to_value(&r.drops) {
         for (reason, v) in m {
             if let Some(n) = v.as_u64() {
-                drops.get_or_create(&DropLabels { reason }).inc_by(n);
+                add(&drops.get_or_create(&DropLabels { reason }), n);
             }
         }
     }

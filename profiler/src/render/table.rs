@@ -163,7 +163,7 @@ pub fn render(r: &Report, a: &Analysis, width: usize) -> String {
                     fmt_ns(w.period_ns),
                     w.windows,
                     fmt_ns(w.traced_ns),
-                    fmt_ns(w.traced_ns + w.untraced_ns),
+                    fmt_ns(w.traced_ns.saturating_add(w.untraced_ns)),
                     untraced
                 )
             };

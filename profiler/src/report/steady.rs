@@ -224,7 +224,7 @@ pub(crate) fn of_session(t: &Timeline, start_ns: u64, end_ns: u64) -> Option<Ses
     let mut out = SessionSteady { settled, ..Default::default() };
     let mut idle = [0u64; crate::model::idle::CAUSES];
     for b in &t.bins[s..=e] {
-        out.launches += b.launches;
+        out.launches = out.launches.saturating_add(b.launches);
         out.kernel_ns = out.kernel_ns.saturating_add(b.kernel_ns);
         out.callback_ns = out.callback_ns.saturating_add(b.callback_ns);
         out.call_ns = out.call_ns.saturating_add(b.call_ns);
@@ -234,8 +234,9 @@ pub(crate) fn of_session(t: &Timeline, start_ns: u64, end_ns: u64) -> Option<Ses
         }
     }
     out.idle = IdleSplit::from_array(idle);
-    out.start_ns = (t.start + s as u64 * t.width).max(start_ns);
-    out.end_ns = (t.start + (e as u64 + 1) * t.width).min(end_ns).max(out.start_ns);
+    let bin_start = |i: u64| t.start.saturating_add(i.saturating_mul(t.width));
+    out.start_ns = bin_start(s as u64).max(start_ns);
+    out.end_ns = bin_start(e as u64 + 1).min(end_ns).max(out.start_ns);
     out.startup_ns = out.start_ns.saturating_sub(start_ns);
     out.shutdown_ns = end_ns.saturating_sub(out.end_ns);
     Some(out)
@@ -349,5 +350,15 @@ mod tests {
         assert!(s.settled);
         assert_eq!((s.start_ns, s.end_ns), (0, 140_000_000));
         assert_eq!(s.launches, 300);
+    }
+
+    #[test]
+    fn a_session_at_the_top_of_the_clock_ends_there() {
+        let start = u64::MAX - 10;
+        let mut t = Timeline::new(start);
+        t.launch(start, 0, 0);
+        t.kernel(start, u64::MAX);
+        let s = of_session(&t, start, u64::MAX).expect("launches");
+        assert_eq!((s.start_ns, s.end_ns, s.launches, s.kernel_ns), (start, u64::MAX, 1, 10));
     }
 }
