@@ -446,8 +446,27 @@ impl Session {
 impl Drop for Session {
     fn drop(&mut self) {
         if let Err(e) = stop_active() {
-            eprintln!("gpuscope: {e}");
+            eprintln!("gpuscope: {}", kept_elsewhere(&e));
         }
+    }
+}
+
+/// Where no caller can take the report a failed write left (a dropped
+/// session, the process's exit): a new file in the temporary folder gets
+/// it, as JSON (every figure). What to tell the user.
+fn kept_elsewhere(e: &StopError) -> String {
+    let Some(r) = e.report() else { return e.error().to_string() };
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+    let path = std::env::temp_dir().join(format!("gpuscope-{}-{nanos}.json", std::process::id()));
+    // A new file only: never through a link, never over another's file.
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&path)
+        .and_then(|mut f| std::io::Write::write_all(&mut f, r.to_json().as_bytes()));
+    match written {
+        Ok(()) => format!("{}; the report is in {} instead", e.error(), path.display()),
+        Err(w) => format!("{}; keeping it in {} failed too ({w}): the report is lost", e.error(), path.display()),
     }
 }
 
@@ -796,6 +815,9 @@ fn stop_active_at(at_exit: bool) -> std::result::Result<(Report, Written), StopE
             if let Err(error) = report.write(&path, *format) {
                 return Err(StopError { error, report: Some(Box::new(report)) });
             }
+            // The caller may edit the report (declare FLOPs): it analyses
+            // afresh rather than from the analysis this write made.
+            report.analysis = Default::default();
             written = Written::To(path);
         }
     }
@@ -886,22 +908,7 @@ fn register_atexit() {
                         debug(&format!("process {} launched no kernel: no report written", std::process::id()));
                     }
                     Ok(_) => {}
-                    Err(e) => {
-                        // Nobody can take the report at exit: the temporary
-                        // folder gets it, as JSON (every figure).
-                        let kept = e.report().and_then(|r| {
-                            let path = std::env::temp_dir().join(format!("gpuscope-{}.json", std::process::id()));
-                            r.write(&path, Format::Json).ok().map(|()| path)
-                        });
-                        match kept {
-                            Some(path) => eprintln!(
-                                "gpuscope: at exit: {}; the report is in {} instead",
-                                e.error(),
-                                path.display()
-                            ),
-                            None => eprintln!("gpuscope: at exit: {}", e.error()),
-                        }
-                    }
+                    Err(e) => eprintln!("gpuscope: at exit: {}", kept_elsewhere(&e)),
                 }
             });
         }

@@ -153,11 +153,11 @@ pub fn shape(name: &str) -> std::borrow::Cow<'_, str> {
 }
 
 /// The table's lookup side: children by name, and how many distinct names
-/// of each shape a (parent, domain) has.
+/// of each shape a (parent, domain) has (counted as their nodes are made).
 #[derive(Default)]
 struct Index {
     children: ChildIndex,
-    shapes: HashMap<(PathId, DomainId, String), usize>,
+    shapes: HashMap<(PathId, DomainId), HashMap<String, usize>>,
 }
 
 /// Interned paths: (parent, domain, name) -> id, at most [`MAX_PATHS`]
@@ -184,47 +184,67 @@ impl PathTable {
         }
     }
 
+    /// The id of `name` inside `parent`: its own node, its folded node, or
+    /// the stand-in past the cap. Names seen before (folded ones and those
+    /// past the cap too) resolve under the read lock.
     pub(crate) fn intern(&self, parent: PathId, domain: DomainId, name: &str) -> PathId {
-        if let Some(id) = self
-            .index
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .children
-            .get(&(parent, domain))
-            .and_then(|m| m.get(name))
         {
-            return *id;
+            let index = self.index.read().unwrap_or_else(|e| e.into_inner());
+            if let Some(id) = self.existing(&index, parent, domain, name) {
+                return id;
+            }
         }
         let mut index = self.index.write().unwrap_or_else(|e| e.into_inner());
-        if let Some(id) = index.children.get(&(parent, domain)).and_then(|m| m.get(name)) {
-            return *id;
-        }
-        let shape = shape(name);
-        let mut name = name;
-        if shape != name {
-            let seen = index.shapes.entry((parent, domain, shape.to_string())).or_default();
-            if *seen >= FOLD_AFTER {
-                name = &shape;
-                if let Some(id) = index.children.get(&(parent, domain)).and_then(|m| m.get(name)) {
-                    return *id;
-                }
-            } else {
-                *seen += 1;
-            }
+        if let Some(id) = self.existing(&index, parent, domain, name) {
+            return id;
         }
         let mut nodes = self.nodes.write().unwrap_or_else(|e| e.into_inner());
-        if nodes.len() >= self.max_paths && name != OVER_CAP {
-            self.over_cap.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            if let Some(id) = index.children.get(&(parent, domain)).and_then(|m| m.get(OVER_CAP)) {
-                return *id;
+        let shape = shape(name);
+        let folds = shape != name
+            && index.shapes.get(&(parent, domain)).and_then(|m| m.get(&*shape)).is_some_and(|&n| n >= FOLD_AFTER);
+        let over = nodes.len() >= self.max_paths && name != OVER_CAP;
+        let (made, counts_shape) = match (over, folds) {
+            (true, _) => {
+                self.over_cap.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                (OVER_CAP, false)
             }
-            name = OVER_CAP;
+            (false, true) => (&*shape, false),
+            (false, false) => (name, shape != name),
+        };
+        if let Some(id) = index.children.get(&(parent, domain)).and_then(|m| m.get(made)) {
+            return *id;
+        }
+        if counts_shape {
+            *index.shapes.entry((parent, domain)).or_default().entry(shape.to_string()).or_default() += 1;
         }
         let id = nodes.len() as PathId;
-        let name: Arc<str> = Arc::from(name);
-        nodes.push(Node { parent, domain, name: name.clone() });
-        index.children.entry((parent, domain)).or_default().insert(name, id);
+        let made: Arc<str> = Arc::from(made);
+        nodes.push(Node { parent, domain, name: made.clone() });
+        index.children.entry((parent, domain)).or_default().insert(made, id);
         id
+    }
+
+    /// `name`'s node if it has one, the folded node of its shape once that
+    /// shape folds, or the stand-in once the table is full.
+    fn existing(&self, index: &Index, parent: PathId, domain: DomainId, name: &str) -> Option<PathId> {
+        let children = index.children.get(&(parent, domain));
+        if let Some(id) = children.and_then(|m| m.get(name)) {
+            return Some(*id);
+        }
+        let shape = shape(name);
+        if shape != name
+            && index.shapes.get(&(parent, domain)).and_then(|m| m.get(&*shape)).is_some_and(|&n| n >= FOLD_AFTER)
+        {
+            if let Some(id) = children.and_then(|m| m.get(&*shape)) {
+                return Some(*id);
+            }
+        }
+        if self.nodes.read().unwrap_or_else(|e| e.into_inner()).len() >= self.max_paths {
+            let id = children.and_then(|m| m.get(OVER_CAP))?;
+            self.over_cap.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            return Some(*id);
+        }
+        None
     }
 
     /// New ranges recorded as [`OVER_CAP`] since the process started.
@@ -316,7 +336,11 @@ mod tests {
         assert_eq!(t.intern(a, 0, "alpha"), ids[0], "known paths still resolve");
         for i in 0..1000 {
             t.intern(a, 0, &format!("x{i}y"));
+            t.intern(a, 0, &format!("req-{:x}-{i}", i * 7919));
         }
         assert_eq!(t.nodes.read().unwrap().len(), 11, "bounded");
+        let shapes: usize = t.index.read().unwrap().shapes.values().map(|m| m.len()).sum();
+        assert_eq!(shapes, 0, "names past the cap leave nothing behind");
+        assert_eq!(t.over_cap(), 2003);
     }
 }

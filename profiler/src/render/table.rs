@@ -179,7 +179,8 @@ pub fn render(r: &Report, a: &Analysis, width: usize) -> String {
     // A range's utilisation as nvidia-smi would show it: any kernel of the
     // process counts (schema 2), not only the range's own. Analyses are in
     // the report's range order.
-    let util = |i: usize| a.ranges.get(i);
+    let aligned = a.ranges.len() == r.ranges.len();
+    let util = |i: usize| a.ranges.get(i).filter(|_| aligned);
 
     // The NVTX tree: the program's own ranges, libraries' and frameworks'
     // folded into the range around them.
