@@ -56,7 +56,7 @@ fn main() {
     );
     let stages = std::env::var("STAGES").unwrap_or_default();
     let time = |what: &str, f: &dyn Fn() -> usize| {
-        if !stages.is_empty() && !what.starts_with("table (") && !stages.split(',').any(|s| what.starts_with(s)) {
+        if !stages.is_empty() && !what.starts_with("table") && !stages.split(',').any(|s| what.starts_with(s)) {
             return 0.0;
         }
         let (t, cpu) = (Instant::now(), cpu_s());

@@ -186,51 +186,57 @@ pub(super) fn findings(
     // of the time) is left to them: each finding's cost is summed into its
     // parent's, so this stays linear in the findings.
     // Sampled ranges' idle SMs are the cause after the idle causes.
-    let mut sampled: Vec<Finding> = ranges.iter().filter_map(sampled_idle).collect();
+    let mut sampled: Vec<(&RangeAnalysis, Finding)> =
+        ranges.iter().filter_map(|g| Some((g, sampled_idle(g)?))).collect();
     let sms_idle = IDLE_CAUSES.len();
-    let range_of = |f: &Finding| f.range.clone().unwrap_or_default();
-    let mut inside: HashMap<(usize, String), u64> = HashMap::default();
+    let mut inside: HashMap<(usize, &str), u64> = HashMap::default();
     let costs = idle.iter().map(|c| (c.cause, c.g.path.as_str(), c.cost));
-    for (cause, path, cost) in
-        costs.chain(sampled.iter().filter_map(|f| Some((sms_idle, f.range.as_deref()?, f.cost_ns))))
-    {
+    for (cause, path, cost) in costs.chain(sampled.iter().map(|(g, f)| (sms_idle, g.path.as_str(), f.cost_ns))) {
         if let Some((parent, _)) = path.rsplit_once('/') {
-            let sum = inside.entry((cause, parent.to_string())).or_default();
+            let sum = inside.entry((cause, parent)).or_default();
             *sum = sum.saturating_add(cost);
         }
     }
-    let explained = |cause: usize, path: String, cost: u64| {
+    let explained = |cause: usize, path: &str, cost: u64| {
         let inner = inside.get(&(cause, path)).copied().unwrap_or(0);
         inner as f64 >= cost as f64 * INNER_EXPLAINS_PCT / 100.0
     };
-    idle.retain(|f| !explained(f.cause, f.g.path.clone(), f.cost));
-    sampled.retain(|f| !explained(sms_idle, range_of(f), f.cost_ns));
-    idle.sort_by(|a, b| b.cost.cmp(&a.cost).then_with(|| a.g.path.cmp(&b.g.path)));
-    let mut kept = [0usize; IDLE_CAUSES.len()];
+    idle.retain(|f| !explained(f.cause, &f.g.path, f.cost));
+    sampled.retain(|(g, f)| !explained(sms_idle, &g.path, f.cost_ns));
+    let mut sampled: Vec<Finding> = sampled.into_iter().map(|(_, f)| f).collect();
+    // The costliest of each cause, found without sorting them all.
     let mut omitted = 0;
+    let mut by_cause: Vec<Vec<IdleCandidate>> = (0..IDLE_CAUSES.len()).map(|_| Vec::new()).collect();
     for c in idle {
-        kept[c.cause] += 1;
-        if kept[c.cause] > MAX_PER_KIND {
-            omitted += 1;
-            continue;
+        by_cause[c.cause].push(c);
+    }
+    let order = |a: &IdleCandidate, b: &IdleCandidate| b.cost.cmp(&a.cost).then_with(|| a.g.path.cmp(&b.g.path));
+    for mut list in by_cause {
+        if list.len() > MAX_PER_KIND {
+            list.select_nth_unstable_by(MAX_PER_KIND - 1, order);
+            omitted += list.len() - MAX_PER_KIND;
+            list.truncate(MAX_PER_KIND);
         }
-        let (kind, _, bound, what) = IDLE_CAUSES[c.cause];
-        let g = c.g;
-        let calls = if g.count > 1 {
-            format!(" over {} calls, {} per call", g.count, ms(c.cost / g.count))
-        } else {
-            String::new()
-        };
-        out.push(Finding {
-            kind,
-            bound,
-            range: Some(g.path.clone()),
-            kernel: None,
-            cost_ns: c.cost,
-            calls: g.count,
-            message: format!("{}: GPU idle {} ({:.0}% of the range{calls}) {what}", g.path, ms(c.cost), c.share),
-            advice: idle_advice(kind, e, g),
-        });
+        list.sort_by(order);
+        for c in list {
+            let (kind, _, bound, what) = IDLE_CAUSES[c.cause];
+            let g = c.g;
+            let calls = if g.count > 1 {
+                format!(" over {} calls, {} per call", g.count, ms(c.cost / g.count))
+            } else {
+                String::new()
+            };
+            out.push(Finding {
+                kind,
+                bound,
+                range: Some(g.path.clone()),
+                kernel: None,
+                cost_ns: c.cost,
+                calls: g.count,
+                message: format!("{}: GPU idle {} ({:.0}% of the range{calls}) {what}", g.path, ms(c.cost), c.share),
+                advice: idle_advice(kind, e, g),
+            });
+        }
     }
     sampled.sort_by(|a, b| b.cost_ns.cmp(&a.cost_ns).then_with(|| a.range.cmp(&b.range)));
     omitted += sampled.len().saturating_sub(MAX_PER_KIND);

@@ -193,7 +193,8 @@ struct Weighted {
     flops: Vec<(Pipe, f64)>,
     dram_bytes: f64,
     dram_time: f64,
-    votes: HashMap<verdict::Bound, (f64, String)>,
+    /// Kernel time and evidence per verdict (a handful of bounds).
+    votes: Vec<(verdict::Bound, f64, String)>,
 }
 
 impl Weighted {
@@ -219,9 +220,13 @@ impl Weighted {
             self.dram_time += t;
         }
         if let Some(v) = verdict::kernel(r) {
-            let e = self.votes.entry(v.bound).or_insert((0.0, String::new()));
-            e.0 += t;
-            e.1 = v.evidence;
+            match self.votes.iter_mut().find(|(b, _, _)| *b == v.bound) {
+                Some((_, time, evidence)) => {
+                    *time += t;
+                    *evidence = v.evidence;
+                }
+                None => self.votes.push((v.bound, t, v.evidence)),
+            }
         }
     }
 
@@ -233,7 +238,7 @@ impl Weighted {
     /// The verdict of most of the kernel time, when kernels with one make
     /// up at least half of it.
     fn verdict(&self) -> Option<Verdict> {
-        let (bound, (t, evidence)) = self.votes.iter().max_by(|a, b| a.1 .0.total_cmp(&b.1 .0))?;
+        let (bound, t, evidence) = self.votes.iter().max_by(|a, b| a.1.total_cmp(&b.1))?;
         let share = 100.0 * t / self.time.max(1.0);
         if share < 50.0 {
             return None;
@@ -276,8 +281,9 @@ pub fn analyze(r: &Report) -> Analysis {
     };
     // Kernels under each range: a (path, kernel) counts for every prefix of
     // its path.
+    let prefixes = r.path_kernels.iter().map(|k| k.path.frames.len()).sum::<usize>();
     let mut under: HashMap<&[crate::model::path::RangeFrame], Weighted> =
-        HashMap::with_capacity_and_hasher(r.ranges.len(), Default::default());
+        HashMap::with_capacity_and_hasher(prefixes.min(r.ranges.len().saturating_mul(4)), Default::default());
     for k in &r.path_kernels {
         let rt = rate_of(&k.name, &k.stats);
         for n in 1..=k.path.frames.len() {

@@ -195,11 +195,18 @@ pub fn render(r: &Report, a: &Analysis, width: usize) -> String {
         let mut by_path: HashMap<&[RangeFrame], &RangeSummary> =
             HashMap::with_capacity_and_hasher(own.len(), Default::default());
         by_path.extend(own.iter().map(|(_, g)| (&g.path.frames[..], *g)));
-        // Kernels by the program's range they ran under.
-        let mut under: HashMap<&[RangeFrame], Vec<(&str, KernelStats)>> =
-            HashMap::with_capacity_and_hasher(own.len() + 1, Default::default());
+        let shown = tree_shown(&own, &by_path);
+        let shown_frames: rustc_hash::FxHashSet<&[RangeFrame]> = shown.iter().map(|p| &p.frames[..]).collect();
+        // Kernels by the program's range they ran under: only for the rows
+        // the table has (shown ranges, kernels outside any range, and under
+        // paths with no range of their own).
+        let mut under: HashMap<&[RangeFrame], Vec<(&str, KernelStats)>> = HashMap::default();
         for k in &r.path_kernels {
-            let list = under.entry(k.path.user_frames()).or_default();
+            let at = k.path.user_frames();
+            if !(at.is_empty() || shown_frames.contains(at) || !by_path.contains_key(at)) {
+                continue;
+            }
+            let list = under.entry(at).or_default();
             match list.iter_mut().find(|(n, _)| *n == k.display_name) {
                 Some((_, s)) => {
                     s.launches = s.launches.saturating_add(k.stats.launches);
@@ -208,7 +215,6 @@ pub fn render(r: &Report, a: &Analysis, width: usize) -> String {
                 None => list.push((&k.display_name, k.stats.clone())),
             }
         }
-        let shown = tree_shown(&own, &by_path);
         let mut order: Vec<(usize, &RangeSummary)> =
             own.iter().copied().filter(|(_, g)| shown.contains(&&g.path)).collect();
         order.sort_by_cached_key(|(_, g)| tree_key(&by_path, &g.path));
