@@ -336,7 +336,9 @@ pub fn analyze(r: &Report) -> Analysis {
 /// names with a step number or a request id) would take seconds on one.
 const PARALLEL_FROM: usize = 20_000;
 
-/// `f` of each item, in order; over up to 8 threads for long inputs.
+/// `f` of each item, in order; over up to 8 threads for long inputs, each
+/// writing its share of the result in place (a million analyses are ~1 GB:
+/// no copy of them).
 fn in_parallel<T: Sync, U: Send>(items: &[T], f: impl Fn(&T) -> U + Sync) -> Vec<U> {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(8);
     if items.len() < PARALLEL_FROM || threads < 2 {
@@ -344,19 +346,31 @@ fn in_parallel<T: Sync, U: Send>(items: &[T], f: impl Fn(&T) -> U + Sync) -> Vec
     }
     let chunk = items.len().div_ceil(threads);
     let f = &f;
+    let mut out: Vec<U> = Vec::with_capacity(items.len());
     std::thread::scope(|s| {
-        let parts: Vec<_> = items.chunks(chunk).map(|c| s.spawn(move || c.iter().map(f).collect::<Vec<U>>())).collect();
-        let mut out = Vec::with_capacity(items.len());
+        let parts: Vec<_> = items
+            .chunks(chunk)
+            .zip(out.spare_capacity_mut()[..items.len()].chunks_mut(chunk))
+            .map(|(from, to)| {
+                s.spawn(move || {
+                    for (x, slot) in from.iter().zip(to) {
+                        slot.write(f(x));
+                    }
+                })
+            })
+            .collect();
         for p in parts {
-            match p.join() {
-                Ok(v) => out.extend(v),
+            if let Err(e) = p.join() {
                 // A panic in one range's analysis is the same panic as
-                // without threads.
-                Err(e) => std::panic::resume_unwind(e),
+                // without threads (what was written is leaked, not read).
+                std::panic::resume_unwind(e);
             }
         }
-        out
-    })
+    });
+    // SAFETY: every thread joined without a panic, so each of the first
+    // `items.len()` slots (the chunks cover them all) was written once.
+    unsafe { out.set_len(items.len()) };
+    out
 }
 
 fn range(r: &Report, g: &RangeSummary, w: Option<&Weighted>, peaks: Option<&Peaks>) -> RangeAnalysis {
@@ -632,6 +646,16 @@ fn kernel(k: &crate::report::KernelSummary, total_ns: f64, peaks: Option<&Peaks>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn long_inputs_are_analysed_over_threads_in_their_order() {
+        let items: Vec<u64> = (0..PARALLEL_FROM as u64 * 3 + 7).collect();
+        let doubled = in_parallel(&items, |x| x.to_string());
+        assert_eq!(doubled, items.iter().map(|x| x.to_string()).collect::<Vec<_>>());
+        let panicked =
+            std::panic::catch_unwind(|| in_parallel(&items, |x| if *x == 12_345 { panic!("one") } else { *x }));
+        assert!(panicked.is_err(), "a panic in one item is the caller's panic");
+    }
     use crate::aggregate::Aggregator;
     use crate::model::event::HostEvent;
     use crate::model::path::{paths, ROOT};
