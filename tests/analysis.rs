@@ -288,8 +288,9 @@ fn counters_make_kernels_compute_memory_or_latency_bound_and_give_hardware_mfu()
     assert_eq!(Report::from_json(&json).unwrap(), r);
 }
 
-#[test]
-fn a_range_inside_another_takes_the_finding_when_it_explains_it() {
+/// A 10 ms `step` whose host waits 9 ms inside `step/data`, then runs one
+/// kernel.
+fn step_waiting_in_data() -> (Report, Analysis) {
     let mut z = Zoo::new(false);
     let step = z.rp.path(&["step"]);
     let data = z.rp.path(&["step", "data"]);
@@ -298,7 +299,12 @@ fn a_range_inside_another_takes_the_finding_when_it_explains_it() {
     z.rp.host_event(HostEvent::Pop { instance: 2, ts: 9 * MS });
     z.kernel((1, step), c"k", 9 * MS, 9 * MS + 10 * US, 10 * MS, 132 * 8, None);
     z.rp.host_event(HostEvent::Pop { instance: 1, ts: 10 * MS });
-    let (_, a) = z.finish(10 * MS);
+    z.finish(10 * MS)
+}
+
+#[test]
+fn a_range_inside_another_takes_the_finding_when_it_explains_it() {
+    let (_, a) = step_waiting_in_data();
     let host: Vec<&str> =
         a.findings.iter().filter(|f| f.kind == "host-idle").filter_map(|f| f.range.as_deref()).collect();
     assert_eq!(host, vec!["step/data"], "the inner range says where the host time went");
@@ -621,15 +627,7 @@ fn library_ranges_fold_into_the_range_around_them_without_a_verdict_or_finding()
 fn many_ranges_keep_the_costliest_findings_of_each_kind_and_one_analysis_per_report() {
     // One step with host work inside `step/data`, copied under 300 phases:
     // 300 host-idle findings, of which the 100 costliest are listed.
-    let mut z = Zoo::new(false);
-    let step = z.rp.path(&["step"]);
-    let data = z.rp.path(&["step", "data"]);
-    z.rp.host_event(HostEvent::Push { instance: 1, parent: 0, path: step, tid: 1, ts: 0 });
-    z.rp.host_event(HostEvent::Push { instance: 2, parent: 1, path: data, tid: 1, ts: 0 });
-    z.rp.host_event(HostEvent::Pop { instance: 2, ts: 9 * MS });
-    z.kernel((1, step), c"k", 9 * MS, 9 * MS + 10 * US, 10 * MS, 132 * 8, None);
-    z.rp.host_event(HostEvent::Pop { instance: 1, ts: 10 * MS });
-    let (base, _) = z.finish(10 * MS);
+    let (base, _) = step_waiting_in_data();
     let mut r = base.clone();
     r.ranges.clear();
     r.path_kernels.clear();

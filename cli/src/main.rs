@@ -349,9 +349,7 @@ fn run(cmd: Cmd) -> Result<ExitCode, String> {
             gpuscope::config::EnvConfig::from_vars(&child_env, 0).map_err(|e| {
                 let mut m = e.to_string();
                 for (var, flag) in &from_flags {
-                    m = m
-                        .replace(&format!("{var}="), &format!("{flag} "))
-                        .replace(&format!("({var}="), &format!("({flag} "));
+                    m = m.replace(&format!("{var}="), &format!("{flag} "));
                 }
                 m.replace("(GPUSCOPE_MODE=sampling)", "(--mode sampling)")
             })?;

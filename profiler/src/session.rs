@@ -595,11 +595,7 @@ fn decode_loop(s: Arc<Collection>, opts: AggregateOptions, outputs: Outputs, ctl
     let windows = opts.trace_windows;
     let began = std::time::Instant::now();
     let mut agg = Aggregator::new(opts, DeviceTable::from_driver());
-    let drain_host = |agg: &mut Aggregator| {
-        while let Ok(e) = host.try_recv() {
-            apply_host_event(agg, e);
-        }
-    };
+    let drain_host = |agg: &mut Aggregator| apply_host_events(agg, &mut || host.try_recv().ok());
     let process = |agg: &mut Aggregator, (p, valid): (usize, usize)| {
         // Launch events precede their kernels' records: apply them first.
         drain_host(agg);
@@ -688,13 +684,21 @@ fn decode_loop(s: Arc<Collection>, opts: AggregateOptions, outputs: Outputs, ctl
     }
 }
 
-/// One NVTX or launch event into the aggregate. A panic (a bug) loses that
-/// event, counted in the report's drops, not the session.
-fn apply_host_event(agg: &mut Aggregator, e: crate::model::event::HostEvent) {
-    panic_guard::catch(|| {
-        panic_guard::fault("decoder-event");
-        agg.host_event(e)
-    });
+/// The NVTX and launch events `next` gives, into the aggregate. A panic (a
+/// bug) loses the event it happened on, counted in the report's drops, not
+/// the session: the boundary is set up once per batch, and after a panic
+/// the rest of the batch goes on.
+fn apply_host_events(agg: &mut Aggregator, next: &mut dyn FnMut() -> Option<crate::model::event::HostEvent>) {
+    let mut done = false;
+    while !done {
+        done = panic_guard::catch(|| {
+            while let Some(e) = next() {
+                panic_guard::fault("decoder-event");
+                agg.host_event(e);
+            }
+        })
+        .is_some();
+    }
 }
 
 /// One activity buffer's records into the aggregate; a panic loses the
@@ -959,14 +963,19 @@ mod tests {
         let path = paths().intern(ROOT, 0, "decoder-panic-step");
         let before = panic_guard::caught();
         panic_guard::inject(Some("decoder-event"));
-        apply_host_event(&mut a, HostEvent::Push { instance: 1, parent: 0, path, tid: 1, ts: 0 });
+        let mut one = vec![HostEvent::Push { instance: 1, parent: 0, path, tid: 1, ts: 0 }].into_iter();
+        apply_host_events(&mut a, &mut || one.next());
         panic_guard::inject(Some("decoder-buffer"));
         apply_buffer(&mut a, &mut crate::decode::LayoutCursor::new(&[]));
         panic_guard::inject(None);
         assert_eq!(panic_guard::caught() - before, 2, "both panics caught and counted");
         // The decoder goes on: later events count.
-        apply_host_event(&mut a, HostEvent::Push { instance: 2, parent: 0, path, tid: 1, ts: 10 });
-        apply_host_event(&mut a, HostEvent::Pop { instance: 2, ts: 20 });
+        let mut later = vec![
+            HostEvent::Push { instance: 2, parent: 0, path, tid: 1, ts: 10 },
+            HostEvent::Pop { instance: 2, ts: 20 },
+        ]
+        .into_iter();
+        apply_host_events(&mut a, &mut || later.next());
         let r = Report::build(a.finish(100), 0, 100);
         let g = r.ranges.iter().find(|g| g.path.to_string() == "decoder-panic-step").expect("the range");
         assert_eq!((g.count, g.wall_ns), (1, 10));
