@@ -97,11 +97,20 @@ impl KernelAcc {
             if let Some(g) = grid.filter(|g| g.sms > 0 && g.blocks > 0 && o.blocks_per_sm > 0) {
                 // Blocks reach at most one SM each; they run in waves of
                 // SMs x blocks-per-SM, and the last wave may be partial.
-                let slots = g.sms as u128 * o.blocks_per_sm as u128;
-                let waves = g.blocks.div_ceil(slots);
-                self.coverage_weighted += g.blocks.min(g.sms as u128) as f64 / g.sms as f64 * w as f64;
-                self.waves_weighted += g.blocks as f64 / (waves * slots) as f64 * w as f64;
-                self.wave_count_weighted += g.blocks as f64 / slots as f64 * w as f64;
+                // Every grid CUDA launches has under 2^63 blocks: u64 here (no
+                // 128-bit division per kernel); a larger product (a corrupt
+                // record) is figured in f64.
+                let slots = g.sms as u64 * o.blocks_per_sm as u64;
+                let (blocks, in_waves) = match u64::try_from(g.blocks) {
+                    Ok(b) => (b as f64, (b.div_ceil(slots) as f64) * slots as f64),
+                    Err(_) => {
+                        let b = g.blocks as f64;
+                        (b, (b / slots as f64).ceil() * slots as f64)
+                    }
+                };
+                self.coverage_weighted += blocks.min(g.sms as f64) / g.sms as f64 * w as f64;
+                self.waves_weighted += blocks / in_waves * w as f64;
+                self.wave_count_weighted += blocks / slots as f64 * w as f64;
                 self.grid_time = self.grid_time.saturating_add(w);
             }
         }
