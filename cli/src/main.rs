@@ -4,6 +4,8 @@
 //!     gpuscope report FILE [--format table|json|csv|chrome|openmetrics] [-o OUT]
 //!     gpuscope report BEFORE AFTER        (compare two runs)
 
+mod torch_hooks;
+
 use clap::{Parser, Subcommand};
 use gpuscope::{Format, Report};
 use std::path::{Path, PathBuf};
@@ -90,6 +92,13 @@ enum Cmd {
         /// [default: inherit]
         #[arg(long, value_parser = ["inherit", "strict"])]
         thread_ranges: Option<String>,
+        /// PyTorch programs: ranges made automatically, with no change to
+        /// the program: `step` (one per optimizer step), `data`, `forward`
+        /// and `backward` per module to DEPTH levels (default: one level
+        /// inside the model's repeated blocks), `optimizer`; model FLOPs
+        /// counted from Linear, convolution and attention shapes.
+        #[arg(long, value_name = "DEPTH", num_args = 0..=1, require_equals = true, default_missing_value = "auto")]
+        torch_ranges: Option<String>,
         /// No summary from the profiled processes on stderr.
         #[arg(short, long)]
         quiet: bool,
@@ -283,6 +292,7 @@ fn run(cmd: Cmd) -> Result<ExitCode, String> {
             flops,
             work,
             thread_ranges,
+            torch_ranges,
             quiet,
             lib,
             cmd,
@@ -322,6 +332,7 @@ fn run(cmd: Cmd) -> Result<ExitCode, String> {
                 ("GPUSCOPE_SAMPLING_INTERVAL", "--sampling-interval", sampling_interval, None),
                 ("GPUSCOPE_TRACE_WINDOWS", "--trace-windows", trace_windows, None),
                 ("GPUSCOPE_PROMETHEUS", "--prometheus", prometheus, None),
+                ("GPUSCOPE_TORCH_RANGES", "--torch-ranges", torch_ranges, None),
             ];
             for (var, flag, value, default) in flags {
                 match value {
@@ -353,9 +364,28 @@ fn run(cmd: Cmd) -> Result<ExitCode, String> {
                 }
                 m.replace("(GPUSCOPE_MODE=sampling)", "(--mode sampling)")
             })?;
+            // PyTorch's automatic ranges: a sitecustomize that installs the
+            // hooks once the program imports torch.
+            let torch = child_env("GPUSCOPE_TORCH_RANGES");
             let output = child_env("GPUSCOPE_OUTPUT").unwrap_or_default();
+            let hooks = match torch {
+                Some(v) if gpuscope::config::torch_ranges_depth(&v).ok().flatten().is_some() => {
+                    let dir = torch_hooks::write()?;
+                    let path = match std::env::var("PYTHONPATH") {
+                        Ok(p) if !p.is_empty() => format!("{}:{p}", dir.display()),
+                        _ => dir.display().to_string(),
+                    };
+                    c.env("PYTHONPATH", path).env("GPUSCOPE_LIB", &lib_s);
+                    Some(dir)
+                }
+                _ => None,
+            };
             let since = std::time::SystemTime::now() - std::time::Duration::from_secs(1);
-            let status = c.status().map_err(|e| format!("cannot run {}: {e}", cmd[0]))?;
+            let status = c.status().map_err(|e| format!("cannot run {}: {e}", cmd[0]));
+            if let Some(dir) = hooks {
+                let _ = std::fs::remove_dir_all(dir);
+            }
+            let status = status?;
             let reports = written_reports(&output, since);
             if reports.is_empty() && !gpuscope::driver_present() {
                 eprintln!(

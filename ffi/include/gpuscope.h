@@ -62,6 +62,15 @@
 // OpenMetrics text (what Prometheus scrapes).
 #define GPUSCOPE_FORMAT_OPENMETRICS 4
 
+// `gpuscope_range_enter` flag: the range continues the work of the
+// training loop's thread (a module's backward on autograd's worker): on a
+// thread with no range of its own it nests under that thread's ranges.
+#define GPUSCOPE_RANGE_FOLLOW 1
+
+// `gpuscope_range_exit` flag: leave this opening of the range out of the
+// report (it did none of the work it names).
+#define GPUSCOPE_RANGE_DISCARD 2
+
 // Session options. Call `gpuscope_config_init` first: it sets
 // `struct_size`, which lets later versions add fields at the end.
 typedef struct {
@@ -137,6 +146,23 @@ int gpuscope_range_push(const char *name);
 
 // Pops the calling thread's innermost range.
 int gpuscope_range_pop(void);
+
+// Opens a range on the calling thread straight in gpuscope's range stacks
+// (no NVTX call, so other NVTX tools do not see it; cheaper): for
+// framework integrations such as gpuscope's PyTorch hooks. `flags`: 0 or
+// `GPUSCOPE_RANGE_FOLLOW`. Close it with `gpuscope_range_exit` on the
+// same thread.
+int gpuscope_range_enter(const char *name, uint32_t flags);
+
+// Closes the calling thread's innermost range opened by
+// `gpuscope_range_enter`. `flags`: 0 or `GPUSCOPE_RANGE_DISCARD`.
+int gpuscope_range_exit(uint32_t flags);
+
+// Counts `flops` model FLOPs, computed from operand shapes, for the
+// calling thread's innermost open range and those around it: the report
+// gives their model FLOPs utilisation without declared FLOPs (declared
+// ones win).
+int gpuscope_range_flops(double flops);
 
 // The last error on the calling thread ("" if none). The string stays
 // valid until the thread's next failing gpuscope call.

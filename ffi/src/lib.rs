@@ -53,6 +53,14 @@ pub const GPUSCOPE_FORMAT_CHROME: c_int = 3;
 /// OpenMetrics text (what Prometheus scrapes).
 pub const GPUSCOPE_FORMAT_OPENMETRICS: c_int = 4;
 
+/// `gpuscope_range_enter` flag: the range continues the work of the
+/// training loop's thread (a module's backward on autograd's worker): on a
+/// thread with no range of its own it nests under that thread's ranges.
+pub const GPUSCOPE_RANGE_FOLLOW: u32 = 1;
+/// `gpuscope_range_exit` flag: leave this opening of the range out of the
+/// report (it did none of the work it names).
+pub const GPUSCOPE_RANGE_DISCARD: u32 = 2;
+
 /// Session options. Call `gpuscope_config_init` first: it sets
 /// `struct_size`, which lets later versions add fields at the end.
 #[repr(C)]
@@ -461,6 +469,58 @@ pub unsafe extern "C" fn gpuscope_range_push(name: *const c_char) -> c_int {
 pub extern "C" fn gpuscope_range_pop() -> c_int {
     guard(|| {
         nvtx_rs::pop();
+        GPUSCOPE_OK
+    })
+}
+
+/// Opens a range on the calling thread straight in gpuscope's range stacks
+/// (no NVTX call, so other NVTX tools do not see it; cheaper): for
+/// framework integrations such as gpuscope's PyTorch hooks. `flags`: 0 or
+/// `GPUSCOPE_RANGE_FOLLOW`. Close it with `gpuscope_range_exit` on the
+/// same thread.
+#[no_mangle]
+pub unsafe extern "C" fn gpuscope_range_enter(name: *const c_char, flags: u32) -> c_int {
+    guard(|| {
+        // SAFETY: the caller passes NULL or a C string.
+        let name = match unsafe { opt_str(name, "name") } {
+            Ok(n) => n.unwrap_or(""),
+            Err(c) => return c,
+        };
+        if flags & !GPUSCOPE_RANGE_FOLLOW != 0 {
+            set_error(&format!("gpuscope_range_enter: flags {flags:#x}; allowed: 0 or GPUSCOPE_RANGE_FOLLOW (1)"));
+            return GPUSCOPE_ERR_INVALID;
+        }
+        profiler::enter_range(name, flags & GPUSCOPE_RANGE_FOLLOW != 0);
+        GPUSCOPE_OK
+    })
+}
+
+/// Closes the calling thread's innermost range opened by
+/// `gpuscope_range_enter`. `flags`: 0 or `GPUSCOPE_RANGE_DISCARD`.
+#[no_mangle]
+pub extern "C" fn gpuscope_range_exit(flags: u32) -> c_int {
+    guard(|| {
+        if flags & !GPUSCOPE_RANGE_DISCARD != 0 {
+            set_error(&format!("gpuscope_range_exit: flags {flags:#x}; allowed: 0 or GPUSCOPE_RANGE_DISCARD (2)"));
+            return GPUSCOPE_ERR_INVALID;
+        }
+        profiler::exit_range(flags & GPUSCOPE_RANGE_DISCARD != 0);
+        GPUSCOPE_OK
+    })
+}
+
+/// Counts `flops` model FLOPs, computed from operand shapes, for the
+/// calling thread's innermost open range and those around it: the report
+/// gives their model FLOPs utilisation without declared FLOPs (declared
+/// ones win).
+#[no_mangle]
+pub extern "C" fn gpuscope_range_flops(flops: f64) -> c_int {
+    guard(|| {
+        if !flops.is_finite() || flops < 0.0 {
+            set_error(&format!("gpuscope_range_flops: {flops} FLOPs; allowed: a finite number of 0 or more"));
+            return GPUSCOPE_ERR_INVALID;
+        }
+        profiler::add_range_flops(flops);
         GPUSCOPE_OK
     })
 }

@@ -82,10 +82,14 @@ fn the_committed_header_matches_the_code() {
         .generate()
         .expect("cbindgen reads ffi/src")
         .write(&mut generated);
-    let committed = std::fs::read_to_string(root().join("ffi/include/gpuscope.h")).unwrap();
+    let header = root().join("ffi/include/gpuscope.h");
+    if std::env::var("GPUSCOPE_BLESS").as_deref() == Ok("1") {
+        std::fs::write(&header, &generated).unwrap();
+    }
+    let committed = std::fs::read_to_string(header).unwrap();
     assert_eq!(
         String::from_utf8_lossy(&generated),
         committed,
-        "ffi/include/gpuscope.h is stale: regenerate it (cbindgen --config ffi/cbindgen.toml --crate gpuscope-ffi ffi -o ffi/include/gpuscope.h)"
+        "ffi/include/gpuscope.h is stale: regenerate it (GPUSCOPE_BLESS=1 cargo test -p gpuscope-ffi --test c_abi header)"
     );
 }

@@ -82,6 +82,27 @@ fn declarations(var: &str, value: &str, unit: bool) -> Result<Vec<(String, f64, 
 
 pub use crate::session::{rank, RANK_VARIABLES};
 
+/// `GPUSCOPE_TORCH_RANGES` (read by gpuscope's PyTorch hooks): `Some(None)`
+/// for the default depth (`on`, `auto`, `true`, `yes` or empty), `Some(Some(n))`
+/// for `n` module levels (`n` or `depth=n`, 1 or more), `None` for off (`0`,
+/// `off`, `false`, `no`).
+pub fn torch_ranges_depth(value: &str) -> Result<Option<Option<u32>>> {
+    let v = value.trim().to_ascii_lowercase();
+    match v.as_str() {
+        "" | "on" | "auto" | "true" | "yes" => return Ok(Some(None)),
+        "0" | "off" | "false" | "no" => return Ok(None),
+        _ => {}
+    }
+    match v.strip_prefix("depth=").unwrap_or(&v).parse::<u32>() {
+        Ok(n) if n >= 1 => Ok(Some(Some(n))),
+        _ => Err(invalid(
+            "GPUSCOPE_TORCH_RANGES",
+            value,
+            "on/auto (default depth), N or depth=N (N module levels, 1 or more), off/0",
+        )),
+    }
+}
+
 /// `{pid}` and `{rank}` ([`rank`]; 0 when none is set) substituted in
 /// `template`.
 pub fn expand_output(template: &str, pid: u32, get: &dyn Fn(&str) -> Option<String>) -> String {
@@ -225,6 +246,9 @@ impl EnvConfig {
                 invalid("GPUSCOPE_PROMETHEUS", &v, "HOST:PORT, e.g. 0.0.0.0:9400 or :9400 ({rank} is replaced)")
             })?),
         };
+        if let Some(v) = get("GPUSCOPE_TORCH_RANGES") {
+            torch_ranges_depth(&v)?;
+        }
         let inherit_ranges = match get("GPUSCOPE_THREAD_RANGES").as_deref() {
             None | Some("") | Some("inherit") => true,
             Some("strict") => false,

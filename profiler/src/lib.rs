@@ -89,6 +89,33 @@ pub fn install_nvtx_handler() {
     collect::nvtx::install_handler();
 }
 
+/// Opens a range on the calling thread straight in gpuscope's range stacks,
+/// for framework integrations that open ranges for the program (gpuscope's
+/// PyTorch hooks): cheaper than an NVTX call, and other NVTX tools do not
+/// see it. Close it with [`exit_range`] on the same thread. `follow`: the
+/// range continues the lead thread's work (a module's backward on
+/// autograd's worker thread): on a thread with no range of its own it
+/// nests under the ranges of the training loop's thread.
+pub fn enter_range(name: &str, follow: bool) {
+    collect::nvtx::enter(name, follow);
+}
+
+/// Closes the calling thread's innermost range opened by [`enter_range`]
+/// (or an NVTX push of the default domain). `discard`: leave this opening
+/// of it out of the report (it did none of the work it names: a `step`
+/// opened by a data fetch that found the end of the data).
+pub fn exit_range(discard: bool) {
+    collect::nvtx::exit(discard);
+}
+
+/// Counts `flops` model FLOPs (computed from operand shapes) for the
+/// calling thread's innermost open range and every range around it: the
+/// report gives their model FLOPs utilisation without declared FLOPs.
+/// Declared FLOPs ([`declare_flops`]) win over counted ones.
+pub fn add_range_flops(flops: f64) {
+    collect::nvtx::add_flops(flops);
+}
+
 /// Whether the NVIDIA driver library (libcuda) loads in this process:
 /// without it there is no GPU to profile.
 pub fn driver_present() -> bool {

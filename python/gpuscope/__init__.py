@@ -12,7 +12,7 @@ Importing gpuscope makes its library the process's NVTX tool
 
 import os as _os
 
-from ._api import Range, Report, declare_flops, declare_work, profile, version
+from ._api import Range, Report, annotate, declare_flops, declare_work, profile, version
 from ._native import GpuscopeError, GpuscopeWarning, library_path
 
 #: `gpuscope.range("name")`: a context manager and decorator (see `Range`).
@@ -22,5 +22,5 @@ if "NVTX_INJECTION64_PATH" not in _os.environ and library_path().exists():
     _os.environ["NVTX_INJECTION64_PATH"] = str(library_path())
 
 __version__ = "0.1.0"
-__all__ = ["GpuscopeError", "GpuscopeWarning", "Range", "Report", "declare_flops", "declare_work", "library_path",
+__all__ = ["GpuscopeError", "GpuscopeWarning", "Range", "Report", "annotate", "declare_flops", "declare_work", "library_path",
            "profile", "range", "version"]

@@ -8,7 +8,7 @@ import tempfile
 import threading
 import warnings
 
-from . import _native
+from . import _native, _torch_ranges
 from ._native import FORMATS, MODES, GpuscopeError, GpuscopeWarning, check, lib
 
 #: Report file suffixes and their formats, for `output=` without `format=`.
@@ -112,18 +112,21 @@ class profile:
     suffix). Without a GPU, driver or CUPTI, or when another profiler
     holds CUPTI, it warns (`GpuscopeWarning`) and the block runs
     unprofiled, or raises `GpuscopeError` with `strict=True`. Bad
-    arguments always raise. After the block, `report` holds the report
+    arguments always raise. `torch_ranges=True` (or a depth): PyTorch's
+    automatic ranges while the block runs (see `annotate`). After the block, `report` holds the report
     (`None` if unprofiled)."""
 
     def __init__(self, mode="trace", output=None, format=None, *, metrics=None, kernel_filter=None,
                  nvtx_filter=None, launch_count=None, keep_trace=None, sampling_interval_us=None,
-                 trace_windows=None, strict=False):
+                 trace_windows=None, torch_ranges=None, strict=False):
         if mode not in MODES:
             raise ValueError(f"mode {mode!r} is not a gpuscope mode; allowed: {', '.join(MODES)}")
         self.mode = mode
         self.output = output
         self.format = _format_for(output, format) if output is not None else None
         self.strict = strict
+        self._torch_ranges = None if torch_ranges in (None, False) else _torch_depth(torch_ranges)
+        self._hooks = None
         self._options = dict(metrics=metrics, kernel_filter=kernel_filter, nvtx_filter=nvtx_filter,
                              launch_count=launch_count, keep_trace=keep_trace,
                              sampling_interval_us=sampling_interval_us, trace_windows=trace_windows)
@@ -172,6 +175,8 @@ class profile:
         code = lib().gpuscope_start(ctypes.byref(cfg))
         if code == _native.OK:
             self.profiled = self._running = True
+            if self._torch_ranges is not None:
+                self._hooks = _torch_hooks(None if self._torch_ranges == "auto" else self._torch_ranges)
         elif code in (_native.ERR_NO_GPU, _native.ERR_BUSY, _native.ERR_CUPTI) and not self.strict:
             message = (lib().gpuscope_last_error() or b"").decode("utf-8", "replace")
             self.reason = message
@@ -186,6 +191,12 @@ class profile:
         if not self._running:
             return self.report
         self._running = False
+        if self._hooks is not None:
+            if self._hooks is not _torch_ranges.ACTIVE:
+                self._hooks.uninstall()
+            else:
+                self._hooks.close_step()
+            self._hooks = None
         with _lock:
             check(lib().gpuscope_stop())
             _generation += 1
@@ -228,6 +239,43 @@ class Range:
         return wrapper
 
 
+def _torch_depth(value):
+    if value is True:
+        return "auto"
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value < 1:
+            raise ValueError(f"torch_ranges={value!r}: a depth of 1 or more, or True")
+        return value
+    raise ValueError(f"torch_ranges={value!r}: allowed: True (default depth), a depth of 1 or more, None")
+
+
+def _torch_hooks(depth, discover=True):
+    """The installed PyTorch hooks: those of `gpuscope run --torch-ranges`
+    when it installed them, else new ones."""
+    import sys
+
+    env = sys.modules.get("_gpuscope_torch_ranges")
+    active = getattr(env, "ACTIVE", None) or _torch_ranges.ACTIVE
+    if active is not None:
+        return active
+    hooks = _torch_ranges.TorchRanges(_torch_ranges.Library(str(_native.library_path())), depth=depth)
+    return hooks.install(discover=discover)
+
+
+def annotate(model, depth=None):
+    """Ranges for a PyTorch model with no change to its code: its forward
+    (`forward/<module>/...`) and backward per module by qualified name to
+    `depth` levels (default: one level inside its repeated blocks, such as
+    decoder layers), plus `step` (one per optimizer step), `data`
+    (DataLoader waits), `backward` and `optimizer`; model FLOPs counted
+    from `nn.Linear`, convolution and `scaled_dot_product_attention`
+    shapes give MFU without `declare_flops`. Returns `model`."""
+    if depth is not None:
+        _torch_depth(depth)
+    hooks = _torch_hooks(None, discover=False)
+    return hooks.annotate(model, depth=depth)
+
+
 def declare_flops(range, flops_per_call):
     """The model FLOPs one call of NVTX range `range` performs (e.g.
     6 * parameters * tokens per training step): the report gives its MFU."""
@@ -241,4 +289,4 @@ def declare_work(range, amount_per_call, unit=None):
                                       None if unit is None else str(unit).encode()))
 
 
-__all__ = ["GpuscopeError", "GpuscopeWarning", "Range", "Report", "declare_flops", "declare_work", "profile", "version"]
+__all__ = ["GpuscopeError", "GpuscopeWarning", "Range", "Report", "annotate", "declare_flops", "declare_work", "profile", "version"]

@@ -42,6 +42,9 @@ pub(crate) struct Figures {
     pub pageable: u64,
     /// Device-to-host copies among them (`.item()`, `.cpu()`).
     pub d2h: u64,
+    /// Model FLOPs counted inside it, in millions (a framework
+    /// integration's count from operand shapes).
+    pub mflops: u64,
 }
 
 /// Applies `$op` (a saturating add or sub) to every field of two
@@ -64,6 +67,7 @@ macro_rules! each_field {
             (&mut a.h2d_bytes, b.h2d_bytes),
             (&mut a.pageable, b.pageable),
             (&mut a.d2h, b.d2h),
+            (&mut a.mflops, b.mflops),
         ] {
             *x = x.$op(y);
         }

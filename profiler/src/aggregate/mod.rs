@@ -6,6 +6,7 @@
 
 pub(crate) mod calls;
 pub(crate) mod devices;
+mod graph_nodes;
 pub(crate) mod idle;
 pub(crate) mod interval;
 pub(crate) mod kernels;
@@ -176,6 +177,8 @@ pub(crate) struct Aggregator {
     untraced: Untraced,
     /// Launch calls made between trace windows.
     untraced_launches: u64,
+    /// CUDA graph nodes and the ranges they were captured in.
+    graph_nodes: graph_nodes::GraphNodes,
 }
 
 impl Aggregator {
@@ -207,6 +210,7 @@ impl Aggregator {
             sampling_status: None,
             untraced: Untraced::default(),
             untraced_launches: 0,
+            graph_nodes: graph_nodes::GraphNodes::default(),
         };
         if matches!(a.opts.trace_windows, Some((0, _))) {
             // Windows of 0: kernel records are never on.
@@ -371,6 +375,10 @@ impl Aggregator {
             HostEvent::ThreadName { tid, name } => {
                 self.thread_names.insert(tid, name);
             }
+            HostEvent::Flops { instance, flops } => self.ranges.flops(instance, flops),
+            HostEvent::Discard { instance } => self.ranges.discard(instance),
+            HostEvent::GraphNode { node, path, base } => self.graph_nodes.made(node, path, base),
+            HostEvent::GraphNodeCloned { node, original } => self.graph_nodes.cloned(node, original),
         }
     }
 
@@ -404,6 +412,9 @@ impl Aggregator {
     fn kernel_with(&mut self, a: Attributed) {
         let Attributed { kernel: k, launch: info, metrics } = a;
         let name = self.names.id(k.name);
+        // A replayed graph kernel runs the ranges its node was captured in.
+        let path = self.graph_nodes.path(k.graph_node_id, info.path);
+        let info = LaunchInfo { path, ..info };
         let shape = LaunchShape {
             threads_per_block: threads_per_block(k.block),
             registers_per_thread: k.registers_per_thread as u32,
@@ -658,7 +669,7 @@ impl Aggregator {
             syncs: self.memory.syncs,
             thread_names: self.thread_names.iter().map(|(t, n)| (*t, n.clone())).collect(),
             trace: None,
-            drops: self.drops.clone(),
+            drops: Drops { graph_nodes_over_cap: self.graph_nodes.over_cap, ..self.drops.clone() },
             profiler_kernels: self.attribution.profiler_kernels,
             idle: self.idle_total,
             cross_thread: self.cross_thread,
@@ -721,6 +732,29 @@ mod tests {
         let end = a.finish(1_000);
         assert_eq!(count(&end, "snapshot-step"), Some((1, 1)), "once, not twice");
         assert_eq!(count(&end, "snapshot-outer"), Some((1, 1)));
+    }
+
+    #[test]
+    fn counted_flops_count_for_the_range_and_every_range_around_it() {
+        let mut a = Aggregator::new(AggregateOptions::default(), DeviceTable::fixed(vec![]));
+        let step = paths().intern(ROOT, 0, "flops-step");
+        let layer = paths().intern(step, 0, "layers.0");
+        let other = paths().intern(step, 0, "lm_head");
+        a.host_event(HostEvent::Push { instance: 1, parent: 0, path: step, tid: 1, ts: 0 });
+        a.host_event(HostEvent::Push { instance: 2, parent: 1, path: layer, tid: 1, ts: 10 });
+        a.host_event(HostEvent::Flops { instance: 2, flops: 3e9 });
+        a.host_event(HostEvent::Flops { instance: 2, flops: 1.5e6 });
+        a.host_event(HostEvent::Pop { instance: 2, ts: 100 });
+        a.host_event(HostEvent::Push { instance: 3, parent: 1, path: other, tid: 1, ts: 110 });
+        a.host_event(HostEvent::Flops { instance: 3, flops: 2e9 });
+        a.host_event(HostEvent::Pop { instance: 3, ts: 200 });
+        a.host_event(HostEvent::Flops { instance: 1, flops: 1e9 });
+        a.host_event(HostEvent::Pop { instance: 1, ts: 300 });
+        let end = a.finish(1_000);
+        let mflops = |name: &str| end.ranges.iter().find(|(p, _)| p.to_string() == name).map(|(_, r)| r.total.mflops);
+        assert_eq!(mflops("flops-step/layers.0"), Some(3002), "to the MFLOP");
+        assert_eq!(mflops("flops-step/lm_head"), Some(2000));
+        assert_eq!(mflops("flops-step"), Some(6002), "nested ranges included");
     }
 
     /// One range per 10 launches, 100 ns apart, each kernel arriving (a

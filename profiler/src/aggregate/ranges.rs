@@ -32,6 +32,10 @@ pub(crate) struct Instance {
     pub sampled: Vec<(u32, SampledAcc)>,
     /// Devices its kernels ran on (bit per ordinal below 64).
     pub devices: u64,
+    /// Model FLOPs counted inside it (nested ranges included).
+    pub flops: f64,
+    /// Left out of the report (`HostEvent::Discard`).
+    pub discarded: bool,
 }
 
 /// Running totals of the finished instances of one path.
@@ -84,6 +88,9 @@ fn forget_ended(open: &mut BTreeSet<(u64, u64)>, instances: &FxHashMap<u64, Inst
 /// Adds a finished instance (ended at `end`) to its path's totals; one that
 /// touched untraced time counts apart, with its sampled figures only.
 fn fold(acc: &mut RangeAcc, i: &Instance, end: u64, untraced: &Untraced) {
+    if i.discarded {
+        return;
+    }
     for (d, s) in &i.sampled {
         if i.devices == 0 || (*d < 64 && i.devices & (1 << d) != 0) {
             acc.sampled_wall.merge(s);
@@ -95,7 +102,13 @@ fn fold(acc: &mut RangeAcc, i: &Instance, end: u64, untraced: &Untraced) {
         acc.untraced_launches = acc.untraced_launches.saturating_add(i.fig.launches);
         return;
     }
-    let fig = Figures { wall: end - i.start, busy: i.busy.total(), in_window: i.busy.within(i.start, end), ..i.fig };
+    let fig = Figures {
+        wall: end - i.start,
+        busy: i.busy.total(),
+        in_window: i.busy.within(i.start, end),
+        mflops: (i.flops / 1e6).round() as u64,
+        ..i.fig
+    };
     acc.count += 1;
     acc.total.add(&fig);
     acc.calls.add(i.start, &fig);
@@ -172,6 +185,8 @@ impl Ranges {
             fig: Figures::default(),
             sampled: Vec::new(),
             devices: 0,
+            flops: 0.0,
+            discarded: false,
         };
         self.instances.insert(instance, i);
         self.idle_open.insert((ts, instance));
@@ -226,6 +241,18 @@ impl Ranges {
                 i.fig.calls_timed += 1;
             }
         });
+    }
+
+    /// `instance` is left out of the report.
+    pub(crate) fn discard(&mut self, instance: u64) {
+        if let Some(i) = self.instances.get_mut(&instance) {
+            i.discarded = true;
+        }
+    }
+
+    /// Model FLOPs counted inside `instance`.
+    pub(crate) fn flops(&mut self, instance: u64, flops: f64) {
+        self.for_each_enclosing(instance, |i| i.flops += flops);
     }
 
     /// A host synchronisation of `ns` inside `instance`.

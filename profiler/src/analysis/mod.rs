@@ -128,6 +128,10 @@ pub struct RangeAnalysis {
     pub model_mfu_pct: Option<f64>,
     /// The pipe whose peak `model_mfu_pct` uses.
     pub model_mfu_pipe: Option<Pipe>,
+    /// The model FLOPs were counted from operand shapes (PyTorch's
+    /// automatic ranges), not declared.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub model_flops_counted: bool,
     /// Declared work per second, and its unit.
     pub throughput_per_s: Option<f64>,
     /// See `throughput_per_s`.
@@ -402,7 +406,10 @@ fn range(r: &Report, g: &RangeSummary, w: Option<&Weighted>, peaks: Option<&Peak
     let arithmetic_intensity = flops.filter(|f| *f > 0.0 && w.dram_bytes > 0.0).map(|f| f / w.dram_bytes);
     let ridge_point = arithmetic_intensity.and(peaks).and_then(|p| p.ridge(main_pipe.unwrap_or(TENSOR_BF16)));
     let declared = r.declared.iter().filter(|d| d.matches(&path));
-    let model_flops = declared.clone().find_map(|d| d.flops).map(|f| f * calls.count as f64);
+    let declared_flops = declared.clone().find_map(|d| d.flops).map(|f| f * calls.count as f64);
+    // Declared FLOPs win over those counted from shapes.
+    let model_flops_counted = declared_flops.is_none() && calls.counted_flops > 0.0;
+    let model_flops = declared_flops.or(model_flops_counted.then_some(calls.counted_flops));
     let work = declared.clone().find_map(|d| d.work.map(|w| (w * calls.count as f64, d.unit.clone())));
     let model_mfu_pipe = model_flops.and(peaks).map(|_| main_pipe.unwrap_or(TENSOR_BF16));
     let per_s = |x: f64| (secs > 0.0).then(|| x / secs);
@@ -486,6 +493,7 @@ fn range(r: &Report, g: &RangeSummary, w: Option<&Weighted>, peaks: Option<&Peak
         model_flops_per_s,
         model_mfu_pct,
         model_mfu_pipe,
+        model_flops_counted,
         throughput_per_s: work.as_ref().and_then(|(w, _)| per_s(*w)),
         throughput_unit: work.and_then(|(_, u)| u),
         verdict: v,
@@ -504,6 +512,7 @@ struct Calls {
     utilization_pct: f64,
     launches: u64,
     host: crate::report::HostFigures,
+    counted_flops: f64,
 }
 
 impl Calls {
@@ -516,6 +525,7 @@ impl Calls {
                 utilization_pct: s.utilization_pct(),
                 launches: s.launches,
                 host: s.host,
+                counted_flops: s.counted_flops,
             },
             None => Calls {
                 count: g.count,
@@ -524,6 +534,7 @@ impl Calls {
                 utilization_pct: g.gpu_utilization_pct,
                 launches: g.kernel_launches,
                 host: g.host,
+                counted_flops: g.counted_flops,
             },
         }
     }
@@ -562,6 +573,7 @@ fn folded_range(g: &RangeSummary, domain: &str) -> RangeAnalysis {
         model_flops_per_s: None,
         model_mfu_pct: None,
         model_mfu_pipe: None,
+        model_flops_counted: false,
         throughput_per_s: None,
         throughput_unit: None,
         verdict: Verdict {
@@ -611,6 +623,7 @@ fn untraced_range(g: &RangeSummary, f: Option<&SampledFigures>, peaks: Option<&P
         model_flops_per_s: None,
         model_mfu_pct: None,
         model_mfu_pipe: None,
+        model_flops_counted: false,
         throughput_per_s: None,
         throughput_unit: None,
         verdict: if f.is_some() { verdict::untraced(&r, n) } else { verdict::unmeasured(g.untraced_count) },

@@ -16,6 +16,7 @@ use super::metrics::collector::{self, LaunchSite};
 use super::{active, hold, nvtx, panic_guard, tally, CollectOptions, Collection};
 use crate::error::Result;
 use crate::model::event::HostEvent;
+use crate::model::path::PathId;
 use cupti_sys::{self as sys, Cupti};
 use std::cell::Cell;
 use std::ffi::c_void;
@@ -58,6 +59,23 @@ const RUNTIME_LAUNCHES: &[u32] = &[
     sys::CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_ptsz_v13000,
 ];
 
+/// A graph node made (or cloned, `cloned`): made during a stream capture
+/// inside ranges opened since it began, it keeps them for its replays.
+fn graph_node(s: &Collection, cloned: bool, g: &sys::CUpti_GraphData) {
+    let Ok(node) = activity::graph_node_id(s.cupti, g.node) else { return };
+    if cloned {
+        if let Ok(original) = activity::graph_node_id(s.cupti, g.originalNode) {
+            s.send(HostEvent::GraphNodeCloned { node, original });
+        }
+        return;
+    }
+    let path = nvtx::current().path;
+    let base = CAPTURE_BASE.try_with(Cell::get).ok().flatten().unwrap_or(path);
+    if path != base {
+        s.send(HostEvent::GraphNode { node, path, base });
+    }
+}
+
 /// Stream-capture begins: metrics mode closes its measurement window there
 /// (stopping the range profiler during a capture would invalidate it).
 const CAPTURE_BEGINS: &[(u32, u32)] = &[
@@ -71,6 +89,15 @@ const CAPTURE_BEGINS: &[(u32, u32)] = &[
     (sys::CUPTI_CB_DOMAIN_RUNTIME_API, sys::CUPTI_RUNTIME_TRACE_CBID_cudaStreamBeginCapture_ptsz_v10000),
     (sys::CUPTI_CB_DOMAIN_RUNTIME_API, sys::CUPTI_RUNTIME_TRACE_CBID_cudaStreamBeginCaptureToGraph_v12030),
     (sys::CUPTI_CB_DOMAIN_RUNTIME_API, sys::CUPTI_RUNTIME_TRACE_CBID_cudaStreamBeginCaptureToGraph_ptsz_v12030),
+];
+
+/// Stream-capture ends: the ranges open at the capture's beginning are
+/// forgotten there.
+const CAPTURE_ENDS: &[(u32, u32)] = &[
+    (sys::CUPTI_CB_DOMAIN_DRIVER_API, sys::CUPTI_DRIVER_TRACE_CBID_cuStreamEndCapture),
+    (sys::CUPTI_CB_DOMAIN_DRIVER_API, sys::CUPTI_DRIVER_TRACE_CBID_cuStreamEndCapture_ptsz),
+    (sys::CUPTI_CB_DOMAIN_RUNTIME_API, sys::CUPTI_RUNTIME_TRACE_CBID_cudaStreamEndCapture_v10000),
+    (sys::CUPTI_CB_DOMAIN_RUNTIME_API, sys::CUPTI_RUNTIME_TRACE_CBID_cudaStreamEndCapture_ptsz_v10000),
 ];
 
 /// Copy API calls: the time a thread spends blocked in them tells copies
@@ -196,8 +223,14 @@ pub(super) fn enable(cupti: &'static Cupti, sub: sys::CUpti_SubscriberHandle, p:
             on(domain, cbid)?;
         }
     }
-    for &(domain, cbid) in CAPTURE_BEGINS.iter().filter(|_| p.metrics.is_some()) {
+    // Captures: metrics mode closes its window at their beginning; graph
+    // nodes remember the ranges opened during them.
+    for &(domain, cbid) in CAPTURE_BEGINS.iter().chain(CAPTURE_ENDS).filter(|_| p.metrics.is_some() || p.attribution) {
         on(domain, cbid)?;
+    }
+    if p.attribution {
+        on(sys::CUPTI_CB_DOMAIN_RESOURCE, sys::CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED)?;
+        on(sys::CUPTI_CB_DOMAIN_RESOURCE, sys::CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED)?;
     }
     let copies = [(sys::CUPTI_CB_DOMAIN_DRIVER_API, DRIVER_COPIES), (sys::CUPTI_CB_DOMAIN_RUNTIME_API, RUNTIME_COPIES)];
     for (domain, list) in copies.into_iter().filter(|_| p.attribution) {
@@ -273,6 +306,9 @@ thread_local! {
     static BLOCKED_SINCE: Cell<Option<u64>> = const { Cell::new(None) };
     // When this thread entered the launch gpuscope is measuring.
     static MEASURE_ENTERED: Cell<Option<u64>> = const { Cell::new(None) };
+    // The ranges open on this thread when its stream capture in progress
+    // began (`None`: no capture).
+    static CAPTURE_BASE: Cell<Option<PathId>> = const { Cell::new(None) };
     // When this thread entered its launch call in progress.
     static CALL_ENTERED: Cell<Option<Instant>> = const { Cell::new(None) };
     // How long this thread's last launch call took, entry to exit, ns (0:
@@ -298,6 +334,17 @@ pub(super) unsafe extern "C" fn api_callback(
                 let ctx = unsafe { &*(data as *const sys::CUpti_ResourceData) }.context;
                 if let Some(s) = hold() {
                     context_destroying(&s, ctx);
+                }
+            } else if cbid == sys::CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED
+                || cbid == sys::CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED
+            {
+                // SAFETY: resource callbacks pass a CUpti_ResourceData; for
+                // graph node callbacks its descriptor is a CUpti_GraphData.
+                let g = unsafe { (*(data as *const sys::CUpti_ResourceData)).resourceDescriptor }
+                    as *const sys::CUpti_GraphData;
+                if let (false, Some(s)) = (g.is_null(), hold()) {
+                    // SAFETY: checked non-null above; CUPTI owns it for the call.
+                    graph_node(&s, cbid == sys::CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED, unsafe { &*g });
                 }
             } else if cbid == sys::CUPTI_CBID_RESOURCE_CONTEXT_CREATED {
                 // SAFETY: as above.
@@ -325,6 +372,19 @@ pub(super) unsafe extern "C" fn api_callback(
             if let Some(c) = active().as_ref().and_then(|s| s.collector.as_ref()) {
                 c.unmeasured_exit();
             }
+        }
+        let begins = CAPTURE_BEGINS.contains(&(domain, cbid));
+        if begins || CAPTURE_ENDS.contains(&(domain, cbid)) {
+            if enter {
+                let base = begins.then(|| nvtx::current().path);
+                let _ = CAPTURE_BASE.try_with(|b| b.set(base));
+            }
+            if let (true, true, Some(s)) = (begins, enter, hold()) {
+                if let Some(c) = &s.collector {
+                    c.close_windows();
+                }
+            }
+            return;
         }
         let copy = is_copy(domain, cbid);
         let wait = !copy && is_sync(domain, cbid);
@@ -379,12 +439,6 @@ pub(super) unsafe extern "C" fn api_callback(
                 } else {
                     HostEvent::HostWait { start, end, instance }
                 });
-            }
-            return;
-        }
-        if CAPTURE_BEGINS.contains(&(domain, cbid)) {
-            if let (true, Some(c)) = (enter, &s.collector) {
-                c.close_windows();
             }
             return;
         }

@@ -34,7 +34,8 @@ struct Frame {
     domain: DomainId,
     node: PathId,
     instance: u64,
-    /// A range of a library's domain (it does not make the thread's own).
+    /// A range that does not make one of the thread's own: a library
+    /// domain's, or a follower range (see [`enter`]).
     library: bool,
 }
 
@@ -163,8 +164,7 @@ pub(crate) fn current() -> ThreadContext {
     })
 }
 
-fn push(domain: DomainId, name: &str) {
-    let library = is_library(domain);
+fn push(domain: DomainId, name: &str, library: bool) {
     let _ = RANGES.try_with(|r| {
         let Ok(mut r) = r.try_borrow_mut() else { return };
         let parent = if r.frames.is_empty() && !library {
@@ -216,6 +216,39 @@ fn pop(domain: DomainId) {
     });
 }
 
+/// Opens a range on the calling thread straight in gpuscope's stacks (no
+/// NVTX call: other tools do not see it), in the default domain.
+/// `follow`: the range continues work of the lead thread (autograd's
+/// worker running a module's backward) and, on a thread with no range of
+/// its own, nests under the lead thread's ranges, as library ranges do.
+pub(crate) fn enter(name: &str, follow: bool) {
+    push(0, name, follow);
+}
+
+/// Closes the calling thread's innermost default-domain range;
+/// `discard`: the range did no work of the kind it names (a `step` opened
+/// by a data fetch that found the epoch's end) and is left out of the
+/// report.
+pub(crate) fn exit(discard: bool) {
+    if discard {
+        let instance = current();
+        if instance.instance != 0 && !instance.inherited {
+            send_host_event(|_| HostEvent::Discard { instance: instance.instance });
+        }
+    }
+    pop(0);
+}
+
+/// Model FLOPs done by the calling thread's innermost open range (the lead
+/// thread's, on a thread with none): they count for it and every range
+/// around it.
+pub(crate) fn add_flops(flops: f64) {
+    let ctx = current();
+    if ctx.instance != 0 && flops.is_finite() && flops > 0.0 {
+        send_host_event(|_| HostEvent::Flops { instance: ctx.instance, flops });
+    }
+}
+
 /// The NVTX tool handler: keeps the stacks, forwards to the session.
 pub(crate) struct NvtxHandler;
 
@@ -231,7 +264,7 @@ impl tool::Handler for NvtxHandler {
 /// One NVTX event into the stacks and the session.
 fn on_event(e: &Event<'_>) {
     match e {
-        Event::Push { domain, attributes } => push(*domain, &attributes.message),
+        Event::Push { domain, attributes } => push(*domain, &attributes.message, is_library(*domain)),
         Event::Pop { domain } => pop(*domain),
         Event::Start { domain, id, attributes } => {
             let path = paths().intern(ROOT, *domain, &attributes.message);
@@ -389,5 +422,32 @@ pub(crate) mod tests {
         assert_eq!(on_thread(path_now), "step");
         drop(_s);
         assert!(is_library_domain("cublas") && is_library_domain("NCCL") && !is_library_domain("data"));
+    }
+
+    #[test]
+    fn follower_ranges_nest_under_the_lead_threads_and_never_lead() {
+        let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        assert!(install());
+        set_inherit(true);
+        enter("step", false);
+        enter("backward", false);
+        let (inside, nested, after) = on_thread(|| {
+            enter("layers.3", true);
+            let inside = (path_now(), current().inherited);
+            enter("self_attn", true);
+            let nested = path_now();
+            // A third thread still inherits the loop thread's ranges: a
+            // follower range does not make its thread the lead.
+            let third = on_thread(path_now);
+            exit(false);
+            exit(false);
+            (inside, (nested, third), path_now())
+        });
+        assert_eq!(inside, ("step/backward/layers.3".to_string(), true));
+        assert_eq!(nested, ("step/backward/layers.3/self_attn".to_string(), "step/backward".to_string()));
+        assert_eq!(after, "step/backward", "closed: the lead thread's again");
+        exit(false);
+        exit(false);
+        assert_eq!(path_now(), "(no range)");
     }
 }

@@ -40,6 +40,15 @@ pub struct Drops {
     /// records or a measurement). The program runs on.
     #[serde(default)]
     pub callback_panics: u64,
+    /// CUDA graph nodes captured inside ranges that were not remembered
+    /// (the table was full): their replayed kernels count for the ranges
+    /// around the graph's launch only.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub graph_nodes_over_cap: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 impl Drops {

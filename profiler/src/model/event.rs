@@ -65,4 +65,17 @@ pub enum HostEvent {
     KernelMetrics { correlation_id: u32, values: Option<Vec<f64>> },
     /// `nvtxNameOsThread`.
     ThreadName { tid: u32, name: String },
+    /// A CUDA graph node was made while the ranges at `path` were open on
+    /// the thread, inside `base` (the ranges open when its stream capture
+    /// began): its kernels, whenever replayed, run the frames of `path`
+    /// below `base` inside the ranges open at their graph's launch.
+    GraphNode { node: u64, path: PathId, base: PathId },
+    /// A graph node copied from `original` (graph instantiation clones the
+    /// captured graph's nodes): its kernels are the original's.
+    GraphNodeCloned { node: u64, original: u64 },
+    /// Range `instance`, about to close, is left out of the report.
+    Discard { instance: u64 },
+    /// Model FLOPs counted inside range `instance` (a framework
+    /// integration's count from operand shapes).
+    Flops { instance: u64, flops: f64 },
 }

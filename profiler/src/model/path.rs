@@ -266,6 +266,22 @@ impl PathTable {
         nodes.get(id as usize).map_or_else(|| Arc::from(""), |n| n.name.clone())
     }
 
+    /// `path`'s frames below `base` (all of them when `base` is not around
+    /// it), opened inside `onto`.
+    pub(crate) fn rebase(&self, path: PathId, base: PathId, onto: PathId) -> PathId {
+        let mut below = Vec::new();
+        {
+            let nodes = self.nodes.read().unwrap_or_else(|e| e.into_inner());
+            let mut cur = path;
+            while cur != base && cur != ROOT {
+                let Some(n) = nodes.get(cur as usize) else { break };
+                below.push((n.domain, n.name.clone()));
+                cur = n.parent;
+            }
+        }
+        below.iter().rev().fold(onto, |parent, (domain, name)| self.intern(parent, *domain, name))
+    }
+
     /// The full path of `id`.
     pub(crate) fn path(&self, id: PathId) -> RangePath {
         let nodes = self.nodes.read().unwrap_or_else(|e| e.into_inner());

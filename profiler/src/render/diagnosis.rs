@@ -85,8 +85,9 @@ fn extras(g: &RangeAnalysis) -> Vec<String> {
     let mut v = Vec::new();
     if let (Some(m), Some(pipe)) = (g.model_mfu_pct, g.model_mfu_pipe) {
         v.push(format!(
-            "model MFU {m:.1}% ({}FLOP/s declared, against the {pipe} peak)",
-            si(g.model_flops_per_s.unwrap_or(0.0))
+            "model MFU {m:.1}% ({}FLOP/s {}, against the {pipe} peak)",
+            si(g.model_flops_per_s.unwrap_or(0.0)),
+            if g.model_flops_counted { "counted from Linear/attention/conv shapes" } else { "declared" }
         ));
     }
     if let Some(t) = g.throughput_per_s {

@@ -135,7 +135,7 @@ pub(crate) fn render(r: &Report, a: &Analysis, labels: &[(String, String)]) -> S
     let r_mfu = family::<RangeLabels, FloatGauge>(
         &mut reg,
         "range_model_flops_utilization_ratio",
-        "Declared model FLOPs per second over the device's dense peak (MFU)",
+        "Model FLOPs per second (declared, or counted from operand shapes) over the device's dense peak (MFU)",
     );
     let r_hmfu = family::<RangeLabels, FloatGauge>(
         &mut reg,

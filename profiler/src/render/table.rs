@@ -472,5 +472,6 @@ fn drops_line(d: &Drops) -> String {
     add(d.late_kernels, "kernels later than their idle time was decided");
     add(d.ranges_over_path_cap, "ranges past the path cap (as one range)");
     add(d.callback_panics, "panics caught in gpuscope's callbacks");
+    add(d.graph_nodes_over_cap, "CUDA graph nodes past the table cap (kernels kept at their launch's ranges)");
     format!("dropped: {}", parts.join(", "))
 }

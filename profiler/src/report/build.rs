@@ -74,6 +74,7 @@ fn range(path: RangePath, a: &RangeAcc, idle: bool) -> RangeSummary {
         host: steady::host_figures(t),
         steady: if idle { steady::of_range(a.count, t, &a.calls) } else { None },
         first_calls_ns: a.calls.first.iter().map(|c| c.figures.wall).collect(),
+        counted_flops: t.mflops as f64 * 1e6,
     }
 }
 

@@ -386,10 +386,19 @@ pub struct RangeSummary {
     /// around it, with no verdict of its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub library: Option<String>,
+    /// Model FLOPs counted in all its calls from operand shapes (PyTorch's
+    /// automatic ranges: `nn.Linear`, convolutions, attention), nested
+    /// ranges included.
+    #[serde(default, skip_serializing_if = "is_zero_f64")]
+    pub counted_flops: f64,
 }
 
 fn is_zero(v: &u64) -> bool {
     *v == 0
+}
+
+fn is_zero_f64(v: &f64) -> bool {
+    *v == 0.0
 }
 
 /// Utilisation from which a range counts as busy, %.

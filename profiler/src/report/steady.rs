@@ -66,6 +66,10 @@ pub struct Steady {
     pub idle: IdleSplit,
     /// What their host threads did.
     pub host: HostFigures,
+    /// Model FLOPs counted in them from operand shapes (PyTorch's automatic
+    /// ranges), nested ranges included.
+    #[serde(default, skip_serializing_if = "super::is_zero_f64")]
+    pub counted_flops: f64,
 }
 
 impl Steady {
@@ -157,6 +161,7 @@ pub(crate) fn of_range(count: u64, total: &Figures, log: &CallLog) -> Option<Ste
         launches: steady.launches,
         idle: IdleSplit::from_array(steady.idle),
         host: host_figures(&steady),
+        counted_flops: steady.mflops as f64 * 1e6,
     })
 }
 

@@ -90,3 +90,14 @@ pub(crate) fn get_timestamp(cupti: &Cupti) -> Result<u64> {
     check(cupti, unsafe { f(&mut t) }, "cuptiGetTimestamp")?;
     Ok(t)
 }
+
+/// `cuptiGetGraphNodeId`: the id kernel records give the graph node that
+/// launched them.
+pub(crate) fn graph_node_id(cupti: &Cupti, node: sys::CUgraphNode) -> Result<u64> {
+    let f = sym!(cupti, cuptiGetGraphNodeId).map_err(missing)?;
+    let mut id = 0u64;
+    // SAFETY: `node` is a handle CUPTI passed to a graph callback; the out
+    // pointer is a valid local.
+    check(cupti, unsafe { f(node, &mut id) }, "cuptiGetGraphNodeId")?;
+    Ok(id)
+}

@@ -1,0 +1,254 @@
+"""The PyTorch hooks' logic on CPU, with a small model and a recording
+backend in place of gpuscope's library: which ranges open, in what order,
+nested how, and the FLOPs counted. Skipped where torch is not installed."""
+
+import threading
+import unittest
+
+try:
+    import torch
+    import torch.nn as nn
+    from torch.utils.checkpoint import checkpoint
+except ImportError:  # pragma: no cover
+    torch = None
+
+from gpuscope import _torch_ranges as tr
+
+
+class Recorder:
+    """Records what the hooks ask of the library. Paths are built as the
+    library builds them: per thread, a follower range on a thread with no
+    range of its own nests under the main thread's ranges."""
+
+    def __init__(self):
+        self.main = threading.main_thread().ident
+        self.stacks = {}
+        self.events = []  # (kind, path, value)
+
+    def _path(self, tid):
+        own = self.stacks.get(tid, [])
+        if tid != self.main and own and own[0][1]:
+            return [n for n, _ in self.stacks.get(self.main, [])] + [n for n, _ in own]
+        return [n for n, _ in own]
+
+    def enter(self, name, follow=False):
+        tid = threading.get_ident()
+        self.stacks.setdefault(tid, []).append((name.decode(), follow))
+        self.events.append(("enter", "/".join(self._path(tid)), follow))
+
+    def exit(self, discard=False):
+        tid = threading.get_ident()
+        path = "/".join(self._path(tid))
+        self.stacks[tid].pop()
+        self.events.append(("exit", path, discard))
+
+    def flops(self, f):
+        self.events.append(("flops", "/".join(self._path(threading.get_ident())), f))
+
+    def entered(self):
+        return [p for k, p, _ in self.events if k == "enter"]
+
+    def steps(self):
+        """The events of each step not discarded, step by step."""
+        out, cur = [], None
+        for e in self.events:
+            if e[0] == "enter" and e[1] == "step":
+                cur = []
+                out.append(cur)
+            if cur is not None:
+                cur.append(e)
+            if e[:3] == ("exit", "step", True):
+                out.pop()
+                cur = None
+        return out
+
+
+if torch is not None:
+
+    class Block(nn.Module):
+        def __init__(self, d, ckpt=None):
+            super().__init__()
+            self.norm = nn.LayerNorm(d)
+            self.attn = nn.Linear(d, d)
+            self.mlp = nn.Sequential(nn.Linear(d, 2 * d), nn.GELU(), nn.Linear(2 * d, d))
+            self.ckpt = ckpt
+
+        def inner(self, x):
+            x = x + self.attn(self.norm(x))
+            return x + self.mlp(x)
+
+        def forward(self, x):
+            if self.ckpt is None:
+                return self.inner(x)
+            return checkpoint(self.inner, x, use_reentrant=self.ckpt == "reentrant")
+
+    class Model(nn.Module):
+        def __init__(self, d=16, n=2, ckpt=None):
+            super().__init__()
+            self.embed = nn.Embedding(32, d)
+            self.blocks = nn.ModuleList(Block(d, ckpt) for _ in range(n))
+            self.head = nn.Linear(d, 32)
+
+        def forward(self, ids):
+            x = self.embed(ids)
+            for b in self.blocks:
+                x = b(x)
+            return self.head(x)
+
+    class Wrapper(nn.Module):
+        def __init__(self, **kw):
+            super().__init__()
+            self.model = Model(**kw)
+
+        def forward(self, ids):
+            return self.model(ids)
+
+
+@unittest.skipIf(torch is None, "torch is not installed")
+class TorchRanges(unittest.TestCase):
+    def train(self, model, steps=4, depth=None, discover=True, batch=2, seq=8):
+        rec = Recorder()
+        hooks = tr.TorchRanges(rec, depth=depth)
+        hooks.install(discover=discover)
+        if not discover:
+            hooks.annotate(model)
+        try:
+            data = torch.utils.data.TensorDataset(torch.randint(0, 32, (batch * steps, seq)))
+            loader = torch.utils.data.DataLoader(data, batch_size=batch)
+            opt = torch.optim.SGD(model.parameters(), lr=0.01)
+            for (ids,) in loader:
+                logits = model(ids)
+                loss = nn.functional.cross_entropy(logits.flatten(0, 1), ids.flatten())
+                loss.backward()
+                opt.step()
+                opt.zero_grad()
+            hooks.close_step()
+        finally:
+            hooks.uninstall()
+        return rec, hooks
+
+    def test_a_training_loop_gets_step_data_forward_backward_per_module_and_optimizer(self):
+        torch.manual_seed(0)
+        rec, _ = self.train(Model())
+        steps = rec.steps()
+        self.assertEqual(len(steps), 4, "one step per optimizer step")
+        first = [p for k, p, _ in steps[0] if k == "enter"]
+        # Modules are found at the first call: their ranges start with the next.
+        self.assertEqual(first, ["step", "step/data", "step/backward", "step/optimizer"])
+        last = [p for k, p, _ in steps[-1] if k == "enter"]
+        self.assertEqual(last[:6], ["step", "step/data", "step/forward", "step/forward/embed",
+                                    "step/forward/blocks.0", "step/forward/blocks.0/norm"])
+        for p in ["step/forward/blocks.1/attn", "step/forward/blocks.1/mlp", "step/forward/head",
+                  "step/backward/head", "step/backward/blocks.1", "step/backward/blocks.1/mlp",
+                  "step/backward/blocks.0/attn", "step/backward/embed", "step/optimizer"]:
+            self.assertIn(p, last)
+        # Backward visits the modules in reverse.
+        bwd = [p for p in last if p.startswith("step/backward/") and p.count("/") == 2]
+        self.assertEqual(bwd, ["step/backward/head", "step/backward/blocks.1", "step/backward/blocks.0",
+                               "step/backward/embed"])
+        self.assertLess(last.index("step/backward/blocks.1/mlp"), last.index("step/backward/blocks.1/attn"))
+        # Every range closes, the step last.
+        enters = sum(1 for e in rec.events if e[0] == "enter")
+        self.assertEqual(enters, sum(1 for e in rec.events if e[0] == "exit"))
+        self.assertEqual(rec.events[-1][:2], ("exit", "step"))
+
+    def test_backward_ranges_nest_in_order(self):
+        rec, _ = self.train(Model())
+        depth = {}
+        for kind, path, _ in rec.steps()[-1]:
+            if kind == "enter":
+                depth.setdefault(path, 0)
+                depth[path] += 1
+        # No module range is open twice at once, and none leaks a level.
+        open_paths = []
+        for kind, path, _ in rec.steps()[-1]:
+            if kind == "enter":
+                self.assertNotIn(path, open_paths)
+                open_paths.append(path)
+            elif kind == "exit":
+                self.assertEqual(open_paths[-1], path)
+                open_paths.pop()
+
+    def test_depth_rule_and_explicit_depth(self):
+        self.assertEqual(tr.repeated_block_level(Model()), 1)
+        self.assertEqual(tr.default_depth(Model()), 2)
+        self.assertEqual(tr.default_depth(Wrapper()), 3, "blocks one level further in")
+        self.assertEqual(tr.default_depth(nn.Sequential(nn.Linear(2, 2))), tr.DEFAULT_DEPTH)
+        rec, _ = self.train(Wrapper())
+        last = set(rec.entered()[-40:])
+        self.assertIn("step/forward/model/blocks.0/attn", last)
+        self.assertNotIn("step/forward/model/blocks.0/mlp/0", "/".join(last))
+        rec, _ = self.train(Wrapper(), depth=1)
+        paths = set(rec.entered())
+        self.assertIn("step/forward/model", paths)
+        self.assertFalse(any("blocks" in p for p in paths), paths)
+
+    def test_flops_are_counted_once_forward_and_backward(self):
+        d, batch, seq = 16, 2, 8
+        tokens = batch * seq
+        # Per block: attn d*d, mlp d*2d + 2d*d; head d*32 (embedding: none).
+        linear = 2 * tokens * (2 * (d * d + 4 * d * d) + d * 32)
+        for ckpt in (None, "reentrant", "non-reentrant"):
+            with self.subTest(ckpt=ckpt):
+                rec, hooks = self.train(Model(d=d, ckpt=ckpt), batch=batch, seq=seq)
+                step = rec.steps()[-1]
+                total = sum(v for k, _, v in step if k == "flops")
+                # Forward, and twice that in backward (the first Linear's
+                # input needs grad too: it follows the embedding).
+                self.assertAlmostEqual(total, 3 * linear, delta=1e-6 * linear)
+                fwd = sum(v for k, p, v in step if k == "flops" and p.startswith("step/forward"))
+                self.assertAlmostEqual(fwd, linear, delta=1e-6 * linear)
+                self.assertEqual(hooks.counted.get("linear"), 7)
+                entered = [p for k, p, _ in step if k == "enter"]
+                self.assertEqual(entered.count("step/forward/blocks.0"), 1, "a re-run forward is no forward range")
+                self.assertFalse(any("backward" in p and "forward" in p for p in entered), entered)
+                self.assertEqual(entered.count("step/backward/blocks.0"), 1)
+                exits = sum(1 for e in rec.events if e[0] == "exit")
+                self.assertEqual(exits, sum(1 for e in rec.events if e[0] == "enter"), "balanced")
+
+    def test_sdpa_flops_from_shapes(self):
+        rec = Recorder()
+        hooks = tr.TorchRanges(rec).install(discover=False)
+        try:
+            q = torch.randn(2, 4, 8, 16)
+            rec.enter(b"x")
+            nn.functional.scaled_dot_product_attention(q, q, q, is_causal=True)
+            nn.functional.scaled_dot_product_attention(q, q, q)
+        finally:
+            hooks.uninstall()
+        flops = [v for k, _, v in rec.events if k == "flops"]
+        full = 2 * 2 * 4 * 8 * 8 * (16 + 16)
+        self.assertEqual(flops, [full / 2, full])
+
+    def test_evaluation_opens_no_step_and_hooks_come_off(self):
+        model = Model()
+        rec, hooks = self.train(model, steps=3)
+        n = len(rec.steps())
+        rec2 = Recorder()
+        hooks2 = tr.TorchRanges(rec2).install()
+        try:
+            with torch.no_grad():
+                for _ in range(4):
+                    model(torch.randint(0, 32, (2, 8)))
+        finally:
+            hooks2.uninstall()
+        self.assertEqual(rec2.steps(), [], "no step without an optimizer step or a training forward")
+        self.assertIn("forward", rec2.entered())
+        self.assertEqual(n, 3)
+        # Uninstalled: nothing more is recorded.
+        before = len(rec2.events)
+        model(torch.randint(0, 32, (2, 8))).sum().backward()
+        self.assertEqual(len(rec2.events), before)
+
+    def test_depth_values(self):
+        self.assertEqual(tr.parse_depth("on"), "auto")
+        self.assertEqual(tr.parse_depth(""), "auto")
+        self.assertEqual(tr.parse_depth("depth=4"), 4)
+        self.assertEqual(tr.parse_depth("2"), 2)
+        self.assertIsNone(tr.parse_depth("off"))
+        with self.assertRaisesRegex(ValueError, "GPUSCOPE_TORCH_RANGES='deep'"):
+            tr.parse_depth("deep")
+
+
+if __name__ == "__main__":
+    unittest.main()
