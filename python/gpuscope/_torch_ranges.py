@@ -64,6 +64,10 @@ def _is_compiling():
     return False
 
 
+def _graph_task_id():
+    return -1
+
+
 def _tensors(args, kwargs=None):
     """The tensors among `args` and `kwargs` values, one level deep."""
     import torch
@@ -222,7 +226,7 @@ class TorchRanges:
             return
         import torch
 
-        if torch._C._current_graph_task_id() != -1:
+        if _graph_task_id() != -1:
             # A checkpointed forward re-run inside backward: its time counts
             # for the backward range it runs in, its FLOPs not at all.
             return
@@ -256,7 +260,7 @@ class TorchRanges:
             return
         import torch
 
-        if torch._C._current_graph_task_id() != -1:
+        if _graph_task_id() != -1:
             # A re-run forward (non-reentrant checkpointing may stop it
             # before this hook: nothing may wait for it).
             return
@@ -296,6 +300,14 @@ class TorchRanges:
             node.register_prehook(self._beginner(call))
 
     # ---- FLOPs ----------------------------------------------------------
+
+    def _leaf(self, info, module, args, output):
+        """A counted module with no range of its own."""
+        if _is_compiling() or not info.root.armed or _graph_task_id() != -1:
+            return
+        stack = self._forward.get(threading.get_ident())
+        if stack:
+            self._count(info, module, args, output, stack)
 
     def _count(self, info, module, args, output, stack):
         import torch
@@ -476,13 +488,18 @@ class TorchRanges:
                     info.primary = self._primary is None
                     if info.primary:
                         self._primary = info
-                if ranged or kind is not None:
+                if ranged:
                     self._annotated[id(m)] = info
                     self._handles.append(m.register_forward_pre_hook(
                         lambda mod, a, k, i=info: self._pre(i, mod, a, k), with_kwargs=True))
                     self._handles.append(m.register_forward_hook(
                         lambda mod, a, k, o, i=info: self._post(i, mod, a, k, o), with_kwargs=True))
-                    if kind is not None:
+                elif kind is not None and self.count_flops:
+                    # Beyond the depth: its FLOPs only, from one hook.
+                    self._annotated[id(m)] = info
+                    self._handles.append(m.register_forward_hook(
+                        lambda mod, a, o, i=info: self._leaf(i, mod, a, o)))
+                if kind is not None:
                         self.counted[kind] = self.counted.get(kind, 0) + 1
             child_ranged = info if (info is not None and info.ranged) else ranged_ancestor
             child_ancestors = ancestors | {info} if info is not None and info.ranged else ancestors
@@ -519,7 +536,7 @@ class TorchRanges:
         """Hooks the optimizer, DataLoader and backward; with `discover`,
         annotates models (modules with parameters called at the top level)
         at their first call."""
-        global _is_compiling
+        global _is_compiling, _graph_task_id
         import torch
         import torch.optim.optimizer as optim
         import torch.utils.data.dataloader as dl
@@ -528,6 +545,7 @@ class TorchRanges:
             return self
         self.installed = True
         _is_compiling = torch.compiler.is_compiling
+        _graph_task_id = torch._C._current_graph_task_id
         self._handles.append(optim.register_optimizer_step_pre_hook(self._optimizer_pre))
         self._handles.append(optim.register_optimizer_step_post_hook(self._optimizer_post))
 

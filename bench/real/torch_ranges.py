@@ -1,0 +1,179 @@
+"""PyTorch programs with no NVTX call, for gpuscope's automatic ranges.
+
+    python3 torch_ranges.py train [--steps 30]
+        A Hugging Face Llama (8 layers, hidden 1024, tied embeddings, bf16,
+        fused AdamW) fed by a DataLoader; prints its own step time and the
+        6 x params x tokens MFU. Run it under `gpuscope run --torch-ranges`.
+    python3 torch_ranges.py overhead llama|mlp [--steps 30]
+        In one process, ms per step: plain, trace, trace + module ranges,
+        plain again, always-on (sampling, trace windows 0/1000) + module
+        ranges. Needs GPUSCOPE_LIB (the library) and gpuscope importable.
+    python3 torch_ranges.py graphs
+        An annotated model captured into a CUDA graph by hand and replayed,
+        and one compiled with mode="reduce-overhead": the report's kernel
+        paths.
+"""
+import argparse
+import json
+import sys
+import time
+
+import torch
+import torch.nn as nn
+
+H100_BF16_DENSE = 989e12
+
+
+def llama(batch=8, seq=512):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    cfg = LlamaConfig(vocab_size=32000, hidden_size=1024, intermediate_size=2816, num_hidden_layers=8,
+                      num_attention_heads=16, num_key_value_heads=16, max_position_embeddings=1024,
+                      tie_word_embeddings=True, attn_implementation="sdpa")
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(cfg).to("cuda", dtype=torch.bfloat16)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+    data = torch.utils.data.TensorDataset(torch.randint(0, cfg.vocab_size, (batch * 400, seq)))
+    loader = torch.utils.data.DataLoader(data, batch_size=batch, pin_memory=True, num_workers=2)
+
+    def batches():
+        while True:
+            for (ids,) in loader:
+                yield ids.cuda(non_blocking=True)
+
+    it = batches()
+
+    def step():
+        ids = next(it)
+        loss = model(input_ids=ids, labels=ids).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return loss
+
+    params = sum(p.numel() for p in model.parameters())
+    return step, params, batch * seq
+
+
+def mlp(batch=32, width=256, layers=8):
+    torch.manual_seed(0)
+    model = nn.Sequential(*[m for _ in range(layers) for m in (nn.Linear(width, width), nn.ReLU())]).cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
+    x = torch.randn(batch, width, device="cuda")
+
+    def step():
+        loss = model(x).square().mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return loss
+
+    return step, sum(p.numel() for p in model.parameters()), batch
+
+
+def timed(step, n):
+    torch.cuda.synchronize()
+    t = time.perf_counter()
+    for _ in range(n):
+        loss = step()
+    torch.cuda.synchronize()
+    float(loss)
+    return (time.perf_counter() - t) / n
+
+
+def train(a):
+    step, params, tokens = llama()
+    for _ in range(a.warmup):
+        step()
+    s = timed(step, a.steps)
+    mfu = 6 * params * tokens / s / H100_BF16_DENSE
+    print(json.dumps({"params": params, "tokens_per_step": tokens, "step_ms": s * 1e3,
+                      "mfu_6pt_pct": 100 * mfu}), flush=True)
+
+
+def overhead(a):
+    import gpuscope
+
+    step, _, _ = (llama if a.loop == "llama" else mlp)()
+    for _ in range(a.warmup):
+        step()
+    out = {}
+
+    def phase(name, **kw):
+        if kw:
+            with gpuscope.profile(**kw) as p:
+                for _ in range(a.warmup):
+                    step()
+                out[name] = timed(step, a.steps) * 1e3
+            return p
+        for _ in range(a.warmup):
+            step()
+        out[name] = timed(step, a.steps) * 1e3
+        return None
+
+    for rep in range(2):
+        phase(f"plain{rep}")
+        phase(f"trace{rep}", mode="trace")
+        phase(f"trace+ranges{rep}", mode="trace", torch_ranges=True)
+    phase("plain2")
+    phase("always-on+ranges", mode="sampling", trace_windows=(0, 1000), torch_ranges=True)
+    print(json.dumps({"loop": a.loop, "ms_per_step": out}), flush=True)
+
+
+class Small(nn.Module):
+    def __init__(self, d=512, n=4):
+        super().__init__()
+        self.layers = nn.ModuleList(nn.Sequential(nn.LayerNorm(d), nn.Linear(d, 4 * d), nn.GELU(),
+                                                  nn.Linear(4 * d, d)) for _ in range(n))
+        self.head = nn.Linear(d, d)
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = x + layer(x)
+        return self.head(x)
+
+
+def graphs(a):
+    import gpuscope
+
+    x = torch.randn(64, 512, device="cuda")
+    eager = gpuscope.annotate(Small().cuda().eval())
+    compiled = Small().cuda().eval()
+    gpuscope.annotate(compiled)
+    compiled = torch.compile(compiled, mode="reduce-overhead")
+    with torch.no_grad():
+        # By hand: capture with the hooks firing, replay many times.
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            for _ in range(3):
+                eager(x)
+        torch.cuda.current_stream().wait_stream(s)
+        g = torch.cuda.CUDAGraph()
+        with gpuscope.profile(mode="trace") as p:
+            with torch.cuda.graph(g):
+                eager(x)
+            for _ in range(20):
+                g.replay()
+            torch.cuda.synchronize()
+        p.report.write(f"{a.out}/graphs-manual.json")
+        for _ in range(5):
+            compiled(x)
+        with gpuscope.profile(mode="trace") as p:
+            for _ in range(20):
+                compiled(x)
+            torch.cuda.synchronize()
+        p.report.write(f"{a.out}/graphs-compiled.json")
+    print(json.dumps({"ok": True}), flush=True)
+
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser()
+    p.add_argument("what", choices=["train", "overhead", "graphs"])
+    p.add_argument("loop", nargs="?", default="llama", choices=["llama", "mlp"])
+    p.add_argument("--steps", type=int, default=30)
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--out", default=".")
+    a = p.parse_args()
+    {"train": train, "overhead": overhead, "graphs": graphs}[a.what](a)
+    sys.exit(0)
