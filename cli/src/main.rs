@@ -369,7 +369,7 @@ fn run(cmd: Cmd) -> Result<ExitCode, String> {
             let torch = child_env("GPUSCOPE_TORCH_RANGES");
             let output = child_env("GPUSCOPE_OUTPUT").unwrap_or_default();
             let hooks = match torch {
-                Some(v) if gpuscope::config::torch_ranges_depth(&v).ok().flatten().is_some() => {
+                Some(v) if gpuscope::config::torch_ranges_on(&v).unwrap_or(false) => {
                     let dir = torch_hooks::write()?;
                     let path = match std::env::var("PYTHONPATH") {
                         Ok(p) if !p.is_empty() => format!("{}:{p}", dir.display()),

@@ -82,24 +82,23 @@ fn declarations(var: &str, value: &str, unit: bool) -> Result<Vec<(String, f64, 
 
 pub use crate::session::{rank, RANK_VARIABLES};
 
-/// `GPUSCOPE_TORCH_RANGES` (read by gpuscope's PyTorch hooks): `Some(None)`
-/// for the default depth (`on`, `auto`, `true`, `yes` or empty), `Some(Some(n))`
-/// for `n` module levels (`n` or `depth=n`, 1 or more), `None` for off (`0`,
-/// `off`, `false`, `no`).
-pub fn torch_ranges_depth(value: &str) -> Result<Option<Option<u32>>> {
+/// Whether `GPUSCOPE_TORCH_RANGES` (read by gpuscope's PyTorch hooks, which
+/// take the depth from it) turns them on: `on`, `auto`, `true`, `yes`, empty,
+/// or a depth `N` / `depth=N` of 1 or more; off for `0`, `off`, `false`,
+/// `no`; anything else is refused.
+pub fn torch_ranges_on(value: &str) -> Result<bool> {
     let v = value.trim().to_ascii_lowercase();
     match v.as_str() {
-        "" | "on" | "auto" | "true" | "yes" => return Ok(Some(None)),
-        "0" | "off" | "false" | "no" => return Ok(None),
-        _ => {}
-    }
-    match v.strip_prefix("depth=").unwrap_or(&v).parse::<u32>() {
-        Ok(n) if n >= 1 => Ok(Some(Some(n))),
-        _ => Err(invalid(
-            "GPUSCOPE_TORCH_RANGES",
-            value,
-            "on/auto (default depth), N or depth=N (N module levels, 1 or more), off/0",
-        )),
+        "" | "on" | "auto" | "true" | "yes" => Ok(true),
+        "0" | "off" | "false" | "no" => Ok(false),
+        _ => match v.strip_prefix("depth=").unwrap_or(&v).parse::<u32>() {
+            Ok(n) if n >= 1 => Ok(true),
+            _ => Err(invalid(
+                "GPUSCOPE_TORCH_RANGES",
+                value,
+                "on/auto (default depth), N or depth=N (N module levels, 1 or more), off/0",
+            )),
+        },
     }
 }
 
@@ -247,7 +246,7 @@ impl EnvConfig {
             })?),
         };
         if let Some(v) = get("GPUSCOPE_TORCH_RANGES") {
-            torch_ranges_depth(&v)?;
+            torch_ranges_on(&v)?;
         }
         let inherit_ranges = match get("GPUSCOPE_THREAD_RANGES").as_deref() {
             None | Some("") | Some("inherit") => true,
@@ -323,6 +322,17 @@ mod tests {
     fn cfg(vars: &[(&str, &str)]) -> Result<EnvConfig> {
         let m: HashMap<String, String> = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         EnvConfig::from_vars(&|k| m.get(k).cloned(), 4242)
+    }
+
+    #[test]
+    fn torch_ranges_values_are_checked() {
+        for (v, on) in [("", true), ("on", true), ("Auto", true), ("3", true), ("depth=2", true), ("off", false)] {
+            assert_eq!(torch_ranges_on(v).unwrap(), on, "{v:?}");
+        }
+        for bad in ["deep", "depth=0", "-1"] {
+            let e = cfg(&[("GPUSCOPE_TORCH_RANGES", bad)]).unwrap_err().to_string();
+            assert!(e.contains(&format!("GPUSCOPE_TORCH_RANGES={bad:?}")) && e.contains("depth=N"), "{e}");
+        }
     }
 
     #[test]

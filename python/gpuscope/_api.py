@@ -127,6 +127,10 @@ class profile:
         self.strict = strict
         self._torch_ranges = None if torch_ranges in (None, False) else _torch_depth(torch_ranges)
         self._hooks = None
+        self._own_hooks = False
+        #: With `torch_ranges`, after the block: which modules' FLOPs were
+        #: counted, in words.
+        self.torch_flops = None
         self._options = dict(metrics=metrics, kernel_filter=kernel_filter, nvtx_filter=nvtx_filter,
                              launch_count=launch_count, keep_trace=keep_trace,
                              sampling_interval_us=sampling_interval_us, trace_windows=trace_windows)
@@ -176,7 +180,8 @@ class profile:
         if code == _native.OK:
             self.profiled = self._running = True
             if self._torch_ranges is not None:
-                self._hooks = _torch_hooks(None if self._torch_ranges == "auto" else self._torch_ranges)
+                depth = None if self._torch_ranges == "auto" else self._torch_ranges
+                self._hooks, self._own_hooks = _torch_hooks(depth)
         elif code in (_native.ERR_NO_GPU, _native.ERR_BUSY, _native.ERR_CUPTI) and not self.strict:
             message = (lib().gpuscope_last_error() or b"").decode("utf-8", "replace")
             self.reason = message
@@ -192,7 +197,9 @@ class profile:
             return self.report
         self._running = False
         if self._hooks is not None:
-            if self._hooks is not _torch_ranges.ACTIVE:
+            self.torch_flops = self._hooks.summary()
+            # Hooks installed for this block come off with it.
+            if self._own_hooks:
                 self._hooks.uninstall()
             else:
                 self._hooks.close_step()
@@ -250,16 +257,22 @@ def _torch_depth(value):
 
 
 def _torch_hooks(depth, discover=True):
-    """The installed PyTorch hooks: those of `gpuscope run --torch-ranges`
-    when it installed them, else new ones."""
+    """The process's PyTorch hooks and whether this call installed them:
+    those of `gpuscope run --torch-ranges`, else the package's (installed at
+    the first use; a later use with `discover` turns model discovery on)."""
     import sys
 
-    env = sys.modules.get("_gpuscope_torch_ranges")
-    active = getattr(env, "ACTIVE", None) or _torch_ranges.ACTIVE
-    if active is not None:
-        return active
+    env = getattr(sys.modules.get("_gpuscope_torch_ranges"), "ACTIVE", None)
+    if env is not None:
+        return env, False
+    hooks = _torch_ranges.ACTIVE
+    if hooks is not None and hooks.installed:
+        if discover:
+            hooks.discover()
+        return hooks, False
     hooks = _torch_ranges.TorchRanges(_torch_ranges.Library(str(_native.library_path())), depth=depth)
-    return hooks.install(discover=discover)
+    _torch_ranges.ACTIVE = hooks.install(discover=discover)
+    return hooks, True
 
 
 def annotate(model, depth=None):
@@ -272,7 +285,7 @@ def annotate(model, depth=None):
     shapes give MFU without `declare_flops`. Returns `model`."""
     if depth is not None:
         _torch_depth(depth)
-    hooks = _torch_hooks(None, discover=False)
+    hooks, _ = _torch_hooks(None, discover=False)
     return hooks.annotate(model, depth=depth)
 
 

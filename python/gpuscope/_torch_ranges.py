@@ -32,6 +32,7 @@ import ctypes
 import os
 import sys
 import threading
+from functools import partial
 
 FOLLOW = 1
 DISCARD = 2
@@ -68,20 +69,23 @@ def _graph_task_id():
     return -1
 
 
+#: torch, once `install` ran (the hooks run on every module call: no
+#: import statement there).
+_torch = None
+
+
 def _tensors(args, kwargs=None):
     """The tensors among `args` and `kwargs` values, one level deep."""
-    import torch
-
     out = []
     for a in args:
-        if isinstance(a, torch.Tensor):
+        if isinstance(a, _torch.Tensor):
             out.append(a)
         elif isinstance(a, (tuple, list)):
-            out.extend(x for x in a if isinstance(x, torch.Tensor))
+            out.extend(x for x in a if isinstance(x, _torch.Tensor))
         elif isinstance(a, dict):
-            out.extend(x for x in a.values() if isinstance(x, torch.Tensor))
+            out.extend(x for x in a.values() if isinstance(x, _torch.Tensor))
     if kwargs:
-        out.extend(x for x in kwargs.values() if isinstance(x, torch.Tensor))
+        out.extend(x for x in kwargs.values() if isinstance(x, _torch.Tensor))
     return out
 
 
@@ -99,9 +103,9 @@ def _producers(tensors):
 class _Info:
     """One annotated module: its range name and place in the tree."""
 
-    __slots__ = ("name", "qual", "root", "ancestors", "ranged", "kind", "armed", "calls", "primary", "cls")
+    __slots__ = ("name", "qual", "root", "ancestors", "ranged", "kind", "armed", "calls", "primary")
 
-    def __init__(self, name, qual, root, ancestors, ranged, kind, cls):
+    def __init__(self, name, qual, root, ancestors, ranged, kind):
         self.name = name.encode()
         self.qual = qual
         self.root = root if root is not None else self
@@ -111,7 +115,6 @@ class _Info:
         self.armed = root is not None
         self.calls = 0
         self.primary = False
-        self.cls = cls
 
 
 class _Call:
@@ -161,7 +164,6 @@ class TorchRanges:
         self.lib = backend
         self.depth = depth
         self.count_flops = count_flops
-        self._lock = threading.Lock()
         self._main = threading.main_thread().ident
         self._step = 0  # 0: none open; 1: open; 2: open, its optimizer step done
         self._optimizer_depth = 0
@@ -171,7 +173,6 @@ class TorchRanges:
         self._pending = []  # (node, call): backward beginnings to register
         self._annotated = {}  # id(module) -> _Info
         self._known = set()  # id() of every module of an annotated model
-        self._roots = []
         self._handles = []
         self._undo = []
         self._discovery = None
@@ -189,11 +190,15 @@ class TorchRanges:
         if self._step == 2:
             self.lib.exit()
             self._step = 0
-        if self._step == 0:
-            self.lib.enter(b"step")
-            self._step = 1
-            return True
-        return False
+        return self._open_step()
+
+    def _open_step(self):
+        """Opens a step if none is; True when it did."""
+        if self._step:
+            return False
+        self.lib.enter(b"step")
+        self._step = 1
+        return True
 
     def close_step(self):
         """Closes a step whose optimizer step is done (or any, at exit)."""
@@ -206,9 +211,7 @@ class TorchRanges:
             return
         self._optimizer_depth += 1
         if self._optimizer_depth == 1:
-            if self._step == 0:
-                self.lib.enter(b"step")
-                self._step = 1
+            self._open_step()
             self.lib.enter(b"optimizer")
 
     def _optimizer_post(self, optimizer, args, kwargs):
@@ -224,14 +227,12 @@ class TorchRanges:
     def _pre(self, info, module, args, kwargs):
         if _is_compiling() or not info.root.armed:
             return
-        import torch
-
         if _graph_task_id() != -1:
             # A checkpointed forward re-run inside backward: its time counts
             # for the backward range it runs in, its FLOPs not at all.
             return
         tid = threading.get_ident()
-        grad = torch.is_grad_enabled()
+        grad = _torch.is_grad_enabled()
         if info.root is info:
             info.calls += 1
             if info.calls >= DISCOVERY_CALLS:
@@ -258,8 +259,6 @@ class TorchRanges:
             if info.root is info:
                 info.armed = True
             return
-        import torch
-
         if _graph_task_id() != -1:
             # A re-run forward (non-reentrant checkpointing may stop it
             # before this hook: nothing may wait for it).
@@ -282,7 +281,7 @@ class TorchRanges:
         stack.pop()
         if call.pushed:
             self.lib.exit()
-        if torch.is_grad_enabled() and info.ranged:
+        if _torch.is_grad_enabled() and info.ranged:
             for node in _producers(_tensors((output,))):
                 self._pending.append((node, call))
                 break
@@ -310,15 +309,13 @@ class TorchRanges:
             self._count(info, module, args, output, stack)
 
     def _count(self, info, module, args, output, stack):
-        import torch
-
-        x = args[0] if args and isinstance(args[0], torch.Tensor) else None
+        x = args[0] if args and isinstance(args[0], _torch.Tensor) else None
         if x is None:
             return
         w = getattr(module, "weight", None)
         if info.kind == "linear":
             fwd = 2.0 * x.numel() * module.out_features
-        elif isinstance(output, torch.Tensor):
+        elif isinstance(output, _torch.Tensor):
             k = 1
             for s in module.kernel_size:
                 k *= s
@@ -328,7 +325,7 @@ class TorchRanges:
         self.lib.flops(fwd)
         # Weight and input gradients; a forward without grad inside
         # reentrant checkpointing gets both in backward.
-        dgrad = x.requires_grad or not torch.is_grad_enabled()
+        dgrad = x.requires_grad or not _torch.is_grad_enabled()
         bwd = fwd * (int(dgrad) + int(w is not None and w.requires_grad))
         if bwd:
             self._backward_flops(stack, bwd)
@@ -336,9 +333,7 @@ class TorchRanges:
     def _sdpa(self, q, k, v, *args, **kwargs):
         if _is_compiling() or not self.count_flops:
             return
-        import torch
-
-        if torch._C._current_graph_task_id() != -1:
+        if _graph_task_id() != -1:
             return
         try:
             lead = 1
@@ -353,7 +348,7 @@ class TorchRanges:
         self.lib.flops(fwd)
         self.counted["scaled_dot_product_attention"] = self.counted.get("scaled_dot_product_attention", 0) + 1
         stack = self._forward.get(threading.get_ident())
-        if stack and (q.requires_grad or not torch.is_grad_enabled()):
+        if stack and (q.requires_grad or not _torch.is_grad_enabled()):
             self._backward_flops(stack, 2.5 * fwd)
 
     @staticmethod
@@ -382,14 +377,12 @@ class TorchRanges:
     def _begin(self, call):
         if call.begun:
             return
-        import torch
-
         tid = threading.get_ident()
         stack = self._backward.get(tid)
         if stack is None:
             stack = self._backward[tid] = []
         if not stack:
-            torch.autograd.Variable._execution_engine.queue_callback(self._backward_done)
+            _torch.autograd.Variable._execution_engine.queue_callback(self._backward_done)
         # Ranges still open that are not around this module are done.
         while stack and stack[-1].info not in call.info.ancestors:
             self._close(stack.pop())
@@ -426,14 +419,11 @@ class TorchRanges:
 
     def _backward_call(self, original):
         def backward(*args, **kwargs):
-            import torch
-
-            outer = (threading.get_ident() == self._main and torch._C._current_graph_task_id() == -1
+            outer = (threading.get_ident() == self._main and _graph_task_id() == -1
                      and self._backward_depth == 0)
             if not outer:
                 return original(*args, **kwargs)
-            if self._step == 0:
-                self._activity()
+            self._open_step()
             self._backward_depth += 1
             self.lib.enter(b"backward")
             try:
@@ -482,7 +472,7 @@ class TorchRanges:
             if container:
                 info = None
             else:
-                info = _Info(name, qual, root_info, ancestors, ranged, kind, type(m).__name__)
+                info = _Info(name, qual, root_info, ancestors, ranged, kind)
                 if is_root:
                     root_info = info
                     info.primary = self._primary is None
@@ -490,15 +480,12 @@ class TorchRanges:
                         self._primary = info
                 if ranged:
                     self._annotated[id(m)] = info
-                    self._handles.append(m.register_forward_pre_hook(
-                        lambda mod, a, k, i=info: self._pre(i, mod, a, k), with_kwargs=True))
-                    self._handles.append(m.register_forward_hook(
-                        lambda mod, a, k, o, i=info: self._post(i, mod, a, k, o), with_kwargs=True))
+                    self._handles.append(m.register_forward_pre_hook(partial(self._pre, info), with_kwargs=True))
+                    self._handles.append(m.register_forward_hook(partial(self._post, info), with_kwargs=True))
                 elif kind is not None and self.count_flops:
                     # Beyond the depth: its FLOPs only, from one hook.
                     self._annotated[id(m)] = info
-                    self._handles.append(m.register_forward_hook(
-                        lambda mod, a, o, i=info: self._leaf(i, mod, a, o)))
+                    self._handles.append(m.register_forward_hook(partial(self._leaf, info)))
                 if kind is not None:
                         self.counted[kind] = self.counted.get(kind, 0) + 1
             child_ranged = info if (info is not None and info.ranged) else ranged_ancestor
@@ -508,8 +495,6 @@ class TorchRanges:
                 visit(child, child_qual, level if container else level + 1, child_ranged, child_ancestors)
 
         visit(model, "", 0, None, frozenset())
-        if root_info is not None:
-            self._roots.append(root_info)
         return model
 
     def _discover(self, module, args):
@@ -536,7 +521,7 @@ class TorchRanges:
         """Hooks the optimizer, DataLoader and backward; with `discover`,
         annotates models (modules with parameters called at the top level)
         at their first call."""
-        global _is_compiling, _graph_task_id
+        global _is_compiling, _graph_task_id, _torch
         import torch
         import torch.optim.optimizer as optim
         import torch.utils.data.dataloader as dl
@@ -544,6 +529,7 @@ class TorchRanges:
         if self.installed:
             return self
         self.installed = True
+        _torch = torch
         _is_compiling = torch.compiler.is_compiling
         _graph_task_id = torch._C._current_graph_task_id
         self._handles.append(optim.register_optimizer_step_pre_hook(self._optimizer_pre))
@@ -590,11 +576,17 @@ class TorchRanges:
         self._undo.append(lambda: setattr(F, "scaled_dot_product_attention", original_sdpa))
 
         if discover:
-            from torch.nn.modules.module import register_module_forward_pre_hook
-
-            self._discovery = register_module_forward_pre_hook(self._discover)
+            self.discover()
         atexit.register(self.close_step)
         return self
+
+    def discover(self):
+        """Annotates models (modules with parameters called at the top
+        level) at their first call, until one has been called a few times."""
+        from torch.nn.modules.module import register_module_forward_pre_hook
+
+        if self._discovery is None:
+            self._discovery = register_module_forward_pre_hook(self._discover)
 
     def uninstall(self):
         """Removes every hook and patch (the step open is closed)."""
@@ -657,6 +649,8 @@ def install_from_environment():
         return None
     ranges = TorchRanges(Library(path), depth=None if depth == "auto" else depth)
     ranges.install()
+    if os.environ.get("GPUSCOPE_QUIET") != "1":
+        atexit.register(lambda: ranges.counted and print(f"gpuscope: {ranges.summary()}", file=sys.stderr))
     return ranges
 
 

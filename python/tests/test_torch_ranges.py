@@ -240,6 +240,26 @@ class TorchRanges(unittest.TestCase):
         model(torch.randint(0, 32, (2, 8))).sum().backward()
         self.assertEqual(len(rec2.events), before)
 
+    def test_annotate_and_profile_share_one_set_of_hooks(self):
+        from gpuscope import _api
+
+        rec = Recorder()
+        library, active = tr.Library, tr.ACTIVE
+        tr.Library, tr.ACTIVE = (lambda path: rec), None
+        try:
+            a, made = _api._torch_hooks(None, discover=False)
+            b, again = _api._torch_hooks(None)
+            self.assertTrue(made)
+            self.assertIs(a, b, "one set of optimizer, DataLoader and backward hooks")
+            self.assertFalse(again, "a profile block does not take off hooks annotate installed")
+            self.assertIsNotNone(a._discovery, "the later use turned discovery on")
+            a.uninstall()
+            c, made = _api._torch_hooks(None)
+            self.assertTrue(made and c is not a, "uninstalled hooks are replaced")
+            c.uninstall()
+        finally:
+            tr.Library, tr.ACTIVE = library, active
+
     def test_depth_values(self):
         self.assertEqual(tr.parse_depth("on"), "auto")
         self.assertEqual(tr.parse_depth(""), "auto")

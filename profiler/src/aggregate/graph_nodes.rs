@@ -10,7 +10,7 @@ use rustc_hash::FxHashMap;
 
 /// Nodes remembered at most: those made inside ranges opened during their
 /// capture (a captured model has thousands). Past it new nodes keep their
-/// launch's ranges and are counted.
+/// launch's ranges (the caller counts them).
 pub(crate) const MAX_NODES: usize = 1 << 20;
 
 /// Rebased paths remembered at most, (launch path, node) pairs.
@@ -22,28 +22,28 @@ pub(crate) struct GraphNodes {
     nodes: FxHashMap<u64, (PathId, PathId)>,
     /// (launch path, node) -> the node's path inside it.
     rebased: FxHashMap<(PathId, u64), PathId>,
-    /// Nodes not remembered: the table was full.
-    pub over_cap: u64,
 }
 
 impl GraphNodes {
     /// A node made with the ranges at `path` open, `base` when its capture
-    /// began.
-    pub(crate) fn made(&mut self, node: u64, path: PathId, base: PathId) {
+    /// began. False when it had ranges of its own but the table was full.
+    pub(crate) fn made(&mut self, node: u64, path: PathId, base: PathId) -> bool {
         if path == base {
-            return;
+            return true;
         }
         if self.nodes.len() >= MAX_NODES && !self.nodes.contains_key(&node) {
-            self.over_cap += 1;
-            return;
+            return false;
         }
         self.nodes.insert(node, (path, base));
+        true
     }
 
-    /// `node` copied from `original` (instantiation clones every node).
-    pub(crate) fn cloned(&mut self, node: u64, original: u64) {
-        if let Some(&(path, base)) = self.nodes.get(&original) {
-            self.made(node, path, base);
+    /// `node` copied from `original` (instantiation clones every node);
+    /// false as for [`made`](Self::made).
+    pub(crate) fn cloned(&mut self, node: u64, original: u64) -> bool {
+        match self.nodes.get(&original) {
+            Some(&(path, base)) => self.made(node, path, base),
+            None => true,
         }
     }
 
@@ -78,10 +78,8 @@ mod tests {
         let captured = t.intern(t.intern(warmup, 0, "layers.3"), 0, "self_attn");
         let step = t.intern(ROOT, 0, "graph-step");
         let mut g = GraphNodes::default();
-        g.made(11, captured, warmup);
-        g.made(12, warmup, warmup);
-        g.cloned(21, 11);
-        g.cloned(22, 12);
+        assert!(g.made(11, captured, warmup) && g.made(12, warmup, warmup));
+        assert!(g.cloned(21, 11) && g.cloned(22, 12));
         let at = |g: &mut GraphNodes, node| t.path(g.path(node, step)).to_string();
         assert_eq!(at(&mut g, 21), "graph-step/layers.3/self_attn", "the clone replays the captured node's ranges");
         assert_eq!(at(&mut g, 11), "graph-step/layers.3/self_attn");
@@ -89,7 +87,7 @@ mod tests {
         assert_eq!(at(&mut g, 0), "graph-step", "not a graph kernel");
         assert_eq!(at(&mut g, 99), "graph-step", "an unknown node");
         // A node made outside any capture, inside no range of its own.
-        g.made(31, captured, ROOT);
+        assert!(g.made(31, captured, ROOT));
         assert_eq!(at(&mut g, 31), "graph-step/graph-warmup/layers.3/self_attn");
     }
 }

@@ -377,8 +377,16 @@ impl Aggregator {
             }
             HostEvent::Flops { instance, flops } => self.ranges.flops(instance, flops),
             HostEvent::Discard { instance } => self.ranges.discard(instance),
-            HostEvent::GraphNode { node, path, base } => self.graph_nodes.made(node, path, base),
-            HostEvent::GraphNodeCloned { node, original } => self.graph_nodes.cloned(node, original),
+            HostEvent::GraphNode { node, path, base } => {
+                if !self.graph_nodes.made(node, path, base) {
+                    self.drops.graph_nodes_over_cap += 1;
+                }
+            }
+            HostEvent::GraphNodeCloned { node, original } => {
+                if !self.graph_nodes.cloned(node, original) {
+                    self.drops.graph_nodes_over_cap += 1;
+                }
+            }
         }
     }
 
@@ -669,7 +677,7 @@ impl Aggregator {
             syncs: self.memory.syncs,
             thread_names: self.thread_names.iter().map(|(t, n)| (*t, n.clone())).collect(),
             trace: None,
-            drops: Drops { graph_nodes_over_cap: self.graph_nodes.over_cap, ..self.drops.clone() },
+            drops: self.drops.clone(),
             profiler_kernels: self.attribution.profiler_kernels,
             idle: self.idle_total,
             cross_thread: self.cross_thread,

@@ -20,7 +20,7 @@ use crate::model::path::PathId;
 use cupti_sys::{self as sys, Cupti};
 use std::cell::Cell;
 use std::ffi::c_void;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 /// Becomes CUPTI's subscriber, with [`api_callback`] as the callback.
@@ -59,23 +59,6 @@ const RUNTIME_LAUNCHES: &[u32] = &[
     sys::CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_ptsz_v13000,
 ];
 
-/// A graph node made (or cloned, `cloned`): made during a stream capture
-/// inside ranges opened since it began, it keeps them for its replays.
-fn graph_node(s: &Collection, cloned: bool, g: &sys::CUpti_GraphData) {
-    let Ok(node) = activity::graph_node_id(s.cupti, g.node) else { return };
-    if cloned {
-        if let Ok(original) = activity::graph_node_id(s.cupti, g.originalNode) {
-            s.send(HostEvent::GraphNodeCloned { node, original });
-        }
-        return;
-    }
-    let path = nvtx::current().path;
-    let base = CAPTURE_BASE.try_with(Cell::get).ok().flatten().unwrap_or(path);
-    if path != base {
-        s.send(HostEvent::GraphNode { node, path, base });
-    }
-}
-
 /// Stream-capture begins: metrics mode closes its measurement window there
 /// (stopping the range profiler during a capture would invalidate it).
 const CAPTURE_BEGINS: &[(u32, u32)] = &[
@@ -99,6 +82,32 @@ const CAPTURE_ENDS: &[(u32, u32)] = &[
     (sys::CUPTI_CB_DOMAIN_RUNTIME_API, sys::CUPTI_RUNTIME_TRACE_CBID_cudaStreamEndCapture_v10000),
     (sys::CUPTI_CB_DOMAIN_RUNTIME_API, sys::CUPTI_RUNTIME_TRACE_CBID_cudaStreamEndCapture_ptsz_v10000),
 ];
+
+/// A graph node made (or cloned, `cloned`): made during a stream capture
+/// inside ranges opened since it began, it keeps them for its replays.
+fn graph_node(s: &Collection, cloned: bool, g: &sys::CUpti_GraphData) {
+    // Instantiation clones every node of every graph: nothing to carry
+    // over until some node was made inside ranges of its capture's own.
+    if cloned && !NODES_IN_RANGES.load(Ordering::Relaxed) {
+        return;
+    }
+    let Ok(node) = activity::graph_node_id(s.cupti, g.node) else { return };
+    if cloned {
+        if let Ok(original) = activity::graph_node_id(s.cupti, g.originalNode) {
+            s.send(HostEvent::GraphNodeCloned { node, original });
+        }
+        return;
+    }
+    let path = nvtx::current().path;
+    let base = CAPTURE_BASE.try_with(Cell::get).ok().flatten().unwrap_or(path);
+    if path != base {
+        NODES_IN_RANGES.store(true, Ordering::Relaxed);
+        s.send(HostEvent::GraphNode { node, path, base });
+    }
+}
+
+/// Some graph node was made inside ranges opened during its capture.
+static NODES_IN_RANGES: AtomicBool = AtomicBool::new(false);
 
 /// Copy API calls: the time a thread spends blocked in them tells copies
 /// apart from other host work when the GPU idles (a copy from pageable

@@ -34,9 +34,10 @@ struct Frame {
     domain: DomainId,
     node: PathId,
     instance: u64,
-    /// A range that does not make one of the thread's own: a library
-    /// domain's, or a follower range (see [`enter`]).
-    library: bool,
+    /// A range that follows the lead thread's instead of making one of
+    /// the thread's own: a library domain's, or one opened with
+    /// [`enter`]'s `follow`.
+    follows: bool,
 }
 
 /// What a launch on this thread is attributed to.
@@ -90,8 +91,8 @@ impl ThreadRanges {
         if self.base.is_some() {
             return None;
         }
-        let first = self.frames.iter().find(|f| !f.library)?;
-        let last = self.frames.iter().rev().find(|f| !f.library)?;
+        let first = self.frames.iter().find(|f| !f.follows)?;
+        let last = self.frames.iter().rev().find(|f| !f.follows)?;
         Some((first.instance, Lead { tid: self.tid, path: last.node, instance: last.instance }))
     }
 }
@@ -164,10 +165,10 @@ pub(crate) fn current() -> ThreadContext {
     })
 }
 
-fn push(domain: DomainId, name: &str, library: bool) {
+fn push(domain: DomainId, name: &str, follows: bool) {
     let _ = RANGES.try_with(|r| {
         let Ok(mut r) = r.try_borrow_mut() else { return };
-        let parent = if r.frames.is_empty() && !library {
+        let parent = if r.frames.is_empty() && !follows {
             // A range of the thread's own starts its own tree.
             ThreadContext { tid: r.tid, path: ROOT, instance: 0, inherited: false }
         } else {
@@ -178,16 +179,18 @@ fn push(domain: DomainId, name: &str, library: bool) {
         }
         let node = paths().intern(parent.path, domain, name);
         let instance = NEXT_INSTANCE.fetch_add(1, Ordering::Relaxed);
-        r.frames.push(Frame { domain, node, instance, library });
+        r.frames.push(Frame { domain, node, instance, follows });
         let tid = r.tid;
         send_host_event(|ts| HostEvent::Push { instance, parent: parent.instance, path: node, tid, ts });
-        if !library && r.base.is_none() {
+        if !follows && r.base.is_none() {
             publish(tid, r.own());
         }
     });
 }
 
-fn pop(domain: DomainId) {
+/// Closes the innermost open range of `domain`; `discard`: that opening is
+/// left out of the report.
+fn pop(domain: DomainId, discard: bool) {
     let _ = RANGES.try_with(|r| {
         let Ok(mut r) = r.try_borrow_mut() else { return };
         let tid = r.tid;
@@ -209,8 +212,11 @@ fn pop(domain: DomainId) {
         if r.frames.is_empty() {
             r.base = None;
         }
+        if discard {
+            send_host_event(|_| HostEvent::Discard { instance: gone.instance });
+        }
         send_host_event(|ts| HostEvent::Pop { instance: gone.instance, ts });
-        if !gone.library && !inherited {
+        if !gone.follows && !inherited {
             publish(tid, r.own());
         }
     });
@@ -230,13 +236,7 @@ pub(crate) fn enter(name: &str, follow: bool) {
 /// by a data fetch that found the epoch's end) and is left out of the
 /// report.
 pub(crate) fn exit(discard: bool) {
-    if discard {
-        let instance = current();
-        if instance.instance != 0 && !instance.inherited {
-            send_host_event(|_| HostEvent::Discard { instance: instance.instance });
-        }
-    }
-    pop(0);
+    pop(0, discard);
 }
 
 /// Model FLOPs done by the calling thread's innermost open range (the lead
@@ -265,7 +265,7 @@ impl tool::Handler for NvtxHandler {
 fn on_event(e: &Event<'_>) {
     match e {
         Event::Push { domain, attributes } => push(*domain, &attributes.message, is_library(*domain)),
-        Event::Pop { domain } => pop(*domain),
+        Event::Pop { domain } => pop(*domain, false),
         Event::Start { domain, id, attributes } => {
             let path = paths().intern(ROOT, *domain, &attributes.message);
             let tid = current().tid;
