@@ -71,13 +71,17 @@ def mlp(batch=32, width=256, layers=8):
     return step, sum(p.numel() for p in model.parameters()), batch
 
 
-def timed(step, n):
+def timed(step, n, cpu=None):
+    """Seconds per step; `cpu`: a dict that gets the loop thread's CPU
+    seconds per step under "cpu"."""
     torch.cuda.synchronize()
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.thread_time()
     for _ in range(n):
         loss = step()
     torch.cuda.synchronize()
     float(loss)
+    if cpu is not None:
+        cpu["cpu"] = (time.thread_time() - c) / n
     return (time.perf_counter() - t) / n
 
 
@@ -97,27 +101,42 @@ def overhead(a):
     step, _, _ = (llama if a.loop == "llama" else mlp)()
     for _ in range(a.warmup):
         step()
-    out = {}
+    from gpuscope import _native, _torch_ranges
+
+    out, cpu = {}, {}
+
+    def measure(name):
+        for _ in range(a.warmup):
+            step()
+        c = {}
+        out[name] = round(timed(step, a.steps, c) * 1e3, 3)
+        cpu[name] = round(c["cpu"] * 1e3, 3)
 
     def phase(name, **kw):
         if kw:
-            with gpuscope.profile(**kw) as p:
-                for _ in range(a.warmup):
-                    step()
-                out[name] = timed(step, a.steps) * 1e3
-            return p
-        for _ in range(a.warmup):
-            step()
-        out[name] = timed(step, a.steps) * 1e3
-        return None
+            with gpuscope.profile(**kw):
+                measure(name)
+        else:
+            measure(name)
+
+    def hooks_only(name):
+        # The hooks calling the library with no session open: their own
+        # cost, without gpuscope's.
+        h = _torch_ranges.TorchRanges(_torch_ranges.Library(str(_native.library_path()))).install()
+        try:
+            measure(name)
+        finally:
+            h.uninstall()
 
     for rep in range(2):
         phase(f"plain{rep}")
+        hooks_only(f"ranges-no-session{rep}")
         phase(f"trace{rep}", mode="trace")
         phase(f"trace+ranges{rep}", mode="trace", torch_ranges=True)
     phase("plain2")
+    # Last: after a sampling session no other can start in the process.
     phase("always-on+ranges", mode="sampling", trace_windows=(0, 1000), torch_ranges=True)
-    print(json.dumps({"loop": a.loop, "ms_per_step": out}), flush=True)
+    print(json.dumps({"loop": a.loop, "ms_per_step": out, "loop_thread_cpu_ms_per_step": cpu}), flush=True)
 
 
 class Small(nn.Module):
@@ -157,14 +176,34 @@ def graphs(a):
                 g.replay()
             torch.cuda.synchronize()
         p.report.write(f"{a.out}/graphs-manual.json")
-        for _ in range(5):
-            compiled(x)
+        # The graphs are captured inside the session: gpuscope names the
+        # nodes of graphs it saw captured.
         with gpuscope.profile(mode="trace") as p:
-            for _ in range(20):
+            for _ in range(25):
                 compiled(x)
             torch.cuda.synchronize()
         p.report.write(f"{a.out}/graphs-compiled.json")
-    print(json.dumps({"ok": True}), flush=True)
+    # A Hugging Face Llama compiled for inference, annotated by discovery
+    # as under `gpuscope run --torch-ranges`.
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    cfg = LlamaConfig(vocab_size=32000, hidden_size=1024, intermediate_size=2816, num_hidden_layers=4,
+                      num_attention_heads=16, num_key_value_heads=16, tie_word_embeddings=True,
+                      attn_implementation="sdpa")
+    model = LlamaForCausalLM(cfg).to("cuda", dtype=torch.bfloat16).eval()
+    gpuscope.annotate(model)
+    llm = torch.compile(model, mode="reduce-overhead")
+    ids = torch.randint(0, cfg.vocab_size, (4, 256), device="cuda")
+    with torch.no_grad():
+        with gpuscope.profile(mode="trace") as p:
+            for _ in range(25):
+                llm(input_ids=ids, use_cache=False)
+            torch.cuda.synchronize()
+        p.report.write(f"{a.out}/graphs-llama.json")
+    from torch._dynamo.utils import counters
+
+    print(json.dumps({"ok": True, "inductor": dict(counters["inductor"]),
+                      "graph_breaks": dict(counters["graph_break"])}), flush=True)
 
 
 if __name__ == "__main__":

@@ -11,8 +11,9 @@ Ranges (paths as the report shows them):
 - `step/data`: time in the DataLoader iterator's `__next__`.
 - `step/forward/<child>/...`: the model's forward; each module by its
   qualified name relative to the range around it (`model/layers.3/self_attn`),
-  to the chosen depth. Modules without parameters or children (activations,
-  dropout) get no range of their own.
+  to the chosen depth. Leaf modules that hold no parameters (activations,
+  dropout) or are cheap and many (norms, embedding lookups) get no range of
+  their own: their time counts for the module around them.
 - `step/backward/...`: `loss.backward()`, and inside it each module's
   backward, from autograd graph hooks on autograd's worker thread.
 - `step/optimizer`: `optimizer.step()`.
@@ -43,22 +44,18 @@ DISCOVERY_CALLS = 3
 
 
 class Library:
-    """gpuscope's C ABI range calls (the backend the hooks drive)."""
+    """gpuscope's C ABI range calls (the backend the hooks drive):
+    enter(name: bytes, flags), exit(flags), flops(float), called straight
+    through ctypes (no Python layer between the hook and the library)."""
 
     def __init__(self, path):
         h = ctypes.CDLL(path)
         h.gpuscope_range_enter.argtypes = [ctypes.c_char_p, ctypes.c_uint32]
         h.gpuscope_range_exit.argtypes = [ctypes.c_uint32]
         h.gpuscope_range_flops.argtypes = [ctypes.c_double]
-        self._enter = h.gpuscope_range_enter
-        self._exit = h.gpuscope_range_exit
+        self.enter = h.gpuscope_range_enter
+        self.exit = h.gpuscope_range_exit
         self.flops = h.gpuscope_range_flops
-
-    def enter(self, name, follow=False):
-        self._enter(name, FOLLOW if follow else 0)
-
-    def exit(self, discard=False):
-        self._exit(DISCARD if discard else 0)
 
 
 def _is_compiling():
@@ -69,50 +66,118 @@ def _graph_task_id():
     return -1
 
 
+_get_ident = threading.get_ident
+
 #: torch, once `install` ran (the hooks run on every module call: no
 #: import statement there).
 _torch = None
 
 
-def _tensors(args, kwargs=None):
-    """The tensors among `args` and `kwargs` values, one level deep."""
-    out = []
+def _producer(args, kwargs=None):
+    """The autograd node that made the first tensor needing grad among
+    `args` and `kwargs` values (one level into tuples, lists and dicts)."""
     for a in args:
         if isinstance(a, _torch.Tensor):
-            out.append(a)
+            if a.grad_fn is not None:
+                return a.grad_fn
         elif isinstance(a, (tuple, list)):
-            out.extend(x for x in a if isinstance(x, _torch.Tensor))
+            for x in a:
+                if isinstance(x, _torch.Tensor) and x.grad_fn is not None:
+                    return x.grad_fn
         elif isinstance(a, dict):
-            out.extend(x for x in a.values() if isinstance(x, _torch.Tensor))
+            for x in a.values():
+                if isinstance(x, _torch.Tensor) and x.grad_fn is not None:
+                    return x.grad_fn
     if kwargs:
-        out.extend(x for x in kwargs.values() if isinstance(x, _torch.Tensor))
-    return out
+        for x in kwargs.values():
+            if isinstance(x, _torch.Tensor) and x.grad_fn is not None:
+                return x.grad_fn
+    return None
 
 
-def _producers(tensors):
-    """Distinct autograd nodes that produced the tensors needing grad."""
-    seen, nodes = set(), []
-    for t in tensors:
-        fn = t.grad_fn if t.requires_grad else None
-        if fn is not None and id(fn) not in seen:
-            seen.add(id(fn))
-            nodes.append(fn)
-    return nodes
+def _first_tensor(args, kwargs=None):
+    """The first tensor among `args` and `kwargs` values, one level into
+    tuples, lists and dicts (and model outputs, which are dicts), or None."""
+    for a in args:
+        if isinstance(a, _torch.Tensor):
+            return a
+        if isinstance(a, (tuple, list)):
+            for x in a:
+                if isinstance(x, _torch.Tensor):
+                    return x
+        elif isinstance(a, dict):
+            for x in a.values():
+                if isinstance(x, _torch.Tensor):
+                    return x
+    if kwargs:
+        for x in kwargs.values():
+            if isinstance(x, _torch.Tensor):
+                return x
+    return None
+
+
+#: The backend the compiled-region range operators call (the latest
+#: installed hooks'); None until they are registered.
+_COMPILED_OPS = None
+
+
+def _register_compiled_ops(backend):
+    """Range operators torch.compile keeps in its graphs: `gpuscope::
+    range_enter(x, name)` and `range_exit(y)`, ordered among themselves (an
+    effect) and after the tensor they take (a module's input, its output),
+    so compiled code opens and closes module ranges between the kernels it
+    launches, also while a CUDA graph is captured. False where this torch
+    has no custom operators."""
+    global _COMPILED_OPS
+    if _COMPILED_OPS is not None:
+        _COMPILED_OPS[0] = backend
+        return True
+    try:
+        from torch._library.effects import EffectType
+        from typing import Optional
+
+        cell = [backend]
+
+        @_torch.library.custom_op("gpuscope::range_enter", mutates_args=())
+        def range_enter(x: Optional[_torch.Tensor], name: str) -> None:
+            cell[0].enter(name.encode(), 0)
+
+        @_torch.library.custom_op("gpuscope::range_exit", mutates_args=())
+        def range_exit(y: Optional[_torch.Tensor]) -> None:
+            cell[0].exit(0)
+
+        range_enter.register_fake(lambda x, name: None)
+        range_exit.register_fake(lambda y: None)
+        range_enter.register_effect(EffectType.ORDERED)
+        range_exit.register_effect(EffectType.ORDERED)
+    except (ImportError, AttributeError, RuntimeError, TypeError, ValueError) as e:
+        print(f"gpuscope: no module ranges inside torch.compile'd code on torch {_torch.__version__} ({e})",
+              file=sys.stderr)
+        return False
+    _COMPILED_OPS = cell
+    return True
+
+
+def _gradients(x, w):
+    """How many gradients backward computes for a product of `x` and
+    weight `w`: the input's, the weight's. A forward without grad (inside
+    reentrant checkpointing) gets both in backward."""
+    return (x.requires_grad or not _torch.is_grad_enabled()) + w.requires_grad
 
 
 class _Info:
     """One annotated module: its range name and place in the tree."""
 
-    __slots__ = ("name", "qual", "root", "ancestors", "ranged", "kind", "armed", "calls", "primary")
+    __slots__ = ("name", "text", "qual", "root", "ancestors", "ranged", "armed", "calls", "primary")
 
-    def __init__(self, name, qual, root, ancestors, ranged, kind):
+    def __init__(self, name, qual, root, ancestors, ranged):
+        self.text = name
         self.name = name.encode()
         self.qual = qual
         self.root = root if root is not None else self
         self.ancestors = ancestors
         self.ranged = ranged
-        self.kind = kind
-        self.armed = root is not None
+        self.armed = True
         self.calls = 0
         self.primary = False
 
@@ -120,11 +185,12 @@ class _Info:
 class _Call:
     """One forward call of a ranged module, until its backward ends."""
 
-    __slots__ = ("info", "bwd_flops", "begun", "pushed", "grad")
+    __slots__ = ("info", "fwd_flops", "bwd_flops", "begun", "pushed", "grad")
 
     def __init__(self, info, grad):
         self.info = info
         self.grad = grad
+        self.fwd_flops = 0.0
         self.bwd_flops = 0.0
         self.begun = False
         self.pushed = False
@@ -156,6 +222,43 @@ def default_depth(model):
     return DEFAULT_DEPTH if level is None else min(max(level + 1, 1), 6)
 
 
+class _Silent:
+    """A backend that records nothing."""
+
+    def enter(self, name, flags):
+        pass
+
+    def exit(self, flags):
+        pass
+
+    def flops(self, flops):
+        pass
+
+
+def _not_compiled_alone(*functions):
+    """Keeps torch.compile from compiling these hooks as frames of their
+    own (a compiled module's own hooks run outside its compiled forward:
+    compiled alone, each would be one more graph, and one more CUDA graph
+    under mode="reduce-overhead"). Called from compiled code, they are
+    still traced into it."""
+    try:
+        from torch._C._dynamo.eval_frame import set_code_exec_strategy
+        from torch._dynamo.types import FrameAction, FrameExecStrategy
+    except (ImportError, AttributeError):
+        return
+    for f in functions:
+        set_code_exec_strategy(f.__code__, FrameExecStrategy(FrameAction.SKIP, FrameAction.SKIP))
+
+
+def _compiled_inner(module):
+    """The module a torch.compile wrapper (OptimizedModule) compiles, or
+    None for any other module."""
+    inner = getattr(module, "_orig_mod", None)
+    if inner is not None and type(module).__name__ == "OptimizedModule":
+        return inner
+    return None
+
+
 class TorchRanges:
     """Installs the hooks; `backend` has enter(name: bytes, follow),
     exit() and flops(float)."""
@@ -177,7 +280,7 @@ class TorchRanges:
         self._undo = []
         self._discovery = None
         self._primary = None
-        self.counted = {}  # kind -> modules counted
+        self.counted = {}  # kind -> calls counted
         self.installed = False
 
     # ---- the step -------------------------------------------------------
@@ -185,10 +288,10 @@ class TorchRanges:
     def _activity(self):
         """A data fetch or training forward on the loop's thread; True when
         it opened a step."""
-        if threading.get_ident() != self._main:
+        if _get_ident() != self._main:
             return False
         if self._step == 2:
-            self.lib.exit()
+            self.lib.exit(0)
             self._step = 0
         return self._open_step()
 
@@ -196,64 +299,74 @@ class TorchRanges:
         """Opens a step if none is; True when it did."""
         if self._step:
             return False
-        self.lib.enter(b"step")
+        self.lib.enter(b"step", 0)
         self._step = 1
         return True
 
     def close_step(self):
         """Closes a step whose optimizer step is done (or any, at exit)."""
-        if threading.get_ident() == self._main and self._step:
-            self.lib.exit()
+        if _get_ident() == self._main and self._step:
+            self.lib.exit(0)
             self._step = 0
 
     def _optimizer_pre(self, optimizer, args, kwargs):
-        if threading.get_ident() != self._main:
+        if _get_ident() != self._main:
             return
         self._optimizer_depth += 1
         if self._optimizer_depth == 1:
             self._open_step()
-            self.lib.enter(b"optimizer")
+            self.lib.enter(b"optimizer", 0)
 
     def _optimizer_post(self, optimizer, args, kwargs):
-        if threading.get_ident() != self._main or self._optimizer_depth == 0:
+        if _get_ident() != self._main or self._optimizer_depth == 0:
             return
         self._optimizer_depth -= 1
         if self._optimizer_depth == 0:
-            self.lib.exit()
+            self.lib.exit(0)
             self._step = 2
 
     # ---- forward --------------------------------------------------------
 
     def _pre(self, info, module, args, kwargs):
-        if _is_compiling() or not info.root.armed:
+        # Runs on every call of every ranged module: kept lean.
+        if _is_compiling():
+            if info.root.armed and _COMPILED_OPS:
+                _torch.ops.gpuscope.range_enter(_first_tensor(args, kwargs), info.text)
             return
-        if _graph_task_id() != -1:
-            # A checkpointed forward re-run inside backward: its time counts
-            # for the backward range it runs in, its FLOPs not at all.
+        if not info.root.armed or _graph_task_id() != -1:
+            # (A forward re-run inside backward is checkpointing: its time
+            # counts for the backward range it runs in, its FLOPs not at all.)
             return
-        tid = threading.get_ident()
         grad = _torch.is_grad_enabled()
         if info.root is info:
-            info.calls += 1
-            if info.calls >= DISCOVERY_CALLS:
-                self._stop_discovery()
-            if grad:
-                self._activity()
-            elif self._step == 2:
-                self.close_step()
-        self._flush_pending()
-        stack = self._forward.setdefault(tid, [])
+            self._root_call(info, grad)
+        if self._pending:
+            self._flush_pending()
+        tid = _get_ident()
+        stack = self._forward.get(tid)
+        if stack is None:
+            stack = self._forward[tid] = []
         call = _Call(info, grad)
-        if info.ranged:
-            self.lib.enter(info.name)
-            call.pushed = True
+        self.lib.enter(info.name, 0)
         stack.append(call)
-        if grad and info.ranged:
-            for node in _producers(_tensors(args, kwargs)):
-                node.register_prehook(self._ender(call))
+        if grad:
+            node = _producer(args, kwargs)
+            if node is not None:
+                node.register_prehook(partial(self._end_hook, call))
+
+    def _root_call(self, info, grad):
+        info.calls += 1
+        if info.calls >= DISCOVERY_CALLS:
+            self._stop_discovery()
+        if grad:
+            self._activity()
+        elif self._step == 2:
+            self.close_step()
 
     def _post(self, info, module, args, kwargs, output):
         if _is_compiling():
+            if info.root.armed and _COMPILED_OPS:
+                _torch.ops.gpuscope.range_exit(_first_tensor((output,)))
             return
         if not info.root.armed:
             if info.root is info:
@@ -263,28 +376,28 @@ class TorchRanges:
             # A re-run forward (non-reentrant checkpointing may stop it
             # before this hook: nothing may wait for it).
             return
-        stack = self._forward.get(threading.get_ident())
+        stack = self._forward.get(_get_ident())
         if not stack:
             return
         call = stack[-1]
         if call.info is not info:
             # An exception unwound calls in between: drop them.
             while stack and stack[-1].info is not info:
-                c = stack.pop()
-                if c.pushed:
-                    self.lib.exit()
+                stack.pop()
+                self.lib.exit(0)
             if not stack:
                 return
             call = stack[-1]
-        if info.kind is not None and self.count_flops:
-            self._count(info, module, args, output, stack)
         stack.pop()
-        if call.pushed:
-            self.lib.exit()
-        if _torch.is_grad_enabled() and info.ranged:
-            for node in _producers(_tensors((output,))):
+        if call.fwd_flops:
+            # The FLOPs of its own calls, in one call (its children's went
+            # at their ends).
+            self.lib.flops(call.fwd_flops)
+        self.lib.exit(0)
+        if call.grad:
+            node = _producer((output,))
+            if node is not None:
                 self._pending.append((node, call))
-                break
         if info.root is info:
             self._flush_pending()
 
@@ -296,44 +409,48 @@ class TorchRanges:
         pending, self._pending = self._pending, []
         pending.sort(key=lambda p: (id(p[0]), len(p[1].info.ancestors)))
         for node, call in pending:
-            node.register_prehook(self._beginner(call))
+            node.register_prehook(partial(self._begin_hook, call))
 
     # ---- FLOPs ----------------------------------------------------------
 
-    def _leaf(self, info, module, args, output):
-        """A counted module with no range of its own."""
-        if _is_compiling() or not info.root.armed or _graph_task_id() != -1:
+    def _flops(self, kind, fwd, bwd):
+        """Counts a call's forward FLOPs for the innermost open ranged call
+        (sent when it ends) and its backward FLOPs for the backward range of
+        the innermost one made with grad on."""
+        self.counted[kind] = self.counted.get(kind, 0) + 1
+        stack = self._forward.get(_get_ident())
+        if not stack:
+            self.lib.flops(fwd)
             return
-        stack = self._forward.get(threading.get_ident())
-        if stack:
-            self._count(info, module, args, output, stack)
-
-    def _count(self, info, module, args, output, stack):
-        x = args[0] if args and isinstance(args[0], _torch.Tensor) else None
-        if x is None:
-            return
-        w = getattr(module, "weight", None)
-        if info.kind == "linear":
-            fwd = 2.0 * x.numel() * module.out_features
-        elif isinstance(output, _torch.Tensor):
-            k = 1
-            for s in module.kernel_size:
-                k *= s
-            fwd = 2.0 * output.numel() * (module.in_channels // module.groups) * k
-        else:
-            return
-        self.lib.flops(fwd)
-        # Weight and input gradients; a forward without grad inside
-        # reentrant checkpointing gets both in backward.
-        dgrad = x.requires_grad or not _torch.is_grad_enabled()
-        bwd = fwd * (int(dgrad) + int(w is not None and w.requires_grad))
+        call = stack[-1]
+        call.fwd_flops += fwd
         if bwd:
-            self._backward_flops(stack, bwd)
+            if call.grad:
+                call.bwd_flops += bwd
+            else:
+                self._backward_flops(stack, bwd)
+
+    def _linear(self, x, w):
+        if _is_compiling() or _graph_task_id() != -1:
+            return
+        try:
+            fwd = 2.0 * x.numel() * w.shape[0]
+            self._flops("linear", fwd, fwd * _gradients(x, w))
+        except (AttributeError, IndexError):
+            pass
+
+    def _conv(self, x, w, out):
+        if _is_compiling() or _graph_task_id() != -1:
+            return
+        try:
+            # Weight (out channels, in channels / groups, kernel...).
+            fwd = 2.0 * out.numel() * (w.numel() // w.shape[0])
+            self._flops("conv", fwd, fwd * _gradients(x, w))
+        except (AttributeError, IndexError, ZeroDivisionError):
+            pass
 
     def _sdpa(self, q, k, v, *args, **kwargs):
-        if _is_compiling() or not self.count_flops:
-            return
-        if _graph_task_id() != -1:
+        if _is_compiling() or _graph_task_id() != -1:
             return
         try:
             lead = 1
@@ -345,39 +462,31 @@ class TorchRanges:
             return
         causal = kwargs.get("is_causal", args[2] if len(args) > 2 else False)
         fwd = 2.0 * lead * l * s_len * (e + ev) * (0.5 if causal and l == s_len else 1.0)
-        self.lib.flops(fwd)
-        self.counted["scaled_dot_product_attention"] = self.counted.get("scaled_dot_product_attention", 0) + 1
-        stack = self._forward.get(threading.get_ident())
-        if stack and (q.requires_grad or not _torch.is_grad_enabled()):
-            self._backward_flops(stack, 2.5 * fwd)
+        # Backward: 2.5x forward (dQ, dK, dV and the recomputed scores).
+        grads = q.requires_grad or not _torch.is_grad_enabled()
+        self._flops("scaled_dot_product_attention", fwd, 2.5 * fwd if grads else 0.0)
 
     @staticmethod
     def _backward_flops(stack, flops):
         """Backward FLOPs count when the backward range of the innermost
         ranged call that has one (made with grad on) closes."""
         for c in reversed(stack):
-            if (c.pushed and c.grad) or c is stack[0]:
+            if c.grad or c is stack[0]:
                 c.bwd_flops += flops
                 return
 
     # ---- backward -------------------------------------------------------
 
-    def _beginner(self, call):
-        def begin(grad_outputs):
-            self._begin(call)
+    def _begin_hook(self, call, grad_outputs):
+        self._begin(call)
 
-        return begin
-
-    def _ender(self, call):
-        def end(grad_outputs):
-            self._end(call)
-
-        return end
+    def _end_hook(self, call, grad_outputs):
+        self._end(call)
 
     def _begin(self, call):
         if call.begun:
             return
-        tid = threading.get_ident()
+        tid = _get_ident()
         stack = self._backward.get(tid)
         if stack is None:
             stack = self._backward[tid] = []
@@ -391,11 +500,11 @@ class TorchRanges:
         # The model's own backward is the `backward` range around it.
         call.pushed = info.ranged and not (info.root is info and info.primary)
         if call.pushed:
-            self.lib.enter(info.name, True)
+            self.lib.enter(info.name, FOLLOW)
         stack.append(call)
 
     def _end(self, call):
-        stack = self._backward.get(threading.get_ident())
+        stack = self._backward.get(_get_ident())
         if not stack or call not in stack:
             return
         while stack:
@@ -409,27 +518,27 @@ class TorchRanges:
             self.lib.flops(call.bwd_flops)
             call.bwd_flops = 0.0
         if call.pushed:
-            self.lib.exit()
+            self.lib.exit(0)
             call.pushed = False
 
     def _backward_done(self):
-        stack = self._backward.get(threading.get_ident())
+        stack = self._backward.get(_get_ident())
         while stack:
             self._close(stack.pop())
 
     def _backward_call(self, original):
         def backward(*args, **kwargs):
-            outer = (threading.get_ident() == self._main and _graph_task_id() == -1
+            outer = (_get_ident() == self._main and _graph_task_id() == -1
                      and self._backward_depth == 0)
             if not outer:
                 return original(*args, **kwargs)
             self._open_step()
             self._backward_depth += 1
-            self.lib.enter(b"backward")
+            self.lib.enter(b"backward", 0)
             try:
                 return original(*args, **kwargs)
             finally:
-                self.lib.exit()
+                self.lib.exit(0)
                 self._backward_depth -= 1
 
         backward.__wrapped__ = original
@@ -442,6 +551,13 @@ class TorchRanges:
         `depth` levels (default: see the module). Returns `model`."""
         import torch.nn as nn
 
+        inner = _compiled_inner(model)
+        if inner is not None:
+            # torch.compile's wrapper: the model it compiles is annotated
+            # (its hooks run inside the compiled code).
+            self._known.add(id(model))
+            self.annotate(inner, depth)
+            return model
         key = id(model)
         if key in self._annotated:
             return model
@@ -456,13 +572,13 @@ class TorchRanges:
             container = isinstance(m, (nn.ModuleList, nn.ModuleDict))
             has_params = any(True for _ in m.parameters(recurse=False))
             has_children = any(True for _ in m.children())
-            kind = None
-            if isinstance(m, nn.Linear):
-                kind = "linear"
-            elif isinstance(m, (nn.Conv1d, nn.Conv2d, nn.Conv3d)):
-                kind = "conv"
             is_root = root_info is None
-            ranged = not container and level <= depth and (is_root or has_params or has_children)
+            # Leaves that are cheap and many (norms, embedding lookups) or
+            # hold no parameters (activations, dropout) get no range: their
+            # time counts for the module around them.
+            light = isinstance(m, (nn.Embedding, nn.EmbeddingBag)) or "Norm" in type(m).__name__
+            ranged = not container and level <= depth and (
+                is_root or has_children or (has_params and not light))
             if is_root:
                 name = "forward" if self._primary is None else type(m).__name__
             elif ranged_ancestor is None or ranged_ancestor.qual == "":
@@ -472,7 +588,7 @@ class TorchRanges:
             if container:
                 info = None
             else:
-                info = _Info(name, qual, root_info, ancestors, ranged, kind)
+                info = _Info(name, qual, root_info, ancestors, ranged)
                 if is_root:
                     root_info = info
                     info.primary = self._primary is None
@@ -482,12 +598,6 @@ class TorchRanges:
                     self._annotated[id(m)] = info
                     self._handles.append(m.register_forward_pre_hook(partial(self._pre, info), with_kwargs=True))
                     self._handles.append(m.register_forward_hook(partial(self._post, info), with_kwargs=True))
-                elif kind is not None and self.count_flops:
-                    # Beyond the depth: its FLOPs only, from one hook.
-                    self._annotated[id(m)] = info
-                    self._handles.append(m.register_forward_hook(partial(self._leaf, info)))
-                if kind is not None:
-                        self.counted[kind] = self.counted.get(kind, 0) + 1
             child_ranged = info if (info is not None and info.ranged) else ranged_ancestor
             child_ancestors = ancestors | {info} if info is not None and info.ranged else ancestors
             for child_name, child in m.named_children():
@@ -500,13 +610,14 @@ class TorchRanges:
     def _discover(self, module, args):
         if _is_compiling() or id(module) in self._known:
             return
-        if self._forward.get(threading.get_ident()):
+        if self._forward.get(_get_ident()):
             return
         if next(module.parameters(), None) is None:
             return
+        inner = _compiled_inner(module)
         self.annotate(module)
         info = self._annotated.get(id(module))
-        if info is not None:
+        if info is not None and inner is None:
             # Its hooks start with its next call (this one's pre-hook ran).
             info.armed = False
 
@@ -541,20 +652,20 @@ class TorchRanges:
 
         def __next__(self):
             opened = ranges._activity()
-            ranges.lib.enter(b"data")
+            ranges.lib.enter(b"data", 0)
             try:
                 batch = original_next(self)
             except StopIteration:
                 # The end of the data: no step began.
-                ranges.lib.exit(discard=opened)
+                ranges.lib.exit(DISCARD if opened else 0)
                 if opened:
-                    ranges.lib.exit(discard=True)
+                    ranges.lib.exit(DISCARD)
                     ranges._step = 0
                 raise
             except BaseException:
-                ranges.lib.exit()
+                ranges.lib.exit(0)
                 raise
-            ranges.lib.exit()
+            ranges.lib.exit(0)
             return batch
 
         it.__next__ = __next__
@@ -564,21 +675,49 @@ class TorchRanges:
         torch.autograd.backward = self._backward_call(original_backward)
         self._undo.append(lambda: setattr(torch.autograd, "backward", original_backward))
 
-        import torch.nn.functional as F
-
-        original_sdpa = F.scaled_dot_product_attention
-
-        def scaled_dot_product_attention(q, k, v, *args, **kwargs):
-            ranges._sdpa(q, k, v, *args, **kwargs)
-            return original_sdpa(q, k, v, *args, **kwargs)
-
-        F.scaled_dot_product_attention = scaled_dot_product_attention
-        self._undo.append(lambda: setattr(F, "scaled_dot_product_attention", original_sdpa))
+        if self.count_flops:
+            self._patch_counted()
+        _register_compiled_ops(self.lib)
+        _not_compiled_alone(TorchRanges._pre, TorchRanges._post, TorchRanges._discover)
 
         if discover:
             self.discover()
         atexit.register(self.close_step)
         return self
+
+    def _patch_counted(self):
+        """Counts FLOPs at the functions nn.Linear, nn.ConvNd and attention
+        call (one Python call each, cheaper than a module hook; functional
+        calls and nn.MultiheadAttention's projections count too)."""
+        import torch.nn.functional as F
+
+        ranges = self
+        linear_, sdpa_ = F.linear, F.scaled_dot_product_attention
+
+        def linear(input, weight, *args, **kwargs):
+            ranges._linear(input, weight)
+            return linear_(input, weight, *args, **kwargs)
+
+        def scaled_dot_product_attention(q, k, v, *args, **kwargs):
+            ranges._sdpa(q, k, v, *args, **kwargs)
+            return sdpa_(q, k, v, *args, **kwargs)
+
+        def conv(original):
+            def convolution(input, weight, *args, **kwargs):
+                out = original(input, weight, *args, **kwargs)
+                ranges._conv(input, weight, out)
+                return out
+
+            return convolution
+
+        patched = {"linear": linear, "scaled_dot_product_attention": scaled_dot_product_attention}
+        for name in ("conv1d", "conv2d", "conv3d"):
+            patched[name] = conv(getattr(F, name))
+        for name, fn in patched.items():
+            original = getattr(F, name)
+            fn.__wrapped__ = original
+            setattr(F, name, fn)
+            self._undo.append(partial(setattr, F, name, original))
 
     def discover(self):
         """Annotates models (modules with parameters called at the top
@@ -600,18 +739,19 @@ class TorchRanges:
         self._undo.clear()
         self._annotated.clear()
         self._known.clear()
+        if _COMPILED_OPS is not None and _COMPILED_OPS[0] is self.lib:
+            # Compiled code keeps calling the operators: they do nothing now.
+            _COMPILED_OPS[0] = _Silent()
         self.installed = False
 
     def summary(self):
-        """Which modules' FLOPs were counted, in words."""
+        """Which calls' FLOPs were counted, in words."""
         if not self.counted:
-            return "no module's FLOPs were counted"
-        parts = [f"{n} {k}" for k, n in sorted(self.counted.items()) if k != "scaled_dot_product_attention"]
-        if "scaled_dot_product_attention" in self.counted:
-            parts.append(f"{self.counted['scaled_dot_product_attention']} scaled_dot_product_attention calls")
+            return "no call's FLOPs were counted"
+        parts = [f"{n} {k}" for k, n in sorted(self.counted.items())]
         return "model FLOPs counted from " + ", ".join(parts) + (
-            " (nn.Linear and nn.Conv1d/2d/3d modules called as modules, F.scaled_dot_product_attention; "
-            "not counted: functional matmuls, nn.MultiheadAttention's projections, compiled regions)")
+            " calls (F.linear: nn.Linear and nn.MultiheadAttention's projections; F.conv1d/2d/3d; "
+            "F.scaled_dot_product_attention; not counted: torch.matmul and other products, compiled regions)")
 
 
 def parse_depth(text, variable="GPUSCOPE_TORCH_RANGES"):
