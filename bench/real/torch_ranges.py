@@ -4,14 +4,15 @@
         A Hugging Face Llama (8 layers, hidden 1024, tied embeddings, bf16,
         fused AdamW) fed by a DataLoader; prints its own step time and the
         6 x params x tokens MFU. Run it under `gpuscope run --torch-ranges`.
-    python3 torch_ranges.py overhead llama|mlp [--steps 30]
-        In one process, ms per step: plain, trace, trace + module ranges,
-        plain again, always-on (sampling, trace windows 0/1000) + module
-        ranges. Needs GPUSCOPE_LIB (the library) and gpuscope importable.
-    python3 torch_ranges.py graphs
+    python3 torch_ranges.py overhead llama|mlp [--steps 30] [--rounds 8]
+        In one process, ms per step with and without module ranges, in
+        alternating blocks of steps: with no session, in a trace session,
+        in an always-on session (sampling, trace windows 0/1000). Needs
+        GPUSCOPE_LIB (the library) and gpuscope importable.
+    python3 torch_ranges.py graphs --out DIR
         An annotated model captured into a CUDA graph by hand and replayed,
-        and one compiled with mode="reduce-overhead": the report's kernel
-        paths.
+        and two compiled with mode="reduce-overhead" (a small one, a
+        Llama): reports with the kernels' paths in DIR.
 """
 import argparse
 import json
@@ -52,6 +53,7 @@ def llama(batch=8, seq=512):
         return loss
 
     params = sum(p.numel() for p in model.parameters())
+    step.model = model
     return step, params, batch * seq
 
 
@@ -68,6 +70,7 @@ def mlp(batch=32, width=256, layers=8):
         opt.zero_grad(set_to_none=True)
         return loss
 
+    step.model = model
     return step, sum(p.numel() for p in model.parameters()), batch
 
 
@@ -96,47 +99,59 @@ def train(a):
 
 
 def overhead(a):
+    """Module ranges' cost, paired: blocks of steps with and without the
+    hooks alternate in one process, in three settings (no session, a trace
+    session, an always-on session); medians of the blocks and of the
+    per-round ratios."""
+    import statistics
+
     import gpuscope
+    from gpuscope import _native, _torch_ranges
 
     step, _, _ = (llama if a.loop == "llama" else mlp)()
     for _ in range(a.warmup):
         step()
-    from gpuscope import _native, _torch_ranges
+    hooks = _torch_ranges.TorchRanges(_torch_ranges.Library(str(_native.library_path())))
+    out = {}
 
-    out, cpu = {}, {}
-
-    def measure(name):
-        for _ in range(a.warmup):
-            step()
-        c = {}
-        out[name] = round(timed(step, a.steps, c) * 1e3, 3)
-        cpu[name] = round(c["cpu"] * 1e3, 3)
-
-    def phase(name, **kw):
-        if kw:
-            with gpuscope.profile(**kw):
-                measure(name)
-        else:
-            measure(name)
-
-    def hooks_only(name):
-        # The hooks calling the library with no session open: their own
-        # cost, without gpuscope's.
-        h = _torch_ranges.TorchRanges(_torch_ranges.Library(str(_native.library_path()))).install()
+    def block(ranges):
+        if ranges:
+            hooks.install(discover=False)
+            hooks.annotate(step.model)
         try:
-            measure(name)
+            for _ in range(3):
+                step()
+            return timed(step, a.steps) * 1e3
         finally:
-            h.uninstall()
+            if ranges:
+                hooks.uninstall()
 
-    for rep in range(2):
-        phase(f"plain{rep}")
-        hooks_only(f"ranges-no-session{rep}")
-        phase(f"trace{rep}", mode="trace")
-        phase(f"trace+ranges{rep}", mode="trace", torch_ranges=True)
-    phase("plain2")
+    def paired(name, rounds=a.rounds):
+        without, with_, ratios = [], [], []
+        for r in range(rounds):
+            # Alternate which goes first.
+            if r % 2:
+                w = block(True)
+                o = block(False)
+            else:
+                o = block(False)
+                w = block(True)
+            without.append(o)
+            with_.append(w)
+            ratios.append(w / o)
+        out[name] = {"without_ranges_ms": round(statistics.median(without), 3),
+                     "with_ranges_ms": round(statistics.median(with_), 3),
+                     "median_ratio": round(statistics.median(ratios), 4),
+                     "ratios": [round(x, 3) for x in ratios]}
+        print(json.dumps({name: out[name]}), flush=True)
+
+    paired("no session")
+    with gpuscope.profile(mode="trace"):
+        paired("trace")
     # Last: after a sampling session no other can start in the process.
-    phase("always-on+ranges", mode="sampling", trace_windows=(0, 1000), torch_ranges=True)
-    print(json.dumps({"loop": a.loop, "ms_per_step": out, "loop_thread_cpu_ms_per_step": cpu}), flush=True)
+    with gpuscope.profile(mode="sampling", trace_windows=(0, 1000)):
+        paired("always-on")
+    print(json.dumps({"loop": a.loop, "steps_per_block": a.steps, "overhead": out}), flush=True)
 
 
 class Small(nn.Module):
@@ -212,6 +227,7 @@ if __name__ == "__main__":
     p.add_argument("loop", nargs="?", default="llama", choices=["llama", "mlp"])
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--rounds", type=int, default=8)
     p.add_argument("--out", default=".")
     a = p.parse_args()
     {"train": train, "overhead": overhead, "graphs": graphs}[a.what](a)
