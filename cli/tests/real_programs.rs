@@ -368,3 +368,55 @@ fn a_slow_pytorch_input_pipeline_is_called_host_bound_with_the_copy_advice_and_t
     let line = cmp.lines().find(|l| l.starts_with("step ")).unwrap_or_else(|| panic!("a step row in:\n{cmp}"));
     assert!(line.contains("host-bound ->"), "{line}");
 }
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn a_hugging_face_llama_with_no_ranges_gets_steps_modules_and_counted_flops_from_torch_ranges() {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../bench/real/torch_ranges.py");
+    let out = scratch("llama-torch-ranges.json");
+    let _ = std::fs::remove_file(&out);
+    let o = gpuscope()
+        .args(["run", "--torch-ranges", "--mode", "sampling", "-o"])
+        .arg(&out)
+        .args(["--", "python3"])
+        .arg(&script)
+        .args(["train", "--steps", "12", "--warmup", "3"])
+        .output()
+        .expect("gpuscope runs");
+    let (stdout, stderr) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    println!("{stdout}\n{stderr}");
+    assert_eq!(o.status.code(), Some(0));
+    let own: Value =
+        serde_json::from_str(stdout.lines().rfind(|l| l.starts_with('{')).expect("the script's figures")).unwrap();
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let ranges = r["ranges"].as_array().unwrap();
+    let find = |p: &str| ranges.iter().find(|g| path(g) == p).unwrap_or_else(|| panic!("no range {p}"));
+    for p in [
+        "step/data",
+        "step/forward/model/layers.0/self_attn",
+        "step/forward/model/layers.7/mlp",
+        "step/forward/lm_head",
+        "step/backward/model/layers.0/self_attn",
+        "step/backward/model/layers.7/mlp",
+        "step/optimizer",
+    ] {
+        let g = find(p);
+        assert!(g["count"].as_u64().unwrap() >= 12, "{p}: {}", g["count"]);
+        assert!(g["sampled"]["sm_efficiency_pct"].as_f64().is_some(), "{p} sampled: {}", g["sampled"]);
+    }
+    assert!(stderr.contains("gpuscope: model FLOPs counted from"), "which calls were counted is said");
+    // One step per optimizer step: 3 warm-up and 12 timed.
+    let step = find("step");
+    assert_eq!(step["count"].as_u64(), Some(15), "{}", step["count"]);
+    // The GPU's work sits under the steps.
+    let total: u64 = r["path_kernels"].as_array().unwrap().iter().map(|p| p["total_ns"].as_u64().unwrap()).sum();
+    let under = gpu_ns_under(&r, "step");
+    assert!(under as f64 >= 0.95 * total as f64, "{under} of {total} ns of kernel time under step");
+    // Counted FLOPs per steady step against 6 x params x tokens (attention
+    // adds a few %, which 6PT leaves out).
+    let steady = &step["steady"];
+    let per_step = steady["counted_flops"].as_f64().unwrap() / steady["calls"].as_f64().unwrap();
+    let six_pt = 6.0 * own["params"].as_f64().unwrap() * own["tokens_per_step"].as_f64().unwrap();
+    let ratio = per_step / six_pt;
+    assert!((1.0..=1.1).contains(&ratio), "counted {per_step:.4e} per step, 6PT {six_pt:.4e}");
+}

@@ -5,6 +5,7 @@
 
 mod advice;
 pub mod answer;
+pub mod blocks;
 pub mod cost;
 mod findings;
 mod framework;
@@ -47,6 +48,9 @@ pub struct Analysis {
     pub notes: Vec<String>,
     /// The answer the report opens with (`None`: nothing ran).
     pub answer: Option<answer::Answer>,
+    /// Repeated ranges (`layers.0` ... `layers.7`, and what is inside
+    /// them) summed.
+    pub blocks: Vec<blocks::BlockGroup>,
 }
 
 /// One NVTX range path, its calls after warm-up together (all of them when
@@ -332,7 +336,8 @@ pub fn analyze(r: &Report) -> Analysis {
         ));
     }
     let answer = answer::answer(r, &ranges, &all, &findings, &evidence);
-    Analysis { peaks, ranges, kernels, findings, notes, answer }
+    let blocks = blocks::groups(&ranges);
+    Analysis { peaks, ranges, kernels, findings, notes, answer, blocks }
 }
 
 /// Ranges from which their analysis is split over threads: each range's

@@ -173,6 +173,7 @@ pub(super) fn render(a: &Analysis, width: usize, out: &mut String) {
             let _ = writeln!(out, "({dropped} shorter ranges not shown; the JSON report has every one)");
         }
     }
+    blocks(a, width, out);
     // Heavy kernels.
     if !a.kernels.is_empty() {
         let name_w = width.saturating_sub(68).max(14);
@@ -236,6 +237,54 @@ pub(super) fn render(a: &Analysis, width: usize, out: &mut String) {
     }
     if a.findings.len() > MAX_FINDINGS {
         let _ = writeln!(out, "({} smaller findings in the JSON report)", a.findings.len() - MAX_FINDINGS);
+    }
+}
+
+/// At most this many groups of repeated blocks are shown (the largest).
+const MAX_BLOCK_GROUPS: usize = 16;
+
+/// Repeated blocks summed: the section after the ranges' verdicts.
+fn blocks(a: &Analysis, width: usize, out: &mut String) {
+    if a.blocks.is_empty() {
+        return;
+    }
+    let mut shown: Vec<&crate::analysis::blocks::BlockGroup> = a.blocks.iter().collect();
+    if shown.len() > MAX_BLOCK_GROUPS {
+        shown.sort_by_key(|g| std::cmp::Reverse(g.wall_ns));
+        shown.truncate(MAX_BLOCK_GROUPS);
+        shown.sort_by(|x, y| x.path.cmp(&y.path));
+    }
+    let name_w = width.saturating_sub(56).max(14);
+    let _ = writeln!(out);
+    out.push_str(&wrap(
+        "Repeated blocks summed (ranges named NAME.0, NAME.1, ... and the ranges inside them, taken together)",
+        width,
+        "",
+        "  ",
+    ));
+    let _ = writeln!(
+        out,
+        "{} {:>6} {:>9} {:>6} {:>6}  slowest (median)",
+        fit("ranges", name_w),
+        "count",
+        "wall",
+        "share",
+        "SM eff"
+    );
+    let _ = writeln!(out, "{}", "-".repeat(width.min(name_w + 56)));
+    for g in shown {
+        let slowest = g.slowest.0.rsplit('/').next().unwrap_or("");
+        let line = format!(
+            "{} {:>6} {:>9} {:>6} {:>6}  {slowest} {} ({})",
+            fit(&g.path, name_w),
+            g.members,
+            fmt_ns(g.wall_ns),
+            g.share_of_parent_pct.map_or("-".to_string(), |p| format!("{p:.0}%")),
+            g.sm_efficiency_pct.map_or("-".to_string(), |p| format!("{p:.0}%")),
+            fmt_ns(g.slowest.1),
+            fmt_ns(g.median_wall_ns),
+        );
+        let _ = writeln!(out, "{}", line.trim_end());
     }
 }
 
