@@ -25,7 +25,8 @@ pub struct BlockGroup {
     pub kernel_ns: u64,
     /// SM efficiency weighted by kernel time over the members with it.
     pub sm_efficiency_pct: Option<f64>,
-    /// The member with the most wall time, and that time.
+    /// The member with the most wall time, from the first frame where the
+    /// members differ (`layers.5/mlp`), and that time.
     pub slowest: (String, u64),
     /// The median member's wall time, ns.
     pub median_wall_ns: u64,
@@ -124,7 +125,15 @@ fn group<'a>(ranges: impl Iterator<Item = Member<'a>>) -> Vec<BlockGroup> {
                 share_of_parent_pct: parent_wall.filter(|&p| p > 0).map(|p| 100.0 * wall_ns as f64 / p as f64),
                 kernel_ns,
                 sm_efficiency_pct: (w > 0.0).then(|| x / w),
-                slowest: (slowest.path.to_string(), slowest.wall_ns),
+                slowest: (
+                    slowest
+                        .path
+                        .split('/')
+                        .skip(k.split('/').take_while(|f| !f.ends_with(".*")).count())
+                        .collect::<Vec<_>>()
+                        .join("/"),
+                    slowest.wall_ns,
+                ),
                 median_wall_ns: walls[walls.len() / 2],
             }
         })
@@ -162,13 +171,14 @@ mod tests {
         assert_eq!((layers.members, layers.wall_ns, layers.kernel_ns), (4, 806, 400));
         assert!((layers.share_of_parent_pct.unwrap() - 80.6).abs() < 1e-9);
         assert_eq!(layers.sm_efficiency_pct, Some(65.0), "weighted by kernel time");
-        assert_eq!(layers.slowest, ("step/forward/model/layers.3".to_string(), 203));
+        assert_eq!(layers.slowest, ("layers.3".to_string(), 203));
         let mlp = &g[1];
         assert_eq!(mlp.path, "step/forward/model/layers.0-3/mlp");
         assert_eq!(mlp.wall_ns, 320);
         // Its parent is the layers' group: 320 of 806.
         assert!((mlp.share_of_parent_pct.unwrap() - 100.0 * 320.0 / 806.0).abs() < 1e-9);
         assert_eq!(mlp.sm_efficiency_pct, None);
+        assert_eq!(mlp.slowest.0, "layers.0/mlp", "ties: the first");
     }
 
     #[test]

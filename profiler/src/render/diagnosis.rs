@@ -273,7 +273,7 @@ fn blocks(a: &Analysis, width: usize, out: &mut String) {
     );
     let _ = writeln!(out, "{}", "-".repeat(width.min(name_w + 56)));
     for g in shown {
-        let slowest = g.slowest.0.rsplit('/').next().unwrap_or("");
+        let slowest = &g.slowest.0;
         let line = format!(
             "{} {:>6} {:>9} {:>6} {:>6}  {slowest} {} ({})",
             fit(&g.path, name_w),
