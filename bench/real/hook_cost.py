@@ -26,6 +26,9 @@ class Nothing:
     def flops(self, f):
         pass
 
+    def cost(self, ns):
+        pass
+
 
 def main():
     p = argparse.ArgumentParser()

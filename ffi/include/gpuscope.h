@@ -164,6 +164,13 @@ int gpuscope_range_exit(uint32_t flags);
 // ones win).
 int gpuscope_range_flops(double flops);
 
+// Counts `ns` nanoseconds of the calling thread's time as gpuscope's own
+// cost, for its innermost open range and those around it: the time a
+// framework integration's hooks took (PyTorch's automatic ranges send
+// theirs). It is taken out of the host's share of idle GPU time before
+// verdicts, as gpuscope's callbacks' time is.
+int gpuscope_range_cost(uint64_t ns);
+
 // The last error on the calling thread ("" if none). The string stays
 // valid until the thread's next failing gpuscope call.
 const char *gpuscope_last_error(void);

@@ -525,6 +525,19 @@ pub extern "C" fn gpuscope_range_flops(flops: f64) -> c_int {
     })
 }
 
+/// Counts `ns` nanoseconds of the calling thread's time as gpuscope's own
+/// cost, for its innermost open range and those around it: the time a
+/// framework integration's hooks took (PyTorch's automatic ranges send
+/// theirs). It is taken out of the host's share of idle GPU time before
+/// verdicts, as gpuscope's callbacks' time is.
+#[no_mangle]
+pub extern "C" fn gpuscope_range_cost(ns: u64) -> c_int {
+    guard(|| {
+        profiler::add_own_cost(ns);
+        GPUSCOPE_OK
+    })
+}
+
 /// The last error on the calling thread ("" if none). The string stays
 /// valid until the thread's next failing gpuscope call.
 #[no_mangle]

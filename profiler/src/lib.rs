@@ -116,6 +116,15 @@ pub fn add_range_flops(flops: f64) {
     collect::nvtx::add_flops(flops);
 }
 
+/// Counts `ns` of the calling thread's time as gpuscope's own cost, for
+/// its innermost open range and those around it: the time a framework
+/// integration's hooks (PyTorch's automatic ranges) took. Like the cost of
+/// gpuscope's launch callbacks, it is taken out of the host's share of
+/// idle GPU time before verdicts.
+pub fn add_own_cost(ns: u64) {
+    collect::nvtx::add_own_cost(ns);
+}
+
 /// Whether the NVIDIA driver library (libcuda) loads in this process:
 /// without it there is no GPU to profile.
 pub fn driver_present() -> bool {

@@ -33,6 +33,7 @@ import ctypes
 import os
 import sys
 import threading
+import time
 from functools import partial
 
 FOLLOW = 1
@@ -45,7 +46,8 @@ DISCOVERY_CALLS = 3
 
 class Library:
     """gpuscope's C ABI range calls (the backend the hooks drive):
-    enter(name: bytes, flags), exit(flags), flops(float), called straight
+    enter(name: bytes, flags), exit(flags), flops(float), cost(ns: int)
+    (the hooks' own time, counted as gpuscope's cost), called straight
     through ctypes (no Python layer between the hook and the library)."""
 
     def __init__(self, path):
@@ -53,9 +55,11 @@ class Library:
         h.gpuscope_range_enter.argtypes = [ctypes.c_char_p, ctypes.c_uint32]
         h.gpuscope_range_exit.argtypes = [ctypes.c_uint32]
         h.gpuscope_range_flops.argtypes = [ctypes.c_double]
+        h.gpuscope_range_cost.argtypes = [ctypes.c_uint64]
         self.enter = h.gpuscope_range_enter
         self.exit = h.gpuscope_range_exit
         self.flops = h.gpuscope_range_flops
+        self.cost = h.gpuscope_range_cost
 
 
 def _is_compiling():
@@ -67,6 +71,7 @@ def _graph_task_id():
 
 
 _get_ident = threading.get_ident
+_clock = time.perf_counter_ns
 
 #: torch, once `install` ran (the hooks run on every module call: no
 #: import statement there).
@@ -234,6 +239,57 @@ class _Silent:
     def flops(self, flops):
         pass
 
+    def cost(self, ns):
+        pass
+
+
+def _calibrate_dispatch(calls=200, rounds=5):
+    """What torch takes to call an empty module hook and an empty autograd
+    node pre-hook, beyond the hook itself: the fastest of a few rounds of
+    calls with and without, ns per call. About 2 ms, once per install."""
+    m = _torch.nn.Identity()
+    x = _torch.zeros(1)
+
+    def best(f):
+        t = []
+        for _ in range(rounds):
+            t0 = _clock()
+            f()
+            t.append(_clock() - t0)
+        return min(t) / calls
+
+    def forward():
+        for _ in range(calls):
+            m(x)
+
+    def nothing(*a, **k):
+        return None
+
+    plain = best(forward)
+    handles = [m.register_forward_pre_hook(nothing, with_kwargs=True),
+               m.register_forward_hook(nothing, with_kwargs=True)]
+    hooked = best(forward)
+    for h in handles:
+        h.remove()
+    leaf = _torch.zeros(1, requires_grad=True)
+
+    def backward(hook):
+        def run():
+            for _ in range(calls):
+                y = leaf * 2.0
+                if hook:
+                    y.grad_fn.register_prehook(nothing)
+                y.backward()
+        return run
+
+    with _torch.enable_grad():
+        bplain = best(backward(False))
+        bhooked = best(backward(True))
+    # Per hook call, less the empty hook's own time (it is timed in ours).
+    module = max(0.0, (hooked - plain) / 2)
+    node = max(0.0, bhooked - bplain)
+    return int(module), int(node)
+
 
 def _not_compiled_alone(*functions):
     """Keeps torch.compile from compiling these hooks as frames of their
@@ -260,8 +316,8 @@ def _compiled_inner(module):
 
 
 class TorchRanges:
-    """Installs the hooks; `backend` has enter(name: bytes, follow),
-    exit() and flops(float)."""
+    """Installs the hooks; `backend` is like `Library`: enter(name: bytes,
+    flags), exit(flags), flops(float), cost(ns)."""
 
     def __init__(self, backend, depth=None, count_flops=True):
         self.lib = backend
@@ -281,6 +337,11 @@ class TorchRanges:
         self._discovery = None
         self._primary = None
         self.counted = {}  # kind -> calls counted
+        self._cost = {}  # thread id -> hook time not yet sent, ns
+        # What torch takes to call one module hook and one autograd node
+        # hook, beyond the hook's own time (calibrated at install), ns.
+        self._module_hook_ns = 0
+        self._node_hook_ns = 0
         self.installed = False
 
     # ---- the step -------------------------------------------------------
@@ -337,6 +398,7 @@ class TorchRanges:
             # (A forward re-run inside backward is checkpointing: its time
             # counts for the backward range it runs in, its FLOPs not at all.)
             return
+        t0 = _clock()
         grad = _torch.is_grad_enabled()
         if info.root is info:
             self._root_call(info, grad)
@@ -353,6 +415,7 @@ class TorchRanges:
             node = _producer(args, kwargs)
             if node is not None:
                 node.register_prehook(partial(self._end_hook, call))
+        self._spent(t0, self._module_hook_ns)
 
     def _root_call(self, info, grad):
         info.calls += 1
@@ -376,6 +439,7 @@ class TorchRanges:
             # A re-run forward (non-reentrant checkpointing may stop it
             # before this hook: nothing may wait for it).
             return
+        t0 = _clock()
         stack = self._forward.get(_get_ident())
         if not stack:
             return
@@ -393,6 +457,11 @@ class TorchRanges:
             # The FLOPs of its own calls, in one call (its children's went
             # at their ends).
             self.lib.flops(call.fwd_flops)
+        if info.root is info:
+            # The forward's hooks' time, as gpuscope's cost of it.
+            self._spent(t0, self._module_hook_ns)
+            t0 = _clock()
+            self._send_cost()
         self.lib.exit(0)
         if call.grad:
             node = _producer((output,))
@@ -400,6 +469,20 @@ class TorchRanges:
                 self._pending.append((node, call))
         if info.root is info:
             self._flush_pending()
+        self._spent(t0, self._module_hook_ns)
+
+    def _spent(self, t0, dispatch_ns=0):
+        """Adds the time since `t0`, and `dispatch_ns` (torch's cost of
+        calling the hook, calibrated), to the calling thread's hook time."""
+        tid = _get_ident()
+        self._cost[tid] = self._cost.get(tid, 0) + (_clock() - t0) + dispatch_ns
+
+    def _send_cost(self):
+        """Counts the calling thread's hook time so far as gpuscope's cost
+        (of its innermost open range and those around it)."""
+        ns = self._cost.pop(_get_ident(), 0)
+        if ns > 0:
+            self.lib.cost(ns)
 
     def _flush_pending(self):
         """Registers backward beginnings, outer modules first where several
@@ -433,25 +516,30 @@ class TorchRanges:
     def _linear(self, x, w):
         if _is_compiling() or _graph_task_id() != -1:
             return
+        t0 = _clock()
         try:
             fwd = 2.0 * x.numel() * w.shape[0]
             self._flops("linear", fwd, fwd * _gradients(x, w))
         except (AttributeError, IndexError):
             pass
+        self._spent(t0)
 
     def _conv(self, x, w, out):
         if _is_compiling() or _graph_task_id() != -1:
             return
+        t0 = _clock()
         try:
             # Weight (out channels, in channels / groups, kernel...).
             fwd = 2.0 * out.numel() * (w.numel() // w.shape[0])
             self._flops("conv", fwd, fwd * _gradients(x, w))
         except (AttributeError, IndexError, ZeroDivisionError):
             pass
+        self._spent(t0)
 
     def _sdpa(self, q, k, v, *args, **kwargs):
         if _is_compiling() or _graph_task_id() != -1:
             return
+        t0 = _clock()
         try:
             lead = 1
             for s in q.shape[:-2]:
@@ -459,12 +547,14 @@ class TorchRanges:
             l, e = q.shape[-2], q.shape[-1]
             s_len, ev = k.shape[-2], v.shape[-1]
         except (AttributeError, IndexError):
+            self._spent(t0)
             return
         causal = kwargs.get("is_causal", args[2] if len(args) > 2 else False)
         fwd = 2.0 * lead * l * s_len * (e + ev) * (0.5 if causal and l == s_len else 1.0)
         # Backward: 2.5x forward (dQ, dK, dV and the recomputed scores).
         grads = q.requires_grad or not _torch.is_grad_enabled()
         self._flops("scaled_dot_product_attention", fwd, 2.5 * fwd if grads else 0.0)
+        self._spent(t0)
 
     @staticmethod
     def _backward_flops(stack, flops):
@@ -478,10 +568,14 @@ class TorchRanges:
     # ---- backward -------------------------------------------------------
 
     def _begin_hook(self, call, grad_outputs):
+        t0 = _clock()
         self._begin(call)
+        self._spent(t0, self._node_hook_ns)
 
     def _end_hook(self, call, grad_outputs):
+        t0 = _clock()
         self._end(call)
+        self._spent(t0, self._node_hook_ns)
 
     def _begin(self, call):
         if call.begun:
@@ -522,6 +616,8 @@ class TorchRanges:
             call.pushed = False
 
     def _backward_done(self):
+        # The backward hooks' time, as gpuscope's cost of the backward.
+        self._send_cost()
         stack = self._backward.get(_get_ident())
         while stack:
             self._close(stack.pop())
@@ -641,6 +737,8 @@ class TorchRanges:
             return self
         self.installed = True
         _torch = torch
+        # Before any hook or patch is in place.
+        self._module_hook_ns, self._node_hook_ns = _calibrate_dispatch()
         _is_compiling = torch.compiler.is_compiling
         _graph_task_id = torch._C._current_graph_task_id
         self._handles.append(optim.register_optimizer_step_pre_hook(self._optimizer_pre))

@@ -47,6 +47,9 @@ class Recorder:
     def flops(self, f):
         self.events.append(("flops", "/".join(self._path(threading.get_ident())), f))
 
+    def cost(self, ns):
+        self.events.append(("cost", "/".join(self._path(threading.get_ident())), ns))
+
     def entered(self):
         return [p for k, p, _ in self.events if k == "enter"]
 
@@ -154,6 +157,14 @@ class TorchRanges(unittest.TestCase):
         enters = sum(1 for e in rec.events if e[0] == "enter")
         self.assertEqual(enters, sum(1 for e in rec.events if e[0] == "exit"))
         self.assertEqual(rec.events[-1][:2], ("exit", "step"))
+
+    def test_the_hooks_time_is_sent_as_gpuscopes_cost_of_forward_and_backward(self):
+        rec, _ = self.train(Model())
+        step = rec.steps()[-1]
+        costs = [(p, ns) for k, p, ns in step if k == "cost"]
+        self.assertEqual([p for p, _ in costs][:1], ["step/forward"], "the forward's, inside it")
+        self.assertTrue(any(p.startswith("step/backward") for p, _ in costs), costs)
+        self.assertTrue(all(ns > 0 for _, ns in costs), costs)
 
     def test_backward_ranges_nest_in_order(self):
         rec, _ = self.train(Model())

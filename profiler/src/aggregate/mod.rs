@@ -376,6 +376,12 @@ impl Aggregator {
                 self.thread_names.insert(tid, name);
             }
             HostEvent::Flops { instance, flops } => self.ranges.flops(instance, flops),
+            HostEvent::OwnCost { tid, instance, ns, ts } => {
+                let row = if self.threads.len() < MAX_THREADS || self.threads.contains_key(&tid) { tid } else { 0 };
+                self.threads.entry(row).or_insert_with(|| ThreadCost { tid: row, ..Default::default() }).add_own(ns);
+                self.ranges.own_cost(instance, ns);
+                self.timeline.own_cost(ts, ns);
+            }
             HostEvent::Discard { instance } => self.ranges.discard(instance),
             HostEvent::GraphNode { node, path, base } => {
                 if !self.graph_nodes.made(node, path, base) {
@@ -740,6 +746,28 @@ mod tests {
         let end = a.finish(1_000);
         assert_eq!(count(&end, "snapshot-step"), Some((1, 1)), "once, not twice");
         assert_eq!(count(&end, "snapshot-outer"), Some((1, 1)));
+    }
+
+    #[test]
+    fn hooks_time_counts_as_gpuscopes_cost_of_the_range_and_the_thread() {
+        let mut a = Aggregator::new(AggregateOptions::default(), DeviceTable::fixed(vec![]));
+        let step = paths().intern(ROOT, 0, "cost-step");
+        let layer = paths().intern(step, 0, "layers.0");
+        a.host_event(HostEvent::Push { instance: 1, parent: 0, path: step, tid: 7, ts: 0 });
+        a.host_event(HostEvent::Push { instance: 2, parent: 1, path: layer, tid: 7, ts: 10 });
+        a.host_event(HostEvent::OwnCost { tid: 7, instance: 2, ns: 3_000, ts: 20 });
+        a.host_event(HostEvent::Pop { instance: 2, ts: 100 });
+        a.host_event(HostEvent::OwnCost { tid: 7, instance: 1, ns: 500, ts: 110 });
+        a.host_event(HostEvent::Pop { instance: 1, ts: 300 });
+        // Outside any range: the thread's cost only.
+        a.host_event(HostEvent::OwnCost { tid: 7, instance: 0, ns: 40, ts: 400 });
+        let end = a.finish(1_000);
+        let cost =
+            |name: &str| end.ranges.iter().find(|(p, _)| p.to_string() == name).map(|(_, r)| r.total.callback_ns);
+        assert_eq!(cost("cost-step/layers.0"), Some(3_000));
+        assert_eq!(cost("cost-step"), Some(3_500), "nested ranges included");
+        let t = end.threads.iter().find(|t| t.tid == 7).expect("the thread's row");
+        assert_eq!((t.callback_ns, t.launches), (3_540, 0), "no launch counted");
     }
 
     #[test]

@@ -251,6 +251,11 @@ impl Ranges {
     }
 
     /// Model FLOPs counted inside `instance`.
+    pub(crate) fn own_cost(&mut self, instance: u64, ns: u64) {
+        self.for_each_enclosing(instance, |i| i.fig.callback_ns = i.fig.callback_ns.saturating_add(ns));
+    }
+
+    /// Model FLOPs counted inside `instance`.
     pub(crate) fn flops(&mut self, instance: u64, flops: f64) {
         self.for_each_enclosing(instance, |i| i.flops += flops);
     }

@@ -130,6 +130,13 @@ impl Timeline {
         }
     }
 
+    /// gpuscope's own instrumentation time outside a launch, at `ts`.
+    pub(crate) fn own_cost(&mut self, ts: u64, ns: u64) {
+        if let Some(b) = self.at(ts) {
+            b.callback_ns = b.callback_ns.saturating_add(ns);
+        }
+    }
+
     pub(crate) fn kernel(&mut self, start: u64, end: u64) {
         self.spread(start, end, |b, ns| b.kernel_ns = b.kernel_ns.saturating_add(ns));
     }

@@ -249,6 +249,17 @@ pub(crate) fn add_flops(flops: f64) {
     }
 }
 
+/// `ns` of the calling thread's time went to instrumentation of
+/// gpuscope's own (a framework integration's hooks), inside its innermost
+/// open range: counted as gpuscope's cost.
+pub(crate) fn add_own_cost(ns: u64) {
+    let ctx = current();
+    if ns > 0 {
+        let tid = ctx.tid;
+        send_host_event(|ts| HostEvent::OwnCost { tid, instance: ctx.instance, ns, ts });
+    }
+}
+
 /// The NVTX tool handler: keeps the stacks, forwards to the session.
 pub(crate) struct NvtxHandler;
 

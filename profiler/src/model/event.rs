@@ -78,4 +78,8 @@ pub enum HostEvent {
     /// Model FLOPs counted inside range `instance` (a framework
     /// integration's count from operand shapes).
     Flops { instance: u64, flops: f64 },
+    /// Time thread `tid` spent in a framework integration's own
+    /// instrumentation (PyTorch's range hooks) up to `ts`, inside range
+    /// `instance` (0: none): gpuscope's cost, as its callbacks' time is.
+    OwnCost { tid: u32, instance: u64, ns: u64, ts: u64 },
 }

@@ -39,6 +39,12 @@ pub struct ThreadCost {
 }
 
 impl ThreadCost {
+    /// Time spent in instrumentation of gpuscope's own outside a launch
+    /// (a framework integration's hooks): counted as callback time.
+    pub(crate) fn add_own(&mut self, ns: u64) {
+        self.callback_ns = self.callback_ns.saturating_add(ns);
+    }
+
     /// One more launch.
     pub(crate) fn add(&mut self, callback_ns: u64, prev_call_ns: u64) {
         self.launches += 1;
