@@ -151,9 +151,13 @@ impl ProfilerCost {
     /// the program's own launches (`call_ns` over `calls_timed`), less what
     /// a launch call takes without tracing (the calibration's plain launch);
     /// and CUPTI's record cost measured by the calibration plus gpuscope's
-    /// callback time (`callback_ns`). `None`: no calibration.
+    /// callback time (`callback_ns`, which includes the time of a framework
+    /// integration's hooks). `None`: no calibration and no callback time.
     pub fn added_ns(&self, launches: u64, callback_ns: u64, call_ns: u64, calls_timed: u64) -> Option<u64> {
-        let c = self.calibration?;
+        let Some(c) = self.calibration else {
+            // No record cost measured (no kernel records): what was timed.
+            return (callback_ns > 0).then_some(callback_ns);
+        };
         let records = (c.record_ns as u64).saturating_mul(launches).saturating_add(callback_ns);
         let calls = match call_ns.checked_div(calls_timed) {
             Some(mean) => mean.saturating_sub(c.plain_ns as u64).saturating_mul(launches),
