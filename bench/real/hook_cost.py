@@ -1,7 +1,9 @@
 """What the PyTorch range hooks cost per step, by part, with a backend
 that records nothing (Python only): a small Hugging Face Llama (compute
 negligible) on the CPU and on the GPU. Variants: plain; forward ranges
-only; forward and backward ranges; and FLOPs counting too.
+only; forward and backward ranges; and FLOPs counting too. With them,
+the cost the hooks report as gpuscope's own (`reported_us`) against what
+they add.
 
     python3 hook_cost.py [--rounds 6] [--steps 30]
 """
@@ -17,6 +19,8 @@ from gpuscope import _torch_ranges as tr
 
 
 class Nothing:
+    reported_ns = 0
+
     def enter(self, name, flags):
         pass
 
@@ -27,7 +31,7 @@ class Nothing:
         pass
 
     def cost(self, ns):
-        pass
+        Nothing.reported_ns += ns
 
 
 def main():
@@ -67,6 +71,7 @@ def main():
         variants = {"plain": None, "forward": dict(count_flops=False), "forward+backward": dict(count_flops=False),
                     "all": dict(count_flops=True)}
         res = {v: ([], []) for v in variants}
+        reported = {}
         for r in range(a.rounds):
             for v, kw in variants.items():
                 h = None
@@ -74,6 +79,7 @@ def main():
                     tr._producer = (lambda *x: None) if v == "forward" else producer
                     h = tr.TorchRanges(Nothing(), **kw).install(discover=False)
                     h.annotate(model)
+                Nothing.reported_ns = 0
                 try:
                     w, c = block()
                 finally:
@@ -82,11 +88,14 @@ def main():
                     tr._producer = producer
                 res[v][0].append(w)
                 res[v][1].append(c)
+                # Reported over the warm-up steps too: per step of all.
+                reported.setdefault(v, []).append(Nothing.reported_ns / (a.steps + 3) / 1e3)
         base_w = statistics.median(res["plain"][0])
         base_c = statistics.median(res["plain"][1])
         out[device] = {v: {"wall_us": round(statistics.median(w)), "added_wall_us": round(statistics.median(w) - base_w),
                            "loop_cpu_us": round(statistics.median(c)),
-                           "added_loop_cpu_us": round(statistics.median(c) - base_c)}
+                           "added_loop_cpu_us": round(statistics.median(c) - base_c),
+                           "reported_us": round(statistics.median(reported[v]))}
                        for v, (w, c) in res.items()}
         print(json.dumps({device: out[device]}), flush=True)
 
