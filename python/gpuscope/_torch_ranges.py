@@ -70,6 +70,13 @@ def _graph_task_id():
     return -1
 
 
+#: torch.export.export is running: exported programs get no range
+#: operators (loading them would need gpuscope). Set by the wrapper
+#: `install` puts on torch.export.export (torch.compiler.is_exporting() reads
+#: True to any code dynamo traces, so it cannot tell).
+_EXPORTING = False
+
+
 _get_ident = threading.get_ident
 _clock = time.perf_counter_ns
 
@@ -244,51 +251,49 @@ class _Silent:
 
 
 def _calibrate_dispatch(calls=200, rounds=5):
-    """What torch takes to call an empty module hook and an empty autograd
-    node pre-hook, beyond the hook itself: the fastest of a few rounds of
-    calls with and without, ns per call. About 2 ms, once per install."""
-    m = _torch.nn.Identity()
-    x = _torch.zeros(1)
+    """What torch takes to call an empty module hook, beyond the hook
+    itself: the fastest of a few rounds of calls of a CPU module with and
+    without a pre- and a post-hook, ns per hook call (0 if it cannot be
+    measured). No backward and no GPU work: installing must not start
+    autograd's threads (fork) or initialise CUDA. Autograd node hooks are
+    taken to cost the same to call. About 1 ms, once per install."""
+    try:
+        m = _torch.nn.Identity()
+        x = _torch.zeros(1, device="cpu")
 
-    def best(f):
-        t = []
-        for _ in range(rounds):
-            t0 = _clock()
-            f()
-            t.append(_clock() - t0)
-        return min(t) / calls
+        def best():
+            t = []
+            for _ in range(rounds):
+                t0 = _clock()
+                for _ in range(calls):
+                    m(x)
+                t.append(_clock() - t0)
+            return min(t) / calls
 
-    def forward():
-        for _ in range(calls):
-            m(x)
+        def nothing(*a, **k):
+            return None
 
-    def nothing(*a, **k):
-        return None
+        plain = best()
+        handles = [m.register_forward_pre_hook(nothing, with_kwargs=True),
+                   m.register_forward_hook(nothing, with_kwargs=True)]
+        try:
+            hooked = best()
+        finally:
+            for h in handles:
+                h.remove()
+        return int(max(0.0, (hooked - plain) / 2))
+    except Exception:  # noqa: BLE001 - a calibration may not stop the program
+        return 0
 
-    plain = best(forward)
-    handles = [m.register_forward_pre_hook(nothing, with_kwargs=True),
-               m.register_forward_hook(nothing, with_kwargs=True)]
-    hooked = best(forward)
-    for h in handles:
-        h.remove()
-    leaf = _torch.zeros(1, requires_grad=True)
 
-    def backward(hook):
-        def run():
-            for _ in range(calls):
-                y = leaf * 2.0
-                if hook:
-                    y.grad_fn.register_prehook(nothing)
-                y.backward()
-        return run
+def _script_as(fn, op):
+    """Lets TorchScript compile calls of `fn` as operator `op`."""
+    try:
+        from torch.jit._builtins import _register_builtin
 
-    with _torch.enable_grad():
-        bplain = best(backward(False))
-        bhooked = best(backward(True))
-    # Per hook call, less the empty hook's own time (it is timed in ours).
-    module = max(0.0, (hooked - plain) / 2)
-    node = max(0.0, bhooked - bplain)
-    return int(module), int(node)
+        _register_builtin(fn, op)
+    except (ImportError, AttributeError, RuntimeError):
+        pass
 
 
 def _not_compiled_alone(*functions):
@@ -338,6 +343,7 @@ class TorchRanges:
         self._primary = None
         self.counted = {}  # kind -> calls counted
         self._cost = {}  # thread id -> hook time not yet sent, ns
+        self._backend = backend
         # What torch takes to call one module hook and one autograd node
         # hook, beyond the hook's own time (calibrated at install), ns.
         self._module_hook_ns = 0
@@ -391,7 +397,7 @@ class TorchRanges:
     def _pre(self, info, module, args, kwargs):
         # Runs on every call of every ranged module: kept lean.
         if _is_compiling():
-            if info.root.armed and _COMPILED_OPS:
+            if info.root.armed and _COMPILED_OPS and not _EXPORTING:
                 _torch.ops.gpuscope.range_enter(_first_tensor(args, kwargs), info.text)
             return
         if not info.root.armed or _graph_task_id() != -1:
@@ -428,7 +434,7 @@ class TorchRanges:
 
     def _post(self, info, module, args, kwargs, output):
         if _is_compiling():
-            if info.root.armed and _COMPILED_OPS:
+            if info.root.armed and _COMPILED_OPS and not _EXPORTING:
                 _torch.ops.gpuscope.range_exit(_first_tensor((output,)))
             return
         if not info.root.armed:
@@ -514,7 +520,7 @@ class TorchRanges:
                 self._backward_flops(stack, bwd)
 
     def _linear(self, x, w):
-        if _is_compiling() or _graph_task_id() != -1:
+        if _is_compiling() or not isinstance(x, _torch.Tensor) or _graph_task_id() != -1:
             return
         t0 = _clock()
         try:
@@ -525,7 +531,7 @@ class TorchRanges:
         self._spent(t0)
 
     def _conv(self, x, w, out):
-        if _is_compiling() or _graph_task_id() != -1:
+        if _is_compiling() or not isinstance(out, _torch.Tensor) or _graph_task_id() != -1:
             return
         t0 = _clock()
         try:
@@ -537,7 +543,7 @@ class TorchRanges:
         self._spent(t0)
 
     def _sdpa(self, q, k, v, *args, **kwargs):
-        if _is_compiling() or _graph_task_id() != -1:
+        if _is_compiling() or not isinstance(q, _torch.Tensor) or _graph_task_id() != -1:
             return
         t0 = _clock()
         try:
@@ -693,7 +699,10 @@ class TorchRanges:
                 if ranged:
                     self._annotated[id(m)] = info
                     self._handles.append(m.register_forward_pre_hook(partial(self._pre, info), with_kwargs=True))
-                    self._handles.append(m.register_forward_hook(partial(self._post, info), with_kwargs=True))
+                    # always_call: an exception out of the module still closes
+                    # its range.
+                    self._handles.append(m.register_forward_hook(partial(self._post, info), with_kwargs=True,
+                                                                 always_call=True))
             child_ranged = info if (info is not None and info.ranged) else ranged_ancestor
             child_ancestors = ancestors | {info} if info is not None and info.ranged else ancestors
             for child_name, child in m.named_children():
@@ -735,10 +744,11 @@ class TorchRanges:
 
         if self.installed:
             return self
+        self.lib = self._backend
         self.installed = True
         _torch = torch
         # Before any hook or patch is in place.
-        self._module_hook_ns, self._node_hook_ns = _calibrate_dispatch()
+        self._module_hook_ns = self._node_hook_ns = _calibrate_dispatch()
         _is_compiling = torch.compiler.is_compiling
         _graph_task_id = torch._C._current_graph_task_id
         self._handles.append(optim.register_optimizer_step_pre_hook(self._optimizer_pre))
@@ -773,6 +783,7 @@ class TorchRanges:
         torch.autograd.backward = self._backward_call(original_backward)
         self._undo.append(lambda: setattr(torch.autograd, "backward", original_backward))
 
+        self._patch_export()
         if self.count_flops:
             self._patch_counted()
         _register_compiled_ops(self.lib)
@@ -782,6 +793,26 @@ class TorchRanges:
             self.discover()
         atexit.register(self.close_step)
         return self
+
+    def _patch_export(self):
+        """Marks torch.export.export's tracing (see `_EXPORTING`)."""
+        try:
+            import torch.export as te
+        except ImportError:
+            return
+        original = te.export
+
+        def export(*args, **kwargs):
+            global _EXPORTING
+            before, _EXPORTING = _EXPORTING, True
+            try:
+                return original(*args, **kwargs)
+            finally:
+                _EXPORTING = before
+
+        export.__wrapped__ = original
+        te.export = export
+        self._undo.append(partial(setattr, te, "export", original))
 
     def _patch_counted(self):
         """Counts FLOPs at the functions nn.Linear, nn.ConvNd and attention
@@ -796,9 +827,9 @@ class TorchRanges:
             ranges._linear(input, weight)
             return linear_(input, weight, *args, **kwargs)
 
-        def scaled_dot_product_attention(q, k, v, *args, **kwargs):
-            ranges._sdpa(q, k, v, *args, **kwargs)
-            return sdpa_(q, k, v, *args, **kwargs)
+        def scaled_dot_product_attention(query, key, value, *args, **kwargs):
+            ranges._sdpa(query, key, value, *args, **kwargs)
+            return sdpa_(query, key, value, *args, **kwargs)
 
         def conv(original):
             def convolution(input, weight, *args, **kwargs):
@@ -814,6 +845,9 @@ class TorchRanges:
         for name, fn in patched.items():
             original = getattr(F, name)
             fn.__wrapped__ = original
+            # TorchScript compiles calls to F.linear & co. as the aten
+            # operators: it must keep doing so with the wrappers.
+            _script_as(fn, f"aten::{name}")
             setattr(F, name, fn)
             self._undo.append(partial(setattr, F, name, original))
 
@@ -837,7 +871,14 @@ class TorchRanges:
         self._undo.clear()
         self._annotated.clear()
         self._known.clear()
-        if _COMPILED_OPS is not None and _COMPILED_OPS[0] is self.lib:
+        # Autograd hooks already on a live graph, and wrappers kept by
+        # reference, may still run: they report nothing now.
+        backend, self.lib = self.lib, _Silent()
+        self._forward.clear()
+        self._backward.clear()
+        self._pending = []
+        self._cost.clear()
+        if _COMPILED_OPS is not None and _COMPILED_OPS[0] is backend:
             # Compiled code keeps calling the operators: they do nothing now.
             _COMPILED_OPS[0] = _Silent()
         self.installed = False

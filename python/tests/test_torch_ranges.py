@@ -312,6 +312,35 @@ class TorchRanges(unittest.TestCase):
             graphs.append(counters["stats"]["unique_graphs"])
         self.assertEqual(graphs, [1, 1])
 
+    def test_exported_programs_get_no_range_operators(self):
+        rec = Recorder()
+        hooks = tr.TorchRanges(rec).install(discover=False)
+        try:
+            model = hooks.annotate(Model().eval())
+            ids = torch.randint(0, 32, (2, 8))
+            for strict in (True, False):
+                ep = torch.export.export(model, (ids,), strict=strict)
+                ops = [str(n.target) for n in ep.graph.nodes if "gpuscope" in str(n.target)]
+                self.assertEqual(ops, [], f"strict={strict}")
+        finally:
+            hooks.uninstall()
+
+    def test_torchscript_and_fx_still_work_with_the_counting_wrappers(self):
+        hooks = tr.TorchRanges(Recorder()).install(discover=False)
+        try:
+            torch.jit.script(nn.Linear(4, 4))
+            torch.jit.script(nn.Conv2d(3, 4, 3))
+
+            class F(nn.Module):
+                def forward(self, x, w):
+                    return nn.functional.linear(x, w)
+
+            torch.fx.symbolic_trace(F())
+            q = torch.randn(1, 2, 4, 8)
+            nn.functional.scaled_dot_product_attention(query=q, key=q, value=q)
+        finally:
+            hooks.uninstall()
+
     def test_evaluation_opens_no_step_and_hooks_come_off(self):
         model = Model()
         rec, hooks = self.train(model, steps=3)
