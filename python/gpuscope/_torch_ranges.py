@@ -172,9 +172,10 @@ def _register_compiled_ops(backend):
 
 def _gradients(x, w):
     """How many gradients backward computes for a product of `x` and
-    weight `w`: the input's, the weight's. A forward without grad (inside
-    reentrant checkpointing) gets both in backward."""
-    return (x.requires_grad or not _torch.is_grad_enabled()) + w.requires_grad
+    weight `w`: the input's, the weight's; none without grad."""
+    if not _torch.is_grad_enabled():
+        return 0
+    return x.requires_grad + w.requires_grad
 
 
 class _Info:
@@ -197,7 +198,7 @@ class _Info:
 class _Call:
     """One forward call of a ranged module, until its backward ends."""
 
-    __slots__ = ("info", "fwd_flops", "bwd_flops", "begun", "pushed", "grad")
+    __slots__ = ("info", "fwd_flops", "bwd_flops", "begun", "pushed", "grad", "task")
 
     def __init__(self, info, grad):
         self.info = info
@@ -206,6 +207,7 @@ class _Call:
         self.bwd_flops = 0.0
         self.begun = False
         self.pushed = False
+        self.task = -1
 
 
 def repeated_block_level(model):
@@ -343,6 +345,7 @@ class TorchRanges:
         self._primary = None
         self.counted = {}  # kind -> calls counted
         self._cost = {}  # thread id -> hook time not yet sent, ns
+        self._recompute = {}  # thread id -> re-run forward's backward FLOPs
         self._backend = backend
         # What torch takes to call one module hook and one autograd node
         # hook, beyond the hook's own time (calibrated at install), ns.
@@ -520,30 +523,36 @@ class TorchRanges:
                 self._backward_flops(stack, bwd)
 
     def _linear(self, x, w):
-        if _is_compiling() or not isinstance(x, _torch.Tensor) or _graph_task_id() != -1:
+        if _is_compiling() or not isinstance(x, _torch.Tensor):
             return
         t0 = _clock()
         try:
             fwd = 2.0 * x.numel() * w.shape[0]
-            self._flops("linear", fwd, fwd * _gradients(x, w))
+            if _graph_task_id() != -1:
+                self._recomputed(fwd * _gradients(x, w))
+            else:
+                self._flops("linear", fwd, fwd * _gradients(x, w))
         except (AttributeError, IndexError):
             pass
         self._spent(t0)
 
     def _conv(self, x, w, out):
-        if _is_compiling() or not isinstance(out, _torch.Tensor) or _graph_task_id() != -1:
+        if _is_compiling() or not isinstance(out, _torch.Tensor):
             return
         t0 = _clock()
         try:
             # Weight (out channels, in channels / groups, kernel...).
             fwd = 2.0 * out.numel() * (w.numel() // w.shape[0])
-            self._flops("conv", fwd, fwd * _gradients(x, w))
+            if _graph_task_id() != -1:
+                self._recomputed(fwd * _gradients(x, w))
+            else:
+                self._flops("conv", fwd, fwd * _gradients(x, w))
         except (AttributeError, IndexError, ZeroDivisionError):
             pass
         self._spent(t0)
 
     def _sdpa(self, q, k, v, *args, **kwargs):
-        if _is_compiling() or not isinstance(q, _torch.Tensor) or _graph_task_id() != -1:
+        if _is_compiling() or not isinstance(q, _torch.Tensor):
             return
         t0 = _clock()
         try:
@@ -558,9 +567,23 @@ class TorchRanges:
         causal = kwargs.get("is_causal", args[2] if len(args) > 2 else False)
         fwd = 2.0 * lead * l * s_len * (e + ev) * (0.5 if causal and l == s_len else 1.0)
         # Backward: 2.5x forward (dQ, dK, dV and the recomputed scores).
-        grads = q.requires_grad or not _torch.is_grad_enabled()
-        self._flops("scaled_dot_product_attention", fwd, 2.5 * fwd if grads else 0.0)
+        bwd = 2.5 * fwd if q.requires_grad and _torch.is_grad_enabled() else 0.0
+        if _graph_task_id() != -1:
+            self._recomputed(bwd)
+        else:
+            self._flops("scaled_dot_product_attention", fwd, bwd)
         self._spent(t0)
+
+    def _recomputed(self, bwd):
+        """A forward run again inside backward (activation checkpointing):
+        its FLOPs are not counted again. Reentrant checkpointing ran the
+        first forward without grad, so the backward FLOPs of the re-run are
+        held here until it calls backward on it (see `_backward_call`);
+        non-reentrant checkpointing's were counted with the first forward,
+        and are dropped when the backward ends."""
+        if bwd:
+            tid = _get_ident()
+            self._recompute[tid] = self._recompute.get(tid, 0.0) + bwd
 
     @staticmethod
     def _backward_flops(stack, flops):
@@ -590,12 +613,18 @@ class TorchRanges:
         stack = self._backward.get(tid)
         if stack is None:
             stack = self._backward[tid] = []
+        task = _graph_task_id()
+        # Ranges left open on this thread by an earlier backward (whose end
+        # ran on another thread) are done.
+        while stack and stack[-1].task != task:
+            self._close(stack.pop())
         if not stack:
             _torch.autograd.Variable._execution_engine.queue_callback(self._backward_done)
         # Ranges still open that are not around this module are done.
         while stack and stack[-1].info not in call.info.ancestors:
             self._close(stack.pop())
         call.begun = True
+        call.task = task
         info = call.info
         # The model's own backward is the `backward` range around it.
         call.pushed = info.ranged and not (info.root is info and info.primary)
@@ -622,17 +651,25 @@ class TorchRanges:
             call.pushed = False
 
     def _backward_done(self):
-        # The backward hooks' time, as gpuscope's cost of the backward.
-        self._send_cost()
-        stack = self._backward.get(_get_ident())
+        tid = _get_ident()
+        stack = self._backward.get(tid)
         while stack:
             self._close(stack.pop())
+        self._recompute.pop(tid, None)
+        # The backward hooks' time, as gpuscope's cost of the backward
+        # (this thread has no range left: the `backward` range's).
+        self._send_cost()
 
     def _backward_call(self, original):
         def backward(*args, **kwargs):
-            outer = (_get_ident() == self._main and _graph_task_id() == -1
-                     and self._backward_depth == 0)
+            tid = _get_ident()
+            outer = tid == self._main and _graph_task_id() == -1 and self._backward_depth == 0
             if not outer:
+                # Reentrant checkpointing's backward through its re-run
+                # forward: that re-run's backward FLOPs happen now.
+                pending = self._recompute.pop(tid, 0.0)
+                if pending:
+                    self.lib.flops(pending)
                 return original(*args, **kwargs)
             self._open_step()
             self._backward_depth += 1
@@ -640,6 +677,12 @@ class TorchRanges:
             try:
                 return original(*args, **kwargs)
             finally:
+                # Module ranges this thread opened (a backward that ran on
+                # the calling thread, in part or whole) close inside it.
+                stack = self._backward.get(tid)
+                while stack:
+                    self._close(stack.pop())
+                self._send_cost()
                 self.lib.exit(0)
                 self._backward_depth -= 1
 
@@ -878,6 +921,7 @@ class TorchRanges:
         self._backward.clear()
         self._pending = []
         self._cost.clear()
+        self._recompute.clear()
         if _COMPILED_OPS is not None and _COMPILED_OPS[0] is backend:
             # Compiled code keeps calling the operators: they do nothing now.
             _COMPILED_OPS[0] = _Silent()

@@ -220,6 +220,37 @@ class TorchRanges(unittest.TestCase):
                 exits = sum(1 for e in rec.events if e[0] == "exit")
                 self.assertEqual(exits, sum(1 for e in rec.events if e[0] == "enter"), "balanced")
 
+    def test_a_forward_without_grad_inside_training_counts_no_backward_flops(self):
+        class Distill(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.student = nn.Linear(16, 16)
+                self.teacher = nn.Linear(16, 16)
+
+            def forward(self, x):
+                with torch.no_grad():
+                    t = self.teacher(x)
+                return (self.student(x) - t).square().mean()
+
+        rec = Recorder()
+        hooks = tr.TorchRanges(rec).install(discover=False)
+        try:
+            model = hooks.annotate(Distill())
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            x = torch.randn(4, 16)
+            for _ in range(2):
+                model(x).backward()
+                opt.step()
+            hooks.close_step()
+        finally:
+            hooks.uninstall()
+        one = 2 * 4 * 16 * 16
+        step = rec.steps()[-1]
+        total = sum(v for k, _, v in step if k == "flops")
+        # Both forwards; the student's weight gradient only (its input
+        # needs none); nothing for the teacher.
+        self.assertEqual(total, 2 * one + one)
+
     def test_sdpa_flops_from_shapes(self):
         rec = Recorder()
         hooks = tr.TorchRanges(rec).install(discover=False)

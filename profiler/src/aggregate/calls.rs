@@ -24,6 +24,9 @@ pub(crate) struct Figures {
     pub idle: [u64; CAUSES],
     /// Time gpuscope's launch callbacks took on its launches, ns.
     pub callback_ns: u64,
+    /// Time a framework integration's hooks took inside it (outside launch
+    /// calls), ns.
+    pub hook_ns: u64,
     /// Time its launch calls took, entry to exit, ns, and how many were
     /// timed (a thread's last launch call is not).
     pub call_ns: u64,
@@ -59,6 +62,7 @@ macro_rules! each_field {
             (&mut a.launches, b.launches),
             (&mut a.graph_launches, b.graph_launches),
             (&mut a.callback_ns, b.callback_ns),
+            (&mut a.hook_ns, b.hook_ns),
             (&mut a.call_ns, b.call_ns),
             (&mut a.calls_timed, b.calls_timed),
             (&mut a.syncs, b.syncs),

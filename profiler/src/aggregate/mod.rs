@@ -762,12 +762,11 @@ mod tests {
         // Outside any range: the thread's cost only.
         a.host_event(HostEvent::OwnCost { tid: 7, instance: 0, ns: 40, ts: 400 });
         let end = a.finish(1_000);
-        let cost =
-            |name: &str| end.ranges.iter().find(|(p, _)| p.to_string() == name).map(|(_, r)| r.total.callback_ns);
+        let cost = |name: &str| end.ranges.iter().find(|(p, _)| p.to_string() == name).map(|(_, r)| r.total.hook_ns);
         assert_eq!(cost("cost-step/layers.0"), Some(3_000));
         assert_eq!(cost("cost-step"), Some(3_500), "nested ranges included");
         let t = end.threads.iter().find(|t| t.tid == 7).expect("the thread's row");
-        assert_eq!((t.callback_ns, t.launches), (3_540, 0), "no launch counted");
+        assert_eq!((t.hook_ns, t.callback_ns, t.launches), (3_540, 0, 0), "no launch counted");
     }
 
     #[test]

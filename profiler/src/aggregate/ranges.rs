@@ -252,7 +252,7 @@ impl Ranges {
 
     /// Model FLOPs counted inside `instance`.
     pub(crate) fn own_cost(&mut self, instance: u64, ns: u64) {
-        self.for_each_enclosing(instance, |i| i.fig.callback_ns = i.fig.callback_ns.saturating_add(ns));
+        self.for_each_enclosing(instance, |i| i.fig.hook_ns = i.fig.hook_ns.saturating_add(ns));
     }
 
     /// Model FLOPs counted inside `instance`.

@@ -27,6 +27,8 @@ pub(crate) struct Bin {
     pub idle: [u64; CAUSES],
     /// gpuscope's launch-callback time, ns.
     pub callback_ns: u64,
+    /// A framework integration's hook time, ns.
+    pub hook_ns: u64,
     /// Launch-call time, over the calls timed, ns.
     pub call_ns: u64,
     /// See `call_ns`.
@@ -38,6 +40,7 @@ impl Bin {
         self.launches = self.launches.saturating_add(o.launches);
         self.kernel_ns = self.kernel_ns.saturating_add(o.kernel_ns);
         self.callback_ns = self.callback_ns.saturating_add(o.callback_ns);
+        self.hook_ns = self.hook_ns.saturating_add(o.hook_ns);
         self.call_ns = self.call_ns.saturating_add(o.call_ns);
         self.calls_timed = self.calls_timed.saturating_add(o.calls_timed);
         for (a, b) in self.idle.iter_mut().zip(o.idle) {
@@ -133,7 +136,7 @@ impl Timeline {
     /// gpuscope's own instrumentation time outside a launch, at `ts`.
     pub(crate) fn own_cost(&mut self, ts: u64, ns: u64) {
         if let Some(b) = self.at(ts) {
-            b.callback_ns = b.callback_ns.saturating_add(ns);
+            b.hook_ns = b.hook_ns.saturating_add(ns);
         }
     }
 

@@ -380,7 +380,8 @@ struct IdleCandidate<'a> {
 pub(super) fn session_idle(r: &Report) -> Option<(IdleSplit, u64, String)> {
     match &r.session_steady {
         Some(s) => {
-            let added = r.profiler_cost.added_ns(s.launches, s.callback_ns, s.call_ns, s.calls_timed).unwrap_or(0);
+            let added =
+                r.profiler_cost.added_ns(s.launches, s.callback_ns, s.call_ns, s.calls_timed, s.hook_ns).unwrap_or(0);
             let what = if s.startup_ns.saturating_add(s.shutdown_ns) > 0 {
                 format!(
                     "the session's steady state ({} of start-up and {} of shutdown left out)",

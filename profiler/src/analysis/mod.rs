@@ -391,7 +391,7 @@ fn range(r: &Report, g: &RangeSummary, w: Option<&Weighted>, peaks: Option<&Peak
     // The calls after warm-up, when they can be told apart.
     let calls = Calls::of(g);
     let h = &calls.host;
-    let added = r.profiler_cost.added_ns(calls.launches, h.callback_ns, h.launch_call_ns, h.calls_timed);
+    let added = r.profiler_cost.added_ns(calls.launches, h.callback_ns, h.launch_call_ns, h.calls_timed, h.hook_ns);
     let idle = calls.idle.map(|i| cost::remove(i, added.unwrap_or(0)));
     let profiler = idle.map_or(0, |i| i.profiler_ns);
     let active_ns = calls.wall_ns.saturating_sub(profiler);

@@ -36,13 +36,17 @@ pub struct ThreadCost {
     pub call_ns: u64,
     /// See `call_ns`.
     pub calls_timed: u64,
+    /// Time a framework integration's hooks took on it (PyTorch's automatic
+    /// ranges), outside launch calls, ns.
+    #[serde(default)]
+    pub hook_ns: u64,
 }
 
 impl ThreadCost {
     /// Time spent in instrumentation of gpuscope's own outside a launch
-    /// (a framework integration's hooks): counted as callback time.
+    /// (a framework integration's hooks).
     pub(crate) fn add_own(&mut self, ns: u64) {
-        self.callback_ns = self.callback_ns.saturating_add(ns);
+        self.hook_ns = self.hook_ns.saturating_add(ns);
     }
 
     /// One more launch.

@@ -151,19 +151,28 @@ impl ProfilerCost {
     /// the program's own launches (`call_ns` over `calls_timed`), less what
     /// a launch call takes without tracing (the calibration's plain launch);
     /// and CUPTI's record cost measured by the calibration plus gpuscope's
-    /// callback time (`callback_ns`, which includes the time of a framework
-    /// integration's hooks). `None`: no calibration and no callback time.
-    pub fn added_ns(&self, launches: u64, callback_ns: u64, call_ns: u64, calls_timed: u64) -> Option<u64> {
+    /// callback time (`callback_ns`); plus the time of a framework
+    /// integration's hooks (`hook_ns`), which run outside launch calls.
+    /// `None`: no calibration and nothing timed.
+    pub fn added_ns(
+        &self,
+        launches: u64,
+        callback_ns: u64,
+        call_ns: u64,
+        calls_timed: u64,
+        hook_ns: u64,
+    ) -> Option<u64> {
         let Some(c) = self.calibration else {
             // No record cost measured (no kernel records): what was timed.
-            return (callback_ns > 0).then_some(callback_ns);
+            let timed = callback_ns.saturating_add(hook_ns);
+            return (timed > 0).then_some(timed);
         };
         let records = (c.record_ns as u64).saturating_mul(launches).saturating_add(callback_ns);
         let calls = match call_ns.checked_div(calls_timed) {
             Some(mean) => mean.saturating_sub(c.plain_ns as u64).saturating_mul(launches),
             None => 0,
         };
-        Some(records.max(calls))
+        Some(records.max(calls).saturating_add(hook_ns))
     }
 }
 
@@ -175,6 +184,10 @@ pub struct HostFigures {
     pub graph_launches: u64,
     /// Time gpuscope's launch callbacks took on its launches, ns.
     pub callback_ns: u64,
+    /// Time a framework integration's hooks took inside it (PyTorch's
+    /// automatic ranges), outside launch calls, ns: gpuscope's cost too.
+    #[serde(default)]
+    pub hook_ns: u64,
     /// Time its launch calls took, entry to exit, over `calls_timed` of
     /// them, ns.
     pub launch_call_ns: u64,
@@ -507,5 +520,25 @@ impl Report {
         let unknown =
             self.sampling.as_ref().and_then(|s| s.trace_windows.as_ref()).map_or(0, |w| w.unclassified_gaps_ns);
         self.end_ns.saturating_sub(self.start_ns).saturating_sub(unknown)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hook_time_adds_to_the_larger_of_the_launch_estimates() {
+        let c = ProfilerCost {
+            calibration: Some(Calibration { record_ns: 1_000, plain_ns: 2_000, traced_ns: 3_000 }),
+            ..Default::default()
+        };
+        // Records: 10 x 1 us + 5 us of callbacks = 15 us; launch calls:
+        // 10 x (4 - 2) us = 20 us; hooks ran outside the calls: on top.
+        assert_eq!(c.added_ns(10, 5_000, 40_000, 10, 7_000), Some(27_000));
+        assert_eq!(c.added_ns(10, 5_000, 40_000, 10, 0), Some(20_000));
+        let none = ProfilerCost::default();
+        assert_eq!(none.added_ns(10, 0, 0, 0, 0), None, "nothing measured");
+        assert_eq!(none.added_ns(10, 300, 0, 0, 7_000), Some(7_300), "what was timed");
     }
 }

@@ -88,6 +88,7 @@ pub(crate) fn host_figures(f: &Figures) -> HostFigures {
     HostFigures {
         graph_launches: f.graph_launches,
         callback_ns: f.callback_ns,
+        hook_ns: f.hook_ns,
         launch_call_ns: f.call_ns,
         calls_timed: f.calls_timed,
         syncs: f.syncs,
@@ -187,6 +188,9 @@ pub struct SessionSteady {
     pub idle: IdleSplit,
     /// gpuscope's launch-callback time in it, ns.
     pub callback_ns: u64,
+    /// A framework integration's hook time in it, ns.
+    #[serde(default)]
+    pub hook_ns: u64,
     /// Launch-call time in it over the calls timed, ns.
     #[serde(default)]
     pub call_ns: u64,
@@ -232,6 +236,7 @@ pub(crate) fn of_session(t: &Timeline, start_ns: u64, end_ns: u64) -> Option<Ses
         out.launches = out.launches.saturating_add(b.launches);
         out.kernel_ns = out.kernel_ns.saturating_add(b.kernel_ns);
         out.callback_ns = out.callback_ns.saturating_add(b.callback_ns);
+        out.hook_ns = out.hook_ns.saturating_add(b.hook_ns);
         out.call_ns = out.call_ns.saturating_add(b.call_ns);
         out.calls_timed = out.calls_timed.saturating_add(b.calls_timed);
         for (x, y) in idle.iter_mut().zip(b.idle) {
