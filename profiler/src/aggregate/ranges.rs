@@ -250,7 +250,7 @@ impl Ranges {
         }
     }
 
-    /// Model FLOPs counted inside `instance`.
+    /// `ns` of a framework integration's hook time inside `instance`.
     pub(crate) fn own_cost(&mut self, instance: u64, ns: u64) {
         self.for_each_enclosing(instance, |i| i.fig.hook_ns = i.fig.hook_ns.saturating_add(ns));
     }

@@ -1,6 +1,6 @@
-//! Repeated blocks summed: sibling ranges named `NAME.N` (a model's
-//! decoder layers, ResNet stages' blocks, as PyTorch's automatic ranges
-//! name them) taken together, and the ranges inside them by name across
+//! Repeated blocks summed: sibling ranges named `NAME.N` or `N` (a
+//! model's decoder layers in a ModuleList, blocks in a Sequential, as
+//! PyTorch's automatic ranges name them) taken together, and the ranges inside them by name across
 //! the blocks (every layer's attention, every layer's MLP), so the cost of
 //! a kind of block and of a part of it reads as one figure.
 
@@ -16,38 +16,51 @@ pub struct BlockGroup {
     pub path: String,
     /// Its ranges.
     pub members: usize,
-    /// Their wall time together (calls after warm-up), ns.
+    /// Their wall time per call together (each member's mean over its
+    /// calls after warm-up, summed: members may have had different
+    /// numbers of warm-up calls), ns.
     pub wall_ns: u64,
-    /// Share of the wall time of the range around them, % (`None`: that
-    /// range is not in the report).
+    /// Share of the wall time per call of the range around them, %
+    /// (`None`: that range is not in the report).
     pub share_of_parent_pct: Option<f64>,
     /// Kernel time launched in them, ns.
     pub kernel_ns: u64,
     /// SM efficiency weighted by kernel time over the members with it.
     pub sm_efficiency_pct: Option<f64>,
-    /// The member with the most wall time, from the first frame where the
-    /// members differ (`layers.5/mlp`), and that time.
+    /// The member with the most wall time per call, from the first frame
+    /// where the members differ (`layers.5/mlp`), and that time.
     pub slowest: (String, u64),
-    /// The median member's wall time, ns.
+    /// The median member's wall time per call, ns.
     pub median_wall_ns: u64,
 }
 
-/// `path` with every `NAME.N` frame written `NAME.*`; `None` when it has
-/// no such frame.
+fn is_index(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 9 && s.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// `path` with every `NAME.N` frame written `NAME.*` and every `N` frame
+/// `*`; `None` when it has no such frame.
 fn generic(path: &str) -> Option<String> {
     let mut any = false;
     let frames: Vec<String> = path
         .split('/')
         .map(|f| match f.rsplit_once('.') {
-            Some((name, n)) if !name.is_empty() && !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => {
+            Some((name, n)) if !name.is_empty() && is_index(n) => {
                 any = true;
                 format!("{name}.*")
+            }
+            _ if is_index(f) => {
+                any = true;
+                "*".to_string()
             }
             _ => f.to_string(),
         })
         .collect();
     any.then(|| frames.join("/"))
 }
+
+/// At most this many indices are listed when they are not consecutive.
+const MAX_LISTED: usize = 6;
 
 /// What a group needs of one range.
 struct Member<'a> {
@@ -64,16 +77,29 @@ fn name(members: &[Member<'_>], generic: &str) -> String {
         .split('/')
         .enumerate()
         .map(|(pos, f)| {
-            let Some(stem) = f.strip_suffix(".*") else { return f.to_string() };
-            let mut idx: Vec<u64> =
-                members.iter().filter_map(|g| g.path.split('/').nth(pos)?.rsplit_once('.')?.1.parse().ok()).collect();
+            let stem = match f.strip_suffix(".*") {
+                Some(stem) => format!("{stem}."),
+                None if f == "*" => String::new(),
+                None => return f.to_string(),
+            };
+            let mut idx: Vec<u64> = members
+                .iter()
+                .filter_map(|g| {
+                    let frame = g.path.split('/').nth(pos)?;
+                    frame.rsplit_once('.').map_or(frame, |(_, n)| n).parse().ok()
+                })
+                .collect();
             idx.sort_unstable();
             idx.dedup();
             let list = match (idx.first(), idx.last()) {
                 (Some(a), Some(b)) if (b - a) as usize + 1 == idx.len() && a != b => format!("{a}-{b}"),
+                _ if idx.len() > MAX_LISTED => {
+                    let head: Vec<String> = idx[..MAX_LISTED].iter().map(|i| i.to_string()).collect();
+                    format!("{},...({} in all)", head.join(","), idx.len())
+                }
                 _ => idx.iter().map(|i| i.to_string()).collect::<Vec<_>>().join(","),
             };
-            format!("{stem}.{list}")
+            format!("{stem}{list}")
         })
         .collect();
     frames.join("/")
@@ -84,7 +110,7 @@ fn name(members: &[Member<'_>], generic: &str) -> String {
 pub fn groups(ranges: &[RangeAnalysis]) -> Vec<BlockGroup> {
     group(ranges.iter().filter(|g| g.library.is_none()).map(|g| Member {
         path: &g.path,
-        wall_ns: g.wall_ns,
+        wall_ns: g.wall_ns / g.count.max(1),
         kernel_ns: g.kernel_ns,
         sm_efficiency_pct: g.sm_efficiency_pct,
     }))
@@ -129,7 +155,7 @@ fn group<'a>(ranges: impl Iterator<Item = Member<'a>>) -> Vec<BlockGroup> {
                     slowest
                         .path
                         .split('/')
-                        .skip(k.split('/').take_while(|f| !f.ends_with(".*")).count())
+                        .skip(k.split('/').take_while(|f| !f.ends_with('*')).count())
                         .collect::<Vec<_>>()
                         .join("/"),
                     slowest.wall_ns,
@@ -179,6 +205,16 @@ mod tests {
         assert!((mlp.share_of_parent_pct.unwrap() - 100.0 * 320.0 / 806.0).abs() < 1e-9);
         assert_eq!(mlp.sm_efficiency_pct, None);
         assert_eq!(mlp.slowest.0, "layers.0/mlp", "ties: the first");
+    }
+
+    #[test]
+    fn sequential_blocks_and_long_lists_of_indices() {
+        let g = group([m("net/blocks/0/conv", 5, None), m("net/blocks/1/conv", 7, None)].into_iter());
+        assert_eq!(g[0].path, "net/blocks/0-1/conv");
+        assert_eq!(g[0].slowest.0, "1/conv");
+        let paths: Vec<String> = (0..20).map(|i| format!("r.{}", i * 3)).collect();
+        let g = group(paths.iter().map(|p| m(p, 1, None)));
+        assert_eq!(g[0].path, "r.0,3,6,9,12,15,...(20 in all)");
     }
 
     #[test]

@@ -257,7 +257,8 @@ fn blocks(a: &Analysis, width: usize, out: &mut String) {
     let name_w = width.saturating_sub(56).max(14);
     let _ = writeln!(out);
     out.push_str(&wrap(
-        "Repeated blocks summed (ranges named NAME.0, NAME.1, ... and the ranges inside them, taken together)",
+        "Repeated blocks summed (ranges named NAME.0, NAME.1, ... or 0, 1, ..., and the ranges inside them, \
+         taken together; wall time per call)",
         width,
         "",
         "  ",
@@ -267,7 +268,7 @@ fn blocks(a: &Analysis, width: usize, out: &mut String) {
         "{} {:>6} {:>9} {:>6} {:>6}  slowest (median)",
         fit("ranges", name_w),
         "count",
-        "wall",
+        "per call",
         "share",
         "SM eff"
     );
