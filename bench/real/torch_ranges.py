@@ -95,7 +95,8 @@ def train(a):
     s = timed(step, a.steps)
     mfu = 6 * params * tokens / s / H100_BF16_DENSE
     print(json.dumps({"params": params, "tokens_per_step": tokens, "step_ms": s * 1e3,
-                      "mfu_6pt_pct": 100 * mfu}), flush=True)
+                      "mfu_6pt_pct": 100 * mfu, "max_memory_reserved": torch.cuda.max_memory_reserved(),
+                      "max_memory_allocated": torch.cuda.max_memory_allocated()}), flush=True)
 
 
 def overhead(a):

@@ -42,6 +42,7 @@ pub struct Driver {
     pub cu_ctx_synchronize: unsafe extern "C" fn() -> CUresult,
     /// `cuDeviceGetName`.
     pub cu_device_get_name: unsafe extern "C" fn(name: *mut c_char, len: c_int, dev: CUdevice) -> CUresult,
+    pub cu_device_total_mem: unsafe extern "C" fn(bytes: *mut usize, dev: CUdevice) -> CUresult,
     /// `cuModuleLoadData`: loads a module from PTX or a cubin image.
     pub cu_module_load_data: unsafe extern "C" fn(module: *mut crate::CUmodule, image: *const c_void) -> CUresult,
     /// `cuModuleGetFunction`.
@@ -97,6 +98,7 @@ impl Driver {
             cu_device_get: get!("cuDeviceGet"),
             cu_device_get_attribute: get!("cuDeviceGetAttribute"),
             cu_device_get_name: get!("cuDeviceGetName"),
+            cu_device_total_mem: get!("cuDeviceTotalMem_v2"),
             cu_ctx_get_device: get!("cuCtxGetDevice"),
             cu_ctx_get_current: get!("cuCtxGetCurrent"),
             cu_ctx_get_id: get!("cuCtxGetId"),

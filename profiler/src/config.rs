@@ -48,6 +48,9 @@ pub struct EnvConfig {
     /// `GPUSCOPE_THREAD_RANGES`: `inherit` (default: threads with no NVTX
     /// range of their own take the lead thread's) or `strict`.
     pub inherit_ranges: bool,
+    /// `GPUSCOPE_DEVICE_MEMORY`: `on` (default) or `off`: device memory
+    /// allocation records.
+    pub device_memory: bool,
 }
 
 fn invalid(var: &str, value: &str, allowed: &str) -> Error {
@@ -253,7 +256,13 @@ impl EnvConfig {
             Some("strict") => false,
             Some(v) => return Err(invalid("GPUSCOPE_THREAD_RANGES", v, "inherit, strict")),
         };
+        let device_memory = match get("GPUSCOPE_DEVICE_MEMORY").as_deref() {
+            None | Some("") | Some("on") | Some("1") => true,
+            Some("off") | Some("0") => false,
+            Some(v) => return Err(invalid("GPUSCOPE_DEVICE_MEMORY", v, "on, off")),
+        };
         Ok(EnvConfig {
+            device_memory,
             metrics,
             sampling,
             trace_windows,
@@ -288,7 +297,8 @@ impl EnvConfig {
             .keep_trace(self.trace)
             .output(&self.output, self.format)
             .quiet(self.quiet)
-            .cross_thread_ranges(self.inherit_ranges);
+            .cross_thread_ranges(self.inherit_ranges)
+            .device_memory(self.device_memory);
         if let Some(m) = &self.metrics {
             p = p.metrics(m.clone()).select(self.selection.clone());
         }

@@ -267,11 +267,12 @@ pub mod testing {
                 sys::CUPTI_ACTIVITY_KIND_MEMCPY,
                 sys::CUPTI_ACTIVITY_KIND_MEMSET,
                 sys::CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
+                sys::CUPTI_ACTIVITY_KIND_MEMORY2,
             ];
             for _ in 0..2_000 {
                 let mut bytes = Vec::new();
                 for _ in 0..(next() % 8) {
-                    let kind = kinds[(next() % 4) as usize];
+                    let kind = kinds[(next() % kinds.len() as u64) as usize];
                     let size = crate::decode::record_size(kind).expect("a kind the cursor knows");
                     let mut rec: Vec<u8> =
                         (0..size.div_ceil(8)).flat_map(|_| next().to_ne_bytes()).take(size).collect();

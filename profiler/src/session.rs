@@ -33,6 +33,7 @@ pub struct Profiler {
     output: Option<(PathBuf, Format)>,
     quiet: bool,
     memory_records: bool,
+    device_memory: bool,
     sync_records: bool,
     attribution: bool,
     inherit_ranges: bool,
@@ -54,6 +55,7 @@ impl Default for Profiler {
             output: None,
             quiet: false,
             memory_records: true,
+            device_memory: true,
             sync_records: true,
             attribution: true,
             inherit_ranges: true,
@@ -190,6 +192,14 @@ impl Profiler {
         self
     }
 
+    /// Record device memory allocations and releases (CUPTI's allocation
+    /// records: every allocation in the process, any library's), for each
+    /// device's live bytes and their peak (default on).
+    pub fn device_memory(mut self, on: bool) -> Self {
+        self.device_memory = on;
+        self
+    }
+
     /// Record host waits: stream, event and context synchronisation calls,
     /// timed from their API callbacks (default on).
     pub fn sync_records(mut self, on: bool) -> Self {
@@ -223,6 +233,9 @@ impl Profiler {
         let mut k = vec![sys::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL];
         if self.memory_records {
             k.extend([sys::CUPTI_ACTIVITY_KIND_MEMCPY, sys::CUPTI_ACTIVITY_KIND_MEMSET]);
+        }
+        if self.device_memory {
+            k.push(sys::CUPTI_ACTIVITY_KIND_MEMORY2);
         }
         k
     }

@@ -16,6 +16,7 @@ pub fn h200() -> DeviceInfo {
         clock_khz: Some(1_980_000),
         memory_clock_khz: Some(3_201_000),
         memory_bus_bits: Some(6144),
+        memory_bytes: Some(150_754_820_096),
     }
 }
 

@@ -5,6 +5,7 @@
 //! stage.
 
 pub(crate) mod calls;
+pub(crate) mod device_memory;
 pub(crate) mod devices;
 mod graph_nodes;
 pub(crate) mod idle;
@@ -100,6 +101,8 @@ pub(crate) struct Aggregate {
     pub memcpy: Vec<(&'static str, memory::CopyAcc)>,
     pub memset: memory::CopyAcc,
     pub syncs: (u64, u64),
+    /// Device memory per device.
+    pub device_memory: Vec<crate::model::device_memory::DeviceMemory>,
     pub thread_names: Vec<(u32, String)>,
     pub trace: Option<Trace>,
     pub drops: Drops,
@@ -153,6 +156,7 @@ pub(crate) struct Aggregator {
     by_path_name: FxHashMap<(PathId, u32), KernelAcc>,
     ranges: Ranges,
     memory: MemoryAcc,
+    device_memory: device_memory::DeviceMemoryAcc,
     idle: IdleTracker,
     idle_total: [u64; CAUSES],
     cross_thread: (u64, u64),
@@ -191,6 +195,7 @@ impl Aggregator {
             by_path_name: FxHashMap::default(),
             ranges: Ranges::new(opts.max_live_ranges),
             memory: MemoryAcc::default(),
+            device_memory: Default::default(),
             idle: IdleTracker::new(opts.start_ns),
             idle_total: [0; CAUSES],
             cross_thread: (0, 0),
@@ -513,6 +518,7 @@ impl Aggregator {
                 self.idle.copy(m.start, m.end);
                 self.trace_memory("memset", m.bytes, m.device, m.stream, m.start, m.end);
             }
+            Activity::DeviceMemory(m) => self.device_memory.record(m),
             Activity::Sync(s) => {
                 self.memory.sync(s);
                 // A stream waiting on an event is the GPU waiting, not the
@@ -681,9 +687,10 @@ impl Aggregator {
             memcpy: self.memory.memcpy.iter().map(|(k, a)| (copy_kind_name(*k), a.clone())).collect(),
             memset: self.memory.memset.clone(),
             syncs: self.memory.syncs,
+            device_memory: self.device_memory.summary(),
             thread_names: self.thread_names.iter().map(|(t, n)| (*t, n.clone())).collect(),
             trace: None,
-            drops: self.drops.clone(),
+            drops: Drops { live_allocations_over_cap: self.device_memory.over_cap, ..self.drops.clone() },
             profiler_kernels: self.attribution.profiler_kernels,
             idle: self.idle_total,
             cross_thread: self.cross_thread,

@@ -78,5 +78,10 @@ pub(crate) fn query(ordinal: u32) -> Option<DeviceInfo> {
         clock_khz: attr(s::CU_DEVICE_ATTRIBUTE_CLOCK_RATE),
         memory_clock_khz: attr(s::CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE),
         memory_bus_bits: attr(s::CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH),
+        memory_bytes: {
+            let mut bytes = 0usize;
+            // SAFETY: out pointer is a valid local; `dev` is a valid device.
+            (unsafe { (d.cu_device_total_mem)(&mut bytes, dev) } == 0).then_some(bytes as u64)
+        },
     })
 }

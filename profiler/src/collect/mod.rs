@@ -392,7 +392,10 @@ pub(crate) fn set_tracing(s: &Collection, on: bool) -> Option<u64> {
         // Launches are seen before their kernels can have records.
         s.traced.store(true, Ordering::Release);
     }
-    if let Err(e) = callbacks::activity_kinds(s.cupti, &s.opts.kinds, on) {
+    // Allocation records stay on between windows: live bytes are a running
+    // sum.
+    let windowed: Vec<u32> = s.opts.kinds.iter().copied().filter(|&k| k != sys::CUPTI_ACTIVITY_KIND_MEMORY2).collect();
+    if let Err(e) = callbacks::activity_kinds(s.cupti, &windowed, on) {
         debug(&format!("trace windows: switching {}: {e}", if on { "on" } else { "off" }));
         s.traced.store(!on, Ordering::Release);
         return None;

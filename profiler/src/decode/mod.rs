@@ -126,6 +126,27 @@ pub struct MemsetActivity {
     pub correlation_id: u32,
 }
 
+/// A device memory allocation or release (`CUPTI_ACTIVITY_KIND_MEMORY2`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DeviceMemoryActivity {
+    /// An allocation (else a release).
+    pub alloc: bool,
+    /// `CUpti_ActivityMemoryKind` (device, pinned host, managed, ...).
+    pub memory_kind: u8,
+    /// Virtual address.
+    pub address: u64,
+    /// Bytes.
+    pub bytes: u64,
+    /// When, ns.
+    pub ts: u64,
+    /// Device.
+    pub device: u32,
+    /// Correlation id of the API call that made it.
+    pub correlation_id: u32,
+    /// From a stream-ordered memory pool (`cudaMallocAsync`).
+    pub pool: bool,
+}
+
 /// A host-side wait (stream/event/context synchronize).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SyncActivity {
@@ -154,6 +175,8 @@ pub enum Activity {
     Memset(MemsetActivity),
     /// `CUPTI_ACTIVITY_KIND_SYNCHRONIZATION`.
     Sync(SyncActivity),
+    /// `CUPTI_ACTIVITY_KIND_MEMORY2`.
+    DeviceMemory(DeviceMemoryActivity),
     /// A kind gpuscope does not decode (counted, skipped).
     Other(u32),
 }
@@ -203,6 +226,8 @@ fn record_size_with(kind: u32, kernel_size: usize) -> Option<usize> {
         sys::CUPTI_ACTIVITY_KIND_MEMCPY => std::mem::size_of::<sys::CUpti_ActivityMemcpy6>(),
         sys::CUPTI_ACTIVITY_KIND_MEMSET => std::mem::size_of::<sys::CUpti_ActivityMemset4>(),
         sys::CUPTI_ACTIVITY_KIND_SYNCHRONIZATION => std::mem::size_of::<sys::CUpti_ActivitySynchronization2>(),
+        // The same record in CUPTI 12.9 and 13.
+        sys::CUPTI_ACTIVITY_KIND_MEMORY2 => std::mem::size_of::<sys::CUpti_ActivityMemory4>(),
         _ => return None,
     })
 }
@@ -289,6 +314,22 @@ fn decode_with(bytes: &[u8], kernel_size: usize) -> Result<Activity, DecodeError
                 context: r.contextId,
                 stream: r.streamId,
                 correlation_id: r.correlationId,
+            })
+        }
+        sys::CUPTI_ACTIVITY_KIND_MEMORY2 => {
+            // SAFETY: `bytes` holds record_size(kind) = size_of::<CUpti_ActivityMemory4>() bytes.
+            let r = unsafe { std::ptr::read_unaligned(p as *const sys::CUpti_ActivityMemory4) };
+            let pool_type = r.memoryPoolConfig.memoryPoolType;
+            Activity::DeviceMemory(DeviceMemoryActivity {
+                alloc: r.memoryOperationType == sys::CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION,
+                memory_kind: r.memoryKind as u8,
+                address: r.address,
+                bytes: r.bytes,
+                ts: r.timestamp,
+                device: r.deviceId,
+                correlation_id: r.correlationId,
+                pool: pool_type == sys::CUPTI_ACTIVITY_MEMORY_POOL_TYPE_LOCAL
+                    || pool_type == sys::CUPTI_ACTIVITY_MEMORY_POOL_TYPE_IMPORTED,
             })
         }
         sys::CUPTI_ACTIVITY_KIND_SYNCHRONIZATION => {

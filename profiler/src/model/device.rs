@@ -24,6 +24,9 @@ pub struct DeviceInfo {
     /// Memory bus width, bits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_bus_bits: Option<u32>,
+    /// Device memory, bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_bytes: Option<u64>,
 }
 
 impl DeviceInfo {
@@ -37,6 +40,7 @@ impl DeviceInfo {
             clock_khz: None,
             memory_clock_khz: None,
             memory_bus_bits: None,
+            memory_bytes: None,
         }
     }
 }

@@ -45,6 +45,10 @@ pub struct Drops {
     /// around the graph's launch only.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub graph_nodes_over_cap: u64,
+    /// Device memory allocations not tracked because the table of live
+    /// allocations was full: their bytes are not in the live figures.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub live_allocations_over_cap: u64,
 }
 
 fn is_zero(v: &u64) -> bool {

@@ -4,6 +4,7 @@
 
 pub mod declared;
 pub mod device;
+pub mod device_memory;
 pub mod drops;
 pub mod event;
 pub mod idle;

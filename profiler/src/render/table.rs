@@ -378,6 +378,29 @@ pub fn render(r: &Report, a: &Analysis, width: usize) -> String {
     if m.synchronizations > 0 {
         let _ = writeln!(out, "host waits: {} synchronizations, {}", m.synchronizations, fmt_ns(m.synchronization_ns));
     }
+    for d in &m.devices {
+        let total = r.devices.iter().find(|x| x.id == d.device).and_then(|x| x.memory_bytes);
+        let of = match total {
+            Some(t) if t > 0 => format!(" of {} ({:.0}%)", fmt_bytes(t), 100.0 * d.peak_live_bytes as f64 / t as f64),
+            _ => String::new(),
+        };
+        let at = fmt_ns(d.peak_ns.saturating_sub(r.start_ns));
+        let earlier = if d.earlier_releases > 0 {
+            format!("; {} releases of memory allocated before the session", d.earlier_releases)
+        } else {
+            String::new()
+        };
+        let line = format!(
+            "GPU {} memory: peak {}{of} allocated at {at}; {} allocations ({}), {} releases; {} live at the end{earlier}",
+            d.device,
+            fmt_bytes(d.peak_live_bytes),
+            d.allocations,
+            fmt_bytes(d.allocated_bytes),
+            d.releases,
+            fmt_bytes(d.live_at_end_bytes),
+        );
+        out.push_str(&diagnosis::wrap(&line, width, "", "  "));
+    }
     diagnosis::render(a, width, &mut out);
     out
 }

@@ -149,6 +149,7 @@ impl Report {
             memset: CopySummary { pageable: 0, ..copies("memset", &a.memset) },
             synchronizations: a.syncs.0,
             synchronization_ns: a.syncs.1,
+            devices: a.device_memory.clone(),
         };
         let mut report = Report {
             schema_version: SCHEMA_VERSION,

@@ -436,6 +436,9 @@ pub struct MemorySummary {
     pub synchronizations: u64,
     /// Time spent in them, ns.
     pub synchronization_ns: u64,
+    /// Device memory allocated and live, per device (allocation records).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<crate::model::device_memory::DeviceMemory>,
 }
 
 /// Copies of one kind.
