@@ -657,3 +657,38 @@ fn many_ranges_keep_the_costliest_findings_of_each_kind_and_one_analysis_per_rep
     assert_eq!(edited.analysis().findings.iter().filter(|f| f.kind == "host-idle").count(), 1);
     assert_eq!(analyze(&r), *r.analysis(), "the kept analysis is the analysis");
 }
+
+#[test]
+fn allocation_records_give_each_devices_peak_and_churn_in_the_steady_state_a_finding() {
+    let mut rp = Replay::new(vec![h200()], 0);
+    // 1 GiB at start-up, then a step that frees and allocates 256 MiB.
+    let mut bytes = memory2(true, 0x10_0000, 1 << 30, MS);
+    for i in 0..30u64 {
+        bytes.extend(memory2(true, 0x8000_0000, 256 << 20, (10 + 2 * i) * MS));
+        bytes.extend(memory2(false, 0x8000_0000, 256 << 20, (11 + 2 * i) * MS));
+    }
+    rp.buffer(&bytes);
+    let mut r = rp.finish(0, 100 * MS);
+    let d = &r.memory.devices[0];
+    assert_eq!((d.allocations, d.releases), (31, 30));
+    assert_eq!(d.peak_live_bytes, (1 << 30) + (256 << 20));
+    assert_eq!(d.live_at_end_bytes, 1 << 30);
+    let t = r.to_table(120);
+    assert!(t.contains("GPU 0 memory: peak 1.25 GiB of 140.40 GiB"), "{t}");
+    // Churn in the steady state makes a finding; none without releases.
+    let steady = |allocations, releases| gpuscope::report::SessionSteady {
+        start_ns: 10 * MS,
+        end_ns: 70 * MS,
+        settled: true,
+        allocations,
+        releases,
+        ..Default::default()
+    };
+    r.session_steady = Some(steady(30, 30));
+    let a = analyze(&r);
+    let f = a.findings.iter().find(|f| f.kind == "allocator-churn").expect("a churn finding");
+    assert!(f.message.contains("released device memory 30 times"), "{}", f.message);
+    assert!(f.advice.contains("empty_cache"), "{}", f.advice);
+    r.session_steady = Some(steady(30, 0));
+    assert!(analyze(&r).findings.iter().all(|f| f.kind != "allocator-churn"));
+}

@@ -113,3 +113,20 @@ pub fn memcpy_pinned(corr: u32, start: u64, end: u64, bytes: u64) -> Vec<u8> {
     b[at] = sys::CUPTI_ACTIVITY_MEMORY_KIND_PINNED as u8;
     b
 }
+
+/// A device memory allocation (`alloc`) or release record.
+pub fn memory2(alloc: bool, address: u64, bytes: u64, ts: u64) -> Vec<u8> {
+    // SAFETY: all-zero is a valid CUpti_ActivityMemory4.
+    let mut r: sys::CUpti_ActivityMemory4 = unsafe { std::mem::zeroed() };
+    r.kind = sys::CUPTI_ACTIVITY_KIND_MEMORY2;
+    r.memoryOperationType = if alloc {
+        sys::CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION
+    } else {
+        sys::CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE
+    };
+    r.memoryKind = sys::CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+    r.address = address;
+    r.bytes = bytes;
+    r.timestamp = ts;
+    bytes_of(&r)
+}

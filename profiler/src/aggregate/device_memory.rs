@@ -85,8 +85,10 @@ pub(crate) struct DeviceMemoryAcc {
 }
 
 impl DeviceMemoryAcc {
-    pub(crate) fn record(&mut self, m: &DeviceMemoryActivity) {
-        let Some(k) = kind(m.memory_kind) else { return };
+    /// Takes one record; `Some(alloc)` when it allocated or released
+    /// device memory that is tracked.
+    pub(crate) fn record(&mut self, m: &DeviceMemoryActivity) -> Option<bool> {
+        let k = kind(m.memory_kind)?;
         let d = self.devices.entry(m.device).or_insert_with(|| DeviceAcc {
             out: DeviceMemory { device: m.device, ..Default::default() },
             stride: 1,
@@ -96,7 +98,7 @@ impl DeviceMemoryAcc {
         if m.alloc {
             if self.live.len() >= MAX_LIVE && !self.live.contains_key(&key) {
                 self.over_cap += 1;
-                return;
+                return None;
             }
             if let Some(old) = self.live.insert(key, Live { bytes: m.bytes, kind: k }) {
                 // Released without a record: take it out before.
@@ -113,6 +115,7 @@ impl DeviceMemoryAcc {
                         d.out.peak_ns = m.ts;
                     }
                     d.point(m.ts);
+                    return Some(true);
                 }
                 Kind::Pinned => {
                     d.pinned = d.pinned.saturating_add(m.bytes);
@@ -131,15 +134,18 @@ impl DeviceMemoryAcc {
                         d.out.releases += 1;
                         d.out.released_bytes = d.out.released_bytes.saturating_add(old.bytes);
                         d.point(m.ts);
+                        return Some(false);
                     }
                 }
                 None if k == Kind::Device => {
                     d.out.earlier_releases += 1;
                     d.out.earlier_released_bytes = d.out.earlier_released_bytes.saturating_add(m.bytes);
+                    return Some(false);
                 }
                 None => {}
             }
         }
+        None
     }
 
     /// Each device's figures, by device.

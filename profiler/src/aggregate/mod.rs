@@ -518,7 +518,11 @@ impl Aggregator {
                 self.idle.copy(m.start, m.end);
                 self.trace_memory("memset", m.bytes, m.device, m.stream, m.start, m.end);
             }
-            Activity::DeviceMemory(m) => self.device_memory.record(m),
+            Activity::DeviceMemory(m) => {
+                if let Some(alloc) = self.device_memory.record(m) {
+                    self.timeline.device_memory(m.ts, alloc);
+                }
+            }
             Activity::Sync(s) => {
                 self.memory.sync(s);
                 // A stream waiting on an event is the GPU waiting, not the

@@ -29,6 +29,10 @@ pub(crate) struct Bin {
     pub callback_ns: u64,
     /// A framework integration's hook time, ns.
     pub hook_ns: u64,
+    /// Device memory allocations and releases.
+    pub allocations: u64,
+    /// See `allocations`.
+    pub releases: u64,
     /// Launch-call time, over the calls timed, ns.
     pub call_ns: u64,
     /// See `call_ns`.
@@ -41,6 +45,8 @@ impl Bin {
         self.kernel_ns = self.kernel_ns.saturating_add(o.kernel_ns);
         self.callback_ns = self.callback_ns.saturating_add(o.callback_ns);
         self.hook_ns = self.hook_ns.saturating_add(o.hook_ns);
+        self.allocations = self.allocations.saturating_add(o.allocations);
+        self.releases = self.releases.saturating_add(o.releases);
         self.call_ns = self.call_ns.saturating_add(o.call_ns);
         self.calls_timed = self.calls_timed.saturating_add(o.calls_timed);
         for (a, b) in self.idle.iter_mut().zip(o.idle) {
@@ -129,6 +135,17 @@ impl Timeline {
             if call_ns > 0 {
                 b.call_ns = b.call_ns.saturating_add(call_ns);
                 b.calls_timed += 1;
+            }
+        }
+    }
+
+    /// A device memory allocation (or release) at `ts`.
+    pub(crate) fn device_memory(&mut self, ts: u64, alloc: bool) {
+        if let Some(b) = self.at(ts) {
+            if alloc {
+                b.allocations += 1;
+            } else {
+                b.releases += 1;
             }
         }
     }

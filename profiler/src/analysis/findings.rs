@@ -30,6 +30,8 @@ pub const INNER_EXPLAINS_PCT: f64 = 80.0;
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Finding {
     /// host-idle, copies, sync, dispatch (launch gaps and dispatch idle),
+    /// allocator-churn (device memory released and allocated again in the
+    /// steady state),
     /// waiting, few-sms, tail-wave, low-occupancy, memory-bound,
     /// busy-but-underused, sms-idle (a range known from PM samples only:
     /// its SMs idle most of its wall time).
@@ -265,6 +267,9 @@ pub(super) fn findings(
             }
         }
     }
+    if let Some(f) = allocator_churn(r) {
+        out.push(f);
+    }
     // Ranges nvidia-smi calls busy whose SMs are underused.
     for g in r.ranges.iter().filter(|g| g.busy_but_underused && g.library.is_none()) {
         let eff = g.sm_efficiency_pct.unwrap_or(0.0);
@@ -372,6 +377,42 @@ struct IdleCandidate<'a> {
     g: &'a RangeAnalysis,
     cost: u64,
     share: f64,
+}
+
+/// Device memory allocations and releases in the steady state at least
+/// this many times make a finding: a caching allocator allocates at
+/// warm-up and then reuses.
+pub(super) const CHURN_MIN: u64 = 20;
+
+/// Device memory released and allocated again and again in the steady
+/// state (allocation records): each release waits for the device.
+fn allocator_churn(r: &Report) -> Option<Finding> {
+    let s = r.session_steady.as_ref()?;
+    if s.releases.saturating_add(s.allocations) < CHURN_MIN || s.releases == 0 {
+        return None;
+    }
+    let secs = s.wall_ns().max(1) as f64 / 1e9;
+    Some(Finding {
+        kind: "allocator-churn",
+        bound: verdict::SYNC,
+        range: None,
+        kernel: None,
+        cost_ns: 0,
+        calls: 0,
+        message: format!(
+            "the steady state released device memory {} times and allocated it {} times ({:.0} releases per \
+             second, over {})",
+            s.releases,
+            s.allocations,
+            s.releases as f64 / secs,
+            ms(s.wall_ns())
+        ),
+        advice: "Each cudaFree/cuMemFree waits for the whole device to finish its work, and the next allocation \
+                 pays again: keep memory allocated across steps (no torch.cuda.empty_cache() or \
+                 cupy.get_default_memory_pool().free_all_blocks() in the loop; PyTorch's caching allocator on, \
+                 PYTORCH_NO_CUDA_MEMORY_CACHING unset)."
+            .into(),
+    })
 }
 
 /// The session's idle time for a program without ranges: of its steady

@@ -191,6 +191,12 @@ pub struct SessionSteady {
     /// A framework integration's hook time in it, ns.
     #[serde(default)]
     pub hook_ns: u64,
+    /// Device memory allocations and releases in it (allocation records).
+    #[serde(default)]
+    pub allocations: u64,
+    /// See `allocations`.
+    #[serde(default)]
+    pub releases: u64,
     /// Launch-call time in it over the calls timed, ns.
     #[serde(default)]
     pub call_ns: u64,
@@ -237,6 +243,8 @@ pub(crate) fn of_session(t: &Timeline, start_ns: u64, end_ns: u64) -> Option<Ses
         out.kernel_ns = out.kernel_ns.saturating_add(b.kernel_ns);
         out.callback_ns = out.callback_ns.saturating_add(b.callback_ns);
         out.hook_ns = out.hook_ns.saturating_add(b.hook_ns);
+        out.allocations = out.allocations.saturating_add(b.allocations);
+        out.releases = out.releases.saturating_add(b.releases);
         out.call_ns = out.call_ns.saturating_add(b.call_ns);
         out.calls_timed = out.calls_timed.saturating_add(b.calls_timed);
         for (x, y) in idle.iter_mut().zip(b.idle) {
