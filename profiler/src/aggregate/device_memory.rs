@@ -21,6 +21,8 @@ struct Live {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
     Device,
+    /// Device memory of loaded modules' variables: live device bytes too.
+    Static,
     Pinned,
     Managed,
 }
@@ -28,9 +30,8 @@ enum Kind {
 fn kind(memory_kind: u8) -> Option<Kind> {
     use cupti_sys as s;
     match memory_kind as u32 {
-        s::CUPTI_ACTIVITY_MEMORY_KIND_DEVICE
-        | s::CUPTI_ACTIVITY_MEMORY_KIND_DEVICE_STATIC
-        | s::CUPTI_ACTIVITY_MEMORY_KIND_ARRAY => Some(Kind::Device),
+        s::CUPTI_ACTIVITY_MEMORY_KIND_DEVICE | s::CUPTI_ACTIVITY_MEMORY_KIND_ARRAY => Some(Kind::Device),
+        s::CUPTI_ACTIVITY_MEMORY_KIND_DEVICE_STATIC => Some(Kind::Static),
         s::CUPTI_ACTIVITY_MEMORY_KIND_PINNED => Some(Kind::Pinned),
         s::CUPTI_ACTIVITY_MEMORY_KIND_MANAGED | s::CUPTI_ACTIVITY_MEMORY_KIND_MANAGED_STATIC => Some(Kind::Managed),
         _ => None,
@@ -42,6 +43,7 @@ fn kind(memory_kind: u8) -> Option<Kind> {
 struct DeviceAcc {
     out: DeviceMemory,
     live: u64,
+    statics: u64,
     pinned: u64,
     managed: u64,
     /// Points are kept one per `stride` changes (the highest of them);
@@ -105,7 +107,11 @@ impl DeviceMemoryAcc {
                 sub(d, old);
             }
             match k {
-                Kind::Device => {
+                Kind::Device | Kind::Static => {
+                    if k == Kind::Static {
+                        d.statics = d.statics.saturating_add(m.bytes);
+                        d.out.static_peak_bytes = d.out.static_peak_bytes.max(d.statics);
+                    }
                     d.out.allocations += 1;
                     d.out.allocated_bytes = d.out.allocated_bytes.saturating_add(m.bytes);
                     d.out.pool_allocations += m.pool as u64;
@@ -130,14 +136,14 @@ impl DeviceMemoryAcc {
             match self.live.remove(&key) {
                 Some(old) => {
                     sub(d, old);
-                    if old.kind == Kind::Device {
+                    if matches!(old.kind, Kind::Device | Kind::Static) {
                         d.out.releases += 1;
                         d.out.released_bytes = d.out.released_bytes.saturating_add(old.bytes);
                         d.point(m.ts);
                         return Some(false);
                     }
                 }
-                None if k == Kind::Device => {
+                None if matches!(k, Kind::Device | Kind::Static) => {
                     d.out.earlier_releases += 1;
                     d.out.earlier_released_bytes = d.out.earlier_released_bytes.saturating_add(m.bytes);
                     return Some(false);
@@ -170,6 +176,10 @@ impl DeviceMemoryAcc {
 fn sub(d: &mut DeviceAcc, old: Live) {
     match old.kind {
         Kind::Device => d.live = d.live.saturating_sub(old.bytes),
+        Kind::Static => {
+            d.live = d.live.saturating_sub(old.bytes);
+            d.statics = d.statics.saturating_sub(old.bytes);
+        }
         Kind::Pinned => d.pinned = d.pinned.saturating_sub(old.bytes),
         Kind::Managed => d.managed = d.managed.saturating_sub(old.bytes),
     }

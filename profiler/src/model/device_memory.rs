@@ -32,6 +32,11 @@ pub struct DeviceMemory {
     pub peak_ns: u64,
     /// Live at the session's end, bytes.
     pub live_at_end_bytes: u64,
+    /// Of the live bytes, the most that were static device memory at once
+    /// (loaded modules' `__device__` variables, not allocations of the
+    /// program's), bytes.
+    #[serde(default)]
+    pub static_peak_bytes: u64,
     /// Most pinned host memory and managed memory live at once, bytes.
     pub pinned_host_peak_bytes: u64,
     /// See `pinned_host_peak_bytes`.

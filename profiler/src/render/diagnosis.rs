@@ -231,7 +231,12 @@ pub(super) fn render(a: &Analysis, width: usize, out: &mut String) {
     }
     let _ = writeln!(out, "Findings, most GPU time first");
     for (i, f) in a.findings.iter().take(MAX_FINDINGS).enumerate() {
-        let head = format!("{:>2}. [{}] {} lost:", i + 1, f.bound, fmt_ns(f.cost_ns));
+        let head = if f.cost_ns > 0 {
+            format!("{:>2}. [{}] {} lost:", i + 1, f.bound, fmt_ns(f.cost_ns))
+        } else {
+            // A cause whose cost is not measured (allocator churn).
+            format!("{:>2}. [{}] cost not measured:", i + 1, f.bound)
+        };
         out.push_str(&wrap(&format!("{head} {}", f.message), width, "", "      "));
         out.push_str(&wrap(&format!("-> {}", f.advice), width, "      ", "         "));
     }

@@ -385,13 +385,19 @@ pub fn render(r: &Report, a: &Analysis, width: usize) -> String {
             _ => String::new(),
         };
         let at = fmt_ns(d.peak_ns.saturating_sub(r.start_ns));
+        let statics = if d.static_peak_bytes > 0 {
+            format!(" ({} of it static: loaded modules' variables)", fmt_bytes(d.static_peak_bytes))
+        } else {
+            String::new()
+        };
         let earlier = if d.earlier_releases > 0 {
             format!("; {} releases of memory allocated before the session", d.earlier_releases)
         } else {
             String::new()
         };
         let line = format!(
-            "GPU {} memory: peak {}{of} allocated at {at}; {} allocations ({}), {} releases; {} live at the end{earlier}",
+            "GPU {} memory: peak {}{of} allocated at {at}{statics}; {} allocations ({}), {} releases; {} live at the \
+             end{earlier}",
             d.device,
             fmt_bytes(d.peak_live_bytes),
             d.allocations,
