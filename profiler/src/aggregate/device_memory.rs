@@ -2,7 +2,8 @@
 //! them, live bytes per device, the peak and a bounded timeline.
 
 use crate::decode::DeviceMemoryActivity;
-use crate::model::device_memory::DeviceMemory;
+use crate::model::device_memory::{DeviceMemory, Holder, MAX_HOLDERS};
+use crate::model::path::PathId;
 use rustc_hash::FxHashMap as HashMap;
 
 /// Live allocations tracked at once (the program's live allocations, not
@@ -10,12 +11,19 @@ use rustc_hash::FxHashMap as HashMap;
 pub(crate) const MAX_LIVE: usize = 1 << 20;
 /// Timeline points kept per device.
 pub(crate) const MAX_POINTS: usize = 2048;
+/// Allocation calls waiting for their record (a record normally follows
+/// within a buffer's flush); when full, the oldest are forgotten.
+pub(crate) const MAX_CALLS: usize = 1 << 16;
+/// Distinct holders tracked per device.
+const MAX_PATHS: usize = 4096;
 
 /// What is tracked of one live allocation.
 #[derive(Debug, Clone, Copy)]
 struct Live {
     bytes: u64,
     kind: Kind,
+    /// The allocating call's path (`None`: not seen).
+    path: Option<PathId>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,6 +59,10 @@ struct DeviceAcc {
     stride: u64,
     pending: Option<(u64, u64)>,
     pending_n: u64,
+    /// Live device bytes by the allocating call's path, and a copy at the
+    /// peak.
+    held: HashMap<Option<PathId>, u64>,
+    held_at_peak: Vec<(Option<PathId>, u64)>,
 }
 
 impl DeviceAcc {
@@ -82,11 +94,21 @@ impl DeviceAcc {
 pub(crate) struct DeviceMemoryAcc {
     live: HashMap<(u32, u64), Live>,
     devices: HashMap<u32, DeviceAcc>,
+    /// Allocation calls by correlation id: their path.
+    calls: HashMap<u32, PathId>,
     /// Allocations not tracked because `MAX_LIVE` were live.
     pub over_cap: u64,
 }
 
 impl DeviceMemoryAcc {
+    /// An allocation call made inside `path`; its record follows.
+    pub(crate) fn call(&mut self, correlation_id: u32, path: PathId) {
+        if self.calls.len() >= MAX_CALLS {
+            self.calls.clear();
+        }
+        self.calls.insert(correlation_id, path);
+    }
+
     /// Takes one record; `Some(alloc)` when it allocated or released
     /// device memory that is tracked.
     pub(crate) fn record(&mut self, m: &DeviceMemoryActivity) -> Option<bool> {
@@ -102,7 +124,8 @@ impl DeviceMemoryAcc {
                 self.over_cap += 1;
                 return None;
             }
-            if let Some(old) = self.live.insert(key, Live { bytes: m.bytes, kind: k }) {
+            let path = self.calls.remove(&m.correlation_id);
+            if let Some(old) = self.live.insert(key, Live { bytes: m.bytes, kind: k, path }) {
                 // Released without a record: take it out before.
                 sub(d, old);
             }
@@ -115,10 +138,14 @@ impl DeviceMemoryAcc {
                     d.out.allocations += 1;
                     d.out.allocated_bytes = d.out.allocated_bytes.saturating_add(m.bytes);
                     d.out.pool_allocations += m.pool as u64;
+                    d.out.unattributed_allocations += path.is_none() as u64;
                     d.live = d.live.saturating_add(m.bytes);
+                    let holder = if d.held.len() < MAX_PATHS || d.held.contains_key(&path) { path } else { None };
+                    *d.held.entry(holder).or_default() += m.bytes;
                     if d.live > d.out.peak_live_bytes {
                         d.out.peak_live_bytes = d.live;
                         d.out.peak_ns = m.ts;
+                        d.held_at_peak = d.held.iter().filter(|(_, b)| **b > 0).map(|(p, b)| (*p, *b)).collect();
                     }
                     d.point(m.ts);
                     return Some(true);
@@ -154,13 +181,20 @@ impl DeviceMemoryAcc {
         None
     }
 
-    /// Each device's figures, by device.
-    pub(crate) fn summary(&self) -> Vec<DeviceMemory> {
+    /// Each device's figures, by device; `name` writes a path.
+    pub(crate) fn summary(&self, mut name: impl FnMut(PathId) -> String) -> Vec<DeviceMemory> {
         let mut v: Vec<DeviceMemory> = self
             .devices
             .values()
             .map(|d| {
                 let mut out = d.out.clone();
+                let mut held = d.held_at_peak.clone();
+                held.sort_by_key(|h| std::cmp::Reverse(h.1));
+                out.held_at_peak = held
+                    .into_iter()
+                    .take(MAX_HOLDERS)
+                    .map(|(p, bytes)| Holder { path: p.map_or_else(|| "(unknown)".to_string(), &mut name), bytes })
+                    .collect();
                 out.live_at_end_bytes = d.live;
                 if let Some(p) = d.pending {
                     out.timeline.push(p);
@@ -174,6 +208,12 @@ impl DeviceMemoryAcc {
 }
 
 fn sub(d: &mut DeviceAcc, old: Live) {
+    if matches!(old.kind, Kind::Device | Kind::Static) {
+        let holder = if d.held.contains_key(&old.path) { old.path } else { None };
+        if let Some(b) = d.held.get_mut(&holder) {
+            *b = b.saturating_sub(old.bytes);
+        }
+    }
     match old.kind {
         Kind::Device => d.live = d.live.saturating_sub(old.bytes),
         Kind::Static => {
@@ -215,13 +255,36 @@ mod tests {
         let mut pinned = rec(true, 0x5000, 4_096, 60);
         pinned.memory_kind = s::CUPTI_ACTIVITY_MEMORY_KIND_PINNED as u8;
         a.record(&pinned);
-        let d = &a.summary()[0];
+        let d = &a.summary(|_| String::new())[0];
         assert_eq!((d.allocations, d.releases, d.allocated_bytes, d.released_bytes), (3, 1, 220, 100));
         assert_eq!((d.peak_live_bytes, d.peak_ns), (150, 20));
         assert_eq!(d.live_at_end_bytes, 120);
         assert_eq!((d.earlier_releases, d.earlier_released_bytes), (1, 1_000));
         assert_eq!(d.pinned_host_peak_bytes, 4_096, "pinned host memory kept apart");
         assert_eq!(d.timeline, vec![(10, 100), (20, 150), (30, 50), (40, 120)]);
+    }
+
+    #[test]
+    fn who_holds_memory_at_the_peak_by_the_path_of_the_allocating_call() {
+        let mut a = DeviceMemoryAcc::default();
+        let (fwd, opt): (PathId, PathId) = (7, 9);
+        a.call(1, fwd);
+        a.call(2, opt);
+        let mut m = rec(true, 0x2000, 300, 10);
+        m.correlation_id = 1;
+        a.record(&m);
+        let mut m = rec(true, 0x3000, 100, 20);
+        m.correlation_id = 2;
+        a.record(&m);
+        // Not seen: unknown.
+        a.record(&rec(true, 0x4000, 50, 30));
+        // After the peak: does not change who held it then.
+        a.record(&rec(false, 0x2000, 300, 40));
+        let d = &a.summary(|p| if p == fwd { "step/forward".into() } else { "step/optimizer".into() })[0];
+        let held: Vec<(&str, u64)> = d.held_at_peak.iter().map(|h| (h.path.as_str(), h.bytes)).collect();
+        assert_eq!(held, vec![("step/forward", 300), ("step/optimizer", 100), ("(unknown)", 50)]);
+        assert_eq!(d.unattributed_allocations, 1, "the one not seen");
+        assert!(a.calls.is_empty(), "matched calls are forgotten");
     }
 
     #[test]
@@ -233,7 +296,7 @@ mod tests {
             a.record(&rec(true, 0x1000 + i, bytes, 2 * i));
             a.record(&rec(false, 0x1000 + i, bytes, 2 * i + 1));
         }
-        let d = &a.summary()[0];
+        let d = &a.summary(|_| String::new())[0];
         assert!(d.timeline.len() <= MAX_POINTS + 1, "{}", d.timeline.len());
         assert_eq!(d.timeline.iter().map(|p| p.1).max(), Some(1 << 30), "the spike survives the thinning");
         assert_eq!(d.peak_live_bytes, 1 << 30);

@@ -381,6 +381,7 @@ impl Aggregator {
                 self.thread_names.insert(tid, name);
             }
             HostEvent::Flops { instance, flops } => self.ranges.flops(instance, flops),
+            HostEvent::Alloc { correlation_id, path } => self.device_memory.call(correlation_id, path),
             HostEvent::OwnCost { tid, instance, ns, ts } => {
                 let row = if self.threads.len() < MAX_THREADS || self.threads.contains_key(&tid) { tid } else { 0 };
                 self.threads.entry(row).or_insert_with(|| ThreadCost { tid: row, ..Default::default() }).add_own(ns);
@@ -691,7 +692,7 @@ impl Aggregator {
             memcpy: self.memory.memcpy.iter().map(|(k, a)| (copy_kind_name(*k), a.clone())).collect(),
             memset: self.memory.memset.clone(),
             syncs: self.memory.syncs,
-            device_memory: self.device_memory.summary(),
+            device_memory: self.device_memory.summary(|p| resolve(p).to_string()),
             thread_names: self.thread_names.iter().map(|(t, n)| (*t, n.clone())).collect(),
             trace: None,
             drops: Drops { live_allocations_over_cap: self.device_memory.over_cap, ..self.drops.clone() },

@@ -168,6 +168,34 @@ const DRIVER_SYNCS: &[u32] = &[
     sys::CUPTI_DRIVER_TRACE_CBID_cuEventSynchronize,
 ];
 
+/// Device memory allocation calls: the ranges open at each tell who holds
+/// the memory (the allocation record carries the call's correlation id).
+const RUNTIME_ALLOCS: &[u32] = &[
+    sys::CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020,
+    sys::CUPTI_RUNTIME_TRACE_CBID_cudaMallocPitch_v3020,
+    sys::CUPTI_RUNTIME_TRACE_CBID_cudaMalloc3D_v3020,
+    sys::CUPTI_RUNTIME_TRACE_CBID_cudaMallocManaged_v6000,
+    sys::CUPTI_RUNTIME_TRACE_CBID_cudaMallocAsync_v11020,
+    sys::CUPTI_RUNTIME_TRACE_CBID_cudaMallocAsync_ptsz_v11020,
+    sys::CUPTI_RUNTIME_TRACE_CBID_cudaMallocFromPoolAsync_v11020,
+    sys::CUPTI_RUNTIME_TRACE_CBID_cudaMallocFromPoolAsync_ptsz_v11020,
+];
+
+const DRIVER_ALLOCS: &[u32] = &[
+    sys::CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2,
+    sys::CUPTI_DRIVER_TRACE_CBID_cuMemAllocPitch_v2,
+    sys::CUPTI_DRIVER_TRACE_CBID_cuMemAllocManaged,
+    sys::CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync,
+    sys::CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync_ptsz,
+    sys::CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync,
+    sys::CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync_ptsz,
+];
+
+fn is_alloc(domain: u32, cbid: u32) -> bool {
+    let list = if domain == sys::CUPTI_CB_DOMAIN_RUNTIME_API { RUNTIME_ALLOCS } else { DRIVER_ALLOCS };
+    list.contains(&cbid)
+}
+
 /// Whether a callback is a host synchronisation call.
 fn is_sync(domain: u32, cbid: u32) -> bool {
     let list = if domain == sys::CUPTI_CB_DOMAIN_RUNTIME_API { RUNTIME_SYNCS } else { DRIVER_SYNCS };
@@ -243,6 +271,13 @@ pub(super) fn enable(cupti: &'static Cupti, sub: sys::CUpti_SubscriberHandle, p:
     }
     let copies = [(sys::CUPTI_CB_DOMAIN_DRIVER_API, DRIVER_COPIES), (sys::CUPTI_CB_DOMAIN_RUNTIME_API, RUNTIME_COPIES)];
     for (domain, list) in copies.into_iter().filter(|_| p.attribution) {
+        for &cbid in list {
+            on(domain, cbid)?;
+        }
+    }
+    let allocs = [(sys::CUPTI_CB_DOMAIN_DRIVER_API, DRIVER_ALLOCS), (sys::CUPTI_CB_DOMAIN_RUNTIME_API, RUNTIME_ALLOCS)];
+    let device_memory = p.kinds.contains(&sys::CUPTI_ACTIVITY_KIND_MEMORY2);
+    for (domain, list) in allocs.into_iter().filter(|_| device_memory && p.attribution) {
         for &cbid in list {
             on(domain, cbid)?;
         }
@@ -391,6 +426,14 @@ pub(super) unsafe extern "C" fn api_callback(
             if let (true, true, Some(s)) = (begins, enter, hold()) {
                 if let Some(c) = &s.collector {
                     c.close_windows();
+                }
+            }
+            return;
+        }
+        if is_alloc(domain, cbid) {
+            if enter {
+                if let Some(s) = hold() {
+                    s.send(HostEvent::Alloc { correlation_id: d.correlationId, path: nvtx::current().path });
                 }
             }
             return;

@@ -3,6 +3,19 @@
 
 use serde::{Deserialize, Serialize};
 
+/// At most this many holders are listed at the peak.
+pub const MAX_HOLDERS: usize = 12;
+
+/// Device memory held by the allocations made inside one range path.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Holder {
+    /// `outer/inner` ("": no range open; "(unknown)": the call was not
+    /// seen).
+    pub path: String,
+    /// Bytes live.
+    pub bytes: u64,
+}
+
 /// One device's memory over the session, from CUPTI's allocation records
 /// (every `cudaMalloc`/`cuMemAlloc` and release in the process, whichever
 /// library made it: PyTorch's caching allocator, cuBLAS, NCCL, ...).
@@ -41,6 +54,15 @@ pub struct DeviceMemory {
     pub pinned_host_peak_bytes: u64,
     /// See `pinned_host_peak_bytes`.
     pub managed_peak_bytes: u64,
+    /// Who held the device memory live at the peak: the NVTX path of each
+    /// allocating call ("" when no range was open), most bytes first, at
+    /// most [`MAX_HOLDERS`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub held_at_peak: Vec<Holder>,
+    /// Allocations whose call was not seen (made by a library through a
+    /// call gpuscope does not follow, or before the session).
+    #[serde(default)]
+    pub unattributed_allocations: u64,
     /// Live device bytes over time: (ns, bytes) points, the highest of each
     /// stretch when there were more changes than points kept.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -73,6 +73,9 @@ pub enum HostEvent {
     /// A graph node copied from `original` (graph instantiation clones the
     /// captured graph's nodes): its kernels are the original's.
     GraphNodeCloned { node: u64, original: u64 },
+    /// A device memory allocation call (correlation id) made inside the
+    /// ranges of `path`.
+    Alloc { correlation_id: u32, path: PathId },
     /// Range `instance`, about to close, is left out of the report.
     Discard { instance: u64 },
     /// Model FLOPs counted inside range `instance` (a framework

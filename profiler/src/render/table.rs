@@ -406,6 +406,18 @@ pub fn render(r: &Report, a: &Analysis, width: usize) -> String {
             fmt_bytes(d.live_at_end_bytes),
         );
         out.push_str(&diagnosis::wrap(&line, width, "", "  "));
+        if !d.held_at_peak.is_empty() {
+            let held: Vec<String> = d
+                .held_at_peak
+                .iter()
+                .map(|h| {
+                    let p = if h.path.is_empty() { "(no range)" } else { h.path.as_str() };
+                    format!("{p} {}", fmt_bytes(h.bytes))
+                })
+                .collect();
+            let line = format!("  held at the peak by the ranges that allocated it: {}", held.join(", "));
+            out.push_str(&diagnosis::wrap(&line, width, "", "    "));
+        }
     }
     diagnosis::render(a, width, &mut out);
     out
