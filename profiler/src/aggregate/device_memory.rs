@@ -138,10 +138,14 @@ impl DeviceMemoryAcc {
                     d.out.allocations += 1;
                     d.out.allocated_bytes = d.out.allocated_bytes.saturating_add(m.bytes);
                     d.out.pool_allocations += m.pool as u64;
-                    d.out.unattributed_allocations += path.is_none() as u64;
                     d.live = d.live.saturating_add(m.bytes);
-                    let holder = if d.held.len() < MAX_PATHS || d.held.contains_key(&path) { path } else { None };
-                    *d.held.entry(holder).or_default() += m.bytes;
+                    if k == Kind::Device {
+                        // Static memory comes with loaded modules, from no
+                        // call of the program's: shown apart.
+                        d.out.unattributed_allocations += path.is_none() as u64;
+                        let holder = if d.held.len() < MAX_PATHS || d.held.contains_key(&path) { path } else { None };
+                        *d.held.entry(holder).or_default() += m.bytes;
+                    }
                     if d.live > d.out.peak_live_bytes {
                         d.out.peak_live_bytes = d.live;
                         d.out.peak_ns = m.ts;
@@ -208,7 +212,7 @@ impl DeviceMemoryAcc {
 }
 
 fn sub(d: &mut DeviceAcc, old: Live) {
-    if matches!(old.kind, Kind::Device | Kind::Static) {
+    if old.kind == Kind::Device {
         let holder = if d.held.contains_key(&old.path) { old.path } else { None };
         if let Some(b) = d.held.get_mut(&holder) {
             *b = b.saturating_sub(old.bytes);
