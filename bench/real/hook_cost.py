@@ -67,7 +67,8 @@ def main():
                 torch.cuda.synchronize()
             return (time.perf_counter() - t) / a.steps * 1e6, (time.thread_time() - c) / a.steps * 1e6
 
-        producer = tr._producer
+        # "forward": no autograd node is found, so no backward hook is set.
+        first_tensor = tr._first_tensor
         variants = {"plain": None, "forward": dict(count_flops=False), "forward+backward": dict(count_flops=False),
                     "all": dict(count_flops=True)}
         res = {v: ([], []) for v in variants}
@@ -76,7 +77,7 @@ def main():
             for v, kw in variants.items():
                 h = None
                 if kw is not None:
-                    tr._producer = (lambda *x: None) if v == "forward" else producer
+                    tr._first_tensor = (lambda *x, **k: None) if v == "forward" else first_tensor
                     h = tr.TorchRanges(Nothing(), **kw).install(discover=False)
                     h.annotate(model)
                 Nothing.reported_ns = 0
@@ -85,7 +86,7 @@ def main():
                 finally:
                     if h:
                         h.uninstall()
-                    tr._producer = producer
+                    tr._first_tensor = first_tensor
                 res[v][0].append(w)
                 res[v][1].append(c)
                 # Reported over the warm-up steps too: per step of all.

@@ -85,45 +85,25 @@ _clock = time.perf_counter_ns
 _torch = None
 
 
-def _producer(args, kwargs=None):
-    """The autograd node that made the first tensor needing grad among
-    `args` and `kwargs` values (one level into tuples, lists and dicts)."""
+def _first_tensor(args, kwargs=None, grad=False):
+    """The first tensor among `args` and `kwargs` values, one level into
+    tuples, lists and dicts (model outputs are dicts), or None; with
+    `grad`, the first that an autograd node made."""
     for a in args:
         if isinstance(a, _torch.Tensor):
-            if a.grad_fn is not None:
-                return a.grad_fn
+            if not grad or a.grad_fn is not None:
+                return a
         elif isinstance(a, (tuple, list)):
             for x in a:
-                if isinstance(x, _torch.Tensor) and x.grad_fn is not None:
-                    return x.grad_fn
-        elif isinstance(a, dict):
-            for x in a.values():
-                if isinstance(x, _torch.Tensor) and x.grad_fn is not None:
-                    return x.grad_fn
-    if kwargs:
-        for x in kwargs.values():
-            if isinstance(x, _torch.Tensor) and x.grad_fn is not None:
-                return x.grad_fn
-    return None
-
-
-def _first_tensor(args, kwargs=None):
-    """The first tensor among `args` and `kwargs` values, one level into
-    tuples, lists and dicts (and model outputs, which are dicts), or None."""
-    for a in args:
-        if isinstance(a, _torch.Tensor):
-            return a
-        if isinstance(a, (tuple, list)):
-            for x in a:
-                if isinstance(x, _torch.Tensor):
+                if isinstance(x, _torch.Tensor) and (not grad or x.grad_fn is not None):
                     return x
         elif isinstance(a, dict):
             for x in a.values():
-                if isinstance(x, _torch.Tensor):
+                if isinstance(x, _torch.Tensor) and (not grad or x.grad_fn is not None):
                     return x
     if kwargs:
         for x in kwargs.values():
-            if isinstance(x, _torch.Tensor):
+            if isinstance(x, _torch.Tensor) and (not grad or x.grad_fn is not None):
                 return x
     return None
 
@@ -181,15 +161,14 @@ def _gradients(x, w):
 class _Info:
     """One annotated module: its range name and place in the tree."""
 
-    __slots__ = ("name", "text", "qual", "root", "ancestors", "ranged", "armed", "calls", "primary")
+    __slots__ = ("name", "text", "qual", "root", "ancestors", "armed", "calls", "primary")
 
-    def __init__(self, name, qual, root, ancestors, ranged):
+    def __init__(self, name, qual, root, ancestors):
         self.text = name
         self.name = name.encode()
         self.qual = qual
         self.root = root if root is not None else self
         self.ancestors = ancestors
-        self.ranged = ranged
         self.armed = True
         self.calls = 0
         self.primary = False
@@ -421,9 +400,9 @@ class TorchRanges:
         self.lib.enter(info.name, 0)
         stack.append(call)
         if grad:
-            node = _producer(args, kwargs)
-            if node is not None:
-                node.register_prehook(partial(self._end_hook, call))
+            t = _first_tensor(args, kwargs, grad=True)
+            if t is not None:
+                t.grad_fn.register_prehook(partial(self._end_hook, call))
         self._spent(t0, self._module_hook_ns)
 
     def _root_call(self, info, grad):
@@ -473,9 +452,9 @@ class TorchRanges:
             self._send_cost()
         self.lib.exit(0)
         if call.grad:
-            node = _producer((output,))
-            if node is not None:
-                self._pending.append((node, call))
+            t = _first_tensor((output,), grad=True)
+            if t is not None:
+                self._pending.append((t.grad_fn, call))
         if info.root is info:
             self._flush_pending()
         self._spent(t0, self._module_hook_ns)
@@ -627,7 +606,7 @@ class TorchRanges:
         call.task = task
         info = call.info
         # The model's own backward is the `backward` range around it.
-        call.pushed = info.ranged and not (info.root is info and info.primary)
+        call.pushed = not (info.root is info and info.primary)
         if call.pushed:
             self.lib.enter(info.name, FOLLOW)
         stack.append(call)
@@ -730,24 +709,22 @@ class TorchRanges:
                 name = qual
             else:
                 name = qual[len(ranged_ancestor.qual) + 1:]
-            if container:
-                info = None
-            else:
-                info = _Info(name, qual, root_info, ancestors, ranged)
+            info = None
+            if ranged:
+                info = _Info(name, qual, root_info, ancestors)
                 if is_root:
                     root_info = info
                     info.primary = self._primary is None
                     if info.primary:
                         self._primary = info
-                if ranged:
-                    self._annotated[id(m)] = info
-                    self._handles.append(m.register_forward_pre_hook(partial(self._pre, info), with_kwargs=True))
-                    # always_call: an exception out of the module still closes
-                    # its range.
-                    self._handles.append(m.register_forward_hook(partial(self._post, info), with_kwargs=True,
-                                                                 always_call=True))
-            child_ranged = info if (info is not None and info.ranged) else ranged_ancestor
-            child_ancestors = ancestors | {info} if info is not None and info.ranged else ancestors
+                self._annotated[id(m)] = info
+                self._handles.append(m.register_forward_pre_hook(partial(self._pre, info), with_kwargs=True))
+                # always_call: an exception out of the module still closes its
+                # range.
+                self._handles.append(m.register_forward_hook(partial(self._post, info), with_kwargs=True,
+                                                             always_call=True))
+            child_ranged = info if info is not None else ranged_ancestor
+            child_ancestors = ancestors | {info} if info is not None else ancestors
             for child_name, child in m.named_children():
                 child_qual = f"{qual}.{child_name}" if qual else child_name
                 visit(child, child_qual, level if container else level + 1, child_ranged, child_ancestors)
