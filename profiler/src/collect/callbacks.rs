@@ -191,32 +191,40 @@ const DRIVER_ALLOCS: &[u32] = &[
     sys::CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync_ptsz,
 ];
 
-fn is_alloc(domain: u32, cbid: u32) -> bool {
-    let list = if domain == sys::CUPTI_CB_DOMAIN_RUNTIME_API { RUNTIME_ALLOCS } else { DRIVER_ALLOCS };
-    list.contains(&cbid)
+/// What an API callback gpuscope subscribes to is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Call {
+    Launch,
+    Copy,
+    Sync,
+    Alloc,
+    CaptureBegin,
+    CaptureEnd,
 }
 
-/// Whether a callback is a host synchronisation call.
-fn is_sync(domain: u32, cbid: u32) -> bool {
-    let list = if domain == sys::CUPTI_CB_DOMAIN_RUNTIME_API { RUNTIME_SYNCS } else { DRIVER_SYNCS };
-    list.contains(&cbid)
-}
-
-/// Whether a callback is a copy API call. Asked on every launch callback,
-/// so it searches sorted copies of the lists (five comparisons), built
-/// once, instead of scanning them.
-fn is_copy(domain: u32, cbid: u32) -> bool {
-    static SORTED: std::sync::OnceLock<(Vec<u32>, Vec<u32>)> = std::sync::OnceLock::new();
-    let (runtime, driver) = SORTED.get_or_init(|| {
-        let sorted = |l: &[u32]| {
-            let mut v = l.to_vec();
-            v.sort_unstable();
-            v
-        };
-        (sorted(RUNTIME_COPIES), sorted(DRIVER_COPIES))
+/// What the call `cbid` of `domain` is. Asked on every launch callback, so
+/// it searches one sorted table of the calls that are not launches (a few
+/// comparisons), built once, instead of scanning lists.
+fn call_kind(domain: u32, cbid: u32) -> Call {
+    static TABLE: std::sync::OnceLock<Vec<((u32, u32), Call)>> = std::sync::OnceLock::new();
+    let table = TABLE.get_or_init(|| {
+        let (runtime, driver) = (sys::CUPTI_CB_DOMAIN_RUNTIME_API, sys::CUPTI_CB_DOMAIN_DRIVER_API);
+        let lists = [
+            (runtime, RUNTIME_COPIES, Call::Copy),
+            (driver, DRIVER_COPIES, Call::Copy),
+            (runtime, RUNTIME_SYNCS, Call::Sync),
+            (driver, DRIVER_SYNCS, Call::Sync),
+            (runtime, RUNTIME_ALLOCS, Call::Alloc),
+            (driver, DRIVER_ALLOCS, Call::Alloc),
+        ];
+        let mut t: Vec<((u32, u32), Call)> =
+            lists.iter().flat_map(|&(domain, ids, call)| ids.iter().map(move |&id| ((domain, id), call))).collect();
+        t.extend(CAPTURE_BEGINS.iter().map(|&k| (k, Call::CaptureBegin)));
+        t.extend(CAPTURE_ENDS.iter().map(|&k| (k, Call::CaptureEnd)));
+        t.sort_unstable_by_key(|e| e.0);
+        t
     });
-    let list = if domain == sys::CUPTI_CB_DOMAIN_RUNTIME_API { runtime } else { driver };
-    list.binary_search(&cbid).is_ok()
+    table.binary_search_by_key(&(domain, cbid), |e| e.0).map_or(Call::Launch, |i| table[i].1)
 }
 
 /// Time in gpuscope's measurement at a launch's entry from which it is
@@ -417,8 +425,9 @@ pub(super) unsafe extern "C" fn api_callback(
                 c.unmeasured_exit();
             }
         }
-        let begins = CAPTURE_BEGINS.contains(&(domain, cbid));
-        if begins || CAPTURE_ENDS.contains(&(domain, cbid)) {
+        let call = call_kind(domain, cbid);
+        if let Call::CaptureBegin | Call::CaptureEnd = call {
+            let begins = call == Call::CaptureBegin;
             if enter {
                 let base = begins.then(|| nvtx::current().path);
                 let _ = CAPTURE_BASE.try_with(|b| b.set(base));
@@ -430,7 +439,7 @@ pub(super) unsafe extern "C" fn api_callback(
             }
             return;
         }
-        if is_alloc(domain, cbid) {
+        if call == Call::Alloc {
             if enter {
                 if let Some(s) = hold() {
                     s.send(HostEvent::Alloc { correlation_id: d.correlationId, path: nvtx::current().path });
@@ -438,8 +447,8 @@ pub(super) unsafe extern "C" fn api_callback(
             }
             return;
         }
-        let copy = is_copy(domain, cbid);
-        let wait = !copy && is_sync(domain, cbid);
+        let copy = call == Call::Copy;
+        let wait = call == Call::Sync;
         if !enter && !copy && !wait {
             // A launch call's exit: how long the call took goes with the
             // thread's next launch.
@@ -784,23 +793,27 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn copy_calls_are_told_from_launches_by_domain_and_id() {
-        for &c in RUNTIME_COPIES {
-            assert!(is_copy(sys::CUPTI_CB_DOMAIN_RUNTIME_API, c));
+    fn each_call_is_told_by_domain_and_id() {
+        let (runtime, driver) = (sys::CUPTI_CB_DOMAIN_RUNTIME_API, sys::CUPTI_CB_DOMAIN_DRIVER_API);
+        for (domain, ids, call) in [
+            (runtime, RUNTIME_LAUNCHES, Call::Launch),
+            (driver, DRIVER_LAUNCHES, Call::Launch),
+            (runtime, RUNTIME_COPIES, Call::Copy),
+            (driver, DRIVER_COPIES, Call::Copy),
+            (runtime, RUNTIME_SYNCS, Call::Sync),
+            (driver, DRIVER_SYNCS, Call::Sync),
+            (runtime, RUNTIME_ALLOCS, Call::Alloc),
+            (driver, DRIVER_ALLOCS, Call::Alloc),
+        ] {
+            for &id in ids {
+                assert_eq!(call_kind(domain, id), call, "domain {domain} id {id}");
+            }
         }
-        for &c in DRIVER_COPIES {
-            assert!(is_copy(sys::CUPTI_CB_DOMAIN_DRIVER_API, c));
+        for &(domain, id) in CAPTURE_BEGINS {
+            assert_eq!(call_kind(domain, id), Call::CaptureBegin);
         }
-        for &c in RUNTIME_LAUNCHES {
-            assert!(!is_copy(sys::CUPTI_CB_DOMAIN_RUNTIME_API, c));
+        for &(domain, id) in CAPTURE_ENDS {
+            assert_eq!(call_kind(domain, id), Call::CaptureEnd);
         }
-        for &c in DRIVER_LAUNCHES {
-            assert!(!is_copy(sys::CUPTI_CB_DOMAIN_DRIVER_API, c));
-            assert!(!is_sync(sys::CUPTI_CB_DOMAIN_DRIVER_API, c));
-        }
-        for &c in RUNTIME_LAUNCHES.iter().chain(RUNTIME_COPIES) {
-            assert!(!is_sync(sys::CUPTI_CB_DOMAIN_RUNTIME_API, c));
-        }
-        assert!(is_sync(sys::CUPTI_CB_DOMAIN_RUNTIME_API, sys::CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020));
     }
 }
