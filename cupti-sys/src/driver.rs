@@ -42,6 +42,7 @@ pub struct Driver {
     pub cu_ctx_synchronize: unsafe extern "C" fn() -> CUresult,
     /// `cuDeviceGetName`.
     pub cu_device_get_name: unsafe extern "C" fn(name: *mut c_char, len: c_int, dev: CUdevice) -> CUresult,
+    /// `cuDeviceTotalMem_v2`: a device's memory, bytes.
     pub cu_device_total_mem: unsafe extern "C" fn(bytes: *mut usize, dev: CUdevice) -> CUresult,
     /// `cuModuleLoadData`: loads a module from PTX or a cubin image.
     pub cu_module_load_data: unsafe extern "C" fn(module: *mut crate::CUmodule, image: *const c_void) -> CUresult,

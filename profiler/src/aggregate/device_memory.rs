@@ -12,7 +12,8 @@ pub(crate) const MAX_LIVE: usize = 1 << 20;
 /// Timeline points kept per device.
 pub(crate) const MAX_POINTS: usize = 2048;
 /// Allocation calls waiting for their record (a record normally follows
-/// within a buffer's flush); when full, the oldest are forgotten.
+/// within a buffer's flush); when full, all are forgotten (their
+/// allocations count as unattributed).
 pub(crate) const MAX_CALLS: usize = 1 << 16;
 /// Distinct holders tracked per device.
 const MAX_PATHS: usize = 4096;
@@ -109,8 +110,8 @@ impl DeviceMemoryAcc {
         self.calls.insert(correlation_id, path);
     }
 
-    /// Takes one record; `Some(alloc)` when it allocated or released
-    /// device memory that is tracked.
+    /// Takes one record; `Some(alloc)` when it was an allocation or
+    /// release of the program's device memory.
     pub(crate) fn record(&mut self, m: &DeviceMemoryActivity) -> Option<bool> {
         let k = kind(m.memory_kind)?;
         let d = self.devices.entry(m.device).or_insert_with(|| DeviceAcc {
@@ -131,28 +132,28 @@ impl DeviceMemoryAcc {
             }
             match k {
                 Kind::Device | Kind::Static => {
-                    if k == Kind::Static {
-                        d.statics = d.statics.saturating_add(m.bytes);
-                        d.out.static_peak_bytes = d.out.static_peak_bytes.max(d.statics);
-                    }
-                    d.out.allocations += 1;
-                    d.out.allocated_bytes = d.out.allocated_bytes.saturating_add(m.bytes);
-                    d.out.pool_allocations += m.pool as u64;
-                    d.live = d.live.saturating_add(m.bytes);
                     if k == Kind::Device {
-                        // Static memory comes with loaded modules, from no
-                        // call of the program's: shown apart.
+                        d.out.allocations += 1;
+                        d.out.allocated_bytes = d.out.allocated_bytes.saturating_add(m.bytes);
+                        d.out.pool_allocations += m.pool as u64;
                         d.out.unattributed_allocations += path.is_none() as u64;
                         let holder = if d.held.len() < MAX_PATHS || d.held.contains_key(&path) { path } else { None };
                         *d.held.entry(holder).or_default() += m.bytes;
+                    } else {
+                        // Static memory comes with loaded modules, from no
+                        // call of the program's: live bytes, shown apart,
+                        // not an allocation.
+                        d.statics = d.statics.saturating_add(m.bytes);
+                        d.out.static_peak_bytes = d.out.static_peak_bytes.max(d.statics);
                     }
+                    d.live = d.live.saturating_add(m.bytes);
                     if d.live > d.out.peak_live_bytes {
                         d.out.peak_live_bytes = d.live;
                         d.out.peak_ns = m.ts;
                         d.held_at_peak = d.held.iter().filter(|(_, b)| **b > 0).map(|(p, b)| (*p, *b)).collect();
                     }
                     d.point(m.ts);
-                    return Some(true);
+                    return (k == Kind::Device).then_some(true);
                 }
                 Kind::Pinned => {
                     d.pinned = d.pinned.saturating_add(m.bytes);
@@ -167,14 +168,18 @@ impl DeviceMemoryAcc {
             match self.live.remove(&key) {
                 Some(old) => {
                     sub(d, old);
-                    if matches!(old.kind, Kind::Device | Kind::Static) {
-                        d.out.releases += 1;
-                        d.out.released_bytes = d.out.released_bytes.saturating_add(old.bytes);
-                        d.point(m.ts);
-                        return Some(false);
+                    match old.kind {
+                        Kind::Device => {
+                            d.out.releases += 1;
+                            d.out.released_bytes = d.out.released_bytes.saturating_add(old.bytes);
+                            d.point(m.ts);
+                            return Some(false);
+                        }
+                        Kind::Static => d.point(m.ts),
+                        Kind::Pinned | Kind::Managed => {}
                     }
                 }
-                None if matches!(k, Kind::Device | Kind::Static) => {
+                None if k == Kind::Device => {
                     d.out.earlier_releases += 1;
                     d.out.earlier_released_bytes = d.out.earlier_released_bytes.saturating_add(m.bytes);
                     return Some(false);
@@ -265,6 +270,13 @@ mod tests {
         assert_eq!(d.live_at_end_bytes, 120);
         assert_eq!((d.earlier_releases, d.earlier_released_bytes), (1, 1_000));
         assert_eq!(d.pinned_host_peak_bytes, 4_096, "pinned host memory kept apart");
+        // Static memory of a loaded module: live bytes, not an allocation.
+        let mut a2 = DeviceMemoryAcc::default();
+        let mut module = rec(true, 0x7000, 64, 70);
+        module.memory_kind = s::CUPTI_ACTIVITY_MEMORY_KIND_DEVICE_STATIC as u8;
+        assert_eq!(a2.record(&module), None, "no allocation of the program's");
+        let d2 = &a2.summary(|_| String::new())[0];
+        assert_eq!((d2.allocations, d2.peak_live_bytes, d2.static_peak_bytes), (0, 64, 64));
         assert_eq!(d.timeline, vec![(10, 100), (20, 150), (30, 50), (40, 120)]);
     }
 

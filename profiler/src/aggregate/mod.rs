@@ -300,6 +300,13 @@ impl Aggregator {
     }
 
     /// Applies one host event.
+    /// Thread `tid`'s cost row; beyond MAX_THREADS threads, the rest share
+    /// one row (tid 0).
+    fn thread_cost(&mut self, tid: u32) -> &mut ThreadCost {
+        let row = if self.threads.len() < MAX_THREADS || self.threads.contains_key(&tid) { tid } else { 0 };
+        self.threads.entry(row).or_insert_with(|| ThreadCost { tid: row, ..Default::default() })
+    }
+
     pub(crate) fn host_event(&mut self, e: HostEvent) {
         match e {
             HostEvent::Push { instance, parent, path, tid, ts } => {
@@ -333,10 +340,7 @@ impl Aggregator {
                 prev_call_ns,
             } => {
                 let prev_call_ns = if prev_call_ns as u64 > MAX_TIMED_CALL_NS { 0 } else { prev_call_ns };
-                // Beyond MAX_THREADS threads, the rest share one row.
-                let row = if self.threads.len() < MAX_THREADS || self.threads.contains_key(&tid) { tid } else { 0 };
-                let cost = self.threads.entry(row).or_insert_with(|| ThreadCost { tid: row, ..Default::default() });
-                cost.add(cost_ns as u64, prev_call_ns as u64);
+                self.thread_cost(tid).add(cost_ns as u64, prev_call_ns as u64);
                 let since = self.recent.before(ts);
                 self.recent.add(ts);
                 let info = LaunchInfo { tid, path, instance, profiled, ts, graph, seen: true, inherited, since };
@@ -383,8 +387,7 @@ impl Aggregator {
             HostEvent::Flops { instance, flops } => self.ranges.flops(instance, flops),
             HostEvent::Alloc { correlation_id, path } => self.device_memory.call(correlation_id, path),
             HostEvent::OwnCost { tid, instance, ns, ts } => {
-                let row = if self.threads.len() < MAX_THREADS || self.threads.contains_key(&tid) { tid } else { 0 };
-                self.threads.entry(row).or_insert_with(|| ThreadCost { tid: row, ..Default::default() }).add_own(ns);
+                self.thread_cost(tid).add_own(ns);
                 self.ranges.own_cost(instance, ns);
                 self.timeline.own_cost(ts, ns);
             }

@@ -1,8 +1,9 @@
 //! Repeated blocks summed: sibling ranges named `NAME.N` or `N` (a
 //! model's decoder layers in a ModuleList, blocks in a Sequential, as
-//! PyTorch's automatic ranges name them) taken together, and the ranges inside them by name across
-//! the blocks (every layer's attention, every layer's MLP), so the cost of
-//! a kind of block and of a part of it reads as one figure.
+//! PyTorch's automatic ranges name them) taken together, and the ranges
+//! inside them by name across the blocks (every layer's attention, every
+//! layer's MLP), so the cost of a kind of block and of a part of it reads
+//! as one figure.
 
 use super::RangeAnalysis;
 use rustc_hash::FxHashMap as HashMap;

@@ -253,10 +253,9 @@ pub(crate) fn add_flops(flops: f64) {
 /// gpuscope's own (a framework integration's hooks), inside its innermost
 /// open range: counted as gpuscope's cost.
 pub(crate) fn add_own_cost(ns: u64) {
-    let ctx = current();
     if ns > 0 {
-        let tid = ctx.tid;
-        send_host_event(|ts| HostEvent::OwnCost { tid, instance: ctx.instance, ns, ts });
+        let ctx = current();
+        send_host_event(|ts| HostEvent::OwnCost { tid: ctx.tid, instance: ctx.instance, ns, ts });
     }
 }
 

@@ -23,7 +23,9 @@ pub struct Holder {
 pub struct DeviceMemory {
     /// Device ordinal.
     pub device: u32,
-    /// Device-memory allocations and releases, and their bytes.
+    /// Device-memory allocations and releases, and their bytes (static
+    /// memory of loaded modules is not counted here: see
+    /// `static_peak_bytes`).
     pub allocations: u64,
     /// See `allocations`.
     pub releases: u64,
