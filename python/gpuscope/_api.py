@@ -113,8 +113,8 @@ class profile:
     holds CUPTI, it warns (`GpuscopeWarning`) and the block runs
     unprofiled, or raises `GpuscopeError` with `strict=True`. Bad
     arguments always raise. `torch_ranges=True` (or a depth): PyTorch's
-    automatic ranges while the block runs (see `annotate`). After the block, `report` holds the report
-    (`None` if unprofiled)."""
+    automatic ranges while the block runs (see `annotate`). After the
+    block, `report` holds the report (`None` if unprofiled)."""
 
     def __init__(self, mode="trace", output=None, format=None, *, metrics=None, kernel_filter=None,
                  nvtx_filter=None, launch_count=None, keep_trace=None, sampling_interval_us=None,
@@ -128,7 +128,7 @@ class profile:
         self._torch_ranges = None if torch_ranges in (None, False) else _torch_depth(torch_ranges)
         self._hooks = None
         self._own_hooks = False
-        #: With `torch_ranges`, after the block: which modules' FLOPs were
+        #: With `torch_ranges`, after the block: which calls' FLOPs were
         #: counted, in words.
         self.torch_flops = None
         self._options = dict(metrics=metrics, kernel_filter=kernel_filter, nvtx_filter=nvtx_filter,
@@ -281,8 +281,9 @@ def annotate(model, depth=None):
     `depth` levels (default: one level inside its repeated blocks, such as
     decoder layers), plus `step` (one per optimizer step), `data`
     (DataLoader waits), `backward` and `optimizer`; model FLOPs counted
-    from `nn.Linear`, convolution and `scaled_dot_product_attention`
-    shapes give MFU without `declare_flops`. Returns `model`."""
+    from the shapes of `F.linear`, convolution and
+    `scaled_dot_product_attention` calls give MFU without `declare_flops`.
+    Returns `model`."""
     if depth is not None:
         _torch_depth(depth)
     hooks, _ = _torch_hooks(None, discover=False)

@@ -326,10 +326,9 @@ class TorchRanges:
         self._cost = {}  # thread id -> hook time not yet sent, ns
         self._recompute = {}  # thread id -> re-run forward's backward FLOPs
         self._backend = backend
-        # What torch takes to call one module hook and one autograd node
-        # hook, beyond the hook's own time (calibrated at install), ns.
-        self._module_hook_ns = 0
-        self._node_hook_ns = 0
+        # What torch takes to call one hook (module or autograd node),
+        # beyond the hook's own time (calibrated at install), ns.
+        self._hook_call_ns = 0
         self.installed = False
 
     # ---- the step -------------------------------------------------------
@@ -403,7 +402,7 @@ class TorchRanges:
             t = _first_tensor(args, kwargs, grad=True)
             if t is not None:
                 t.grad_fn.register_prehook(partial(self._end_hook, call))
-        self._spent(t0, self._module_hook_ns)
+        self._spent(t0, self._hook_call_ns)
 
     def _root_call(self, info, grad):
         info.calls += 1
@@ -447,7 +446,7 @@ class TorchRanges:
             self.lib.flops(call.fwd_flops)
         if info.root is info:
             # The forward's hooks' time, as gpuscope's cost of it.
-            self._spent(t0, self._module_hook_ns)
+            self._spent(t0, self._hook_call_ns)
             t0 = _clock()
             self._send_cost()
         self.lib.exit(0)
@@ -457,7 +456,7 @@ class TorchRanges:
                 self._pending.append((t.grad_fn, call))
         if info.root is info:
             self._flush_pending()
-        self._spent(t0, self._module_hook_ns)
+        self._spent(t0, self._hook_call_ns)
 
     def _spent(self, t0, dispatch_ns=0):
         """Adds the time since `t0`, and `dispatch_ns` (torch's cost of
@@ -578,12 +577,12 @@ class TorchRanges:
     def _begin_hook(self, call, grad_outputs):
         t0 = _clock()
         self._begin(call)
-        self._spent(t0, self._node_hook_ns)
+        self._spent(t0, self._hook_call_ns)
 
     def _end_hook(self, call, grad_outputs):
         t0 = _clock()
         self._end(call)
-        self._spent(t0, self._node_hook_ns)
+        self._spent(t0, self._hook_call_ns)
 
     def _begin(self, call):
         if call.begun:
@@ -768,7 +767,7 @@ class TorchRanges:
         self.installed = True
         _torch = torch
         # Before any hook or patch is in place.
-        self._module_hook_ns = self._node_hook_ns = _calibrate_dispatch()
+        self._hook_call_ns = _calibrate_dispatch()
         _is_compiling = torch.compiler.is_compiling
         _graph_task_id = torch._C._current_graph_task_id
         self._handles.append(optim.register_optimizer_step_pre_hook(self._optimizer_pre))
