@@ -282,7 +282,7 @@ fn counters_make_kernels_compute_memory_or_latency_bound_and_give_hardware_mfu()
     // JSON carries the analysis and reads back to the same report.
     let json = r.to_json();
     let v: serde_json::Value = serde_json::from_str(&json).unwrap();
-    assert_eq!(v["schema_version"], 2);
+    assert_eq!(v["schema_version"], 3);
     assert!(v["findings"].as_array().unwrap().len() >= 2);
     assert!(v["kernels"].as_array().unwrap().iter().any(|k| k["analysis"]["verdict"]["bound"] == "memory-bound"));
     assert_eq!(Report::from_json(&json).unwrap(), r);

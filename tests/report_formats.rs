@@ -225,7 +225,7 @@ fn json_round_trips_with_a_schema_version() {
     let r = workload(100);
     let s = r.to_json();
     let v: serde_json::Value = serde_json::from_str(&s).unwrap();
-    assert_eq!(v["schema_version"], 2);
+    assert_eq!(v["schema_version"], 3);
     // The analysis travels with the data and is ignored when read back.
     assert!(v["findings"].is_array() && v["peaks"]["source"].as_str().unwrap().contains("H200"));
     assert!(v["ranges"][0]["analysis"]["verdict"]["bound"].is_string());

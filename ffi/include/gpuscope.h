@@ -71,6 +71,12 @@
 // report (it did none of the work it names).
 #define GPUSCOPE_RANGE_DISCARD 2
 
+// `gpuscope_range_framework_memory`: figures at the range's start.
+#define GPUSCOPE_AT_START 0
+
+// `gpuscope_range_framework_memory`: figures at the range's end.
+#define GPUSCOPE_AT_END 1
+
 // Session options. Call `gpuscope_config_init` first: it sets
 // `struct_size`, which lets later versions add fields at the end.
 typedef struct {
@@ -102,6 +108,9 @@ typedef struct {
   uint32_t trace_window_ms;
   // The period of the trace windows, ms.
   uint32_t trace_period_ms;
+  // Device memory allocations and releases recorded (1, default) or
+  // not (0): peaks, who holds memory, per-range figures.
+  uint32_t device_memory;
 } gpuscope_config;
 
 #ifdef __cplusplus
@@ -170,6 +179,16 @@ int gpuscope_range_flops(double flops);
 // theirs). It is taken out of the host's share of idle GPU time before
 // verdicts, as gpuscope's callbacks' time is.
 int gpuscope_range_cost(uint64_t ns);
+
+// Reports a framework allocator's figures at the start
+// (`GPUSCOPE_AT_START`) or end (`GPUSCOPE_AT_END`) of the calling thread's
+// innermost open range: bytes in use by tensors, bytes the allocator holds
+// from the device, and its high-water mark of bytes in use (PyTorch's
+// automatic ranges send `torch.cuda.memory_stats` at steps and passes).
+int gpuscope_range_framework_memory(uint32_t at,
+                                    uint64_t allocated_bytes,
+                                    uint64_t reserved_bytes,
+                                    uint64_t peak_allocated_bytes);
 
 // The last error on the calling thread ("" if none). The string stays
 // valid until the thread's next failing gpuscope call.

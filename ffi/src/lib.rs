@@ -60,6 +60,10 @@ pub const GPUSCOPE_RANGE_FOLLOW: u32 = 1;
 /// `gpuscope_range_exit` flag: leave this opening of the range out of the
 /// report (it did none of the work it names).
 pub const GPUSCOPE_RANGE_DISCARD: u32 = 2;
+/// `gpuscope_range_framework_memory`: figures at the range's start.
+pub const GPUSCOPE_AT_START: u32 = 0;
+/// `gpuscope_range_framework_memory`: figures at the range's end.
+pub const GPUSCOPE_AT_END: u32 = 1;
 
 /// Session options. Call `gpuscope_config_init` first: it sets
 /// `struct_size`, which lets later versions add fields at the end.
@@ -94,6 +98,9 @@ pub struct gpuscope_config {
     pub trace_window_ms: u32,
     /// The period of the trace windows, ms.
     pub trace_period_ms: u32,
+    /// Device memory allocations and releases recorded (1, default) or
+    /// not (0): peaks, who holds memory, per-range figures.
+    pub device_memory: u32,
 }
 
 /// Size of `gpuscope_config` before the trace-window fields: callers built
@@ -187,6 +194,7 @@ fn default_config() -> gpuscope_config {
         sampling_interval_us: 0,
         trace_window_ms: 0,
         trace_period_ms: 0,
+        device_memory: 1,
     }
 }
 
@@ -212,7 +220,11 @@ fn profiler_from(c: &gpuscope_config) -> Result<Profiler, c_int> {
         set_error("gpuscope_config.struct_size is too small: call gpuscope_config_init first");
         return Err(GPUSCOPE_ERR_INVALID);
     }
-    let mut p = Profiler::new().keep_trace(c.keep_trace as usize);
+    if c.device_memory > 1 {
+        set_error(&format!("gpuscope_config.device_memory = {}; allowed: 0 (off) or 1 (on)", c.device_memory));
+        return Err(GPUSCOPE_ERR_INVALID);
+    }
+    let mut p = Profiler::new().keep_trace(c.keep_trace as usize).device_memory(c.device_memory == 1);
     if (c.trace_window_ms, c.trace_period_ms) != (0, 0) {
         // Checked with the rest of the options when the session starts.
         let ms = |v: u32| std::time::Duration::from_millis(v as u64);
@@ -538,6 +550,30 @@ pub extern "C" fn gpuscope_range_cost(ns: u64) -> c_int {
     })
 }
 
+/// Reports a framework allocator's figures at the start
+/// (`GPUSCOPE_AT_START`) or end (`GPUSCOPE_AT_END`) of the calling thread's
+/// innermost open range: bytes in use by tensors, bytes the allocator holds
+/// from the device, and its high-water mark of bytes in use (PyTorch's
+/// automatic ranges send `torch.cuda.memory_stats` at steps and passes).
+#[no_mangle]
+pub extern "C" fn gpuscope_range_framework_memory(
+    at: u32,
+    allocated_bytes: u64,
+    reserved_bytes: u64,
+    peak_allocated_bytes: u64,
+) -> c_int {
+    guard(|| {
+        if at > GPUSCOPE_AT_END {
+            set_error(&format!(
+                "gpuscope_range_framework_memory: at {at}; allowed: GPUSCOPE_AT_START (0) or GPUSCOPE_AT_END (1)"
+            ));
+            return GPUSCOPE_ERR_INVALID;
+        }
+        profiler::range_framework_memory(at == GPUSCOPE_AT_END, allocated_bytes, reserved_bytes, peak_allocated_bytes);
+        GPUSCOPE_OK
+    })
+}
+
 /// The last error on the calling thread ("" if none). The string stays
 /// valid until the thread's next failing gpuscope call.
 #[no_mangle]
@@ -574,7 +610,22 @@ mod tests {
         let c = unsafe { read_config(bytes.as_ptr() as *const gpuscope_config) };
         assert_eq!((c.mode, c.sampling_interval_us), (GPUSCOPE_MODE_SAMPLING, old.sampling_interval_us));
         assert_eq!((c.trace_window_ms, c.trace_period_ms), (0, 0), "not read past struct_size");
+        assert_eq!(c.device_memory, 1, "the default");
         assert!(profiler_from(&c).is_ok());
+    }
+
+    #[test]
+    fn a_bad_device_memory_switch_or_bound_is_refused_naming_what_is_allowed() {
+        let mut c = default_config();
+        c.device_memory = 2;
+        // SAFETY: a whole, initialised config.
+        assert_eq!(unsafe { gpuscope_start(&c) }, GPUSCOPE_ERR_INVALID);
+        let e = LAST_ERROR.with(|e| e.borrow().to_string_lossy().into_owned());
+        assert!(e.contains("device_memory = 2; allowed: 0 (off) or 1 (on)"), "{e}");
+        assert_eq!(gpuscope_range_framework_memory(7, 1, 2, 3), GPUSCOPE_ERR_INVALID);
+        let e = LAST_ERROR.with(|e| e.borrow().to_string_lossy().into_owned());
+        assert!(e.contains("at 7; allowed: GPUSCOPE_AT_START (0) or GPUSCOPE_AT_END (1)"), "{e}");
+        assert_eq!(gpuscope_range_framework_memory(GPUSCOPE_AT_END, 1, 2, 3), GPUSCOPE_OK, "no range open: ignored");
     }
 
     #[test]

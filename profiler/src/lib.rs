@@ -125,6 +125,15 @@ pub fn add_own_cost(ns: u64) {
     collect::nvtx::add_own_cost(ns);
 }
 
+/// Reports a framework allocator's figures (PyTorch's caching allocator:
+/// bytes in use by tensors, bytes held from the device, and the high-water
+/// mark of bytes in use) at the start (`at_end` false) or the end of the
+/// calling thread's innermost open range: the report shows, per range,
+/// what its calls kept and the highest use reached inside them.
+pub fn range_framework_memory(at_end: bool, allocated: u64, reserved: u64, peak: u64) {
+    collect::nvtx::framework_memory(at_end, allocated, reserved, peak);
+}
+
 /// Whether the NVIDIA driver library (libcuda) loads in this process:
 /// without it there is no GPU to profile.
 pub fn driver_present() -> bool {

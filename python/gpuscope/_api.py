@@ -113,12 +113,14 @@ class profile:
     holds CUPTI, it warns (`GpuscopeWarning`) and the block runs
     unprofiled, or raises `GpuscopeError` with `strict=True`. Bad
     arguments always raise. `torch_ranges=True` (or a depth): PyTorch's
-    automatic ranges while the block runs (see `annotate`). After the
-    block, `report` holds the report (`None` if unprofiled)."""
+    automatic ranges while the block runs (see `annotate`).
+    `device_memory=False`: no device memory figures (allocations are
+    recorded by default: peaks, who holds memory, per-range figures). After
+    the block, `report` holds the report (`None` if unprofiled)."""
 
     def __init__(self, mode="trace", output=None, format=None, *, metrics=None, kernel_filter=None,
                  nvtx_filter=None, launch_count=None, keep_trace=None, sampling_interval_us=None,
-                 trace_windows=None, torch_ranges=None, strict=False):
+                 trace_windows=None, torch_ranges=None, device_memory=True, strict=False):
         if mode not in MODES:
             raise ValueError(f"mode {mode!r} is not a gpuscope mode; allowed: {', '.join(MODES)}")
         self.mode = mode
@@ -134,6 +136,9 @@ class profile:
         self._options = dict(metrics=metrics, kernel_filter=kernel_filter, nvtx_filter=nvtx_filter,
                              launch_count=launch_count, keep_trace=keep_trace,
                              sampling_interval_us=sampling_interval_us, trace_windows=trace_windows)
+        if device_memory not in (True, False):
+            raise ValueError(f"device_memory={device_memory!r}; allowed: True or False")
+        self.device_memory = device_memory
         #: The report, after the session stopped (`None` when nothing was
         #: profiled: `reason` says why).
         self.report = None
@@ -168,6 +173,7 @@ class profile:
             except (TypeError, ValueError):
                 raise ValueError(f"trace_windows={o['trace_windows']!r} is not (window_ms, period_ms)") from None
             cfg.trace_window_ms, cfg.trace_period_ms = window, period
+        cfg.device_memory = int(self.device_memory)
         return cfg
 
     def start(self):
@@ -182,6 +188,7 @@ class profile:
             if self._torch_ranges is not None:
                 depth = None if self._torch_ranges == "auto" else self._torch_ranges
                 self._hooks, self._own_hooks = _torch_hooks(depth)
+                self._hooks.sample_memory = self.device_memory
         elif code in (_native.ERR_NO_GPU, _native.ERR_BUSY, _native.ERR_CUPTI) and not self.strict:
             message = (lib().gpuscope_last_error() or b"").decode("utf-8", "replace")
             self.reason = message

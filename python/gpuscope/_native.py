@@ -40,6 +40,7 @@ class Config(ctypes.Structure):
         ("sampling_interval_us", ctypes.c_uint32),
         ("trace_window_ms", ctypes.c_uint32),
         ("trace_period_ms", ctypes.c_uint32),
+        ("device_memory", ctypes.c_uint32),
     ]
 
 

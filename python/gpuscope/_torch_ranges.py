@@ -60,6 +60,14 @@ class Library:
         self.exit = h.gpuscope_range_exit
         self.flops = h.gpuscope_range_flops
         self.cost = h.gpuscope_range_cost
+        # memory(at, allocated, reserved, peak): the caching allocator's
+        # figures at a range's start (0) or end (1).
+        memory = getattr(h, "gpuscope_range_framework_memory", None)
+        if memory is not None:
+            memory.argtypes = [ctypes.c_uint32, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint64]
+            self.memory = memory
+        else:
+            self.memory = None
 
 
 def _is_compiling():
@@ -230,6 +238,8 @@ class _Silent:
     def cost(self, ns):
         pass
 
+    memory = None
+
 
 def _calibrate_dispatch(calls=200, rounds=5):
     """What torch takes to call an empty module hook, beyond the hook
@@ -330,6 +340,28 @@ class TorchRanges:
         # beyond the hook's own time (calibrated at install), ns.
         self._hook_call_ns = 0
         self.installed = False
+        #: The caching allocator's figures go with step, forward, backward
+        #: and optimizer ranges (when CUDA is in use).
+        self.sample_memory = os.environ.get("GPUSCOPE_DEVICE_MEMORY", "on") != "off"
+        self._memory_stats = None
+
+    # ---- the caching allocator --------------------------------------------
+
+    def _memory(self, at):
+        """Sends the caching allocator's figures (bytes in use, held, peak
+        in use) for the innermost open range's start (0) or end (1). Never
+        initialises CUDA; its time counts as gpuscope's cost."""
+        stats, send = self._memory_stats, getattr(self.lib, "memory", None)
+        if stats is None or send is None or not self.sample_memory or not _torch.cuda.is_initialized():
+            return
+        t0 = _clock()
+        try:
+            s = stats(_torch.cuda.current_device())
+            used = s["allocated_bytes"]["all"]
+            send(at, used["current"], s["reserved_bytes"]["all"]["current"], used["peak"])
+        except Exception:
+            self._memory_stats = None
+        self._spent(t0)
 
     # ---- the step -------------------------------------------------------
 
@@ -339,6 +371,7 @@ class TorchRanges:
         if _get_ident() != self._main:
             return False
         if self._step == 2:
+            self._memory(1)
             self.lib.exit(0)
             self._step = 0
         return self._open_step()
@@ -348,12 +381,14 @@ class TorchRanges:
         if self._step:
             return False
         self.lib.enter(b"step", 0)
+        self._memory(0)
         self._step = 1
         return True
 
     def close_step(self):
         """Closes a step whose optimizer step is done (or any, at exit)."""
         if _get_ident() == self._main and self._step:
+            self._memory(1)
             self.lib.exit(0)
             self._step = 0
 
@@ -364,12 +399,14 @@ class TorchRanges:
         if self._optimizer_depth == 1:
             self._open_step()
             self.lib.enter(b"optimizer", 0)
+            self._memory(0)
 
     def _optimizer_post(self, optimizer, args, kwargs):
         if _get_ident() != self._main or self._optimizer_depth == 0:
             return
         self._optimizer_depth -= 1
         if self._optimizer_depth == 0:
+            self._memory(1)
             self.lib.exit(0)
             self._step = 2
 
@@ -397,6 +434,8 @@ class TorchRanges:
             stack = self._forward[tid] = []
         call = _Call(info, grad)
         self.lib.enter(info.name, 0)
+        if info.root is info:
+            self._memory(0)
         stack.append(call)
         if grad:
             t = _first_tensor(args, kwargs, grad=True)
@@ -445,6 +484,7 @@ class TorchRanges:
             # at their ends).
             self.lib.flops(call.fwd_flops)
         if info.root is info:
+            self._memory(1)
             # The forward's hooks' time, as gpuscope's cost of it.
             self._spent(t0, self._hook_call_ns)
             t0 = _clock()
@@ -652,6 +692,7 @@ class TorchRanges:
             self._open_step()
             self._backward_depth += 1
             self.lib.enter(b"backward", 0)
+            self._memory(0)
             try:
                 return original(*args, **kwargs)
             finally:
@@ -660,6 +701,7 @@ class TorchRanges:
                 stack = self._backward.get(tid)
                 while stack:
                     self._close(stack.pop())
+                self._memory(1)
                 self._send_cost()
                 self.lib.exit(0)
                 self._backward_depth -= 1
@@ -766,6 +808,9 @@ class TorchRanges:
         self.lib = self._backend
         self.installed = True
         _torch = torch
+        # torch.cuda.memory_stats without its flattening (one call per
+        # range bound).
+        self._memory_stats = getattr(torch._C, "_cuda_memoryStats", None)
         # Before any hook or patch is in place.
         self._hook_call_ns = _calibrate_dispatch()
         _is_compiling = torch.compiler.is_compiling

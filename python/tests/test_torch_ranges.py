@@ -50,6 +50,9 @@ class Recorder:
     def cost(self, ns):
         self.events.append(("cost", "/".join(self._path(threading.get_ident())), ns))
 
+    def memory(self, at, allocated, reserved, peak):
+        self.events.append(("memory", "/".join(self._path(threading.get_ident())), (at, allocated, reserved, peak)))
+
     def entered(self):
         return [p for k, p, _ in self.events if k == "enter"]
 
@@ -157,6 +160,57 @@ class TorchRanges(unittest.TestCase):
         enters = sum(1 for e in rec.events if e[0] == "enter")
         self.assertEqual(enters, sum(1 for e in rec.events if e[0] == "exit"))
         self.assertEqual(rec.events[-1][:2], ("exit", "step"))
+
+    def test_the_caching_allocators_figures_go_with_the_bounds_of_step_forward_backward_and_optimizer(self):
+        from unittest import mock
+
+        torch.manual_seed(0)
+        calls = []
+
+        def stats(device):
+            calls.append(device)
+            n = len(calls)
+            return {"allocated_bytes": {"all": {"current": 100 * n, "peak": 1000 + n}},
+                    "reserved_bytes": {"all": {"current": 5000}}}
+
+        def run(sample):
+            rec = Recorder()
+            hooks = tr.TorchRanges(rec)
+            hooks.install()
+            hooks._memory_stats = stats
+            hooks.sample_memory = sample
+            with mock.patch.object(torch.cuda, "is_initialized", return_value=True), \
+                    mock.patch.object(torch.cuda, "current_device", return_value=0):
+                try:
+                    model, opt = Model(), None
+                    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+                    for _ in range(3):
+                        model(torch.randint(0, 32, (2, 8))).sum().backward()
+                        opt.step()
+                    hooks.close_step()
+                finally:
+                    hooks.uninstall()
+            return rec
+
+        rec = run(True)
+        mem = [(p, e[0]) for k, p, e in rec.events if k == "memory"]
+        step = [(p, at) for p, at in mem[-8:]]
+        self.assertEqual(step, [("step", 0), ("step/forward", 0), ("step/forward", 1), ("step/backward", 0),
+                                ("step/backward", 1), ("step/optimizer", 0), ("step/optimizer", 1), ("step", 1)],
+                         "at each bound, inside the range")
+        first = next(e for k, _, e in rec.events if k == "memory")
+        self.assertEqual(first, (0, 100, 5000, 1001), "bytes in use, held, and peak in use")
+        # Off by the switch, and never before CUDA is in use.
+        self.assertFalse([e for e in run(False).events if e[0] == "memory"])
+        rec = Recorder()
+        hooks = tr.TorchRanges(rec)
+        hooks.install()
+        try:
+            model = Model()
+            model(torch.randint(0, 32, (2, 8))).sum().backward()
+        finally:
+            hooks.uninstall()
+        self.assertFalse([e for e in rec.events if e[0] == "memory"], "CPU torch: CUDA not initialised")
 
     def test_the_hooks_time_is_sent_as_gpuscopes_cost_of_forward_and_backward(self):
         rec, _ = self.train(Model())

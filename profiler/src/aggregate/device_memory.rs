@@ -1,10 +1,13 @@
 //! Device memory accounting: allocations and releases as CUPTI records
-//! them, live bytes per device, the peak and a bounded timeline.
+//! them, live bytes per device, the peak and who held it, a bounded
+//! timeline, and each range's share.
 
 use crate::decode::DeviceMemoryActivity;
-use crate::model::device_memory::{DeviceMemory, Holder, MAX_HOLDERS};
+use crate::model::device_memory::{library_of, DeviceMemory, Holder, LibraryHolder, RangeMemory, MAX_HOLDERS};
 use crate::model::path::PathId;
 use rustc_hash::FxHashMap as HashMap;
+use std::collections::VecDeque;
+use std::ffi::{c_char, CStr};
 
 /// Live allocations tracked at once (the program's live allocations, not
 /// their count over time); beyond, new ones are counted as drops.
@@ -15,8 +18,14 @@ pub(crate) const MAX_POINTS: usize = 2048;
 /// within a buffer's flush); when full, all are forgotten (their
 /// allocations count as unattributed).
 pub(crate) const MAX_CALLS: usize = 1 << 16;
-/// Distinct holders tracked per device.
+/// Distinct holders tracked per device, and range paths with figures.
 const MAX_PATHS: usize = 4096;
+/// Distinct libraries told apart; more are "(other)".
+const MAX_LIBRARIES: usize = 64;
+/// Changes of the live bytes kept for the ranges still to be finished; the
+/// oldest half goes when full (a range that began before what is kept gets
+/// a partial peak, counted).
+const MAX_LOG: usize = 1 << 16;
 
 /// What is tracked of one live allocation.
 #[derive(Debug, Clone, Copy)]
@@ -25,6 +34,9 @@ struct Live {
     kind: Kind,
     /// The allocating call's path (`None`: not seen).
     path: Option<PathId>,
+    /// The allocating library, an index into `libraries` (`None`: not
+    /// said).
+    library: Option<u8>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,6 +76,9 @@ struct DeviceAcc {
     /// peak.
     held: HashMap<Option<PathId>, u64>,
     held_at_peak: Vec<(Option<PathId>, u64)>,
+    /// The same by allocating library.
+    held_by_library: HashMap<Option<u8>, u64>,
+    held_by_library_at_peak: Vec<(Option<u8>, u64)>,
 }
 
 impl DeviceAcc {
@@ -90,24 +105,138 @@ impl DeviceAcc {
     }
 }
 
+/// One range path's own figures (its nested ranges' are added when the
+/// report is made).
+#[derive(Debug, Default, Clone)]
+struct PathAcc {
+    allocations: u64,
+    allocated_bytes: u64,
+    releases: u64,
+    released_bytes: u64,
+    peak_live_bytes: u64,
+    live_at_end_bytes: u64,
+    /// End of the call `live_at_end_bytes` is of.
+    last_end: u64,
+}
+
 /// Every device's memory.
 #[derive(Debug, Default)]
 pub(crate) struct DeviceMemoryAcc {
     live: HashMap<(u32, u64), Live>,
     devices: HashMap<u32, DeviceAcc>,
-    /// Allocation calls by correlation id: their path.
+    /// Allocation and release calls by correlation id: their path.
     calls: HashMap<u32, PathId>,
     /// Allocations not tracked because `MAX_LIVE` were live.
     pub over_cap: u64,
+    /// Library names by CUPTI's source string, and the names.
+    library_by_ptr: HashMap<usize, Option<u8>>,
+    libraries: Vec<String>,
+    /// Live device bytes of all devices after each change (ts, bytes), for
+    /// the ranges still to be finished; `log_base` is what was live before
+    /// the first one kept, `log_cut` the time up to which changes were
+    /// dropped for room.
+    log: VecDeque<(u64, u64)>,
+    log_base: u64,
+    log_cut: Option<u64>,
+    total_live: u64,
+    by_path: HashMap<PathId, PathAcc>,
+    /// Ranges whose peak missed changes dropped for room.
+    pub partial_ranges: u64,
 }
 
 impl DeviceMemoryAcc {
-    /// An allocation call made inside `path`; its record follows.
+    /// An allocation or release call made inside `path`; its record
+    /// follows.
     pub(crate) fn call(&mut self, correlation_id: u32, path: PathId) {
         if self.calls.len() >= MAX_CALLS {
             self.calls.clear();
         }
         self.calls.insert(correlation_id, path);
+    }
+
+    /// A finished call of the range `path`, open from `start` to `end`: the
+    /// device memory live meanwhile.
+    pub(crate) fn range(&mut self, path: PathId, start: u64, end: u64) {
+        if self.devices.is_empty() {
+            return;
+        }
+        if self.log_cut.is_some_and(|cut| start < cut) {
+            self.partial_ranges += 1;
+        }
+        let i = self.log.partition_point(|e| e.0 <= start);
+        let mut live = if i == 0 { self.log_base } else { self.log[i - 1].1 };
+        let mut peak = live;
+        for &(ts, bytes) in self.log.range(i..) {
+            if ts > end {
+                break;
+            }
+            live = bytes;
+            peak = peak.max(bytes);
+        }
+        if self.by_path.len() >= MAX_PATHS && !self.by_path.contains_key(&path) {
+            return;
+        }
+        let p = self.by_path.entry(path).or_default();
+        p.peak_live_bytes = p.peak_live_bytes.max(peak);
+        if end >= p.last_end {
+            (p.live_at_end_bytes, p.last_end) = (live, end);
+        }
+    }
+
+    /// Forgets the changes before `t`: no range still to be finished began
+    /// before it.
+    pub(crate) fn forget_before(&mut self, t: u64) {
+        while self.log.front().is_some_and(|e| e.0 < t) {
+            let (_, bytes) = self.log.pop_front().expect("a front");
+            self.log_base = bytes;
+        }
+    }
+
+    fn logged(&mut self, ts: u64, delta: i128) {
+        self.total_live = (self.total_live as i128 + delta).clamp(0, u64::MAX as i128) as u64;
+        if self.log.len() >= MAX_LOG {
+            for _ in 0..MAX_LOG / 2 {
+                if let Some((t, bytes)) = self.log.pop_front() {
+                    self.log_base = bytes;
+                    self.log_cut = Some(t);
+                }
+            }
+        }
+        self.log.push_back((ts, self.total_live));
+    }
+
+    fn path_acc(&mut self, path: Option<PathId>) -> Option<&mut PathAcc> {
+        let path = path?;
+        if self.by_path.len() >= MAX_PATHS && !self.by_path.contains_key(&path) {
+            return None;
+        }
+        Some(self.by_path.entry(path).or_default())
+    }
+
+    fn library(&mut self, source: *const c_char) -> Option<u8> {
+        if source.is_null() {
+            return None;
+        }
+        if let Some(l) = self.library_by_ptr.get(&(source as usize)) {
+            return *l;
+        }
+        // SAFETY: CUPTI's source strings are NUL-terminated and, like its
+        // kernel names, live until CUPTI is finalized, after the session's
+        // last record.
+        let file = unsafe { CStr::from_ptr(source) }.to_string_lossy();
+        let name = library_of(&file);
+        let id = match self.libraries.iter().position(|l| *l == name) {
+            Some(i) => Some(i as u8),
+            None if self.libraries.len() < MAX_LIBRARIES => {
+                self.libraries.push(name);
+                Some((self.libraries.len() - 1) as u8)
+            }
+            None => None,
+        };
+        if self.library_by_ptr.len() < 4 * MAX_LIBRARIES {
+            self.library_by_ptr.insert(source as usize, id);
+        }
+        id
     }
 
     /// Takes one record; `Some(alloc)` when it was an allocation or
@@ -126,10 +255,16 @@ impl DeviceMemoryAcc {
                 return None;
             }
             let path = self.calls.remove(&m.correlation_id);
-            if let Some(old) = self.live.insert(key, Live { bytes: m.bytes, kind: k, path }) {
+            let library = self.library(m.source);
+            let d = self.devices.get_mut(&m.device).expect("made above");
+            if let Some(old) = self.live.insert(key, Live { bytes: m.bytes, kind: k, path, library }) {
                 // Released without a record: take it out before.
                 sub(d, old);
+                if matches!(old.kind, Kind::Device | Kind::Static) {
+                    self.logged(m.ts, -(old.bytes as i128));
+                }
             }
+            let d = self.devices.get_mut(&m.device).expect("made above");
             match k {
                 Kind::Device | Kind::Static => {
                     if k == Kind::Device {
@@ -139,6 +274,7 @@ impl DeviceMemoryAcc {
                         d.out.unattributed_allocations += path.is_none() as u64;
                         let holder = if d.held.len() < MAX_PATHS || d.held.contains_key(&path) { path } else { None };
                         *d.held.entry(holder).or_default() += m.bytes;
+                        *d.held_by_library.entry(library).or_default() += m.bytes;
                     } else {
                         // Static memory comes with loaded modules, from no
                         // call of the program's: live bytes, shown apart,
@@ -151,8 +287,17 @@ impl DeviceMemoryAcc {
                         d.out.peak_live_bytes = d.live;
                         d.out.peak_ns = m.ts;
                         d.held_at_peak = d.held.iter().filter(|(_, b)| **b > 0).map(|(p, b)| (*p, *b)).collect();
+                        d.held_by_library_at_peak =
+                            d.held_by_library.iter().filter(|(_, b)| **b > 0).map(|(l, b)| (*l, *b)).collect();
                     }
                     d.point(m.ts);
+                    self.logged(m.ts, m.bytes as i128);
+                    if k == Kind::Device {
+                        if let Some(p) = self.path_acc(path) {
+                            p.allocations += 1;
+                            p.allocated_bytes = p.allocated_bytes.saturating_add(m.bytes);
+                        }
+                    }
                     return (k == Kind::Device).then_some(true);
                 }
                 Kind::Pinned => {
@@ -165,6 +310,7 @@ impl DeviceMemoryAcc {
                 }
             }
         } else {
+            let path = self.calls.remove(&m.correlation_id);
             match self.live.remove(&key) {
                 Some(old) => {
                     sub(d, old);
@@ -173,9 +319,17 @@ impl DeviceMemoryAcc {
                             d.out.releases += 1;
                             d.out.released_bytes = d.out.released_bytes.saturating_add(old.bytes);
                             d.point(m.ts);
+                            self.logged(m.ts, -(old.bytes as i128));
+                            if let Some(p) = self.path_acc(path) {
+                                p.releases += 1;
+                                p.released_bytes = p.released_bytes.saturating_add(old.bytes);
+                            }
                             return Some(false);
                         }
-                        Kind::Static => d.point(m.ts),
+                        Kind::Static => {
+                            d.point(m.ts);
+                            self.logged(m.ts, -(old.bytes as i128));
+                        }
                         Kind::Pinned | Kind::Managed => {}
                     }
                 }
@@ -204,6 +358,16 @@ impl DeviceMemoryAcc {
                     .take(MAX_HOLDERS)
                     .map(|(p, bytes)| Holder { path: p.map_or_else(|| "(unknown)".to_string(), &mut name), bytes })
                     .collect();
+                let mut by_library = d.held_by_library_at_peak.clone();
+                by_library.sort_by_key(|h| std::cmp::Reverse(h.1));
+                out.held_at_peak_by_library = by_library
+                    .into_iter()
+                    .take(MAX_HOLDERS)
+                    .map(|(l, bytes)| LibraryHolder {
+                        library: l.map_or_else(|| "(unknown)".to_string(), |l| self.libraries[l as usize].clone()),
+                        bytes,
+                    })
+                    .collect();
                 out.live_at_end_bytes = d.live;
                 if let Some(p) = d.pending {
                     out.timeline.push(p);
@@ -214,12 +378,47 @@ impl DeviceMemoryAcc {
         v.sort_by_key(|d| d.device);
         v
     }
+
+    /// Each range path's figures, its nested ranges' allocations and
+    /// releases added in; `parent` gives a path's parent.
+    pub(crate) fn ranges(&self, parent: impl Fn(PathId) -> Option<PathId>) -> HashMap<PathId, RangeMemory> {
+        let mut out: HashMap<PathId, RangeMemory> = self
+            .by_path
+            .iter()
+            .map(|(p, a)| {
+                let m = RangeMemory {
+                    peak_live_bytes: a.peak_live_bytes,
+                    live_at_end_bytes: a.live_at_end_bytes,
+                    ..Default::default()
+                };
+                (*p, m)
+            })
+            .collect();
+        for (p, a) in &self.by_path {
+            let mut at = Some(*p);
+            // Bounded like any walk up a path (a corrupt parent chain must
+            // not loop).
+            for _ in 0..4096 {
+                let Some(id) = at else { break };
+                let m = out.entry(id).or_default();
+                m.allocations += a.allocations;
+                m.allocated_bytes = m.allocated_bytes.saturating_add(a.allocated_bytes);
+                m.releases += a.releases;
+                m.released_bytes = m.released_bytes.saturating_add(a.released_bytes);
+                at = parent(id).filter(|&q| q != id);
+            }
+        }
+        out
+    }
 }
 
 fn sub(d: &mut DeviceAcc, old: Live) {
     if old.kind == Kind::Device {
         let holder = if d.held.contains_key(&old.path) { old.path } else { None };
         if let Some(b) = d.held.get_mut(&holder) {
+            *b = b.saturating_sub(old.bytes);
+        }
+        if let Some(b) = d.held_by_library.get_mut(&old.library) {
             *b = b.saturating_sub(old.bytes);
         }
     }
@@ -249,7 +448,89 @@ mod tests {
             device: 0,
             correlation_id: 0,
             pool: false,
+            source: std::ptr::null(),
         }
+    }
+
+    fn by(mut m: DeviceMemoryActivity, correlation_id: u32, source: &'static std::ffi::CStr) -> DeviceMemoryActivity {
+        m.correlation_id = correlation_id;
+        m.source = source.as_ptr();
+        m
+    }
+
+    #[test]
+    fn held_at_the_peak_by_library_from_the_allocation_source() {
+        let mut a = DeviceMemoryAcc::default();
+        let torch = c"/venv/lib/python3.12/site-packages/torch/lib/libc10_cuda.so";
+        let blas = c"/venv/lib/python3.12/site-packages/nvidia/cublas/lib/libcublasLt.so.12";
+        a.record(&by(rec(true, 0x1000, 4_000, 10), 0, torch));
+        a.record(&by(rec(true, 0x2000, 128, 20), 0, blas));
+        a.record(&by(rec(true, 0x3000, 1_000, 30), 0, torch));
+        a.record(&rec(true, 0x4000, 7, 40));
+        a.record(&by(rec(false, 0x1000, 4_000, 50), 0, torch));
+        let d = &a.summary(|_| String::new())[0];
+        let held: Vec<(&str, u64)> = d.held_at_peak_by_library.iter().map(|h| (h.library.as_str(), h.bytes)).collect();
+        assert_eq!(held, vec![("PyTorch", 5_000), ("cuBLAS", 128), ("(unknown)", 7)]);
+        assert_eq!(a.libraries, vec!["PyTorch".to_string(), "cuBLAS".to_string()], "one name per library");
+    }
+
+    #[test]
+    fn each_range_gets_its_calls_allocations_and_releases_and_the_peak_while_it_was_open() {
+        let mut a = DeviceMemoryAcc::default();
+        let (step, fwd, opt): (PathId, PathId, PathId) = (1, 2, 3);
+        let parent = |p: PathId| match p {
+            2 | 3 => Some(1),
+            _ => None,
+        };
+        // Live before the session: released inside it, not live here.
+        a.call(9, opt);
+        let mut early = rec(false, 0x9000, 500, 5);
+        early.correlation_id = 9;
+        a.record(&early);
+        // Forward (10..100) allocates 300 then 200 and releases the 300.
+        a.call(1, fwd);
+        a.record(&by(rec(true, 0x1000, 300, 20), 1, c""));
+        a.call(2, fwd);
+        a.record(&by(rec(true, 0x2000, 200, 30), 2, c""));
+        a.call(3, fwd);
+        a.record(&by(rec(false, 0x1000, 300, 40), 3, c""));
+        // Optimizer (110..200) allocates 50.
+        a.call(4, opt);
+        a.record(&by(rec(true, 0x3000, 50, 150), 4, c""));
+        a.range(fwd, 10, 100);
+        a.range(opt, 110, 200);
+        a.range(step, 0, 210);
+        let r = a.ranges(parent);
+        let f = &r[&fwd];
+        assert_eq!((f.allocations, f.allocated_bytes, f.releases, f.released_bytes), (2, 500, 1, 300));
+        assert_eq!((f.peak_live_bytes, f.live_at_end_bytes), (500, 200));
+        let o = &r[&opt];
+        assert_eq!((o.allocations, o.allocated_bytes, o.peak_live_bytes, o.live_at_end_bytes), (1, 50, 250, 250));
+        assert_eq!(o.releases, 0, "a release of memory from before the session is no release of its memory");
+        let s = &r[&step];
+        assert_eq!((s.allocations, s.allocated_bytes, s.releases), (3, 550, 1), "nested ranges included");
+        assert_eq!((s.peak_live_bytes, s.live_at_end_bytes), (500, 250));
+        // A range with no change inside: what was live when it began.
+        a.range(4, 300, 400);
+        assert_eq!(a.ranges(parent)[&4].peak_live_bytes, 250);
+    }
+
+    #[test]
+    fn the_changes_kept_for_ranges_stay_bounded_and_a_range_older_than_them_is_counted_partial() {
+        let mut a = DeviceMemoryAcc::default();
+        for i in 0..(3 * MAX_LOG as u64) {
+            a.record(&rec(true, 0x1000 + i, 1, 10 + i));
+            a.record(&rec(false, 0x1000 + i, 1, 10 + i));
+        }
+        assert!(a.log.len() <= MAX_LOG, "{}", a.log.len());
+        a.range(1, 0, 20);
+        assert_eq!(a.partial_ranges, 1, "its changes were dropped for room");
+        let now = 10 + 3 * MAX_LOG as u64;
+        a.range(2, now - 5, now);
+        assert_eq!(a.partial_ranges, 1, "a recent range has every change");
+        // Nothing older than the oldest range still held is kept.
+        a.forget_before(now - 2);
+        assert!(a.log.iter().all(|e| e.0 >= now - 2));
     }
 
     #[test]

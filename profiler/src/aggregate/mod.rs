@@ -103,6 +103,8 @@ pub(crate) struct Aggregate {
     pub syncs: (u64, u64),
     /// Device memory per device.
     pub device_memory: Vec<crate::model::device_memory::DeviceMemory>,
+    /// Device memory per range path.
+    pub range_memory: Vec<(RangePath, crate::model::device_memory::RangeMemory)>,
     pub thread_names: Vec<(u32, String)>,
     pub trace: Option<Trace>,
     pub drops: Drops,
@@ -299,7 +301,6 @@ impl Aggregator {
         }
     }
 
-    /// Applies one host event.
     /// Thread `tid`'s cost row; beyond MAX_THREADS threads, the rest share
     /// one row (tid 0).
     fn thread_cost(&mut self, tid: u32) -> &mut ThreadCost {
@@ -307,11 +308,12 @@ impl Aggregator {
         self.threads.entry(row).or_insert_with(|| ThreadCost { tid: row, ..Default::default() })
     }
 
+    /// Applies one host event.
     pub(crate) fn host_event(&mut self, e: HostEvent) {
         match e {
             HostEvent::Push { instance, parent, path, tid, ts } => {
                 for f in self.ranges.push(instance, parent, path, tid, ts, &self.untraced) {
-                    self.trace_range(f);
+                    self.finished(f);
                 }
             }
             HostEvent::Pop { instance, ts } => self.ranges.pop(instance, ts),
@@ -319,7 +321,7 @@ impl Aggregator {
             HostEvent::Start { id, path, tid, ts } => self.ranges.start(id, path, tid, ts),
             HostEvent::End { id, ts } => {
                 if let Some(f) = self.ranges.end(id, ts) {
-                    self.trace_range(f);
+                    self.finished(f);
                 }
             }
             HostEvent::KernelMetrics { correlation_id, values } => {
@@ -385,6 +387,9 @@ impl Aggregator {
                 self.thread_names.insert(tid, name);
             }
             HostEvent::Flops { instance, flops } => self.ranges.flops(instance, flops),
+            HostEvent::FrameworkMemory { instance, at_end, allocated, reserved, peak } => {
+                self.ranges.framework_memory(instance, at_end, ranges::FrameworkSample { allocated, reserved, peak })
+            }
             HostEvent::Alloc { correlation_id, path } => self.device_memory.call(correlation_id, path),
             HostEvent::OwnCost { tid, instance, ns, ts } => {
                 self.thread_cost(tid).add_own(ns);
@@ -405,7 +410,9 @@ impl Aggregator {
         }
     }
 
-    fn trace_range(&mut self, f: Finished) {
+    /// A range instance folded in: its device memory, and its trace record.
+    fn finished(&mut self, f: Finished) {
+        self.device_memory.range(f.path, f.start, f.end);
         if let Some(t) = &mut self.trace {
             if t.ranges.len() < self.opts.trace_cap {
                 t.ranges.push(RangeRecord {
@@ -612,7 +619,10 @@ impl Aggregator {
     /// Folds in the range instances that are complete, freeing them.
     fn retire_ranges(&mut self) {
         for f in self.ranges.retire(self.idle.decided_until(), &self.untraced) {
-            self.trace_range(f);
+            self.finished(f);
+        }
+        if let Some(t) = self.ranges.oldest_held_start() {
+            self.device_memory.forget_before(t);
         }
     }
 
@@ -649,7 +659,7 @@ impl Aggregator {
             sampling = Some(st);
         }
         for f in self.ranges.finish(end_ns, &self.untraced) {
-            self.trace_range(f);
+            self.finished(f);
         }
         self.drops.kernels_missing_metrics += self.attribution.missing_metrics;
         self.drops.unattributed_kernels += self.attribution.unattributed;
@@ -696,9 +706,19 @@ impl Aggregator {
             memset: self.memory.memset.clone(),
             syncs: self.memory.syncs,
             device_memory: self.device_memory.summary(|p| resolve(p).to_string()),
+            range_memory: self
+                .device_memory
+                .ranges(|p| table.parent(p))
+                .into_iter()
+                .map(|(p, m)| (resolve(p), m))
+                .collect(),
             thread_names: self.thread_names.iter().map(|(t, n)| (*t, n.clone())).collect(),
             trace: None,
-            drops: Drops { live_allocations_over_cap: self.device_memory.over_cap, ..self.drops.clone() },
+            drops: Drops {
+                live_allocations_over_cap: self.device_memory.over_cap,
+                range_memory_partial: self.device_memory.partial_ranges,
+                ..self.drops.clone()
+            },
             profiler_kernels: self.attribution.profiler_kernels,
             idle: self.idle_total,
             cross_thread: self.cross_thread,
@@ -805,6 +825,41 @@ mod tests {
         assert_eq!(mflops("flops-step/layers.0"), Some(3002), "to the MFLOP");
         assert_eq!(mflops("flops-step/lm_head"), Some(2000));
         assert_eq!(mflops("flops-step"), Some(6002), "nested ranges included");
+    }
+
+    #[test]
+    fn a_frameworks_allocator_figures_give_each_range_what_it_kept_and_the_peak_it_raised() {
+        let mut a = Aggregator::new(AggregateOptions::default(), DeviceTable::fixed(vec![]));
+        let step = paths().intern(ROOT, 0, "fw-step");
+        let fwd = paths().intern(step, 0, "forward");
+        let mem = |instance, at_end, allocated, peak| HostEvent::FrameworkMemory {
+            instance,
+            at_end,
+            allocated,
+            reserved: 2_000,
+            peak,
+        };
+        for (k, (grow_to, peak)) in [(400, 450), (390, 450)].into_iter().enumerate() {
+            let (s, f, t) = (10 * k as u64 + 1, 10 * k as u64 + 2, 1_000 * k as u64);
+            a.host_event(HostEvent::Push { instance: s, parent: 0, path: step, tid: 1, ts: t });
+            a.host_event(mem(s, false, 100, if k == 0 { 100 } else { 450 }));
+            a.host_event(HostEvent::Push { instance: f, parent: s, path: fwd, tid: 1, ts: t + 10 });
+            a.host_event(mem(f, false, 100, if k == 0 { 100 } else { 450 }));
+            a.host_event(mem(f, true, grow_to, peak));
+            a.host_event(HostEvent::Pop { instance: f, ts: t + 100 });
+            a.host_event(mem(s, true, 100, peak));
+            a.host_event(HostEvent::Pop { instance: s, ts: t + 200 });
+        }
+        let end = a.finish(10_000);
+        let fw =
+            |name: &str| end.ranges.iter().find(|(p, _)| p.to_string() == name).and_then(|(_, r)| r.framework.clone());
+        let f = fw("fw-step/forward").expect("the forward's figures");
+        assert_eq!((f.calls, f.allocated_at_start_bytes, f.allocated_at_end_bytes), (2, 100, 390));
+        assert_eq!(f.max_growth_bytes, 300, "the most one call kept");
+        assert_eq!(f.peak_inside_bytes, Some(450), "raised by the first call; the second stayed under it");
+        assert_eq!((f.peak_allocated_bytes, f.reserved_at_end_bytes), (450, 2_000));
+        let s = fw("fw-step").expect("the step's");
+        assert_eq!((s.max_growth_bytes, s.peak_inside_bytes), (0, Some(450)));
     }
 
     /// One range per 10 launches, 100 ns apart, each kernel arriving (a

@@ -5,6 +5,7 @@ use super::calls::{CallLog, Figures};
 use super::idle::Piece;
 use super::interval::IntervalUnion;
 use super::windows::Untraced;
+use crate::model::device_memory::FrameworkMemory;
 use crate::model::path::{paths, PathId};
 use crate::model::sampled::{Sample, SampledAcc};
 use rustc_hash::FxHashMap;
@@ -36,6 +37,19 @@ pub(crate) struct Instance {
     pub flops: f64,
     /// Left out of the report (`HostEvent::Discard`).
     pub discarded: bool,
+    /// A framework allocator's figures at its start and at its end.
+    pub framework: [Option<FrameworkSample>; 2],
+}
+
+/// A framework allocator's figures at one moment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FrameworkSample {
+    /// Bytes in use by tensors.
+    pub allocated: u64,
+    /// Bytes held from the device.
+    pub reserved: u64,
+    /// High-water mark of `allocated`.
+    pub peak: u64,
 }
 
 /// Running totals of the finished instances of one path.
@@ -50,6 +64,9 @@ pub(crate) struct RangeAcc {
     /// instances' kernels ran on (all sampled devices for an instance with
     /// none).
     pub sampled_wall: SampledAcc,
+    /// A framework allocator's figures over the instances that reported
+    /// them.
+    pub framework: Option<FrameworkMemory>,
     /// Sampling mode's trace windows: instances that touched an untraced
     /// stretch. They count here and in `sampled_wall` only, not in the
     /// figures above, which need every kernel of the instance.
@@ -90,6 +107,20 @@ fn forget_ended(open: &mut BTreeSet<(u64, u64)>, instances: &FxHashMap<u64, Inst
 fn fold(acc: &mut RangeAcc, i: &Instance, end: u64, untraced: &Untraced) {
     if i.discarded {
         return;
+    }
+    if let [start, Some(e)] = i.framework {
+        let f = acc.framework.get_or_insert_with(Default::default);
+        f.allocated_at_end_bytes = e.allocated;
+        f.reserved_at_end_bytes = e.reserved;
+        f.peak_allocated_bytes = e.peak;
+        if let Some(s) = start {
+            f.calls += 1;
+            f.allocated_at_start_bytes = s.allocated;
+            f.max_growth_bytes = f.max_growth_bytes.max(e.allocated.saturating_sub(s.allocated));
+            if e.peak > s.peak {
+                f.peak_inside_bytes = Some(f.peak_inside_bytes.unwrap_or(0).max(e.peak));
+            }
+        }
     }
     for (d, s) in &i.sampled {
         if i.devices == 0 || (*d < 64 && i.devices & (1 << d) != 0) {
@@ -187,6 +218,7 @@ impl Ranges {
             devices: 0,
             flops: 0.0,
             discarded: false,
+            framework: [None, None],
         };
         self.instances.insert(instance, i);
         self.idle_open.insert((ts, instance));
@@ -247,6 +279,14 @@ impl Ranges {
     pub(crate) fn discard(&mut self, instance: u64) {
         if let Some(i) = self.instances.get_mut(&instance) {
             i.discarded = true;
+        }
+    }
+
+    /// A framework allocator's figures at `instance`'s start (`at_end`
+    /// false) or end.
+    pub(crate) fn framework_memory(&mut self, instance: u64, at_end: bool, sample: FrameworkSample) {
+        if let Some(i) = self.instances.get_mut(&instance) {
+            i.framework[at_end as usize] = Some(sample);
         }
     }
 
@@ -481,6 +521,12 @@ impl Ranges {
             done.push(Finished { path, tid, start, end: end_ns });
         }
         done
+    }
+
+    /// When the oldest instance still held (open, or closed but not yet
+    /// folded in) began.
+    pub(crate) fn oldest_held_start(&self) -> Option<u64> {
+        self.idle_open.first().map(|e| e.0)
     }
 
     /// Instances held now.

@@ -34,7 +34,8 @@ pub struct Finding {
     /// steady state),
     /// waiting, few-sms, tail-wave, low-occupancy, memory-bound,
     /// busy-but-underused, sms-idle (a range known from PM samples only:
-    /// its SMs idle most of its wall time).
+    /// its SMs idle most of its wall time), near-capacity and
+    /// memory-headroom (device memory at its peak against the device's).
     pub kind: &'static str,
     /// The verdict it explains.
     pub bound: Bound,
@@ -270,6 +271,7 @@ pub(super) fn findings(
     if let Some(f) = allocator_churn(r) {
         out.push(f);
     }
+    out.extend(device_memory(r));
     // Ranges nvidia-smi calls busy whose SMs are underused.
     for g in r.ranges.iter().filter(|g| g.busy_but_underused && g.library.is_none()) {
         let eff = g.sm_efficiency_pct.unwrap_or(0.0);
@@ -413,6 +415,118 @@ fn allocator_churn(r: &Report) -> Option<Finding> {
                  PYTORCH_NO_CUDA_MEMORY_CACHING unset)."
             .into(),
     })
+}
+
+/// A device memory peak of at least this share of the device's memory is
+/// near its capacity.
+pub(super) const NEAR_CAPACITY: f64 = 0.90;
+/// A peak of at most this share leaves room worth a finding, when the
+/// memory a larger batch would add is known.
+pub(super) const HEADROOM_MAX: f64 = 0.60;
+
+/// The bytes a forward pass keeps until its backward (activations), per
+/// step: the most one call of a `forward` range grew the framework
+/// allocator's bytes in use (PyTorch's automatic ranges report them).
+fn activation_bytes(r: &Report) -> Option<u64> {
+    r.ranges
+        .iter()
+        .filter(|g| g.path.frames.last().is_some_and(|f| f.name == "forward"))
+        .filter_map(|g| g.memory.as_ref()?.framework.as_ref().map(|f| f.max_growth_bytes))
+        .max()
+        .filter(|&b| b > 0)
+}
+
+/// Device memory against the device's: near its capacity (a larger input
+/// or fragmentation risks running out), or a peak low enough that a larger
+/// batch fits (with the activations a forward pass keeps to size it).
+fn device_memory(r: &Report) -> Vec<Finding> {
+    let fmt = crate::model::units::fmt_bytes;
+    let mut out = Vec::new();
+    let activations = activation_bytes(r);
+    // PyTorch's caching allocator at the end of its last step: held
+    // against in use.
+    let step = r
+        .ranges
+        .iter()
+        .filter(|g| g.path.frames.len() == 1 && g.path.frames[0].name == "step")
+        .find_map(|g| g.memory.as_ref()?.framework.clone());
+    for d in &r.memory.devices {
+        let Some(capacity) = r.devices.iter().find(|x| x.id == d.device).and_then(|x| x.memory_bytes) else {
+            continue;
+        };
+        if capacity == 0 || d.peak_live_bytes == 0 {
+            continue;
+        }
+        let share = d.peak_live_bytes as f64 / capacity as f64;
+        let peak = format!(
+            "GPU {}'s device memory peaked at {} of {} ({:.0}%)",
+            d.device,
+            fmt(d.peak_live_bytes),
+            fmt(capacity),
+            100.0 * share
+        );
+        let finding = |kind, message: String, advice: String| Finding {
+            kind,
+            bound: verdict::DEVICE_MEMORY,
+            range: None,
+            kernel: None,
+            cost_ns: 0,
+            calls: 0,
+            message,
+            advice,
+        };
+        if share >= NEAR_CAPACITY {
+            let cached = step.as_ref().map_or(String::new(), |f| {
+                format!(
+                    "; PyTorch's allocator held {} at the end of a step, {} of it in tensors",
+                    fmt(f.reserved_at_end_bytes),
+                    fmt(f.allocated_at_end_bytes)
+                )
+            });
+            out.push(finding(
+                "near-capacity",
+                format!("{peak}{cached}"),
+                "Little room is left: a longer sequence, a larger batch or fragmentation can run out of memory.                  Keep the peak down with activation checkpointing, a smaller micro-batch with gradient                  accumulation, or sharded optimizer state; PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True                  lets PyTorch's allocator reuse fragmented memory."
+                    .into(),
+            ));
+        } else if let Some(a) = activations {
+            let free = capacity - d.peak_live_bytes;
+            let times = free as f64 / a as f64;
+            let doubled = d.peak_live_bytes.saturating_add(a);
+            let message = if doubled <= capacity {
+                if share > HEADROOM_MAX {
+                    continue;
+                }
+                format!(
+                    "{peak}; a forward pass keeps {} of activations and the {} free is about {times:.1}x that: \
+                     by this estimate twice the batch peaks near {} and fits, and about {:.0}x the batch still \
+                     fits",
+                    fmt(a),
+                    fmt(free),
+                    fmt(doubled),
+                    (1.0 + times).floor(),
+                )
+            } else {
+                format!(
+                    "{peak}; a forward pass keeps {} of activations, more than the {} free: by this estimate \
+                     twice the batch would need about {}, more than the device has",
+                    fmt(a),
+                    fmt(free),
+                    fmt(doubled),
+                )
+            };
+            let advice = if doubled <= capacity {
+                "Use the memory: a larger batch (scale the learning rate with it), or less activation \
+                 checkpointing. The estimate scales the activations a forward pass keeps; temporaries of the \
+                 larger kernels come on top."
+            } else {
+                "A larger batch needs less memory per sample first: activation checkpointing, or gradient \
+                 accumulation over micro-batches of this size."
+            };
+            out.push(finding("memory-headroom", message, advice.into()));
+        }
+    }
+    out
 }
 
 /// The session's idle time for a program without ranges: of its steady

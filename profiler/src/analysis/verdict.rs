@@ -33,6 +33,9 @@ pub const IDLE: Bound = "gpu-idle";
 /// Nothing was measured over the range: no kernel records and no PM
 /// samples (trace windows with sampling stopped or unsupported).
 pub const UNKNOWN: Bound = "unknown";
+/// Not a bound on time: how much of the device's memory the program uses
+/// (the memory findings' heading).
+pub const DEVICE_MEMORY: Bound = "device-memory";
 /// A library's or framework's internal range (cuBLAS, CCCL, XLA's TSL):
 /// folded into the program's range around it, not judged on its own.
 pub const FOLDED: Bound = "folded";

@@ -168,8 +168,9 @@ const DRIVER_SYNCS: &[u32] = &[
     sys::CUPTI_DRIVER_TRACE_CBID_cuEventSynchronize,
 ];
 
-/// Device memory allocation calls: the ranges open at each tell who holds
-/// the memory (the allocation record carries the call's correlation id).
+/// Device memory allocation and release calls: the ranges open at each
+/// tell who holds the memory and which range allocated or released it (the
+/// record carries the call's correlation id).
 const RUNTIME_ALLOCS: &[u32] = &[
     sys::CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020,
     sys::CUPTI_RUNTIME_TRACE_CBID_cudaMallocPitch_v3020,
@@ -179,6 +180,9 @@ const RUNTIME_ALLOCS: &[u32] = &[
     sys::CUPTI_RUNTIME_TRACE_CBID_cudaMallocAsync_ptsz_v11020,
     sys::CUPTI_RUNTIME_TRACE_CBID_cudaMallocFromPoolAsync_v11020,
     sys::CUPTI_RUNTIME_TRACE_CBID_cudaMallocFromPoolAsync_ptsz_v11020,
+    sys::CUPTI_RUNTIME_TRACE_CBID_cudaFree_v3020,
+    sys::CUPTI_RUNTIME_TRACE_CBID_cudaFreeAsync_v11020,
+    sys::CUPTI_RUNTIME_TRACE_CBID_cudaFreeAsync_ptsz_v11020,
 ];
 
 const DRIVER_ALLOCS: &[u32] = &[
@@ -189,6 +193,9 @@ const DRIVER_ALLOCS: &[u32] = &[
     sys::CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync_ptsz,
     sys::CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync,
     sys::CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync_ptsz,
+    sys::CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2,
+    sys::CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync,
+    sys::CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync_ptsz,
 ];
 
 /// What an API callback gpuscope subscribes to is.
@@ -285,6 +292,11 @@ pub(super) fn enable(cupti: &'static Cupti, sub: sys::CUpti_SubscriberHandle, p:
     }
     let allocs = [(sys::CUPTI_CB_DOMAIN_DRIVER_API, DRIVER_ALLOCS), (sys::CUPTI_CB_DOMAIN_RUNTIME_API, RUNTIME_ALLOCS)];
     let device_memory = p.kinds.contains(&sys::CUPTI_ACTIVITY_KIND_MEMORY2);
+    if device_memory {
+        // Before the kind is enabled; without it (CUPTI before 12.6, or not
+        // x86-64 Linux) allocations are attributed to no library.
+        tolerate(activity::enable_allocation_source(cupti), "allocation records name no library");
+    }
     for (domain, list) in allocs.into_iter().filter(|_| device_memory && p.attribution) {
         for &cbid in list {
             on(domain, cbid)?;

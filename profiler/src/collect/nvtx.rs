@@ -249,6 +249,16 @@ pub(crate) fn add_flops(flops: f64) {
     }
 }
 
+/// A framework allocator's figures (bytes in use, held from the device,
+/// high-water mark of in use) at the start (`at_end` false) or end of the
+/// calling thread's innermost open range.
+pub(crate) fn framework_memory(at_end: bool, allocated: u64, reserved: u64, peak: u64) {
+    let ctx = current();
+    if ctx.instance != 0 {
+        send_host_event(|_| HostEvent::FrameworkMemory { instance: ctx.instance, at_end, allocated, reserved, peak });
+    }
+}
+
 /// `ns` of the calling thread's time went to instrumentation of
 /// gpuscope's own (a framework integration's hooks), inside its innermost
 /// open range: counted as gpuscope's cost.

@@ -145,6 +145,9 @@ pub struct DeviceMemoryActivity {
     pub correlation_id: u32,
     /// From a stream-ordered memory pool (`cudaMallocAsync`).
     pub pool: bool,
+    /// The file of the shared library whose call made it (CUPTI's string,
+    /// null when allocation-source tracking is off or unsupported).
+    pub source: *const c_char,
 }
 
 /// A host-side wait (stream/event/context synchronize).
@@ -330,6 +333,7 @@ fn decode_with(bytes: &[u8], kernel_size: usize) -> Result<Activity, DecodeError
                 correlation_id: r.correlationId,
                 pool: pool_type == sys::CUPTI_ACTIVITY_MEMORY_POOL_TYPE_LOCAL
                     || pool_type == sys::CUPTI_ACTIVITY_MEMORY_POOL_TYPE_IMPORTED,
+                source: r.source,
             })
         }
         sys::CUPTI_ACTIVITY_KIND_SYNCHRONIZATION => {

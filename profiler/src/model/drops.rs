@@ -49,6 +49,10 @@ pub struct Drops {
     /// allocations was full: their bytes are not in the live figures.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub live_allocations_over_cap: u64,
+    /// Range calls whose device memory peak is a lower bound: they began
+    /// before the oldest change of live bytes still kept.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub range_memory_partial: u64,
 }
 
 fn is_zero(v: &u64) -> bool {

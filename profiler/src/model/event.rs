@@ -73,14 +73,17 @@ pub enum HostEvent {
     /// A graph node copied from `original` (graph instantiation clones the
     /// captured graph's nodes): its kernels are the original's.
     GraphNodeCloned { node: u64, original: u64 },
-    /// A device memory allocation call (correlation id) made inside the
-    /// ranges of `path`.
+    /// A device memory allocation or release call (correlation id) made
+    /// inside the ranges of `path`.
     Alloc { correlation_id: u32, path: PathId },
     /// Range `instance`, about to close, is left out of the report.
     Discard { instance: u64 },
     /// Model FLOPs counted inside range `instance` (a framework
     /// integration's count from operand shapes).
     Flops { instance: u64, flops: f64 },
+    /// A framework allocator's figures at the start (`at_end` false) or
+    /// end of `instance`.
+    FrameworkMemory { instance: u64, at_end: bool, allocated: u64, reserved: u64, peak: u64 },
     /// Time thread `tid` spent in a framework integration's own
     /// instrumentation (PyTorch's range hooks) up to `ts`, inside range
     /// `instance` (0: none): gpuscope's cost, as its callbacks' time is.

@@ -169,6 +169,12 @@ pub fn render(r: &Report, a: &Analysis) -> String {
     for (d, s) in streams {
         ev.push(json!({"ph": "M", "name": "thread_name", "pid": gpu_pid(d), "tid": s, "args": {"name": format!("stream {s}")}}));
     }
+    // Live device memory per device, as a counter track.
+    for m in &r.memory.devices {
+        for &(ts, bytes) in &m.timeline {
+            ev.push(json!({"ph": "C", "name": "device memory (bytes)", "pid": gpu_pid(m.device), "ts": us(ts), "args": {"live": bytes}}));
+        }
+    }
     let doc = json!({
         "traceEvents": ev,
         "displayTimeUnit": "ns",

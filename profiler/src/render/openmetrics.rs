@@ -86,6 +86,29 @@ pub(crate) fn render(r: &Report, a: &Analysis, labels: &[(String, String)]) -> S
     for d in &r.devices {
         devices.get_or_create(&DeviceLabels { device: d.id.to_string(), name: d.name.clone() }).set(d.sm_count as i64);
     }
+    let mem_peak = family::<DeviceLabels, Gauge>(
+        &mut reg,
+        "device_memory_peak_bytes",
+        "Most device memory allocated in the session and live at once, per device",
+    );
+    let mem_live = family::<DeviceLabels, Gauge>(
+        &mut reg,
+        "device_memory_live_bytes",
+        "Device memory live at the report, per device",
+    );
+    let mem_total = family::<DeviceLabels, Gauge>(&mut reg, "device_memory_total_bytes", "Each device's memory");
+    for m in &r.memory.devices {
+        let name = r.devices.iter().find(|d| d.id == m.device).map_or_else(String::new, |d| d.name.clone());
+        let l = DeviceLabels { device: m.device.to_string(), name };
+        mem_peak.get_or_create(&l).set(m.peak_live_bytes.min(i64::MAX as u64) as i64);
+        mem_live.get_or_create(&l).set(m.live_at_end_bytes.min(i64::MAX as u64) as i64);
+    }
+    for d in &r.devices {
+        if let Some(b) = d.memory_bytes {
+            let l = DeviceLabels { device: d.id.to_string(), name: d.name.clone() };
+            mem_total.get_or_create(&l).set(b.min(i64::MAX as u64) as i64);
+        }
+    }
 
     let k_launches = family::<KernelLabels, Counter>(&mut reg, "kernel_launches", "Launches of each kernel");
     let k_time = family::<KernelLabels, FloatCounter>(&mut reg, "kernel_gpu_seconds", "GPU time of each kernel");

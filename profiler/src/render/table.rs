@@ -418,9 +418,57 @@ pub fn render(r: &Report, a: &Analysis, width: usize) -> String {
             let line = format!("  held at the peak by the ranges that allocated it: {}", held.join(", "));
             out.push_str(&diagnosis::wrap(&line, width, "", "    "));
         }
+        if !d.held_at_peak_by_library.is_empty() {
+            let held: Vec<String> =
+                d.held_at_peak_by_library.iter().map(|h| format!("{} {}", h.library, fmt_bytes(h.bytes))).collect();
+            let line = format!("  and by the library that allocated it: {}", held.join(", "));
+            out.push_str(&diagnosis::wrap(&line, width, "", "    "));
+        }
     }
+    range_memory(r, width, &mut out);
     diagnosis::render(a, width, &mut out);
     out
+}
+
+/// Ranges shown in the device memory section at most (the outermost
+/// first).
+const MAX_MEMORY_RANGES: usize = 12;
+
+/// Device memory per range: the outer ranges' peaks, what their calls
+/// allocated and released, and a framework allocator's figures.
+fn range_memory(r: &Report, width: usize, out: &mut String) {
+    let mut rows: Vec<&RangeSummary> =
+        r.ranges.iter().filter(|g| g.memory.is_some() && g.library.is_none() && g.path.frames.len() <= 2).collect();
+    if rows.is_empty() {
+        return;
+    }
+    rows.sort_by(|a, b| a.path.frames.len().cmp(&b.path.frames.len()).then(a.path.cmp(&b.path)));
+    let _ = writeln!(out, "device memory by range (peak live while open; allocated / released by its calls):");
+    for g in rows.into_iter().take(MAX_MEMORY_RANGES) {
+        let Some(m) = &g.memory else { continue };
+        let name: Vec<&str> = g.path.frames.iter().map(|f| f.name.as_str()).collect();
+        let mut line = format!(
+            "  {}: peak {}, {} at the end; {} allocated, {} released",
+            name.join("/"),
+            fmt_bytes(m.peak_live_bytes),
+            fmt_bytes(m.live_at_end_bytes),
+            fmt_bytes(m.allocated_bytes),
+            fmt_bytes(m.released_bytes)
+        );
+        if let Some(f) = &m.framework {
+            let inside = f.peak_inside_bytes.map_or_else(
+                || format!("under the high-water mark {}", fmt_bytes(f.peak_allocated_bytes)),
+                |p| format!("peak {} reached inside", fmt_bytes(p)),
+            );
+            line.push_str(&format!(
+                "; PyTorch: {} in tensors at the end (+{} most over a call), {inside}, {} held",
+                fmt_bytes(f.allocated_at_end_bytes),
+                fmt_bytes(f.max_growth_bytes),
+                fmt_bytes(f.reserved_at_end_bytes)
+            ));
+        }
+        out.push_str(&diagnosis::wrap(&line, width, "", "    "));
+    }
 }
 
 /// The heaviest kernels of a range, and one line for the rest.

@@ -75,6 +75,7 @@ fn range(path: RangePath, a: &RangeAcc, idle: bool) -> RangeSummary {
         steady: if idle { steady::of_range(a.count, t, &a.calls) } else { None },
         first_calls_ns: a.calls.first.iter().map(|c| c.figures.wall).collect(),
         counted_flops: t.mflops as f64 * 1e6,
+        memory: a.framework.clone().map(|f| RangeMemory { framework: Some(f), ..Default::default() }),
     }
 }
 
@@ -144,6 +145,14 @@ impl Report {
         let mut start_end_ranges: Vec<RangeSummary> =
             a.start_end_ranges.iter().map(|(p, r)| range(p.clone(), r, false)).collect();
         start_end_ranges.sort_by(|a, b| a.path.cmp(&b.path));
+        let memory_by_path: std::collections::HashMap<&RangePath, &RangeMemory> =
+            a.range_memory.iter().map(|(p, m)| (p, m)).collect();
+        for r in ranges.iter_mut().chain(start_end_ranges.iter_mut()) {
+            if let Some(m) = memory_by_path.get(&r.path) {
+                let framework = r.memory.take().and_then(|m| m.framework);
+                r.memory = Some(RangeMemory { framework, ..(*m).clone() });
+            }
+        }
         let memory = MemorySummary {
             memcpy: a.memcpy.iter().map(|(k, c)| copies(k, c)).collect(),
             memset: CopySummary { pageable: 0, ..copies("memset", &a.memset) },

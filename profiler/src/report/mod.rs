@@ -8,6 +8,7 @@ pub mod steady;
 
 pub use crate::model::declared::Declared;
 pub use crate::model::device::DeviceInfo;
+use crate::model::device_memory::RangeMemory;
 pub use crate::model::drops::Drops;
 pub use crate::model::idle::IdleSplit;
 use crate::model::metrics::MetricsStatus;
@@ -27,7 +28,9 @@ pub use steady::{SessionSteady, Steady};
 /// per kernel (`counters`, `measured_ns`), launch-shape figures and device
 /// clocks; written reports also carry the analysis (`findings`, per-range
 /// and per-kernel `analysis`), which reading ignores and recomputes.
-pub const SCHEMA_VERSION: u32 = 2;
+/// Version 3 added device memory: per device (`memory.devices`: peak, who
+/// held it by range and by library, timeline) and per range (`memory`).
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// Everything a session measured.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -408,6 +411,10 @@ pub struct RangeSummary {
     /// ranges included.
     #[serde(default, skip_serializing_if = "is_zero_f64")]
     pub counted_flops: f64,
+    /// Device memory while it was open (schema 3; absent when allocations
+    /// were not recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<RangeMemory>,
 }
 
 fn is_zero(v: &u64) -> bool {

@@ -19,6 +19,14 @@ pub(crate) fn disable(cupti: &Cupti, kind: sys::CUpti_ActivityKind) -> Result<()
     check(cupti, unsafe { f(kind) }, "cuptiActivityDisable")
 }
 
+/// `cuptiActivityEnableAllocationSource`: allocation records name the
+/// shared library whose call made them.
+pub(crate) fn enable_allocation_source(cupti: &Cupti) -> Result<()> {
+    let f = sym!(cupti, cuptiActivityEnableAllocationSource).map_err(missing)?;
+    // SAFETY: a plain integer argument.
+    check(cupti, unsafe { f(1) }, "cuptiActivityEnableAllocationSource")
+}
+
 /// `cuptiActivityFlushAll`: the buffers completed so far go to the
 /// buffer-completed callback (with `CUPTI_ACTIVITY_FLAG_FLUSH_FORCED`,
 /// partial ones too), on the calling thread.

@@ -1,0 +1,115 @@
+"""GPU memory: a Hugging Face Llama training loop whose peak gpuscope
+reports against PyTorch's own figures, and the cost of allocation records
+measured in one process.
+
+    gpuscope run --torch-ranges -o r.json -- python3 memory.py train --batch 32
+        prints PyTorch's max_memory_reserved / max_memory_allocated (or
+        "oom") as JSON; compare with the report's peak and its
+        memory-headroom prediction for twice the batch.
+    python3 memory.py cost [loop]
+        trace sessions with and without device memory records alternate
+        in this process on a launch-bound loop (`mlp`) or one that frees
+        and allocates every step (`churn`); median ms per step of each.
+"""
+import argparse
+import json
+import statistics
+import sys
+import time
+
+import torch
+import torch.nn as nn
+
+
+def llama(batch, seq):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    cfg = LlamaConfig(vocab_size=32000, hidden_size=1024, intermediate_size=2816, num_hidden_layers=8,
+                      num_attention_heads=16, num_key_value_heads=16, max_position_embeddings=1024,
+                      tie_word_embeddings=True, attn_implementation="sdpa")
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(cfg).to("cuda", dtype=torch.bfloat16)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+    data = torch.utils.data.TensorDataset(torch.randint(0, cfg.vocab_size, (batch * 12, seq)))
+    loader = torch.utils.data.DataLoader(data, batch_size=batch)
+    return model, opt, loader
+
+
+def train(a):
+    model, opt, loader = llama(a.batch, a.seq)
+    out = {"batch": a.batch, "seq": a.seq}
+    try:
+        t = None
+        for i, (ids,) in enumerate(loader):
+            if i == 2:
+                torch.cuda.synchronize()
+                t = time.perf_counter()
+            ids = ids.cuda()
+            model(input_ids=ids, labels=ids).loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        torch.cuda.synchronize()
+        out["step_ms"] = (time.perf_counter() - t) * 1e3 / (i - 1)
+    except torch.OutOfMemoryError:
+        out["oom"] = True
+    out["max_memory_reserved"] = torch.cuda.max_memory_reserved()
+    out["max_memory_allocated"] = torch.cuda.max_memory_allocated()
+    out["total"] = torch.cuda.get_device_properties(0).total_memory
+    print(json.dumps(out), flush=True)
+
+
+def mlp_step(churn):
+    torch.manual_seed(0)
+    model = nn.Sequential(*[m for _ in range(8) for m in (nn.Linear(256, 256), nn.ReLU())]).cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
+    x = torch.randn(32, 256, device="cuda")
+
+    def step():
+        model(x).square().mean().backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        if churn:
+            torch.cuda.empty_cache()
+
+    return step
+
+
+def cost(a):
+    import gpuscope
+
+    step = mlp_step(a.loop == "churn")
+    for _ in range(20):
+        step()
+
+    def block(memory):
+        with gpuscope.profile("trace", device_memory=memory):
+            for _ in range(10):
+                step()
+            torch.cuda.synchronize()
+            t = time.perf_counter()
+            for _ in range(a.steps):
+                step()
+            torch.cuda.synchronize()
+            return (time.perf_counter() - t) * 1e3 / a.steps
+
+    ms = {True: [], False: []}
+    for r in range(a.rounds):
+        for memory in ((True, False) if r % 2 == 0 else (False, True)):
+            ms[memory].append(block(memory))
+    on, off = statistics.median(ms[True]), statistics.median(ms[False])
+    ratios = [x / y for x, y in zip(ms[True], ms[False])]
+    print(json.dumps({"loop": a.loop, "rounds": a.rounds, "steps": a.steps, "ms_on": on, "ms_off": off,
+                      "median_ratio": statistics.median(ratios), "on": ms[True], "off": ms[False]}), flush=True)
+
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser()
+    p.add_argument("what", choices=["train", "cost"])
+    p.add_argument("loop", nargs="?", default="mlp", choices=["mlp", "churn"])
+    p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--seq", type=int, default=512)
+    p.add_argument("--steps", type=int, default=300)
+    p.add_argument("--rounds", type=int, default=8)
+    a = p.parse_args()
+    {"train": train, "cost": cost}[a.what](a)
+    sys.exit(0)
