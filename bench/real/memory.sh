@@ -1,24 +1,27 @@
-# On the device: gpuscope's device memory figures on a HF Llama loop at three
-# batch sizes (each one's headroom prediction against the next one's real
-# peak), the churn finding, and the cost of allocation records in one process;
-# logs to $1.
+# On the device: gpuscope's device memory figures on a HF Llama loop at
+# several batch sizes (each one's headroom prediction against the real peak,
+# or out-of-memory, of twice the batch), the churn finding (CHURN=1), and the
+# cost of allocation records in one process; logs to $1.
 O=$1; mkdir -p $O
 export PATH=$PWD/.gpu/bin:$PATH LD_LIBRARY_PATH=$PWD/.gpu/lib PYTHONPATH=$PWD/python GPUSCOPE_LIB=$PWD/.gpu/lib/libgpuscope.so
 cd bench/real
-for b in 32 64 128; do
+BATCHES=${BATCHES:-32 64 128 256 72 144}
+for b in $BATCHES; do
   GPUSCOPE_QUIET=1 timeout 150 gpuscope run --torch-ranges -o $O/llama-$b.json -- python3 memory.py train --batch $b > $O/llama-$b.txt 2>&1
   gpuscope report $O/llama-$b.json > $O/report-$b.txt 2>&1
   echo "== batch $b: $(grep '^{' $O/llama-$b.txt | tail -1)"
   grep -E "GPU 0 memory|held at the peak|by the library|device memory by range|^  (step|forward|backward|optimizer|step/)" -A0 $O/report-$b.txt | cut -c1-400
   grep -E "memory-headroom|near-capacity|peaked at" -A3 $O/report-$b.txt | head -8
 done
-python3 - "$O" <<'PY'
+python3 - "$O" "$BATCHES" <<'PY'
 import json, sys
 o = sys.argv[1]
-for b in (32, 64, 128):
+for b in map(int, sys.argv[2].split()):
     r = json.load(open(f"{o}/llama-{b}.json"))
     own = json.loads([l for l in open(f"{o}/llama-{b}.txt") if l.startswith("{")][-1])
     d = r["memory"]["devices"][0]
+    if own.get("oom"):
+        print(f"batch {b}: out of memory (torch max_reserved {own['max_memory_reserved']}, gpuscope peak {d['peak_live_bytes']})")
     libs = {h["library"]: h["bytes"] for h in d.get("held_at_peak_by_library", [])}
     torch_b = libs.get("PyTorch", 0)
     other = sum(v for k, v in libs.items() if k != "PyTorch")
@@ -34,5 +37,5 @@ for b in (32, 64, 128):
         if f["kind"] in ("memory-headroom", "near-capacity", "allocator-churn"):
             print("   finding", f["kind"], f["message"])
 PY
-bash churn.sh $O/churn 2>&1 | head -20
-for loop in mlp churn; do timeout 200 python3 memory.py cost $loop --rounds 8 --steps 300 2>&1 | tail -1; done
+[ -n "$CHURN" ] && (cd ../.. && bash bench/real/churn.sh $O/churn 2>&1 | head -20)
+for loop in ${COST_LOOPS-mlp churn}; do timeout 250 python3 memory.py cost $loop --rounds ${ROUNDS:-8} --steps 300 2>&1 | tail -1; done

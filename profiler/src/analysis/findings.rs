@@ -424,16 +424,35 @@ pub(super) const NEAR_CAPACITY: f64 = 0.90;
 /// memory a larger batch would add is known.
 pub(super) const HEADROOM_MAX: f64 = 0.60;
 
-/// The bytes a forward pass keeps until its backward (activations), per
-/// step: the most one call of a `forward` range grew the framework
-/// allocator's bytes in use (PyTorch's automatic ranges report them).
-fn activation_bytes(r: &Report) -> Option<u64> {
-    r.ranges
-        .iter()
-        .filter(|g| g.path.frames.last().is_some_and(|f| f.name == "forward"))
-        .filter_map(|g| g.memory.as_ref()?.framework.as_ref().map(|f| f.max_growth_bytes))
+/// What a larger batch adds, per batch's worth: the device bytes one step
+/// takes on top of what it starts with (activations, gradients and
+/// temporaries), from the framework allocator's figures of the `step`
+/// range (its peak inside above its bytes in use at the start, scaled by
+/// the bytes it holds per byte in use), else the most a `forward` range
+/// kept (activations only). With what it was measured from.
+fn per_batch_bytes(r: &Report) -> Option<(u64, &'static str)> {
+    let framework = |name: &'static str| {
+        r.ranges
+            .iter()
+            .filter(move |g| g.path.frames.last().is_some_and(|f| f.name == name))
+            .filter_map(|g| g.memory.as_ref()?.framework.as_ref())
+    };
+    let step = framework("step")
+        .filter_map(|f| {
+            let added = f.peak_inside_bytes?.checked_sub(f.allocated_at_start_bytes)?;
+            let held_per_used = f.reserved_at_end_bytes as f64 / f.peak_allocated_bytes.max(1) as f64;
+            Some((added as f64 * held_per_used.max(1.0)) as u64)
+        })
+        .max()
+        .filter(|&b| b > 0);
+    if let Some(b) = step {
+        return Some((b, "a step takes on top of what it starts with (activations, gradients, temporaries)"));
+    }
+    framework("forward")
+        .map(|f| f.max_growth_bytes)
         .max()
         .filter(|&b| b > 0)
+        .map(|b| (b, "a forward pass keeps (activations)"))
 }
 
 /// Device memory against the device's: near its capacity (a larger input
@@ -442,7 +461,7 @@ fn activation_bytes(r: &Report) -> Option<u64> {
 fn device_memory(r: &Report) -> Vec<Finding> {
     let fmt = crate::model::units::fmt_bytes;
     let mut out = Vec::new();
-    let activations = activation_bytes(r);
+    let per_batch = per_batch_bytes(r);
     // PyTorch's caching allocator at the end of its last step: held
     // against in use.
     let step = r
@@ -489,7 +508,7 @@ fn device_memory(r: &Report) -> Vec<Finding> {
                 "Little room is left: a longer sequence, a larger batch or fragmentation can run out of memory.                  Keep the peak down with activation checkpointing, a smaller micro-batch with gradient                  accumulation, or sharded optimizer state; PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True                  lets PyTorch's allocator reuse fragmented memory."
                     .into(),
             ));
-        } else if let Some(a) = activations {
+        } else if let Some((a, what)) = per_batch {
             let free = capacity - d.peak_live_bytes;
             let times = free as f64 / a as f64;
             let doubled = d.peak_live_bytes.saturating_add(a);
@@ -498,9 +517,8 @@ fn device_memory(r: &Report) -> Vec<Finding> {
                     continue;
                 }
                 format!(
-                    "{peak}; a forward pass keeps {} of activations and the {} free is about {times:.1}x that: \
-                     by this estimate twice the batch peaks near {} and fits, and about {:.0}x the batch still \
-                     fits",
+                    "{peak}; {what} {}, and the {} free is about {times:.1}x that: by this estimate twice the \
+                     batch peaks near {} and fits, and about {:.0}x the batch still fits",
                     fmt(a),
                     fmt(free),
                     fmt(doubled),
@@ -508,8 +526,8 @@ fn device_memory(r: &Report) -> Vec<Finding> {
                 )
             } else {
                 format!(
-                    "{peak}; a forward pass keeps {} of activations, more than the {} free: by this estimate \
-                     twice the batch would need about {}, more than the device has",
+                    "{peak}; {what} {}, more than the {} free: by this estimate twice the batch would need \
+                     about {}, more than the device has",
                     fmt(a),
                     fmt(free),
                     fmt(doubled),
@@ -517,8 +535,7 @@ fn device_memory(r: &Report) -> Vec<Finding> {
             };
             let advice = if doubled <= capacity {
                 "Use the memory: a larger batch (scale the learning rate with it), or less activation \
-                 checkpointing. The estimate scales the activations a forward pass keeps; temporaries of the \
-                 larger kernels come on top."
+                 checkpointing."
             } else {
                 "A larger batch needs less memory per sample first: activation checkpointing, or gradient \
                  accumulation over micro-batches of this size."
