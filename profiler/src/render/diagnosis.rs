@@ -3,7 +3,7 @@
 
 use super::table::fit;
 use crate::analysis::verdict::Shares;
-use crate::analysis::{Analysis, RangeAnalysis};
+use crate::analysis::{Analysis, Finding, RangeAnalysis};
 use crate::model::idle::IdleSplit;
 use crate::model::units::{fmt_ns, fmt_pct};
 use std::fmt::Write;
@@ -223,14 +223,17 @@ pub(super) fn render(a: &Analysis, width: usize, out: &mut String) {
     for n in &a.notes {
         out.push_str(&wrap(&format!("note: {n}"), width, "", "    "));
     }
-    // Findings end the report.
+    // Findings end the report: lost time, most first; then device memory,
+    // which costs no time and is always shown.
     let _ = writeln!(out);
-    if a.findings.is_empty() {
+    let (memory, time): (Vec<&Finding>, Vec<&Finding>) =
+        a.findings.iter().partition(|f| f.bound == crate::analysis::verdict::DEVICE_MEMORY);
+    if time.is_empty() {
         let _ = writeln!(out, "Findings: none (no idle cause or kernel inefficiency above the thresholds)");
-        return;
+    } else {
+        let _ = writeln!(out, "Findings, most GPU time first");
     }
-    let _ = writeln!(out, "Findings, most GPU time first");
-    for (i, f) in a.findings.iter().take(MAX_FINDINGS).enumerate() {
+    for (i, f) in time.iter().take(MAX_FINDINGS).enumerate() {
         let head = if f.cost_ns > 0 {
             format!("{:>2}. [{}] {} lost:", i + 1, f.bound, fmt_ns(f.cost_ns))
         } else {
@@ -240,8 +243,12 @@ pub(super) fn render(a: &Analysis, width: usize, out: &mut String) {
         out.push_str(&wrap(&format!("{head} {}", f.message), width, "", "      "));
         out.push_str(&wrap(&format!("-> {}", f.advice), width, "      ", "         "));
     }
-    if a.findings.len() > MAX_FINDINGS {
-        let _ = writeln!(out, "({} smaller findings in the JSON report)", a.findings.len() - MAX_FINDINGS);
+    if time.len() > MAX_FINDINGS {
+        let _ = writeln!(out, "({} smaller findings in the JSON report)", time.len() - MAX_FINDINGS);
+    }
+    for f in memory {
+        out.push_str(&wrap(&format!("Memory [{}]: {}", f.kind, f.message), width, "", "      "));
+        out.push_str(&wrap(&format!("-> {}", f.advice), width, "      ", "         "));
     }
 }
 
