@@ -9,7 +9,8 @@ measured in one process.
     python3 memory.py cost [loop]
         trace sessions with and without device memory records alternate
         in this process on a launch-bound loop (`mlp`) or one that frees
-        and allocates every step (`churn`); median ms per step of each.
+        and allocates every step (`churn`); median ms per step of each, wall
+        and the loop thread's CPU time, and the paired ratios' quartiles.
 """
 import argparse
 import json
@@ -86,20 +87,24 @@ def cost(a):
             for _ in range(10):
                 step()
             torch.cuda.synchronize()
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.thread_time()
             for _ in range(a.steps):
                 step()
             torch.cuda.synchronize()
-            return (time.perf_counter() - t) * 1e3 / a.steps
+            return (time.perf_counter() - t) * 1e3 / a.steps, (time.thread_time() - c) * 1e3 / a.steps
 
     ms = {True: [], False: []}
     for r in range(a.rounds):
         for memory in ((True, False) if r % 2 == 0 else (False, True)):
             ms[memory].append(block(memory))
-    on, off = statistics.median(ms[True]), statistics.median(ms[False])
-    ratios = [x / y for x, y in zip(ms[True], ms[False])]
-    print(json.dumps({"loop": a.loop, "rounds": a.rounds, "steps": a.steps, "ms_on": on, "ms_off": off,
-                      "median_ratio": statistics.median(ratios), "on": ms[True], "off": ms[False]}), flush=True)
+    out = {"loop": a.loop, "rounds": a.rounds, "steps": a.steps}
+    for i, what in enumerate(("wall", "cpu")):
+        on, off = [x[i] for x in ms[True]], [x[i] for x in ms[False]]
+        ratios = sorted(x / y for x, y in zip(on, off))
+        n = len(ratios)
+        out[what] = {"ms_on": statistics.median(on), "ms_off": statistics.median(off),
+                     "median_ratio": statistics.median(ratios), "q1": ratios[n // 4], "q3": ratios[3 * n // 4]}
+    print(json.dumps(out), flush=True)
 
 
 if __name__ == "__main__":
