@@ -27,3 +27,17 @@ class Timer:
     def done(self, steps, **extra):
         ms = 1e3 * (time.perf_counter() - self.t0) / max(steps, 1)
         print("SUITE " + json.dumps({"step_ms": round(ms, 4), "steps": steps, **extra}), flush=True)
+
+
+def llama_model():
+    """The suite's Hugging Face Llama (8 layers, d=1024, random weights),
+    bf16 on the GPU, with fused AdamW: (config, model, optimizer)."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    cfg = LlamaConfig(vocab_size=32000, hidden_size=1024, intermediate_size=2816, num_hidden_layers=8,
+                      num_attention_heads=16, num_key_value_heads=16, max_position_embeddings=1024,
+                      tie_word_embeddings=True, attn_implementation="sdpa")
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(cfg).to("cuda", dtype=torch.bfloat16)
+    return cfg, model, torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)

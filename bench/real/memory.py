@@ -23,14 +23,9 @@ import torch.nn as nn
 
 
 def llama(batch, seq):
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from common import llama_model
 
-    cfg = LlamaConfig(vocab_size=32000, hidden_size=1024, intermediate_size=2816, num_hidden_layers=8,
-                      num_attention_heads=16, num_key_value_heads=16, max_position_embeddings=1024,
-                      tie_word_embeddings=True, attn_implementation="sdpa")
-    torch.manual_seed(0)
-    model = LlamaForCausalLM(cfg).to("cuda", dtype=torch.bfloat16)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+    cfg, model, opt = llama_model()
     data = torch.utils.data.TensorDataset(torch.randint(0, cfg.vocab_size, (batch * 12, seq)))
     loader = torch.utils.data.DataLoader(data, batch_size=batch)
     return model, opt, loader
