@@ -26,6 +26,9 @@ const MAX_LIBRARIES: usize = 64;
 /// oldest half goes when full (a range that began before what is kept gets
 /// a partial peak, counted).
 const MAX_LOG: usize = 1 << 16;
+/// Changes logged between walks of the held ranges for the oldest one
+/// (older changes are then forgotten).
+pub(crate) const TRIM_EVERY: usize = 4096;
 
 /// What is tracked of one live allocation.
 #[derive(Debug, Clone, Copy)]
@@ -138,6 +141,8 @@ pub(crate) struct DeviceMemoryAcc {
     log: VecDeque<(u64, u64)>,
     log_base: u64,
     log_cut: Option<u64>,
+    /// Log length at which the changes no held range needs are forgotten.
+    trim_at: usize,
     total_live: u64,
     by_path: HashMap<PathId, PathAcc>,
     /// Ranges whose peak missed changes dropped for room.
@@ -183,13 +188,29 @@ impl DeviceMemoryAcc {
         }
     }
 
+    /// Changes kept now.
+    #[cfg(test)]
+    pub(crate) fn log_len(&self) -> usize {
+        self.log.len()
+    }
+
+    /// Whether enough changes were logged since the last trim to look for
+    /// the oldest range still held ([`DeviceMemoryAcc::forget_before`]).
+    pub(crate) fn wants_trim(&self) -> bool {
+        self.log.len() >= self.trim_at.max(TRIM_EVERY)
+    }
+
     /// Forgets the changes before `t`: no range still to be finished began
     /// before it.
     pub(crate) fn forget_before(&mut self, t: u64) {
-        while self.log.front().is_some_and(|e| e.0 < t) {
-            let (_, bytes) = self.log.pop_front().expect("a front");
+        while let Some(&(ts, bytes)) = self.log.front() {
+            if ts >= t {
+                break;
+            }
+            self.log.pop_front();
             self.log_base = bytes;
         }
+        self.trim_at = self.log.len() + TRIM_EVERY;
     }
 
     fn logged(&mut self, ts: u64, delta: i128) {

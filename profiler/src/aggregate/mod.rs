@@ -621,8 +621,9 @@ impl Aggregator {
         for f in self.ranges.retire(self.idle.decided_until(), &self.untraced) {
             self.finished(f);
         }
-        if let Some(t) = self.ranges.oldest_held_start() {
-            self.device_memory.forget_before(t);
+        if self.device_memory.wants_trim() {
+            let oldest = self.ranges.oldest_held_start().unwrap_or(u64::MAX);
+            self.device_memory.forget_before(oldest);
         }
     }
 
@@ -738,6 +739,7 @@ impl Aggregator {
 mod tests {
     use super::*;
     use crate::model::path::ROOT;
+    use device_memory::TRIM_EVERY as TRIM_EVERY_FOR_TESTS;
 
     /// A plain (non-graph, unmeasured) launch on thread 1.
     fn launch(correlation_id: u32, instance: u64, path: PathId, ts: u64) -> HostEvent {
@@ -860,6 +862,49 @@ mod tests {
         assert_eq!((f.peak_allocated_bytes, f.reserved_at_end_bytes), (450, 2_000));
         let s = fw("fw-step").expect("the step's");
         assert_eq!((s.max_growth_bytes, s.peak_inside_bytes), (0, Some(450)));
+    }
+
+    #[test]
+    fn changes_of_live_memory_are_kept_for_every_range_still_held_start_end_ones_too() {
+        use crate::decode::DeviceMemoryActivity;
+        let rec = |alloc, address, bytes, ts| {
+            Activity::DeviceMemory(DeviceMemoryActivity {
+                alloc,
+                memory_kind: cupti_sys::CUPTI_ACTIVITY_MEMORY_KIND_DEVICE as u8,
+                address,
+                bytes,
+                ts,
+                device: 0,
+                correlation_id: 0,
+                pool: false,
+                source: std::ptr::null(),
+            })
+        };
+        let mut a = Aggregator::new(AggregateOptions::default(), DeviceTable::fixed(vec![]));
+        let long = paths().intern(ROOT, 0, "mem-epoch");
+        let step = paths().intern(ROOT, 0, "mem-step");
+        // A start/end range open over everything; 1000 bytes come and go
+        // early in it, then many small changes while steps come and go.
+        a.host_event(HostEvent::Start { id: 1, path: long, tid: 1, ts: 0 });
+        a.activity(&rec(true, 0x10, 1_000, 5));
+        a.activity(&rec(false, 0x10, 1_000, 6));
+        for i in 0..3 * TRIM_EVERY_FOR_TESTS as u64 {
+            let ts = 100 + 10 * i;
+            a.host_event(HostEvent::Push { instance: 10 + i, parent: 0, path: step, tid: 1, ts });
+            a.activity(&rec(true, 0x1000 + i, 1, ts + 1));
+            a.activity(&rec(false, 0x1000 + i, 1, ts + 2));
+            a.host_event(HostEvent::Pop { instance: 10 + i, ts: ts + 3 });
+            a.advance_idle();
+        }
+        assert!(a.device_memory.log_len() > 2 * TRIM_EVERY_FOR_TESTS, "the open range needs them all");
+        a.host_event(HostEvent::End { id: 1, ts: 1_000_000 });
+        a.advance_idle();
+        let end = a.finish(2_000_000);
+        let peak =
+            |name: &str| end.range_memory.iter().find(|(p, _)| p.to_string() == name).map(|(_, m)| m.peak_live_bytes);
+        assert_eq!(peak("mem-epoch"), Some(1_000), "the early change is still counted");
+        assert_eq!(peak("mem-step"), Some(1));
+        assert_eq!(end.drops.range_memory_partial, 0);
     }
 
     /// One range per 10 launches, 100 ns apart, each kernel arriving (a

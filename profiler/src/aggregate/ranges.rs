@@ -523,10 +523,10 @@ impl Ranges {
         done
     }
 
-    /// When the oldest instance still held (open, or closed but not yet
-    /// folded in) began.
+    /// When the oldest range still held began: push/pop instances open or
+    /// not yet folded in, and open start/end ranges. A walk over them all.
     pub(crate) fn oldest_held_start(&self) -> Option<u64> {
-        self.idle_open.first().map(|e| e.0)
+        self.instances.values().map(|i| i.start).chain(self.starts.values().map(|s| s.2)).min()
     }
 
     /// Instances held now.
