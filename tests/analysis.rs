@@ -737,6 +737,9 @@ fn what_a_step_adds_sizes_a_larger_batch_against_the_devices_memory() {
     // Close to the device's memory: near capacity, and no headroom.
     let near = analyze(&memory_steps(9, 10, 130));
     assert!(finding(&near, "near-capacity").expect("near capacity").contains("(93%)"));
+    for f in near.findings.iter().chain(&fits.findings).chain(&over.findings) {
+        assert!(!f.advice.contains("  ") && !f.message.contains("  "), "{f:?}");
+    }
     assert!(finding(&near, "memory-headroom").is_none());
     // Fits but over the headroom share: nothing to say.
     assert!(finding(&analyze(&memory_steps(9, 10, 100)), "memory-headroom").is_none());

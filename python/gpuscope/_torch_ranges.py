@@ -342,7 +342,7 @@ class TorchRanges:
         self.installed = False
         #: The caching allocator's figures go with step, forward, backward
         #: and optimizer ranges (when CUDA is in use).
-        self.sample_memory = os.environ.get("GPUSCOPE_DEVICE_MEMORY", "on") != "off"
+        self.sample_memory = os.environ.get("GPUSCOPE_DEVICE_MEMORY", "on") not in ("off", "0")
         self._memory_stats = None
 
     # ---- the caching allocator --------------------------------------------

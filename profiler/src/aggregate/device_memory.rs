@@ -261,7 +261,9 @@ impl DeviceMemoryAcc {
     }
 
     /// Takes one record; `Some(alloc)` when it was an allocation or
-    /// release of the program's device memory.
+    /// release of the program's device memory outside stream-ordered pools
+    /// (what the churn finding counts: a pool's release does not wait for
+    /// the device).
     pub(crate) fn record(&mut self, m: &DeviceMemoryActivity) -> Option<bool> {
         let k = kind(m.memory_kind)?;
         let d = self.devices.entry(m.device).or_insert_with(|| DeviceAcc {
@@ -319,7 +321,7 @@ impl DeviceMemoryAcc {
                             p.allocated_bytes = p.allocated_bytes.saturating_add(m.bytes);
                         }
                     }
-                    return (k == Kind::Device).then_some(true);
+                    return (k == Kind::Device && !m.pool).then_some(true);
                 }
                 Kind::Pinned => {
                     d.pinned = d.pinned.saturating_add(m.bytes);
@@ -345,7 +347,7 @@ impl DeviceMemoryAcc {
                                 p.releases += 1;
                                 p.released_bytes = p.released_bytes.saturating_add(old.bytes);
                             }
-                            return Some(false);
+                            return (!m.pool).then_some(false);
                         }
                         Kind::Static => {
                             d.point(m.ts);
@@ -357,7 +359,7 @@ impl DeviceMemoryAcc {
                 None if k == Kind::Device => {
                     d.out.earlier_releases += 1;
                     d.out.earlier_released_bytes = d.out.earlier_released_bytes.saturating_add(m.bytes);
-                    return Some(false);
+                    return (!m.pool).then_some(false);
                 }
                 None => {}
             }
@@ -477,6 +479,20 @@ mod tests {
         m.correlation_id = correlation_id;
         m.source = source.as_ptr();
         m
+    }
+
+    #[test]
+    fn stream_ordered_pool_allocations_are_live_bytes_but_not_churn() {
+        let mut a = DeviceMemoryAcc::default();
+        let mut m = rec(true, 0x1000, 64, 10);
+        m.pool = true;
+        assert_eq!(a.record(&m), None, "no churn: a pool's release does not wait for the device");
+        m.alloc = false;
+        assert_eq!(a.record(&m), None);
+        assert_eq!(a.record(&rec(true, 0x2000, 8, 20)), Some(true));
+        assert_eq!(a.record(&rec(false, 0x2000, 8, 30)), Some(false));
+        let d = &a.summary(|_| String::new())[0];
+        assert_eq!((d.allocations, d.pool_allocations, d.peak_live_bytes), (2, 1, 64));
     }
 
     #[test]

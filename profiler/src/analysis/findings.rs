@@ -505,7 +505,10 @@ fn device_memory(r: &Report) -> Vec<Finding> {
             out.push(finding(
                 "near-capacity",
                 format!("{peak}{cached}"),
-                "Little room is left: a longer sequence, a larger batch or fragmentation can run out of memory.                  Keep the peak down with activation checkpointing, a smaller micro-batch with gradient                  accumulation, or sharded optimizer state; PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True                  lets PyTorch's allocator reuse fragmented memory."
+                "Little room is left: a longer sequence, a larger batch or fragmentation can run out of memory. \
+                 Keep the peak down with activation checkpointing, a smaller micro-batch with gradient \
+                 accumulation, or sharded optimizer state; PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True \
+                 lets PyTorch's allocator reuse fragmented memory."
                     .into(),
             ));
         } else if let Some((a, what)) = per_batch {
