@@ -410,8 +410,12 @@ impl Aggregator {
         }
     }
 
-    /// A range instance folded in: its device memory, and its trace record.
+    /// A range instance folded in: its device memory, and its trace record
+    /// (none for one left out of the report).
     fn finished(&mut self, f: Finished) {
+        if f.discarded {
+            return;
+        }
         self.device_memory.range(f.path, f.start, f.end);
         if let Some(t) = &mut self.trace {
             if t.ranges.len() < self.opts.trace_cap {
@@ -905,6 +909,32 @@ mod tests {
         assert_eq!(peak("mem-epoch"), Some(1_000), "the early change is still counted");
         assert_eq!(peak("mem-step"), Some(1));
         assert_eq!(end.drops.range_memory_partial, 0);
+    }
+
+    #[test]
+    fn a_discarded_range_call_is_in_no_figure_nor_the_trace() {
+        use crate::decode::DeviceMemoryActivity;
+        let opts = AggregateOptions { trace_cap: 10, ..Default::default() };
+        let mut a = Aggregator::new(opts, DeviceTable::fixed(vec![]));
+        let step = paths().intern(ROOT, 0, "discarded-step");
+        a.activity(&Activity::DeviceMemory(DeviceMemoryActivity {
+            alloc: true,
+            memory_kind: cupti_sys::CUPTI_ACTIVITY_MEMORY_KIND_DEVICE as u8,
+            address: 0x10,
+            bytes: 64,
+            ts: 1,
+            device: 0,
+            correlation_id: 0,
+            pool: false,
+            source: std::ptr::null(),
+        }));
+        a.host_event(HostEvent::Push { instance: 1, parent: 0, path: step, tid: 1, ts: 10 });
+        a.host_event(HostEvent::Discard { instance: 1 });
+        a.host_event(HostEvent::Pop { instance: 1, ts: 20 });
+        let end = a.finish(100);
+        assert!(end.ranges.iter().all(|(p, _)| p.to_string() != "discarded-step"));
+        assert!(end.range_memory.is_empty(), "{:?}", end.range_memory);
+        assert!(end.trace.expect("a trace").ranges.is_empty());
     }
 
     /// One range per 10 launches, 100 ns apart, each kernel arriving (a

@@ -78,12 +78,14 @@ pub(crate) struct RangeAcc {
     pub untraced_launches: u64,
 }
 
-/// A finished instance, for the trace.
+/// A finished instance, for the trace and its device memory.
 pub(crate) struct Finished {
     pub path: PathId,
     pub tid: u32,
     pub start: u64,
     pub end: u64,
+    /// Left out of the report (`HostEvent::Discard`).
+    pub discarded: bool,
 }
 
 /// Removes from `open` ((start, id) pairs) the instances that ended by
@@ -257,7 +259,7 @@ impl Ranges {
         let acc = self.start_end.entry(path).or_default();
         acc.count += 1;
         acc.total.wall = acc.total.wall.saturating_add(ts.saturating_sub(start));
-        Some(Finished { path, tid, start, end: ts })
+        Some(Finished { path, tid, start, end: ts, discarded: false })
     }
 
     /// A launch inside `instance` (`graph`: of a CUDA graph) counts for it
@@ -487,7 +489,7 @@ impl Ranges {
         }
         let end = i.end.unwrap_or(session_end).max(i.start);
         fold(self.by_path.entry(i.path).or_default(), &i, end, untraced);
-        Finished { path: i.path, tid: i.tid, start: i.start, end }
+        Finished { path: i.path, tid: i.tid, start: i.start, end, discarded: i.discarded }
     }
 
     /// The per-path totals with the closed instances still held folded in
@@ -518,7 +520,7 @@ impl Ranges {
             let acc = self.start_end.entry(path).or_default();
             acc.count += 1;
             acc.total.wall = acc.total.wall.saturating_add(end_ns.saturating_sub(start));
-            done.push(Finished { path, tid, start, end: end_ns });
+            done.push(Finished { path, tid, start, end: end_ns, discarded: false });
         }
         done
     }

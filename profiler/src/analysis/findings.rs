@@ -512,6 +512,14 @@ fn device_memory(r: &Report) -> Vec<Finding> {
                     .into(),
             ));
         } else if let Some((a, what)) = per_batch {
+            // Memory allocated before the session is not in its peak (a
+            // session begun after the model was loaded): the free memory
+            // is not known.
+            let earlier =
+                d.earlier_releases > 0 || step.as_ref().is_some_and(|f| f.reserved_at_end_bytes > d.peak_live_bytes);
+            if earlier {
+                continue;
+            }
             let free = capacity - d.peak_live_bytes;
             let times = free as f64 / a as f64;
             let doubled = d.peak_live_bytes.saturating_add(a);
