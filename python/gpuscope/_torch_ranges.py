@@ -347,10 +347,11 @@ class TorchRanges:
 
     # ---- the caching allocator --------------------------------------------
 
-    def _memory(self, at):
+    def _memory(self, at, timed=True):
         """Sends the caching allocator's figures (bytes in use, held, peak
         in use) for the innermost open range's start (0) or end (1). Never
-        initialises CUDA; its time counts as gpuscope's cost."""
+        initialises CUDA. `timed`: its time counts as gpuscope's cost here
+        (False inside a hook that times itself whole)."""
         stats, send = self._memory_stats, getattr(self.lib, "memory", None)
         if stats is None or send is None or not self.sample_memory or not _torch.cuda.is_initialized():
             return
@@ -361,34 +362,35 @@ class TorchRanges:
             send(at, used["current"], s["reserved_bytes"]["all"]["current"], used["peak"])
         except Exception:
             self._memory_stats = None
-        self._spent(t0)
+        if timed:
+            self._spent(t0)
 
     # ---- the step -------------------------------------------------------
 
-    def _activity(self):
+    def _activity(self, timed=True):
         """A data fetch or training forward on the loop's thread; True when
-        it opened a step."""
+        it opened a step. `timed`: as for `_memory`."""
         if _get_ident() != self._main:
             return False
         if self._step == 2:
-            self._memory(1)
+            self._memory(1, timed)
             self.lib.exit(0)
             self._step = 0
-        return self._open_step()
+        return self._open_step(timed)
 
-    def _open_step(self):
+    def _open_step(self, timed=True):
         """Opens a step if none is; True when it did."""
         if self._step:
             return False
         self.lib.enter(b"step", 0)
-        self._memory(0)
+        self._memory(0, timed)
         self._step = 1
         return True
 
-    def close_step(self):
+    def close_step(self, timed=True):
         """Closes a step whose optimizer step is done (or any, at exit)."""
         if _get_ident() == self._main and self._step:
-            self._memory(1)
+            self._memory(1, timed)
             self.lib.exit(0)
             self._step = 0
 
@@ -435,7 +437,7 @@ class TorchRanges:
         call = _Call(info, grad)
         self.lib.enter(info.name, 0)
         if info.root is info:
-            self._memory(0)
+            self._memory(0, timed=False)
         stack.append(call)
         if grad:
             t = _first_tensor(args, kwargs, grad=True)
@@ -447,10 +449,11 @@ class TorchRanges:
         info.calls += 1
         if info.calls >= DISCOVERY_CALLS:
             self._stop_discovery()
+        # Inside `_pre`, which times itself.
         if grad:
-            self._activity()
+            self._activity(timed=False)
         elif self._step == 2:
-            self.close_step()
+            self.close_step(timed=False)
 
     def _post(self, info, module, args, kwargs, output):
         if _is_compiling():
@@ -483,10 +486,13 @@ class TorchRanges:
             # The FLOPs of its own calls, in one call (its children's went
             # at their ends).
             self.lib.flops(call.fwd_flops)
+        dispatch_ns = self._hook_call_ns
         if info.root is info:
-            self._memory(1)
-            # The forward's hooks' time, as gpuscope's cost of it.
-            self._spent(t0, self._hook_call_ns)
+            self._memory(1, timed=False)
+            # The forward's hooks' time, as gpuscope's cost of it (torch's
+            # cost of calling this hook counted once, here).
+            self._spent(t0, dispatch_ns)
+            dispatch_ns = 0
             t0 = _clock()
             self._send_cost()
         self.lib.exit(0)
@@ -496,7 +502,7 @@ class TorchRanges:
                 self._pending.append((t.grad_fn, call))
         if info.root is info:
             self._flush_pending()
-        self._spent(t0, self._hook_call_ns)
+        self._spent(t0, dispatch_ns)
 
     def _spent(self, t0, dispatch_ns=0):
         """Adds the time since `t0`, and `dispatch_ns` (torch's cost of

@@ -3,6 +3,7 @@ backend in place of gpuscope's library: which ranges open, in what order,
 nested how, and the FLOPs counted. Skipped where torch is not installed."""
 
 import threading
+import time
 import unittest
 
 try:
@@ -188,6 +189,7 @@ class TorchRanges(unittest.TestCase):
                         model(torch.randint(0, 32, (2, 8))).sum().backward()
                         opt.step()
                     hooks.close_step()
+                    run.unsent = sum(hooks._cost.values())
                 finally:
                     hooks.uninstall()
             return rec
@@ -200,6 +202,24 @@ class TorchRanges(unittest.TestCase):
                          "at each bound, inside the range")
         first = next(e for k, _, e in rec.events if k == "memory")
         self.assertEqual(first, (0, 100, 5000, 1001), "bytes in use, held, and peak in use")
+        # A slow read is gpuscope's cost once, also when made inside a hook
+        # that times itself.
+        slept = []
+
+        def slow(device):
+            t = time.perf_counter_ns()
+            time.sleep(0.01)
+            slept.append(time.perf_counter_ns() - t)
+            return fast(device)
+
+        fast, stats = stats, slow
+        rec = run(True)
+        stats = fast
+        self.assertGreater(len(slept), 8, "every bound read")
+        # (The reads after the last forward are not sent yet.)
+        cost = sum(ns for k, _, ns in rec.events if k == "cost") + run.unsent
+        self.assertGreaterEqual(cost, sum(slept))
+        self.assertLess(cost, sum(slept) + min(slept), "no read counted twice")
         # Off by the switch, and never before CUDA is in use.
         self.assertFalse([e for e in run(False).events if e[0] == "memory"])
         rec = Recorder()
