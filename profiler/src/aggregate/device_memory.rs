@@ -62,6 +62,9 @@ fn kind(memory_kind: u8) -> Option<Kind> {
     }
 }
 
+/// Holders of live bytes: by the allocating call's path, and by library.
+type Holders = (Vec<(Option<PathId>, u64)>, Vec<(Option<u8>, u64)>);
+
 /// One device's running figures.
 #[derive(Debug, Default)]
 struct DeviceAcc {
@@ -82,9 +85,22 @@ struct DeviceAcc {
     /// The same by allocating library.
     held_by_library: HashMap<Option<u8>, u64>,
     held_by_library_at_peak: Vec<(Option<u8>, u64)>,
+    /// A new peak whose holders are not copied yet: they are what is held
+    /// until the next release (only allocations come until then, each a
+    /// new peak), so the copy waits for it.
+    peak_unsaved: bool,
 }
 
 impl DeviceAcc {
+    /// Who holds memory now, as the holders at the peak: (by path, by
+    /// library).
+    fn holders(&self) -> Holders {
+        (
+            self.held.iter().filter(|(_, b)| **b > 0).map(|(p, b)| (*p, *b)).collect(),
+            self.held_by_library.iter().filter(|(_, b)| **b > 0).map(|(l, b)| (*l, *b)).collect(),
+        )
+    }
+
     fn point(&mut self, ts: u64) {
         let live = self.live;
         self.pending = Some(match self.pending {
@@ -178,10 +194,7 @@ impl DeviceMemoryAcc {
             live = bytes;
             peak = peak.max(bytes);
         }
-        if self.by_path.len() >= MAX_PATHS && !self.by_path.contains_key(&path) {
-            return;
-        }
-        let p = self.by_path.entry(path).or_default();
+        let Some(p) = self.path_acc(Some(path)) else { return };
         p.peak_live_bytes = p.peak_live_bytes.max(peak);
         if end >= p.last_end {
             (p.live_at_end_bytes, p.last_end) = (live, end);
@@ -309,9 +322,7 @@ impl DeviceMemoryAcc {
                     if d.live > d.out.peak_live_bytes {
                         d.out.peak_live_bytes = d.live;
                         d.out.peak_ns = m.ts;
-                        d.held_at_peak = d.held.iter().filter(|(_, b)| **b > 0).map(|(p, b)| (*p, *b)).collect();
-                        d.held_by_library_at_peak =
-                            d.held_by_library.iter().filter(|(_, b)| **b > 0).map(|(l, b)| (*l, *b)).collect();
+                        d.peak_unsaved = true;
                     }
                     d.point(m.ts);
                     self.logged(m.ts, m.bytes as i128);
@@ -374,14 +385,17 @@ impl DeviceMemoryAcc {
             .values()
             .map(|d| {
                 let mut out = d.out.clone();
-                let mut held = d.held_at_peak.clone();
+                let (mut held, mut by_library) = if d.peak_unsaved {
+                    d.holders()
+                } else {
+                    (d.held_at_peak.clone(), d.held_by_library_at_peak.clone())
+                };
                 held.sort_by_key(|h| std::cmp::Reverse(h.1));
                 out.held_at_peak = held
                     .into_iter()
                     .take(MAX_HOLDERS)
                     .map(|(p, bytes)| Holder { path: p.map_or_else(|| "(unknown)".to_string(), &mut name), bytes })
                     .collect();
-                let mut by_library = d.held_by_library_at_peak.clone();
                 by_library.sort_by_key(|h| std::cmp::Reverse(h.1));
                 out.held_at_peak_by_library = by_library
                     .into_iter()
@@ -436,6 +450,10 @@ impl DeviceMemoryAcc {
 }
 
 fn sub(d: &mut DeviceAcc, old: Live) {
+    if d.peak_unsaved {
+        (d.held_at_peak, d.held_by_library_at_peak) = d.holders();
+        d.peak_unsaved = false;
+    }
     if old.kind == Kind::Device {
         let holder = if d.held.contains_key(&old.path) { old.path } else { None };
         if let Some(b) = d.held.get_mut(&holder) {
@@ -618,6 +636,17 @@ mod tests {
         let held: Vec<(&str, u64)> = d.held_at_peak.iter().map(|h| (h.path.as_str(), h.bytes)).collect();
         assert_eq!(held, vec![("step/forward", 300), ("step/optimizer", 100), ("(unknown)", 50)]);
         assert_eq!(d.unattributed_allocations, 1, "the one not seen");
+        // A peak with no release after it: its holders are those of the end.
+        let mut b = DeviceMemoryAcc::default();
+        b.call(1, fwd);
+        let mut m = rec(true, 0x2000, 300, 10);
+        m.correlation_id = 1;
+        b.record(&m);
+        b.record(&rec(true, 0x3000, 5, 20));
+        let d = &b.summary(|_| "step/forward".into())[0];
+        let held: Vec<(&str, u64)> = d.held_at_peak.iter().map(|h| (h.path.as_str(), h.bytes)).collect();
+        assert_eq!(held, vec![("step/forward", 300), ("(unknown)", 5)]);
+        assert_eq!(d.held_at_peak_by_library.iter().map(|h| h.bytes).sum::<u64>(), 305);
         assert!(a.calls.is_empty(), "matched calls are forgotten");
     }
 
