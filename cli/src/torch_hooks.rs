@@ -62,12 +62,52 @@ finally:
         sys.meta_path.insert(0, _AfterTorch())
 "#;
 
-/// Writes the folder (one per `run`); the caller removes it.
+/// Writes the folder (one per `run`); the caller removes it. The folder is
+/// new, made by this call with a name no one can guess (a folder or link
+/// planted in the temporary directory is never written through), and only
+/// its owner may enter it.
 pub(crate) fn write() -> Result<PathBuf, String> {
-    let dir = std::env::temp_dir().join(format!("gpuscope-torch-{}", std::process::id()));
+    use std::os::unix::fs::DirBuilderExt;
     let files = [("sitecustomize.py", SITECUSTOMIZE), ("_gpuscope_torch_ranges.py", HOOKS)];
-    std::fs::create_dir_all(&dir)
-        .and_then(|()| files.iter().try_for_each(|(name, text)| std::fs::write(dir.join(name), text)))
-        .map_err(|e| format!("--torch-ranges: cannot write the PyTorch hooks to {}: {e}", dir.display()))?;
-    Ok(dir)
+    let mut last = None;
+    for _ in 0..16 {
+        let dir = std::env::temp_dir().join(format!("gpuscope-torch-{}-{:016x}", std::process::id(), unguessable()));
+        match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+            Ok(()) => {
+                return files
+                    .iter()
+                    .try_for_each(|(name, text)| std::fs::write(dir.join(name), text))
+                    .map(|()| dir.clone())
+                    .map_err(|e| format!("--torch-ranges: cannot write the PyTorch hooks to {}: {e}", dir.display()));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
+            Err(e) => return Err(format!("--torch-ranges: cannot make a folder in {}: {e}", dir.display())),
+        }
+    }
+    Err(format!("--torch-ranges: no new folder could be made in {}: {last:?}", std::env::temp_dir().display()))
+}
+
+/// 64 bits no other user can predict: the standard library's per-process
+/// random hash keys, mixed with the time.
+fn unguessable() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
+    h.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn each_run_gets_a_new_folder_of_its_own() {
+        let (a, b) = (super::write().expect("a folder"), super::write().expect("another"));
+        assert_ne!(a, b, "never the same folder twice");
+        for d in [&a, &b] {
+            assert!(d.join("sitecustomize.py").is_file() && d.join("_gpuscope_torch_ranges.py").is_file());
+            assert_eq!(std::fs::metadata(d).expect("made").permissions().mode() & 0o777, 0o700);
+            std::fs::remove_dir_all(d).expect("removed");
+        }
+    }
 }

@@ -187,7 +187,17 @@ class profile:
             self.profiled = self._running = True
             if self._torch_ranges is not None:
                 depth = None if self._torch_ranges == "auto" else self._torch_ranges
-                self._hooks, self._own_hooks = _torch_hooks(depth)
+                try:
+                    self._hooks, self._own_hooks = _torch_hooks(depth)
+                except BaseException:
+                    # No session may outlive a start that raised.
+                    self._running = False
+                    with _lock:
+                        lib().gpuscope_stop()
+                    raise
+                # For this block only: hooks installed before keep their own
+                # setting after it.
+                self._sample_memory_before = self._hooks.sample_memory
                 self._hooks.sample_memory = self.device_memory
         elif code in (_native.ERR_NO_GPU, _native.ERR_BUSY, _native.ERR_CUPTI) and not self.strict:
             message = (lib().gpuscope_last_error() or b"").decode("utf-8", "replace")
@@ -205,6 +215,7 @@ class profile:
         self._running = False
         if self._hooks is not None:
             self.torch_flops = self._hooks.summary()
+            self._hooks.sample_memory = self._sample_memory_before
             # Hooks installed for this block come off with it.
             if self._own_hooks:
                 self._hooks.uninstall()

@@ -74,6 +74,10 @@ class BadArguments(unittest.TestCase):
             gpuscope.profile(mode="sampling", trace_windows=100)._config()
         with self.assertRaisesRegex(ValueError, r"launch_count=-1"):
             gpuscope.profile(mode="metrics", launch_count=-1)._config()
+        with self.assertRaisesRegex(ValueError, r"device_memory='no'; allowed: True or False"):
+            gpuscope.profile(device_memory="no")
+        self.assertEqual(gpuscope.profile(device_memory=False)._config().device_memory, 0)
+        self.assertEqual(gpuscope.profile()._config().device_memory, 1, "on by default")
 
     def test_the_library_checks_the_rest_and_its_message_comes_through(self):
         with self.assertRaises(gpuscope.GpuscopeError) as e:

@@ -91,19 +91,23 @@ fn graph_node(s: &Collection, cloned: bool, g: &sys::CUpti_GraphData) {
     if cloned && !NODES_IN_RANGES.load(Ordering::Relaxed) {
         return;
     }
-    let Ok(node) = activity::graph_node_id(s.cupti, g.node) else { return };
     if cloned {
-        if let Ok(original) = activity::graph_node_id(s.cupti, g.originalNode) {
+        if let (Ok(node), Ok(original)) =
+            (activity::graph_node_id(s.cupti, g.node), activity::graph_node_id(s.cupti, g.originalNode))
+        {
             s.send(HostEvent::GraphNodeCloned { node, original });
         }
         return;
     }
+    // Only a node made inside ranges of its capture's own is asked its id.
     let path = nvtx::current().path;
     let base = CAPTURE_BASE.try_with(Cell::get).ok().flatten().unwrap_or(path);
-    if path != base {
-        NODES_IN_RANGES.store(true, Ordering::Relaxed);
-        s.send(HostEvent::GraphNode { node, path, base });
+    if path == base {
+        return;
     }
+    let Ok(node) = activity::graph_node_id(s.cupti, g.node) else { return };
+    NODES_IN_RANGES.store(true, Ordering::Relaxed);
+    s.send(HostEvent::GraphNode { node, path, base });
 }
 
 /// Some graph node was made inside ranges opened during its capture.
