@@ -480,17 +480,7 @@ mod tests {
     use cupti_sys as s;
 
     fn rec(alloc: bool, address: u64, bytes: u64, ts: u64) -> DeviceMemoryActivity {
-        DeviceMemoryActivity {
-            alloc,
-            memory_kind: s::CUPTI_ACTIVITY_MEMORY_KIND_DEVICE as u8,
-            address,
-            bytes,
-            ts,
-            device: 0,
-            correlation_id: 0,
-            pool: false,
-            source: std::ptr::null(),
-        }
+        DeviceMemoryActivity::sample(alloc, address, bytes, ts)
     }
 
     fn by(mut m: DeviceMemoryActivity, correlation_id: u32, source: &'static std::ffi::CStr) -> DeviceMemoryActivity {

@@ -871,19 +871,8 @@ mod tests {
     #[test]
     fn changes_of_live_memory_are_kept_for_every_range_still_held_start_end_ones_too() {
         use crate::decode::DeviceMemoryActivity;
-        let rec = |alloc, address, bytes, ts| {
-            Activity::DeviceMemory(DeviceMemoryActivity {
-                alloc,
-                memory_kind: cupti_sys::CUPTI_ACTIVITY_MEMORY_KIND_DEVICE as u8,
-                address,
-                bytes,
-                ts,
-                device: 0,
-                correlation_id: 0,
-                pool: false,
-                source: std::ptr::null(),
-            })
-        };
+        let rec =
+            |alloc, address, bytes, ts| Activity::DeviceMemory(DeviceMemoryActivity::sample(alloc, address, bytes, ts));
         let mut a = Aggregator::new(AggregateOptions::default(), DeviceTable::fixed(vec![]));
         let long = paths().intern(ROOT, 0, "mem-epoch");
         let step = paths().intern(ROOT, 0, "mem-step");
@@ -917,17 +906,7 @@ mod tests {
         let opts = AggregateOptions { trace_cap: 10, ..Default::default() };
         let mut a = Aggregator::new(opts, DeviceTable::fixed(vec![]));
         let step = paths().intern(ROOT, 0, "discarded-step");
-        a.activity(&Activity::DeviceMemory(DeviceMemoryActivity {
-            alloc: true,
-            memory_kind: cupti_sys::CUPTI_ACTIVITY_MEMORY_KIND_DEVICE as u8,
-            address: 0x10,
-            bytes: 64,
-            ts: 1,
-            device: 0,
-            correlation_id: 0,
-            pool: false,
-            source: std::ptr::null(),
-        }));
+        a.activity(&Activity::DeviceMemory(DeviceMemoryActivity::sample(true, 0x10, 64, 1)));
         a.host_event(HostEvent::Push { instance: 1, parent: 0, path: step, tid: 1, ts: 10 });
         a.host_event(HostEvent::Discard { instance: 1 });
         a.host_event(HostEvent::Pop { instance: 1, ts: 20 });

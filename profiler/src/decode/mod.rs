@@ -150,6 +150,25 @@ pub struct DeviceMemoryActivity {
     pub source: *const c_char,
 }
 
+#[cfg(test)]
+impl DeviceMemoryActivity {
+    /// A device-memory allocation (or release) on device 0, made by no
+    /// call seen and no library named, for unit tests.
+    pub(crate) fn sample(alloc: bool, address: u64, bytes: u64, ts: u64) -> Self {
+        DeviceMemoryActivity {
+            alloc,
+            memory_kind: sys::CUPTI_ACTIVITY_MEMORY_KIND_DEVICE as u8,
+            address,
+            bytes,
+            ts,
+            device: 0,
+            correlation_id: 0,
+            pool: false,
+            source: std::ptr::null(),
+        }
+    }
+}
+
 /// A host-side wait (stream/event/context synchronize).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SyncActivity {
