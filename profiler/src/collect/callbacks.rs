@@ -12,7 +12,7 @@ use super::cupti::{self, activity, callback, tolerate};
 use super::debug::debug;
 use super::driver::{self, with_current};
 use super::held::Held;
-use super::metrics::collector::{self, LaunchSite};
+use super::metrics::collector::{self, LaunchSite, Measured};
 use super::{active, hold, nvtx, panic_guard, tally, CollectOptions, Collection};
 use crate::error::Result;
 use crate::model::event::HostEvent;
@@ -547,8 +547,8 @@ pub(super) unsafe extern "C" fn api_callback(
             // SAFETY: CUPTI passes the launch function's own params struct.
             let stream = unsafe { launch_stream(domain, cbid, d.functionParams) };
             let site = LaunchSite { ctx: d.context, stream, symbol: d.symbolName, path: ctx.path, graph };
-            let profiled = c.on_enter(&site);
-            if profiled {
+            let measured = c.on_enter(&site);
+            if measured != Measured::Not {
                 // The measured launch holds the thread until its exit.
                 let _ = MEASURE_ENTERED.try_with(|t| t.set(Some(ts)));
             } else {
@@ -557,7 +557,7 @@ pub(super) unsafe extern "C" fn api_callback(
                     s.send(HostEvent::Overhead { start: ts, end });
                 }
             }
-            profiled
+            measured == Measured::Selected
         });
         let prev_call_ns = LAST_CALL_NS.try_with(|c| c.replace(0)).unwrap_or(0);
         s.send(HostEvent::Launch {

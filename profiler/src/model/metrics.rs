@@ -95,8 +95,9 @@ pub struct MetricsStatus {
     /// decoded range count differed from the launch log (a kernel ran that
     /// the log does not know, or a range was dropped).
     pub mismatches: u64,
-    /// Selected launches skipped because another thread was measuring in
-    /// the same context.
+    /// Selected launches skipped because another thread's launch into the
+    /// same context was between its API entry and exit (its kernel could
+    /// have taken this one's range).
     pub skipped_busy: u64,
     /// CUDA graph launches, which are not measured.
     pub skipped_graph_launches: u64,
@@ -108,6 +109,15 @@ pub struct MetricsStatus {
     /// (legacy `cuLaunch*`, multi-device cooperative launches).
     #[serde(default)]
     pub skipped_unsupported_api: u64,
+    /// Unselected launches measured to keep the profiler running between
+    /// two selected ones (cheaper than a stop and a start); their values
+    /// are dropped.
+    #[serde(default)]
+    pub lingered_launches: u64,
+    /// Times the range profiler was started (each start and its stop cost
+    /// milliseconds; consecutive measured launches share one).
+    #[serde(default)]
+    pub profiler_starts: u64,
     /// Why metrics were switched off, if they were.
     pub disabled: Option<String>,
     /// Time spent in each range-profiler step, summed over the session, ns:

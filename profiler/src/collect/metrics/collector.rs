@@ -3,7 +3,7 @@
 //! At API entry a selected launch starts its context's range profiler (or
 //! finds it still running from the previous selected launch); an unselected
 //! launch stops it first. At API exit the launch's correlation id joins the
-//! context's launch log; every `BATCH` launches (and when the context is
+//! context's launch log; every `batch()` launches (and when the context is
 //! destroyed or the session stops) the profiler is stopped, the ranges are
 //! decoded, checked against the log's length and evaluated, and the image
 //! is re-armed. Any failure to set up or collect (no permission, counters
@@ -40,13 +40,14 @@ fn timed<T>(acc: &mut u64, f: impl FnOnce() -> T) -> T {
     r
 }
 
-/// A context's profiler and the correlation ids of the launches it has
-/// measured since its last decode, in launch order: range `i` of the next
-/// decode is `log[i]`'s.
+/// A context's profiler and the launches it has measured since its last
+/// decode, in launch order: range `i` of the next decode is `log[i]`'s.
 struct Armed {
     device: i32,
     profiler: ContextProfiler,
-    log: Vec<u32>,
+    log: Vec<Logged>,
+    /// Unselected launches measured in a row since the last selected one.
+    lingered: usize,
     /// Started and not yet stopped, by this OS thread: consecutive
     /// selected launches share one start/stop (each costs milliseconds).
     running_on: Option<u32>,
@@ -58,6 +59,50 @@ struct Armed {
     tainted: bool,
 }
 
+/// One measured launch of a context's log.
+#[derive(Clone, Copy)]
+struct Logged {
+    correlation_id: u32,
+    /// Selected: its values are reported. An unselected launch is measured
+    /// only to keep the profiler running for a selected one that follows
+    /// (cheaper than a stop and a start), and its values are dropped.
+    selected: bool,
+}
+
+/// What the selection rules say of a launch.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Pick {
+    /// Measure it and report its values.
+    Selected,
+    /// Not asked for, but it may run under the profiler.
+    Unselected,
+    /// Must not run under the profiler: a graph launch (several kernels,
+    /// one call), a launch into a capturing stream, or one whose stream
+    /// cannot be read.
+    Never,
+}
+
+/// Unselected launches measured in a row, before the profiler has timed a
+/// start, a stop and a measured launch of its own.
+const LINGER_DEFAULT: usize = 16;
+/// The most unselected launches measured in a row.
+const LINGER_MAX: usize = 64;
+
+/// How many unselected launches in a row are measured rather than stopping
+/// the profiler: as many as cost what a stop and a start cost, by this
+/// session's own timings so far.
+fn linger_limit(status: &MetricsStatus) -> usize {
+    let t = &status.time_ns;
+    let launches = status.profiled_launches + status.lingered_launches;
+    let starts = status.profiler_starts;
+    if starts < 2 || launches == 0 || t.launch == 0 {
+        return LINGER_DEFAULT;
+    }
+    let restart = (t.start + t.stop) / starts;
+    let per_launch = (t.launch / launches).max(1);
+    ((restart / per_launch) as usize).min(LINGER_MAX)
+}
+
 impl Armed {
     fn stop(&mut self, times: &mut PhaseTimes) -> Result<()> {
         if self.running_on.take().is_some() {
@@ -67,27 +112,30 @@ impl Armed {
     }
 }
 
-/// Measured launches decoded at once (the counter data image's room).
-/// Starting the profiler costs more the more room the image has: 64 and
-/// 256 cost about the same per launch when every launch is measured, and
-/// 64 starts faster (docs/cupti-findings.md). A context keeps the size it
-/// was configured with: resizing its image between decodes made every
-/// later batch mismatch.
+/// Measured launches decoded at once by default: the room of each
+/// context's counter data image. Starting the profiler costs more the more
+/// room the image has (docs/cupti-findings.md). A context keeps the size it
+/// was configured with: resizing its image between decodes made every later
+/// batch mismatch.
 const BATCH: usize = 64;
 
-/// Measured launches per decode: [`BATCH`], or fewer with
-/// `GPUSCOPE_METRICS_BATCH` (1 to 64). 1 stops the profiler after every
-/// measured launch, so no two measured kernels share a start/stop: each is
-/// measured alone, as Nsight Compute measures it (the fidelity experiment
-/// in bench/pytorch compares both).
+/// The most launches one decode may hold (`GPUSCOPE_METRICS_BATCH`).
+const MAX_BATCH: usize = 1024;
+
+/// Measured launches per decode, and the room of each context's image:
+/// [`BATCH`], or `GPUSCOPE_METRICS_BATCH` (1 to [`MAX_BATCH`]). 1 stops the
+/// profiler after every measured launch, so no two measured kernels share
+/// a start/stop: each is measured alone, as Nsight Compute measures it.
 fn batch() -> usize {
     static N: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *N.get_or_init(|| match std::env::var("GPUSCOPE_METRICS_BATCH") {
         Err(_) => BATCH,
         Ok(v) => match v.trim().parse::<usize>() {
-            Ok(n) if (1..=BATCH).contains(&n) => n,
+            Ok(n) if (1..=MAX_BATCH).contains(&n) => n,
             _ => {
-                eprintln!("gpuscope: GPUSCOPE_METRICS_BATCH={v:?} is not valid; allowed: 1 to {BATCH}. Using {BATCH}.");
+                eprintln!(
+                    "gpuscope: GPUSCOPE_METRICS_BATCH={v:?} is not valid; allowed: 1 to {MAX_BATCH}. Using {BATCH}."
+                );
                 BATCH
             }
         },
@@ -139,6 +187,18 @@ pub(crate) struct Collector {
     state: Mutex<State>,
 }
 
+/// Whether a launch runs under the range profiler.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Measured {
+    /// No: it runs as in trace mode.
+    Not,
+    /// Yes, and its values are reported.
+    Selected,
+    /// Yes, to keep the profiler running for a selected launch that may
+    /// follow; its values are dropped.
+    Lingering,
+}
+
 /// What the launch callback knows of a launch at its API entry.
 #[derive(Clone, Copy)]
 pub(crate) struct LaunchSite {
@@ -157,6 +217,8 @@ pub(crate) struct LaunchSite {
 thread_local! {
     // The context whose range profiler this thread started at API entry.
     static PENDING: Cell<usize> = const { Cell::new(0) };
+    // That launch was selected (its values are reported).
+    static PENDING_SELECTED: Cell<bool> = const { Cell::new(false) };
     static STARTED_AT: Cell<Option<std::time::Instant>> = const { Cell::new(None) };
     // This thread is inside a launch call that is not measured.
     static UNMEASURED_HERE: Cell<bool> = const { Cell::new(false) };
@@ -260,11 +322,12 @@ impl Collector {
             if simulated_no_permission() {
                 return Err(crate::collect::cupti::no_permission("cuptiRangeProfilerEnable"));
             }
-            let cp = ContextProfiler::new(self.cupti, ctx, host, self.metrics.names(), BATCH)?;
+            let cp = ContextProfiler::new(self.cupti, ctx, host, self.metrics.names(), batch())?;
             let armed = Armed {
                 device: dev,
                 profiler: cp,
-                log: Vec::with_capacity(BATCH),
+                log: Vec::with_capacity(batch()),
+                lingered: 0,
                 running_on: None,
                 in_flight: false,
                 tainted: false,
@@ -374,6 +437,7 @@ impl Collector {
         let a = st.contexts.get_mut(&(ctx as usize)).expect("set up above");
         let t = &mut st.status.time_ns;
         let warmed = timed(&mut t.start, || a.profiler.start()).and_then(|()| timed(&mut t.stop, || a.profiler.stop()));
+        st.status.profiler_starts += 1;
         if let Err(e) = warmed {
             Self::disable(st, &e);
         }
@@ -399,18 +463,19 @@ impl Collector {
     }
 
     /// At a launch's API entry: measure it? If so the context's profiler is
-    /// running (started now, or still running from the previous selected
+    /// running (started now, or still running from the previous measured
     /// launch). An unselected launch stops a running profiler first, so it
-    /// is never measured.
-    pub(crate) fn on_enter(&self, launch: &LaunchSite) -> bool {
+    /// is never measured, unless few launches have passed since the last
+    /// selected one: then measuring it costs less than a stop and a start.
+    pub(crate) fn on_enter(&self, launch: &LaunchSite) -> Measured {
         // Counted as in flight unmeasured from before the decision, so that
         // no other thread can start measuring in between.
         self.unmeasured.fetch_add(1, Ordering::SeqCst);
         let measured = self.enter(launch);
-        if measured {
-            self.unmeasured_exit();
-        } else {
+        if measured == Measured::Not {
             let _ = UNMEASURED_HERE.try_with(|u| u.set(true));
+        } else {
+            self.unmeasured_exit();
         }
         measured
     }
@@ -420,65 +485,91 @@ impl Collector {
         let _ = self.unmeasured.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
     }
 
-    fn enter(&self, launch: &LaunchSite) -> bool {
+    fn enter(&self, launch: &LaunchSite) -> Measured {
         let ctx = launch.ctx;
         let t = Instant::now();
         let mut guard = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let st = &mut *guard;
         st.status.time_ns.launch_waits += t.elapsed().as_nanos() as u64;
         if st.status.disabled.is_some() || ctx.is_null() {
-            return false;
+            return Measured::Not;
         }
         let key = ctx as usize;
         // SAFETY: gettid has no preconditions.
         let me = unsafe { libc::gettid() } as u32;
-        let selected = self.selects(st, launch);
-        let other_thread = st.contexts.get(&key).and_then(|a| a.running_on).is_some_and(|t| t != me);
-        // Another thread's unmeasured launch is in flight (this one counts
-        // itself once).
-        let others_unmeasured = self.unmeasured.load(Ordering::SeqCst) > 1;
-        if !selected || other_thread || others_unmeasured {
-            if selected {
+        let (running_on, in_flight, lingered) =
+            st.contexts.get(&key).map_or((None, false, 0), |a| (a.running_on, a.in_flight, a.lingered));
+        let other_thread = running_on.is_some_and(|t| t != me);
+        // Another thread's launch is in flight: its unmeasured launch (this
+        // one counts itself once), or its measured one, whose range this
+        // launch's kernel could take.
+        let busy = self.unmeasured.load(Ordering::SeqCst) > 1 || (other_thread && in_flight);
+        let mut pick = self.selects(st, launch);
+        // Not with kernel replay (each launch replayed costs ~14 ms) nor when
+        // each launch is to be measured alone.
+        let may_linger = !busy
+            && running_on == Some(me)
+            && st.status.passes <= 1
+            && batch() > 1
+            && lingered < linger_limit(&st.status);
+        if pick == Pick::Selected || (pick == Pick::Unselected && may_linger) {
+            pick = self.measurable(st, launch, pick);
+        }
+        if pick == Pick::Never || busy || (pick == Pick::Unselected && !may_linger) {
+            if pick == Pick::Selected {
                 st.status.skipped_busy += 1;
             }
             if let Some(a) = st.contexts.get_mut(&key) {
-                if a.in_flight && a.running_on.is_some_and(|t| t != me) {
+                if a.in_flight && other_thread {
                     a.tainted = true;
                 }
             }
             self.end_session(st, key);
-            return false;
+            return Measured::Not;
+        }
+        if other_thread {
+            // The other thread's measured launches are done: their ranges
+            // are decoded now, and this thread measures from here.
+            self.end_session(st, key);
         }
         let armed = self.timed_context(st, ctx);
         let started = armed.and_then(|()| {
             let a = st.contexts.get_mut(&key).expect("set up above");
             if a.running_on.is_none() {
                 timed(&mut st.status.time_ns.start, || a.profiler.start())?;
+                st.status.profiler_starts += 1;
                 a.running_on = Some(me);
                 st.warmed = true;
             }
             a.in_flight = true;
+            a.lingered = if pick == Pick::Selected { 0 } else { a.lingered + 1 };
             Ok(())
         });
         match started {
             Ok(()) => {
                 PENDING.with(|p| p.set(key));
+                PENDING_SELECTED.with(|p| p.set(pick == Pick::Selected));
                 STARTED_AT.with(|t| t.set(Some(Instant::now())));
-                true
+                if pick == Pick::Selected {
+                    Measured::Selected
+                } else {
+                    Measured::Lingering
+                }
             }
             Err(e) => {
                 Self::disable(st, &e);
-                false
+                Measured::Not
             }
         }
     }
 
-    /// The selection rules, applied to one launch.
-    fn selects(&self, st: &mut State, launch: &LaunchSite) -> bool {
-        let LaunchSite { stream, symbol, path, graph, .. } = *launch;
+    /// The selection rules, applied to one launch: its name, its NVTX path
+    /// and its rank among the launches of its kernel.
+    fn selects(&self, st: &mut State, launch: &LaunchSite) -> Pick {
+        let LaunchSite { symbol, path, graph, .. } = *launch;
         if graph {
             st.status.skipped_graph_launches += 1;
-            return false;
+            return Pick::Never;
         }
         let (id, name_passes) = *st.kernels.entry(symbol as usize).or_insert_with(|| {
             let name = if symbol.is_null() {
@@ -496,7 +587,7 @@ impl Collector {
             (id, passes)
         });
         if !name_passes {
-            return false;
+            return Pick::Unselected;
         }
         if self.selection.filters_paths()
             && !*st
@@ -504,17 +595,27 @@ impl Collector {
                 .entry(path)
                 .or_insert_with(|| self.selection.matches_path(&paths().path(path).to_string()))
         {
-            return false;
+            return Pick::Unselected;
         }
         let nth = &mut st.counts[id];
         let pick = self.selection.picks(*nth);
         *nth += 1;
-        if !pick {
-            return false;
+        if pick {
+            Pick::Selected
+        } else {
+            Pick::Unselected
         }
-        let Some(stream) = stream else {
-            st.status.skipped_unsupported_api += 1;
-            return false;
+    }
+
+    /// `pick`, or [`Pick::Never`] when the launch must not run under the
+    /// profiler (its stream is unknown or capturing). Skips are counted for
+    /// selected launches.
+    fn measurable(&self, st: &mut State, launch: &LaunchSite, pick: Pick) -> Pick {
+        let Some(stream) = launch.stream else {
+            if pick == Pick::Selected {
+                st.status.skipped_unsupported_api += 1;
+            }
+            return Pick::Never;
         };
         let mut capture = 0;
         if let Some(d) = driver::driver() {
@@ -524,10 +625,12 @@ impl Collector {
             }
         }
         if capture != 0 {
-            st.status.skipped_capturing += 1;
-            return false;
+            if pick == Pick::Selected {
+                st.status.skipped_capturing += 1;
+            }
+            return Pick::Never;
         }
-        true
+        pick
     }
 
     /// At the API exit of a launch this thread started measuring (the
@@ -547,7 +650,8 @@ impl Collector {
         if !ran {
             return Vec::new();
         }
-        armed.log.push(correlation_id);
+        let selected = PENDING_SELECTED.with(|p| p.replace(false));
+        armed.log.push(Logged { correlation_id, selected });
         let mut out = std::mem::take(&mut st.ready);
         if st.contexts.get(&ctx).is_some_and(|a| a.log.len() >= batch()) {
             out.extend(self.decode(st, ctx));
@@ -560,7 +664,7 @@ impl Collector {
     /// sessions. (When it did, on a PyTorch loop whose launches switch
     /// between two threads, values landed on neighbouring launches, 20 to
     /// 70 points off; measured one session per decode they agree with
-    /// Nsight Compute: bench/pytorch/fidelity.py.)
+    /// Nsight Compute: bench/metrics/validate.sh.)
     fn end_session(&self, st: &mut State, ctx: usize) {
         let Some(a) = st.contexts.get_mut(&ctx) else { return };
         if a.running_on.is_none() {
@@ -581,12 +685,13 @@ impl Collector {
         let Some(armed) = st.contexts.get_mut(&ctx) else { return Vec::new() };
         let log = std::mem::take(&mut armed.log);
         let tainted = std::mem::take(&mut armed.tainted);
+        armed.lingered = 0;
         if log.is_empty() {
             return Vec::new();
         }
         let host = st.hosts.get(&armed.device);
         let times = &mut st.status.time_ns;
-        let measured = (|| -> Result<Option<Vec<Vec<f64>>>> {
+        let measured = (|| -> Result<Option<Vec<Option<Vec<f64>>>>> {
             armed.stop(times)?;
             let (ranges, dropped) = timed(&mut times.decode, || armed.profiler.decode())?;
             if ranges.len() != log.len() || dropped != 0 || tainted || host.is_none() {
@@ -601,12 +706,16 @@ impl Collector {
             // One range per logged launch, in launch order. Any other count
             // means a kernel ran that the log does not know (or one was
             // lost): then no value is attached to any launch of the batch.
+            // Ranges of unselected launches are not evaluated.
             let values = match host {
                 Some(h) if ranges.len() == log.len() && dropped == 0 && !tainted => {
                     Some(timed(&mut times.evaluate, || {
-                        (0..ranges.len())
-                            // SAFETY: the profiler's own image, decoded just now.
-                            .map(|i| unsafe { h.evaluate(armed.profiler.image(), i) })
+                        log.iter()
+                            .enumerate()
+                            .map(|(i, l)| {
+                                // SAFETY: the profiler's own image, decoded just now.
+                                l.selected.then(|| unsafe { h.evaluate(armed.profiler.image(), i) }).transpose()
+                            })
                             .collect::<Result<Vec<_>>>()
                     })?)
                 }
@@ -615,18 +724,23 @@ impl Collector {
             timed(&mut times.rearm, || armed.profiler.reset())?;
             Ok(values)
         })();
+        let lingered = log.iter().filter(|l| !l.selected).count() as u64;
+        let selected = log.into_iter().filter(|l| l.selected).map(|l| l.correlation_id);
         match measured {
             Ok(Some(values)) => {
-                st.status.profiled_launches += log.len() as u64;
-                log.into_iter().zip(values.into_iter().map(Some)).collect()
+                st.status.lingered_launches += lingered;
+                st.status.profiled_launches += values.iter().flatten().count() as u64;
+                selected.zip(values.into_iter().flatten().map(Some)).collect()
             }
             Ok(None) => {
-                st.status.mismatches += log.len() as u64;
-                log.into_iter().map(|c| (c, None)).collect()
+                st.status.lingered_launches += lingered;
+                let out: Vec<_> = selected.map(|c| (c, None)).collect();
+                st.status.mismatches += out.len() as u64;
+                out
             }
             Err(e) => {
                 Self::disable(st, &e);
-                log.into_iter().map(|c| (c, None)).collect()
+                selected.map(|c| (c, None)).collect()
             }
         }
     }
@@ -667,5 +781,30 @@ impl Collector {
             st.contexts.remove(&key);
             out
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(starts: u64, start_ms: u64, stop_ms: u64, launches: u64, launch_ms: u64) -> MetricsStatus {
+        let mut s = MetricsStatus { profiler_starts: starts, profiled_launches: launches, ..Default::default() };
+        (s.time_ns.start, s.time_ns.stop, s.time_ns.launch) =
+            (start_ms * 1_000_000, stop_ms * 1_000_000, launch_ms * 1_000_000);
+        s
+    }
+
+    #[test]
+    fn lingering_is_bounded_by_what_a_restart_costs() {
+        // Before anything is timed: the default.
+        assert_eq!(linger_limit(&MetricsStatus::default()), LINGER_DEFAULT);
+        assert_eq!(linger_limit(&status(1, 225, 10, 5, 5)), LINGER_DEFAULT);
+        // 10 starts of 13 ms and stops of 10 ms; 1 ms per measured launch.
+        assert_eq!(linger_limit(&status(10, 130, 100, 200, 200)), 23);
+        // Kernel replay: 14 ms per launch, less than one restart.
+        assert_eq!(linger_limit(&status(10, 130, 100, 200, 2800)), 1);
+        // A slow start never lets it run unbounded.
+        assert_eq!(linger_limit(&status(10, 100_000, 100, 200, 200)), LINGER_MAX);
     }
 }
