@@ -1,6 +1,6 @@
 //! Validation workload for metrics mode: kernels whose SM efficiency and
 //! achieved occupancy differ on purpose, in NVTX ranges, to compare
-//! gpuscope with Nsight Compute launch by launch (scripts/validate.sh).
+//! gpuscope with Nsight Compute launch by launch (bench/metrics/validate.sh).
 //!
 //!     validate --mode plain|trace|all|default [--out report.json] [--reps N]
 //!              [--metrics SPEC] [--trace-records N] [--timeline]

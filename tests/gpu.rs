@@ -355,7 +355,7 @@ fn achieved_occupancy_and_sm_efficiency_match_ncu() {
         // to run (seen: softmax_normalize occupancy +8 points in one run,
         // -7 in another, against ncu). 2 points where runs are stable
         // (100 us and longer); on 10-100 us kernels only gross errors fail.
-        // scripts/validate.sh checks 2 points launch by launch on kernels
+        // bench/metrics/validate.sh checks 2 points launch by launch on kernels
         // built to be stable.
         let tol = if dur >= 100_000.0 { 2.0 } else { 10.0 };
         if dur >= 10_000.0 && ((a - na).abs() > tol || (e - ne).abs() > tol) {

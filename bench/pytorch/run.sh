@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
 # The PyTorch benchmarks on a GPU machine with CUDA 13, PyTorch and ncu:
 #   bench/pytorch/run.sh overhead LIBGPUSCOPE OUTDIR [PROCESSES] [ROUNDS] [STEPS]
-#   bench/pytorch/run.sh fidelity OUTDIR      (gpuscope on PATH)
 #   bench/pytorch/run.sh cost LIBGPUSCOPE OUTDIR ROUNDS CONFIG...
 #   bench/pytorch/run.sh ab OLD_LIB NEW_LIB OUTDIR SECONDS [CONFIG]
 # cost: one long session per process (session_cost.py), the configurations
@@ -12,8 +11,7 @@
 # alternating none / OLD / NEW (CONFIG, default windows:1000:0/1000) until
 # SECONDS have passed; ab_stats.py's three measures in ab.txt.
 # overhead: tracing cost decomposed (see overhead.py), in PROCESSES
-# processes; fidelity: every launch of 3 steps measured by gpuscope
-# (metrics mode) and by ncu, compared launch by launch (fidelity.py).
+# processes. Metric agreement with ncu and metrics mode's cost: bench/metrics/.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -87,14 +85,5 @@ PY
       done
     done
     python3 "$here/ab_stats.py" "$out" none old new | tee "$out/ab.txt" ;;
-  fidelity)
-    out=$2; mkdir -p "$out"
-    M=gpu__time_duration.sum,sm__warps_active.avg.pct_of_peak_sustained_active,smsp__cycles_active.avg.pct_of_peak_sustained_elapsed
-    export WARMUP=1 STEPS=2
-    prog=(python3 "$root/examples/python/gpt_train.py")
-    gpuscope run -q --mode metrics --launch-count all --trace 1000000 -o "$out/gpuscope.json" -- "${prog[@]}" > "$out/gpuscope.log" 2>&1
-    GPUSCOPE_METRICS_BATCH=1 gpuscope run -q --mode metrics --launch-count all --trace 1000000 -o "$out/gpuscope_alone.json" -- "${prog[@]}" > "$out/gpuscope_alone.log" 2>&1
-    ncu --csv --cache-control none --clock-control none --metrics $M "${prog[@]}" > "$out/ncu.csv" 2> "$out/ncu.log"
-    python3 "$here/fidelity.py" --ncu ncu="$out/ncu.csv" --ours gpuscope="$out/gpuscope.json" --ours alone="$out/gpuscope_alone.json" ;;
   *) sed -n 2,8p "$0"; exit 2 ;;
 esac
