@@ -57,6 +57,12 @@ struct Armed {
     /// flight: which range is whose is unknown, so the batch's values are
     /// discarded.
     tainted: bool,
+    /// Counts starts: a launch logs itself only into the session it was
+    /// measured in.
+    session: u64,
+    /// One pass, no replay: unselected launches may run under the profiler
+    /// (under kernel replay each costs ~14 ms).
+    user_replay: bool,
 }
 
 /// One measured launch of a context's log.
@@ -89,18 +95,14 @@ const LINGER_DEFAULT: usize = 16;
 const LINGER_MAX: usize = 64;
 
 /// How many unselected launches in a row are measured rather than stopping
-/// the profiler: as many as cost what a stop and a start cost, by this
-/// session's own timings so far.
-fn linger_limit(status: &MetricsStatus) -> usize {
-    let t = &status.time_ns;
-    let launches = status.profiled_launches + status.lingered_launches;
-    let starts = status.profiler_starts;
-    if starts < 2 || launches == 0 || t.launch == 0 {
-        return LINGER_DEFAULT;
+/// the profiler: as many as cost what a stop and a start cost, from the
+/// session's mean restart (a start after the process's first, and a stop)
+/// and mean measured launch, once both have been timed.
+fn linger_limit(restart_ns: Option<u64>, launch_ns: Option<u64>) -> usize {
+    match (restart_ns, launch_ns) {
+        (Some(restart), Some(launch)) => ((restart / launch.max(1)) as usize).min(LINGER_MAX),
+        _ => LINGER_DEFAULT,
     }
-    let restart = (t.start + t.stop) / starts;
-    let per_launch = (t.launch / launches).max(1);
-    ((restart / per_launch) as usize).min(LINGER_MAX)
 }
 
 impl Armed {
@@ -149,6 +151,11 @@ struct State {
     warmed: bool,
     /// A stream capture has begun: no start/stop outside a launch since.
     captures_seen: bool,
+    /// Time of the starts after the process's first, and their count.
+    restart_ns: u64,
+    restarts: u64,
+    /// Measured launch calls that returned (their time is `time_ns.launch`).
+    measured_calls: u64,
     /// The session is ending: set nothing up any more.
     shut: bool,
     hosts: HashMap<i32, HostObject>,
@@ -219,6 +226,8 @@ thread_local! {
     static PENDING: Cell<usize> = const { Cell::new(0) };
     // That launch was selected (its values are reported).
     static PENDING_SELECTED: Cell<bool> = const { Cell::new(false) };
+    // The session of the context that launch was measured in.
+    static PENDING_SESSION: Cell<u64> = const { Cell::new(0) };
     static STARTED_AT: Cell<Option<std::time::Instant>> = const { Cell::new(None) };
     // This thread is inside a launch call that is not measured.
     static UNMEASURED_HERE: Cell<bool> = const { Cell::new(false) };
@@ -251,6 +260,9 @@ impl Collector {
                 initialized: false,
                 warmed: false,
                 captures_seen: false,
+                restart_ns: 0,
+                restarts: 0,
+                measured_calls: 0,
                 shut: false,
                 hosts: HashMap::new(),
                 contexts: HashMap::new(),
@@ -330,6 +342,8 @@ impl Collector {
                 lingered: 0,
                 running_on: None,
                 in_flight: false,
+                session: 0,
+                user_replay: host.passes() <= 1,
                 tainted: false,
             };
             st.contexts.insert(key, armed);
@@ -454,6 +468,18 @@ impl Collector {
         r
     }
 
+    /// Mean cost of a restart: a start after the process's first, and a
+    /// stop.
+    fn restart_mean(st: &State) -> Option<u64> {
+        let stops = st.status.profiler_starts.max(1);
+        (st.restarts > 0).then(|| st.restart_ns / st.restarts + st.status.time_ns.stop / stops)
+    }
+
+    /// Mean time of a measured launch call.
+    fn launch_mean(st: &State) -> Option<u64> {
+        (st.measured_calls > 0).then(|| st.status.time_ns.launch / st.measured_calls)
+    }
+
     fn disable(st: &mut State, e: &Error) {
         if st.status.disabled.is_none() {
             eprintln!("gpuscope: hardware metrics are off for this session: {e}. Tracing continues.");
@@ -497,21 +523,23 @@ impl Collector {
         let key = ctx as usize;
         // SAFETY: gettid has no preconditions.
         let me = unsafe { libc::gettid() } as u32;
-        let (running_on, in_flight, lingered) =
-            st.contexts.get(&key).map_or((None, false, 0), |a| (a.running_on, a.in_flight, a.lingered));
+        let (running_on, in_flight, lingered, user_replay) = st
+            .contexts
+            .get(&key)
+            .map_or((None, false, 0, false), |a| (a.running_on, a.in_flight, a.lingered, a.user_replay));
         let other_thread = running_on.is_some_and(|t| t != me);
         // Another thread's launch is in flight: its unmeasured launch (this
         // one counts itself once), or its measured one, whose range this
-        // launch's kernel could take.
-        let busy = self.unmeasured.load(Ordering::SeqCst) > 1 || (other_thread && in_flight);
+        // launch's kernel could take (this thread has none in flight).
+        let busy = self.unmeasured.load(Ordering::SeqCst) > 1 || in_flight;
         let mut pick = self.selects(st, launch);
-        // Not with kernel replay (each launch replayed costs ~14 ms) nor when
-        // each launch is to be measured alone.
+        // Not with kernel replay, nor when each launch is to be measured
+        // alone.
         let may_linger = !busy
             && running_on == Some(me)
-            && st.status.passes <= 1
+            && user_replay
             && batch() > 1
-            && lingered < linger_limit(&st.status);
+            && lingered < linger_limit(Self::restart_mean(st), Self::launch_mean(st));
         if pick == Pick::Selected || (pick == Pick::Unselected && may_linger) {
             pick = self.measurable(st, launch, pick);
         }
@@ -531,14 +559,26 @@ impl Collector {
             // The other thread's measured launches are done: their ranges
             // are decoded now, and this thread measures from here.
             self.end_session(st, key);
+            if st.status.disabled.is_some() {
+                return Measured::Not;
+            }
         }
         let armed = self.timed_context(st, ctx);
         let started = armed.and_then(|()| {
             let a = st.contexts.get_mut(&key).expect("set up above");
             if a.running_on.is_none() {
-                timed(&mut st.status.time_ns.start, || a.profiler.start())?;
+                let t = Instant::now();
+                let r = a.profiler.start();
+                let ns = t.elapsed().as_nanos() as u64;
+                st.status.time_ns.start += ns;
+                r?;
                 st.status.profiler_starts += 1;
+                if st.warmed {
+                    st.restart_ns += ns;
+                    st.restarts += 1;
+                }
                 a.running_on = Some(me);
+                a.session += 1;
                 st.warmed = true;
             }
             a.in_flight = true;
@@ -547,7 +587,9 @@ impl Collector {
         });
         match started {
             Ok(()) => {
+                let session = st.contexts.get(&key).map_or(0, |a| a.session);
                 PENDING.with(|p| p.set(key));
+                PENDING_SESSION.with(|p| p.set(session));
                 PENDING_SELECTED.with(|p| p.set(pick == Pick::Selected));
                 STARTED_AT.with(|t| t.set(Some(Instant::now())));
                 if pick == Pick::Selected {
@@ -642,18 +684,32 @@ impl Collector {
         if ctx == 0 {
             return Vec::new();
         }
+        let selected = PENDING_SELECTED.with(|p| p.replace(false));
+        let session = PENDING_SESSION.with(|p| p.replace(0));
+        // A selected launch's record waits for a metrics event; an
+        // unselected one's must not get one.
+        let lost = || if selected && ran { vec![(correlation_id, None)] } else { Vec::new() };
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let st = &mut *st;
-        let Some(armed) = st.contexts.get_mut(&ctx) else { return vec![(correlation_id, None)] };
+        let Some(armed) = st.contexts.get_mut(&ctx) else { return lost() };
         armed.in_flight = false;
         st.status.time_ns.launch += STARTED_AT.with(|t| t.take()).map_or(0, |t| t.elapsed().as_nanos() as u64);
-        if !ran {
-            return Vec::new();
-        }
-        let selected = PENDING_SELECTED.with(|p| p.replace(false));
-        armed.log.push(Logged { correlation_id, selected });
+        st.measured_calls += 1;
         let mut out = std::mem::take(&mut st.ready);
-        if st.contexts.get(&ctx).is_some_and(|a| a.log.len() >= batch()) {
+        if armed.session != session || armed.running_on.is_none() {
+            // Another thread ended the session while this launch was in
+            // it: which range was its is unknown.
+            if selected && ran {
+                st.status.mismatches += 1;
+            }
+            out.extend(lost());
+            return out;
+        }
+        if !ran {
+            return out;
+        }
+        armed.log.push(Logged { correlation_id, selected });
+        if armed.log.len() >= batch() {
             out.extend(self.decode(st, ctx));
         }
         out
@@ -788,23 +844,19 @@ impl Collector {
 mod tests {
     use super::*;
 
-    fn status(starts: u64, start_ms: u64, stop_ms: u64, launches: u64, launch_ms: u64) -> MetricsStatus {
-        let mut s = MetricsStatus { profiler_starts: starts, profiled_launches: launches, ..Default::default() };
-        (s.time_ns.start, s.time_ns.stop, s.time_ns.launch) =
-            (start_ms * 1_000_000, stop_ms * 1_000_000, launch_ms * 1_000_000);
-        s
-    }
-
     #[test]
     fn lingering_is_bounded_by_what_a_restart_costs() {
-        // Before anything is timed: the default.
-        assert_eq!(linger_limit(&MetricsStatus::default()), LINGER_DEFAULT);
-        assert_eq!(linger_limit(&status(1, 225, 10, 5, 5)), LINGER_DEFAULT);
-        // 10 starts of 13 ms and stops of 10 ms; 1 ms per measured launch.
-        assert_eq!(linger_limit(&status(10, 130, 100, 200, 200)), 23);
-        // Kernel replay: 14 ms per launch, less than one restart.
-        assert_eq!(linger_limit(&status(10, 130, 100, 200, 2800)), 1);
+        let ms = |v: u64| Some(v * 1_000_000);
+        // Before a restart and a measured launch are timed: the default.
+        assert_eq!(linger_limit(None, None), LINGER_DEFAULT);
+        assert_eq!(linger_limit(None, ms(1)), LINGER_DEFAULT);
+        assert_eq!(linger_limit(ms(23), None), LINGER_DEFAULT);
+        // A restart of 23 ms, 1 ms per measured launch.
+        assert_eq!(linger_limit(ms(23), ms(1)), 23);
+        // Kernel replay: 14 ms per launch, less than two per restart.
+        assert_eq!(linger_limit(ms(23), ms(14)), 1);
         // A slow start never lets it run unbounded.
-        assert_eq!(linger_limit(&status(10, 100_000, 100, 200, 200)), LINGER_MAX);
+        assert_eq!(linger_limit(ms(100_000), ms(1)), LINGER_MAX);
+        assert_eq!(linger_limit(ms(23), Some(0)), LINGER_MAX);
     }
 }
