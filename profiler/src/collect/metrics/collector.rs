@@ -46,8 +46,6 @@ struct Armed {
     device: i32,
     profiler: ContextProfiler,
     log: Vec<Logged>,
-    /// Unselected launches measured in a row since the last selected one.
-    lingered: usize,
     /// Started and not yet stopped, by this OS thread: consecutive
     /// selected launches share one start/stop (each costs milliseconds).
     running_on: Option<u32>,
@@ -60,9 +58,6 @@ struct Armed {
     /// Counts starts: a launch logs itself only into the session it was
     /// measured in.
     session: u64,
-    /// One pass, no replay: unselected launches may run under the profiler
-    /// (under kernel replay each costs ~14 ms).
-    user_replay: bool,
 }
 
 /// One measured launch of a context's log.
@@ -106,6 +101,12 @@ fn linger_limit(restart_ns: Option<u64>, launch_ns: Option<u64>) -> usize {
 }
 
 impl Armed {
+    /// Unselected launches measured since the last selected one (a session
+    /// starts with a selected launch, so at most the linger limit).
+    fn lingered(&self) -> usize {
+        self.log.iter().rev().take_while(|l| !l.selected).count()
+    }
+
     fn stop(&mut self, times: &mut PhaseTimes) -> Result<()> {
         if self.running_on.take().is_some() {
             timed(&mut times.stop, || self.profiler.stop())?;
@@ -206,6 +207,17 @@ pub(crate) enum Measured {
     Lingering,
 }
 
+/// A launch measured from its API entry to its exit.
+#[derive(Clone, Copy)]
+struct Pending {
+    /// Its context.
+    ctx: usize,
+    /// The context's session it runs in.
+    session: u64,
+    /// Its values are reported.
+    selected: bool,
+}
+
 /// What the launch callback knows of a launch at its API entry.
 #[derive(Clone, Copy)]
 pub(crate) struct LaunchSite {
@@ -222,12 +234,8 @@ pub(crate) struct LaunchSite {
 }
 
 thread_local! {
-    // The context whose range profiler this thread started at API entry.
-    static PENDING: Cell<usize> = const { Cell::new(0) };
-    // That launch was selected (its values are reported).
-    static PENDING_SELECTED: Cell<bool> = const { Cell::new(false) };
-    // The session of the context that launch was measured in.
-    static PENDING_SESSION: Cell<u64> = const { Cell::new(0) };
+    // The launch this thread started measuring at API entry.
+    static PENDING: Cell<Option<Pending>> = const { Cell::new(None) };
     static STARTED_AT: Cell<Option<std::time::Instant>> = const { Cell::new(None) };
     // This thread is inside a launch call that is not measured.
     static UNMEASURED_HERE: Cell<bool> = const { Cell::new(false) };
@@ -243,7 +251,7 @@ pub(crate) fn take_unmeasured_here() -> bool {
 /// API exit has yet to log. Most exits have nothing to do: they return on
 /// this, before taking any lock.
 pub(crate) fn measuring_here() -> bool {
-    PENDING.try_with(|p| p.get() != 0).unwrap_or(false)
+    PENDING.try_with(|p| p.get().is_some()).unwrap_or(false)
 }
 
 impl Collector {
@@ -339,11 +347,9 @@ impl Collector {
                 device: dev,
                 profiler: cp,
                 log: Vec::with_capacity(batch()),
-                lingered: 0,
                 running_on: None,
                 in_flight: false,
                 session: 0,
-                user_replay: host.passes() <= 1,
                 tainted: false,
             };
             st.contexts.insert(key, armed);
@@ -523,10 +529,10 @@ impl Collector {
         let key = ctx as usize;
         // SAFETY: gettid has no preconditions.
         let me = unsafe { libc::gettid() } as u32;
-        let (running_on, in_flight, lingered, user_replay) = st
+        let (running_on, in_flight, lingered, runs_once) = st
             .contexts
             .get(&key)
-            .map_or((None, false, 0, false), |a| (a.running_on, a.in_flight, a.lingered, a.user_replay));
+            .map_or((None, false, 0, false), |a| (a.running_on, a.in_flight, a.lingered(), a.profiler.runs_once()));
         let other_thread = running_on.is_some_and(|t| t != me);
         // Another thread's launch is in flight: its unmeasured launch (this
         // one counts itself once), or its measured one, whose range this
@@ -537,7 +543,7 @@ impl Collector {
         // alone.
         let may_linger = !busy
             && running_on == Some(me)
-            && user_replay
+            && runs_once
             && batch() > 1
             && lingered < linger_limit(Self::restart_mean(st), Self::launch_mean(st));
         if pick == Pick::Selected || (pick == Pick::Unselected && may_linger) {
@@ -567,14 +573,11 @@ impl Collector {
         let started = armed.and_then(|()| {
             let a = st.contexts.get_mut(&key).expect("set up above");
             if a.running_on.is_none() {
-                let t = Instant::now();
-                let r = a.profiler.start();
-                let ns = t.elapsed().as_nanos() as u64;
-                st.status.time_ns.start += ns;
-                r?;
+                let before = st.status.time_ns.start;
+                timed(&mut st.status.time_ns.start, || a.profiler.start())?;
                 st.status.profiler_starts += 1;
                 if st.warmed {
-                    st.restart_ns += ns;
+                    st.restart_ns += st.status.time_ns.start - before;
                     st.restarts += 1;
                 }
                 a.running_on = Some(me);
@@ -582,15 +585,13 @@ impl Collector {
                 st.warmed = true;
             }
             a.in_flight = true;
-            a.lingered = if pick == Pick::Selected { 0 } else { a.lingered + 1 };
             Ok(())
         });
         match started {
             Ok(()) => {
                 let session = st.contexts.get(&key).map_or(0, |a| a.session);
-                PENDING.with(|p| p.set(key));
-                PENDING_SESSION.with(|p| p.set(session));
-                PENDING_SELECTED.with(|p| p.set(pick == Pick::Selected));
+                let pending = Pending { ctx: key, session, selected: pick == Pick::Selected };
+                PENDING.with(|p| p.set(Some(pending)));
                 STARTED_AT.with(|t| t.set(Some(Instant::now())));
                 if pick == Pick::Selected {
                     Measured::Selected
@@ -680,12 +681,9 @@ impl Collector {
     /// the launch. Returns the metric values of every launch whose batch
     /// was decoded now (`None` values: discarded).
     pub(crate) fn on_exit(&self, correlation_id: u32, ran: bool) -> Vec<(u32, Option<Vec<f64>>)> {
-        let ctx = PENDING.with(|p| p.replace(0));
-        if ctx == 0 {
+        let Some(Pending { ctx, session, selected }) = PENDING.with(|p| p.take()) else {
             return Vec::new();
-        }
-        let selected = PENDING_SELECTED.with(|p| p.replace(false));
-        let session = PENDING_SESSION.with(|p| p.replace(0));
+        };
         // A selected launch's record waits for a metrics event; an
         // unselected one's must not get one.
         let lost = || if selected && ran { vec![(correlation_id, None)] } else { Vec::new() };
@@ -741,7 +739,6 @@ impl Collector {
         let Some(armed) = st.contexts.get_mut(&ctx) else { return Vec::new() };
         let log = std::mem::take(&mut armed.log);
         let tainted = std::mem::take(&mut armed.tainted);
-        armed.lingered = 0;
         if log.is_empty() {
             return Vec::new();
         }
@@ -780,16 +777,14 @@ impl Collector {
             timed(&mut times.rearm, || armed.profiler.reset())?;
             Ok(values)
         })();
-        let lingered = log.iter().filter(|l| !l.selected).count() as u64;
+        st.status.lingered_launches += log.iter().filter(|l| !l.selected).count() as u64;
         let selected = log.into_iter().filter(|l| l.selected).map(|l| l.correlation_id);
         match measured {
             Ok(Some(values)) => {
-                st.status.lingered_launches += lingered;
                 st.status.profiled_launches += values.iter().flatten().count() as u64;
                 selected.zip(values.into_iter().flatten().map(Some)).collect()
             }
             Ok(None) => {
-                st.status.lingered_launches += lingered;
                 let out: Vec<_> = selected.map(|c| (c, None)).collect();
                 st.status.mismatches += out.len() as u64;
                 out

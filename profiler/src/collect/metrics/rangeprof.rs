@@ -239,6 +239,12 @@ impl ContextProfiler {
         }
     }
 
+    /// Whether a measured kernel runs once, as it would unprofiled (one
+    /// pass), rather than being replayed per pass.
+    pub(crate) fn runs_once(&self) -> bool {
+        self.replay == sys::CUPTI_UserReplay
+    }
+
     /// Starts collecting: kernels launched until [`stop`](Self::stop) are
     /// replayed and measured, one range each.
     pub(crate) fn start(&mut self) -> Result<()> {
