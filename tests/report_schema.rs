@@ -1,0 +1,532 @@
+//! The report's JSON Schema (`docs/reference/report.schema.json`) against
+//! the reports this version writes: synthetic trace- and metrics-mode
+//! sessions folded from CUPTI records, a report with every optional field
+//! filled, and the reports of `tests/data`, each read and written again (as
+//! `gpuscope report FILE --format json` does) and, when of this schema
+//! version, also as written on the device (`schema3-*.json`: reports of
+//! `examples/python/gpt_train.py` under `gpuscope run` in each mode and of
+//! `examples/python/train_loop.py` with `--torch-ranges`, on an H100, their
+//! `trace` lists cut to 4 records and memory timelines to 8 points). A field the
+//! code adds, renames or stops writing fails here until the schema (and
+//! `docs/reference/report-json.md`) follow: the schema's objects are closed
+//! (`additionalProperties: false`), fields always written are required,
+//! and every field the schema names must appear in one of these reports.
+//!
+//! `GPUSCOPE_SCHEMA_DUMP=DIR cargo test -p gpuscope --test report_schema`
+//! writes the reports checked into DIR.
+
+use gpuscope::report::{Declared, Report};
+use gpuscope::testing::{HostEvent, Replay};
+use serde_json::{json, Value};
+use std::collections::BTreeSet;
+
+mod records;
+use records::*;
+
+const SCHEMA: &str = include_str!("../docs/reference/report.schema.json");
+const MS: u64 = 1_000_000;
+
+fn schema() -> Value {
+    serde_json::from_str(SCHEMA).expect("report.schema.json is JSON")
+}
+
+fn validator() -> jsonschema::Validator {
+    jsonschema::validator_for(&schema()).expect("report.schema.json is a valid JSON Schema")
+}
+
+/// What the validator says about `report`, one line per error.
+fn errors(v: &jsonschema::Validator, report: &Value) -> Vec<String> {
+    v.iter_errors(report).map(|e| format!("{}: {e}", e.instance_path)).collect()
+}
+
+fn launch(correlation_id: u32, tid: u32, path: u32, instance: u64, ts: u64) -> HostEvent {
+    HostEvent::Launch {
+        correlation_id,
+        tid,
+        path,
+        instance,
+        graph: false,
+        profiled: false,
+        inherited: false,
+        ts,
+        cost_ns: 700,
+        prev_call_ns: 2_500,
+    }
+}
+
+/// A trace-mode training loop: six `step` calls with `data`, `forward`
+/// and `backward` inside (backward's kernels launched by a worker thread
+/// with no range of its own), a graph launch, pageable and pinned copies,
+/// a memset, host waits, device memory allocations, framework memory and
+/// counted FLOPs, a start/end range, a fork, and a kept trace.
+fn trace_session() -> Report {
+    let mut rp = Replay::new(vec![h200()], 1_000);
+    let step = rp.path(&["step"]);
+    let data = rp.path(&["step", "data"]);
+    let fwd = rp.path(&["step", "forward"]);
+    let bwd = rp.path(&["step", "backward"]);
+    let request = rp.path(&["request"]);
+    rp.host_event(HostEvent::Calibrated { record_ns: 900, plain_ns: 2_000, traced_ns: 2_900 });
+    rp.host_event(HostEvent::ThreadName { tid: 1, name: "trainer".into() });
+    let mut b = Vec::new();
+    let mut corr = 0u32;
+    let mut next = || {
+        corr += 1;
+        corr
+    };
+    for k in 0..6u64 {
+        let t = k * 10 * MS;
+        let inst = k * 10 + 1;
+        rp.host_event(HostEvent::Push { instance: inst, parent: 0, path: step, tid: 1, ts: t });
+        rp.host_event(HostEvent::FrameworkMemory {
+            instance: inst,
+            at_end: false,
+            allocated: 1 << 30,
+            reserved: 2 << 30,
+            peak: 1 << 30,
+        });
+        // data: a pageable copy the host waits in.
+        rp.host_event(HostEvent::Push { instance: inst + 1, parent: inst, path: data, tid: 1, ts: t + 10_000 });
+        let c = next();
+        rp.host_event(HostEvent::HostCopy {
+            start: t + 20_000,
+            end: t + 2 * MS,
+            correlation_id: c,
+            instance: inst + 1,
+        });
+        b.extend(memcpy(c, t + 30_000, t + 2 * MS, 64 << 20));
+        rp.host_event(HostEvent::Pop { instance: inst + 1, ts: t + 2 * MS + 10_000 });
+        // forward: two kernels, a pinned copy, an allocation.
+        rp.host_event(HostEvent::Push { instance: inst + 2, parent: inst, path: fwd, tid: 1, ts: t + 2 * MS + 20_000 });
+        let c = next();
+        rp.host_event(launch(c, 1, fwd, inst + 2, t + 2 * MS + 30_000));
+        b.extend(kernel(&K {
+            name: c"_Z12matmul_tiledILi16EEvPKfS1_Pfi",
+            corr: c,
+            start: t + 2 * MS + 40_000,
+            end: t + 4 * MS,
+            block: 256,
+            regs: 44,
+            dyn_smem: 0,
+            stream: 13,
+        }));
+        let c = next();
+        rp.host_event(launch(c, 1, fwd, inst + 2, t + 2 * MS + 40_000));
+        b.extend(kernel_grid(c"one_block", c, t + 4 * MS, t + 5 * MS, 1, 128));
+        let c = next();
+        rp.host_event(HostEvent::Alloc { correlation_id: c, path: fwd });
+        b.extend(memory2(true, 0x9000_0000 + k * 0x1000_0000, 256 << 20, t + 4 * MS));
+        b.extend(memcpy_pinned(next(), t + 4 * MS, t + 4 * MS + 100_000, 1 << 20));
+        rp.host_event(HostEvent::Flops { instance: inst + 2, flops: 2.0e9 });
+        rp.host_event(HostEvent::Pop { instance: inst + 2, ts: t + 5 * MS });
+        // backward: launched by thread 2 under the loop thread's range, and
+        // a graph launch (two kernels, one correlation id).
+        rp.host_event(HostEvent::Push { instance: inst + 3, parent: inst, path: bwd, tid: 1, ts: t + 5 * MS + 10_000 });
+        let c = next();
+        rp.host_event(HostEvent::Launch {
+            correlation_id: c,
+            tid: 2,
+            path: bwd,
+            instance: inst + 3,
+            graph: false,
+            profiled: false,
+            inherited: true,
+            ts: t + 5 * MS + 20_000,
+            cost_ns: 600,
+            prev_call_ns: 2_400,
+        });
+        b.extend(kernel_grid(c"softmax_fused", c, t + 5 * MS + 30_000, t + 7 * MS, 1024, 256));
+        let c = next();
+        rp.host_event(HostEvent::Launch {
+            correlation_id: c,
+            tid: 1,
+            path: bwd,
+            instance: inst + 3,
+            graph: true,
+            profiled: false,
+            inherited: false,
+            ts: t + 7 * MS,
+            cost_ns: 900,
+            prev_call_ns: 3_000,
+        });
+        b.extend(kernel_grid(c"tail_wave", c, t + 7 * MS + 10_000, t + 8 * MS, 134, 1024));
+        b.extend(kernel_grid(c"tail_wave", c, t + 8 * MS, t + 8 * MS + 500_000, 134, 1024));
+        rp.host_event(HostEvent::HostWait { start: t + 8 * MS, end: t + 9 * MS, instance: inst + 3 });
+        b.extend(sync(t + 8 * MS, t + 9 * MS));
+        b.extend(memory2(false, 0x9000_0000 + k * 0x1000_0000, 256 << 20, t + 9 * MS));
+        rp.host_event(HostEvent::Pop { instance: inst + 3, ts: t + 9 * MS });
+        rp.host_event(HostEvent::OwnCost { tid: 1, instance: inst, ns: 5_000, ts: t + 9 * MS });
+        rp.host_event(HostEvent::FrameworkMemory {
+            instance: inst,
+            at_end: true,
+            allocated: 1 << 30,
+            reserved: 2 << 30,
+            peak: 3 << 30,
+        });
+        rp.host_event(HostEvent::Pop { instance: inst, ts: t + 9 * MS + 500_000 });
+    }
+    // After the loop: a start/end range, a memset, a fork, a pop with
+    // nothing open, and a kernel whose launch was never seen.
+    rp.host_event(HostEvent::Start { id: 1, path: request, tid: 3, ts: 61 * MS });
+    rp.host_event(HostEvent::End { id: 1, ts: 63 * MS });
+    rp.host_event(HostEvent::Forked { ts: 61 * MS });
+    rp.host_event(HostEvent::UnbalancedPop { tid: 3 });
+    b.extend(memset(62 * MS, 62 * MS + 1_000));
+    b.extend(kernel_grid(c"orphan", 9_999, 62 * MS, 62 * MS + 10_000, 132, 128));
+    b.extend(memory2(true, 0x10_0000, 1 << 30, MS / 2));
+    rp.buffer(&b);
+    let mut r = rp.finish(0, 64 * MS);
+    r.declared.push(Declared {
+        range: "step".into(),
+        flops: Some(4.0e12),
+        work: Some(4096.0),
+        unit: Some("tokens".into()),
+    });
+    r
+}
+
+/// Measured values in the order of the default metric set plus `tensor`:
+/// occupancy, SM efficiency, duration, cycles, DRAM read and write, issue
+/// active, tensor active, then tensor FLOPs (bf16, fp16, tf32, fp8, int8,
+/// fp64).
+fn measured(occ: f64, eff: f64, dur_ns: u64, dram: f64, tensor: f64, bf16_flops: f64) -> Vec<f64> {
+    let d = dur_ns as f64;
+    vec![occ, eff, d, d * 1.98, dram / 2.0, dram / 2.0, 40.0, tensor, bf16_flops, 0.0, 0.0, 0.0, 0.0, 0.0]
+}
+
+/// A metrics-mode session: a GEMM near the tensor cores' peak, a streaming
+/// kernel near DRAM's and a one-block kernel, measured and not, with
+/// gpuscope's measurement time.
+fn metrics_session() -> Report {
+    let set = gpuscope::MetricSet::default().with_tensor();
+    let mut rp = Replay::with_metrics(vec![h200()], 100, set.names());
+    let p = rp.path(&["train", "step"]);
+    let train = rp.path(&["train"]);
+    rp.host_event(HostEvent::Push { instance: 1, parent: 0, path: train, tid: 1, ts: 0 });
+    let mut b = Vec::new();
+    for k in 0..8u64 {
+        let (t, inst) = (k * 4 * MS, 10 + k);
+        rp.host_event(HostEvent::Push { instance: inst, parent: 1, path: p, tid: 1, ts: t });
+        for (i, (name, grid, v)) in [
+            (c"gemm_bf16", 1320, measured(15.0, 96.0, 1_000_000, 2.0e9, 93.0, 0.8e12)),
+            (c"stream_copy", 2640, measured(57.0, 98.0, 1_000_000, 3.6e9, 0.0, 0.0)),
+            (c"one_block", 1, measured(6.0, 0.75, 1_000_000, 1.0e6, 0.0, 0.0)),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let c = (k * 3 + i as u64 + 1) as u32;
+            let start = t + i as u64 * MS + 100_000;
+            let profiled = k < 3;
+            rp.host_event(HostEvent::Launch {
+                correlation_id: c,
+                tid: 1,
+                path: p,
+                instance: inst,
+                graph: false,
+                profiled,
+                inherited: false,
+                ts: start - 50_000,
+                cost_ns: 800,
+                prev_call_ns: 3_000,
+            });
+            if profiled {
+                rp.host_event(HostEvent::Overhead { start: start - 50_000, end: start });
+                rp.host_event(HostEvent::KernelMetrics { correlation_id: c, values: Some(v) });
+            }
+            b.extend(kernel_grid(name, c, start, start + MS, grid, 256));
+        }
+        rp.host_event(HostEvent::Pop { instance: inst, ts: t + 4 * MS });
+    }
+    rp.host_event(HostEvent::Pop { instance: 1, ts: 33 * MS });
+    rp.buffer(&b);
+    let mut r = rp.finish(0, 34 * MS);
+    r.declared.push(Declared { range: "train/step".into(), flops: Some(2.0e12), work: None, unit: None });
+    r
+}
+
+/// Every field a report may leave out, filled: on top of the trace
+/// session's JSON, what metrics mode, sampling mode (trace windows
+/// included), library ranges, PyTorch's automatic ranges and the
+/// session's steady state add. Read back and written by the code, so the
+/// fields are the code's: one it does not know is not written again.
+fn every_field() -> Report {
+    let mut v: Value = serde_json::from_str(&trace_session().to_json()).expect("JSON");
+    let sampled = json!({
+        "sm_efficiency_pct": 71.5, "achieved_occupancy_pct": 33.0, "tensor_active_pct": 12.0,
+        "issue_active_pct": 40.0, "dram_gb_per_s": 1200.0, "covered_ns": 4000000u64, "samples": 40
+    });
+    v["mode"] = json!("sampling");
+    v["metrics"] = json!({
+        "metrics": ["sm__warps_active.avg.pct_of_peak_sustained_active"], "passes": 1, "profiled_launches": 3,
+        "mismatches": 1, "skipped_busy": 1, "skipped_graph_launches": 1, "skipped_capturing": 1,
+        "skipped_unsupported_api": 1, "lingered_launches": 2, "profiler_starts": 2,
+        "disabled": "an example reason",
+        "time_ns": { "setup": 1, "setup_host": 2, "launch": 3, "start": 4, "stop": 5, "decode": 6,
+                     "evaluate": 7, "rearm": 8, "launch_waits": 9 }
+    });
+    v["sampling"] = json!({
+        "interval_ns": 1000000u64, "metrics": ["smsp__cycles_active.avg"], "devices": [0], "samples": 64,
+        "overflows": 1, "samples_expired": 1, "kernels_unsampled": 2, "min_kernel_samples": 4,
+        "disabled": "an example reason", "tail_lost": true, "decode_ns": 10, "decode_data_ns": 5, "evaluate_ns": 3,
+        "trace_windows": { "window_ns": 100000000u64, "period_ns": 1000000000u64, "windows": 1,
+                           "traced_ns": 100000000u64, "untraced_ns": 900000000u64, "unclassified_gaps_ns": 7,
+                           "untraced_launches": 12 },
+        "trace_windows_off": "an example reason"
+    });
+    v["session_steady"] = json!({
+        "start_ns": 10000000u64, "end_ns": 60000000u64, "startup_ns": 10000000u64, "shutdown_ns": 4000000u64,
+        "settled": true, "launches": 20, "kernel_ns": 30000000u64,
+        "idle": { "host_ns": 1, "sync_ns": 2, "copy_ns": 3, "launch_ns": 4, "dispatch_ns": 5, "other_ns": 6,
+                  "profiler_ns": 7 },
+        "callback_ns": 1000, "hook_ns": 100, "allocations": 5, "releases": 5, "call_ns": 20000, "calls_timed": 8
+    });
+    v["profiler_cost"]["not_calibrated"] = json!("an example reason");
+    for key in ["graph_nodes_over_cap", "live_allocations_over_cap", "range_memory_partial"] {
+        v["drops"][key] = json!(1);
+    }
+    let k0 = &mut v["kernels"][0];
+    k0["sampled"] = sampled.clone();
+    k0["metrics_sampled"] = json!(true);
+    k0["counters"] = json!({ "dram__bytes_read.sum": 1.0e6 });
+    let pk = &mut v["path_kernels"][0];
+    pk["sampled"] = sampled.clone();
+    pk["metrics_sampled"] = json!(true);
+    pk["counters"] = json!({ "dram__bytes_read.sum": 1.0e6 });
+    pk["host_before_ns"] = json!(5000);
+    // A range of a library's NVTX domain, in every kind of path.
+    let frames = json!([{ "name": "step" }, { "domain": "cuBLAS", "name": "gemm" }]);
+    pk["path"]["frames"] = frames.clone();
+    v["trace"]["kernels"][0]["path"]["frames"] = frames.clone();
+    v["trace"]["ranges"][0]["path"]["frames"] = frames;
+    // Push/pop ranges and start/end ranges share their fields.
+    let memory = v["ranges"][0]["memory"].clone();
+    let steady = v["ranges"][0]["steady"].clone();
+    let idle = v["ranges"][0]["idle"].clone();
+    for list in ["ranges", "start_end_ranges"] {
+        let g = &mut v[list][0];
+        g["sampled"] = sampled.clone();
+        g["sampled_wall"] = sampled.clone();
+        g["metrics_sampled"] = json!(true);
+        g["untraced_count"] = json!(2);
+        g["untraced_wall_ns"] = json!(20000000u64);
+        g["untraced_launches"] = json!(10);
+        g["library"] = json!("cuBLAS");
+        g["path"]["frames"][0]["domain"] = json!("cuBLAS");
+        g["memory"] = memory.clone();
+        g["memory"]["framework"]["peak_inside_bytes"] = json!(3u64 << 30);
+        g["steady"] = steady.clone();
+        g["idle"] = idle.clone();
+        g["first_calls_ns"] = json!([1000, 2000]);
+        g["counted_flops"] = json!(2.0e9);
+    }
+    v["trace"]["samples"] = json!([{ "device": 0, "start_ns": 0, "end_ns": 1000000u64, "sm_efficiency_pct": 50.0,
+                                     "achieved_occupancy_pct": 20.0, "tensor_active_pct": 1.0,
+                                     "dram_gb_per_s": 100.0 }]);
+    v["trace"]["kernels"][0]["metrics"] = json!({
+        "achieved_occupancy_pct": 40.0, "sm_efficiency_pct": 80.0, "duration_ns": 1000.0,
+        "sm_cycles_elapsed": 1980.0, "values": { "gpu__time_duration.sum": 1000.0 }
+    });
+    let text = serde_json::to_string(&v).expect("JSON");
+    Report::from_json(&text).expect("the filled report reads back")
+}
+
+/// The reports of `tests/data`: as this version writes them again, and as
+/// written when of this schema version.
+fn data_reports() -> Vec<(String, Value)> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .expect("tests/data")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    files.sort();
+    assert!(!files.is_empty(), "no reports in {}", dir.display());
+    let mut out = Vec::new();
+    for p in &files {
+        let name = p.file_stem().unwrap().to_string_lossy().into_owned();
+        let text = std::fs::read_to_string(p).expect("readable");
+        let r = Report::from_json(&text).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        if r.schema_version == gpuscope::report::SCHEMA_VERSION {
+            out.push((format!("{name}-as-written"), serde_json::from_str(&text).expect("JSON")));
+        }
+        out.push((format!("{name}-rewritten"), as_value(&r)));
+    }
+    out
+}
+
+fn as_value(r: &Report) -> Value {
+    serde_json::from_str(&r.to_json()).expect("the report's JSON parses")
+}
+
+/// Every report this test checks, by name.
+fn reports() -> Vec<(String, Value)> {
+    let mut out = vec![
+        ("trace-session".to_string(), as_value(&trace_session())),
+        ("metrics-session".to_string(), as_value(&metrics_session())),
+        ("every-field".to_string(), as_value(&every_field())),
+        ("empty-session".to_string(), as_value(&Replay::new(vec![h200()], 0).finish(0, 1_000))),
+    ];
+    out.extend(data_reports());
+    if let Some(dir) = std::env::var_os("GPUSCOPE_SCHEMA_DUMP") {
+        std::fs::create_dir_all(&dir).expect("dump folder");
+        for (name, v) in &out {
+            let path = std::path::Path::new(&dir).join(format!("{name}.json"));
+            std::fs::write(path, serde_json::to_string_pretty(v).unwrap()).expect("written");
+        }
+    }
+    out
+}
+
+#[test]
+fn every_report_this_version_writes_matches_the_schema() {
+    let v = validator();
+    let mut failed = Vec::new();
+    for (name, report) in reports() {
+        for e in errors(&v, &report).into_iter().take(20) {
+            failed.push(format!("{name}: {e}"));
+        }
+    }
+    assert!(
+        failed.is_empty(),
+        "reports differ from docs/reference/report.schema.json (update the schema and \
+         docs/reference/report-json.md with the code):\n{}",
+        failed.join("\n")
+    );
+}
+
+/// Property paths (`ranges[].idle.host_ns`) of every field `schema` names,
+/// following local `$ref`s, `anyOf`/`oneOf` branches and array items.
+fn schema_paths(root: &Value, s: &Value, at: &str, out: &mut BTreeSet<String>, depth: usize) {
+    assert!(depth < 64, "the schema nests too deep at {at} (a cycle of $refs?)");
+    if let Some(r) = s.get("$ref").and_then(Value::as_str) {
+        let target = r
+            .strip_prefix('#')
+            .and_then(|p| root.pointer(p))
+            .unwrap_or_else(|| panic!("{at}: $ref {r} does not resolve in the schema"));
+        schema_paths(root, target, at, out, depth + 1);
+    }
+    for key in ["anyOf", "oneOf", "allOf"] {
+        for branch in s.get(key).and_then(Value::as_array).into_iter().flatten() {
+            schema_paths(root, branch, at, out, depth + 1);
+        }
+    }
+    if let Some(props) = s.get("properties").and_then(Value::as_object) {
+        for (k, sub) in props {
+            let p = if at.is_empty() { k.clone() } else { format!("{at}.{k}") };
+            out.insert(p.clone());
+            schema_paths(root, sub, &p, out, depth + 1);
+        }
+    }
+    if let Some(items) = s.get("items").filter(|i| i.is_object()) {
+        schema_paths(root, items, &format!("{at}[]"), out, depth + 1);
+    }
+    for (i, item) in s.get("prefixItems").and_then(Value::as_array).into_iter().flatten().enumerate() {
+        schema_paths(root, item, &format!("{at}[{i}]"), out, depth + 1);
+    }
+}
+
+/// Property paths present in `v`, in the notation of [`schema_paths`]
+/// (the keys of maps, such as `counters`, too: they are not compared).
+fn instance_paths(v: &Value, at: &str, out: &mut BTreeSet<String>) {
+    match v {
+        Value::Object(m) => {
+            for (k, sub) in m {
+                let p = if at.is_empty() { k.clone() } else { format!("{at}.{k}") };
+                out.insert(p.clone());
+                instance_paths(sub, &p, out);
+            }
+        }
+        Value::Array(items) => {
+            for sub in items {
+                instance_paths(sub, &format!("{at}[]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+#[test]
+fn every_field_the_schema_names_is_one_the_code_writes() {
+    let root = schema();
+    let mut named = BTreeSet::new();
+    schema_paths(&root, &root, "", &mut named, 0);
+    let mut seen = BTreeSet::new();
+    for (_, report) in reports() {
+        instance_paths(&report, "", &mut seen);
+    }
+    let stale: Vec<&String> = named.iter().filter(|p| !seen.contains(*p)).collect();
+    assert!(
+        stale.is_empty(),
+        "docs/reference/report.schema.json names fields no report here has (removed or renamed in the code, or \
+         missing from this test's reports):\n{}",
+        stale.iter().map(|s| s.as_str()).collect::<Vec<_>>().join("\n")
+    );
+}
+
+/// Every object schema in `s` says what else it allows: nothing
+/// (`additionalProperties: false`), or values of one schema (a map).
+fn open_objects(s: &Value, at: &str, out: &mut Vec<String>) {
+    match s {
+        Value::Object(m) => {
+            let is_object = match m.get("type") {
+                Some(Value::String(t)) => t == "object",
+                Some(Value::Array(ts)) => ts.iter().any(|t| t == "object"),
+                _ => m.contains_key("properties"),
+            };
+            if is_object && !m.contains_key("additionalProperties") {
+                out.push(at.to_string());
+            }
+            for (k, sub) in m {
+                open_objects(sub, &format!("{at}/{k}"), out);
+            }
+        }
+        Value::Array(items) => {
+            for (i, sub) in items.iter().enumerate() {
+                open_objects(sub, &format!("{at}/{i}"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+#[test]
+fn the_schema_is_closed_and_of_this_schema_version() {
+    let root = schema();
+    let mut open = Vec::new();
+    open_objects(&root, "#", &mut open);
+    assert!(open.is_empty(), "object schemas without additionalProperties: {open:?}");
+    // Reports of older layouts, read and written again, keep their number.
+    let versions: Vec<u64> = root
+        .pointer("/properties/schema_version/enum")
+        .and_then(Value::as_array)
+        .map(|v| v.iter().filter_map(Value::as_u64).collect())
+        .unwrap_or_default();
+    let expected: Vec<u64> = (1..=gpuscope::report::SCHEMA_VERSION as u64).collect();
+    assert_eq!(versions, expected, "the schema describes another schema_version than the code writes");
+}
+
+#[test]
+fn the_schema_rejects_a_report_that_drifted() {
+    let v = validator();
+    let good = as_value(&trace_session());
+    assert!(errors(&v, &good).is_empty(), "{:?}", errors(&v, &good));
+    // A field the schema does not know, at the top and deep inside.
+    let mut added = good.clone();
+    added["new_field"] = json!(1);
+    assert!(!errors(&v, &added).is_empty(), "an unknown top-level field passed");
+    let mut deep = good.clone();
+    deep["ranges"][0]["idle"]["new_cause_ns"] = json!(1);
+    assert!(!errors(&v, &deep).is_empty(), "an unknown idle cause passed");
+    // A field always written, missing.
+    let mut missing = good.clone();
+    missing["drops"].as_object_mut().unwrap().remove("cupti_records");
+    assert!(!errors(&v, &missing).is_empty(), "a missing drop counter passed");
+    // A value of the wrong type, and a verdict no version writes.
+    let mut wrong = good.clone();
+    wrong["kernels"][0]["launches"] = json!("3");
+    assert!(!errors(&v, &wrong).is_empty(), "a string launch count passed");
+    let mut bound = good;
+    bound["ranges"][0]["analysis"]["verdict"]["bound"] = json!("fast");
+    assert!(!errors(&v, &bound).is_empty(), "an unknown verdict passed");
+}
