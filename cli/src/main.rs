@@ -7,6 +7,7 @@
 mod torch_hooks;
 
 use clap::{Parser, Subcommand};
+use gpuscope::config::{Setting, SETTINGS};
 use gpuscope::{Format, Report};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -28,80 +29,17 @@ struct Cli {
 enum Cmd {
     /// Run a program under gpuscope (through the CUDA injection interface:
     /// no rebuild needed), then print its report.
-    #[command(after_help = "Each option sets the GPUSCOPE_* variable of the same meaning for the program \
-        (--mode: GPUSCOPE_MODE, ...). A flag wins over the variable; a variable you set is used where no flag is \
-        given; every GPUSCOPE_* variable the program will see is checked before it starts.\n\nExamples:\n  \
+    #[command(after_help = "Each option sets the GPUSCOPE_* variable of the same name for the program \
+        (--keep-trace: GPUSCOPE_KEEP_TRACE, ...). A flag wins over the variable; a variable you set is used where \
+        no flag is given; every GPUSCOPE_* variable the program will see is checked before it starts. Every \
+        setting in every interface: docs/reference/configuration.md.\n\nExamples:\n  \
         gpuscope run -- python3 train.py\n  \
         gpuscope run --mode sampling -- python3 train.py\n  \
-        gpuscope run --mode metrics --kernels 'gemm|softmax' --nvtx train/forward -o run-{rank}.json -- torchrun ...")]
+        gpuscope run --mode metrics --kernel-filter 'gemm|softmax' --nvtx-filter train/forward -o run-{rank}.json \
+        -- torchrun ...")]
     Run {
-        /// trace: every kernel, timed and attributed; metrics: also hardware
-        /// counters on selected launches (exact, costly); sampling: also
-        /// hardware counters sampled device-wide, joined to kernels and
-        /// ranges (about trace-mode cost).
-        /// [default: trace]
-        #[arg(long, value_parser = ["trace", "metrics", "sampling"])]
-        mode: Option<String>,
-        /// Sampling mode: microseconds between samples (default 100, or
-        /// 1000 with --trace-windows).
-        #[arg(long, value_name = "US")]
-        sampling_interval: Option<String>,
-        /// Sampling mode, always on: kernel records only for the first
-        /// WINDOW of every PERIOD milliseconds (e.g. 100/1000); PM samples,
-        /// NVTX ranges and launch counts all the time. 0/1000: no kernel
-        /// records at all, the cheapest (records leave most of their cost
-        /// once switched on).
-        #[arg(long, value_name = "WINDOW/PERIOD")]
-        trace_windows: Option<String>,
-        /// Serve the running figures at http://HOST:PORT/metrics for
-        /// Prometheus (`:9400`: every interface; `{rank}` is replaced).
-        #[arg(long, value_name = "HOST:PORT")]
-        prometheus: Option<String>,
-        /// Metric sets or names for metrics mode: dram, flops, or names like
-        /// lts__t_bytes.sum, comma-separated.
-        #[arg(long)]
-        metrics: Option<String>,
-        /// Metrics mode: only kernels whose name matches this regex.
-        #[arg(long, value_name = "REGEX")]
-        kernels: Option<String>,
-        /// Metrics mode: only kernels launched inside this NVTX path.
-        #[arg(long, value_name = "PATH")]
-        nvtx: Option<String>,
-        /// Metrics mode: measure the first N launches of each kernel ("all": every one).
-        #[arg(long, value_name = "N", allow_hyphen_values = true)]
-        launch_count: Option<String>,
-        /// Where each process writes its JSON report; {pid} and {rank} are
-        /// replaced [default: gpuscope-{pid}.json].
-        #[arg(short, long, value_name = "FILE")]
-        output: Option<String>,
-        /// Per-kernel records to keep in the report (for `report --format
-        /// chrome`) [default: 100000].
-        #[arg(long, value_name = "N")]
-        trace: Option<String>,
-        /// Model FLOPs per call of a range, for model FLOPs utilisation:
-        /// RANGE=FLOPS, comma-separated (e.g. step=1.2e12).
-        #[arg(long, value_name = "RANGE=FLOPS")]
-        flops: Option<String>,
-        /// Work per call of a range, for throughput: RANGE=AMOUNT[:UNIT]
-        /// (e.g. step=4096:tokens).
-        #[arg(long, value_name = "RANGE=N[:UNIT]")]
-        work: Option<String>,
-        /// Kernels launched on a thread with no NVTX range of its own
-        /// (autograd's worker): inherit the ranges of the thread that
-        /// waits for them, or keep strict per-thread NVTX (strict).
-        /// [default: inherit]
-        #[arg(long, value_parser = ["inherit", "strict"])]
-        thread_ranges: Option<String>,
-        /// PyTorch programs: ranges made automatically, with no change to
-        /// the program: `step` (one per optimizer step), `data`, `forward`
-        /// and `backward` per module to DEPTH levels (default: one level
-        /// inside the model's repeated blocks), `optimizer`; model FLOPs
-        /// counted from Linear, convolution and attention shapes.
-        #[arg(long, value_name = "DEPTH", num_args = 0..=1, require_equals = true, default_missing_value = "auto")]
-        torch_ranges: Option<String>,
-        /// No summary from the profiled processes on stderr.
-        #[arg(short, long)]
-        quiet: bool,
+        #[command(flatten)]
+        settings: RunSettings,
         /// libgpuscope.so to inject (default: next to this program, or in ../lib).
         #[arg(long, value_name = "PATH")]
         lib: Option<PathBuf>,
@@ -120,7 +58,7 @@ enum Cmd {
         #[arg(long)]
         merge: bool,
         /// table, json, csv, chrome or openmetrics (one report only).
-        #[arg(long, default_value = "table")]
+        #[arg(long, default_value = "table", value_name = "FORMAT")]
         format: String,
         /// Write to this file instead of standard output.
         #[arg(short, long)]
@@ -135,6 +73,69 @@ enum Cmd {
         #[arg(long, value_name = "RANGE=N[:UNIT]")]
         work: Option<String>,
     },
+}
+
+/// `run`'s setting flags, one for each setting of gpuscope's registry that
+/// has one (and a hidden one for each older name): each sets its variable
+/// for the program. The arguments' ids are the variables.
+struct RunSettings {
+    /// (variable, flag, value) of each flag given.
+    given: Vec<(&'static str, &'static str, String)>,
+}
+
+/// Each setting flag of `run` and the variable it sets: `--lib` is `run`'s
+/// own (it picks the library to inject).
+fn setting_flags() -> impl Iterator<Item = (&'static Setting, &'static str, &'static str, bool)> {
+    SETTINGS.iter().filter(|s| s.name != "lib").flat_map(|s| {
+        let current = s.env.zip(s.flag).map(|(env, flag)| (s, env, flag, false));
+        current.into_iter().chain(s.older.iter().map(move |o| (s, o.env, o.flag, true)))
+    })
+}
+
+impl clap::FromArgMatches for RunSettings {
+    fn from_arg_matches(m: &clap::ArgMatches) -> Result<Self, clap::Error> {
+        let given = setting_flags()
+            .filter_map(|(_, env, flag, _)| Some((env, flag, m.get_one::<String>(env)?.clone())))
+            .collect();
+        Ok(RunSettings { given })
+    }
+
+    fn update_from_arg_matches(&mut self, m: &clap::ArgMatches) -> Result<(), clap::Error> {
+        *self = Self::from_arg_matches(m)?;
+        Ok(())
+    }
+}
+
+impl clap::Args for RunSettings {
+    fn augment_args(cmd: clap::Command) -> clap::Command {
+        setting_flags().fold(cmd, |cmd, (s, env, flag, older)| {
+            let mut a = clap::Arg::new(env).long(&flag[2..]).value_name(s.value_name);
+            a = match s.bare {
+                // `--quiet`, `--device-memory off`: the value may be left out.
+                Some(bare) => a.num_args(0..=1).default_missing_value(bare),
+                // A value starting with `-` reaches the checks, which say
+                // what is allowed (`--launch-count -1`).
+                None => a.allow_hyphen_values(true),
+            };
+            if let Some(c) = s.short {
+                a = a.short(c);
+            }
+            if older {
+                let current = s.flag.unwrap_or_default();
+                a = a.hide(true).conflicts_with(s.env.unwrap_or_default());
+                a = a.help(format!("An older name of {current}"));
+            } else {
+                let default = s.default.map(|d| format!(" [default: {d}]")).unwrap_or_default();
+                a = a.help(format!("{}{default}", s.meaning));
+                a = a.long_help(format!("{}.\nValues: {}.{default} [env: {env}]", s.meaning, s.values));
+            }
+            cmd.arg(a)
+        })
+    }
+
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        Self::augment_args(cmd)
+    }
 }
 
 /// Columns for tables: `COLUMNS`, else the terminal's width when standard
@@ -278,25 +279,7 @@ fn written_reports(template: &str, since: std::time::SystemTime) -> Vec<PathBuf>
 
 fn run(cmd: Cmd) -> Result<ExitCode, String> {
     match cmd {
-        Cmd::Run {
-            mode,
-            sampling_interval,
-            trace_windows,
-            prometheus,
-            metrics,
-            kernels,
-            nvtx,
-            launch_count,
-            output,
-            trace,
-            flops,
-            work,
-            thread_ranges,
-            torch_ranges,
-            quiet,
-            lib,
-            cmd,
-        } => {
+        Cmd::Run { settings, lib, cmd } => {
             let lib = find_lib(lib)?;
             let lib_s = lib.display().to_string();
             let mut c = Command::new(&cmd[0]);
@@ -316,40 +299,15 @@ fn run(cmd: Cmd) -> Result<ExitCode, String> {
                 }
                 _ => c.env("GPUSCOPE_FORMAT", "json"),
             };
-            // Flag, else the user's variable, else `run`'s default.
-            let mut from_flags: Vec<(&str, &str)> = Vec::new();
-            let flags = [
-                ("GPUSCOPE_MODE", "--mode", mode, Some("trace")),
-                ("GPUSCOPE_OUTPUT", "--output", output, Some("gpuscope-{pid}.json")),
-                ("GPUSCOPE_TRACE", "--trace", trace, Some("100000")),
-                ("GPUSCOPE_THREAD_RANGES", "--thread-ranges", thread_ranges, None),
-                ("GPUSCOPE_METRICS", "--metrics", metrics, None),
-                ("GPUSCOPE_KERNELS", "--kernels", kernels, None),
-                ("GPUSCOPE_NVTX", "--nvtx", nvtx, None),
-                ("GPUSCOPE_LAUNCH_COUNT", "--launch-count", launch_count, None),
-                ("GPUSCOPE_FLOPS", "--flops", flops, None),
-                ("GPUSCOPE_WORK", "--work", work, None),
-                ("GPUSCOPE_SAMPLING_INTERVAL", "--sampling-interval", sampling_interval, None),
-                ("GPUSCOPE_TRACE_WINDOWS", "--trace-windows", trace_windows, None),
-                ("GPUSCOPE_PROMETHEUS", "--prometheus", prometheus, None),
-                ("GPUSCOPE_TORCH_RANGES", "--torch-ranges", torch_ranges, None),
-            ];
-            for (var, flag, value, default) in flags {
-                match value {
-                    Some(v) => {
-                        c.env(var, v);
-                        from_flags.push((var, flag));
-                    }
-                    None if std::env::var_os(var).is_some() => {}
-                    None => {
-                        if let Some(d) = default {
-                            c.env(var, d);
-                        }
+            // A flag, else the user's variable, else the default (the
+            // shim's). A flag wins over every name of its setting.
+            for (var, _, value) in &settings.given {
+                if let Some(s) = SETTINGS.iter().find(|s| s.env == Some(var) || s.older.iter().any(|o| o.env == *var)) {
+                    for other in s.env.into_iter().chain(s.older.iter().map(|o| o.env)) {
+                        c.env_remove(other);
                     }
                 }
-            }
-            if quiet {
-                c.env("GPUSCOPE_QUIET", "1");
+                c.env(var, value);
             }
             // The checks the shim makes, before anything runs, over every
             // variable the program will see; errors name what was typed.
@@ -359,7 +317,7 @@ fn run(cmd: Cmd) -> Result<ExitCode, String> {
             };
             gpuscope::config::EnvConfig::from_vars(&child_env, 0).map_err(|e| {
                 let mut m = e.to_string();
-                for (var, flag) in &from_flags {
+                for (var, flag, _) in &settings.given {
                     m = m.replace(&format!("{var}="), &format!("{flag} "));
                 }
                 m.replace("(GPUSCOPE_MODE=sampling)", "(--mode sampling)")
@@ -367,7 +325,9 @@ fn run(cmd: Cmd) -> Result<ExitCode, String> {
             // PyTorch's automatic ranges: a sitecustomize that installs the
             // hooks once the program imports torch.
             let torch = child_env("GPUSCOPE_TORCH_RANGES");
-            let output = child_env("GPUSCOPE_OUTPUT").unwrap_or_default();
+            let output = child_env("GPUSCOPE_OUTPUT")
+                .or(gpuscope::config::setting("output").and_then(|s| s.default).map(String::from))
+                .unwrap_or_default();
             let hooks = match torch {
                 Some(v) if gpuscope::config::torch_ranges_on(&v).unwrap_or(false) => {
                     let dir = torch_hooks::write()?;

@@ -182,12 +182,21 @@ fn run_checks_options_before_running_anything() {
     };
     // Errors name the flag the user typed, not the variable it sets.
     refused(&["--mode", "metrics", "--launch-count", "-1"], "--launch-count \"-1\" is not valid");
-    refused(&["--mode", "fast"], "[possible values: trace, metrics, sampling]");
+    refused(&["--mode", "fast"], "--mode \"fast\" is not valid; allowed: trace, metrics, sampling");
+    refused(
+        &["--mode", "metrics", "--launch-count", "0"],
+        "--launch-count \"0\" is not valid; allowed: 1 or more, or all",
+    );
+    refused(&["--device-memory", "maybe"], "--device-memory \"maybe\" is not valid; allowed: on, off");
+    refused(&["--max-buffers", "0"], "--max-buffers \"0\" is not valid; allowed: 1 to 1024");
     refused(&["--mode", "sampling", "--sampling-interval", "0"], "--sampling-interval \"0\" is not valid");
     refused(&["--mode", "sampling", "--trace-windows", "5/1000"], "--trace-windows \"5/1000\" is not valid");
     refused(&["--flops", "garbage"], "--flops \"garbage\" is not valid");
     refused(&["--trace-windows", "100/1000"], "--trace-windows \"100/1000\" needs sampling mode (--mode sampling)");
+    refused(&["--keep-trace", "lots"], "--keep-trace \"lots\" is not valid");
+    // An older name, named as typed.
     refused(&["--trace", "lots"], "--trace \"lots\" is not valid");
+    refused(&["--keep-trace", "1", "--trace", "2"], "cannot be used with");
 }
 
 /// The variables the program sees under `gpuscope run`, with `env` set in
@@ -217,10 +226,21 @@ fn run_keeps_the_user_s_variables_under_its_flags_and_checks_them_all() {
     // A flag wins over the variable.
     let (_, out, _) = child_env(&[("GPUSCOPE_MODE", "metrics")], &["--mode", "sampling"]);
     assert_eq!(var(&out, "GPUSCOPE_MODE").as_deref(), Some("sampling"));
-    // Neither: run's defaults.
+    // A flag wins over every name of its setting.
+    let (_, out, _) = child_env(&[("GPUSCOPE_TRACE", "7")], &["--keep-trace", "5"]);
+    assert_eq!(var(&out, "GPUSCOPE_KEEP_TRACE").as_deref(), Some("5"));
+    assert_eq!(var(&out, "GPUSCOPE_TRACE"), None);
+    let (_, out, _) = child_env(&[("GPUSCOPE_KEEP_TRACE", "7")], &["--trace", "5"]);
+    assert_eq!((var(&out, "GPUSCOPE_KEEP_TRACE"), var(&out, "GPUSCOPE_TRACE").as_deref()), (None, Some("5")));
+    // A switch alone is on.
+    let (_, out, _) = child_env(&[], &["-q", "--sync-records", "off", "--every", "4"]);
+    assert_eq!(var(&out, "GPUSCOPE_QUIET").as_deref(), Some("on"));
+    assert_eq!(var(&out, "GPUSCOPE_SYNC_RECORDS").as_deref(), Some("off"));
+    assert_eq!(var(&out, "GPUSCOPE_EVERY").as_deref(), Some("4"));
+    // Neither: nothing set; the shim's defaults are run's.
     let (_, out, _) = child_env(&[], &[]);
-    assert_eq!(var(&out, "GPUSCOPE_MODE").as_deref(), Some("trace"));
-    assert_eq!(var(&out, "GPUSCOPE_TRACE").as_deref(), Some("100000"));
+    assert_eq!(var(&out, "GPUSCOPE_MODE"), None);
+    assert_eq!(var(&out, "GPUSCOPE_KEEP_TRACE"), None);
     // An invalid variable of the user's stops run as it stops the shim,
     // named as the user typed it.
     let (code, out, err) = child_env(&[("GPUSCOPE_MODE", "bogus")], &[]);

@@ -62,6 +62,10 @@
 // OpenMetrics text (what Prometheus scrapes).
 #define GPUSCOPE_FORMAT_OPENMETRICS 4
 
+// `gpuscope_config.launch_count`: every launch of each kernel (that
+// passes the filters) is measured.
+#define GPUSCOPE_LAUNCH_COUNT_ALL UINT32_MAX
+
 // `gpuscope_range_enter` flag: the range continues the work of the
 // training loop's thread (a module's backward on autograd's worker): on a
 // thread with no range of its own it nests under that thread's ranges.
@@ -85,9 +89,12 @@ typedef struct {
   // `GPUSCOPE_MODE_TRACE`, `GPUSCOPE_MODE_METRICS` or
   // `GPUSCOPE_MODE_SAMPLING`.
   uint32_t mode;
-  // Per-kernel records kept for the Chrome trace (0: none).
+  // Per-kernel, per-range and per-copy records kept, at most this many
+  // of each, for the Chrome trace and per-launch figures (0, default:
+  // none).
   uint32_t keep_trace;
-  // Metrics mode: the first N launches of each kernel are measured.
+  // Metrics mode: the first N launches of each kernel are measured (1 or
+  // more, default 3; `GPUSCOPE_LAUNCH_COUNT_ALL`: every launch).
   uint32_t launch_count;
   // Metrics mode: comma-separated metric sets/names ("dram,flops"), or NULL.
   const char *metrics;
@@ -111,6 +118,36 @@ typedef struct {
   // Device memory allocations and releases recorded (1, default) or
   // not (0): peaks, who holds memory, per-range figures.
   uint32_t device_memory;
+  // Metrics mode: after the first `launch_count`, every N-th launch of
+  // each kernel is measured too (0, default: none).
+  uint32_t every;
+  // Kernels launched on a thread with no NVTX range of its own take the
+  // ranges of the thread that waits for them (1, default), or strict
+  // per-thread NVTX (0).
+  uint32_t cross_thread_ranges;
+  // Host waits (stream, event and context synchronisation calls)
+  // recorded (1, default) or not (0).
+  uint32_t sync_records;
+  // Copies and memsets recorded (1, default) or not (0).
+  uint32_t memory_records;
+  // Kernels attributed to the launching thread and its NVTX ranges (1,
+  // default), or no launch callback and every kernel under "(no range)"
+  // (0).
+  uint32_t launch_attribution;
+  // Bytes per activity buffer (64 KiB to 256 MiB, a multiple of 8;
+  // default 4 MiB).
+  uint32_t buffer_size;
+  // Activity buffers alive at once (1 to 1024; default 64).
+  uint32_t max_buffers;
+  // Capacity of the queue of NVTX and launch events (1024 to 16777216;
+  // default 262144).
+  uint32_t host_queue;
+  // Range instances held at once (1 or more; default 100000).
+  uint32_t max_live_ranges;
+  // Serve the running session's figures at http://ADDR/metrics for
+  // Prometheus: "HOST:PORT", or ":PORT" for every interface ("{rank}"
+  // is replaced by the process's rank); NULL or "" (default): none.
+  const char *prometheus;
 } gpuscope_config;
 
 #ifdef __cplusplus
@@ -118,7 +155,8 @@ extern "C" {
 #endif // __cplusplus
 
 // Fills `config` with the defaults (trace mode, first 3 launches per
-// kernel in metrics mode). Thread-safe.
+// kernel in metrics mode; docs/reference/configuration.md lists them).
+// Thread-safe.
 int gpuscope_config_init(gpuscope_config *config);
 
 // Starts the process's session. `config` may be NULL (defaults).
@@ -133,7 +171,14 @@ int gpuscope_stop(void);
 // Asks CUPTI for the activity buffers completed so far. Thread-safe.
 int gpuscope_flush(void);
 
-// Writes the report of the last stopped session to `path` in `format`
+// Takes the running session's report so far (every record CUPTI holds;
+// ranges with their closed instances; no per-kernel records) and keeps it
+// for `gpuscope_write_report`, in place of an earlier snapshot; the
+// session runs on, and its stop replaces the snapshot. Thread-safe.
+int gpuscope_snapshot(void);
+
+// Writes the report of the last stopped session, or the running session's
+// latest snapshot (`gpuscope_snapshot`), to `path` in `format`
 // (`GPUSCOPE_FORMAT_*`). Thread-safe.
 int gpuscope_write_report(const char *path, int format);
 

@@ -8,6 +8,7 @@
 mod shim;
 pub use shim::{InitializeInjection, InitializeInjectionNvtx2};
 
+use profiler::config::setting;
 use profiler::{ErrorKind, Format, MetricSet, Profiler, Report, Selection, Session};
 use std::cell::RefCell;
 use std::ffi::{c_char, c_int, CStr, CString};
@@ -53,6 +54,10 @@ pub const GPUSCOPE_FORMAT_CHROME: c_int = 3;
 /// OpenMetrics text (what Prometheus scrapes).
 pub const GPUSCOPE_FORMAT_OPENMETRICS: c_int = 4;
 
+/// `gpuscope_config.launch_count`: every launch of each kernel (that
+/// passes the filters) is measured.
+pub const GPUSCOPE_LAUNCH_COUNT_ALL: u32 = u32::MAX;
+
 /// `gpuscope_range_enter` flag: the range continues the work of the
 /// training loop's thread (a module's backward on autograd's worker): on a
 /// thread with no range of its own it nests under that thread's ranges.
@@ -75,9 +80,12 @@ pub struct gpuscope_config {
     /// `GPUSCOPE_MODE_TRACE`, `GPUSCOPE_MODE_METRICS` or
     /// `GPUSCOPE_MODE_SAMPLING`.
     pub mode: u32,
-    /// Per-kernel records kept for the Chrome trace (0: none).
+    /// Per-kernel, per-range and per-copy records kept, at most this many
+    /// of each, for the Chrome trace and per-launch figures (0, default:
+    /// none).
     pub keep_trace: u32,
-    /// Metrics mode: the first N launches of each kernel are measured.
+    /// Metrics mode: the first N launches of each kernel are measured (1 or
+    /// more, default 3; `GPUSCOPE_LAUNCH_COUNT_ALL`: every launch).
     pub launch_count: u32,
     /// Metrics mode: comma-separated metric sets/names ("dram,flops"), or NULL.
     pub metrics: *const c_char,
@@ -101,10 +109,41 @@ pub struct gpuscope_config {
     /// Device memory allocations and releases recorded (1, default) or
     /// not (0): peaks, who holds memory, per-range figures.
     pub device_memory: u32,
+    /// Metrics mode: after the first `launch_count`, every N-th launch of
+    /// each kernel is measured too (0, default: none).
+    pub every: u32,
+    /// Kernels launched on a thread with no NVTX range of its own take the
+    /// ranges of the thread that waits for them (1, default), or strict
+    /// per-thread NVTX (0).
+    pub cross_thread_ranges: u32,
+    /// Host waits (stream, event and context synchronisation calls)
+    /// recorded (1, default) or not (0).
+    pub sync_records: u32,
+    /// Copies and memsets recorded (1, default) or not (0).
+    pub memory_records: u32,
+    /// Kernels attributed to the launching thread and its NVTX ranges (1,
+    /// default), or no launch callback and every kernel under "(no range)"
+    /// (0).
+    pub launch_attribution: u32,
+    /// Bytes per activity buffer (64 KiB to 256 MiB, a multiple of 8;
+    /// default 4 MiB).
+    pub buffer_size: u32,
+    /// Activity buffers alive at once (1 to 1024; default 64).
+    pub max_buffers: u32,
+    /// Capacity of the queue of NVTX and launch events (1024 to 16777216;
+    /// default 262144).
+    pub host_queue: u32,
+    /// Range instances held at once (1 or more; default 100000).
+    pub max_live_ranges: u32,
+    /// Serve the running session's figures at http://ADDR/metrics for
+    /// Prometheus: "HOST:PORT", or ":PORT" for every interface ("{rank}"
+    /// is replaced by the process's rank); NULL or "" (default): none.
+    pub prometheus: *const c_char,
 }
 
 /// Size of `gpuscope_config` before the trace-window fields: callers built
-/// against that header pass it and get the fields' defaults.
+/// against that header pass it and get the fields' defaults (as callers of
+/// any later, shorter version do).
 const CONFIG_SIZE_V1: usize = std::mem::offset_of!(gpuscope_config, trace_window_ms);
 
 thread_local! {
@@ -167,7 +206,8 @@ unsafe fn opt_str<'a>(p: *const c_char, what: &str) -> Result<Option<&'a str>, c
 }
 
 /// Fills `config` with the defaults (trace mode, first 3 launches per
-/// kernel in metrics mode). Thread-safe.
+/// kernel in metrics mode; docs/reference/configuration.md lists them).
+/// Thread-safe.
 #[no_mangle]
 pub unsafe extern "C" fn gpuscope_config_init(config: *mut gpuscope_config) -> c_int {
     guard(|| {
@@ -181,20 +221,43 @@ pub unsafe extern "C" fn gpuscope_config_init(config: *mut gpuscope_config) -> c
     })
 }
 
-/// The defaults `gpuscope_config_init` writes.
+/// The defaults `gpuscope_config_init` writes: those of the settings
+/// registry, as in Rust.
 fn default_config() -> gpuscope_config {
     gpuscope_config {
         struct_size: std::mem::size_of::<gpuscope_config>() as u32,
         mode: GPUSCOPE_MODE_TRACE,
-        keep_trace: 0,
-        launch_count: 3,
+        keep_trace: default_of("keep_trace"),
+        launch_count: default_of("launch_count"),
         metrics: std::ptr::null(),
         kernel_filter: std::ptr::null(),
         nvtx_filter: std::ptr::null(),
+        // 0: the default, which depends on the trace windows.
         sampling_interval_us: 0,
         trace_window_ms: 0,
         trace_period_ms: 0,
-        device_memory: 1,
+        device_memory: default_of("device_memory"),
+        every: default_of("every"),
+        cross_thread_ranges: default_of("cross_thread_ranges"),
+        sync_records: default_of("sync_records"),
+        memory_records: default_of("memory_records"),
+        launch_attribution: default_of("launch_attribution"),
+        buffer_size: default_of("buffer_size"),
+        max_buffers: default_of("max_buffers"),
+        host_queue: default_of("host_queue"),
+        max_live_ranges: default_of("max_live_ranges"),
+        prometheus: std::ptr::null(),
+    }
+}
+
+/// A setting's default in C: Rust's (`in_process_default`, else
+/// `default`), a switch's `on`/`off` as 1/0.
+fn default_of(name: &str) -> u32 {
+    let s = setting(name);
+    match s.and_then(|s| s.in_process_default.or(s.default)) {
+        Some("on") => 1,
+        Some(v) => v.parse().unwrap_or(0),
+        None => 0,
     }
 }
 
@@ -216,40 +279,75 @@ unsafe fn read_config(config: *const gpuscope_config) -> gpuscope_config {
 }
 
 fn profiler_from(c: &gpuscope_config) -> Result<Profiler, c_int> {
+    let refuse = |msg: String| {
+        set_error(&msg);
+        Err(GPUSCOPE_ERR_INVALID)
+    };
     if (c.struct_size as usize) < CONFIG_SIZE_V1 {
-        set_error("gpuscope_config.struct_size is too small: call gpuscope_config_init first");
-        return Err(GPUSCOPE_ERR_INVALID);
+        return refuse("gpuscope_config.struct_size is too small: call gpuscope_config_init first".into());
     }
-    if c.device_memory > 1 {
-        set_error(&format!("gpuscope_config.device_memory = {}; allowed: 0 (off) or 1 (on)", c.device_memory));
-        return Err(GPUSCOPE_ERR_INVALID);
+    let switches = [
+        ("device_memory", c.device_memory),
+        ("cross_thread_ranges", c.cross_thread_ranges),
+        ("sync_records", c.sync_records),
+        ("memory_records", c.memory_records),
+        ("launch_attribution", c.launch_attribution),
+    ];
+    if let Some((name, v)) = switches.iter().find(|(_, v)| *v > 1) {
+        return refuse(format!("gpuscope_config.{name} = {v}; allowed: 0 (off) or 1 (on)"));
     }
-    let mut p = Profiler::new().keep_trace(c.keep_trace as usize).device_memory(c.device_memory == 1);
+    let first = match c.launch_count {
+        0 => {
+            return refuse(
+                "gpuscope_config.launch_count = 0; allowed: 1 or more, or GPUSCOPE_LAUNCH_COUNT_ALL (every launch)"
+                    .into(),
+            )
+        }
+        GPUSCOPE_LAUNCH_COUNT_ALL => u64::MAX,
+        n => n as u64,
+    };
+    // SAFETY: the caller passes NULL or C strings in these fields.
+    let (kernels, nvtx, prometheus) = unsafe {
+        (
+            opt_str(c.kernel_filter, "kernel_filter")?,
+            opt_str(c.nvtx_filter, "nvtx_filter")?,
+            opt_str(c.prometheus, "prometheus")?,
+        )
+    };
+    let mut selection = Selection::default().first(first).every(c.every as u64);
+    if let Some(k) = kernels {
+        selection = selection.kernels(k).map_err(|e| code(&e))?;
+    }
+    if let Some(n) = nvtx {
+        selection = selection.nvtx(n);
+    }
+    // Sizes and counts are checked with the rest of the options when the
+    // session starts.
+    let mut p = Profiler::new()
+        .keep_trace(c.keep_trace as usize)
+        .device_memory(c.device_memory == 1)
+        .cross_thread_ranges(c.cross_thread_ranges == 1)
+        .sync_records(c.sync_records == 1)
+        .memory_records(c.memory_records == 1)
+        .launch_attribution(c.launch_attribution == 1)
+        .buffer_size(c.buffer_size as usize)
+        .max_buffers(c.max_buffers as usize)
+        .host_queue(c.host_queue as usize)
+        .max_live_ranges(c.max_live_ranges as usize)
+        .select(selection);
+    if let Some(addr) = prometheus.filter(|a| !a.is_empty()) {
+        p = p.prometheus(addr);
+    }
     if (c.trace_window_ms, c.trace_period_ms) != (0, 0) {
-        // Checked with the rest of the options when the session starts.
         let ms = |v: u32| std::time::Duration::from_millis(v as u64);
         p = p.trace_windows(ms(c.trace_window_ms), ms(c.trace_period_ms));
     }
     match c.mode {
         GPUSCOPE_MODE_TRACE => {}
         GPUSCOPE_MODE_METRICS => {
-            // SAFETY: the caller passes NULL or C strings in these fields.
-            let (m, k, n) = unsafe {
-                (
-                    opt_str(c.metrics, "metrics")?,
-                    opt_str(c.kernel_filter, "kernel_filter")?,
-                    opt_str(c.nvtx_filter, "nvtx_filter")?,
-                )
-            };
-            let set = MetricSet::parse(m.unwrap_or("")).map_err(|e| code(&e))?;
-            let mut sel = Selection::default().first(c.launch_count.max(1) as u64);
-            if let Some(k) = k {
-                sel = sel.kernels(k).map_err(|e| code(&e))?;
-            }
-            if let Some(n) = n {
-                sel = sel.nvtx(n);
-            }
-            p = p.metrics(set).select(sel);
+            // SAFETY: the caller passes NULL or a C string.
+            let m = unsafe { opt_str(c.metrics, "metrics")? };
+            p = p.metrics(MetricSet::parse(m.unwrap_or("")).map_err(|e| code(&e))?);
         }
         GPUSCOPE_MODE_SAMPLING => {
             let windows = (c.trace_window_ms, c.trace_period_ms) != (0, 0);
@@ -258,18 +356,16 @@ fn profiler_from(c: &gpuscope_config) -> Result<Profiler, c_int> {
                 us => us,
             };
             if !profiler::sampling::INTERVALS_NS.contains(&(us as u64 * 1000)) {
-                set_error(&format!(
+                return refuse(format!(
                     "gpuscope_config.sampling_interval_us = {us}; allowed: 1 to 100000, or 0 for the default"
                 ));
-                return Err(GPUSCOPE_ERR_INVALID);
             }
             p = p.sampling(std::time::Duration::from_micros(us as u64));
         }
         other => {
-            set_error(&format!(
+            return refuse(format!(
                 "gpuscope_config.mode = {other}; allowed: GPUSCOPE_MODE_TRACE (0), GPUSCOPE_MODE_METRICS (1), GPUSCOPE_MODE_SAMPLING (2)"
             ));
-            return Err(GPUSCOPE_ERR_INVALID);
         }
     }
     Ok(p)
@@ -368,7 +464,37 @@ pub extern "C" fn gpuscope_flush() -> c_int {
     })
 }
 
-/// Writes the report of the last stopped session to `path` in `format`
+/// Takes the running session's report so far (every record CUPTI holds;
+/// ranges with their closed instances; no per-kernel records) and keeps it
+/// for `gpuscope_write_report`, in place of an earlier snapshot; the
+/// session runs on, and its stop replaces the snapshot. Thread-safe.
+#[no_mangle]
+pub extern "C" fn gpuscope_snapshot() -> c_int {
+    guard(|| {
+        // Taken without the lock: CUPTI flushes, and the decoder answers.
+        let session = STATE.lock().unwrap_or_else(|e| e.into_inner()).session.clone();
+        let Some(session) = session else {
+            set_error("gpuscope_snapshot: no session is running");
+            return GPUSCOPE_ERR_STATE;
+        };
+        let report = match session.snapshot() {
+            Ok(r) => r,
+            Err(e) => return code(&e),
+        };
+        let mut st = STATE.lock().unwrap_or_else(|e| e.into_inner());
+        // A stop meanwhile left its final report, which a snapshot must
+        // not replace.
+        if !st.session.as_ref().is_some_and(|s| Arc::ptr_eq(s, &session)) {
+            set_error("gpuscope_snapshot: the session stopped while the snapshot was taken");
+            return GPUSCOPE_ERR_STATE;
+        }
+        st.report = Some(Arc::new(report));
+        GPUSCOPE_OK
+    })
+}
+
+/// Writes the report of the last stopped session, or the running session's
+/// latest snapshot (`gpuscope_snapshot`), to `path` in `format`
 /// (`GPUSCOPE_FORMAT_*`). Thread-safe.
 #[no_mangle]
 pub unsafe extern "C" fn gpuscope_write_report(path: *const c_char, format: c_int) -> c_int {
@@ -403,7 +529,7 @@ pub unsafe extern "C" fn gpuscope_write_report(path: *const c_char, format: c_in
                 Err(e) => code(&e),
             },
             None => {
-                set_error("gpuscope_write_report: no stopped session has a report yet");
+                set_error("gpuscope_write_report: no report yet (stop the session, or take a snapshot)");
                 GPUSCOPE_ERR_STATE
             }
         }
@@ -615,6 +741,65 @@ mod tests {
     }
 
     #[test]
+    fn a_config_of_the_header_before_every_gets_the_defaults_of_the_later_fields() {
+        let size = std::mem::offset_of!(gpuscope_config, every);
+        let mut bytes = vec![0xffu8; std::mem::size_of::<gpuscope_config>()];
+        let mut old = default_config();
+        old.struct_size = size as u32;
+        old.device_memory = 0;
+        // SAFETY: `bytes` holds a whole config; only its first part is written.
+        unsafe { std::ptr::copy_nonoverlapping(&old as *const _ as *const u8, bytes.as_mut_ptr(), size) };
+        // SAFETY: struct_size says `size` bytes, all readable.
+        let c = unsafe { read_config(bytes.as_ptr() as *const gpuscope_config) };
+        assert_eq!(c.device_memory, 0, "its own field");
+        assert_eq!((c.every, c.sync_records, c.max_buffers), (0, 1, 64), "the defaults");
+        assert!(c.prometheus.is_null());
+        assert!(profiler_from(&c).is_ok());
+    }
+
+    #[test]
+    fn the_c_defaults_are_those_of_rust() {
+        let debug = |p: Profiler| format!("{p:?}");
+        let from_c = |mode| {
+            let mut c = default_config();
+            c.mode = mode;
+            debug(profiler_from(&c).unwrap())
+        };
+        assert_eq!(from_c(GPUSCOPE_MODE_TRACE), debug(Profiler::new()));
+        assert_eq!(from_c(GPUSCOPE_MODE_METRICS), debug(Profiler::new().metrics(MetricSet::default())));
+        let interval = std::time::Duration::from_nanos(profiler::sampling::DEFAULT_INTERVAL_NS);
+        assert_eq!(from_c(GPUSCOPE_MODE_SAMPLING), debug(Profiler::new().sampling(interval)));
+    }
+
+    #[test]
+    fn launch_count_0_is_refused_as_in_the_environment_and_all_measures_every_launch() {
+        let mut c = default_config();
+        (c.mode, c.launch_count) = (GPUSCOPE_MODE_METRICS, 0);
+        // SAFETY: a whole, initialised config.
+        assert_eq!(unsafe { gpuscope_start(&c) }, GPUSCOPE_ERR_INVALID);
+        assert!(last_error().contains("launch_count = 0; allowed: 1 or more, or GPUSCOPE_LAUNCH_COUNT_ALL"));
+        c.launch_count = GPUSCOPE_LAUNCH_COUNT_ALL;
+        let all = Profiler::new().metrics(MetricSet::default()).select(Selection::all());
+        assert_eq!(format!("{:?}", profiler_from(&c).unwrap()), format!("{all:?}"));
+    }
+
+    #[test]
+    fn bad_sizes_and_endpoints_are_refused_naming_the_field() {
+        for (set, says) in [
+            ((|c: &mut gpuscope_config| c.max_buffers = 0) as fn(&mut gpuscope_config), "max_buffers = 0"),
+            (|c| c.buffer_size = 1000, "buffer_size = 1000 is out of range; allowed: 64 KiB to 256 MiB"),
+            (|c| c.sync_records = 5, "gpuscope_config.sync_records = 5; allowed: 0 (off) or 1 (on)"),
+            (|c| c.prometheus = c"9400".as_ptr(), "prometheus = \"9400\" is not valid; allowed: HOST:PORT"),
+        ] {
+            let mut c = default_config();
+            set(&mut c);
+            // SAFETY: a whole, initialised config.
+            assert_eq!(unsafe { gpuscope_start(&c) }, GPUSCOPE_ERR_INVALID, "{says}");
+            assert!(last_error().contains(says), "{}", last_error());
+        }
+    }
+
+    #[test]
     fn a_bad_device_memory_switch_or_bound_is_refused_naming_what_is_allowed() {
         let mut c = default_config();
         c.device_memory = 2;
@@ -666,10 +851,12 @@ mod tests {
     }
 
     #[test]
-    fn stop_flush_and_write_without_a_session_say_so() {
+    fn stop_flush_snapshot_and_write_without_a_session_say_so() {
         assert_eq!(gpuscope_stop(), GPUSCOPE_ERR_STATE);
         assert!(last_error().contains("no session is running"), "{}", last_error());
         assert_eq!(gpuscope_flush(), GPUSCOPE_ERR_STATE);
+        assert_eq!(gpuscope_snapshot(), GPUSCOPE_ERR_STATE);
+        assert_eq!(last_error(), "gpuscope_snapshot: no session is running");
         // SAFETY: a C string.
         assert_eq!(unsafe { gpuscope_write_report(c"/tmp/x.json".as_ptr(), GPUSCOPE_FORMAT_JSON) }, GPUSCOPE_ERR_STATE);
     }

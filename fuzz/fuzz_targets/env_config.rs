@@ -3,30 +3,18 @@
 //! refused with an error naming the variable, never a panic.
 #![no_main]
 
-use gpuscope::config::EnvConfig;
+use gpuscope::config::{EnvConfig, SETTINGS};
 use libfuzzer_sys::fuzz_target;
 
-const NAMES: &[&str] = &[
-    "GPUSCOPE_MODE",
-    "GPUSCOPE_OUTPUT",
-    "GPUSCOPE_FORMAT",
-    "GPUSCOPE_METRICS",
-    "GPUSCOPE_KERNELS",
-    "GPUSCOPE_NVTX",
-    "GPUSCOPE_LAUNCH_COUNT",
-    "GPUSCOPE_TRACE",
-    "GPUSCOPE_QUIET",
-    "GPUSCOPE_FLOPS",
-    "GPUSCOPE_WORK",
-    "GPUSCOPE_EVERY",
-    "GPUSCOPE_THREAD_RANGES",
-    "GPUSCOPE_SAMPLING_INTERVAL",
-    "GPUSCOPE_TRACE_WINDOWS",
-    "LOCAL_RANK",
-    "RANK",
-];
+/// Every variable of gpuscope's settings (older names too), then the
+/// launchers' rank variables.
+fn names() -> Vec<&'static str> {
+    let settings = SETTINGS.iter().flat_map(|s| s.env.into_iter().chain(s.older.iter().map(|o| o.env)));
+    settings.chain(["LOCAL_RANK", "RANK"]).collect()
+}
 
 fuzz_target!(|text: &str| {
+    let names = names();
     let vars: Vec<(String, String)> = text
         .lines()
         .filter_map(|l| {
@@ -34,7 +22,7 @@ fuzz_target!(|text: &str| {
             // A short key picks a name from the list, so the fuzzer need
             // not spell variable names.
             let name = match k.parse::<usize>() {
-                Ok(i) => NAMES[i % NAMES.len()].to_string(),
+                Ok(i) => names[i % names.len()].to_string(),
                 Err(_) => k.to_string(),
             };
             Some((name, v.to_string()))

@@ -114,10 +114,11 @@ impl Profiler {
     }
 
     /// Serve the running session's figures so far at `http://ADDR/metrics`
-    /// (`host:port`; OpenMetrics, labelled with the process's rank and GPUs)
-    /// for Prometheus to scrape. Each scrape is a [`Session::snapshot`]. If
-    /// the address cannot be bound, the session says so once and profiles
-    /// on without it.
+    /// (`host:port`, or `:port` for every interface; `{rank}` is replaced by
+    /// the process's rank, `{pid}` by its id; OpenMetrics, labelled with
+    /// the rank and GPUs) for Prometheus to scrape. Each scrape is a
+    /// [`Session::snapshot`]. If the address cannot be bound, the session
+    /// says so once and profiles on without it.
     pub fn prometheus(mut self, addr: impl Into<String>) -> Self {
         self.prometheus = Some(addr.into());
         self
@@ -180,7 +181,9 @@ impl Profiler {
         self
     }
 
-    /// Which launches metrics mode measures.
+    /// Which launches metrics mode measures (at least the first launch of
+    /// each kernel that passes its filters: [`Selection::first`] of 1 or
+    /// more, or [`Selection::all`]).
     pub fn select(mut self, selection: Selection) -> Self {
         self.selection = selection;
         self
@@ -250,17 +253,24 @@ impl Profiler {
         let bad = |what: &str, v: usize, allowed: &str| {
             Err(Error::new(ErrorKind::InvalidConfig, format!("{what} = {v} is out of range; allowed: {allowed}")))
         };
-        if !(64 << 10..=256 << 20).contains(&self.buffer_size) || self.buffer_size % 8 != 0 {
-            return bad("buffer_size", self.buffer_size, "64 KiB to 256 MiB, a multiple of 8");
+        let capacity = [self.buffer_size, self.max_buffers, self.host_queue, self.max_live_ranges];
+        for ((name, allowed, ok), v) in CAPACITY.iter().zip(capacity) {
+            if !ok(v) {
+                return bad(name, v, allowed);
+            }
         }
-        if !(1..=1024).contains(&self.max_buffers) {
-            return bad("max_buffers", self.max_buffers, "1 to 1024");
+        // Each kernel's first launch is left out only by a count of 0 (short
+        // of measuring every launch), which the other interfaces refuse too.
+        if !self.selection.picks(0) {
+            return bad("launch_count", 0, "1 or more, or all");
         }
-        if !(1024..=1 << 24).contains(&self.host_queue) {
-            return bad("host_queue", self.host_queue, "1024 to 16777216");
-        }
-        if self.max_live_ranges == 0 {
-            return bad("max_live_ranges", 0, "1 or more");
+        if let Some(addr) = &self.prometheus {
+            if prometheus_addr(addr).is_none() {
+                return Err(Error::new(
+                    ErrorKind::InvalidConfig,
+                    format!("prometheus = {addr:?} is not valid; allowed: {PROMETHEUS_ALLOWED}"),
+                ));
+            }
         }
         if let Some(ns) = self.sampling {
             if !crate::collect::sampling::INTERVALS_NS.contains(&ns) {
@@ -385,7 +395,7 @@ impl Profiler {
             paths_over_cap: crate::model::path::paths().over_cap(),
         });
         drop(running);
-        if let Some(addr) = &self.prometheus {
+        if let Some(addr) = self.prometheus.as_deref().and_then(prometheus_addr) {
             let labels = process_labels();
             let render: Render = crate::serve::throttled(
                 Box::new(move || {
@@ -393,7 +403,7 @@ impl Profiler {
                 }),
                 crate::serve::MIN_REFRESH,
             );
-            match MetricsServer::start(addr, render) {
+            match MetricsServer::start(&addr, render) {
                 Ok(server) => {
                     debug(&format!("prometheus: serving http://{}/metrics", server.addr()));
                     if let Some(r) = RUNNING.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
@@ -775,6 +785,45 @@ pub fn rank(get: &dyn Fn(&str) -> Option<String>) -> Option<u32> {
     RANK_VARIABLES.iter().find_map(|v| get(v)?.trim().parse().ok())
 }
 
+/// `{pid}` and `{rank}` ([`rank`]; 0 when none is set) substituted in
+/// `template`.
+pub fn expand_output(template: &str, pid: u32, get: &dyn Fn(&str) -> Option<String>) -> String {
+    let rank = rank(get).unwrap_or(0);
+    template.replace("{pid}", &pid.to_string()).replace("{rank}", &rank.to_string())
+}
+
+/// What [`Profiler::prometheus`] takes, for messages.
+pub(crate) const PROMETHEUS_ALLOWED: &str = "HOST:PORT or :PORT, e.g. 0.0.0.0:9400 or :9400 ({rank} is replaced)";
+
+/// `HOST:PORT` or `:PORT` (every interface), with `{pid}` and `{rank}` of
+/// this process filled in, as an address to bind; `None` if the port is no
+/// port.
+pub(crate) fn prometheus_addr(v: &str) -> Option<String> {
+    listen_addr(&expand_output(v, std::process::id(), &|k| std::env::var(k).ok()))
+}
+
+/// `HOST:PORT` or `:PORT` (every interface) as an address to bind, if the
+/// port is a port.
+pub(crate) fn listen_addr(v: &str) -> Option<String> {
+    let (host, port) = v.rsplit_once(':')?;
+    port.parse::<u16>().ok()?;
+    let host = if host.is_empty() { "0.0.0.0" } else { host };
+    Some(format!("{host}:{port}"))
+}
+
+/// The capacity options: each one's name, what it allows (in words, for
+/// messages) and the check of a value.
+pub(crate) type Capacity = (&'static str, &'static str, fn(usize) -> bool);
+
+/// The capacity options in the order `buffer_size`, `max_buffers`,
+/// `host_queue`, `max_live_ranges`.
+pub(crate) const CAPACITY: [Capacity; 4] = [
+    ("buffer_size", "64 KiB to 256 MiB, a multiple of 8", |b| (64 << 10..=256 << 20).contains(&b) && b % 8 == 0),
+    ("max_buffers", "1 to 1024", |n| (1..=1024).contains(&n)),
+    ("host_queue", "1024 to 16777216", |n| (1024..=1 << 24).contains(&n)),
+    ("max_live_ranges", "1 or more", |n| n >= 1),
+];
+
 /// The ranges the path table refused while the session ran.
 fn add_paths_over_cap(report: &mut Report, before: u64) {
     report.drops.ranges_over_path_cap = crate::model::path::paths().over_cap().saturating_sub(before);
@@ -1008,6 +1057,26 @@ mod tests {
         assert_eq!(unclaimed(&path, later), path, "an older file (an earlier run) is replaced");
         assert_eq!(with_pid(std::path::Path::new("/x/r"), 7), std::path::Path::new("/x/r.7"));
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_selection_that_skips_first_launches_and_a_bad_endpoint_are_refused() {
+        let refused = |p: Profiler| p.validate().unwrap_err().message().to_string();
+        assert_eq!(
+            refused(Profiler::new().select(Selection::default().first(0))),
+            "launch_count = 0 is out of range; allowed: 1 or more, or all"
+        );
+        assert!(Profiler::new().select(Selection::default().first(0).every(1)).validate().is_ok(), "every launch");
+        assert!(Profiler::new().select(Selection::all()).validate().is_ok());
+        for bad in ["9400", "host:port", ""] {
+            let m = refused(Profiler::new().prometheus(bad));
+            assert!(m.starts_with(&format!("prometheus = {bad:?} is not valid; allowed: HOST:PORT")), "{m}");
+        }
+        assert!(Profiler::new().prometheus(":9400").validate().is_ok());
+        let rank_4 = |v: &str| (v == "RANK").then(|| "4".to_string());
+        assert_eq!(listen_addr(&expand_output(":9{rank}00", 1, &rank_4)).as_deref(), Some("0.0.0.0:9400"));
+        let m = refused(Profiler::new().max_buffers(0));
+        assert_eq!(m, "max_buffers = 0 is out of range; allowed: 1 to 1024");
     }
 
     #[test]

@@ -9,7 +9,7 @@ import threading
 import warnings
 
 from . import _native, _torch_ranges
-from ._native import FORMATS, MODES, GpuscopeError, GpuscopeWarning, check, lib
+from ._native import FORMATS, LAUNCH_COUNT_ALL, MODES, GpuscopeError, GpuscopeWarning, check, lib
 
 #: Report file suffixes and their formats, for `output=` without `format=`.
 SUFFIXES = {".json": "json", ".csv": "csv", ".txt": "table", ".prom": "openmetrics", ".om": "openmetrics"}
@@ -89,8 +89,8 @@ class Report:
             if self._generation != _generation:
                 raise GpuscopeError(
                     _native.ERR_STATE,
-                    f"a later session replaced this report in gpuscope's library; {format} can be written "
-                    "only for the latest session (table and JSON always)",
+                    f"a later session or snapshot replaced this report in gpuscope's library; {format} can be "
+                    "written only for the latest one (table and JSON always)",
                 )
             check(lib().gpuscope_write_report(os.fsencode(path), _format_code(format)))
 
@@ -104,23 +104,29 @@ class profile:
 
     mode: "trace" (every kernel, timed and attributed to NVTX ranges),
     "metrics" (plus hardware counters on selected launches: `metrics`,
-    `kernel_filter`, `nvtx_filter`, `launch_count`) or "sampling" (plus
-    device-wide counters sampled every `sampling_interval_us`;
-    `trace_windows=(window_ms, period_ms)` traces kernels only part of the
-    time; `(0, 1000)`: never, the cheapest setting to leave on).
-    `output`: also write the report there (format from `format` or the
-    suffix). Without a GPU, driver or CUPTI, or when another profiler
-    holds CUPTI, it warns (`GpuscopeWarning`) and the block runs
-    unprofiled, or raises `GpuscopeError` with `strict=True`. Bad
-    arguments always raise. `torch_ranges=True` (or a depth): PyTorch's
+    `kernel_filter`, `nvtx_filter`, `launch_count` (or "all"), `every`) or
+    "sampling" (plus device-wide counters sampled every
+    `sampling_interval_us`; `trace_windows=(window_ms, period_ms)` traces
+    kernels only part of the time; `(0, 1000)`: never, the cheapest setting
+    to leave on). `output`: also write the report there (format from
+    `format` or the suffix). Without a GPU, driver or CUPTI, or when
+    another profiler holds CUPTI, it warns (`GpuscopeWarning`) and the
+    block runs unprofiled, or raises `GpuscopeError` with `strict=True`.
+    Bad arguments always raise. `torch_ranges=True` (or a depth): PyTorch's
     automatic ranges while the block runs (see `annotate`).
-    `device_memory=False`: no device memory figures (allocations are
-    recorded by default: peaks, who holds memory, per-range figures). After
-    the block, `report` holds the report (`None` if unprofiled)."""
+    `prometheus="HOST:PORT"` (or ":PORT"): the running figures served for
+    Prometheus. The switches `device_memory`, `memory_records`,
+    `sync_records`, `launch_attribution` and `cross_thread_ranges` and the
+    bounds `keep_trace`, `buffer_size`, `max_buffers`, `host_queue` and
+    `max_live_ranges` are those of every interface (unset: the library's
+    defaults; docs/reference/configuration.md). After the block, `report`
+    holds the report (`None` if unprofiled)."""
 
     def __init__(self, mode="trace", output=None, format=None, *, metrics=None, kernel_filter=None,
-                 nvtx_filter=None, launch_count=None, keep_trace=None, sampling_interval_us=None,
-                 trace_windows=None, torch_ranges=None, device_memory=True, strict=False):
+                 nvtx_filter=None, launch_count=None, every=None, keep_trace=None, sampling_interval_us=None,
+                 trace_windows=None, torch_ranges=None, device_memory=True, memory_records=True,
+                 sync_records=True, launch_attribution=True, cross_thread_ranges=True, buffer_size=None,
+                 max_buffers=None, host_queue=None, max_live_ranges=None, prometheus=None, strict=False):
         if mode not in MODES:
             raise ValueError(f"mode {mode!r} is not a gpuscope mode; allowed: {', '.join(MODES)}")
         self.mode = mode
@@ -133,11 +139,19 @@ class profile:
         #: With `torch_ranges`, after the block: which calls' FLOPs were
         #: counted, in words.
         self.torch_flops = None
+        if launch_count == "all":
+            launch_count = LAUNCH_COUNT_ALL
         self._options = dict(metrics=metrics, kernel_filter=kernel_filter, nvtx_filter=nvtx_filter,
-                             launch_count=launch_count, keep_trace=keep_trace,
-                             sampling_interval_us=sampling_interval_us, trace_windows=trace_windows)
-        if device_memory not in (True, False):
-            raise ValueError(f"device_memory={device_memory!r}; allowed: True or False")
+                             prometheus=prometheus, launch_count=launch_count, every=every, keep_trace=keep_trace,
+                             sampling_interval_us=sampling_interval_us, buffer_size=buffer_size,
+                             max_buffers=max_buffers, host_queue=host_queue, max_live_ranges=max_live_ranges,
+                             trace_windows=trace_windows)
+        self._switches = dict(device_memory=device_memory, memory_records=memory_records,
+                              sync_records=sync_records, launch_attribution=launch_attribution,
+                              cross_thread_ranges=cross_thread_ranges)
+        for name, on in self._switches.items():
+            if on not in (True, False):
+                raise ValueError(f"{name}={on!r}; allowed: True or False")
         self.device_memory = device_memory
         #: The report, after the session stopped (`None` when nothing was
         #: profiled: `reason` says why).
@@ -158,12 +172,16 @@ class profile:
                                 f"configuration ({ctypes.sizeof(_native.Config)} vs {cfg.struct_size} bytes): reinstall")
         o = self._options
         cfg.mode = MODES[self.mode]
-        for name in ("metrics", "kernel_filter", "nvtx_filter"):
+        for name in ("metrics", "kernel_filter", "nvtx_filter", "prometheus"):
             if o[name] is not None:
                 setattr(cfg, name, str(o[name]).encode())
-        for name in ("launch_count", "keep_trace", "sampling_interval_us"):
+        for name in ("launch_count", "every", "keep_trace", "sampling_interval_us", "buffer_size", "max_buffers",
+                     "host_queue", "max_live_ranges"):
             if o[name] is not None:
-                value = int(o[name])
+                try:
+                    value = int(o[name])
+                except (TypeError, ValueError):
+                    raise ValueError(f"{name}={o[name]!r} is not a whole number") from None
                 if not 0 <= value < 2**32:
                     raise ValueError(f"{name}={o[name]!r} is out of range (0 to {2**32 - 1})")
                 setattr(cfg, name, value)
@@ -173,7 +191,8 @@ class profile:
             except (TypeError, ValueError):
                 raise ValueError(f"trace_windows={o['trace_windows']!r} is not (window_ms, period_ms)") from None
             cfg.trace_window_ms, cfg.trace_period_ms = window, period
-        cfg.device_memory = int(self.device_memory)
+        for name, on in self._switches.items():
+            setattr(cfg, name, int(on))
         return cfg
 
     def start(self):
@@ -206,6 +225,21 @@ class profile:
         else:
             check(code)
         return self
+
+    def snapshot(self):
+        """The report so far, the session running on (`None` if
+        unprofiled): every record CUPTI holds, ranges with their closed
+        instances, no per-kernel records. Its CSV, Chrome trace and
+        OpenMetrics can be written until the next snapshot or stop."""
+        global _generation
+        if not self._running:
+            if self.reason is not None:
+                return None
+            raise GpuscopeError(_native.ERR_STATE, "this profile is not running")
+        with _lock:
+            check(lib().gpuscope_snapshot())
+            _generation += 1
+            return Report(_render("table"), _render("json"), _generation)
 
     def stop(self):
         """Stops the session; returns its report (`None` if unprofiled)."""

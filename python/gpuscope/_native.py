@@ -11,6 +11,8 @@ OK, ERR_NO_GPU, ERR_BUSY, ERR_INVALID, ERR_STATE, ERR_IO, ERR_CUPTI, ERR_INTERNA
 MODES = {"trace": 0, "metrics": 1, "sampling": 2}
 #: `GPUSCOPE_FORMAT_*`.
 FORMATS = {"table": 0, "json": 1, "csv": 2, "chrome": 3, "openmetrics": 4}
+#: `GPUSCOPE_LAUNCH_COUNT_ALL`: every launch is measured.
+LAUNCH_COUNT_ALL = 2**32 - 1
 
 
 class GpuscopeError(Exception):
@@ -41,6 +43,16 @@ class Config(ctypes.Structure):
         ("trace_window_ms", ctypes.c_uint32),
         ("trace_period_ms", ctypes.c_uint32),
         ("device_memory", ctypes.c_uint32),
+        ("every", ctypes.c_uint32),
+        ("cross_thread_ranges", ctypes.c_uint32),
+        ("sync_records", ctypes.c_uint32),
+        ("memory_records", ctypes.c_uint32),
+        ("launch_attribution", ctypes.c_uint32),
+        ("buffer_size", ctypes.c_uint32),
+        ("max_buffers", ctypes.c_uint32),
+        ("host_queue", ctypes.c_uint32),
+        ("max_live_ranges", ctypes.c_uint32),
+        ("prometheus", ctypes.c_char_p),
     ]
 
 

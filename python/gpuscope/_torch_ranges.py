@@ -342,7 +342,7 @@ class TorchRanges:
         self.installed = False
         #: The caching allocator's figures go with step, forward, backward
         #: and optimizer ranges (when CUDA is in use).
-        self.sample_memory = os.environ.get("GPUSCOPE_DEVICE_MEMORY", "on") not in ("off", "0")
+        self.sample_memory = os.environ.get("GPUSCOPE_DEVICE_MEMORY", "on").strip() not in ("off", "0")
         self._memory_stats = None
 
     # ---- the caching allocator --------------------------------------------
@@ -999,7 +999,7 @@ def install_from_environment():
         return None
     ranges = TorchRanges(Library(path), depth=None if depth == "auto" else depth)
     ranges.install()
-    if os.environ.get("GPUSCOPE_QUIET") != "1":
+    if os.environ.get("GPUSCOPE_QUIET", "").strip() not in ("on", "1"):
         atexit.register(lambda: ranges.counted and print(f"gpuscope: {ranges.summary()}", file=sys.stderr))
     return ranges
 

@@ -35,6 +35,10 @@ class Header(unittest.TestCase):
         self.assertEqual({k.upper(): v for k, v in _native.MODES.items()}, defines("MODE_"))
         self.assertEqual({k.upper(): v for k, v in _native.FORMATS.items()}, defines("FORMAT_"))
 
+    def test_launch_count_all_is_the_header_s(self):
+        self.assertIn("#define GPUSCOPE_LAUNCH_COUNT_ALL UINT32_MAX", header())
+        self.assertEqual(_native.LAUNCH_COUNT_ALL, 2**32 - 1)
+
     def test_the_config_struct_has_the_header_s_fields_in_order(self):
         body = re.search(r"typedef struct \{(.*?)\} gpuscope_config;", header(), re.S).group(1)
         fields = []

@@ -31,21 +31,24 @@ pub enum Format {
     OpenMetrics,
 }
 
-/// The names [`Format`] parses, for error messages.
-pub(crate) const FORMAT_NAMES: &str = "table, json, csv, chrome, openmetrics";
+impl Format {
+    /// Every format, in the order of [`Format::NAMES`].
+    pub const ALL: [Format; 5] = [Format::Table, Format::Json, Format::Csv, Format::ChromeTrace, Format::OpenMetrics];
+
+    /// The names every interface accepts (the environment, the command
+    /// line, Python; C's `GPUSCOPE_FORMAT_*` constants), in the order of
+    /// [`Format::ALL`].
+    pub const NAMES: [&'static str; 5] = ["table", "json", "csv", "chrome", "openmetrics"];
+}
 
 impl std::str::FromStr for Format {
     type Err = Error;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "table" => Ok(Format::Table),
-            "json" => Ok(Format::Json),
-            "chrome" | "chrome-trace" | "perfetto" => Ok(Format::ChromeTrace),
-            "csv" => Ok(Format::Csv),
-            "openmetrics" | "prometheus" => Ok(Format::OpenMetrics),
-            other => Err(Error::new(
+        match Format::NAMES.iter().position(|n| *n == s) {
+            Some(i) => Ok(Format::ALL[i]),
+            None => Err(Error::new(
                 ErrorKind::InvalidConfig,
-                format!("unknown report format {other:?}; allowed: {FORMAT_NAMES}"),
+                format!("unknown report format {s:?}; allowed: {}", Format::NAMES.join(", ")),
             )),
         }
     }

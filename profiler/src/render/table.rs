@@ -118,7 +118,7 @@ pub fn render(r: &Report, a: &Analysis, width: usize) -> String {
     if x.kernels > 0 {
         let text = format!(
             "{} kernels ({} of GPU time) were launched on threads with no NVTX range of their own and are shown \
-             under the ranges of the thread that waited for them (--thread-ranges strict keeps them apart)",
+             under the ranges of the thread that waited for them (--cross-thread-ranges off keeps them apart)",
             x.kernels,
             fmt_ns(x.kernel_ns)
         );

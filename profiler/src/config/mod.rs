@@ -1,60 +1,105 @@
 //! Configuration from the environment (`GPUSCOPE_*`), for programs profiled
 //! without being rebuilt (the preload shim, `gpuscope run`). A bad value is
-//! an error naming the variable, the value and what is allowed.
+//! an error naming the variable, the value and what is allowed. Every
+//! setting's names, meaning and default are in [`SETTINGS`].
+
+mod settings;
+
+pub use settings::{setting, Older, Setting, SETTINGS};
 
 use crate::collect::declare::{declare_flops, declare_work};
 use crate::collect::metrics::{MetricSet, Selection};
 use crate::error::{Error, ErrorKind, Result};
 use crate::model::declared::Declared;
 use crate::render::Format;
-use crate::session::Profiler;
+use crate::session::{listen_addr, Profiler, CAPACITY, PROMETHEUS_ALLOWED};
 use std::path::PathBuf;
 
-/// Everything the `GPUSCOPE_*` variables set.
+pub use crate::session::{expand_output, rank, RANK_VARIABLES};
+
+/// Everything the `GPUSCOPE_*` variables set; each field is the setting of
+/// [`SETTINGS`] of the same name.
 #[derive(Debug, Clone)]
 pub struct EnvConfig {
-    /// `GPUSCOPE_MODE`: `trace` (default), `metrics` or `sampling`: the
-    /// metrics of metrics mode.
+    /// `mode` and `metrics`: the metrics of metrics mode.
     pub metrics: Option<MetricSet>,
-    /// Sampling mode (`GPUSCOPE_MODE=sampling`): the interval between PM
-    /// samples, ns (`GPUSCOPE_SAMPLING_INTERVAL` in microseconds; default
-    /// 100).
+    /// `sampling_interval`, ns, in sampling mode.
     pub sampling: Option<u64>,
-    /// Sampling mode's trace windows (window, period), ns
-    /// (`GPUSCOPE_TRACE_WINDOWS=WINDOW/PERIOD` in milliseconds): kernel
-    /// records only for the first window of every period; a window of 0:
-    /// never.
+    /// `trace_windows`: (window, period), ns.
     pub trace_windows: Option<(u64, u64)>,
-    /// `GPUSCOPE_KERNELS` (regex), `GPUSCOPE_NVTX` (path prefix),
-    /// `GPUSCOPE_LAUNCH_COUNT` (first N per kernel; `all`).
+    /// `kernel_filter`, `nvtx_filter`, `launch_count` and `every`.
     pub selection: Selection,
-    /// `GPUSCOPE_OUTPUT` with `{pid}` and `{rank}` filled in; default
-    /// `gpuscope-{pid}.json`.
+    /// `output`, with `{pid}` and `{rank}` filled in.
     pub output: PathBuf,
-    /// `GPUSCOPE_FORMAT`: `json` (default), `table`, `csv`, `chrome`.
+    /// `format`.
     pub format: Format,
-    /// `GPUSCOPE_QUIET=1`: no summary on stderr.
+    /// `quiet`.
     pub quiet: bool,
-    /// `GPUSCOPE_PROMETHEUS=HOST:PORT` (`:PORT`: every interface; `{rank}`
-    /// replaced as in `GPUSCOPE_OUTPUT`): serve `/metrics` while running.
+    /// `prometheus`, as an address to bind (`{rank}` filled in).
     pub prometheus: Option<String>,
-    /// `GPUSCOPE_TRACE`: per-kernel records kept (default 0; 100000 for
-    /// the chrome format).
-    pub trace: usize,
-    /// `GPUSCOPE_FLOPS` (`step=1.2e12,fwd=4e11`: model FLOPs per call of a
-    /// range) and `GPUSCOPE_WORK` (`step=4096:tokens`: work per call), for
-    /// [`crate::declare_flops`] and [`crate::declare_work`].
+    /// `keep_trace`.
+    pub keep_trace: usize,
+    /// `flops` and `work`, for [`crate::declare_flops`] and
+    /// [`crate::declare_work`].
     pub declared: Vec<Declared>,
-    /// `GPUSCOPE_THREAD_RANGES`: `inherit` (default: threads with no NVTX
-    /// range of their own take the lead thread's) or `strict`.
-    pub inherit_ranges: bool,
-    /// `GPUSCOPE_DEVICE_MEMORY`: `on` (default) or `off`: device memory
-    /// allocation records.
+    /// `cross_thread_ranges`.
+    pub cross_thread_ranges: bool,
+    /// `device_memory`.
     pub device_memory: bool,
+    /// `memory_records`.
+    pub memory_records: bool,
+    /// `sync_records`.
+    pub sync_records: bool,
+    /// `launch_attribution`.
+    pub launch_attribution: bool,
+    /// `buffer_size`, bytes.
+    pub buffer_size: usize,
+    /// `max_buffers`.
+    pub max_buffers: usize,
+    /// `host_queue`.
+    pub host_queue: usize,
+    /// `max_live_ranges`.
+    pub max_live_ranges: usize,
 }
 
 fn invalid(var: &str, value: &str, allowed: &str) -> Error {
     Error::new(ErrorKind::InvalidConfig, format!("{var}={value:?} is not valid; allowed: {allowed}"))
+}
+
+/// A setting's value as the environment gives it, with the variable that
+/// gave it (for messages): its own variable, else an older name.
+fn lookup(get: &dyn Fn(&str) -> Option<String>, name: &str) -> Option<(&'static str, String)> {
+    let s = setting(name)?;
+    s.env.into_iter().chain(s.older.iter().map(|o| o.env)).find_map(|var| Some((var, get(var)?)))
+}
+
+/// A setting's value, or its default.
+fn value(get: &dyn Fn(&str) -> Option<String>, name: &str) -> (&'static str, String) {
+    lookup(get, name).unwrap_or_else(|| {
+        let s = setting(name);
+        (s.and_then(|s| s.env).unwrap_or(""), s.and_then(|s| s.default).unwrap_or("").to_string())
+    })
+}
+
+/// A switch: `on` or `off` (`1`, `0`; empty: the default), or one of
+/// `also`'s words.
+fn switch(get: &dyn Fn(&str) -> Option<String>, name: &str, also: &[(&str, bool)]) -> Result<bool> {
+    let (var, v) = match lookup(get, name) {
+        Some((_, v)) if v.trim().is_empty() => value(&|_| None, name),
+        Some(found) => found,
+        None => value(get, name),
+    };
+    match v.trim() {
+        "on" | "1" => Ok(true),
+        "off" | "0" => Ok(false),
+        word => match also.iter().find(|(w, _)| *w == word) {
+            Some((_, on)) => Ok(*on),
+            None => {
+                let words: Vec<&str> = ["on", "off"].into_iter().chain(also.iter().map(|(w, _)| *w)).collect();
+                Err(invalid(var, &v, &words.join(", ")))
+            }
+        },
+    }
 }
 
 /// `RANGE=AMOUNT[:UNIT]`, comma- or semicolon-separated; `unit`: whether a
@@ -83,8 +128,6 @@ fn declarations(var: &str, value: &str, unit: bool) -> Result<Vec<(String, f64, 
     Ok(out)
 }
 
-pub use crate::session::{rank, RANK_VARIABLES};
-
 /// Whether `GPUSCOPE_TORCH_RANGES` (read by gpuscope's PyTorch hooks, which
 /// take the depth from it) turns them on: `on`, `auto`, `true`, `yes`, empty,
 /// or a depth `N` / `depth=N` of 1 or more; off for `0`, `off`, `false`,
@@ -105,13 +148,6 @@ pub fn torch_ranges_on(value: &str) -> Result<bool> {
     }
 }
 
-/// `{pid}` and `{rank}` ([`rank`]; 0 when none is set) substituted in
-/// `template`.
-pub fn expand_output(template: &str, pid: u32, get: &dyn Fn(&str) -> Option<String>) -> String {
-    let rank = rank(get).unwrap_or(0);
-    template.replace("{pid}", &pid.to_string()).replace("{rank}", &rank.to_string())
-}
-
 impl EnvConfig {
     /// Reads the process environment.
     pub fn from_env() -> Result<Self> {
@@ -120,20 +156,21 @@ impl EnvConfig {
 
     /// Reads variables through `get` (tests pass a map).
     pub fn from_vars(get: &dyn Fn(&str) -> Option<String>, pid: u32) -> Result<Self> {
-        let mode = get("GPUSCOPE_MODE").unwrap_or_else(|| "trace".into());
+        let (mode_var, mode) = value(get, "mode");
         let metrics = match mode.as_str() {
             "trace" | "sampling" => None,
-            "metrics" => Some(match get("GPUSCOPE_METRICS") {
-                Some(m) => MetricSet::parse(&m).map_err(|e| {
-                    Error::new(ErrorKind::InvalidConfig, format!("GPUSCOPE_METRICS={m:?}: {}", e.message()))
-                })?,
-                None => MetricSet::default(),
-            }),
-            other => return Err(invalid("GPUSCOPE_MODE", other, "trace, metrics, sampling")),
+            "metrics" => {
+                let (var, m) = value(get, "metrics");
+                Some(
+                    MetricSet::parse(&m)
+                        .map_err(|e| Error::new(ErrorKind::InvalidConfig, format!("{var}={m:?}: {}", e.message())))?,
+                )
+            }
+            other => return Err(invalid(mode_var, other, "trace, metrics, sampling")),
         };
-        let trace_windows = match get("GPUSCOPE_TRACE_WINDOWS") {
+        let trace_windows = match lookup(get, "trace_windows") {
             None => None,
-            Some(v) => {
+            Some((var, v)) => {
                 let allowed = "WINDOW/PERIOD in milliseconds, the window 0 (no kernel records) or 10 or more and \
                                shorter than the period (e.g. 100/1000 or 0/1000), in sampling mode";
                 // Not negative: the cast would make -1 a window of 0.
@@ -145,74 +182,53 @@ impl EnvConfig {
                         if mode != "sampling" {
                             return Err(Error::new(
                                 ErrorKind::InvalidConfig,
-                                format!(
-                                    "GPUSCOPE_TRACE_WINDOWS={v:?} needs sampling mode (GPUSCOPE_MODE=sampling); \
-                                     the mode is {mode}"
-                                ),
+                                format!("{var}={v:?} needs sampling mode ({mode_var}=sampling); the mode is {mode}"),
                             ));
                         }
                         Some((w, p))
                     }
-                    _ => return Err(invalid("GPUSCOPE_TRACE_WINDOWS", &v, allowed)),
+                    _ => return Err(invalid(var, &v, allowed)),
                 }
             }
         };
-        let interval = match get("GPUSCOPE_SAMPLING_INTERVAL") {
+        let interval = match lookup(get, "sampling_interval") {
             None => crate::collect::sampling::default_interval_ns(trace_windows.is_some()),
-            Some(v) => match v.trim().parse::<f64>().map(|us| (us * 1e3) as u64) {
+            Some((var, v)) => match v.trim().parse::<f64>().map(|us| (us * 1e3) as u64) {
                 Ok(ns) if crate::collect::sampling::INTERVALS_NS.contains(&ns) => ns,
-                _ => return Err(invalid("GPUSCOPE_SAMPLING_INTERVAL", &v, "microseconds, 1 to 100000 (e.g. 100)")),
+                _ => return Err(invalid(var, &v, "microseconds, 1 to 100000 (e.g. 100)")),
             },
         };
         let sampling = (mode == "sampling").then_some(interval);
-        let mut selection = Selection::default();
-        if let Some(n) = get("GPUSCOPE_LAUNCH_COUNT") {
-            selection = match n.as_str() {
-                "all" => Selection::all(),
-                _ => match n.parse::<u64>() {
-                    Ok(n) if n > 0 => selection.first(n),
-                    _ => return Err(invalid("GPUSCOPE_LAUNCH_COUNT", &n, "a positive integer, or all")),
-                },
-            };
+        let (var, n) = value(get, "launch_count");
+        let mut selection = match n.trim() {
+            "all" => Selection::all(),
+            count => match count.parse::<u64>() {
+                Ok(n) if n > 0 => Selection::default().first(n),
+                _ => return Err(invalid(var, &n, "1 or more, or all")),
+            },
+        };
+        let (var, k) = value(get, "every");
+        match k.trim().parse::<u64>() {
+            Ok(k) => selection = selection.every(k),
+            Err(_) => return Err(invalid(var, &k, "a count of launches, 0 or more (0: none after the first ones)")),
         }
-        if let Some(k) = get("GPUSCOPE_EVERY") {
-            match k.parse::<u64>() {
-                Ok(k) => selection = selection.every(k),
-                Err(_) => return Err(invalid("GPUSCOPE_EVERY", &k, "an integer (0: none after the first ones)")),
-            }
+        if let Some((var, r)) = lookup(get, "kernel_filter") {
+            selection = selection
+                .kernels(&r)
+                .map_err(|e| Error::new(ErrorKind::InvalidConfig, format!("{var}={r:?}: {}", e.message())))?;
         }
-        if let Some(r) = get("GPUSCOPE_KERNELS") {
-            selection = selection.kernels(&r).map_err(|e| {
-                Error::new(ErrorKind::InvalidConfig, format!("GPUSCOPE_KERNELS={r:?}: {}", e.message()))
-            })?;
-        }
-        if let Some(p) = get("GPUSCOPE_NVTX") {
+        if let Some((_, p)) = lookup(get, "nvtx_filter") {
             selection = selection.nvtx(&p);
         }
-        let format = match get("GPUSCOPE_FORMAT") {
-            None => Format::Json,
-            Some(f) => f.parse().map_err(|_| invalid("GPUSCOPE_FORMAT", &f, crate::render::FORMAT_NAMES))?,
-        };
-        let quiet = match get("GPUSCOPE_QUIET").as_deref() {
-            None | Some("0") | Some("") => false,
-            Some("1") => true,
-            Some(v) => return Err(invalid("GPUSCOPE_QUIET", v, "0, 1")),
-        };
-        let trace = match get("GPUSCOPE_TRACE") {
-            None => {
-                if format == Format::ChromeTrace {
-                    100_000
-                } else {
-                    0
-                }
-            }
-            Some(t) => {
-                t.parse().map_err(|_| invalid("GPUSCOPE_TRACE", &t, "a count of kernels to keep, e.g. 100000"))?
-            }
-        };
-        let template = get("GPUSCOPE_OUTPUT").unwrap_or_else(|| "gpuscope-{pid}.json".into());
+        let (var, f) = value(get, "format");
+        let format = f.parse().map_err(|_| invalid(var, &f, &Format::NAMES.join(", ")))?;
+        let quiet = switch(get, "quiet", &[])?;
+        let (var, t) = value(get, "keep_trace");
+        let keep_trace =
+            t.trim().parse().map_err(|_| invalid(var, &t, "a count of records to keep, e.g. 100000 (0: none)"))?;
+        let (var, template) = value(get, "output");
         if template.trim().is_empty() {
-            return Err(invalid("GPUSCOPE_OUTPUT", &template, "a file path; {pid} and {rank} are replaced"));
+            return Err(invalid(var, &template, "a file path; {pid} and {rank} are replaced"));
         }
         let output = PathBuf::from(expand_output(&template, pid, get));
         let mut declared: Vec<Declared> = Vec::new();
@@ -227,12 +243,12 @@ impl EnvConfig {
             &mut declared[i]
         }
         let mut flops = Vec::new();
-        if let Some(v) = get("GPUSCOPE_FLOPS") {
-            flops = declarations("GPUSCOPE_FLOPS", &v, false)?;
+        if let Some((var, v)) = lookup(get, "flops") {
+            flops = declarations(var, &v, false)?;
         }
         let mut work = Vec::new();
-        if let Some(v) = get("GPUSCOPE_WORK") {
-            work = declarations("GPUSCOPE_WORK", &v, true)?;
+        if let Some((var, v)) = lookup(get, "work") {
+            work = declarations(var, &v, true)?;
         }
         for (range, f, _) in flops {
             entry(&mut declared, range).flops = Some(f);
@@ -242,27 +258,28 @@ impl EnvConfig {
             d.work = Some(w);
             d.unit = unit;
         }
-        let prometheus = match get("GPUSCOPE_PROMETHEUS").filter(|v| !v.is_empty()) {
+        let prometheus = match lookup(get, "prometheus").filter(|(_, v)| !v.is_empty()) {
             None => None,
-            Some(v) => Some(listen_addr(&expand_output(&v, pid, get)).ok_or_else(|| {
-                invalid("GPUSCOPE_PROMETHEUS", &v, "HOST:PORT, e.g. 0.0.0.0:9400 or :9400 ({rank} is replaced)")
-            })?),
+            Some((var, v)) => {
+                Some(listen_addr(&expand_output(&v, pid, get)).ok_or_else(|| invalid(var, &v, PROMETHEUS_ALLOWED))?)
+            }
         };
-        if let Some(v) = get("GPUSCOPE_TORCH_RANGES") {
+        if let Some((_, v)) = lookup(get, "torch_ranges") {
             torch_ranges_on(&v)?;
         }
-        let inherit_ranges = match get("GPUSCOPE_THREAD_RANGES").as_deref() {
-            None | Some("") | Some("inherit") => true,
-            Some("strict") => false,
-            Some(v) => return Err(invalid("GPUSCOPE_THREAD_RANGES", v, "inherit, strict")),
-        };
-        let device_memory = match get("GPUSCOPE_DEVICE_MEMORY").as_deref() {
-            None | Some("") | Some("on") | Some("1") => true,
-            Some("off") | Some("0") => false,
-            Some(v) => return Err(invalid("GPUSCOPE_DEVICE_MEMORY", v, "on, off")),
-        };
+        // The older variable's words.
+        let cross_thread_ranges = switch(get, "cross_thread_ranges", &[("inherit", true), ("strict", false)])?;
+        let device_memory = switch(get, "device_memory", &[])?;
+        let memory_records = switch(get, "memory_records", &[])?;
+        let sync_records = switch(get, "sync_records", &[])?;
+        let launch_attribution = switch(get, "launch_attribution", &[])?;
+        let mut capacity = [0; CAPACITY.len()];
+        for (slot, (name, allowed, ok)) in capacity.iter_mut().zip(CAPACITY) {
+            let (var, v) = value(get, name);
+            *slot = v.trim().parse().ok().filter(|n| ok(*n)).ok_or_else(|| invalid(var, &v, allowed))?;
+        }
+        let [buffer_size, max_buffers, host_queue, max_live_ranges] = capacity;
         Ok(EnvConfig {
-            device_memory,
             metrics,
             sampling,
             trace_windows,
@@ -270,10 +287,18 @@ impl EnvConfig {
             output,
             format,
             quiet,
-            trace,
-            declared,
-            inherit_ranges,
             prometheus,
+            keep_trace,
+            declared,
+            cross_thread_ranges,
+            device_memory,
+            memory_records,
+            sync_records,
+            launch_attribution,
+            buffer_size,
+            max_buffers,
+            host_queue,
+            max_live_ranges,
         })
     }
 
@@ -294,11 +319,18 @@ impl EnvConfig {
     /// The profiler these settings describe.
     pub fn profiler(&self) -> Profiler {
         let mut p = Profiler::new()
-            .keep_trace(self.trace)
+            .keep_trace(self.keep_trace)
             .output(&self.output, self.format)
             .quiet(self.quiet)
-            .cross_thread_ranges(self.inherit_ranges)
-            .device_memory(self.device_memory);
+            .cross_thread_ranges(self.cross_thread_ranges)
+            .device_memory(self.device_memory)
+            .memory_records(self.memory_records)
+            .sync_records(self.sync_records)
+            .launch_attribution(self.launch_attribution)
+            .buffer_size(self.buffer_size)
+            .max_buffers(self.max_buffers)
+            .host_queue(self.host_queue)
+            .max_live_ranges(self.max_live_ranges);
         if let Some(m) = &self.metrics {
             p = p.metrics(m.clone()).select(self.selection.clone());
         }
@@ -313,15 +345,6 @@ impl EnvConfig {
         }
         p
     }
-}
-
-/// `HOST:PORT` or `:PORT` (every interface) as an address to bind, if the
-/// port is a port.
-fn listen_addr(v: &str) -> Option<String> {
-    let (host, port) = v.rsplit_once(':')?;
-    port.parse::<u16>().ok()?;
-    let host = if host.is_empty() { "0.0.0.0" } else { host };
-    Some(format!("{host}:{port}"))
 }
 
 #[cfg(test)]
@@ -440,6 +463,48 @@ mod tests {
     }
 
     #[test]
+    fn older_names_are_read_and_named_in_messages_and_the_current_name_wins() {
+        let c = cfg(&[("GPUSCOPE_TRACE", "7"), ("GPUSCOPE_KERNELS", "^gemm"), ("GPUSCOPE_NVTX", "train")]).unwrap();
+        assert_eq!(c.keep_trace, 7);
+        assert!(c.selection.matches("gemm_kernel", "train/fwd") && !c.selection.matches("softmax", "train"));
+        assert!(!c.selection.matches("gemm_kernel", "eval"));
+        let c = cfg(&[("GPUSCOPE_TRACE", "7"), ("GPUSCOPE_KEEP_TRACE", "9")]).unwrap();
+        assert_eq!(c.keep_trace, 9, "the current name wins");
+        assert!(!cfg(&[("GPUSCOPE_THREAD_RANGES", "strict")]).unwrap().cross_thread_ranges);
+        assert!(!cfg(&[("GPUSCOPE_CROSS_THREAD_RANGES", "off")]).unwrap().cross_thread_ranges);
+        let m = cfg(&[("GPUSCOPE_TRACE", "lots")]).unwrap_err().to_string();
+        assert!(m.starts_with("GPUSCOPE_TRACE=\"lots\" is not valid"), "the variable as set: {m}");
+        let m = cfg(&[("GPUSCOPE_THREAD_RANGES", "loose")]).unwrap_err().to_string();
+        assert!(m.ends_with("allowed: on, off, inherit, strict"), "{m}");
+    }
+
+    #[test]
+    fn switches_take_on_off_1_0_and_empty_is_the_default() {
+        for (v, on) in [("on", true), ("1", true), ("off", false), ("0", false), ("", true)] {
+            let c = cfg(&[("GPUSCOPE_SYNC_RECORDS", v), ("GPUSCOPE_MEMORY_RECORDS", v)]).unwrap();
+            assert_eq!((c.sync_records, c.memory_records), (on, on), "{v:?}");
+        }
+        assert!(cfg(&[("GPUSCOPE_QUIET", "on")]).unwrap().quiet);
+        assert!(!cfg(&[("GPUSCOPE_QUIET", "")]).unwrap().quiet);
+        assert!(!cfg(&[("GPUSCOPE_LAUNCH_ATTRIBUTION", "off")]).unwrap().launch_attribution);
+    }
+
+    #[test]
+    fn every_and_the_capacity_options_are_read() {
+        let c = cfg(&[
+            ("GPUSCOPE_LAUNCH_COUNT", "2"),
+            ("GPUSCOPE_EVERY", "10"),
+            ("GPUSCOPE_BUFFER_SIZE", "65536"),
+            ("GPUSCOPE_MAX_BUFFERS", "8"),
+            ("GPUSCOPE_HOST_QUEUE", "4096"),
+            ("GPUSCOPE_MAX_LIVE_RANGES", "5"),
+        ])
+        .unwrap();
+        assert!(c.selection.picks(1) && !c.selection.picks(2) && c.selection.picks(11));
+        assert_eq!((c.buffer_size, c.max_buffers, c.host_queue, c.max_live_ranges), (65536, 8, 4096, 5));
+    }
+
+    #[test]
     fn flops_and_work_are_declared_per_range() {
         let c = cfg(&[("GPUSCOPE_FLOPS", "step=1.2e12, train/fwd=4e11"), ("GPUSCOPE_WORK", "step=4096:tokens;eval=8")])
             .unwrap();
@@ -466,11 +531,14 @@ mod tests {
             e(&[("GPUSCOPE_FORMAT", "xml")]),
             "GPUSCOPE_FORMAT=\"xml\" is not valid; allowed: table, json, csv, chrome, openmetrics"
         );
-        assert!(e(&[("GPUSCOPE_LAUNCH_COUNT", "-1")]).contains("a positive integer, or all"));
+        assert!(e(&[("GPUSCOPE_LAUNCH_COUNT", "-1")]).contains("allowed: 1 or more, or all"));
+        assert!(e(&[("GPUSCOPE_LAUNCH_COUNT", "0")]).contains("allowed: 1 or more, or all"));
         assert!(e(&[("GPUSCOPE_MODE", "metrics"), ("GPUSCOPE_METRICS", "tensors")])
             .starts_with("GPUSCOPE_METRICS=\"tensors\""));
         assert!(e(&[("GPUSCOPE_KERNELS", "(")]).starts_with("GPUSCOPE_KERNELS=\"(\""));
-        assert!(e(&[("GPUSCOPE_QUIET", "yes")]).contains("allowed: 0, 1"));
+        assert_eq!(e(&[("GPUSCOPE_QUIET", "yes")]), "GPUSCOPE_QUIET=\"yes\" is not valid; allowed: on, off");
+        assert!(e(&[("GPUSCOPE_BUFFER_SIZE", "1000")]).ends_with("allowed: 64 KiB to 256 MiB, a multiple of 8"));
+        assert!(e(&[("GPUSCOPE_MAX_BUFFERS", "0")]).starts_with("GPUSCOPE_MAX_BUFFERS=\"0\" is not valid"));
         assert_eq!(
             e(&[("GPUSCOPE_FLOPS", "step")]),
             "GPUSCOPE_FLOPS=\"step\" is not valid; allowed: RANGE=FLOPS, comma-separated, FLOPS a number above 0 (e.g. step=1.2e12)"

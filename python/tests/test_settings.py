@@ -1,0 +1,67 @@
+"""The settings of `gpuscope.profile` against the C ABI's: Python's defaults
+are the library's (`gpuscope_config_init`), every keyword reaches its field,
+and the library checks values as it does for C (a Rust test checks the
+keywords against docs/reference/configuration.md)."""
+
+import ctypes
+import unittest
+
+import gpuscope
+from gpuscope import _native
+
+SWITCHES = ("device_memory", "memory_records", "sync_records", "launch_attribution", "cross_thread_ranges")
+COUNTS = ("launch_count", "every", "keep_trace", "sampling_interval_us", "buffer_size", "max_buffers", "host_queue",
+          "max_live_ranges")
+
+
+def fields(cfg):
+    return {name: getattr(cfg, name) for name, _ in _native.Config._fields_}
+
+
+def library_defaults():
+    cfg = _native.Config()
+    _native.check(_native.lib().gpuscope_config_init(ctypes.byref(cfg)))
+    return fields(cfg)
+
+
+class Settings(unittest.TestCase):
+    def test_python_s_defaults_are_the_library_s(self):
+        self.assertEqual(fields(gpuscope.profile()._config()), library_defaults())
+
+    def test_every_keyword_reaches_its_field(self):
+        values = {name: 2 + i for i, name in enumerate(COUNTS)}
+        cfg = gpuscope.profile(mode="metrics", metrics="dram", kernel_filter="gemm", nvtx_filter="train",
+                               prometheus=":9400", **values, **{name: False for name in SWITCHES})._config()
+        got = fields(cfg)
+        self.assertEqual({name: got[name] for name in COUNTS}, values)
+        self.assertEqual({name: got[name] for name in SWITCHES}, {name: 0 for name in SWITCHES})
+        self.assertEqual((got["mode"], got["metrics"], got["kernel_filter"], got["nvtx_filter"], got["prometheus"]),
+                         (_native.MODES["metrics"], b"dram", b"gemm", b"train", b":9400"))
+
+    def test_launch_count_all_is_the_library_s_constant(self):
+        cfg = gpuscope.profile(mode="metrics", launch_count="all")._config()
+        self.assertEqual(cfg.launch_count, _native.LAUNCH_COUNT_ALL)
+
+    def test_bad_values_are_refused_as_in_c_naming_the_setting(self):
+        for kwargs, says in [
+            (dict(mode="metrics", launch_count=0), "launch_count = 0; allowed: 1 or more"),
+            (dict(max_buffers=0), "max_buffers = 0 is out of range; allowed: 1 to 1024"),
+            (dict(prometheus="9400"), 'prometheus = "9400" is not valid; allowed: HOST:PORT'),
+        ]:
+            with self.assertRaises(gpuscope.GpuscopeError, msg=kwargs) as e:
+                gpuscope.profile(**kwargs).start()
+            self.assertEqual(e.exception.code, _native.ERR_INVALID)
+            self.assertIn(says, str(e.exception))
+        with self.assertRaisesRegex(ValueError, r"sync_records='no'; allowed: True or False"):
+            gpuscope.profile(sync_records="no")
+        with self.assertRaisesRegex(ValueError, r"every='often' is not a whole number"):
+            gpuscope.profile(every="often")._config()
+
+    def test_a_snapshot_needs_a_running_session(self):
+        with self.assertRaises(gpuscope.GpuscopeError) as e:
+            gpuscope.profile().snapshot()
+        self.assertEqual(e.exception.code, _native.ERR_STATE)
+
+
+if __name__ == "__main__":
+    unittest.main()
