@@ -4,7 +4,8 @@
 //! filled, and the reports of `tests/data`, each read and written again (as
 //! `gpuscope report FILE --format json` does) and, when of this schema
 //! version, also as written on the device (`schema3-*.json`: reports of
-//! `examples/python/gpt_train.py` under `gpuscope run` in each mode and of
+//! `examples/python/gpt_train.py` under `gpuscope run` in each mode and with
+//! `--mode sampling --trace-windows 0/1000`, and of
 //! `examples/python/train_loop.py` with `--torch-ranges`, on an H100, their
 //! `trace` lists cut to 4 records and memory timelines to 8 points). A field the
 //! code adds, renames or stops writing fails here until the schema (and
