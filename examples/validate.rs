@@ -10,7 +10,7 @@
 //! the first 3 of each kernel. `--metrics` takes `GPUSCOPE_METRICS` text;
 //! `--trace-records` keeps that many per-launch records in the report
 //! (default 100000, for the launch-by-launch join with ncu; 0 for timing
-//! runs, as `GPUSCOPE_TRACE` defaults to); `--timeline` prints when each
+//! runs, as `Profiler::keep_trace` defaults to); `--timeline` prints when each
 //! start-up step ended (ms since start).
 
 use cudarc::driver::{CudaContext, LaunchConfig, PushKernelArg};

@@ -448,7 +448,50 @@ fn main() -> ExitCode {
 
 #[cfg(test)]
 mod tests {
-    use super::names_a_report;
+    use super::{names_a_report, Cli, SETTINGS};
+    use clap::CommandFactory;
+
+    /// The flags of a subcommand, long and short, hidden ones too.
+    fn flags(sub: &str) -> Vec<String> {
+        let cmd = Cli::command();
+        let sub = cmd.find_subcommand(sub).unwrap();
+        sub.get_arguments()
+            .filter(|a| a.get_id() != "help" && !a.is_positional())
+            .flat_map(|a| {
+                let short = a.get_short().map(|c| format!("-{c}"));
+                short.into_iter().chain(a.get_long().map(|l| format!("--{l}")))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_flag_of_run_is_a_setting_s_and_every_setting_s_flag_is_run_s() {
+        Cli::command().debug_assert();
+        let run = flags("run");
+        for f in &run {
+            let known = SETTINGS.iter().any(|s| {
+                s.flag == Some(f.as_str())
+                    || s.short.is_some_and(|c| *f == format!("-{c}"))
+                    || s.older.iter().any(|o| o.flag == f)
+            });
+            assert!(known, "gpuscope run {f} is no setting's flag (gpuscope::config::SETTINGS)");
+        }
+        for s in SETTINGS {
+            for f in s.flag.into_iter().chain(s.older.iter().map(|o| o.flag)) {
+                assert!(run.iter().any(|r| r == f), "{}: gpuscope run has no {f}", s.name);
+            }
+        }
+    }
+
+    #[test]
+    fn every_flag_of_report_is_in_the_configuration_reference() {
+        let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/reference/configuration.md"))
+            .unwrap();
+        let section = &doc[doc.find("## `gpuscope report`").expect("a gpuscope report section")..];
+        for f in flags("report") {
+            assert!(section.contains(&format!("`{f}`")), "docs/reference/configuration.md: gpuscope report {f}");
+        }
+    }
 
     #[test]
     fn report_names_match_their_template_and_a_fixed_name_with_a_pid() {

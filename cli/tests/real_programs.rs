@@ -256,7 +256,7 @@ fn a_pytorch_loop_under_windows_of_zero_has_no_kernel_records_and_sampled_ranges
 fn the_backward_pass_launched_by_autograds_thread_is_under_the_loops_backward_range() {
     let script = example("python/gpt_train.py");
     let cmd = ["python3", script.to_str().unwrap()];
-    let strict = run("gpt-strict.json", &["--thread-ranges", "strict"], &cmd);
+    let strict = run("gpt-strict.json", &["--cross-thread-ranges", "off"], &cmd);
     let r = run("gpt.json", &[], &cmd);
     let total: u64 = r["kernels"].as_array().unwrap().iter().map(|k| k["total_ns"].as_u64().unwrap()).sum();
     let (backward, outside) = (gpu_ns_under(&r, "step/backward"), gpu_ns_under(&r, ""));

@@ -421,6 +421,14 @@ pub const SETTINGS: &[Setting] = &[
         ..NONE
     },
     Setting {
+        name: "python_site",
+        meaning: "Site-packages folders where CUPTI from NVIDIA's wheels is looked for, after the usual places; \
+                  the Python package sets it to those it sees",
+        values: "folders, separated by :",
+        env: Some("GPUSCOPE_PYTHON_SITE"),
+        ..NONE
+    },
+    Setting {
         name: "metrics_batch",
         meaning: "Metrics mode: measured launches per read of the counters; 1 measures each launch alone, as \
                   Nsight Compute does",
