@@ -96,7 +96,8 @@ impl Profiler {
     }
 
     /// Keep per-kernel, per-range and per-copy records, at most `max` of
-    /// each (for the Chrome trace and [`crate::report::Trace`]).
+    /// each (for the Chrome trace and [`crate::report::Trace`]; default 0:
+    /// none).
     pub fn keep_trace(mut self, max: usize) -> Self {
         self.trace_cap = max;
         self
