@@ -1,7 +1,7 @@
 // Probe: how many auto ranges does CUPTI's range profiler (auto range, user
 // replay, one pass) record for 5 launches? It found that CUPTI 12.9 records
 // none unless a range is pushed after start (PUSH=1), where CUPTI 13 records 5
-// either way (docs/cupti-findings.md, "CUPTI 12.9").
+// either way (docs/contributing/cupti-findings.md, "CUPTI 12.9").
 //
 // Build and run on a GPU machine (CUPTI 12.9 from the nvidia-cuda-cupti-cu12 wheel in $C12):
 //   nvcc -gencode arch=compute_90,code=sm_90 -I$C12/include scripts/cupti_auto_range_probe.cu \

@@ -14,7 +14,7 @@ use serde::Serialize;
 
 /// An idle cause is a finding when it takes at least this share of a
 /// range's time: smaller ones are noise next to run-to-run variation
-/// (plain runs of one program vary by ~10%, `docs/cupti-findings.md`).
+/// (plain runs of one program vary by ~10%, `docs/contributing/cupti-findings.md`).
 pub const MIN_SHARE_PCT: f64 = 10.0;
 /// Copies from pageable memory are a finding from this share on: pinning
 /// costs nothing and a blocking copy stops the host running ahead.

@@ -182,7 +182,7 @@ pub(crate) struct ContextProfiler {
     /// Push a range after each start and pop it before each stop: CUPTI
     /// 12.9's auto ranges count only kernels launched inside a pushed range
     /// (0 ranges for 5 launches without one, 5 with one; CUPTI 13 counts 5
-    /// either way: docs/cupti-findings.md).
+    /// either way: docs/contributing/cupti-findings.md).
     push_range: bool,
     /// The pushed range is open.
     pushed: bool,
