@@ -117,7 +117,7 @@ impl Armed {
 
 /// Measured launches decoded at once by default: the room of each
 /// context's counter data image. Starting the profiler costs more the more
-/// room the image has (docs/cupti-findings.md). A context keeps the size it
+/// room the image has (docs/contributing/cupti-findings.md). A context keeps the size it
 /// was configured with: resizing its image between decodes made every later
 /// batch mismatch.
 const BATCH: usize = 64;
