@@ -127,9 +127,9 @@ pub fn run(ctx: &Arc<CudaContext>, s: Sizes) -> Result<Ran, Box<dyn std::error::
     unsafe { blas.gemm(g, &ga, &gb, &mut gc) }?;
     stream.synchronize()?;
 
-    let _zoo = nvtx_rs::push("zoo");
+    let _zoo = gpuscope_nvtx::push("zoo");
     {
-        let _r = nvtx_rs::push("compute-bound");
+        let _r = gpuscope_nvtx::push("compute-bound");
         for _ in 0..s.gemm_reps {
             // SAFETY: all three matrices hold n*n bf16 values.
             unsafe { blas.gemm(g, &ga, &gb, &mut gc) }?;
@@ -137,7 +137,7 @@ pub fn run(ctx: &Arc<CudaContext>, s: Sizes) -> Result<Ran, Box<dyn std::error::
         stream.synchronize()?;
     }
     {
-        let _r = nvtx_rs::push("memory-bound");
+        let _r = gpuscope_nvtx::push("memory-bound");
         let n4 = s.copy_float4s as u64;
         for _ in 0..s.reps {
             let mut l = stream.launch_builder(&copy);
@@ -148,7 +148,7 @@ pub fn run(ctx: &Arc<CudaContext>, s: Sizes) -> Result<Ran, Box<dyn std::error::
         stream.synchronize()?;
     }
     {
-        let _r = nvtx_rs::push("one block");
+        let _r = gpuscope_nvtx::push("one block");
         let c = cycles(200);
         for _ in 0..s.reps {
             let mut l = stream.launch_builder(&one_block);
@@ -159,7 +159,7 @@ pub fn run(ctx: &Arc<CudaContext>, s: Sizes) -> Result<Ran, Box<dyn std::error::
         stream.synchronize()?;
     }
     {
-        let _r = nvtx_rs::push("tail wave");
+        let _r = gpuscope_nvtx::push("tail wave");
         let c = cycles(40);
         for _ in 0..s.reps {
             let mut l = stream.launch_builder(&tail);
@@ -170,7 +170,7 @@ pub fn run(ctx: &Arc<CudaContext>, s: Sizes) -> Result<Ran, Box<dyn std::error::
         stream.synchronize()?;
     }
     {
-        let _r = nvtx_rs::push("launch-bound");
+        let _r = gpuscope_nvtx::push("launch-bound");
         for _ in 0..s.tiny {
             let mut l = stream.launch_builder(&tiny);
             l.arg(&mut counter);
@@ -180,7 +180,7 @@ pub fn run(ctx: &Arc<CudaContext>, s: Sizes) -> Result<Ran, Box<dyn std::error::
         stream.synchronize()?;
     }
     {
-        let _r = nvtx_rs::push("host-bound");
+        let _r = gpuscope_nvtx::push("host-bound");
         let iters = 1000i32;
         for _ in 0..s.loops / 10 {
             let mut l = stream.launch_builder(&fma);
@@ -193,7 +193,7 @@ pub fn run(ctx: &Arc<CudaContext>, s: Sizes) -> Result<Ran, Box<dyn std::error::
         stream.synchronize()?;
     }
     {
-        let _r = nvtx_rs::push("sync-bound");
+        let _r = gpuscope_nvtx::push("sync-bound");
         for _ in 0..s.loops {
             let mut l = stream.launch_builder(&tiny);
             l.arg(&mut counter);
@@ -204,7 +204,7 @@ pub fn run(ctx: &Arc<CudaContext>, s: Sizes) -> Result<Ran, Box<dyn std::error::
         }
     }
     {
-        let _r = nvtx_rs::push("pageable copies");
+        let _r = gpuscope_nvtx::push("pageable copies");
         for _ in 0..s.reps {
             stream.memcpy_htod(&pageable, &mut landing)?;
             let mut l = stream.launch_builder(&tiny);

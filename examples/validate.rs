@@ -98,11 +98,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     step("workload starts");
     let t = Instant::now();
-    let _all = nvtx_rs::push("validate");
+    let _all = gpuscope_nvtx::push("validate");
     for rep in 0..reps {
-        let _rep = nvtx_rs::push(&format!("rep {rep}"));
+        let _rep = gpuscope_nvtx::push(&format!("rep {rep}"));
         {
-            let _r = nvtx_rs::push("one block");
+            let _r = gpuscope_nvtx::push("one block");
             let c = cycles(300);
             let mut l = stream.launch_builder(&one_block);
             l.arg(&c);
@@ -110,7 +110,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             unsafe { l.launch(cfg(1, 128, 0)) }?;
         }
         {
-            let _r = nvtx_rs::push("smem limited");
+            let _r = gpuscope_nvtx::push("smem limited");
             let (words, iters) = ((big_smem / 4) as i32, 4i32);
             let mut l = stream.launch_builder(&smem_limited);
             l.arg(&mut out).arg(&words).arg(&iters);
@@ -118,7 +118,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             unsafe { l.launch(cfg(sms, 256, big_smem)) }?;
         }
         {
-            let _r = nvtx_rs::push("stream copy");
+            let _r = gpuscope_nvtx::push("stream copy");
             let n = n4 as u64;
             let mut l = stream.launch_builder(&copy);
             l.arg(&src).arg(&mut dst).arg(&n);
@@ -126,7 +126,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             unsafe { l.launch(cfg(sms * 8, 256, 0)) }?;
         }
         {
-            let _r = nvtx_rs::push("fma loop");
+            let _r = gpuscope_nvtx::push("fma loop");
             let iters = 4000i32;
             let mut l = stream.launch_builder(&fma);
             l.arg(&mut out).arg(&iters);
@@ -134,7 +134,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             unsafe { l.launch(cfg(sms * 16, 256, 0)) }?;
         }
         {
-            let _r = nvtx_rs::push("tail wave");
+            let _r = gpuscope_nvtx::push("tail wave");
             let c = cycles(40);
             let mut l = stream.launch_builder(&tail);
             l.arg(&c);
@@ -142,7 +142,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             unsafe { l.launch(cfg(2 * sms + 1, 256, tail_smem)) }?;
         }
         {
-            let _r = nvtx_rs::push("tiny launches");
+            let _r = gpuscope_nvtx::push("tiny launches");
             for _ in 0..100 {
                 let mut l = stream.launch_builder(&tiny);
                 l.arg(&mut counter);
@@ -152,7 +152,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         if let Some(blas) = &blas {
             use cudarc::cublas::{sys::cublasOperation_t::CUBLAS_OP_N, Gemm, GemmConfig};
-            let _r = nvtx_rs::push("cublas sgemm");
+            let _r = gpuscope_nvtx::push("cublas sgemm");
             let n = gemm_n as i32;
             let g = GemmConfig {
                 transa: CUBLAS_OP_N,

@@ -82,10 +82,10 @@ pub fn run(ctx: &Arc<CudaContext>, s: Sizes) -> Result<Expected, DriverError> {
     let mut count = |path: &str, name: &str, n: usize| {
         *expected.entry((path.to_string(), name.to_string())).or_default() += n as u64;
     };
-    let _all = nvtx_rs::push("quickstart");
+    let _all = gpuscope_nvtx::push("quickstart");
 
     {
-        let _r = nvtx_rs::push("vector_add");
+        let _r = gpuscope_nvtx::push("vector_add");
         let a = stream.clone_htod(&vec![1.0f32; s.n])?;
         let b = stream.clone_htod(&vec![2.0f32; s.n])?;
         let mut c = stream.alloc_zeros::<f32>(s.n)?;
@@ -102,7 +102,7 @@ pub fn run(ctx: &Arc<CudaContext>, s: Sizes) -> Result<Expected, DriverError> {
     }
 
     {
-        let _r = nvtx_rs::push("softmax");
+        let _r = gpuscope_nvtx::push("softmax");
         let (rows, cols) = (s.rows, s.cols);
         let x: Vec<f32> = (0..rows * cols).map(|i| ((i * 7919) % 1000) as f32 / 250.0).collect();
         let x = stream.clone_htod(&x)?;
@@ -112,7 +112,7 @@ pub fn run(ctx: &Arc<CudaContext>, s: Sizes) -> Result<Expected, DriverError> {
         let mut row_sum = stream.alloc_zeros::<f32>(rows)?;
         let (r32, c32) = (rows as i32, cols as i32);
         {
-            let _n = nvtx_rs::push("naive");
+            let _n = gpuscope_nvtx::push("naive");
             for _ in 0..s.reps {
                 let mut l = stream.launch_builder(&k.row_max);
                 l.arg(&x).arg(&mut row_max).arg(&r32).arg(&c32);
@@ -132,7 +132,7 @@ pub fn run(ctx: &Arc<CudaContext>, s: Sizes) -> Result<Expected, DriverError> {
             }
         }
         {
-            let _f = nvtx_rs::push("fused");
+            let _f = gpuscope_nvtx::push("fused");
             let threads = 256u32;
             let smem = (cols as u32 + threads) * 4;
             k.fused.set_attribute(
@@ -155,7 +155,7 @@ pub fn run(ctx: &Arc<CudaContext>, s: Sizes) -> Result<Expected, DriverError> {
     }
 
     {
-        let _r = nvtx_rs::push("matmul");
+        let _r = gpuscope_nvtx::push("matmul");
         let n = s.matmul_n;
         let a: Vec<f32> = (0..n * n).map(|i| (i % 13) as f32 * 0.5).collect();
         let b: Vec<f32> = (0..n * n).map(|i| (i % 7) as f32 * 0.25).collect();
@@ -184,7 +184,7 @@ pub fn run(ctx: &Arc<CudaContext>, s: Sizes) -> Result<Expected, DriverError> {
     }
 
     {
-        let _r = nvtx_rs::push("tiny burst");
+        let _r = gpuscope_nvtx::push("tiny burst");
         let mut counter = stream.alloc_zeros::<i32>(1)?;
         for _ in 0..s.tiny {
             let mut l = stream.launch_builder(&k.tiny);
@@ -236,7 +236,7 @@ fn graph_phase(
     // SAFETY: re-enabling what was disabled above.
     unsafe { ctx.enable_event_tracking() };
     {
-        let _r = nvtx_rs::push("graph replay");
+        let _r = gpuscope_nvtx::push("graph replay");
         for _ in 0..s.reps.max(1) {
             graph.launch()?;
         }

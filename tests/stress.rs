@@ -80,11 +80,11 @@ fn ten_million_launches_from_64_threads_with_nvtx_ranges_lose_nothing_uncounted_
                     let stream = ctx.new_stream().expect("a stream");
                     let mut counter = stream.alloc_zeros::<i32>(1).expect("a buffer");
                     let cfg = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (32, 1, 1), shared_mem_bytes: 0 };
-                    let _root = nvtx_rs::push("stress");
+                    let _root = gpuscope_nvtx::push("stress");
                     for _ in 0..batches_per_thread {
-                        let _batch = nvtx_rs::push("batch");
+                        let _batch = gpuscope_nvtx::push("batch");
                         for _ in 0..TICKS {
-                            let _tick = nvtx_rs::push("tick");
+                            let _tick = gpuscope_nvtx::push("tick");
                         }
                         for _ in 0..BATCH {
                             let mut l = stream.launch_builder(&tiny);

@@ -4,6 +4,7 @@
 //!     gpuscope report FILE [--format table|json|csv|chrome|openmetrics] [-o OUT]
 //!     gpuscope report BEFORE AFTER        (compare two runs)
 
+mod library;
 mod torch_hooks;
 
 use clap::{Parser, Subcommand};
@@ -40,7 +41,8 @@ enum Cmd {
     Run {
         #[command(flatten)]
         settings: RunSettings,
-        /// libgpuscope.so to inject (default: next to this program, or in ../lib).
+        /// libgpuscope.so to inject (default: GPUSCOPE_LIB, else the copy this
+        /// program carries, else the one beside it or in ../lib).
         #[arg(long, value_name = "PATH")]
         lib: Option<PathBuf>,
         /// The program and its arguments.
@@ -155,24 +157,6 @@ fn terminal_width() -> usize {
     }
 }
 
-fn find_lib(explicit: Option<PathBuf>) -> Result<PathBuf, String> {
-    if let Some(p) = explicit.or_else(|| std::env::var_os("GPUSCOPE_LIB").map(PathBuf::from)) {
-        return if p.exists() { Ok(p) } else { Err(format!("--lib {}: no such file", p.display())) };
-    }
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let dir = exe.parent().unwrap_or(Path::new("."));
-    let tried = [dir.join("libgpuscope.so"), dir.join("../lib/libgpuscope.so"), dir.join("../lib64/libgpuscope.so")];
-    tried.iter().find(|p| p.exists()).map(|p| p.canonicalize().unwrap_or(p.clone())).ok_or_else(|| {
-        let places: Vec<String> = tried.iter().map(|p| p.display().to_string()).collect();
-        format!(
-            "libgpuscope.so not found (looked in {}). It is the gpuscope-ffi crate's library: build it with the \
-             same profile as this command (`cargo build -p gpuscope-ffi`, with --release for a release build; or \
-             build the whole workspace), or pass --lib or set GPUSCOPE_LIB",
-            places.join(", ")
-        )
-    })
-}
-
 /// The reports of `--merge`: the files given, or every `.json` file of a
 /// folder given alone, each labelled by its file name without `.json`.
 fn rank_reports(
@@ -280,7 +264,7 @@ fn written_reports(template: &str, since: std::time::SystemTime) -> Vec<PathBuf>
 fn run(cmd: Cmd) -> Result<ExitCode, String> {
     match cmd {
         Cmd::Run { settings, lib, cmd } => {
-            let lib = find_lib(lib)?;
+            let lib = library::find(lib)?;
             let lib_s = lib.display().to_string();
             let mut c = Command::new(&cmd[0]);
             c.args(&cmd[1..]);

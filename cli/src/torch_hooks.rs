@@ -5,8 +5,9 @@
 
 use std::path::PathBuf;
 
-/// The hooks, the same file as the Python package's.
-const HOOKS: &str = include_str!("../../python/gpuscope/_torch_ranges.py");
+/// The hooks, the same file as the Python package's (`torch_ranges.py` is a
+/// link to it, which `cargo package` copies into the published crate).
+const HOOKS: &str = include_str!("torch_ranges.py");
 
 const SITECUSTOMIZE: &str = r#"# Written by `gpuscope run --torch-ranges`: installs gpuscope's PyTorch
 # ranges once the program has imported torch.

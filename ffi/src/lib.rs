@@ -597,7 +597,7 @@ pub unsafe extern "C" fn gpuscope_range_push(name: *const c_char) -> c_int {
             Err(c) => return c,
         };
         // The range stays open until gpuscope_range_pop: no guard to drop.
-        std::mem::forget(nvtx_rs::push(name));
+        std::mem::forget(gpuscope_nvtx::push(name));
         GPUSCOPE_OK
     })
 }
@@ -606,7 +606,7 @@ pub unsafe extern "C" fn gpuscope_range_push(name: *const c_char) -> c_int {
 #[no_mangle]
 pub extern "C" fn gpuscope_range_pop() -> c_int {
     guard(|| {
-        nvtx_rs::pop();
+        gpuscope_nvtx::pop();
         GPUSCOPE_OK
     })
 }

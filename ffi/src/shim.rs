@@ -106,11 +106,13 @@ pub extern "C" fn InitializeInjection() -> c_int {
 /// # Safety
 /// Called by an NVTX copy with its `nvtxGetExportTable`.
 #[no_mangle]
-pub unsafe extern "C" fn InitializeInjectionNvtx2(get_export_table: nvtx_rs::sys::NvtxGetExportTableFunc_t) -> c_int {
+pub unsafe extern "C" fn InitializeInjectionNvtx2(
+    get_export_table: gpuscope_nvtx::sys::NvtxGetExportTableFunc_t,
+) -> c_int {
     catch_unwind(|| {
         profiler::install_nvtx_handler();
         // SAFETY: forwarded as received from the NVTX copy.
-        unsafe { nvtx_rs::tool::initialize_injection(get_export_table) }
+        unsafe { gpuscope_nvtx::tool::initialize_injection(get_export_table) }
     })
     .unwrap_or(0)
 }

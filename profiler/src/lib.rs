@@ -7,7 +7,7 @@
 //! ```no_run
 //! let session = gpuscope::Profiler::new().keep_trace(100_000).start()?;
 //! {
-//!     let _step = nvtx_rs::push("train step");
+//!     let _step = gpuscope::nvtx::push("train step");
 //!     // ... launch kernels ...
 //! }
 //! let report = session.stop()?;
@@ -38,6 +38,9 @@ mod render;
 pub mod report;
 mod serve;
 mod session;
+
+/// NVTX ranges (the `gpuscope-nvtx` crate): `gpuscope::nvtx::push("step")`.
+pub use gpuscope_nvtx as nvtx;
 
 pub use collect::declare::{declare_flops, declare_work};
 pub use error::{Error, ErrorKind, Result};

@@ -407,7 +407,7 @@ pub(crate) fn set_tracing(s: &Collection, on: bool) -> Option<u64> {
 /// Forgets the stopped collection: NVTX events go nowhere, a new session
 /// may start.
 pub(crate) fn clear() {
-    nvtx_rs::tool::set_handler(None);
+    gpuscope_nvtx::tool::set_handler(None);
     *ACTIVE.write().unwrap_or_else(|e| e.into_inner()) = None;
 }
 

@@ -23,7 +23,7 @@ use super::{panic_guard, send_host_event};
 use crate::model::event::HostEvent;
 use crate::model::path::{is_library_domain, paths, PathId, ROOT};
 use crossbeam_utils::atomic::AtomicCell;
-use nvtx_rs::tool::{self, DomainId, Event};
+use gpuscope_nvtx::tool::{self, DomainId, Event};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -108,8 +108,9 @@ impl Drop for ThreadRanges {
 
 thread_local! {
     static RANGES: RefCell<ThreadRanges> = RefCell::new(ThreadRanges {
-        // SAFETY: gettid has no preconditions.
-        tid: unsafe { libc::gettid() } as u32,
+        // SAFETY: gettid has no preconditions (the raw system call: glibc
+        // has a wrapper only from 2.30 on, and wheels run on older ones).
+        tid: unsafe { libc::syscall(libc::SYS_gettid) } as u32,
         frames: Vec::new(),
         base: None,
     });
@@ -321,7 +322,7 @@ pub(crate) fn install() -> bool {
     static STATE: AtomicU8 = AtomicU8::new(NEW);
     let ok = match STATE.compare_exchange(NEW, ATTACHING, Ordering::AcqRel, Ordering::Acquire) {
         Ok(_) => {
-            let ok = nvtx_rs::tool::attach();
+            let ok = gpuscope_nvtx::tool::attach();
             STATE.store(if ok { OK } else { FAILED }, Ordering::Release);
             ok
         }
@@ -365,16 +366,16 @@ pub(crate) mod tests {
         let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
         assert!(install());
         set_inherit(false);
-        let io = nvtx_rs::Domain::new("io");
+        let io = gpuscope_nvtx::Domain::new("io");
         {
-            let _a = nvtx_rs::push("step");
+            let _a = gpuscope_nvtx::push("step");
             let _b = io.push("read");
-            let _c = nvtx_rs::push("decode");
+            let _c = gpuscope_nvtx::push("decode");
             assert_eq!(path_now(), "step/io::read/decode");
             // Another thread has its own stack.
             on_thread(|| {
                 assert_eq!(path_now(), "(no range)");
-                let _w = nvtx_rs::push("worker");
+                let _w = gpuscope_nvtx::push("worker");
                 assert_eq!(path_now(), "worker");
             });
             // Popping the io range while "decode" is still open: "decode"
@@ -385,7 +386,7 @@ pub(crate) mod tests {
         }
         assert_eq!(path_now(), "(no range)");
         // An unbalanced pop changes nothing.
-        nvtx_rs::pop();
+        gpuscope_nvtx::pop();
         assert_eq!(path_now(), "(no range)");
         let p = paths().path(paths().intern(ROOT, 0, "x"));
         assert_eq!(p.for_domain(None), vec!["x"]);
@@ -397,10 +398,10 @@ pub(crate) mod tests {
         let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
         assert!(install());
         set_inherit(true);
-        let cccl = nvtx_rs::Domain::new("CCCL");
-        let data = nvtx_rs::Domain::new("data");
-        let step = nvtx_rs::push("step");
-        let backward = nvtx_rs::push("backward");
+        let cccl = gpuscope_nvtx::Domain::new("CCCL");
+        let data = gpuscope_nvtx::Domain::new("data");
+        let step = gpuscope_nvtx::push("step");
+        let backward = gpuscope_nvtx::push("backward");
         let main_instance = current().instance;
         // Autograd's worker: no range of its own, so the loop thread's.
         let (plain, in_lib, ctx) = on_thread(|| {
@@ -429,13 +430,13 @@ pub(crate) mod tests {
             std::mem::forget(_l);
         });
         drop(backward);
-        let _opt = nvtx_rs::push("optimizer");
+        let _opt = gpuscope_nvtx::push("optimizer");
         assert_eq!(on_thread(path_now), "step/optimizer", "the lead moves with its ranges");
         drop(_opt);
         drop(step);
         assert_eq!(on_thread(path_now), "(no range)", "nothing is open: nothing is inherited");
         // Strict per-thread semantics.
-        let _s = nvtx_rs::push("step");
+        let _s = gpuscope_nvtx::push("step");
         set_inherit(false);
         assert_eq!(on_thread(path_now), "(no range)");
         set_inherit(true);

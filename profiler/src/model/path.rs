@@ -1,7 +1,7 @@
 //! NVTX paths: the ranges open on a thread, outermost first, interned once
 //! per process so that a launch carries a 4-byte id instead of a string.
 
-use nvtx_rs::tool::{self, DomainId};
+use gpuscope_nvtx::tool::{self, DomainId};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock, RwLock};

@@ -527,8 +527,9 @@ impl Collector {
             return Measured::Not;
         }
         let key = ctx as usize;
-        // SAFETY: gettid has no preconditions.
-        let me = unsafe { libc::gettid() } as u32;
+        // SAFETY: gettid has no preconditions (the raw system call: glibc
+        // has a wrapper only from 2.30 on, and wheels run on older ones).
+        let me = unsafe { libc::syscall(libc::SYS_gettid) } as u32;
         let (running_on, in_flight, lingered, runs_once) = st
             .contexts
             .get(&key)

@@ -11,9 +11,9 @@
 //!   becomes a [`tool::Event`] for one [`tool::Handler`].
 //!
 //! ```
-//! let _outer = nvtx_rs::push("train step");
+//! let _outer = gpuscope_nvtx::push("train step");
 //! {
-//!     let _inner = nvtx_rs::push("forward");
+//!     let _inner = gpuscope_nvtx::push("forward");
 //! } // "forward" pops here
 //! ```
 

@@ -328,8 +328,9 @@ pub fn name_current_thread(name: &str) {
     if !slot.is_null() {
         // SAFETY: a filled slot holds a function of the slot's type.
         let name_fn: f::NameOsThreadA = unsafe { std::mem::transmute(slot) };
-        // SAFETY: gettid has no preconditions.
-        let tid = unsafe { libc::gettid() } as u32;
+        // SAFETY: gettid has no preconditions (the raw system call: glibc
+        // has a wrapper only from 2.30 on, and wheels run on older ones).
+        let tid = unsafe { libc::syscall(libc::SYS_gettid) } as u32;
         // SAFETY: the C string is valid for the call.
         with_cstr(name, |p| unsafe { name_fn(tid, p) });
     }

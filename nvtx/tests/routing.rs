@@ -1,7 +1,7 @@
 //! Emitter -> tool side -> handler, in one process.
 
-use nvtx_rs::tool::{self, Event};
-use nvtx_rs::{Attributes, Domain, Payload};
+use gpuscope_nvtx::tool::{self, Event};
+use gpuscope_nvtx::{Attributes, Domain, Payload};
 use std::sync::{Arc, Mutex};
 
 // The handler is process-wide: tests that install one take turns.
@@ -38,12 +38,12 @@ fn every_emitter_call_reaches_the_handler_in_order() {
     tool::set_handler(Some(rec.clone()));
 
     {
-        let _a = nvtx_rs::push("outer");
-        let _b = nvtx_rs::push_with(
+        let _a = gpuscope_nvtx::push("outer");
+        let _b = gpuscope_nvtx::push_with(
             "inner",
             &Attributes { color: Some(0xff00ff00), category: 7, payload: Some(Payload::U64(42)) },
         );
-        nvtx_rs::mark("here");
+        gpuscope_nvtx::mark("here");
     }
     let io = Domain::new("io");
     assert_eq!(Domain::new("io"), io, "domains are de-duplicated by name");
@@ -54,13 +54,13 @@ fn every_emitter_call_reaches_the_handler_in_order() {
         let r = io.start_range("async");
         std::thread::spawn(move || r.end()).join().unwrap();
     }
-    nvtx_rs::name_current_thread("main");
+    gpuscope_nvtx::name_current_thread("main");
     io.name_category(3, "disk");
     // A pop with nothing pushed is delivered too: tools decide what it means.
-    nvtx_rs::pop();
+    gpuscope_nvtx::pop();
 
     tool::set_handler(None);
-    nvtx_rs::mark("after the handler is gone");
+    gpuscope_nvtx::mark("after the handler is gone");
     let got = rec.0.lock().unwrap().clone();
     assert_eq!(
         got,
@@ -103,7 +103,7 @@ fn attributes_and_payloads_arrive_intact() {
     tool::set_handler(Some(rec.clone()));
     let d = Domain::new("attrs");
     let a = Attributes { color: Some(0x80112233), category: 9, payload: Some(Payload::F64(2.5)) };
-    drop(nvtx_rs::push_with("attrs-test default", &a));
+    drop(gpuscope_nvtx::push_with("attrs-test default", &a));
     let b = Attributes { color: None, category: 0, payload: Some(Payload::I64(-3)) };
     drop(d.push_with("attrs-test domain", &b));
     drop(d.push("attrs-test plain"));

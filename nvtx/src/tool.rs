@@ -483,7 +483,7 @@ pub unsafe extern "C" fn InitializeInjectionNvtx2(get_export_table: sys::NvtxGet
 
 static ATTACHED: OnceLock<Mutex<Option<loader::PreviousSlots>>> = OnceLock::new();
 
-/// Routes this crate's own emitter (`nvtx_rs::push` and friends) to the
+/// Routes this crate's own emitter (`gpuscope_nvtx::push` and friends) to the
 /// tool side in this process. A tool that `NVTX_INJECTION64_PATH` loaded
 /// (Nsight Systems, say) stops seeing Rust ranges until [`detach`].
 /// Returns false if the tool could not attach.

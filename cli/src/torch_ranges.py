@@ -1,0 +1,1 @@
+../../python/gpuscope/_torch_ranges.py
