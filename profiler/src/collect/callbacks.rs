@@ -483,7 +483,7 @@ pub(super) unsafe extern "C" fn api_callback(
             // kernel records before this one goes on.
             if let Some(s) = hold() {
                 // SAFETY: CUPTI passes the launch function's own params struct.
-                let stream = unsafe { launch_stream(domain, cbid, d.functionParams) };
+                let stream = unsafe { launch_target(domain, cbid, d.functionParams) }.map(|(s, _)| s);
                 calibrate::at_first_launch(s.arc(), d.context, stream.is_some_and(capturing));
             }
         }
@@ -545,8 +545,8 @@ pub(super) unsafe extern "C" fn api_callback(
         let graph = is_graph_launch(domain, cbid);
         let profiled = s.collector.as_ref().is_some_and(|c| {
             // SAFETY: CUPTI passes the launch function's own params struct.
-            let stream = unsafe { launch_stream(domain, cbid, d.functionParams) };
-            let site = LaunchSite { ctx: d.context, stream, symbol: d.symbolName, path: ctx.path, graph };
+            let target = unsafe { launch_target(domain, cbid, d.functionParams) };
+            let site = LaunchSite { ctx: d.context, target, symbol: d.symbolName, path: ctx.path, graph };
             let measured = c.on_enter(&site);
             if measured != Measured::Not {
                 // The measured launch holds the thread until its exit.
@@ -672,40 +672,48 @@ fn context_destroying(s: &Collection, ctx: sys::CUcontext) {
     }
 }
 
-/// The stream a kernel launch API call targets, read from its parameters;
-/// `None` for launch APIs whose parameters gpuscope does not decode.
+/// The stream a kernel launch API call targets and the number of thread
+/// blocks (CTAs) it launches, read from its parameters; `None` for launch
+/// APIs whose parameters gpuscope does not decode.
 ///
 /// # Safety
 /// `params` is the `functionParams` CUPTI passed for `(domain, cbid)`.
-unsafe fn launch_stream(domain: u32, cbid: u32, params: *const c_void) -> Option<sys::CUstream> {
+unsafe fn launch_target(domain: u32, cbid: u32, params: *const c_void) -> Option<(sys::CUstream, u64)> {
     if params.is_null() {
         return None;
     }
+    let ctas = |x: u32, y: u32, z: u32| u64::from(x) * u64::from(y) * u64::from(z);
     // SAFETY (all reads): per this function's contract, `params` points to
     // the `<api>_params` struct of this callback id.
     unsafe {
         match (domain, cbid) {
             (sys::CUPTI_CB_DOMAIN_DRIVER_API, sys::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel)
             | (sys::CUPTI_CB_DOMAIN_DRIVER_API, sys::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz) => {
-                Some((*(params as *const sys::cuLaunchKernel_params)).hStream)
+                let p = &*(params as *const sys::cuLaunchKernel_params);
+                Some((p.hStream, ctas(p.gridDimX, p.gridDimY, p.gridDimZ)))
             }
             (sys::CUPTI_CB_DOMAIN_DRIVER_API, sys::CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel)
             | (sys::CUPTI_CB_DOMAIN_DRIVER_API, sys::CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz) => {
-                Some((*(params as *const sys::cuLaunchCooperativeKernel_params)).hStream)
+                let p = &*(params as *const sys::cuLaunchCooperativeKernel_params);
+                Some((p.hStream, ctas(p.gridDimX, p.gridDimY, p.gridDimZ)))
             }
             (sys::CUPTI_CB_DOMAIN_DRIVER_API, sys::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx)
             | (sys::CUPTI_CB_DOMAIN_DRIVER_API, sys::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz) => {
                 let cfg = (*(params as *const sys::cuLaunchKernelEx_params)).config;
-                (!cfg.is_null()).then(|| (*cfg).hStream)
+                (!cfg.is_null()).then(|| ((*cfg).hStream, ctas((*cfg).gridDimX, (*cfg).gridDimY, (*cfg).gridDimZ)))
             }
             (sys::CUPTI_CB_DOMAIN_RUNTIME_API, sys::CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000)
             | (sys::CUPTI_CB_DOMAIN_RUNTIME_API, sys::CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000) => {
-                Some((*(params as *const sys::cudaLaunchKernel_v7000_params)).stream as sys::CUstream)
+                let p = &*(params as *const sys::cudaLaunchKernel_v7000_params);
+                Some((p.stream as sys::CUstream, ctas(p.gridDim.x, p.gridDim.y, p.gridDim.z)))
             }
             (sys::CUPTI_CB_DOMAIN_RUNTIME_API, sys::CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060)
             | (sys::CUPTI_CB_DOMAIN_RUNTIME_API, sys::CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060) => {
                 let cfg = (*(params as *const sys::cudaLaunchKernelExC_v11060_params)).config;
-                (!cfg.is_null()).then(|| (*cfg).stream as sys::CUstream)
+                (!cfg.is_null()).then(|| {
+                    let g = (*cfg).gridDim;
+                    ((*cfg).stream as sys::CUstream, ctas(g.x, g.y, g.z))
+                })
             }
             _ => None,
         }

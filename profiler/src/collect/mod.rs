@@ -217,6 +217,7 @@ pub(crate) fn start(opts: &CollectOptions) -> Result<(Arc<Collection>, Outputs)>
     }
     // Before any callback can run.
     panic_guard::install_hook();
+    debug::report_crashes();
     debug("start: loading CUPTI");
     let cupti = cupti::lib()?;
     debug("start: subscribing");

@@ -91,9 +91,10 @@ pub struct MetricsStatus {
     pub passes: usize,
     /// Launches measured.
     pub profiled_launches: u64,
-    /// Launches whose measurements were discarded because their batch's
-    /// decoded range count differed from the launch log (a kernel ran that
-    /// the log does not know, or a range was dropped).
+    /// Selected launches measured whose range could not be told: their
+    /// batch decoded a different number of ranges than it measured
+    /// launches and the thread-block counts did not place them, or a
+    /// range's count differed from its launch's grid.
     pub mismatches: u64,
     /// Selected launches skipped because another thread's launch into the
     /// same context was between its API entry and exit (its kernel could
@@ -114,6 +115,11 @@ pub struct MetricsStatus {
     /// are dropped.
     #[serde(default)]
     pub lingered_launches: u64,
+    /// Selected launches joined to their range by its thread-block count,
+    /// in batches that decoded a different number of ranges than launches
+    /// were measured.
+    #[serde(default)]
+    pub realigned_launches: u64,
     /// Times the range profiler was started (each start and its stop cost
     /// milliseconds; consecutive measured launches share one).
     #[serde(default)]

@@ -64,6 +64,8 @@ struct Armed {
 #[derive(Clone, Copy)]
 struct Logged {
     correlation_id: u32,
+    /// The thread blocks it launched, where its API's parameters say.
+    ctas: Option<u64>,
     /// Selected: its values are reported. An unselected launch is measured
     /// only to keep the profiler running for a selected one that follows
     /// (cheaper than a stop and a start), and its values are dropped.
@@ -81,6 +83,77 @@ enum Pick {
     /// one call), a launch into a capturing stream, or one whose stream
     /// cannot be read.
     Never,
+}
+
+/// The metric that counts a range's thread blocks (CTAs): each decoded
+/// range is matched to the launch whose grid has that many.
+const CTAS: &str = "sm__ctas_launched.sum";
+
+/// A device's metric configuration.
+struct Host {
+    object: HostObject,
+    /// Where [`CTAS`] is among its metrics, when it is measured.
+    ctas: Option<usize>,
+}
+
+impl Host {
+    /// The configuration of `metrics` and [`CTAS`] for `chip`; without
+    /// [`CTAS`] where it would cost a replay pass more.
+    fn new(cupti: &'static Cupti, chip: &CStr, availability: &[u8], metrics: &[String]) -> Result<Self> {
+        if let Some(i) = metrics.iter().position(|m| m == CTAS) {
+            return Ok(Host { object: HostObject::new(cupti, chip, availability, metrics)?, ctas: Some(i) });
+        }
+        let with: Vec<String> = metrics.iter().cloned().chain([CTAS.to_string()]).collect();
+        let object = HostObject::new(cupti, chip, availability, &with)?;
+        if object.passes() > 1 {
+            let without = HostObject::new(cupti, chip, availability, metrics)?;
+            if without.passes() < object.passes() {
+                return Ok(Host { object: without, ctas: None });
+            }
+        }
+        Ok(Host { object, ctas: Some(metrics.len()) })
+    }
+}
+
+/// Where each element of `needle` lies in `hay` in every order-keeping
+/// match of all of `needle` to equal elements of `hay`: `None` for an
+/// element whose place differs between matches, and for all when there is
+/// no match. Two greedy passes (the leftmost and the rightmost match): an
+/// element sits at one place in every match exactly when both put it there.
+fn embed(needle: &[u64], hay: &[u64]) -> Vec<Option<usize>> {
+    let none = || vec![None; needle.len()];
+    let mut left = Vec::with_capacity(needle.len());
+    let mut j = 0;
+    for &x in needle {
+        let Some(at) = hay[j.min(hay.len())..].iter().position(|&h| h == x) else { return none() };
+        left.push(j + at);
+        j += at + 1;
+    }
+    let mut right = vec![0; needle.len()];
+    let mut end = hay.len();
+    for (i, &x) in needle.iter().enumerate().rev() {
+        let Some(at) = hay[..end].iter().rposition(|&h| h == x) else { return none() };
+        right[i] = at;
+        end = at;
+    }
+    left.iter().zip(&right).map(|(&l, &r)| (l == r).then_some(l)).collect()
+}
+
+/// The range of each logged launch, from the thread blocks each launch's
+/// grid has (`grids`) and each decoded range counted (`ctas`), both in
+/// launch order: where the counts place a launch the same way however
+/// extra ranges (kernels the log does not know) or missing ones fall.
+fn place(grids: &[u64], ctas: &[u64]) -> Vec<Option<usize>> {
+    if ctas.len() >= grids.len() {
+        return embed(grids, ctas);
+    }
+    let mut out = vec![None; grids.len()];
+    for (range, at) in embed(ctas, grids).into_iter().enumerate() {
+        if let Some(i) = at {
+            out[i] = Some(range);
+        }
+    }
+    out
 }
 
 /// Unselected launches measured in a row, before the profiler has timed a
@@ -159,7 +232,7 @@ struct State {
     measured_calls: u64,
     /// The session is ending: set nothing up any more.
     shut: bool,
-    hosts: HashMap<i32, HostObject>,
+    hosts: HashMap<i32, Host>,
     contexts: HashMap<usize, Armed>,
     /// Per kernel symbol seen at launch: its name's index in `counts` and
     /// whether the name passes the filter. Decided once per kernel, not
@@ -216,6 +289,8 @@ struct Pending {
     session: u64,
     /// Its values are reported.
     selected: bool,
+    /// Its grid's thread blocks.
+    ctas: Option<u64>,
 }
 
 /// What the launch callback knows of a launch at its API entry.
@@ -223,8 +298,9 @@ struct Pending {
 pub(crate) struct LaunchSite {
     /// The context it launches into.
     pub(crate) ctx: sys::CUcontext,
-    /// Its stream, where the launch API passes one.
-    pub(crate) stream: Option<sys::CUstream>,
+    /// Its stream and its grid's thread blocks (CTAs), where gpuscope reads
+    /// the launch API's parameters.
+    pub(crate) target: Option<(sys::CUstream, u64)>,
     /// CUPTI's kernel symbol name (NUL-terminated, or NULL).
     pub(crate) symbol: *const c_char,
     /// The NVTX path open at the launch.
@@ -252,6 +328,53 @@ pub(crate) fn take_unmeasured_here() -> bool {
 /// this, before taking any lock.
 pub(crate) fn measuring_here() -> bool {
     PENDING.try_with(|p| p.get().is_some()).unwrap_or(false)
+}
+
+/// A decoded batch joined to its launch log.
+struct Joined {
+    /// Per logged launch: its values, for a selected launch whose range is
+    /// known.
+    values: Vec<Option<Vec<f64>>>,
+    /// Each range's thread blocks, when counted.
+    ctas: Vec<u64>,
+    /// Ranges were placed by thread blocks because their number differed
+    /// from the log's.
+    realigned: bool,
+}
+
+/// Joins `ranges` decoded ranges to the launches of `log`. One range per
+/// launch, in launch order, when the counts agree; where each range's
+/// thread-block count is measured, it must also equal its launch's grid,
+/// and when the number of ranges differs (a kernel ran that the log does
+/// not know, or one was lost) the counts place what they can ([`place`]).
+/// Values of unselected launches are not reported.
+fn join(host: &Host, profiler: &ContextProfiler, log: &[Logged], ranges: usize, reported: usize) -> Result<Joined> {
+    // SAFETY (evaluations): the profiler's own image, decoded just now.
+    let evaluate = |range: usize| unsafe { host.object.evaluate(profiler.image(), range) };
+    let grids: Option<Vec<u64>> = log.iter().map(|l| l.ctas).collect();
+    let (Some(k), Some(grids)) = (host.ctas, grids) else {
+        // Nothing to check by: by position, or not at all.
+        let values = if ranges == log.len() {
+            log.iter().enumerate().map(|(i, l)| l.selected.then(|| evaluate(i)).transpose()).collect::<Result<_>>()?
+        } else {
+            vec![None; log.len()]
+        };
+        return Ok(Joined { values, ctas: Vec::new(), realigned: false });
+    };
+    let mut all = (0..ranges).map(evaluate).collect::<Result<Vec<_>>>()?;
+    let ctas: Vec<u64> = all.iter().map(|v| v.get(k).map_or(u64::MAX, |c| c.round() as u64)).collect();
+    let values = place(&grids, &ctas)
+        .into_iter()
+        .zip(log)
+        .map(|(range, l)| {
+            let v = range.filter(|_| l.selected).map(|r| std::mem::take(&mut all[r]));
+            v.map(|mut v| {
+                v.truncate(reported);
+                v
+            })
+        })
+        .collect();
+    Ok(Joined { values, ctas, realigned: ranges != log.len() })
 }
 
 impl Collector {
@@ -333,8 +456,8 @@ impl Collector {
                 let t = Instant::now();
                 let chip = rangeprof::chip_name(self.cupti, dev as usize)?;
                 let avail = rangeprof::counter_availability(self.cupti, ctx)?;
-                let host = HostObject::new(self.cupti, &chip, &avail, self.metrics.names())?;
-                st.status.passes = host.passes();
+                let host = Host::new(self.cupti, &chip, &avail, self.metrics.names())?;
+                st.status.passes = host.object.passes();
                 st.hosts.insert(dev, host);
                 st.status.time_ns.setup_host += t.elapsed().as_nanos() as u64;
             }
@@ -342,7 +465,7 @@ impl Collector {
             if simulated_no_permission() {
                 return Err(crate::collect::cupti::no_permission("cuptiRangeProfilerEnable"));
             }
-            let cp = ContextProfiler::new(self.cupti, ctx, host, self.metrics.names(), batch())?;
+            let cp = ContextProfiler::new(self.cupti, ctx, &host.object, batch())?;
             let armed = Armed {
                 device: dev,
                 profiler: cp,
@@ -371,7 +494,7 @@ impl Collector {
                 st.initialized = true;
                 st.status.time_ns.setup_host += ns;
                 for (dev, host) in hosts {
-                    st.status.passes = host.passes();
+                    st.status.passes = host.object.passes();
                     st.hosts.entry(dev).or_insert(host);
                 }
             }
@@ -393,7 +516,7 @@ impl Collector {
         let _ = cv.wait_timeout_while(g, limit, |d| !*d);
     }
 
-    fn build_hosts(&self) -> Option<(HashMap<i32, HostObject>, u64)> {
+    fn build_hosts(&self) -> Option<(HashMap<i32, Host>, u64)> {
         let d = driver::driver()?;
         let deadline = Instant::now() + Duration::from_secs(60);
         let devices = loop {
@@ -416,7 +539,7 @@ impl Collector {
         for dev in 0..devices {
             let chip = rangeprof::chip_name(self.cupti, dev as usize).ok()?;
             debug("metrics: chip name read");
-            hosts.insert(dev, HostObject::new(self.cupti, &chip, &[], self.metrics.names()).ok()?);
+            hosts.insert(dev, Host::new(self.cupti, &chip, &[], self.metrics.names()).ok()?);
         }
         debug("metrics: metric configuration built");
         Some((hosts, t.elapsed().as_nanos() as u64))
@@ -591,7 +714,8 @@ impl Collector {
         match started {
             Ok(()) => {
                 let session = st.contexts.get(&key).map_or(0, |a| a.session);
-                let pending = Pending { ctx: key, session, selected: pick == Pick::Selected };
+                let ctas = launch.target.map(|(_, ctas)| ctas);
+                let pending = Pending { ctx: key, session, selected: pick == Pick::Selected, ctas };
                 PENDING.with(|p| p.set(Some(pending)));
                 STARTED_AT.with(|t| t.set(Some(Instant::now())));
                 if pick == Pick::Selected {
@@ -655,7 +779,7 @@ impl Collector {
     /// profiler (its stream is unknown or capturing). Skips are counted for
     /// selected launches.
     fn measurable(&self, st: &mut State, launch: &LaunchSite, pick: Pick) -> Pick {
-        let Some(stream) = launch.stream else {
+        let Some((stream, _)) = launch.target else {
             if pick == Pick::Selected {
                 st.status.skipped_unsupported_api += 1;
             }
@@ -682,7 +806,7 @@ impl Collector {
     /// the launch. Returns the metric values of every launch whose batch
     /// was decoded now (`None` values: discarded).
     pub(crate) fn on_exit(&self, correlation_id: u32, ran: bool) -> Vec<(u32, Option<Vec<f64>>)> {
-        let Some(Pending { ctx, session, selected }) = PENDING.with(|p| p.take()) else {
+        let Some(Pending { ctx, session, selected, ctas }) = PENDING.with(|p| p.take()) else {
             return Vec::new();
         };
         // A selected launch's record waits for a metrics event; an
@@ -707,8 +831,12 @@ impl Collector {
         if !ran {
             return out;
         }
-        armed.log.push(Logged { correlation_id, selected });
-        if armed.log.len() >= batch() {
+        armed.log.push(Logged { correlation_id, ctas, selected });
+        // With kernel replay each measured launch is decoded on its own: on
+        // a PyTorch loop, sessions of several replayed launches left CUPTI's
+        // heap corrupt (its thread crashed at the next forced activity
+        // flush); one launch per session ran clean, and no slower.
+        if armed.log.len() >= batch() || !armed.profiler.runs_once() {
             out.extend(self.decode(st, ctx));
         }
         out
@@ -744,57 +872,57 @@ impl Collector {
             return Vec::new();
         }
         let host = st.hosts.get(&armed.device);
+        let reported = self.metrics.names().len();
         let times = &mut st.status.time_ns;
-        let measured = (|| -> Result<Option<Vec<Option<Vec<f64>>>>> {
+        let measured = (|| -> Result<Option<Joined>> {
             armed.stop(times)?;
             let (ranges, dropped) = timed(&mut times.decode, || armed.profiler.decode())?;
-            if ranges.len() != log.len() || dropped != 0 || tainted || host.is_none() {
-                debug(&format!(
-                    "metrics: batch not joined: {} ranges decoded for {} launches, {dropped} dropped, tainted {tainted}, \
-                     host ready {}",
-                    ranges.len(),
-                    log.len(),
-                    host.is_some()
-                ));
-            }
-            // One range per logged launch, in launch order. Any other count
-            // means a kernel ran that the log does not know (or one was
-            // lost): then no value is attached to any launch of the batch.
-            // Ranges of unselected launches are not evaluated.
-            let values = match host {
-                Some(h) if ranges.len() == log.len() && dropped == 0 && !tainted => {
-                    Some(timed(&mut times.evaluate, || {
-                        log.iter()
-                            .enumerate()
-                            .map(|(i, l)| {
-                                // SAFETY: the profiler's own image, decoded just now.
-                                l.selected.then(|| unsafe { h.evaluate(armed.profiler.image(), i) }).transpose()
-                            })
-                            .collect::<Result<Vec<_>>>()
-                    })?)
+            let joined = match host {
+                Some(h) if dropped == 0 && !tainted => {
+                    Some(timed(&mut times.evaluate, || join(h, &armed.profiler, &log, ranges.len(), reported))?)
                 }
                 _ => None,
             };
+            if ranges.len() != log.len() || joined.is_none() {
+                debug(&format!(
+                    "metrics: {} ranges decoded for {} launches ({} placed by thread blocks), {dropped} dropped, \
+                     tainted {tainted}, host ready {}",
+                    ranges.len(),
+                    log.len(),
+                    joined.as_ref().map_or(0, |j| j.values.iter().flatten().count()),
+                    host.is_some(),
+                ));
+                if let Some(j) = &joined {
+                    debug(&format!(
+                        "metrics: launches' thread blocks {:?}",
+                        log.iter().map(|l| l.ctas).collect::<Vec<_>>()
+                    ));
+                    debug(&format!("metrics: ranges' thread blocks {:?}", j.ctas));
+                }
+            }
             timed(&mut times.rearm, || armed.profiler.reset())?;
-            Ok(values)
+            Ok(joined)
         })();
         st.status.lingered_launches += log.iter().filter(|l| !l.selected).count() as u64;
-        let selected = log.into_iter().filter(|l| l.selected).map(|l| l.correlation_id);
-        match measured {
-            Ok(Some(values)) => {
-                st.status.profiled_launches += values.iter().flatten().count() as u64;
-                selected.zip(values.into_iter().flatten().map(Some)).collect()
+        let selected = log.iter().enumerate().filter(|(_, l)| l.selected);
+        let out: Vec<(u32, Option<Vec<f64>>)> = match measured {
+            Ok(Some(joined)) => {
+                if joined.realigned {
+                    st.status.realigned_launches +=
+                        selected.clone().filter(|(i, _)| joined.values[*i].is_some()).count() as u64;
+                }
+                let mut values = joined.values;
+                selected.map(|(i, l)| (l.correlation_id, values[i].take())).collect()
             }
-            Ok(None) => {
-                let out: Vec<_> = selected.map(|c| (c, None)).collect();
-                st.status.mismatches += out.len() as u64;
-                out
-            }
+            Ok(None) => selected.map(|(_, l)| (l.correlation_id, None)).collect(),
             Err(e) => {
                 Self::disable(st, &e);
-                selected.map(|c| (c, None)).collect()
+                return selected.map(|(_, l)| (l.correlation_id, None)).collect();
             }
-        }
+        };
+        st.status.profiled_launches += out.iter().filter(|(_, v)| v.is_some()).count() as u64;
+        st.status.mismatches += out.iter().filter(|(_, v)| v.is_none()).count() as u64;
+        out
     }
 
     /// Stops every running profiler (before a stream capture begins); what
@@ -839,6 +967,26 @@ impl Collector {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ranges_are_placed_by_thread_blocks() {
+        // One range per launch, counts agree: by position.
+        assert_eq!(place(&[7, 231, 7], &[7, 231, 7]), vec![Some(0), Some(1), Some(2)]);
+        // Same number, a count differs: no range can be told.
+        assert_eq!(place(&[7, 231, 7], &[7, 230, 7]), vec![None; 3]);
+        // An extra range (a kernel the log does not know) between launches.
+        assert_eq!(place(&[64, 231, 7], &[64, 1, 231, 7]), vec![Some(0), Some(2), Some(3)]);
+        // An extra range like its neighbour: that neighbour's place is
+        // ambiguous, the others are not.
+        assert_eq!(place(&[64, 231, 7], &[64, 64, 231, 7]), vec![None, Some(2), Some(3)]);
+        // A lost range: the launches that still have one are placed.
+        assert_eq!(place(&[64, 1, 231], &[64, 231]), vec![Some(0), None, Some(1)]);
+        assert_eq!(place(&[64, 64, 231], &[64, 231]), vec![None, None, Some(1)]);
+        // No order-keeping match: nothing.
+        assert_eq!(place(&[64, 231], &[231, 64, 5]), vec![None, None]);
+        assert_eq!(place(&[], &[3]), Vec::<Option<usize>>::new());
+        assert_eq!(place(&[3], &[]), vec![None]);
+    }
 
     #[test]
     fn lingering_is_bounded_by_what_a_restart_costs() {

@@ -199,7 +199,6 @@ impl ContextProfiler {
         cupti: &'static Cupti,
         ctx: sys::CUcontext,
         host: &HostObject,
-        metrics: &[String],
         max_ranges: usize,
     ) -> Result<Self> {
         // SAFETY: the caller's context is live: it is current on this thread.
@@ -219,9 +218,8 @@ impl ContextProfiler {
             push_range: cupti::is_cupti_12(),
             pushed: false,
         };
-        let names: Vec<CString> = metrics.iter().filter_map(|m| CString::new(m.as_str()).ok()).collect();
         // SAFETY: our object, enabled until drop.
-        let size = unsafe { range::get_counter_data_size(cupti, me.object, &names, max_ranges) }?;
+        let size = unsafe { range::get_counter_data_size(cupti, me.object, host.names(), max_ranges) }?;
         me.image = vec![0u8; size];
         me.reset()?;
         Ok(me)
