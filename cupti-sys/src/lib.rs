@@ -51,10 +51,17 @@ pub const CUPTI_SONAMES: [&str; 2] = [CUPTI_SONAME, "libcupti.so.12"];
 /// the default search path, `$CUDA_HOME` and `/usr/local/cuda` (`lib64` and
 /// `extras/CUPTI/lib64`), and a Python environment's NVIDIA wheels
 /// (`nvidia/cu13/lib`, `nvidia/cuda_cupti/lib`, from `$VIRTUAL_ENV` or
-/// `$CONDA_PREFIX`).
+/// `$CONDA_PREFIX`, then in the folders of `GPUSCOPE_PYTHON_SITE`: the
+/// site-packages the `gpuscope` Python package sees, which it sets, so
+/// that a pip-installed CUPTI is found without an activated environment).
 pub fn cupti_candidates() -> Vec<String> {
+    candidates_from(|name| std::env::var_os(name))
+}
+
+/// [`cupti_candidates`] with the environment read through `var`.
+fn candidates_from(var: impl Fn(&str) -> Option<std::ffi::OsString>) -> Vec<String> {
     let mut out = Vec::new();
-    if let Some(p) = std::env::var_os("GPUSCOPE_CUPTI_PATH") {
+    if let Some(p) = var("GPUSCOPE_CUPTI_PATH") {
         let p = PathBuf::from(p);
         if p.is_dir() {
             out.extend(CUPTI_SONAMES.iter().map(|n| p.join(n).display().to_string()));
@@ -63,12 +70,15 @@ pub fn cupti_candidates() -> Vec<String> {
         }
     }
     let mut roots: Vec<PathBuf> = Vec::new();
-    if let Some(h) = std::env::var_os("CUDA_HOME").or_else(|| std::env::var_os("CUDA_PATH")) {
+    if let Some(h) = var("CUDA_HOME").or_else(|| var("CUDA_PATH")) {
         roots.push(PathBuf::from(h));
     }
     roots.push(PathBuf::from("/usr/local/cuda"));
     let prefixes: Vec<PathBuf> =
-        ["VIRTUAL_ENV", "CONDA_PREFIX"].iter().filter_map(std::env::var_os).map(PathBuf::from).collect();
+        ["VIRTUAL_ENV", "CONDA_PREFIX"].iter().filter_map(|v| var(v)).map(PathBuf::from).collect();
+    let sites: Vec<PathBuf> = var("GPUSCOPE_PYTHON_SITE")
+        .map(|v| std::env::split_paths(&v).filter(|p| !p.as_os_str().is_empty()).collect())
+        .unwrap_or_default();
     for name in CUPTI_SONAMES {
         out.push(name.to_string());
         for r in &roots {
@@ -78,9 +88,18 @@ pub fn cupti_candidates() -> Vec<String> {
         for prefix in &prefixes {
             out.extend(python_site_candidates(prefix, name));
         }
+        for site in &sites {
+            for wheel in PYTHON_WHEEL_LIBS {
+                out.push(site.join(wheel).join(name).display().to_string());
+            }
+        }
     }
     out
 }
+
+/// Where NVIDIA's CUPTI wheels put the library inside site-packages
+/// (`nvidia-cuda-cupti` 13, `nvidia-cuda-cupti-cu12`).
+const PYTHON_WHEEL_LIBS: [&str; 2] = ["nvidia/cu13/lib", "nvidia/cuda_cupti/lib"];
 
 /// `PREFIX/lib/python3.*/site-packages/nvidia/{cu13,cuda_cupti}/lib/NAME`.
 fn python_site_candidates(prefix: &Path, name: &str) -> Vec<String> {
@@ -90,7 +109,7 @@ fn python_site_candidates(prefix: &Path, name: &str) -> Vec<String> {
     };
     for e in entries.flatten() {
         if e.file_name().to_string_lossy().starts_with("python3") {
-            for wheel in ["nvidia/cu13/lib", "nvidia/cuda_cupti/lib"] {
+            for wheel in PYTHON_WHEEL_LIBS {
                 out.push(e.path().join("site-packages").join(wheel).join(name).display().to_string());
             }
         }
@@ -175,6 +194,25 @@ mod tests {
         assert!(i < j, "CUDA 13's CUPTI first: {c:?}");
         assert!(c[i + 1..j].iter().any(|s| s.ends_with("extras/CUPTI/lib64/libcupti.so.13")));
         assert!(c[j + 1..].iter().any(|s| s.ends_with("extras/CUPTI/lib64/libcupti.so.12")));
+    }
+
+    #[test]
+    fn python_sites_are_searched_last_for_each_soname() {
+        let c = candidates_from(|name| match name {
+            "GPUSCOPE_PYTHON_SITE" => Some("/a/site-packages::/b/dist-packages".into()),
+            _ => None,
+        });
+        let i = c.iter().position(|s| s == CUPTI_SONAME).unwrap();
+        let j = c.iter().position(|s| s == "libcupti.so.12").unwrap();
+        let site13 =
+            ["/a/site-packages/nvidia/cu13/lib/libcupti.so.13", "/b/dist-packages/nvidia/cu13/lib/libcupti.so.13"];
+        let at = |p: &str| c.iter().position(|s| s == p).unwrap_or_else(|| panic!("{p} not in {c:?}"));
+        // After the default paths of CUDA 13's CUPTI, before CUDA 12's.
+        assert!(site13.iter().all(|p| i < at(p) && at(p) < j), "{c:?}");
+        assert!(at(site13[0]) < at(site13[1]), "in the variable's order: {c:?}");
+        assert_eq!(c.last().map(String::as_str), Some("/b/dist-packages/nvidia/cuda_cupti/lib/libcupti.so.12"));
+        // An empty entry of the list is no folder.
+        assert!(!c.iter().any(|s| s.starts_with("nvidia/")), "{c:?}");
     }
 
     #[test]

@@ -64,6 +64,41 @@ def library_path():
     return Path(__file__).resolve().parent / "_bin" / "libgpuscope.so"
 
 
+def python_sites():
+    """This interpreter's site-packages folders (`GPUSCOPE_PYTHON_SITE`): the
+    library looks in them for CUPTI from NVIDIA's wheels (`nvidia/cu13/lib`,
+    `nvidia/cuda_cupti/lib`; PyTorch's CUDA wheels bring it) after the system's
+    places, so that it is found in an environment that is not activated or
+    in a user or system install too."""
+    import site
+    import sys
+
+    found = []
+    try:
+        found.extend(site.getsitepackages())
+    except AttributeError:  # virtualenv's old site.py
+        pass
+    user = getattr(site, "getusersitepackages", lambda: None)()
+    if user:
+        found.append(user)
+    found.extend(p for p in sys.path if p.endswith(("site-packages", "dist-packages")))
+    unique = []
+    for p in found:
+        if p not in unique and os.path.isdir(p):
+            unique.append(p)
+    return os.pathsep.join(unique)
+
+
+def native_env(env):
+    """Sets in `env` (a mapping: `os.environ` or a child's) what the library
+    needs from the package, unless the user set it."""
+    if not env.get("GPUSCOPE_PYTHON_SITE"):
+        sites = python_sites()
+        if sites:
+            env["GPUSCOPE_PYTHON_SITE"] = sites
+    return env
+
+
 def command_path():
     """The `gpuscope` program in this package."""
     return Path(__file__).resolve().parent / "_bin" / "gpuscope"
@@ -77,6 +112,7 @@ def lib():
     global _lib
     if _lib is None:
         path = library_path()
+        native_env(os.environ)
         try:
             handle = ctypes.CDLL(str(path))
         except OSError as e:

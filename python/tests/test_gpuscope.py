@@ -61,6 +61,28 @@ class Package(unittest.TestCase):
         out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
         self.assertEqual(out.stdout.strip(), "/elsewhere/libtool.so")
 
+    def test_the_library_is_told_the_site_packages_unless_the_user_set_them(self):
+        # Where the library looks for CUPTI from NVIDIA's wheels (after the
+        # system's places), with no activated environment needed.
+        code = "import gpuscope, os; gpuscope._native.lib(); print(os.environ['GPUSCOPE_PYTHON_SITE'])"
+        env = {k: v for k, v in os.environ.items() if k not in ("GPUSCOPE_PYTHON_SITE", "VIRTUAL_ENV")}
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+        sites = out.stdout.strip().split(os.pathsep)
+        self.assertIn(str(Path(gpuscope.__file__).resolve().parent.parent), [str(Path(s).resolve()) for s in sites])
+        env["GPUSCOPE_PYTHON_SITE"] = "/elsewhere/site-packages"
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+        self.assertEqual(out.stdout.strip(), "/elsewhere/site-packages")
+
+    def test_the_command_passes_the_site_packages_on(self):
+        exe = shutil.which("gpuscope")
+        self.assertIsNotNone(exe, "the wheel's gpuscope command is on PATH")
+        env = {k: v for k, v in os.environ.items() if k != "GPUSCOPE_PYTHON_SITE"}
+        code = "import os; print(os.environ.get('GPUSCOPE_PYTHON_SITE', ''))"
+        out = subprocess.run([exe, "run", "--", sys.executable, "-c", code], env=env, capture_output=True, text=True)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertIn(str(Path(gpuscope.__file__).resolve().parent.parent),
+                      [str(Path(s).resolve()) for s in out.stdout.strip().split(os.pathsep) if s])
+
 
 class BadArguments(unittest.TestCase):
     def test_are_refused_naming_the_value_and_what_is_allowed(self):
