@@ -1,6 +1,5 @@
 //! GPU tests: the quickstart workload under the profiler. Run on a machine
-//! with an NVIDIA GPU: `cargo test -- --include-ignored` (or, here,
-//! `../shared/gpu/bundle` then `bash .gpu/run tests` on the device).
+//! with an NVIDIA GPU: `cargo test -- --include-ignored`.
 
 #[path = "../examples/workload.rs"]
 #[allow(dead_code)]

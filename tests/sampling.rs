@@ -44,7 +44,7 @@ fn sampled_figures_agree_with_metrics_mode_on_the_zoo() {
     }
     // Ranges of 10 ms or more: compared and shown. Only those whose kernel
     // time is mostly in kernels spanning several samples are held to 3
-    // points; ranges of short kernels miss it (issue 11's note: `zoo`'s
+    // points; ranges of short kernels miss it (measured on an H100: `zoo`'s
     // root +16.5 points of SM efficiency, launch-bound +22 of occupancy).
     let long_kernels: std::collections::HashSet<&str> =
         sampled.kernels.iter().filter(|k| k.stats.sampled.is_some()).map(|k| k.name.as_str()).collect();

@@ -3,7 +3,7 @@
 //! With kernel records off a launch has no record to join: it only counts
 //! for the ranges open at it. One host event per launch cost ~2 us each on
 //! the launch-bound PyTorch loop (1.09x of plain steps against 1.02x
-//! without it, stop 23), so each thread keeps a running count for its
+//! without it), so each thread keeps a running count for its
 //! current path instead, and sends it only when the path changes and when
 //! the decoder collects every thread's count (every second, at a snapshot
 //! and at the session's end). Counts go to paths, not range

@@ -29,7 +29,7 @@ pub const DEFAULT_INTERVAL_NS: u64 = 100_000;
 /// decoder thread's work grows with the samples read (~20 us each for the
 /// metrics evaluation, plus CUPTI's decode), and on a launch-bound PyTorch
 /// loop 100 us samples cost steps several percent more than 1 ms ones
-/// (device, issue 11). 1 ms still gives ranges of 10 ms and more figures
+/// (measured on an H100). 1 ms still gives ranges of 10 ms and more figures
 /// of their own.
 pub const ALWAYS_ON_INTERVAL_NS: u64 = 1_000_000;
 

@@ -13,7 +13,7 @@ use cupti_sys::{self as sys, Cupti};
 /// of its blank state) for the next. ~33 KB per sample on an H100 with 5
 /// metrics. Reading a sample cost about the same with images of 32, 256 or
 /// 2048 samples, and CUPTI's decode ~30-40 us per sample with 64 or 256
-/// (device, issue 11).
+/// (measured on an H100).
 const IMAGE_SAMPLES: u32 = 256;
 
 /// Samples due before the sampler decodes: CUPTI's decode has a cost per
