@@ -125,10 +125,14 @@ fn sources() -> Vec<(String, String)> {
         .collect()
 }
 
-/// The string literals `"GPUSCOPE_..."` of a source: the variables it names.
+/// The string literals `"GPUSCOPE_..."` of a source: the variables it names
+/// (not those of `env!`, which a build script sets at compile time).
 fn variables(text: &str) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     for (i, _) in text.match_indices("\"GPUSCOPE_") {
+        if text[..i].ends_with("env!(") {
+            continue;
+        }
         let name: String =
             text[i + 1..].chars().take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == '_').collect();
         if text[i + 1 + name.len()..].starts_with('"') {
