@@ -2,6 +2,7 @@
 //! collection hands on, device and occupancy descriptions, metric values.
 //! Plain types and small helpers; no CUPTI.
 
+pub mod comm;
 pub mod declared;
 pub mod device;
 pub mod device_memory;

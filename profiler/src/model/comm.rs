@@ -1,0 +1,156 @@
+//! Communication kernels: collectives and point-to-point transfers that
+//! NCCL (and RCCL, which keeps its names) runs as kernels on the GPU.
+//!
+//! A communication kernel's time is mostly waiting on the network or on
+//! the other ranks, not work of its SMs: its occupancy and SM efficiency
+//! say nothing about what to change, and what costs is the part of it no
+//! compute kernel runs under (see [`crate::aggregate`]'s exposed
+//! communication).
+
+/// A collective (or point-to-point) operation, as its kernel's name gives
+/// it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Collective {
+    /// `AllReduce`.
+    AllReduce,
+    /// `AllGather`.
+    AllGather,
+    /// `ReduceScatter`.
+    ReduceScatter,
+    /// `Broadcast`.
+    Broadcast,
+    /// `Reduce`.
+    Reduce,
+    /// `SendRecv`: NCCL's kernel for grouped sends and receives (also
+    /// `AllToAll`, which PyTorch builds from them).
+    SendRecv,
+    /// `Send`.
+    Send,
+    /// `Recv`.
+    Recv,
+    /// A communication kernel whose name does not say (`ncclDevKernel_Generic`).
+    Unknown,
+}
+
+impl Collective {
+    /// The operation's name as NCCL spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Collective::AllReduce => "AllReduce",
+            Collective::AllGather => "AllGather",
+            Collective::ReduceScatter => "ReduceScatter",
+            Collective::Broadcast => "Broadcast",
+            Collective::Reduce => "Reduce",
+            Collective::SendRecv => "SendRecv",
+            Collective::Send => "Send",
+            Collective::Recv => "Recv",
+            Collective::Unknown => "communication",
+        }
+    }
+}
+
+/// Operations in the order they are looked for: a name holding
+/// `AllReduce` also holds `Reduce`, one holding `SendRecv` holds `Send`.
+const OPERATIONS: [(&str, Collective); 8] = [
+    ("allreduce", Collective::AllReduce),
+    ("allgather", Collective::AllGather),
+    ("reducescatter", Collective::ReduceScatter),
+    ("broadcast", Collective::Broadcast),
+    ("sendrecv", Collective::SendRecv),
+    ("reduce", Collective::Reduce),
+    ("send", Collective::Send),
+    ("recv", Collective::Recv),
+];
+
+/// The operation of a communication kernel, `None` for any other kernel.
+///
+/// `name`: the kernel's name, demangled or not, with or without its
+/// parameters. NCCL's kernels have been named `ncclDevKernel_<Op>_...`
+/// since 2.19 (`ncclDevKernel_AllReduce_Sum_f32_RING_LL`,
+/// `ncclDevKernel_SendRecv`, `ncclDevKernel_Generic`),
+/// `ncclKernel_<Op>_...` before (`ncclKernel_AllReduce_RING_LL_Sum_float`)
+/// and `nccl<Op><Algo>Kernel_...` in 2.3 and earlier
+/// (`ncclAllReduceRingLLKernel_sum_f32`); a mangled name holds the same
+/// identifier after its length prefix.
+pub fn collective(name: &str) -> Option<Collective> {
+    let id = identifier(name)?;
+    let lower = id.to_ascii_lowercase();
+    let op = lower.strip_prefix("ncclkernel_").or_else(|| lower.strip_prefix("nccldevkernel_")).or_else(|| {
+        // NCCL 2.3 and earlier: the operation, then `Kernel`.
+        lower.strip_prefix("nccl").filter(|rest| rest.contains("kernel"))
+    })?;
+    let found = OPERATIONS.iter().find(|(word, _)| op.starts_with(word)).map(|&(_, c)| c);
+    Some(found.unwrap_or(Collective::Unknown))
+}
+
+/// Whether `name` is a communication kernel's.
+pub fn is_comm_kernel(name: &str) -> bool {
+    collective(name).is_some()
+}
+
+/// The `nccl...` identifier in a kernel's name: demangled names carry a
+/// return type before it and parameters after, mangled ones a length
+/// prefix (`_Z29ncclKernel_...`).
+fn identifier(name: &str) -> Option<&str> {
+    let start = name.find("nccl")?;
+    let rest = &name[start..];
+    let end = rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(rest.len());
+    let id = &rest[..end];
+    // A name that only mentions NCCL somewhere inside (a template argument
+    // of another kernel) is no NCCL kernel: the identifier must be the
+    // kernel's own, at the start or after a return type or length prefix.
+    let before = name[..start].trim_end();
+    let own = before.is_empty()
+        || before.ends_with(|c: char| c.is_ascii_digit())
+        || before.rsplit(' ').next().is_some_and(|w| w == "void" || w.ends_with("::"));
+    own.then_some(id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nccl_kernel_names_of_every_generation_give_their_operation() {
+        for (name, op) in [
+            // NCCL 2.19 and later (PyTorch 2.2+ wheels), demangled.
+            (
+                "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm *, unsigned long, ncclWork *)",
+                Collective::AllReduce,
+            ),
+            ("ncclDevKernel_AllReduce_Sum_bf16_RING_LL", Collective::AllReduce),
+            ("void ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)", Collective::AllGather),
+            ("ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL", Collective::ReduceScatter),
+            ("ncclDevKernel_Broadcast_RING_LL(ncclDevComm *, unsigned long, ncclWork *)", Collective::Broadcast),
+            ("ncclDevKernel_Reduce_Sum_f32_RING_LL", Collective::Reduce),
+            ("ncclDevKernel_SendRecv(ncclDevComm *, unsigned long, ncclWork *)", Collective::SendRecv),
+            ("ncclDevKernel_Generic_4(ncclDevKernelArgsStorage<4096ul>)", Collective::Unknown),
+            // NCCL 2.4 to 2.18.
+            ("ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)", Collective::AllReduce),
+            ("ncclKernel_AllGather_RING_LL_Sum_int8_t(ncclDevComm*, ncclWork*)", Collective::AllGather),
+            ("ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, ncclWork*)", Collective::SendRecv),
+            ("_Z38ncclKernel_AllReduce_RING_LL_Sum_float13ncclWorkElem", Collective::AllReduce),
+            // NCCL 2.3 and earlier.
+            ("ncclAllReduceRingLLKernel_sum_f32(CollectiveArgs)", Collective::AllReduce),
+            ("ncclReduceScatterRingLLKernel_sum_half(CollectiveArgs)", Collective::ReduceScatter),
+            ("ncclSendKernel_copy_i8(CollectiveArgs)", Collective::Send),
+            ("ncclRecvKernel_copy_i8(CollectiveArgs)", Collective::Recv),
+        ] {
+            assert_eq!(collective(name), Some(op), "{name}");
+        }
+    }
+
+    #[test]
+    fn other_kernels_are_not_communication() {
+        for name in [
+            "ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_stages_32x5_tn",
+            "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>(int, float)",
+            "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float>>(float)",
+            "void my_kernel<ncclKernel_AllReduce>(int)",
+            "ncclAllocator",
+            "",
+        ] {
+            assert_eq!(collective(name), None, "{name}");
+        }
+    }
+}
