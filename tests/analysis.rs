@@ -747,3 +747,56 @@ fn what_a_step_adds_sizes_a_larger_batch_against_the_devices_memory() {
     // Fits but over the headroom share: nothing to say.
     assert!(finding(&analyze(&memory_steps(9, 10, 100)), "memory-headroom").is_none());
 }
+
+/// Ten 10 ms `step`s, each a compute kernel over `compute` and an NCCL
+/// all-reduce over `comm` (ms from the step's start; the all-reduce on a
+/// grid of 2 blocks, as NCCL launches one block per channel).
+fn nccl_steps(compute: (u64, u64), comm: (u64, u64)) -> (Report, Analysis) {
+    let mut z = Zoo::new(false);
+    for i in 0..10u64 {
+        let s = i * 10 * MS;
+        z.range("step", s, s + 10 * MS, |z, inst, path| {
+            z.kernel((inst, path), c"gemm_kernel", s + 10 * US, s + compute.0 * MS, s + compute.1 * MS, 1024, None);
+            let nccl = c"ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm *, unsigned long, ncclWork *)";
+            z.kernel((inst, path), nccl, s + 20 * US, s + comm.0 * MS, s + comm.1 * MS, 2, None);
+        });
+    }
+    z.finish(100 * MS)
+}
+
+#[test]
+fn exposed_communication_makes_a_step_communication_bound_and_hidden_communication_does_not() {
+    // The all-reduce runs after the compute: 5 ms of 10 exposed.
+    let (r, a) = nccl_steps((0, 3), (3, 8));
+    let g = &r.ranges.iter().find(|g| g.path.to_string() == "step").expect("a step range").clone();
+    assert_eq!((g.comm_ns, g.exposed_comm_ns), (50 * MS, 50 * MS));
+    let step = range(&a, "step");
+    assert_eq!(step.verdict.bound, "communication-bound", "{}", step.verdict.evidence);
+    assert!(step.verdict.evidence.contains("0% of their"), "{}", step.verdict.evidence);
+    let f = a.findings.iter().find(|f| f.kind == "exposed-communication").expect("an exposed-communication finding");
+    assert_eq!(f.range.as_deref(), Some("step"));
+    assert!(f.advice.contains("Overlap communication with compute"), "{}", f.advice);
+    let answer = a.answer.as_ref().expect("an answer");
+    assert!(answer.parts.iter().any(|p| p.what == "communication" && p.pct > 40.0), "{:?}", answer.parts);
+    assert!(answer.actions.iter().any(|x| x.advice == f.advice), "{:?}", answer.actions);
+    // Two blocks on 132 SMs: a compute kernel's few-SMs finding, never a
+    // communication kernel's.
+    assert!(a.findings.iter().all(|f| !f.kernel.as_deref().is_some_and(|k| k.contains("nccl"))), "{:#?}", a.findings);
+    let k = a.kernels.iter().find(|k| k.name.contains("ncclDevKernel")).expect("the all-reduce is a heavy kernel");
+    assert_eq!(k.verdict.as_ref().map(|v| v.bound), Some("communication"));
+
+    // The same all-reduce under the compute: hidden, not the bound.
+    let (r, a) = nccl_steps((0, 8), (2, 7));
+    let g = r.ranges.iter().find(|g| g.path.to_string() == "step").expect("a step range");
+    assert_eq!((g.comm_ns, g.exposed_comm_ns), (50 * MS, 0));
+    assert_ne!(range(&a, "step").verdict.bound, "communication-bound");
+    assert!(a.findings.iter().all(|f| f.kind != "exposed-communication"), "{:#?}", a.findings);
+
+    // Partly hidden: 2 of its 5 ms exposed, 20% of the step: a finding,
+    // not the bound (under a quarter of the step).
+    let (r, a) = nccl_steps((0, 6), (3, 8));
+    let g = r.ranges.iter().find(|g| g.path.to_string() == "step").expect("a step range");
+    assert_eq!((g.comm_ns, g.exposed_comm_ns), (50 * MS, 20 * MS));
+    assert_ne!(range(&a, "step").verdict.bound, "communication-bound");
+    assert!(a.findings.iter().any(|f| f.kind == "exposed-communication"), "{:#?}", a.findings);
+}

@@ -48,6 +48,11 @@ pub(crate) struct Figures {
     /// Model FLOPs counted inside it, in millions (a framework
     /// integration's count from operand shapes).
     pub mflops: u64,
+    /// Union of its communication kernels' time per device, summed, ns.
+    pub comm_ns: u64,
+    /// The part of it with no compute kernel of the same device running,
+    /// ns.
+    pub exposed_comm_ns: u64,
 }
 
 /// Applies `$op` (a saturating add or sub) to every field of two
@@ -72,6 +77,8 @@ macro_rules! each_field {
             (&mut a.pageable, b.pageable),
             (&mut a.d2h, b.d2h),
             (&mut a.mflops, b.mflops),
+            (&mut a.comm_ns, b.comm_ns),
+            (&mut a.exposed_comm_ns, b.exposed_comm_ns),
         ] {
             *x = x.$op(y);
         }

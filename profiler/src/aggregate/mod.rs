@@ -5,6 +5,7 @@
 //! stage.
 
 pub(crate) mod calls;
+pub(crate) mod comm;
 pub(crate) mod device_memory;
 pub(crate) mod devices;
 mod graph_nodes;
@@ -467,7 +468,7 @@ impl Aggregator {
         let grid = self.devices.sm_count(k.device).map(|sms| Grid { blocks: blocks(k.grid), sms });
         self.by_name.entry(name).or_default().add(k.start, dur, occ.as_ref(), metrics.as_ref(), grid);
         self.by_path_name.entry((info.path, name)).or_default().add(k.start, dur, occ.as_ref(), metrics.as_ref(), grid);
-        self.ranges.kernel(info.instance, k.device, k.start, end);
+        self.ranges.kernel(info.instance, k.device, k.start, end, self.names.is_comm(name));
         self.timeline.kernel(k.start, end);
         if let Some(j) = &mut self.join {
             j.kernel(k.device, k.start, end, name, info.path);

@@ -1,6 +1,7 @@
 //! Kernel names, interned: CUPTI's name string pointers (one per kernel per
 //! module) to demangled names, each stored once.
 
+use crate::model::comm::is_comm_kernel;
 use crate::model::names::demangle;
 use rustc_hash::FxHashMap;
 use std::ffi::{c_char, CStr};
@@ -11,6 +12,8 @@ pub(crate) struct KernelNames {
     by_ptr: FxHashMap<usize, u32>,
     ids: FxHashMap<String, u32>,
     names: Vec<String>,
+    /// Whether each is a communication kernel's, by id.
+    comm: Vec<bool>,
 }
 
 impl KernelNames {
@@ -30,6 +33,7 @@ impl KernelNames {
         let next = self.names.len() as u32;
         let id = *self.ids.entry(name.clone()).or_insert(next);
         if id == next {
+            self.comm.push(is_comm_kernel(&name));
             self.names.push(name);
         }
         self.by_ptr.insert(p as usize, id);
@@ -40,6 +44,11 @@ impl KernelNames {
     pub(crate) fn name(&mut self, p: *const c_char) -> &str {
         let id = self.id(p);
         &self.names[id as usize]
+    }
+
+    /// Whether an id is a communication kernel's.
+    pub(crate) fn is_comm(&self, id: u32) -> bool {
+        self.comm[id as usize]
     }
 
     /// The name of an id.

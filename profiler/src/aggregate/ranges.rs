@@ -2,6 +2,7 @@
 //! run), summed per path once finished.
 
 use super::calls::{CallLog, Figures};
+use super::comm::CommOverlap;
 use super::idle::Piece;
 use super::interval::IntervalUnion;
 use super::windows::Untraced;
@@ -33,6 +34,10 @@ pub(crate) struct Instance {
     pub sampled: Vec<(u32, SampledAcc)>,
     /// Devices its kernels ran on (bit per ordinal below 64).
     pub devices: u64,
+    /// Communication and compute per device, from its first communication
+    /// kernel or second device on (until then `busy` is the one device's
+    /// compute, and seeds it).
+    pub comm: Option<Box<CommOverlap>>,
     /// Model FLOPs counted inside it (nested ranges included).
     pub flops: f64,
     /// Left out of the report (`HostEvent::Discard`).
@@ -135,11 +140,14 @@ fn fold(acc: &mut RangeAcc, i: &Instance, end: u64, untraced: &Untraced) {
         acc.untraced_launches = acc.untraced_launches.saturating_add(i.fig.launches);
         return;
     }
+    let comm = i.comm.as_ref().map(|c| c.time()).unwrap_or_default();
     let fig = Figures {
         wall: end - i.start,
         busy: i.busy.total(),
         in_window: i.busy.within(i.start, end),
         mflops: (i.flops / 1e6).round() as u64,
+        comm_ns: comm.comm_ns,
+        exposed_comm_ns: comm.exposed_ns,
         ..i.fig
     };
     acc.count += 1;
@@ -215,6 +223,7 @@ impl Ranges {
             start: ts,
             end: None,
             busy: IntervalUnion::default(),
+            comm: None,
             fig: Figures::default(),
             sampled: Vec::new(),
             devices: 0,
@@ -338,10 +347,23 @@ impl Ranges {
     }
 
     /// A kernel launched inside `instance` ran over `[start, end)` on
-    /// `device`.
-    pub(crate) fn kernel(&mut self, instance: u64, device: u32, start: u64, end: u64) {
+    /// `device`; `comm`: a communication kernel.
+    pub(crate) fn kernel(&mut self, instance: u64, device: u32, start: u64, end: u64, comm: bool) {
         let bit = if device < 64 { 1u64 << device } else { 0 };
         self.for_each_enclosing(instance, |i| {
+            // Until now at most one device ran its kernels, none of them
+            // communication: `busy` is that device's compute.
+            let split = comm || bit == 0 || (i.devices != 0 && i.devices & bit == 0);
+            if i.comm.is_none() && split {
+                let seed = match i.devices {
+                    0 => CommOverlap::default(),
+                    d => CommOverlap::seeded(d.trailing_zeros(), &i.busy),
+                };
+                i.comm = Some(Box::new(seed));
+            }
+            if let Some(c) = &mut i.comm {
+                c.add(device, start, end, comm);
+            }
             i.busy.add(start, end);
             i.devices |= bit;
         });

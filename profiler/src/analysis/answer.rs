@@ -20,7 +20,9 @@ pub const MAX_ACTIONS: usize = 3;
 /// Where part of the main step's time went.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Part {
-    /// "GPU busy", "dispatch", "host work", "sync", "copies", "waiting".
+    /// "GPU busy", "communication" (communication kernels with no compute
+    /// under them: part of the GPU's busy time, told apart), "dispatch",
+    /// "host work", "sync", "copies", "waiting".
     pub what: &'static str,
     /// Time per step (without ranges: in the whole steady state), ns.
     pub ns: u64,
@@ -96,11 +98,26 @@ fn main_range(ranges: &[RangeAnalysis]) -> Option<&RangeAnalysis> {
     own().filter(|g| g.median_ns.is_some()).max_by_key(key).or_else(|| own().max_by_key(key))
 }
 
-fn parts(idle: &IdleSplit, active: u64, per: u64, busy_detail: String, details: &dyn Fn(&str) -> String) -> Vec<Part> {
+/// Where the time went: `exposed_comm` of the busy time was communication
+/// with no compute under it.
+fn parts(
+    idle: &IdleSplit,
+    active: u64,
+    per: u64,
+    exposed_comm: u64,
+    busy_detail: String,
+    details: &dyn Fn(&str) -> String,
+) -> Vec<Part> {
     let a = idle.to_array();
     let sum = |c: &[usize]| c.iter().map(|&i| a[i]).fold(0u64, u64::saturating_add);
     let idle_ns = sum(&[HOST, COPY, SYNC, LAUNCH, DISPATCH, OTHER]);
-    let mut v = vec![Part { what: "GPU busy", ns: active.saturating_sub(idle_ns), pct: 0.0, detail: busy_detail }];
+    let busy = active.saturating_sub(idle_ns);
+    let comm = exposed_comm.min(busy);
+    let mut v = vec![Part { what: "GPU busy", ns: busy - comm, pct: 0.0, detail: busy_detail }];
+    if comm > 0 {
+        let detail = "communication kernels with no compute under them".to_string();
+        v.push(Part { what: "communication", ns: comm, pct: 0.0, detail });
+    }
     for (what, causes) in [
         ("dispatch", &[LAUNCH, DISPATCH][..]),
         ("host work", &[HOST][..]),
@@ -167,6 +184,14 @@ fn actions(
             None => fallback(kind),
         };
         v.push(Action { advice, saves_ns: ns, saves_pct: pct(ns), why });
+    }
+    // Exposed communication: all of it could be hidden under compute.
+    let comm = findings.iter().filter(|f| f.kind == "exposed-communication" && inside(f)).max_by_key(|f| f.cost_ns);
+    if let Some(f) = comm {
+        let ns = f.cost_ns / per.max(1);
+        if pct(ns) >= MIN_ACTION_PCT {
+            v.push(Action { advice: f.advice.clone(), saves_ns: ns, saves_pct: pct(ns), why: f.message.clone() });
+        }
     }
     for f in findings.iter().filter(|f| f.kernel.is_some()) {
         let Some(share) = f.kernel.as_deref().and_then(ran_here) else { continue };
@@ -320,7 +345,7 @@ pub(super) fn answer(
             gpu_busy_pct: g.utilization_pct,
             profiler_ns: profiler.map(|p| p / calls),
             profiler_pct: profiler.map(|p| 100.0 * p as f64 / g.wall_ns.max(1) as f64),
-            parts: parts(&idle, g.active_ns, calls, busy_detail, &details),
+            parts: parts(&idle, g.active_ns, calls, g.exposed_comm_ns, busy_detail, &details),
             verdict: g.verdict.clone(),
             actions: actions(findings, &idle, calls, g.active_ns / calls, &inside, &fallback, &ran_here),
             compile_ns: compile,
@@ -368,7 +393,7 @@ pub(super) fn answer(
         gpu_busy_pct: shares.busy,
         profiler_ns: (idle.profiler_ns > 0).then_some(idle.profiler_ns),
         profiler_pct: (idle.profiler_ns > 0).then(|| 100.0 * idle.profiler_ns as f64 / wall.max(1) as f64),
-        parts: parts(&idle, active, 1, String::new(), &details),
+        parts: parts(&idle, active, 1, 0, String::new(), &details),
         verdict: v,
         actions: actions(
             findings,

@@ -7,6 +7,7 @@ use super::framework::Framework;
 use super::peaks::Peaks;
 use super::verdict::{self, Bound, Counted};
 use super::{KernelAnalysis, RangeAnalysis};
+use crate::model::comm::is_comm_kernel;
 use crate::model::idle::{IdleSplit, COPY, DISPATCH, HOST, LAUNCH, OTHER, SYNC};
 use crate::report::Report;
 use rustc_hash::FxHashMap as HashMap;
@@ -35,7 +36,9 @@ pub struct Finding {
     /// waiting, few-sms, tail-wave, low-occupancy, memory-bound,
     /// busy-but-underused, sms-idle (a range known from PM samples only:
     /// its SMs idle most of its wall time), near-capacity and
-    /// memory-headroom (device memory at its peak against the device's).
+    /// memory-headroom (device memory at its peak against the device's),
+    /// exposed-communication (communication kernels with no compute under
+    /// them).
     pub kind: &'static str,
     /// The verdict it explains.
     pub bound: Bound,
@@ -151,6 +154,51 @@ fn sampled_idle(g: &RangeAnalysis) -> Option<Finding> {
         ),
         advice,
     })
+}
+
+/// Ranges whose exposed communication (communication kernels with no
+/// compute of the same device under them) takes at least
+/// [`MIN_SHARE_PCT`] of their time: that time is the cost. A range inside
+/// another carries the same communication, so only the outermost of a nest
+/// is named.
+fn exposed_communication(e: &Evidence, ranges: &[RangeAnalysis]) -> Vec<Finding> {
+    let share = |g: &RangeAnalysis| 100.0 * g.exposed_comm_ns as f64 / g.active_ns.max(1) as f64;
+    let costly: Vec<&RangeAnalysis> = ranges
+        .iter()
+        .filter(|g| g.library.is_none() && g.exposed_comm_ns >= MIN_COST_NS && share(g) >= MIN_SHARE_PCT)
+        .collect();
+    let paths: std::collections::HashSet<&str> = costly.iter().map(|g| g.path.as_str()).collect();
+    let nested = |path: &str| path.match_indices('/').any(|(i, _)| paths.contains(&path[..i]));
+    let mut out: Vec<Finding> = costly
+        .iter()
+        .filter(|g| !nested(&g.path))
+        .map(|g| {
+            let calls = if g.count > 1 {
+                format!(" over {} calls, {} per call", g.count, ms(g.exposed_comm_ns / g.count))
+            } else {
+                String::new()
+            };
+            let share = share(g);
+            Finding {
+                kind: "exposed-communication",
+                bound: verdict::COMMUNICATION,
+                range: Some(g.path.clone()),
+                kernel: None,
+                cost_ns: g.exposed_comm_ns,
+                calls: g.count,
+                message: format!(
+                    "{}: communication kernels ran {} ({share:.0}% of the range{calls}) with no compute under them, \
+                     of {} in all",
+                    g.path,
+                    ms(g.exposed_comm_ns),
+                    ms(g.comm_ns)
+                ),
+                advice: e.fw.exposed_communication().to_string(),
+            }
+        })
+        .collect();
+    out.sort_by(|a, b| b.cost_ns.cmp(&a.cost_ns).then_with(|| a.range.cmp(&b.range)));
+    out
 }
 
 /// Findings of one kind kept at most: the most costly. A report of a
@@ -289,9 +337,15 @@ pub(super) fn findings(
             advice: "nvidia-smi's utilisation hides idle SMs here: see the kernel findings for why they idle.".into(),
         });
     }
-    // Kernels.
+    let mut comm = exposed_communication(e, ranges);
+    omitted += comm.len().saturating_sub(MAX_PER_KIND);
+    comm.truncate(MAX_PER_KIND);
+    out.extend(comm);
+    // Kernels. Communication kernels wait on transfers and other ranks:
+    // their launch shape and occupancy are no advice (the ranges'
+    // exposed communication is).
     let sms = r.devices.first().map(|d| d.sm_count).unwrap_or(0);
-    for k in kernels.iter().filter(|k| k.gpu_ns >= MIN_COST_NS) {
+    for k in kernels.iter().filter(|k| k.gpu_ns >= MIN_COST_NS && !is_comm_kernel(&k.name)) {
         let t = k.gpu_ns as f64;
         let short = &k.display_name;
         let few = k.sm_coverage_pct.filter(|c| *c < verdict::LOW_COVERAGE_PCT).or(k

@@ -107,4 +107,27 @@ impl Framework {
             }
         }
     }
+
+    /// What to change when ranges wait on communication kernels.
+    pub(crate) fn exposed_communication(self) -> &'static str {
+        match self {
+            Framework::PyTorch => {
+                "Overlap communication with compute: with DDP, smaller gradient buckets (bucket_cap_mb) start \
+                 all-reduces earlier in backward and gradient_as_bucket_view=True saves their copies; with FSDP, \
+                 prefetch the next all-gather (forward_prefetch, backward_prefetch=BACKWARD_PRE). Fewer, larger \
+                 collectives cost less than many small ones; if they stay slow, check the topology (nvidia-smi topo \
+                 -m: NVLink between the GPUs, not PCIe) and NCCL_DEBUG=INFO's rings."
+            }
+            Framework::Xla => {
+                "Overlap communication with compute: let XLA's latency-hiding scheduler run collectives under \
+                 independent work (shard so the next layer's all-gather can start early), and prefer fewer, larger \
+                 collectives; if they stay slow, check the topology (NVLink between the GPUs, not PCIe)."
+            }
+            Framework::Cuda => {
+                "Overlap communication with compute: issue NCCL collectives on their own stream while independent \
+                 kernels run, and group small ones (ncclGroupStart/End) into fewer, larger transfers; if they stay \
+                 slow, check the topology (nvidia-smi topo -m: NVLink between the GPUs, not PCIe)."
+            }
+        }
+    }
 }

@@ -18,6 +18,7 @@ pub use peaks::Peaks;
 use verdict::Counted;
 pub use verdict::Verdict;
 
+use crate::model::comm::{collective, is_comm_kernel};
 use crate::model::idle::IdleSplit;
 use crate::model::units::fmt_ns;
 use crate::report::{KernelStats, RangeSummary, Report, SampledFigures};
@@ -151,6 +152,18 @@ pub struct RangeAnalysis {
     /// untraced range, counted by the launch callbacks (`None`: not
     /// counted, a report of an older gpuscope).
     pub launches: Option<u64>,
+    /// Communication kernels' time in the calls judged (the union on each
+    /// device, summed), ns.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub comm_ns: u64,
+    /// The part of `comm_ns` no compute kernel of the same device ran
+    /// under, ns: what `communication-bound` is judged on.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub exposed_comm_ns: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 /// One heavy kernel.
@@ -293,7 +306,9 @@ pub fn analyze(r: &Report) -> Analysis {
     let mut under: HashMap<&[crate::model::path::RangeFrame], Weighted> =
         HashMap::with_capacity_and_hasher(prefixes.min(r.ranges.len().saturating_mul(4)), Default::default());
     for k in &r.path_kernels {
-        let rt = rate_of(&k.name, &k.stats);
+        // A communication kernel's time counts, its SM figures do not: they
+        // would call a range waiting on the network latency-bound.
+        let rt = if is_comm_kernel(&k.name) { Rates::default() } else { rate_of(&k.name, &k.stats) };
         for n in 1..=k.path.frames.len() {
             under.entry(&k.path.frames[..n]).or_default().add(k.stats.total_ns as f64, &rt);
         }
@@ -469,6 +484,7 @@ fn range(r: &Report, g: &RangeSummary, w: Option<&Weighted>, peaks: Option<&Peak
             ));
         }
     }
+    let v = verdict::communication(v, shares, active_ns, calls.comm_ns, calls.exposed_comm_ns);
     RangeAnalysis {
         count: calls.count,
         wall_ns: calls.wall_ns,
@@ -505,6 +521,8 @@ fn range(r: &Report, g: &RangeSummary, w: Option<&Weighted>, peaks: Option<&Peak
         path,
         untraced: false,
         launches: Some(calls.launches),
+        comm_ns: calls.comm_ns,
+        exposed_comm_ns: calls.exposed_comm_ns,
     }
 }
 
@@ -518,6 +536,8 @@ struct Calls {
     launches: u64,
     host: crate::report::HostFigures,
     counted_flops: f64,
+    comm_ns: u64,
+    exposed_comm_ns: u64,
 }
 
 impl Calls {
@@ -531,6 +551,8 @@ impl Calls {
                 launches: s.launches,
                 host: s.host,
                 counted_flops: s.counted_flops,
+                comm_ns: s.comm_ns,
+                exposed_comm_ns: s.exposed_comm_ns,
             },
             None => Calls {
                 count: g.count,
@@ -540,6 +562,8 @@ impl Calls {
                 launches: g.kernel_launches,
                 host: g.host,
                 counted_flops: g.counted_flops,
+                comm_ns: g.comm_ns,
+                exposed_comm_ns: g.exposed_comm_ns,
             },
         }
     }
@@ -587,6 +611,8 @@ fn folded_range(g: &RangeSummary, domain: &str) -> RangeAnalysis {
         },
         untraced: false,
         launches: Some(g.kernel_launches),
+        comm_ns: g.comm_ns,
+        exposed_comm_ns: g.exposed_comm_ns,
     }
 }
 
@@ -634,6 +660,8 @@ fn untraced_range(g: &RangeSummary, f: Option<&SampledFigures>, peaks: Option<&P
         verdict: if f.is_some() { verdict::untraced(&r, n) } else { verdict::unmeasured(g.untraced_count) },
         untraced: true,
         launches,
+        comm_ns: 0,
+        exposed_comm_ns: 0,
     }
 }
 
@@ -657,7 +685,10 @@ fn kernel(k: &crate::report::KernelSummary, total_ns: f64, peaks: Option<&Peaks>
         sm_coverage_pct: r.sm_coverage,
         wave_efficiency_pct: r.wave_efficiency,
         waves: r.waves,
-        verdict: verdict::kernel(&r),
+        verdict: match collective(&k.name) {
+            Some(op) => Some(verdict::comm_kernel(op.as_str())),
+            None => verdict::kernel(&r),
+        },
     }
 }
 

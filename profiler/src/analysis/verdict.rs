@@ -33,6 +33,13 @@ pub const IDLE: Bound = "gpu-idle";
 /// Nothing was measured over the range: no kernel records and no PM
 /// samples (trace windows with sampling stopped or unsupported).
 pub const UNKNOWN: Bound = "unknown";
+/// Communication kernels (NCCL's collectives) run with no compute under
+/// them for a large share of the range's time: it waits on the network and
+/// the other ranks.
+pub const COMMUNICATION: Bound = "communication-bound";
+/// A communication kernel's own verdict: its time is the network's and the
+/// other ranks', so its SM figures say nothing about what to change.
+pub const COMM_KERNEL: Bound = "communication";
 /// Not a bound on time: how much of the device's memory the program uses
 /// (the memory findings' heading).
 pub const DEVICE_MEMORY: Bound = "device-memory";
@@ -44,6 +51,20 @@ pub const FOLDED: Bound = "folded";
 /// measurement excluded) is what bounds it; below, whatever keeps it idle
 /// does.
 pub const GPU_BOUND_PCT: f64 = 50.0;
+
+/// Exposed communication (communication kernels with no compute kernel of
+/// the same device under them) of at least this share of a range's time
+/// bounds it, unless an idle cause takes more.
+///
+/// Holistic Trace Analysis (HTA) measures, per rank, the share of
+/// communication time that computation overlaps, and reads a low share as
+/// the first thing to fix in distributed training; gpuscope counts the
+/// other side of that overlap, the communication time left exposed, within
+/// each range. Well-overlapped DDP and FSDP steps leave only the last
+/// gradient bucket's all-reduce (or the first all-gather) exposed, a few
+/// percent of a step; a quarter of the step waiting on collectives is time
+/// that overlap, larger buckets or a faster interconnect would give back.
+pub const COMM_BOUND_PCT: f64 = 25.0;
 
 /// ncu's Speed Of Light rule: compute and memory throughput both under 60%
 /// of peak "typically indicate latency issues"; the busier one at or over
@@ -67,7 +88,8 @@ pub const TAIL_WAVE_PCT: f64 = 80.0;
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Verdict {
     /// compute-bound, memory-bound, latency-bound, gpu-bound, launch-bound,
-    /// host-bound, sync-bound, dependency-bound, gpu-idle or unknown.
+    /// host-bound, sync-bound, dependency-bound, communication-bound,
+    /// gpu-idle or unknown (a communication kernel's: communication).
     pub bound: Bound,
     /// The figures behind it.
     pub evidence: String,
@@ -299,9 +321,70 @@ pub(crate) fn range(shares: Option<Shares>, utilization: f64, gpu_side: Option<V
     Verdict { bound, evidence: s.describe() }
 }
 
+/// A communication kernel's verdict: `op`, its collective.
+pub(crate) fn comm_kernel(op: &str) -> Verdict {
+    Verdict {
+        bound: COMM_KERNEL,
+        evidence: format!(
+            "NCCL {op}: its time is spent on transfers and waiting for the other ranks, not on its SMs' work (see \
+             the ranges' exposed communication)"
+        ),
+    }
+}
+
+/// `v`, or communication-bound when exposed communication takes at least
+/// [`COMM_BOUND_PCT`] of the range's `active_ns` and no idle cause of
+/// `shares` takes more. `comm_ns`, `exposed_ns`: its communication
+/// kernels' time and the part of it no compute kernel ran under.
+pub(crate) fn communication(
+    v: Verdict,
+    shares: Option<Shares>,
+    active_ns: u64,
+    comm_ns: u64,
+    exposed_ns: u64,
+) -> Verdict {
+    if active_ns == 0 || exposed_ns == 0 {
+        return v;
+    }
+    let exposed = 100.0 * exposed_ns as f64 / active_ns as f64;
+    let idle_cause = shares
+        .map_or(0.0, |s| [s.host + s.copy, s.sync, s.launch + s.dispatch, s.other].into_iter().fold(0.0, f64::max));
+    if exposed < COMM_BOUND_PCT || exposed < idle_cause {
+        return v;
+    }
+    let hidden = 100.0 * (1.0 - exposed_ns as f64 / comm_ns.max(exposed_ns) as f64);
+    Verdict {
+        bound: COMMUNICATION,
+        evidence: format!(
+            "communication kernels ran {} of its time with no compute under them ({} of their {} overlapped by \
+             compute)",
+            pct(exposed),
+            pct(hidden),
+            fmt_ns(comm_ns)
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn exposed_communication_bounds_a_range_unless_an_idle_cause_takes_more() {
+        let compute = || Verdict { bound: COMPUTE, evidence: "compute 90%".into() };
+        let busy = Shares::of(1000, &IdleSplit::default());
+        // 400 of 1000 ns exposed, 500 of communication.
+        let v = communication(compute(), busy, 1000, 500, 400);
+        assert_eq!(v.bound, COMMUNICATION);
+        assert!(v.evidence.contains("40% of its time") && v.evidence.contains("20% of their"), "{}", v.evidence);
+        // Mostly hidden: the verdict stands.
+        assert_eq!(communication(compute(), busy, 1000, 500, 100).bound, COMPUTE);
+        assert_eq!(communication(compute(), busy, 1000, 0, 0).bound, COMPUTE);
+        // The host idled the GPU longer than communication held it.
+        let host = Shares::of(1000, &idle(450, 0, 0, 0, 0, 0));
+        assert_eq!(communication(compute(), host, 1000, 400, 300).bound, COMPUTE);
+        assert_eq!(communication(compute(), host, 1000, 600, 500).bound, COMMUNICATION);
+    }
 
     fn measured(eff: f64, compute: f64, dram: f64) -> Rates {
         Rates {

@@ -415,6 +415,15 @@ pub struct RangeSummary {
     /// were not recorded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory: Option<RangeMemory>,
+    /// Communication kernels (NCCL's collectives and transfers) launched
+    /// in all its calls: the union of their time on each device, summed
+    /// over devices, ns.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub comm_ns: u64,
+    /// The part of `comm_ns` with no compute kernel of the same device
+    /// running (on any stream): communication the range waits for, ns.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub exposed_comm_ns: u64,
 }
 
 fn is_zero(v: &u64) -> bool {
