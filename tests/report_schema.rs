@@ -320,6 +320,10 @@ fn every_field() -> Report {
         g["idle"] = idle.clone();
         g["first_calls_ns"] = json!([1000, 2000]);
         g["counted_flops"] = json!(2.0e9);
+        g["comm_ns"] = json!(3000000u64);
+        g["exposed_comm_ns"] = json!(1000000u64);
+        g["steady"]["comm_ns"] = json!(2000000u64);
+        g["steady"]["exposed_comm_ns"] = json!(500000u64);
     }
     v["trace"]["samples"] = json!([{ "device": 0, "start_ns": 0, "end_ns": 1000000u64, "sm_efficiency_pct": 50.0,
                                      "achieved_occupancy_pct": 20.0, "tensor_active_pct": 1.0,
