@@ -559,3 +559,50 @@ impl Ranges {
         self.instances.len()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::path::ROOT;
+
+    /// One `step` instance with `kernels` (device, start, end, comm) and a
+    /// nested instance holding the communication ones; the step's and the
+    /// nested range's communication time.
+    fn step(kernels: &[(u32, u64, u64, bool)]) -> (Figures, Figures) {
+        let untraced = Untraced::default();
+        let (outer, inner) = (paths().intern(ROOT, 0, "step"), paths().intern(ROOT, 0, "allreduce"));
+        let mut r = Ranges::new(16);
+        r.push(1, 0, outer, 1, 0, &untraced);
+        r.push(2, 1, inner, 1, 0, &untraced);
+        for &(device, start, end, comm) in kernels {
+            r.kernel(if comm { 2 } else { 1 }, device, start, end, comm);
+        }
+        r.pop(2, 1_000);
+        r.pop(1, 1_000);
+        r.finish(1_000, &untraced);
+        (r.by_path[&outer].total, r.by_path[&inner].total)
+    }
+
+    #[test]
+    fn compute_before_the_first_collective_still_hides_it() {
+        // Compute on device 0 arrives before the all-reduce that runs
+        // under it: the step's unions start from that compute.
+        let (s, inner) = step(&[(0, 0, 500, false), (0, 100, 400, true), (0, 450, 600, true)]);
+        assert_eq!((s.comm_ns, s.exposed_comm_ns), (450, 100));
+        // The nested range saw only the collectives.
+        assert_eq!((inner.comm_ns, inner.exposed_comm_ns), (450, 450));
+    }
+
+    #[test]
+    fn another_device_s_compute_hides_nothing() {
+        // Compute on device 1 first, then device 0's collective over it.
+        let (s, _) = step(&[(1, 0, 500, false), (0, 100, 400, true), (1, 600, 700, false)]);
+        assert_eq!((s.comm_ns, s.exposed_comm_ns), (300, 300));
+        // Two devices with compute before any collective.
+        let (s, _) = step(&[(0, 0, 500, false), (1, 0, 500, false), (1, 100, 600, true), (0, 100, 200, true)]);
+        assert_eq!((s.comm_ns, s.exposed_comm_ns), (600, 100));
+        // No collective: nothing.
+        let (s, _) = step(&[(0, 0, 500, false), (1, 0, 500, false)]);
+        assert_eq!((s.comm_ns, s.exposed_comm_ns), (0, 0));
+    }
+}
