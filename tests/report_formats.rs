@@ -790,3 +790,48 @@ fn measured_report() -> Report {
     rp.host_event(HostEvent::Pop { instance: 1, ts: 60_000 });
     rp.finish(0, 60_000)
 }
+
+#[test]
+fn the_rank_that_waits_least_in_collectives_is_the_one_the_others_wait_for() {
+    use gpuscope::report::JobReport;
+    let base = workload(0);
+    let train = base.ranges.iter().find(|g| g.path.to_string() == "train").unwrap();
+    let (count, wall) = (train.count.max(1), train.wall_ns / train.count.max(1));
+    // Exposed communication per call, as a share of the call: rank1
+    // arrives last and waits least; the others wait 30% and 40% longer.
+    let shares = [0.35, 0.05, 0.45];
+    let mut ranks: Vec<(String, Report)> = (0..3).map(|i| (format!("rank{i}"), base.clone())).collect();
+    for ((_, r), share) in ranks.iter_mut().zip(shares) {
+        for g in r.ranges.iter_mut().filter(|g| g.path.to_string() == "train") {
+            g.exposed_comm_ns = (wall as f64 * share) as u64 * count;
+            g.comm_ns = g.exposed_comm_ns;
+        }
+    }
+    let j = JobReport::merge(&ranks);
+    let g = j.ranges.iter().find(|g| g.path.to_string() == "train").unwrap();
+    assert_eq!(g.last_to_arrive, Some(1));
+    let own = (wall as f64 * 0.05) as u64;
+    let expected = ((wall as f64 * 0.35) as u64 - own + (wall as f64 * 0.45) as u64 - own) / 2;
+    assert_eq!(g.wait_per_call_ns, expected);
+    assert_eq!(g.per_rank[2].as_ref().map(|r| r.exposed_comm_per_call_ns), Some((wall as f64 * 0.45) as u64));
+    let t = j.to_table(100);
+    assert!(t.contains("stragglers:") && t.contains("train: rank1 arrives last"), "{t}");
+    assert!(t.lines().all(|l| l.chars().count() <= 100), "{t}");
+    // Ranges without communication, and ranks within noise of each other,
+    // name nobody.
+    let other = j.ranges.iter().find(|g| g.path.to_string() != "train").unwrap();
+    assert_eq!((other.last_to_arrive, other.wait_per_call_ns), (None, 0));
+    for ((_, r), share) in ranks.iter_mut().zip([0.30, 0.29, 0.31]) {
+        for g in r.ranges.iter_mut().filter(|g| g.path.to_string() == "train") {
+            g.exposed_comm_ns = (wall as f64 * share) as u64 * count;
+        }
+    }
+    let j = JobReport::merge(&ranks);
+    let g = j.ranges.iter().find(|g| g.path.to_string() == "train").unwrap();
+    assert_eq!(g.last_to_arrive, None, "1% of a call apart: noise");
+    // A merged report of an older gpuscope reads back without the fields.
+    let mut v: serde_json::Value = serde_json::from_str(&j.to_json()).unwrap();
+    v["ranges"][0]["per_rank"][0].as_object_mut().unwrap().remove("exposed_comm_per_call_ns");
+    let back: JobReport = serde_json::from_value(v).unwrap();
+    assert_eq!(back.ranges.len(), j.ranges.len());
+}

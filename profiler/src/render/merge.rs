@@ -64,5 +64,26 @@ pub(super) fn render(j: &JobReport, width: usize) -> String {
         };
         let _ = writeln!(out, "{line} {slowest:>25}");
     }
+    // The ranks others wait for: outermost ranges first (the table's order
+    // is by wall time), one line each.
+    let waits: Vec<String> = j
+        .ranges
+        .iter()
+        .filter_map(|g| {
+            let i = g.last_to_arrive?;
+            Some(format!(
+                "  {}: {} arrives last at the collectives: the others wait {} per call for it (exposed communication)",
+                g.path,
+                j.ranks[i].name,
+                fmt_ns(g.wait_per_call_ns)
+            ))
+        })
+        .collect();
+    if !waits.is_empty() {
+        let _ = writeln!(out, "\nstragglers:");
+        for w in waits {
+            let _ = writeln!(out, "{}", fit(&w, width).trim_end());
+        }
+    }
     out
 }

@@ -1,6 +1,11 @@
 //! One job from its ranks' reports: per range, each rank's time per call,
-//! and the slowest rank (the straggler the others wait for at the next
-//! collective).
+//! the slowest rank, and the rank the others wait for at the collectives.
+//!
+//! Collectives line the ranks of a synchronous job up: every rank's step
+//! takes about as long as the slowest one's, and the ranks that arrived
+//! early spend the difference inside the collective's kernel, waiting. So
+//! wall times alone hardly tell the straggler apart, while exposed
+//! communication does: the rank that arrives last waits least.
 
 use super::Report;
 use crate::model::path::RangePath;
@@ -44,7 +49,26 @@ pub struct JobRange {
     /// (the lower one of an even count: with two ranks, the other), % (0
     /// with one rank).
     pub slowest_over_median_pct: f64,
+    /// The rank the others wait for at the collectives: the one with the
+    /// least exposed communication per call, named when the others wait at
+    /// least [`STRAGGLER_WAIT_PCT`] of the median rank's wall time per
+    /// call longer than it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_to_arrive: Option<usize>,
+    /// What it costs the others: their exposed communication per call
+    /// beyond its own, averaged over them, ns.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub wait_per_call_ns: u64,
 }
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
+/// The others' extra wait for a rank, as a share of a call's wall time,
+/// from which that rank is named the straggler: below, run-to-run noise
+/// between ranks.
+pub const STRAGGLER_WAIT_PCT: f64 = 5.0;
 
 /// One rank's figures for a range.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -57,6 +81,10 @@ pub struct RankRange {
     pub gpu_busy_per_call_ns: u64,
     /// Share of its wall time with one of its kernels running, %.
     pub gpu_utilization_pct: f64,
+    /// Communication kernels' time per call with no compute under them
+    /// (see [`super::RangeSummary::exposed_comm_ns`]), ns.
+    #[serde(default)]
+    pub exposed_comm_per_call_ns: u64,
 }
 
 impl JobReport {
@@ -81,6 +109,7 @@ impl JobReport {
                     wall_per_call_ns: g.wall_ns / n,
                     gpu_busy_per_call_ns: g.gpu_busy_ns / n,
                     gpu_utilization_pct: g.gpu_utilization_pct,
+                    exposed_comm_per_call_ns: g.exposed_comm_ns / n,
                 });
                 e.2 = e.2.saturating_add(g.wall_ns);
             }
@@ -100,10 +129,37 @@ impl JobReport {
                     (Some(&(w, _)), n) if n > 1 && median > 0 => 100.0 * (w as f64 - median as f64) / median as f64,
                     _ => 0.0,
                 };
-                (total, JobRange { path, per_rank, slowest, slowest_over_median_pct: over })
+                let (last_to_arrive, wait_per_call_ns) = last_to_arrive(&per_rank, median);
+                let range = JobRange {
+                    path,
+                    per_rank,
+                    slowest,
+                    slowest_over_median_pct: over,
+                    last_to_arrive,
+                    wait_per_call_ns,
+                };
+                (total, range)
             })
             .collect();
         ranges.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.path.to_string().cmp(&b.1.path.to_string())));
         JobReport { ranks: summaries, ranges: ranges.into_iter().map(|(_, r)| r).collect() }
     }
+}
+
+/// The rank the others wait for (see [`JobRange::last_to_arrive`]) and the
+/// others' mean extra wait per call; `median_wall`: the median rank's wall
+/// time per call, ns.
+fn last_to_arrive(per_rank: &[Option<RankRange>], median_wall: u64) -> (Option<usize>, u64) {
+    let exposed: Vec<(usize, u64)> =
+        per_rank.iter().enumerate().filter_map(|(i, r)| r.as_ref().map(|r| (i, r.exposed_comm_per_call_ns))).collect();
+    let Some(&(least, own)) = exposed.iter().min_by_key(|&&(i, e)| (e, i)) else { return (None, 0) };
+    if exposed.len() < 2 || exposed.iter().all(|&(_, e)| e == 0) {
+        return (None, 0);
+    }
+    let others = saturating_sum(exposed.iter().filter(|&&(i, _)| i != least).map(|&(_, e)| e - own));
+    let wait = others / (exposed.len() as u64 - 1);
+    if (wait as f64) < STRAGGLER_WAIT_PCT / 100.0 * median_wall as f64 {
+        return (None, 0);
+    }
+    (Some(least), wait)
 }
