@@ -72,8 +72,9 @@ pub(super) fn render(a: &Answer, width: usize, out: &mut String) {
     }
     let per = if a.range.is_some() { "a step's" } else { "the steady state's" };
     let _ = writeln!(out, "   where {per} time goes:");
+    let what_w = a.parts.iter().map(|p| p.what.len()).max().unwrap_or(0).max(10);
     for p in &a.parts {
-        let cells = format!("     {:<10} {:>10} {:>5}   ", p.what, fmt_ns(p.ns), fmt_pct(p.pct));
+        let cells = format!("     {:<what_w$} {:>10} {:>5}   ", p.what, fmt_ns(p.ns), fmt_pct(p.pct));
         if p.detail.is_empty() {
             let _ = writeln!(out, "{}", cells.trim_end());
         } else {
