@@ -64,8 +64,17 @@ auditwheel show "$wheel"
 twine check --strict "$sdist" "$wheel"
 
 echo "== crates"
-rm -rf target/package
-cargo package --workspace --locked ${GPUSCOPE_ALLOW_DIRTY:+--allow-dirty}
+# Each crate is verified against the others' packaged sources. Cargo takes
+# a registry crate of a given name and version as unchanging: it extracts
+# it once under CARGO_HOME and keeps what it compiled of it in the target
+# folder, so sources or builds left by an earlier run of the same version
+# would stand in for the new ones. Both start afresh.
+version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
+for crate in cupti-sys gpuscope-nvtx gpuscope gpuscope-ffi gpuscope-cli; do
+  rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/"$crate-$version"
+done
+rm -rf target/crates
+cargo package --workspace --locked --target-dir target/crates ${GPUSCOPE_ALLOW_DIRTY:+--allow-dirty}
 mkdir -p "$OUT/crates"
-cp target/package/*.crate "$OUT/crates/"
+cp target/crates/package/*.crate "$OUT/crates/"
 ls "$OUT" "$OUT/crates"
