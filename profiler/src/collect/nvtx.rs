@@ -38,6 +38,8 @@ struct Frame {
     /// the thread's own: a library domain's, or one opened with
     /// [`enter`]'s `follow`.
     follows: bool,
+    /// A library domain's range.
+    library: bool,
 }
 
 /// What a launch on this thread is attributed to.
@@ -75,6 +77,22 @@ struct ThreadRanges {
 }
 
 impl ThreadRanges {
+    /// The path and instance frame `j` (`library`: a library domain's)
+    /// hangs from: the frame below it, except that a range of the
+    /// program's own never nests inside a library's. It hangs from the
+    /// program's innermost range below it, or the thread's base: a library
+    /// range left open (NCCL's communicator set-up, seen on a DDP loop)
+    /// would otherwise hold the program's steps as its internals.
+    fn parent_of(&self, j: usize, library: bool) -> (PathId, u64) {
+        let below = &self.frames[..j];
+        let frame = if library { below.last() } else { below.iter().rev().find(|f| !f.library) };
+        match (frame, self.base) {
+            (Some(f), _) => (f.node, f.instance),
+            (None, Some(b)) => (b.path, b.instance),
+            (None, None) => (ROOT, 0),
+        }
+    }
+
     fn current(&self) -> ThreadContext {
         if let Some(f) = self.frames.last() {
             return ThreadContext { tid: self.tid, path: f.node, instance: f.instance, inherited: self.base.is_some() };
@@ -166,21 +184,24 @@ pub(crate) fn current() -> ThreadContext {
     })
 }
 
-fn push(domain: DomainId, name: &str, follows: bool) {
+fn push(domain: DomainId, name: &str, follows: bool, library: bool) {
     let _ = RANGES.try_with(|r| {
         let Ok(mut r) = r.try_borrow_mut() else { return };
         let parent = if r.frames.is_empty() && !follows {
             // A range of the thread's own starts its own tree.
             ThreadContext { tid: r.tid, path: ROOT, instance: 0, inherited: false }
-        } else {
+        } else if r.frames.is_empty() {
             r.current()
+        } else {
+            let (path, instance) = r.parent_of(r.frames.len(), library);
+            ThreadContext { path, instance, ..r.current() }
         };
         if r.frames.is_empty() {
             r.base = parent.inherited.then_some(Lead { tid: r.tid, path: parent.path, instance: parent.instance });
         }
         let node = paths().intern(parent.path, domain, name);
         let instance = NEXT_INSTANCE.fetch_add(1, Ordering::Relaxed);
-        r.frames.push(Frame { domain, node, instance, follows });
+        r.frames.push(Frame { domain, node, instance, follows, library });
         let tid = r.tid;
         send_host_event(|ts| HostEvent::Push { instance, parent: parent.instance, path: node, tid, ts });
         if !follows && r.base.is_none() {
@@ -202,10 +223,9 @@ fn pop(domain: DomainId, discard: bool) {
             return;
         };
         let gone = r.frames.remove(i);
-        let base = r.base.map_or(ROOT, |b| b.path);
         for j in i..r.frames.len() {
-            let parent = if j == 0 { base } else { r.frames[j - 1].node };
             let f = r.frames[j];
+            let (parent, _) = r.parent_of(j, f.library);
             let name = paths().name(f.node);
             r.frames[j].node = paths().intern(parent, f.domain, &name);
         }
@@ -229,7 +249,7 @@ fn pop(domain: DomainId, discard: bool) {
 /// worker running a module's backward) and, on a thread with no range of
 /// its own, nests under the lead thread's ranges, as library ranges do.
 pub(crate) fn enter(name: &str, follow: bool) {
-    push(0, name, follow);
+    push(0, name, follow, false);
 }
 
 /// Closes the calling thread's innermost default-domain range;
@@ -285,7 +305,10 @@ impl tool::Handler for NvtxHandler {
 /// One NVTX event into the stacks and the session.
 fn on_event(e: &Event<'_>) {
     match e {
-        Event::Push { domain, attributes } => push(*domain, &attributes.message, is_library(*domain)),
+        Event::Push { domain, attributes } => {
+            let library = is_library(*domain);
+            push(*domain, &attributes.message, library, library)
+        }
         Event::Pop { domain } => pop(*domain, false),
         Event::Start { domain, id, attributes } => {
             let path = paths().intern(ROOT, *domain, &attributes.message);
@@ -391,6 +414,44 @@ pub(crate) mod tests {
         let p = paths().path(paths().intern(ROOT, 0, "x"));
         assert_eq!(p.for_domain(None), vec!["x"]);
         set_inherit(true);
+    }
+
+    #[test]
+    fn the_programs_ranges_never_nest_inside_a_library_range_left_open() {
+        let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        assert!(install());
+        set_inherit(true);
+        let nccl = gpuscope_nvtx::Domain::new("NCCL");
+        on_thread(|| {
+            // NCCL's communicator set-up, left open.
+            let _init = nccl.push("ncclCommInitRankConfig");
+            assert_eq!(path_now(), "NCCL::ncclCommInitRankConfig");
+            let step = gpuscope_nvtx::push("step");
+            assert_eq!(path_now(), "step", "the program's step is its own, not NCCL's");
+            assert!(!current().inherited);
+            assert_eq!(on_thread(path_now), "step", "and it leads");
+            // Library ranges inside the step nest under it.
+            let _ar = nccl.push("ncclAllReduce");
+            assert_eq!(path_now(), "step/NCCL::ncclAllReduce");
+            nccl.pop();
+            std::mem::forget(_ar);
+            drop(step);
+            assert_eq!(path_now(), "NCCL::ncclCommInitRankConfig");
+            // A program range under a user range opened after the library's:
+            // popping the library range keeps it where it was.
+            let outer = gpuscope_nvtx::push("outer");
+            let _x = nccl.push("ncclGroupStart");
+            let inner = gpuscope_nvtx::push("inner");
+            assert_eq!(path_now(), "outer/inner");
+            nccl.pop();
+            std::mem::forget(_x);
+            assert_eq!(path_now(), "outer/inner");
+            drop(inner);
+            drop(outer);
+            nccl.pop();
+            std::mem::forget(_init);
+            assert_eq!(path_now(), "(no range)");
+        });
     }
 
     #[test]
