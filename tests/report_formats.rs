@@ -817,6 +817,9 @@ fn the_rank_that_waits_least_in_collectives_is_the_one_the_others_wait_for() {
     let t = j.to_table(100);
     assert!(t.contains("stragglers:") && t.contains("train: rank1 arrives last"), "{t}");
     assert!(t.lines().all(|l| l.chars().count() <= 100), "{t}");
+    // Wrapped, never cut: the wait is all there.
+    let flat = t.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(flat.contains("per call for it (exposed communication)"), "{t}");
     // Ranges without communication, and ranks within noise of each other,
     // name nobody.
     let other = j.ranges.iter().find(|g| g.path.to_string() != "train").unwrap();

@@ -72,7 +72,7 @@ pub(super) fn render(j: &JobReport, width: usize) -> String {
         .filter_map(|g| {
             let i = g.last_to_arrive?;
             Some(format!(
-                "  {}: {} arrives last at the collectives: the others wait {} per call for it (exposed communication)",
+                "{}: {} arrives last at the collectives: the others wait {} per call for it (exposed communication)",
                 g.path,
                 j.ranks[i].name,
                 fmt_ns(g.wait_per_call_ns)
@@ -82,7 +82,8 @@ pub(super) fn render(j: &JobReport, width: usize) -> String {
     if !waits.is_empty() {
         let _ = writeln!(out, "\nstragglers:");
         for w in waits {
-            let _ = writeln!(out, "{}", fit(&w, width).trim_end());
+            // Wrapped, not cut: the wait is the line's end.
+            out.push_str(&super::diagnosis::wrap(&w, width, "  ", "    "));
         }
     }
     out
