@@ -178,12 +178,14 @@ class profile:
         for name in ("launch_count", "every", "keep_trace", "sampling_interval_us", "buffer_size", "max_buffers",
                      "host_queue", "max_live_ranges"):
             if o[name] is not None:
+                shown = "all" if name == "launch_count" and o[name] == LAUNCH_COUNT_ALL else o[name]
+                allowed = "1 or more, or 'all'" if name == "launch_count" else f"0 to {2**32 - 1}"
                 try:
                     value = int(o[name])
                 except (TypeError, ValueError):
-                    raise ValueError(f"{name}={o[name]!r} is not a whole number") from None
-                if not 0 <= value < 2**32:
-                    raise ValueError(f"{name}={o[name]!r} is out of range (0 to {2**32 - 1})")
+                    raise ValueError(f"{name}={shown!r} is not valid; allowed: {allowed}") from None
+                if not 0 <= value < 2**32 or (name == "launch_count" and value == 0):
+                    raise ValueError(f"{name}={shown!r} is not valid; allowed: {allowed}")
                 setattr(cfg, name, value)
         if o["trace_windows"] is not None:
             try:

@@ -44,7 +44,6 @@ class Settings(unittest.TestCase):
 
     def test_bad_values_are_refused_as_in_c_naming_the_setting(self):
         for kwargs, says in [
-            (dict(mode="metrics", launch_count=0), "launch_count = 0; allowed: 1 or more"),
             (dict(max_buffers=0), "max_buffers = 0 is out of range; allowed: 1 to 1024"),
             (dict(prometheus="9400"), 'prometheus = "9400" is not valid; allowed: HOST:PORT'),
         ]:
@@ -54,8 +53,12 @@ class Settings(unittest.TestCase):
             self.assertIn(says, str(e.exception))
         with self.assertRaisesRegex(ValueError, r"sync_records='no'; allowed: True or False"):
             gpuscope.profile(sync_records="no")
-        with self.assertRaisesRegex(ValueError, r"every='often' is not a whole number"):
+        with self.assertRaisesRegex(ValueError, r"every='often' is not valid; allowed: 0 to 4294967295"):
             gpuscope.profile(every="often")._config()
+        # Python's own names, and "all" among what is allowed.
+        for value in (0, "alll", -3):
+            with self.assertRaisesRegex(ValueError, rf"launch_count={value!r} is not valid; allowed: 1 or more, or 'all'"):
+                gpuscope.profile(mode="metrics", launch_count=value)._config()
 
     def test_a_snapshot_needs_a_running_session(self):
         with self.assertRaises(gpuscope.GpuscopeError) as e:
