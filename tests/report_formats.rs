@@ -819,7 +819,26 @@ fn the_rank_that_waits_least_in_collectives_is_the_one_the_others_wait_for() {
     assert!(t.lines().all(|l| l.chars().count() <= 100), "{t}");
     // Wrapped, never cut: the wait is all there.
     let flat = t.split_whitespace().collect::<Vec<_>>().join(" ");
-    assert!(flat.contains("per call for it (exposed communication)"), "{t}");
+    assert!(
+        flat.contains("train: rank1 arrives last at the collectives: the others wait")
+            && flat.contains("per call for it"),
+        "{t}"
+    );
+    // Data-parallel ranks: the collectives of the rank that arrived early
+    // spin under its compute (hidden, so little exposed) and slow it; its
+    // extra GPU-busy time is the wait.
+    let mut dp = ranks.clone();
+    for (i, (_, r)) in dp.iter_mut().enumerate() {
+        for g in r.ranges.iter_mut().filter(|g| g.path.to_string() == "train") {
+            g.exposed_comm_ns = (wall as f64 * [0.06, 0.01][i.min(1)]) as u64 * count;
+            g.gpu_busy_ns = (wall as f64 * [0.95, 0.70][i.min(1)]) as u64 * count;
+        }
+    }
+    let d = JobReport::merge(&dp[..2]);
+    let g = d.ranges.iter().find(|g| g.path.to_string() == "train").unwrap();
+    assert_eq!(g.last_to_arrive, Some(1));
+    let busy = |share: f64| (wall as f64 * share) as u64 * count / count;
+    assert_eq!(g.wait_per_call_ns, busy(0.95) - busy(0.70), "the busy time, more than the exposed difference");
     // Ranges without communication, and ranks within noise of each other,
     // name nobody.
     let other = j.ranges.iter().find(|g| g.path.to_string() != "train").unwrap();

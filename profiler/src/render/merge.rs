@@ -72,7 +72,7 @@ pub(super) fn render(j: &JobReport, width: usize) -> String {
         .filter_map(|g| {
             let i = g.last_to_arrive?;
             Some(format!(
-                "{}: {} arrives last at the collectives: the others wait {} per call for it (exposed communication)",
+                "{}: {} arrives last at the collectives: the others wait {} per call for it",
                 g.path,
                 j.ranks[i].name,
                 fmt_ns(g.wait_per_call_ns)

@@ -55,8 +55,12 @@ pub struct JobRange {
     /// call longer than it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_to_arrive: Option<usize>,
-    /// What it costs the others: their exposed communication per call
-    /// beyond its own, averaged over them, ns.
+    /// What it costs the others per call, averaged over them, ns: for each,
+    /// its GPU-busy time beyond the last arriver's, or its exposed
+    /// communication beyond the last arriver's where that is more. Ranks
+    /// doing the same work differ in busy time by what their kernels spent
+    /// waiting: collective kernels spinning under compute (which exposed
+    /// communication counts as hidden) and the compute they slowed.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub wait_per_call_ns: u64,
 }
@@ -150,14 +154,19 @@ impl JobReport {
 /// others' mean extra wait per call; `median_wall`: the median rank's wall
 /// time per call, ns.
 fn last_to_arrive(per_rank: &[Option<RankRange>], median_wall: u64) -> (Option<usize>, u64) {
-    let exposed: Vec<(usize, u64)> =
-        per_rank.iter().enumerate().filter_map(|(i, r)| r.as_ref().map(|r| (i, r.exposed_comm_per_call_ns))).collect();
-    let Some(&(least, own)) = exposed.iter().min_by_key(|&&(i, e)| (e, i)) else { return (None, 0) };
-    if exposed.len() < 2 || exposed.iter().all(|&(_, e)| e == 0) {
+    let ranks: Vec<(usize, &RankRange)> =
+        per_rank.iter().enumerate().filter_map(|(i, r)| Some((i, r.as_ref()?))).collect();
+    let Some(&(least, own)) = ranks.iter().min_by_key(|&&(i, r)| (r.exposed_comm_per_call_ns, i)) else {
+        return (None, 0);
+    };
+    if ranks.len() < 2 || ranks.iter().all(|&(_, r)| r.exposed_comm_per_call_ns == 0) {
         return (None, 0);
     }
-    let others = saturating_sum(exposed.iter().filter(|&&(i, _)| i != least).map(|&(_, e)| e - own));
-    let wait = others / (exposed.len() as u64 - 1);
+    let waits = ranks.iter().filter(|&&(i, _)| i != least).map(|&(_, r)| {
+        let exposed = r.exposed_comm_per_call_ns - own.exposed_comm_per_call_ns;
+        exposed.max(r.gpu_busy_per_call_ns.saturating_sub(own.gpu_busy_per_call_ns))
+    });
+    let wait = saturating_sum(waits) / (ranks.len() as u64 - 1);
     if (wait as f64) < STRAGGLER_WAIT_PCT / 100.0 * median_wall as f64 {
         return (None, 0);
     }
