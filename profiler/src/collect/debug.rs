@@ -1,12 +1,17 @@
-//! `GPUSCOPE_DEBUG=1`: where start, stop and metrics setup spend their time.
+//! `GPUSCOPE_DEBUG=1`: where start, stop and metrics setup spend their time,
+//! and where a crash happened.
+
+/// When `GPUSCOPE_DEBUG=1` was first read; `None`: debugging is off.
+fn since() -> Option<std::time::Instant> {
+    static ON: std::sync::OnceLock<Option<std::time::Instant>> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("GPUSCOPE_DEBUG").is_ok_and(|v| v == "1").then(std::time::Instant::now))
+}
 
 /// `GPUSCOPE_DEBUG=1`: each step of start, stop and metrics setup on
 /// stderr, with milliseconds since the first step, to tell where a hang or
 /// failure inside CUPTI happens and what the program waits for.
 pub(crate) fn debug(step: &str) {
-    static ON: std::sync::OnceLock<Option<std::time::Instant>> = std::sync::OnceLock::new();
-    let on = ON.get_or_init(|| std::env::var("GPUSCOPE_DEBUG").is_ok_and(|v| v == "1").then(std::time::Instant::now));
-    if let Some(t0) = on {
+    if let Some(t0) = since() {
         eprintln!("gpuscope[debug] {:>9.3} ms: {step}", t0.elapsed().as_secs_f64() * 1e3);
     }
 }
@@ -17,7 +22,7 @@ pub(crate) fn debug(step: &str) {
 /// gpuscope; then the signal takes the action it had before.
 pub(crate) fn report_crashes() {
     static ONCE: std::sync::Once = std::sync::Once::new();
-    if !std::env::var("GPUSCOPE_DEBUG").is_ok_and(|v| v == "1") {
+    if since().is_none() {
         return;
     }
     ONCE.call_once(|| {
@@ -43,9 +48,13 @@ pub(crate) fn report_crashes() {
             // and delivers the signal again, as if gpuscope had not been here.
             unsafe {
                 match previous {
-                    Some((_, act)) => libc::sigaction(sig, act, std::ptr::null_mut()),
-                    None => libc::signal(sig, libc::SIG_DFL) as libc::c_int,
-                };
+                    Some((_, act)) => {
+                        libc::sigaction(sig, act, std::ptr::null_mut());
+                    }
+                    None => {
+                        libc::signal(sig, libc::SIG_DFL);
+                    }
+                }
                 libc::raise(sig);
             }
         }
