@@ -50,7 +50,7 @@ pub struct Finding {
     /// kernels.
     pub cost_ns: u64,
     /// Calls of its range the cost is over (0: not a range's).
-    #[serde(skip_serializing_if = "is_zero")]
+    #[serde(skip_serializing_if = "super::is_zero")]
     pub calls: u64,
     /// What was seen.
     pub message: String,
@@ -71,10 +71,6 @@ pub(super) const IDLE_CAUSES: [(&str, &[usize], Bound, &str); 5] = [
     ("dispatch", &[LAUNCH, DISPATCH], verdict::LAUNCH, "while the host issued kernels one by one"),
     ("waiting", &[OTHER], verdict::DEPENDENCY, "with work queued behind a dependency"),
 ];
-
-fn is_zero(v: &u64) -> bool {
-    *v == 0
-}
 
 /// Copies from pageable host memory, and all copies.
 fn pageable(r: &Report) -> (u64, u64) {

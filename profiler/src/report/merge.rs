@@ -61,12 +61,8 @@ pub struct JobRange {
     /// doing the same work differ in busy time by what their kernels spent
     /// waiting: collective kernels spinning under compute (which exposed
     /// communication counts as hidden) and the compute they slowed.
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "super::is_zero")]
     pub wait_per_call_ns: u64,
-}
-
-fn is_zero(v: &u64) -> bool {
-    *v == 0
 }
 
 /// The others' extra wait for a rank, as a share of a call's wall time,
