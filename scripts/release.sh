@@ -69,9 +69,8 @@ echo "== crates"
 # it once under CARGO_HOME and keeps what it compiled of it in the target
 # folder, so sources or builds left by an earlier run of the same version
 # would stand in for the new ones. Both start afresh.
-version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 for crate in cupti-sys gpuscope-nvtx gpuscope gpuscope-ffi gpuscope-cli; do
-  rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/"$crate-$version"
+  rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/"$crate-$crates"
 done
 rm -rf target/crates
 cargo package --workspace --locked --target-dir target/crates ${GPUSCOPE_ALLOW_DIRTY:+--allow-dirty}
