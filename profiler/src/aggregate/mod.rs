@@ -744,7 +744,7 @@ impl Aggregator {
 mod tests {
     use super::*;
     use crate::model::path::ROOT;
-    use device_memory::TRIM_EVERY as TRIM_EVERY_FOR_TESTS;
+    use device_memory::TRIM_EVERY;
 
     /// A plain (non-graph, unmeasured) launch on thread 1.
     fn launch(correlation_id: u32, instance: u64, path: PathId, ts: u64) -> HostEvent {
@@ -882,7 +882,7 @@ mod tests {
         a.host_event(HostEvent::Start { id: 1, path: long, tid: 1, ts: 0 });
         a.activity(&rec(true, 0x10, 1_000, 5));
         a.activity(&rec(false, 0x10, 1_000, 6));
-        for i in 0..3 * TRIM_EVERY_FOR_TESTS as u64 {
+        for i in 0..3 * TRIM_EVERY as u64 {
             let ts = 100 + 10 * i;
             a.host_event(HostEvent::Push { instance: 10 + i, parent: 0, path: step, tid: 1, ts });
             a.activity(&rec(true, 0x1000 + i, 1, ts + 1));
@@ -890,7 +890,7 @@ mod tests {
             a.host_event(HostEvent::Pop { instance: 10 + i, ts: ts + 3 });
             a.advance_idle();
         }
-        assert!(a.device_memory.log_len() > 2 * TRIM_EVERY_FOR_TESTS, "the open range needs them all");
+        assert!(a.device_memory.log_len() > 2 * TRIM_EVERY, "the open range needs them all");
         a.host_event(HostEvent::End { id: 1, ts: 1_000_000 });
         a.advance_idle();
         let end = a.finish(2_000_000);
