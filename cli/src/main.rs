@@ -81,8 +81,8 @@ enum Cmd {
 /// has one (and a hidden one for each older name): each sets its variable
 /// for the program. The arguments' ids are the variables.
 struct RunSettings {
-    /// (variable, flag, value) of each flag given.
-    given: Vec<(&'static str, &'static str, String)>,
+    /// (setting, variable, flag, value) of each flag given.
+    given: Vec<(&'static Setting, &'static str, &'static str, String)>,
 }
 
 /// Each setting flag of `run` and the variable it sets: `--lib` is `run`'s
@@ -97,7 +97,7 @@ fn setting_flags() -> impl Iterator<Item = (&'static Setting, &'static str, &'st
 impl clap::FromArgMatches for RunSettings {
     fn from_arg_matches(m: &clap::ArgMatches) -> Result<Self, clap::Error> {
         let given = setting_flags()
-            .filter_map(|(_, env, flag, _)| Some((env, flag, m.get_one::<String>(env)?.clone())))
+            .filter_map(|(s, env, flag, _)| Some((s, env, flag, m.get_one::<String>(env)?.clone())))
             .collect();
         Ok(RunSettings { given })
     }
@@ -285,11 +285,9 @@ fn run(cmd: Cmd) -> Result<ExitCode, String> {
             };
             // A flag, else the user's variable, else the default (the
             // shim's). A flag wins over every name of its setting.
-            for (var, _, value) in &settings.given {
-                if let Some(s) = SETTINGS.iter().find(|s| s.env == Some(var) || s.older.iter().any(|o| o.env == *var)) {
-                    for other in s.env.into_iter().chain(s.older.iter().map(|o| o.env)) {
-                        c.env_remove(other);
-                    }
+            for (s, var, _, value) in &settings.given {
+                for other in s.env.into_iter().chain(s.older.iter().map(|o| o.env)) {
+                    c.env_remove(other);
                 }
                 c.env(var, value);
             }
@@ -301,7 +299,7 @@ fn run(cmd: Cmd) -> Result<ExitCode, String> {
             };
             gpuscope::config::EnvConfig::from_vars(&child_env, 0).map_err(|e| {
                 let mut m = e.to_string();
-                for (var, flag, _) in &settings.given {
+                for (_, var, flag, _) in &settings.given {
                     m = m.replace(&format!("{var}="), &format!("{flag} "));
                 }
                 m.replace("(GPUSCOPE_MODE=sampling)", "(--mode sampling)")
