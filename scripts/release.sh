@@ -72,8 +72,13 @@ echo "== crates"
 for crate in cupti-sys gpuscope-nvtx gpuscope gpuscope-ffi gpuscope-cli; do
   rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/"$crate-$crates"
 done
+# Verification is a full second build of every dependency: without debug
+# information it takes a fraction of the disk, and it is removed once the
+# archives are out.
 rm -rf target/crates
-cargo package --workspace --locked --target-dir target/crates ${GPUSCOPE_ALLOW_DIRTY:+--allow-dirty}
+CARGO_PROFILE_DEV_DEBUG=0 CARGO_INCREMENTAL=0 \
+  cargo package --workspace --locked --target-dir target/crates ${GPUSCOPE_ALLOW_DIRTY:+--allow-dirty}
 mkdir -p "$OUT/crates"
 cp target/crates/package/*.crate "$OUT/crates/"
+rm -rf target/crates
 ls "$OUT" "$OUT/crates"

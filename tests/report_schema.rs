@@ -283,7 +283,7 @@ fn every_field() -> Report {
         "callback_ns": 1000, "hook_ns": 100, "allocations": 5, "releases": 5, "call_ns": 20000, "calls_timed": 8
     });
     v["profiler_cost"]["not_calibrated"] = json!("an example reason");
-    for key in ["graph_nodes_over_cap", "live_allocations_over_cap", "range_memory_partial"] {
+    for key in ["graph_nodes_over_cap", "live_allocations_over_cap", "range_memory_partial", "devices_over_cap"] {
         v["drops"][key] = json!(1);
     }
     let k0 = &mut v["kernels"][0];
@@ -324,7 +324,12 @@ fn every_field() -> Report {
         g["exposed_comm_ns"] = json!(1000000u64);
         g["steady"]["comm_ns"] = json!(2000000u64);
         g["steady"]["exposed_comm_ns"] = json!(500000u64);
+        g["gpus"] = json!(2);
     }
+    v["device_time"] = json!([
+        { "device": 0, "busy_ns": 9000000u64, "idle": idle.clone(), "steady_idle": idle.clone() },
+        { "device": 1, "busy_ns": 3000000u64, "idle": idle.clone() }
+    ]);
     v["trace"]["samples"] = json!([{ "device": 0, "start_ns": 0, "end_ns": 1000000u64, "sm_efficiency_pct": 50.0,
                                      "achieved_occupancy_pct": 20.0, "tensor_active_pct": 1.0,
                                      "dram_gb_per_s": 100.0 }]);

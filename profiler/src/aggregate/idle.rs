@@ -167,7 +167,7 @@ struct Span {
 /// front; a kernel that arrives out of order leaves a zero count behind,
 /// dropped once it reaches the front: cheaper per launch than an ordered
 /// map, which took a quarter of the decoder's time under launch-heavy loads.
-#[derive(Default)]
+#[derive(Default, Clone)]
 struct PendingLaunches(VecDeque<(u64, u32)>);
 
 impl PendingLaunches {
@@ -221,7 +221,7 @@ impl PendingLaunches {
 }
 
 /// Disjoint-or-not intervals sorted by start; dropped once decided.
-#[derive(Default)]
+#[derive(Default, Clone)]
 struct Intervals(Vec<(u64, u64)>);
 
 impl Intervals {
@@ -287,7 +287,8 @@ fn minus(lo: u64, hi: u64, cut: &[(u64, u64)]) -> Vec<(u64, u64)> {
     out
 }
 
-/// The idle timeline of one session.
+/// The idle timeline of one session (or of one of its devices).
+#[derive(Clone)]
 pub(crate) struct IdleTracker {
     /// Undecided busy time, merged and sorted.
     spans: VecDeque<Span>,
@@ -301,6 +302,8 @@ pub(crate) struct IdleTracker {
     syncs: Intervals,
     copies: Intervals,
     overhead: Intervals,
+    /// Decided time some kernel ran, ns.
+    pub busy_ns: u64,
     /// Kernels that arrived after their time was decided (counted, and
     /// their late part added as busy).
     pub late_kernels: u64,
@@ -321,6 +324,7 @@ impl IdleTracker {
             syncs: Intervals::default(),
             copies: Intervals::default(),
             overhead: Intervals::default(),
+            busy_ns: 0,
             late_kernels: 0,
             untraced_gaps: 0,
         }
@@ -421,18 +425,52 @@ impl IdleTracker {
         self.done_until
     }
 
+    /// The earliest launch whose kernel has not arrived: time from there
+    /// on may still be filled.
+    pub(crate) fn watermark(&self) -> Option<u64> {
+        self.pending.oldest().into_iter().chain(self.pending_graphs.values().copied()).min()
+    }
+
     /// Decides every gap that no missing kernel can fill, handing each
     /// piece of idle time to `out`.
     /// Gaps touching `untraced` are not classified.
     pub(crate) fn advance(&mut self, untraced: &Untraced, out: &mut impl FnMut(Piece)) {
-        let watermark = self.pending.oldest().into_iter().chain(self.pending_graphs.values().copied()).min();
+        self.advance_to(self.watermark(), untraced, out);
+    }
+
+    /// [`IdleTracker::advance`] up to another tracker's watermark: one
+    /// device's timeline is told its launches by the session's, which sees
+    /// them all (a launch callback does not say its device).
+    pub(crate) fn advance_to(&mut self, watermark: Option<u64>, untraced: &Untraced, out: &mut impl FnMut(Piece)) {
         self.decide(watermark.unwrap_or(u64::MAX), untraced, out);
+    }
+
+    /// A timeline from `start_ns` for a device that ran no kernel yet: it
+    /// keeps the host's undecided synchronisations, copies and overhead,
+    /// and waits for no launch of its own (see [`IdleTracker::advance_to`]).
+    pub(crate) fn for_new_device(&self, start_ns: u64) -> IdleTracker {
+        IdleTracker {
+            syncs: self.syncs.clone(),
+            copies: self.copies.clone(),
+            overhead: self.overhead.clone(),
+            ..IdleTracker::new(start_ns)
+        }
+    }
+
+    /// A copy of this timeline that waits for no launch of its own (see
+    /// [`IdleTracker::advance_to`]).
+    pub(crate) fn without_launches(&self) -> IdleTracker {
+        let mut t = self.clone();
+        t.pending = PendingLaunches::default();
+        t.pending_graphs.clear();
+        t
     }
 
     /// Decides everything up to `end_ns` (the session's end).
     pub(crate) fn finish(&mut self, end_ns: u64, untraced: &Untraced, out: &mut impl FnMut(Piece)) {
         self.decide(u64::MAX, untraced, out);
         if let Some(last) = self.spans.pop_front() {
+            self.busy_ns = self.busy_ns.saturating_add(last.end.saturating_sub(self.done_until.max(last.start)));
             self.done_until = self.done_until.max(last.end);
         }
         if end_ns > self.done_until {
@@ -462,6 +500,7 @@ impl IdleTracker {
                 if next.start > watermark && !forced {
                     break;
                 }
+                self.busy_ns = self.busy_ns.saturating_add(first.end.saturating_sub(self.done_until));
                 self.done_until = self.done_until.max(first.end);
                 self.spans.pop_front();
             }

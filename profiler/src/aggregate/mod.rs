@@ -15,6 +15,7 @@ pub(crate) mod kernels;
 pub(crate) mod memory;
 mod names;
 pub mod occupancy;
+pub(crate) mod per_device;
 pub(crate) mod ranges;
 pub(crate) mod sampled;
 pub(crate) mod timeline;
@@ -124,6 +125,9 @@ pub(crate) struct Aggregate {
     pub forks: u64,
     /// The session in bins.
     pub timeline: Timeline,
+    /// Each GPU's busy time, idle time by cause and bins (with one GPU,
+    /// the session's).
+    pub per_device: Vec<(u32, u64, [u64; CAUSES], Timeline)>,
 }
 
 /// Threads per block of a record's block dimensions (negative ones read as
@@ -162,6 +166,8 @@ pub(crate) struct Aggregator {
     device_memory: device_memory::DeviceMemoryAcc,
     idle: IdleTracker,
     idle_total: [u64; CAUSES],
+    /// Each GPU's own idle time, once a second one runs a kernel.
+    per_device: per_device::PerDevice,
     cross_thread: (u64, u64),
     /// Per launching thread: its costs.
     threads: FxHashMap<u32, ThreadCost>,
@@ -201,6 +207,7 @@ impl Aggregator {
             device_memory: Default::default(),
             idle: IdleTracker::new(opts.start_ns),
             idle_total: [0; CAUSES],
+            per_device: per_device::PerDevice::default(),
             cross_thread: (0, 0),
             threads: FxHashMap::default(),
             recent: idle::RecentCalls::default(),
@@ -362,9 +369,11 @@ impl Aggregator {
                 // (pageable memory, `.item()`) leaves nothing queued behind
                 // it, as a synchronisation does; an asynchronous one returns
                 // at once.
-                if end.saturating_sub(start) >= BLOCKING_COPY_NS {
+                let blocking = end.saturating_sub(start) >= BLOCKING_COPY_NS;
+                if blocking {
                     self.idle.sync(start, end);
                 }
+                self.per_device.host_blocked(start, end, true, blocking);
                 self.recent.add(end);
                 if self.copy_calls.len() >= MAX_COPY_CALLS {
                     // Copies whose records never came (failed calls).
@@ -376,6 +385,7 @@ impl Aggregator {
                 self.recent.add(end);
                 self.memory.wait(start, end);
                 self.idle.sync(start, end);
+                self.per_device.host_blocked(start, end, false, true);
                 self.ranges.sync(instance, end.saturating_sub(start));
             }
             HostEvent::Calibrated { record_ns, plain_ns, traced_ns } => {
@@ -383,7 +393,10 @@ impl Aggregator {
             }
             HostEvent::NotCalibrated { why } => self.calibration = Err(why),
             HostEvent::Forked { .. } => self.forks += 1,
-            HostEvent::Overhead { start, end } => self.idle.overhead(start, end),
+            HostEvent::Overhead { start, end } => {
+                self.idle.overhead(start, end);
+                self.per_device.overhead(start, end);
+            }
             HostEvent::ThreadName { tid, name } => {
                 self.thread_names.insert(tid, name);
             }
@@ -479,6 +492,16 @@ impl Aggregator {
         }
         let launch =
             info.seen.then_some(idle::Launched { ts: info.ts, graph: info.graph, since: info.since, kernel: name });
+        // Before the session's timeline takes it: a second device's first
+        // kernel copies the session's timeline as the first device's.
+        self.per_device.kernel(
+            k.device,
+            k.correlation_id,
+            k.start,
+            end,
+            launch,
+            (&self.idle, &self.timeline, &self.idle_total),
+        );
         self.idle.kernel(k.correlation_id, k.start, end, launch);
         if self.idle.full() {
             self.advance_idle();
@@ -527,11 +550,13 @@ impl Aggregator {
                     self.ranges.copy(instance, h2d, d2h, memory::is_pageable(m));
                 }
                 self.idle.copy(m.start, m.end);
+                self.per_device.copy(m.device, m.start, m.end);
                 self.trace_memory(copy_kind_name(m.copy_kind), m.bytes, m.device, m.stream, m.start, m.end);
             }
             Activity::Memset(m) => {
                 self.memory.set(m);
                 self.idle.copy(m.start, m.end);
+                self.per_device.copy(m.device, m.start, m.end);
                 self.trace_memory("memset", m.bytes, m.device, m.stream, m.start, m.end);
             }
             Activity::DeviceMemory(m) => {
@@ -545,6 +570,7 @@ impl Aggregator {
                 // host.
                 if s.sync_type != cupti_sys::CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT {
                     self.idle.sync(s.start, s.end);
+                    self.per_device.host_blocked(s.start, s.end, false, true);
                 }
             }
             Activity::Other(_) => {}
@@ -602,6 +628,7 @@ impl Aggregator {
     fn advance_idle(&mut self) {
         let mut pieces = Vec::new();
         self.idle.advance(&self.untraced, &mut |p| pieces.push(p));
+        self.per_device.advance(self.idle.watermark(), &self.untraced);
         self.credit_idle(&pieces);
     }
 
@@ -640,6 +667,7 @@ impl Aggregator {
         }
         let mut pieces = Vec::new();
         self.idle.finish(end_ns, &self.untraced, &mut |p| pieces.push(p));
+        self.per_device.finish(end_ns, &self.untraced);
         self.credit_idle(&pieces);
         self.drops.late_kernels += self.idle.late_kernels;
         let mut sampling = None;
@@ -722,6 +750,7 @@ impl Aggregator {
             trace: None,
             drops: Drops {
                 live_allocations_over_cap: self.device_memory.over_cap,
+                devices_over_cap: self.per_device.over_cap,
                 range_memory_partial: self.device_memory.partial_ranges,
                 ..self.drops.clone()
             },
@@ -736,6 +765,17 @@ impl Aggregator {
             calibration: self.calibration.clone(),
             forks: self.forks,
             timeline: self.timeline.clone(),
+            per_device: match self.per_device.first {
+                Some(d) if self.per_device.devices.is_empty() => {
+                    vec![(d, self.idle.busy_ns, self.idle_total, self.timeline.clone())]
+                }
+                _ => self
+                    .per_device
+                    .devices
+                    .iter()
+                    .map(|(d, t)| (*d, t.busy_ns(), t.total, t.timeline.clone()))
+                    .collect(),
+            },
         }
     }
 }

@@ -81,6 +81,8 @@ pub(crate) struct RangeAcc {
     /// Their launches: traced ones, and those counted between windows
     /// ([`Ranges::untraced_launches`]).
     pub untraced_launches: u64,
+    /// The most devices one instance ran kernels on.
+    pub gpus: u32,
 }
 
 /// A finished instance, for the trace and its device memory.
@@ -134,6 +136,7 @@ fn fold(acc: &mut RangeAcc, i: &Instance, end: u64, untraced: &Untraced) {
             acc.sampled_wall.merge(s);
         }
     }
+    acc.gpus = acc.gpus.max(i.devices.count_ones());
     if untraced.touches(i.start, end) {
         acc.untraced_count += 1;
         acc.untraced_wall = acc.untraced_wall.saturating_add(end - i.start);

@@ -161,6 +161,24 @@ impl Timeline {
         self.spread(start, end, |b, ns| b.kernel_ns = b.kernel_ns.saturating_add(ns));
     }
 
+    /// Idle time by cause over `[start, end)`: whole bins inside it, and
+    /// the overlapped share of bins across its ends.
+    pub(crate) fn idle_between(&self, start: u64, end: u64) -> [u64; CAUSES] {
+        let mut out = [0u64; CAUSES];
+        for (i, b) in self.bins.iter().enumerate() {
+            let b0 = self.start.saturating_add((i as u64).saturating_mul(self.width));
+            let b1 = b0.saturating_add(self.width);
+            let overlap = b1.min(end).saturating_sub(b0.max(start));
+            if overlap == 0 {
+                continue;
+            }
+            for (o, &v) in out.iter_mut().zip(&b.idle) {
+                *o = o.saturating_add((v as u128 * overlap as u128 / self.width.max(1) as u128) as u64);
+            }
+        }
+        out
+    }
+
     pub(crate) fn idle(&mut self, pieces: &[Piece]) {
         for p in pieces {
             self.spread(p.start, p.end, |b, ns| b.idle[p.cause] = b.idle[p.cause].saturating_add(ns));

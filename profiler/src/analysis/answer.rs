@@ -206,6 +206,25 @@ fn actions(
     v
 }
 
+/// `actions` with spreading the work over the process's GPUs, when they
+/// were unevenly busy: a step bounded by its busiest GPU could shorten by
+/// that GPU's busy share less the mean one (measured over the session's
+/// steady state), of `active_per` per step.
+fn with_devices(mut v: Vec<Action>, r: &Report, findings: &[Finding], active_per: u64) -> Vec<Action> {
+    let Some(f) = findings.iter().find(|f| f.kind == "uneven-devices") else { return v };
+    let uses = super::devices::device_use(r);
+    let busy: Vec<f64> = uses.iter().filter(|u| u.busy_ns > 0).map(|u| u.busy_pct).collect();
+    let max = busy.iter().copied().fold(0.0, f64::max);
+    let pct = max - busy.iter().sum::<f64>() / busy.len().max(1) as f64;
+    if pct >= MIN_ACTION_PCT {
+        let saves_ns = (pct / 100.0 * active_per as f64) as u64;
+        v.push(Action { advice: f.advice.clone(), saves_ns, saves_pct: pct, why: f.message.clone() });
+        v.sort_by_key(|x| std::cmp::Reverse(x.saves_ns));
+        v.truncate(MAX_ACTIONS);
+    }
+    v
+}
+
 /// Another repeated range beside the main one.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Other {
@@ -347,7 +366,12 @@ pub(super) fn answer(
             profiler_pct: profiler.map(|p| 100.0 * p as f64 / g.wall_ns.max(1) as f64),
             parts: parts(&idle, g.active_ns, calls, g.exposed_comm_ns, busy_detail, &details),
             verdict: g.verdict.clone(),
-            actions: actions(findings, &idle, calls, g.active_ns / calls, &inside, &fallback, &ran_here),
+            actions: with_devices(
+                actions(findings, &idle, calls, g.active_ns / calls, &inside, &fallback, &ran_here),
+                r,
+                findings,
+                g.active_ns / calls,
+            ),
             compile_ns: compile,
             others,
             nvtx_example: e.fw.nvtx_example(),
@@ -395,14 +419,11 @@ pub(super) fn answer(
         profiler_pct: (idle.profiler_ns > 0).then(|| 100.0 * idle.profiler_ns as f64 / wall.max(1) as f64),
         parts: parts(&idle, active, 1, 0, String::new(), &details),
         verdict: v,
-        actions: actions(
+        actions: with_devices(
+            actions(findings, &idle, 1, active, &|f| f.range.is_none() && f.kernel.is_none(), &fallback, &ran_here),
+            r,
             findings,
-            &idle,
-            1,
             active,
-            &|f| f.range.is_none() && f.kernel.is_none(),
-            &fallback,
-            &ran_here,
         ),
         compile_ns: compile,
         others: Vec::new(),

@@ -38,7 +38,8 @@ pub struct Finding {
     /// its SMs idle most of its wall time), near-capacity and
     /// memory-headroom (device memory at its peak against the device's),
     /// exposed-communication (communication kernels with no compute under
-    /// them).
+    /// them), uneven-devices (a process's GPUs busy for very different
+    /// shares of the time).
     pub kind: &'static str,
     /// The verdict it explains.
     pub bound: Bound,
@@ -315,6 +316,7 @@ pub(super) fn findings(
     if let Some(f) = allocator_churn(r) {
         out.push(f);
     }
+    out.extend(super::devices::uneven(&super::devices::device_use(r)));
     out.extend(device_memory(r));
     // Ranges nvidia-smi calls busy whose SMs are underused.
     for g in r.ranges.iter().filter(|g| g.busy_but_underused && g.library.is_none()) {

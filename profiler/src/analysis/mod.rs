@@ -7,6 +7,7 @@ mod advice;
 pub mod answer;
 pub mod blocks;
 pub mod cost;
+pub mod devices;
 mod findings;
 mod framework;
 pub mod peaks;
@@ -52,6 +53,8 @@ pub struct Analysis {
     /// Repeated ranges (`layers.0` ... `layers.7`, and what is inside
     /// them) summed.
     pub blocks: Vec<blocks::BlockGroup>,
+    /// Each GPU's use, when the process drove several (empty with one).
+    pub devices: Vec<devices::DeviceUse>,
 }
 
 /// One NVTX range path, its calls after warm-up together (all of them when
@@ -126,8 +129,10 @@ pub struct RangeAnalysis {
     pub arithmetic_intensity: Option<f64>,
     /// See `arithmetic_intensity`.
     pub ridge_point: Option<f64>,
-    /// Declared model FLOPs per second, and as a share of the dense peak of
-    /// the pipe with most counted FLOPs (bf16 tensor cores when none), %.
+    /// Declared model FLOPs per second per GPU (a range whose calls ran on
+    /// several GPUs of the process divides by their count), and as a share
+    /// of one GPU's dense peak of the pipe with most counted FLOPs (bf16
+    /// tensor cores when none), %.
     pub model_flops_per_s: Option<f64>,
     /// See `model_flops_per_s`.
     pub model_mfu_pct: Option<f64>,
@@ -352,7 +357,8 @@ pub fn analyze(r: &Report) -> Analysis {
     }
     let answer = answer::answer(r, &ranges, &all, &findings, &evidence);
     let blocks = blocks::groups(&ranges);
-    Analysis { peaks, ranges, kernels, findings, notes, answer, blocks }
+    let devices = devices::device_use(r);
+    Analysis { peaks, ranges, kernels, findings, notes, answer, blocks, devices }
 }
 
 /// Ranges from which their analysis is split over threads: each range's
@@ -417,11 +423,13 @@ fn range(r: &Report, g: &RangeSummary, w: Option<&Weighted>, peaks: Option<&Peak
     // Sampling mode: the figures of the samples over its kernels' time.
     let sampled = g.sampled.as_ref().filter(|_| g.metrics_sampled).map(|f| rates::sampled(f, Rates::default(), peaks));
     let secs = active_ns as f64 / 1e9;
+    // Peaks are one device's: a range whose calls ran on several GPUs had
+    // that many times the peak. FLOP/s and MFU are per GPU.
+    let gpus = g.gpus.max(1) as f64;
     let flops = (!w.flops.is_empty()).then(|| w.flops.iter().map(|(_, f)| f).sum::<f64>());
-    let hardware_mfu_pct = flops
-        .and(peaks)
-        .filter(|_| secs > 0.0)
-        .map(|p| w.flops.iter().filter_map(|(pipe, f)| p.flops(pipe).map(|peak| f / peak)).sum::<f64>() / secs * 100.0);
+    let hardware_mfu_pct = flops.and(peaks).filter(|_| secs > 0.0).map(|p| {
+        w.flops.iter().filter_map(|(pipe, f)| p.flops(pipe).map(|peak| f / peak)).sum::<f64>() / secs / gpus * 100.0
+    });
     let main_pipe = w.flops.iter().filter(|(_, f)| *f > 0.0).max_by(|a, b| a.1.total_cmp(&b.1)).map(|(p, _)| *p);
     let arithmetic_intensity = flops.filter(|f| *f > 0.0 && w.dram_bytes > 0.0).map(|f| f / w.dram_bytes);
     let ridge_point = arithmetic_intensity.and(peaks).and_then(|p| p.ridge(main_pipe.unwrap_or(TENSOR_BF16)));
@@ -433,7 +441,7 @@ fn range(r: &Report, g: &RangeSummary, w: Option<&Weighted>, peaks: Option<&Peak
     let work = declared.clone().find_map(|d| d.work.map(|w| (w * calls.count as f64, d.unit.clone())));
     let model_mfu_pipe = model_flops.and(peaks).map(|_| main_pipe.unwrap_or(TENSOR_BF16));
     let per_s = |x: f64| (secs > 0.0).then(|| x / secs);
-    let model_flops_per_s = model_flops.and_then(per_s);
+    let model_flops_per_s = model_flops.and_then(per_s).map(|f| f / gpus);
     let model_mfu_pct = model_flops_per_s
         .zip(model_mfu_pipe.zip(peaks).and_then(|(pipe, p)| p.flops(pipe)))
         .map(|(f, peak)| 100.0 * f / peak);
@@ -825,5 +833,59 @@ mod tests {
         assert!(!sparse.findings[1].advice.contains("CUDA graph"), "{}", sparse.findings[1].advice);
         // SMs busy: no finding (and the verdict is not gpu-idle).
         assert_eq!(kinds(&untraced_steps("fstep-busy", 9, 400, 80.0)), []);
+    }
+
+    #[test]
+    fn mfu_of_a_range_whose_calls_ran_on_two_gpus_is_per_gpu() {
+        use crate::aggregate::{AggregateOptions, Aggregator};
+        use crate::decode::KernelActivity;
+        use crate::model::device::DeviceInfo;
+        use crate::model::event::HostEvent;
+        use crate::model::occupancy::SmLimits;
+        // Ten 10 ms calls of `mfu-step` declaring 2e12 FLOPs each; the
+        // kernels of each call ran on `gpus` devices side by side.
+        let mfu = |gpus: u32, name: &str| {
+            let mut a =
+                Aggregator::new(AggregateOptions::default(), crate::aggregate::devices::DeviceTable::fixed(vec![]));
+            let step = paths().intern(ROOT, 0, name);
+            let mut c = 0;
+            for i in 0..10u64 {
+                let t = i * 10_000_000;
+                a.host_event(HostEvent::Push { instance: i + 1, parent: 0, path: step, tid: 1, ts: t });
+                for d in 0..gpus {
+                    c += 1;
+                    a.host_event(HostEvent::Launch {
+                        correlation_id: c,
+                        tid: 1,
+                        path: step,
+                        instance: i + 1,
+                        graph: false,
+                        profiled: false,
+                        inherited: false,
+                        ts: t + 1_000,
+                        cost_ns: 0,
+                        prev_call_ns: 0,
+                    });
+                    a.kernel(&KernelActivity { device: d, ..KernelActivity::sample(c, t + 2_000, t + 9_990_000) });
+                }
+                a.host_event(HostEvent::Pop { instance: i + 1, ts: t + 10_000_000 });
+            }
+            let mut r = Report::build(a.finish(100_000_000), 0, 100_000_000);
+            r.devices = vec![DeviceInfo::new(0, "NVIDIA H100 80GB HBM3", 132, SmLimits::SM_90)];
+            r.declared = vec![crate::model::declared::Declared {
+                range: name.into(),
+                flops: Some(2e12),
+                work: None,
+                unit: None,
+            }];
+            let g = analyze(&r).ranges.into_iter().find(|g| g.path == name).expect(name);
+            (g.model_mfu_pct.expect("an MFU"), r.ranges.iter().find(|g| g.path.to_string() == name).unwrap().gpus)
+        };
+        let (one, n1) = mfu(1, "mfu-step-1");
+        let (two, n2) = mfu(2, "mfu-step-2");
+        assert_eq!((n1, n2), (1, 2));
+        // 2e12 FLOPs in 10 ms on one H100 (989.4 TFLOP/s bf16): about 20%.
+        assert!((one - 20.2).abs() < 0.5, "{one}");
+        assert!((two - one / 2.0).abs() < 1e-9, "{one} {two}");
     }
 }

@@ -44,3 +44,20 @@ impl DeviceInfo {
         }
     }
 }
+
+/// One GPU's own time, in a process that drove several: the session's idle
+/// figures count a gap only when no GPU ran a kernel, which hides a GPU
+/// that waited while another worked.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct DeviceTime {
+    /// The device ([`DeviceInfo::id`]).
+    pub device: u32,
+    /// Session time some kernel of it ran (the union over its streams), ns.
+    pub busy_ns: u64,
+    /// Its idle time over the session, by cause.
+    pub idle: super::idle::IdleSplit,
+    /// Its idle time over the session's steady state (the window of
+    /// `session_steady`), by cause; busy is the rest of that window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steady_idle: Option<super::idle::IdleSplit>,
+}

@@ -53,6 +53,10 @@ pub struct Drops {
     /// before the oldest change of live bytes still kept.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub range_memory_partial: u64,
+    /// Kernels of GPUs past the 64th of the process: they count in the
+    /// session's figures but have no per-device figures.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub devices_over_cap: u64,
 }
 
 fn is_zero(v: &u64) -> bool {

@@ -54,6 +54,10 @@ pub const DISPATCH: Cause = 6;
 /// How many causes there are.
 pub const CAUSES: usize = 7;
 
+/// Each cause's name, indexed by the cause constants: its
+/// [`IdleSplit`] field without `_ns`.
+pub const CAUSE_NAMES: [&str; CAUSES] = ["host", "sync", "copy", "launch", "other", "profiler", "dispatch"];
+
 /// A program that launches again within this long of its previous CUDA
 /// call is dispatching work, not doing host work of its own between
 /// launches: a PyTorch eager op costs 10-30 us of host time, and the

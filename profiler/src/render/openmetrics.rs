@@ -42,6 +42,13 @@ struct DeviceLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DeviceIdleLabels {
+    device: String,
+    name: String,
+    cause: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct DropLabels {
     reason: String,
 }
@@ -102,6 +109,24 @@ pub(crate) fn render(r: &Report, a: &Analysis, labels: &[(String, String)]) -> S
         let l = DeviceLabels { device: m.device.to_string(), name };
         mem_peak.get_or_create(&l).set(m.peak_live_bytes.min(i64::MAX as u64) as i64);
         mem_live.get_or_create(&l).set(m.live_at_end_bytes.min(i64::MAX as u64) as i64);
+    }
+    let busy = family::<DeviceLabels, FloatCounter>(
+        &mut reg,
+        "device_busy_seconds",
+        "Time some kernel of the process ran on each device",
+    );
+    let idle = family::<DeviceIdleLabels, FloatCounter>(
+        &mut reg,
+        "device_idle_seconds",
+        "Time no kernel of the process ran on each device, by cause",
+    );
+    for t in &r.device_time {
+        let name = r.devices.iter().find(|d| d.id == t.device).map_or_else(String::new, |d| d.name.clone());
+        busy.get_or_create(&DeviceLabels { device: t.device.to_string(), name: name.clone() }).inc_by(secs(t.busy_ns));
+        for (cause, ns) in crate::model::idle::CAUSE_NAMES.iter().zip(t.idle.to_array()) {
+            let l = DeviceIdleLabels { device: t.device.to_string(), name: name.clone(), cause: cause.to_string() };
+            idle.get_or_create(&l).inc_by(secs(ns));
+        }
     }
     for d in &r.devices {
         if let Some(b) = d.memory_bytes {

@@ -106,7 +106,15 @@ pub fn render(r: &Report, a: &Analysis, width: usize) -> String {
         ),
     };
     out.push_str(&diagnosis::wrap(&head, width, "", "  "));
-    if !devices.is_empty() {
+    if !a.devices.is_empty() {
+        // A process that drove several GPUs: each one's own busy time.
+        let _ = writeln!(out, "devices:");
+        for u in &a.devices {
+            let sms = r.devices.iter().find(|d| d.id == u.device).map(|d| format!(" ({} SMs)", d.sm_count));
+            let head = format!("  GPU {} {}{}: ", u.device, u.name.as_deref().unwrap_or("?"), sms.unwrap_or_default());
+            let _ = write!(out, "{}", diagnosis::wrap(&u.describe(), width, &head, "    "));
+        }
+    } else if !devices.is_empty() {
         let _ = writeln!(out, "devices: {}", devices.join(", "));
     }
     let _ = writeln!(out, "{}", drops_line(&r.drops));
@@ -564,5 +572,6 @@ fn drops_line(d: &Drops) -> String {
     add(d.graph_nodes_over_cap, "CUDA graph nodes past the table cap (kernels kept at their launch's ranges)");
     add(d.live_allocations_over_cap, "device allocations past the live table cap (not in the live bytes)");
     add(d.range_memory_partial, "range calls whose device memory peak missed changes dropped for room");
+    add(d.devices_over_cap, "kernels of GPUs past the 64th (no per-device figures)");
     format!("dropped: {}", parts.join(", "))
 }

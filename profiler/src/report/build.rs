@@ -5,6 +5,7 @@ use crate::aggregate::kernels::{additive, KernelAcc};
 use crate::aggregate::memory::CopyAcc;
 use crate::aggregate::ranges::RangeAcc;
 use crate::aggregate::Aggregate;
+use crate::model::device::DeviceTime;
 use crate::model::sampled::SampledAcc;
 
 use std::collections::HashMap;
@@ -78,6 +79,7 @@ fn range(path: RangePath, a: &RangeAcc, idle: bool) -> RangeSummary {
         memory: a.framework.clone().map(|f| RangeMemory { framework: Some(f), ..Default::default() }),
         comm_ns: t.comm_ns,
         exposed_comm_ns: t.exposed_comm_ns,
+        gpus: a.gpus as u64,
     }
 }
 
@@ -162,6 +164,19 @@ impl Report {
             synchronization_ns: a.syncs.1,
             devices: a.device_memory.clone(),
         };
+        let session_steady = steady::of_session(&a.timeline, start_ns, end_ns);
+        let device_time = a
+            .per_device
+            .iter()
+            .map(|(device, busy_ns, total, timeline)| DeviceTime {
+                device: *device,
+                busy_ns: *busy_ns,
+                idle: IdleSplit::from_array(*total),
+                steady_idle: session_steady
+                    .as_ref()
+                    .map(|s| IdleSplit::from_array(timeline.idle_between(s.start_ns, s.end_ns))),
+            })
+            .collect();
         let mut report = Report {
             schema_version: SCHEMA_VERSION,
             gpuscope_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -197,7 +212,8 @@ impl Report {
                 threads: a.threads,
             },
             forks: a.forks,
-            session_steady: steady::of_session(&a.timeline, start_ns, end_ns),
+            session_steady,
+            device_time,
             analysis: Default::default(),
         };
         report.fill_display_names();

@@ -98,6 +98,10 @@ pub struct Report {
     /// without ranges to count calls of).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_steady: Option<SessionSteady>,
+    /// Each GPU's own busy and idle time (with one GPU, the session's; with
+    /// several, the session's idle time is when none of them worked).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub device_time: Vec<crate::model::device::DeviceTime>,
     /// The analysis, computed at its first use (see [`Report::analysis`]).
     #[serde(skip)]
     pub(crate) analysis: AnalysisCache,
@@ -424,6 +428,10 @@ pub struct RangeSummary {
     /// running (on any stream): communication the range waits for, ns.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub exposed_comm_ns: u64,
+    /// The most GPUs one of its calls ran kernels on (0: no kernels):
+    /// rates against a device's peak are over this many devices.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub gpus: u64,
 }
 
 fn is_zero(v: &u64) -> bool {

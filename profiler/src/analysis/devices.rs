@@ -1,0 +1,284 @@
+//! Each GPU of a process that drives several: how busy it was, what it
+//! waited for, and whether the work is spread evenly. The session's figures
+//! count a gap only when no GPU ran a kernel, so a GPU that idled while
+//! another worked shows here only.
+
+use super::cost;
+use super::findings::{Finding, IDLE_CAUSES};
+use super::verdict::{self, Bound};
+use crate::model::idle::IdleSplit;
+use crate::model::units::fmt_ns;
+use crate::report::Report;
+use serde::Serialize;
+
+/// A GPU busy less than this share of the busiest one's time, by at least
+/// [`UNEVEN_MIN_POINTS`], makes a finding: DCGM reads SM activity under
+/// 0.5 as "likely ineffective", and a process's GPUs doing the same work
+/// (data parallelism) should be within a few points of each other.
+pub const UNEVEN_RATIO: f64 = 0.5;
+/// See [`UNEVEN_RATIO`], percentage points of the window.
+pub const UNEVEN_MIN_POINTS: f64 = 10.0;
+
+/// One GPU's use over the steady state (or the session).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DeviceUse {
+    /// The device's ordinal.
+    pub device: u32,
+    /// Its name, when the report has it.
+    pub name: Option<String>,
+    /// "the steady state" or "the session".
+    pub window: &'static str,
+    /// The window's length, ns.
+    pub wall_ns: u64,
+    /// Time some kernel of it ran in the window, ns.
+    pub busy_ns: u64,
+    /// `busy_ns` over `wall_ns`, %.
+    pub busy_pct: f64,
+    /// Its idle time by cause, gpuscope's own cost taken out (counted as
+    /// `profiler_ns`).
+    pub idle: IdleSplit,
+}
+
+impl DeviceUse {
+    /// Its largest idle cause: (the finding kind's name, its verdict, what
+    /// it means, ns).
+    pub fn main_idle(&self) -> Option<(&'static str, Bound, &'static str, u64)> {
+        let a = self.idle.to_array();
+        IDLE_CAUSES
+            .iter()
+            .map(|(kind, causes, bound, what)| (*kind, *bound, *what, causes.iter().map(|&c| a[c]).sum::<u64>()))
+            .filter(|c| c.3 > 0)
+            .max_by_key(|c| c.3)
+    }
+
+    /// "busy 31.0% of the steady state; idle: sync 52.0%, host-idle 17.0%".
+    pub fn describe(&self) -> String {
+        let a = self.idle.to_array();
+        let wall = self.wall_ns.max(1) as f64;
+        let mut parts: Vec<(f64, &str)> = IDLE_CAUSES
+            .iter()
+            .map(|(kind, causes, _, _)| (100.0 * causes.iter().map(|&c| a[c]).sum::<u64>() as f64 / wall, *kind))
+            .filter(|(pct, _)| *pct >= 0.5)
+            .collect();
+        parts.sort_by(|x, y| y.0.total_cmp(&x.0));
+        let idle = parts.iter().map(|(pct, kind)| format!("{kind} {pct:.1}%")).collect::<Vec<_>>().join(", ");
+        let mut s = format!("busy {:.1}% of {}", self.busy_pct, self.window);
+        if !idle.is_empty() {
+            s.push_str("; idle: ");
+            s.push_str(&idle);
+        }
+        s
+    }
+}
+
+/// Each GPU's use, when the process drove several (empty with one: the
+/// session's figures are its own); over the steady state when one was
+/// found.
+pub fn device_use(r: &Report) -> Vec<DeviceUse> {
+    if r.device_time.len() < 2 {
+        return Vec::new();
+    }
+    let steady = r.session_steady.as_ref();
+    // gpuscope's own per-launch cost delayed every GPU's next launch alike.
+    let added =
+        steady.and_then(|s| r.profiler_cost.added_ns(s.launches, s.callback_ns, s.call_ns, s.calls_timed, s.hook_ns));
+    r.device_time
+        .iter()
+        .map(|t| {
+            let (window, wall_ns, idle) = match (steady, t.steady_idle) {
+                (Some(s), Some(idle)) => ("the steady state", s.wall_ns(), cost::remove(idle, added.unwrap_or(0))),
+                _ => ("the session", r.end_ns.saturating_sub(r.start_ns), t.idle),
+            };
+            let busy_ns = wall_ns.saturating_sub(idle.total());
+            DeviceUse {
+                device: t.device,
+                name: r.devices.iter().find(|d| d.id == t.device).map(|d| d.name.clone()),
+                window,
+                wall_ns,
+                busy_ns,
+                busy_pct: 100.0 * busy_ns as f64 / wall_ns.max(1) as f64,
+                idle,
+            }
+        })
+        .collect()
+}
+
+/// The work is not spread evenly over the process's GPUs: one was busy
+/// less than [`UNEVEN_RATIO`] of the busiest one's time. GPUs that ran no
+/// kernel in the window (used at start-up only) are left out.
+pub(super) fn uneven(uses: &[DeviceUse]) -> Option<Finding> {
+    let working: Vec<&DeviceUse> = uses.iter().filter(|u| u.busy_ns > 0).collect();
+    let busiest = working.iter().max_by(|a, b| a.busy_pct.total_cmp(&b.busy_pct))?;
+    let idle: Vec<&&DeviceUse> = working
+        .iter()
+        .filter(|u| u.busy_pct < busiest.busy_pct * UNEVEN_RATIO && busiest.busy_pct - u.busy_pct >= UNEVEN_MIN_POINTS)
+        .collect();
+    let least = idle.iter().min_by(|a, b| a.busy_pct.total_cmp(&b.busy_pct))?;
+    // What the others could have worked, had they been as busy.
+    let cost_ns = idle.iter().map(|u| busiest.busy_ns.saturating_sub(u.busy_ns)).sum();
+    let why = least.main_idle();
+    let others =
+        idle.iter().map(|u| format!("GPU {} only {:.0}%", u.device, u.busy_pct)).collect::<Vec<_>>().join(", ");
+    Some(Finding {
+        kind: "uneven-devices",
+        bound: why.map_or(verdict::IDLE, |w| w.1),
+        range: None,
+        kernel: None,
+        cost_ns,
+        calls: 0,
+        message: format!(
+            "GPU {} was busy {:.0}% of {}, {others}: {} of GPU time left unused on the less busy GPUs{}",
+            busiest.device,
+            busiest.busy_pct,
+            busiest.window,
+            fmt_ns(cost_ns),
+            why.map_or(String::new(), |(_, _, what, ns)| format!(
+                "; GPU {} idled mostly {what} ({})",
+                least.device,
+                fmt_ns(ns)
+            )),
+        ),
+        advice: "Spread the work over the GPUs: torch.nn.DataParallel scatters inputs, gathers outputs and \
+                 computes the loss on GPU 0 every step while the others wait (use DistributedDataParallel, one \
+                 process per GPU); a model split across GPUs runs one stage at a time unless micro-batches \
+                 pipeline it (move layers from the busy GPU, or pipeline with torch.distributed.pipelining)."
+            .into(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::aggregate::devices::DeviceTable;
+    use crate::aggregate::{AggregateOptions, Aggregator};
+    use crate::decode::KernelActivity;
+    use crate::model::device::DeviceTime;
+    use crate::model::event::HostEvent;
+    use crate::model::idle::{CAUSES, HOST, SYNC};
+    use crate::model::path::ROOT;
+
+    fn split(host: u64, sync: u64) -> IdleSplit {
+        let mut a = [0u64; CAUSES];
+        a[HOST] = host;
+        a[SYNC] = sync;
+        IdleSplit::from_array(a)
+    }
+
+    fn report(times: &[(u32, u64, u64)]) -> Report {
+        let a = crate::aggregate::Aggregator::new(
+            Default::default(),
+            crate::aggregate::devices::DeviceTable::fixed(vec![]),
+        );
+        let mut r = Report::build(a.finish(100_000_000), 0, 100_000_000);
+        r.device_time = times
+            .iter()
+            .map(|&(device, host, sync)| DeviceTime {
+                device,
+                busy_ns: 100_000_000 - host - sync,
+                idle: split(host, sync),
+                steady_idle: None,
+            })
+            .collect();
+        r
+    }
+
+    #[test]
+    fn a_gpu_busy_less_than_half_as_long_as_the_busiest_is_a_finding_naming_why_it_idled() {
+        // GPU 0 busy 95%, GPU 1 31% (waiting in synchronisations 52%).
+        let r = report(&[(0, 5_000_000, 0), (1, 17_000_000, 52_000_000)]);
+        let uses = device_use(&r);
+        assert_eq!(uses.len(), 2);
+        assert!((uses[1].busy_pct - 31.0).abs() < 1e-9);
+        assert_eq!(uses[1].describe(), "busy 31.0% of the session; idle: sync 52.0%, host-idle 17.0%");
+        let f = uneven(&uses).expect("a finding");
+        assert_eq!((f.kind, f.bound), ("uneven-devices", verdict::SYNC));
+        assert_eq!(f.cost_ns, 95_000_000 - 31_000_000);
+        assert!(f.message.starts_with("GPU 0 was busy 95% of the session, GPU 1 only 31%"), "{}", f.message);
+        assert!(f.message.contains("GPU 1 idled mostly after host synchronisations"), "{}", f.message);
+    }
+
+    #[test]
+    fn gpus_within_the_band_or_unused_in_the_window_make_no_finding() {
+        // 95% and 60%: more than half.
+        assert!(uneven(&device_use(&report(&[(0, 5_000_000, 0), (1, 40_000_000, 0)]))).is_none());
+        // 12% and 5%: under half, but 7 points apart (both idle: the
+        // idle causes say why).
+        assert!(uneven(&device_use(&report(&[(0, 88_000_000, 0), (1, 95_000_000, 0)]))).is_none());
+        // A GPU that ran nothing in the window (used at start-up only).
+        assert!(uneven(&device_use(&report(&[(0, 5_000_000, 0), (1, 100_000_000, 0)]))).is_none());
+        // One GPU: its figures are the session's.
+        assert!(device_use(&report(&[(0, 5_000_000, 0)])).is_empty());
+    }
+
+    fn launch_on(tid: u32, correlation_id: u32, ts: u64) -> HostEvent {
+        HostEvent::Launch {
+            correlation_id,
+            tid,
+            path: ROOT,
+            instance: 0,
+            graph: false,
+            profiled: false,
+            inherited: false,
+            ts,
+            cost_ns: 0,
+            prev_call_ns: 0,
+        }
+    }
+
+    #[test]
+    fn a_process_driving_two_gpus_gets_each_one_s_busy_and_idle_time_and_the_uneven_finding() {
+        // As nn.DataParallel on two GPUs: each 10 ms step runs 9 ms on GPU 0
+        // and 3 ms on GPU 1, while the host waits for GPU 0 (the loss on it).
+        let mut a = Aggregator::new(AggregateOptions::default(), DeviceTable::fixed(vec![]));
+        let steps = 40u64;
+        for i in 0..steps {
+            let t = i * 10_000_000;
+            let (c0, c1) = (2 * i as u32 + 1, 2 * i as u32 + 2);
+            a.host_event(launch_on(1, c0, t + 5_000));
+            a.host_event(launch_on(1, c1, t + 15_000));
+            a.host_event(HostEvent::HostWait { start: t + 30_000, end: t + 9_010_000, instance: 0 });
+            a.kernel(&KernelActivity { device: 0, ..KernelActivity::sample(c0, t + 10_000, t + 9_010_000) });
+            a.kernel(&KernelActivity { device: 1, ..KernelActivity::sample(c1, t + 20_000, t + 3_020_000) });
+        }
+        let end = steps * 10_000_000;
+        let r = Report::build(a.finish(end), 0, end);
+        // The session's idle time is when neither GPU worked: 1 ms a step.
+        let session_idle = r.idle.unwrap().total();
+        assert!((session_idle as f64 / end as f64 - 0.10).abs() < 0.005, "{session_idle}");
+        assert_eq!(r.device_time.iter().map(|t| t.device).collect::<Vec<_>>(), [0, 1]);
+        let (g0, g1) = (&r.device_time[0], &r.device_time[1]);
+        assert_eq!(g0.busy_ns, steps * 9_000_000);
+        assert_eq!(g1.busy_ns, steps * 3_000_000);
+        for g in &r.device_time {
+            assert_eq!(g.busy_ns + g.idle.total(), end, "GPU {}: every moment busy or idle", g.device);
+        }
+        // GPU 1 idles 6 ms a step while the host waits on GPU 0.
+        assert!(g1.idle.sync_ns >= steps * 5_900_000, "{:?}", g1.idle);
+        let an = r.analysis();
+        assert_eq!(an.devices.len(), 2);
+        assert!((an.devices[0].busy_pct - 90.0).abs() < 2.0, "{:?}", an.devices[0]);
+        assert!((an.devices[1].busy_pct - 30.0).abs() < 2.0, "{:?}", an.devices[1]);
+        let f = an.findings.iter().find(|f| f.kind == "uneven-devices").expect("the uneven finding");
+        assert!(f.message.contains("GPU 1 idled mostly after host synchronisations"), "{}", f.message);
+        let table = r.to_table(120);
+        assert!(table.contains("GPU 1 ?: busy 30."), "{table}");
+        assert!(table.contains("GPU 0 was busy 90% of the steady state, GPU 1 only 30%"), "{table}");
+        // Spread evenly, each GPU would be busy 60%: a step bound by GPU 0
+        // could shorten by about 30% of it.
+        let act = an.answer.as_ref().unwrap().actions.iter().find(|x| x.advice.contains("DistributedDataParallel"));
+        assert!(act.is_some_and(|x| (x.saves_pct - 30.0).abs() < 2.0), "{:?}", an.answer);
+    }
+
+    #[test]
+    fn one_gpu_s_figures_are_the_session_s_and_get_no_per_device_lines() {
+        let mut a = Aggregator::new(AggregateOptions::default(), DeviceTable::fixed(vec![]));
+        a.host_event(launch_on(1, 1, 1_000));
+        a.kernel(&KernelActivity::sample(1, 2_000, 5_000));
+        let r = Report::build(a.finish(10_000), 0, 10_000);
+        assert_eq!(r.device_time.len(), 1);
+        let t = &r.device_time[0];
+        assert_eq!((t.device, t.busy_ns, Some(t.idle)), (0, 3_000, r.idle));
+        assert!(r.analysis().devices.is_empty());
+        assert!(!r.to_table(100).contains("busy 30.0% of"));
+    }
+}
