@@ -527,10 +527,15 @@ fn a_report_with_huge_values_renders_and_analyses_without_overflow() {
         }
     }
     let mut v: serde_json::Value = serde_json::from_str(&workload(100).to_json()).unwrap();
+    // Two GPUs, so that per-device figures are analysed too.
+    let mut second = v["device_time"][0].clone();
+    second["device"] = 1.into();
+    v["device_time"].as_array_mut().expect("one GPU's figures").push(second);
     max_out(&mut v);
     let r = Report::from_json(&v.to_string()).expect("still a report");
     assert_eq!(r.total_kernel_ns(), u64::MAX, "sums saturate");
-    let _ = gpuscope::analysis::analyze(&r);
+    assert_eq!(gpuscope::analysis::analyze(&r).devices.len(), 2);
+    assert!(!r.to_openmetrics().is_empty());
     let small = workload(100);
     for out in
         [r.to_table(100), r.to_json(), r.to_csv(), r.to_chrome_trace(), r.compare(&small, 100), small.compare(&r, 100)]

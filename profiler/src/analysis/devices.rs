@@ -7,7 +7,7 @@ use super::cost;
 use super::findings::{Finding, IDLE_CAUSES};
 use super::verdict::{self, Bound};
 use crate::model::idle::IdleSplit;
-use crate::model::units::fmt_ns;
+use crate::model::units::{fmt_ns, saturating_sum};
 use crate::report::Report;
 use serde::Serialize;
 
@@ -46,7 +46,7 @@ impl DeviceUse {
         let a = self.idle.to_array();
         IDLE_CAUSES
             .iter()
-            .map(|(kind, causes, bound, what)| (*kind, *bound, *what, causes.iter().map(|&c| a[c]).sum::<u64>()))
+            .map(|(kind, causes, bound, what)| (*kind, *bound, *what, saturating_sum(causes.iter().map(|&c| a[c]))))
             .filter(|c| c.3 > 0)
             .max_by_key(|c| c.3)
     }
@@ -57,7 +57,7 @@ impl DeviceUse {
         let wall = self.wall_ns.max(1) as f64;
         let mut parts: Vec<(f64, &str)> = IDLE_CAUSES
             .iter()
-            .map(|(kind, causes, _, _)| (100.0 * causes.iter().map(|&c| a[c]).sum::<u64>() as f64 / wall, *kind))
+            .map(|(kind, causes, _, _)| (100.0 * saturating_sum(causes.iter().map(|&c| a[c])) as f64 / wall, *kind))
             .filter(|(pct, _)| *pct >= 0.5)
             .collect();
         parts.sort_by(|x, y| y.0.total_cmp(&x.0));
@@ -115,7 +115,7 @@ pub(super) fn uneven(uses: &[DeviceUse]) -> Option<Finding> {
         .collect();
     let least = idle.iter().min_by(|a, b| a.busy_pct.total_cmp(&b.busy_pct))?;
     // What the others could have worked, had they been as busy.
-    let cost_ns = idle.iter().map(|u| busiest.busy_ns.saturating_sub(u.busy_ns)).sum();
+    let cost_ns = saturating_sum(idle.iter().map(|u| busiest.busy_ns.saturating_sub(u.busy_ns)));
     let why = least.main_idle();
     let others =
         idle.iter().map(|u| format!("GPU {} only {:.0}%", u.device, u.busy_pct)).collect::<Vec<_>>().join(", ");
