@@ -65,18 +65,7 @@ fn main() {
                 evs.push(HostEvent::Pop { instance: ti, ts });
             }
             for _ in 0..50 {
-                evs.push(HostEvent::Launch {
-                    correlation_id: corr,
-                    tid: t as u32,
-                    path: batch,
-                    instance: bi,
-                    graph: false,
-                    profiled: false,
-                    inherited: false,
-                    ts,
-                    cost_ns: 0,
-                    prev_call_ns: 0,
-                });
+                evs.push(HostEvent::launch(corr, t as u32, batch, bi, ts));
                 if u64::from(corr) % keep_every == 0 {
                     nrec += 1;
                     buf.extend(kernel(&K {

@@ -446,18 +446,7 @@ fn gpuscope_s_own_launch_cost_is_taken_out_of_the_host_s_idle_time_before_judgin
 /// A kernel launch on thread 1 at `ts`, in range instance `instance` of
 /// `path`, not measured.
 fn plain_launch(correlation_id: u32, path: u32, instance: u64, ts: u64) -> HostEvent {
-    HostEvent::Launch {
-        correlation_id,
-        tid: 1,
-        path,
-        instance,
-        graph: false,
-        profiled: false,
-        inherited: false,
-        ts,
-        cost_ns: 0,
-        prev_call_ns: 0,
-    }
+    HostEvent::launch(correlation_id, 1, path, instance, ts)
 }
 
 /// Five 10 ms steps of `name`: 6 ms of host work (inside `name/data` when

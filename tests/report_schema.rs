@@ -40,19 +40,13 @@ fn errors(v: &jsonschema::Validator, report: &Value) -> Vec<String> {
     v.iter_errors(report).map(|e| format!("{}: {e}", e.instance_path)).collect()
 }
 
+/// A launch whose callback took 700 ns, after a launch call of 2.5 us.
 fn launch(correlation_id: u32, tid: u32, path: u32, instance: u64, ts: u64) -> HostEvent {
-    HostEvent::Launch {
-        correlation_id,
-        tid,
-        path,
-        instance,
-        graph: false,
-        profiled: false,
-        inherited: false,
-        ts,
-        cost_ns: 700,
-        prev_call_ns: 2_500,
+    let mut e = HostEvent::launch(correlation_id, tid, path, instance, ts);
+    if let HostEvent::Launch { cost_ns, prev_call_ns, .. } = &mut e {
+        (*cost_ns, *prev_call_ns) = (700, 2_500);
     }
+    e
 }
 
 /// A trace-mode training loop: six `step` calls with `data`, `forward`

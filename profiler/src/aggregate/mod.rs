@@ -794,18 +794,11 @@ mod tests {
     /// A plain launch on thread `tid`, outside ranges when `instance` is 0;
     /// `prev_call_ns`: the thread's previous launch call, timed.
     fn launch_on(tid: u32, correlation_id: u32, instance: u64, path: PathId, ts: u64, prev_call_ns: u32) -> HostEvent {
-        HostEvent::Launch {
-            correlation_id,
-            tid,
-            path,
-            instance,
-            graph: false,
-            profiled: false,
-            inherited: false,
-            ts,
-            cost_ns: 0,
-            prev_call_ns,
+        let mut e = HostEvent::launch(correlation_id, tid, path, instance, ts);
+        if let HostEvent::Launch { prev_call_ns: p, .. } = &mut e {
+            *p = prev_call_ns;
         }
+        e
     }
 
     #[test]

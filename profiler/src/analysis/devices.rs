@@ -211,18 +211,7 @@ mod tests {
     }
 
     fn launch_on(tid: u32, correlation_id: u32, ts: u64) -> HostEvent {
-        HostEvent::Launch {
-            correlation_id,
-            tid,
-            path: ROOT,
-            instance: 0,
-            graph: false,
-            profiled: false,
-            inherited: false,
-            ts,
-            cost_ns: 0,
-            prev_call_ns: 0,
-        }
+        HostEvent::launch(correlation_id, tid, ROOT, 0, ts)
     }
 
     #[test]

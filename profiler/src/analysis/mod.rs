@@ -854,18 +854,7 @@ mod tests {
                 a.host_event(HostEvent::Push { instance: i + 1, parent: 0, path: step, tid: 1, ts: t });
                 for d in 0..gpus {
                     c += 1;
-                    a.host_event(HostEvent::Launch {
-                        correlation_id: c,
-                        tid: 1,
-                        path: step,
-                        instance: i + 1,
-                        graph: false,
-                        profiled: false,
-                        inherited: false,
-                        ts: t + 1_000,
-                        cost_ns: 0,
-                        prev_call_ns: 0,
-                    });
+                    a.host_event(HostEvent::launch(c, 1, step, i + 1, t + 1_000));
                     a.kernel(&KernelActivity { device: d, ..KernelActivity::sample(c, t + 2_000, t + 9_990_000) });
                 }
                 a.host_event(HostEvent::Pop { instance: i + 1, ts: t + 10_000_000 });

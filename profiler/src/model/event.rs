@@ -89,3 +89,23 @@ pub enum HostEvent {
     /// `instance` (0: none): gpuscope's cost, as its callbacks' time is.
     OwnCost { tid: u32, instance: u64, ns: u64, ts: u64 },
 }
+
+impl HostEvent {
+    /// A plain kernel launch by thread `tid` at `ts` inside range `instance`
+    /// of `path` (0 and the root path: none): no graph, not measured, on
+    /// the thread's own ranges, untimed (replayed events and tests).
+    pub fn launch(correlation_id: u32, tid: u32, path: PathId, instance: u64, ts: u64) -> HostEvent {
+        HostEvent::Launch {
+            correlation_id,
+            tid,
+            path,
+            instance,
+            graph: false,
+            profiled: false,
+            inherited: false,
+            ts,
+            cost_ns: 0,
+            prev_call_ns: 0,
+        }
+    }
+}
