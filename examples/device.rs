@@ -8,7 +8,7 @@ use std::sync::Arc;
 pub fn open(program: &str) -> Option<Arc<CudaContext>> {
     // SAFETY: only tries to dlopen libcuda; nothing is called.
     if !unsafe { cudarc::driver::sys::is_culib_present() } {
-        eprintln!("{program}: no NVIDIA driver found (libcuda.so.1 is not loadable), so there is no GPU to profile.");
+        eprintln!("{program}: {}.", gpuscope::NO_DRIVER);
         return None;
     }
     match CudaContext::new(0) {

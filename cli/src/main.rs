@@ -331,8 +331,9 @@ fn run(cmd: Cmd) -> Result<ExitCode, String> {
             let reports = written_reports(&output, since);
             if reports.is_empty() && !gpuscope::driver_present() {
                 eprintln!(
-                    "gpuscope: no NVIDIA driver here (libcuda.so.1 is not loadable), so the program ran unprofiled. \
-                     Run it on a machine with an NVIDIA GPU and its driver."
+                    "gpuscope: {}: the program ran unprofiled. Run it on a machine with an NVIDIA GPU and its \
+                     driver.",
+                    gpuscope::NO_DRIVER
                 );
             } else if reports.is_empty() {
                 eprintln!("gpuscope: no report was written (did the program use CUDA? stderr above says why if not)");

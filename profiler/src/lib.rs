@@ -137,6 +137,8 @@ pub fn range_framework_memory(at_end: bool, allocated: u64, reserved: u64, peak:
     collect::nvtx::framework_memory(at_end, allocated, reserved, peak);
 }
 
+pub use collect::driver::NO_DRIVER;
+
 /// Whether the NVIDIA driver library (libcuda) loads in this process:
 /// without it there is no GPU to profile.
 pub fn driver_present() -> bool {

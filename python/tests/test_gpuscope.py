@@ -159,7 +159,7 @@ class WithoutAGpu(unittest.TestCase):
                              capture_output=True, text=True)
         self.assertEqual(out.returncode, 3)
         self.assertEqual(out.stdout, "ran\n")
-        self.assertIn("no NVIDIA driver here", out.stderr)
+        self.assertIn("no NVIDIA driver found", out.stderr)
 
 
 @unittest.skipUnless(torch_cuda(), "needs PyTorch on an NVIDIA GPU")

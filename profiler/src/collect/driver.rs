@@ -6,6 +6,10 @@ use crate::model::occupancy::SmLimits;
 use cupti_sys::driver::Driver;
 use std::sync::OnceLock;
 
+/// What gpuscope says, wherever it is asked to profile, when the NVIDIA
+/// driver library does not load.
+pub const NO_DRIVER: &str = "no NVIDIA driver found (libcuda.so.1 is not loadable), so there is no GPU to profile";
+
 /// libcuda, loaded once.
 pub(crate) fn driver() -> Option<&'static Driver> {
     static DRIVER: OnceLock<Option<Driver>> = OnceLock::new();

@@ -210,10 +210,7 @@ pub(crate) fn start(opts: &CollectOptions) -> Result<(Arc<Collection>, Outputs)>
     }
     // Without a driver CUPTI is moot: say that, not that CUPTI is missing.
     if driver::driver().is_none() {
-        return Err(Error::new(
-            ErrorKind::NoDevice,
-            "no NVIDIA driver found (libcuda.so.1 is not loadable), so there is no GPU to profile",
-        ));
+        return Err(Error::new(ErrorKind::NoDevice, driver::NO_DRIVER));
     }
     // Before any callback can run.
     panic_guard::install_hook();
