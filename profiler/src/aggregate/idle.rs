@@ -466,6 +466,18 @@ impl IdleTracker {
         t
     }
 
+    /// Decides what is known at `until` (the session's decided time, which
+    /// no launch still in flight can reach back before): gaps up to it, and
+    /// when its kernels all ended by then, the gap from the last one's end
+    /// to it, which a later kernel of this timeline would otherwise close.
+    pub(crate) fn settle(&mut self, until: u64, untraced: &Untraced, out: &mut impl FnMut(Piece)) {
+        if self.spans.back().map_or(true, |s| s.end <= until) {
+            self.finish(until, untraced, out);
+        } else {
+            self.advance_to(Some(until), untraced, out);
+        }
+    }
+
     /// Decides everything up to `end_ns` (the session's end).
     pub(crate) fn finish(&mut self, end_ns: u64, untraced: &Untraced, out: &mut impl FnMut(Piece)) {
         self.decide(u64::MAX, untraced, out);

@@ -773,7 +773,10 @@ impl Aggregator {
                     .per_device
                     .devices
                     .iter()
-                    .map(|(d, t)| (*d, t.busy_ns(), t.total, t.timeline.clone()))
+                    .map(|(d, t)| {
+                        let t = t.settled(self.idle.decided_until(), &self.untraced);
+                        (*d, t.busy_ns(), t.total, t.timeline)
+                    })
                     .collect(),
             },
         }

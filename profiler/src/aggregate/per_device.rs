@@ -35,6 +35,17 @@ impl DeviceTimeline {
         self.idle.busy_ns
     }
 
+    /// A copy with what is known at `until` decided (see
+    /// [`IdleTracker::settle`]): for a report while the session runs, in
+    /// which a GPU that stopped working would otherwise read busy.
+    pub(crate) fn settled(&self, until: u64, untraced: &Untraced) -> DeviceTimeline {
+        let mut d = self.clone();
+        let mut pieces = Vec::new();
+        d.idle.settle(until, untraced, &mut |p| pieces.push(p));
+        d.credit(&pieces);
+        d
+    }
+
     fn credit(&mut self, pieces: &[Piece]) {
         for p in pieces {
             self.total[p.cause] = self.total[p.cause].saturating_add(p.end - p.start);
@@ -55,9 +66,10 @@ pub(crate) struct PerDevice {
 }
 
 impl PerDevice {
-    /// A kernel on `device` over `[start, end)`. `session`, its timeline
-    /// and idle totals: the session's, as they were before this kernel
-    /// (copied for the first device when a second one appears).
+    /// A kernel on `device` over `[start, end)`. `session`: the session's
+    /// idle timeline (before it takes this kernel), time bins and idle
+    /// totals, copied for the first device when a second one appears (only
+    /// the bins' idle time is read per device).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn kernel(
         &mut self,
@@ -251,5 +263,34 @@ mod tests {
         let (_, per) = run(&kernels, &[], 10_000_000);
         assert_eq!(per.devices.len(), MAX_DEVICES);
         assert_eq!(per.over_cap, 3);
+    }
+
+    #[test]
+    fn a_gpu_that_stopped_working_reads_idle_while_the_session_runs() {
+        // GPU 1 works once at 0.1 ms; GPU 0 goes on until 10 ms. Before the
+        // session ends, GPU 1's gap after its kernel has no kernel of its
+        // own to close it: the session's decided time does.
+        let untraced = Untraced::default();
+        let mut session = IdleTracker::new(0);
+        let (timeline, mut total) = (Timeline::new(0), [0u64; CAUSES]);
+        let mut per = PerDevice::default();
+        let kernels =
+            [(0, 100_000, 200_000), (1, 100_000, 300_000), (0, 9_000_000, 9_500_000), (0, 9_600_000, 10_000_000)];
+        for (i, &(device, start, end)) in kernels.iter().enumerate() {
+            session.launch(i as u32, start - 1_000, false);
+            per.kernel(device, i as u32, start, end, at(start - 1_000), (&session, &timeline, &total));
+            session.kernel(i as u32, start, end, at(start - 1_000));
+            session.advance(&untraced, &mut |p| total[p.cause] += p.end - p.start);
+            per.advance(session.watermark(), &untraced);
+        }
+        let until = session.decided_until();
+        assert!(until >= 9_500_000, "the session decided its earlier gaps: {until}");
+        let d1 = per.devices[&1].settled(until, &untraced);
+        assert_eq!(d1.busy_ns(), 200_000);
+        assert_eq!(d1.busy_ns() + d1.total.iter().sum::<u64>(), until);
+        // GPU 0 is busy at that time: only what came before is decided.
+        let d0 = per.devices[&0].settled(until, &untraced);
+        assert_eq!(d0.busy_ns() + d0.total.iter().sum::<u64>(), until);
+        assert_eq!(per.devices[&1].busy_ns() + per.devices[&1].total.iter().sum::<u64>(), 100_000, "unsettled");
     }
 }

@@ -81,8 +81,23 @@ pub(crate) struct RangeAcc {
     /// Their launches: traced ones, and those counted between windows
     /// ([`Ranges::untraced_launches`]).
     pub untraced_launches: u64,
-    /// The most devices one instance ran kernels on.
-    pub gpus: u32,
+    /// Instances by how many devices ran their kernels (the last entry:
+    /// that many or more; instances without kernels are not counted).
+    pub gpus: [u64; 17],
+}
+
+impl RangeAcc {
+    /// How many devices most of its instances ran kernels on (0: none ran
+    /// any): a warm-up call that touched another GPU does not count.
+    pub(crate) fn usual_gpus(&self) -> u32 {
+        let mut best = (0, 0u64);
+        for (n, &calls) in self.gpus.iter().enumerate() {
+            if calls > 0 && calls >= best.1 {
+                best = (n as u32, calls);
+            }
+        }
+        best.0
+    }
 }
 
 /// A finished instance, for the trace and its device memory.
@@ -136,7 +151,10 @@ fn fold(acc: &mut RangeAcc, i: &Instance, end: u64, untraced: &Untraced) {
             acc.sampled_wall.merge(s);
         }
     }
-    acc.gpus = acc.gpus.max(i.devices.count_ones());
+    let gpus = (i.devices.count_ones() as usize).min(acc.gpus.len() - 1);
+    if gpus > 0 {
+        acc.gpus[gpus] += 1;
+    }
     if untraced.touches(i.start, end) {
         acc.untraced_count += 1;
         acc.untraced_wall = acc.untraced_wall.saturating_add(end - i.start);

@@ -162,18 +162,20 @@ impl Timeline {
     }
 
     /// Idle time by cause over `[start, end)`: whole bins inside it, and
-    /// the overlapped share of bins across its ends.
-    pub(crate) fn idle_between(&self, start: u64, end: u64) -> [u64; CAUSES] {
+    /// the overlapped share of bins across its ends (a bin's share of the
+    /// part of it before `session_end`, where its time lies).
+    pub(crate) fn idle_between(&self, start: u64, end: u64, session_end: u64) -> [u64; CAUSES] {
         let mut out = [0u64; CAUSES];
         for (i, b) in self.bins.iter().enumerate() {
             let b0 = self.start.saturating_add((i as u64).saturating_mul(self.width));
-            let b1 = b0.saturating_add(self.width);
+            let b1 = b0.saturating_add(self.width).min(session_end.max(b0.saturating_add(1)));
             let overlap = b1.min(end).saturating_sub(b0.max(start));
             if overlap == 0 {
                 continue;
             }
+            let len = (b1 - b0).max(1) as u128;
             for (o, &v) in out.iter_mut().zip(&b.idle) {
-                *o = o.saturating_add((v as u128 * overlap as u128 / self.width.max(1) as u128) as u64);
+                *o = o.saturating_add((v as u128 * overlap as u128 / len).min(u64::MAX as u128) as u64);
             }
         }
         out
@@ -215,5 +217,16 @@ mod tests {
         t.kernel(start, u64::MAX);
         t.launch(start, 0, 0);
         assert_eq!((t.bins.len(), t.bins[0].kernel_ns, t.bins[0].launches), (1, 10, 1));
+    }
+
+    #[test]
+    fn idle_between_takes_a_bin_cut_by_the_session_s_end_whole() {
+        // 10 ms bins; the session ends at 15 ms, idle from 11 to 15 ms.
+        let mut t = Timeline::new(0);
+        t.kernel(0, 11_000_000);
+        t.idle(&[Piece { start: 11_000_000, end: 15_000_000, cause: 0, before: crate::aggregate::idle::NO_KERNEL }]);
+        assert_eq!(t.idle_between(10_000_000, 15_000_000, 15_000_000)[0], 4_000_000);
+        // A quarter of a whole bin's idle time, for a quarter of it.
+        assert_eq!(t.idle_between(10_000_000, 12_500_000, 20_000_000)[0], 1_000_000);
     }
 }

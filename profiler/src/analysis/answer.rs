@@ -206,16 +206,14 @@ fn actions(
     v
 }
 
-/// `actions` with spreading the work over the process's GPUs, when they
-/// were unevenly busy: a step bounded by its busiest GPU could shorten by
-/// that GPU's busy share less the mean one (measured over the session's
-/// steady state), of `active_per` per step.
+/// `actions` with a better split of the work over the process's GPUs, when
+/// they worked unevenly or took turns: the share of the devices' window its
+/// finding could save, of `active_per` per step.
 fn with_devices(mut v: Vec<Action>, r: &Report, findings: &[Finding], active_per: u64) -> Vec<Action> {
-    let Some(f) = findings.iter().find(|f| f.kind == "uneven-devices") else { return v };
-    let uses = super::devices::device_use(r);
-    let busy: Vec<f64> = uses.iter().filter(|u| u.busy_ns > 0).map(|u| u.busy_pct).collect();
-    let max = busy.iter().copied().fold(0.0, f64::max);
-    let pct = max - busy.iter().sum::<f64>() / busy.len().max(1) as f64;
+    let kinds = ["uneven-devices", "devices-take-turns"];
+    let Some(f) = findings.iter().find(|f| kinds.contains(&f.kind)) else { return v };
+    let window = super::devices::device_use(r).first().map_or(0, |u| u.wall_ns);
+    let pct = 100.0 * f.cost_ns as f64 / window.max(1) as f64;
     if pct >= MIN_ACTION_PCT {
         let saves_ns = (pct / 100.0 * active_per as f64) as u64;
         v.push(Action { advice: f.advice.clone(), saves_ns, saves_pct: pct, why: f.message.clone() });

@@ -11,10 +11,11 @@ use crate::model::units::{fmt_ns, saturating_sum};
 use crate::report::Report;
 use serde::Serialize;
 
-/// A GPU busy less than this share of the busiest one's time, by at least
-/// [`UNEVEN_MIN_POINTS`], makes a finding: DCGM reads SM activity under
-/// 0.5 as "likely ineffective", and a process's GPUs doing the same work
-/// (data parallelism) should be within a few points of each other.
+/// Of GPUs working at the same time, one busy less than this share of the
+/// busiest one's time, by at least [`UNEVEN_MIN_POINTS`], makes a finding:
+/// DCGM reads SM activity under 0.5 as "likely ineffective", and a
+/// process's GPUs doing the same work (data parallelism) should be within a
+/// few points of each other.
 pub const UNEVEN_RATIO: f64 = 0.5;
 /// See [`UNEVEN_RATIO`], percentage points of the window.
 pub const UNEVEN_MIN_POINTS: f64 = 10.0;
@@ -72,13 +73,15 @@ impl DeviceUse {
 }
 
 /// Each GPU's use, when the process drove several (empty with one: the
-/// session's figures are its own); over the steady state when one was
-/// found.
+/// session's figures are its own): over the steady state when one was
+/// found; with trace windows, over the time kernel records were on (the
+/// rest is neither busy nor idle as far as gpuscope knows).
 pub fn device_use(r: &Report) -> Vec<DeviceUse> {
     if r.device_time.len() < 2 {
         return Vec::new();
     }
-    let steady = r.session_steady.as_ref();
+    let windows = traced_only(r);
+    let steady = r.session_steady.as_ref().filter(|_| !windows);
     // gpuscope's own per-launch cost delayed every GPU's next launch alike.
     let added =
         steady.and_then(|s| r.profiler_cost.added_ns(s.launches, s.callback_ns, s.call_ns, s.calls_timed, s.hook_ns));
@@ -87,7 +90,12 @@ pub fn device_use(r: &Report) -> Vec<DeviceUse> {
         .map(|t| {
             let (window, wall_ns, idle) = match (steady, t.steady_idle) {
                 (Some(s), Some(idle)) => ("the steady state", s.wall_ns(), cost::remove(idle, added.unwrap_or(0))),
-                _ => ("the session", r.end_ns.saturating_sub(r.start_ns), t.idle),
+                // The time decided so far: busy or idle.
+                _ => (
+                    if windows { "the traced time" } else { "the session" },
+                    t.busy_ns.saturating_add(t.idle.total()),
+                    t.idle,
+                ),
             };
             let busy_ns = wall_ns.saturating_sub(idle.total());
             DeviceUse {
@@ -103,46 +111,96 @@ pub fn device_use(r: &Report) -> Vec<DeviceUse> {
         .collect()
 }
 
-/// The work is not spread evenly over the process's GPUs: one was busy
-/// less than [`UNEVEN_RATIO`] of the busiest one's time. GPUs that ran no
-/// kernel in the window (used at start-up only) are left out.
-pub(super) fn uneven(uses: &[DeviceUse]) -> Option<Finding> {
-    let working: Vec<&DeviceUse> = uses.iter().filter(|u| u.busy_ns > 0).collect();
-    let busiest = working.iter().max_by(|a, b| a.busy_pct.total_cmp(&b.busy_pct))?;
-    let idle: Vec<&&DeviceUse> = working
-        .iter()
-        .filter(|u| u.busy_pct < busiest.busy_pct * UNEVEN_RATIO && busiest.busy_pct - u.busy_pct >= UNEVEN_MIN_POINTS)
-        .collect();
-    let least = idle.iter().min_by(|a, b| a.busy_pct.total_cmp(&b.busy_pct))?;
-    // What the others could have worked, had they been as busy.
-    let cost_ns = saturating_sum(idle.iter().map(|u| busiest.busy_ns.saturating_sub(u.busy_ns)));
+/// Sampling mode with trace windows: kernel records were off part of the
+/// time.
+fn traced_only(r: &Report) -> bool {
+    r.sampling.as_ref().is_some_and(|s| s.trace_windows.is_some())
+}
+
+/// The share of the devices' window in which any of them ran a kernel, %.
+fn any_busy_pct(r: &Report, u: &DeviceUse) -> Option<f64> {
+    let (wall, idle) = match (u.window, &r.session_steady, &r.idle) {
+        ("the steady state", Some(s), _) => (s.wall_ns(), s.idle.total()),
+        ("the session", _, Some(i)) => (r.end_ns.saturating_sub(r.start_ns), i.total()),
+        _ => return None,
+    };
+    (wall > 0).then(|| 100.0 * wall.saturating_sub(idle) as f64 / wall as f64)
+}
+
+/// A GPU counts as working in the window from this busy share on: one that
+/// ran a few small kernels (a metric, a check) is not part of the split.
+pub const MIN_WORKING_PCT: f64 = 1.0;
+
+/// How the process's working GPUs shared the window: the finding about it,
+/// if any, whose cost is the time per window that a better split could
+/// save.
+///
+/// - GPUs that run at the same time but unevenly (`uneven-devices`): one
+///   busy under [`UNEVEN_RATIO`] of the busiest one's share, by at least
+///   [`UNEVEN_MIN_POINTS`]. Spread evenly, each would be busy the mean
+///   share: the busiest one's share less the mean could be saved.
+/// - GPUs that take turns (`devices-take-turns`): their busy time overlaps
+///   less than half of the least busy one's, as a model split across GPUs
+///   without micro-batches runs one stage at a time. Run at once, the GPU
+///   time would take the busiest one's share: the share any GPU was busy
+///   less that could be saved, when at least [`UNEVEN_MIN_POINTS`].
+pub(super) fn split(r: &Report, uses: &[DeviceUse]) -> Option<Finding> {
+    let working: Vec<&DeviceUse> = uses.iter().filter(|u| u.busy_pct >= MIN_WORKING_PCT).collect();
+    if working.len() < 2 {
+        return None;
+    }
+    let busiest = *working.iter().max_by(|a, b| a.busy_pct.total_cmp(&b.busy_pct))?;
+    let least = *working.iter().min_by(|a, b| a.busy_pct.total_cmp(&b.busy_pct))?;
+    let sum: f64 = working.iter().map(|u| u.busy_pct).sum();
+    let mean = sum / working.len() as f64;
+    let any = any_busy_pct(r, busiest).unwrap_or(busiest.busy_pct).clamp(busiest.busy_pct, sum.max(busiest.busy_pct));
+    // Time two or more GPUs worked at once (exact for two), points.
+    let overlap = sum - any;
+    let shares = working.iter().map(|u| format!("GPU {} {:.0}%", u.device, u.busy_pct)).collect::<Vec<_>>().join(", ");
     let why = least.main_idle();
-    let others =
-        idle.iter().map(|u| format!("GPU {} only {:.0}%", u.device, u.busy_pct)).collect::<Vec<_>>().join(", ");
+    let idled = why.map_or(String::new(), |(_, _, what, ns)| {
+        format!("; GPU {} idled mostly {what} ({})", least.device, fmt_ns(ns))
+    });
+    let (kind, saves, message, advice) = if overlap < 0.5 * least.busy_pct {
+        let saves = any - busiest.busy_pct;
+        if saves < UNEVEN_MIN_POINTS {
+            return None;
+        }
+        (
+            "devices-take-turns",
+            saves,
+            format!(
+                "the GPUs took turns over {}: busy {shares}, at the same time only {overlap:.0}% of it (some GPU \
+                 busy {any:.0}%){idled}",
+                busiest.window
+            ),
+            "The GPUs run one after another, as a model split across GPUs does when each batch goes through the \
+             stages whole: split the batch into micro-batches so that the stages work at once (GPipe or 1F1B \
+             schedules, torch.distributed.pipelining), and balance the layers between the stages.",
+        )
+    } else {
+        if least.busy_pct >= busiest.busy_pct * UNEVEN_RATIO || busiest.busy_pct - least.busy_pct < UNEVEN_MIN_POINTS {
+            return None;
+        }
+        (
+            "uneven-devices",
+            busiest.busy_pct - mean,
+            format!("the GPUs worked at the same time but unevenly over {}: busy {shares}{idled}", busiest.window),
+            "Spread the work evenly over the GPUs: torch.nn.DataParallel scatters inputs, gathers outputs and \
+             computes the loss on GPU 0 every step while the others wait (use DistributedDataParallel, one \
+             process per GPU); with a manual split, move work from the busiest GPU.",
+        )
+    };
+    let cost_ns = (saves / 100.0 * busiest.wall_ns as f64) as u64;
     Some(Finding {
-        kind: "uneven-devices",
+        kind,
         bound: why.map_or(verdict::IDLE, |w| w.1),
         range: None,
         kernel: None,
         cost_ns,
         calls: 0,
-        message: format!(
-            "GPU {} was busy {:.0}% of {}, {others}: {} of GPU time left unused on the less busy GPUs{}",
-            busiest.device,
-            busiest.busy_pct,
-            busiest.window,
-            fmt_ns(cost_ns),
-            why.map_or(String::new(), |(_, _, what, ns)| format!(
-                "; GPU {} idled mostly {what} ({})",
-                least.device,
-                fmt_ns(ns)
-            )),
-        ),
-        advice: "Spread the work over the GPUs: torch.nn.DataParallel scatters inputs, gathers outputs and \
-                 computes the loss on GPU 0 every step while the others wait (use DistributedDataParallel, one \
-                 process per GPU); a model split across GPUs runs one stage at a time unless micro-batches \
-                 pipeline it (move layers from the busy GPU, or pipeline with torch.distributed.pipelining)."
-            .into(),
+        message: format!("{message}: up to {} ({saves:.0}% of it) could be saved", fmt_ns(cost_ns)),
+        advice: advice.into(),
     })
 }
 
@@ -157,25 +215,25 @@ mod tests {
     use crate::model::idle::{CAUSES, HOST, SYNC};
     use crate::model::path::ROOT;
 
-    fn split(host: u64, sync: u64) -> IdleSplit {
+    fn idle(host: u64, sync: u64) -> IdleSplit {
         let mut a = [0u64; CAUSES];
         a[HOST] = host;
         a[SYNC] = sync;
         IdleSplit::from_array(a)
     }
 
-    fn report(times: &[(u32, u64, u64)]) -> Report {
-        let a = crate::aggregate::Aggregator::new(
-            Default::default(),
-            crate::aggregate::devices::DeviceTable::fixed(vec![]),
-        );
+    /// A 100 ms session whose GPUs were idle `(device, host, sync)` ns,
+    /// and some GPU busy `any_busy` ns of it.
+    fn report(times: &[(u32, u64, u64)], any_busy: u64) -> Report {
+        let a = Aggregator::new(AggregateOptions::default(), DeviceTable::fixed(vec![]));
         let mut r = Report::build(a.finish(100_000_000), 0, 100_000_000);
+        r.idle = Some(idle(100_000_000 - any_busy, 0));
         r.device_time = times
             .iter()
             .map(|&(device, host, sync)| DeviceTime {
                 device,
                 busy_ns: 100_000_000 - host - sync,
-                idle: split(host, sync),
+                idle: idle(host, sync),
                 steady_idle: None,
             })
             .collect();
@@ -183,31 +241,62 @@ mod tests {
     }
 
     #[test]
-    fn a_gpu_busy_less_than_half_as_long_as_the_busiest_is_a_finding_naming_why_it_idled() {
-        // GPU 0 busy 95%, GPU 1 31% (waiting in synchronisations 52%).
-        let r = report(&[(0, 5_000_000, 0), (1, 17_000_000, 52_000_000)]);
+    fn gpus_busy_at_once_but_unevenly_make_a_finding_naming_why_the_least_busy_idled() {
+        // GPU 0 busy 95%, GPU 1 31% (waiting in synchronisations 52%), at
+        // the same time: some GPU busy 95%.
+        let r = report(&[(0, 5_000_000, 0), (1, 17_000_000, 52_000_000)], 95_000_000);
         let uses = device_use(&r);
         assert_eq!(uses.len(), 2);
         assert!((uses[1].busy_pct - 31.0).abs() < 1e-9);
         assert_eq!(uses[1].describe(), "busy 31.0% of the session; idle: sync 52.0%, host-idle 17.0%");
-        let f = uneven(&uses).expect("a finding");
+        let f = split(&r, &uses).expect("a finding");
         assert_eq!((f.kind, f.bound), ("uneven-devices", verdict::SYNC));
-        assert_eq!(f.cost_ns, 95_000_000 - 31_000_000);
-        assert!(f.message.starts_with("GPU 0 was busy 95% of the session, GPU 1 only 31%"), "{}", f.message);
+        // Spread evenly, each would be busy 63%: 32 points of 100 ms.
+        assert_eq!(f.cost_ns, 32_000_000);
+        assert!(
+            f.message.starts_with(
+                "the GPUs worked at the same time but unevenly over the session: busy GPU 0 95%, GPU 1 31%"
+            ),
+            "{}",
+            f.message
+        );
         assert!(f.message.contains("GPU 1 idled mostly after host synchronisations"), "{}", f.message);
     }
 
     #[test]
+    fn gpus_that_take_turns_make_a_finding_with_what_running_them_at_once_saves() {
+        // A 3:1 split run stage by stage: 60% then 20%, some GPU busy 80%.
+        let r = report(&[(0, 40_000_000, 0), (1, 80_000_000, 0)], 80_000_000);
+        let f = split(&r, &device_use(&r)).expect("a finding");
+        assert_eq!(f.kind, "devices-take-turns");
+        assert_eq!(f.cost_ns, 20_000_000, "run at once, the GPU time would take GPU 0's 60%");
+        assert!(f.message.contains("at the same time only 0%"), "{}", f.message);
+        assert!(f.advice.contains("micro-batches"), "{}", f.advice);
+        // Balanced, the same: 45% each, one after the other.
+        let r = report(&[(0, 55_000_000, 0), (1, 55_000_000, 0)], 90_000_000);
+        assert_eq!(split(&r, &device_use(&r)).map(|f| (f.kind, f.cost_ns)), Some(("devices-take-turns", 45_000_000)));
+    }
+
+    #[test]
     fn gpus_within_the_band_or_unused_in_the_window_make_no_finding() {
-        // 95% and 60%: more than half.
-        assert!(uneven(&device_use(&report(&[(0, 5_000_000, 0), (1, 40_000_000, 0)]))).is_none());
-        // 12% and 5%: under half, but 7 points apart (both idle: the
-        // idle causes say why).
-        assert!(uneven(&device_use(&report(&[(0, 88_000_000, 0), (1, 95_000_000, 0)]))).is_none());
-        // A GPU that ran nothing in the window (used at start-up only).
-        assert!(uneven(&device_use(&report(&[(0, 5_000_000, 0), (1, 100_000_000, 0)]))).is_none());
+        let none = |times: &[(u32, u64, u64)], any: u64| {
+            let r = report(times, any);
+            assert!(split(&r, &device_use(&r)).is_none(), "{times:?}");
+        };
+        // 95% and 60% at once: more than half.
+        none(&[(0, 5_000_000, 0), (1, 40_000_000, 0)], 95_000_000);
+        // 12% and 5% at once: under half, but 7 points apart (both idle:
+        // the idle causes say why).
+        none(&[(0, 88_000_000, 0), (1, 95_000_000, 0)], 12_000_000);
+        // Taking turns with a GPU that adds 5 points: a small check or
+        // metric after each step.
+        none(&[(0, 10_000_000, 0), (1, 95_000_000, 0)], 95_000_000);
+        // A GPU that ran nothing in the window (used at start-up only), or
+        // a few small kernels (0.5%).
+        none(&[(0, 5_000_000, 0), (1, 100_000_000, 0)], 95_000_000);
+        none(&[(0, 10_000_000, 0), (1, 99_500_000, 0)], 90_500_000);
         // One GPU: its figures are the session's.
-        assert!(device_use(&report(&[(0, 5_000_000, 0)])).is_empty());
+        assert!(device_use(&report(&[(0, 5_000_000, 0)], 95_000_000)).is_empty());
     }
 
     fn launch_on(tid: u32, correlation_id: u32, ts: u64) -> HostEvent {
@@ -251,7 +340,12 @@ mod tests {
         assert!(f.message.contains("GPU 1 idled mostly after host synchronisations"), "{}", f.message);
         let table = r.to_table(120);
         assert!(table.contains("GPU 1 ?: busy 30."), "{table}");
-        assert!(table.contains("GPU 0 was busy 90% of the steady state, GPU 1 only 30%"), "{table}");
+        assert!(
+            table.contains(
+                "the GPUs worked at the same time but unevenly over the steady state: busy GPU 0 90%, GPU 1 30%"
+            ),
+            "{table}"
+        );
         // Spread evenly, each GPU would be busy 60%: a step bound by GPU 0
         // could shorten by about 30% of it.
         let act = an.answer.as_ref().unwrap().actions.iter().find(|x| x.advice.contains("DistributedDataParallel"));
@@ -269,5 +363,33 @@ mod tests {
         assert_eq!((t.device, t.busy_ns, Some(t.idle)), (0, 3_000, r.idle));
         assert!(r.analysis().devices.is_empty());
         assert!(!r.to_table(100).contains("busy 30.0% of"));
+    }
+
+    #[test]
+    fn a_model_split_over_two_gpus_run_stage_by_stage_takes_turns() {
+        // Each 10 ms step: 6 ms on GPU 0, then 2 ms on GPU 1 (queued behind
+        // the copy between them), while the host waits for the step.
+        let mut a = Aggregator::new(AggregateOptions::default(), DeviceTable::fixed(vec![]));
+        let steps = 40u64;
+        for i in 0..steps {
+            let t = i * 10_000_000;
+            let (c0, c1) = (2 * i as u32 + 1, 2 * i as u32 + 2);
+            a.host_event(launch_on(1, c0, t + 5_000));
+            a.host_event(launch_on(1, c1, t + 15_000));
+            a.host_event(HostEvent::HostWait { start: t + 30_000, end: t + 8_020_000, instance: 0 });
+            a.kernel(&KernelActivity { device: 0, ..KernelActivity::sample(c0, t + 10_000, t + 6_010_000) });
+            a.kernel(&KernelActivity { device: 1, ..KernelActivity::sample(c1, t + 6_020_000, t + 8_020_000) });
+        }
+        let end = steps * 10_000_000;
+        let r = Report::build(a.finish(end), 0, end);
+        let an = r.analysis();
+        assert!((an.devices[0].busy_pct - 60.0).abs() < 2.0, "{:?}", an.devices);
+        assert!((an.devices[1].busy_pct - 20.0).abs() < 2.0, "{:?}", an.devices);
+        assert!(an.findings.iter().all(|f| f.kind != "uneven-devices"));
+        let f = an.findings.iter().find(|f| f.kind == "devices-take-turns").expect("the turns finding");
+        // Some GPU busy 80%, the busiest 60%: 20% could be saved.
+        assert!((f.cost_ns as f64 / an.devices[0].wall_ns as f64 - 0.20).abs() < 0.02, "{f:?}");
+        let act = an.answer.as_ref().unwrap().actions.iter().find(|x| x.advice.contains("micro-batches"));
+        assert!(act.is_some_and(|x| (x.saves_pct - 20.0).abs() < 2.0), "{:?}", an.answer);
     }
 }

@@ -38,8 +38,8 @@ pub struct Finding {
     /// its SMs idle most of its wall time), near-capacity and
     /// memory-headroom (device memory at its peak against the device's),
     /// exposed-communication (communication kernels with no compute under
-    /// them), uneven-devices (a process's GPUs busy for very different
-    /// shares of the time).
+    /// them), uneven-devices and devices-take-turns (a process's GPUs
+    /// working unevenly, or one after another).
     pub kind: &'static str,
     /// The verdict it explains.
     pub bound: Bound,
@@ -316,7 +316,7 @@ pub(super) fn findings(
     if let Some(f) = allocator_churn(r) {
         out.push(f);
     }
-    out.extend(super::devices::uneven(&super::devices::device_use(r)));
+    out.extend(super::devices::split(r, &super::devices::device_use(r)));
     out.extend(device_memory(r));
     // Ranges nvidia-smi calls busy whose SMs are underused.
     for g in r.ranges.iter().filter(|g| g.busy_but_underused && g.library.is_none()) {

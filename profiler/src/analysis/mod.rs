@@ -122,8 +122,8 @@ pub struct RangeAnalysis {
     pub flops: Option<f64>,
     /// Counted FLOPs per pipe.
     pub flops_by_pipe: Vec<(Pipe, f64)>,
-    /// Hardware MFU: for each pipe, its FLOPs over its dense peak, summed,
-    /// over `active_ns`, %.
+    /// Hardware MFU: for each pipe, its FLOPs over one GPU's dense peak,
+    /// summed, over `active_ns`, per GPU its calls usually ran on, %.
     pub hardware_mfu_pct: Option<f64>,
     /// FLOPs per DRAM byte, and the ridge point of the pipe with most FLOPs.
     pub arithmetic_intensity: Option<f64>,
@@ -843,8 +843,9 @@ mod tests {
         use crate::model::event::HostEvent;
         use crate::model::occupancy::SmLimits;
         // Ten 10 ms calls of `mfu-step` declaring 2e12 FLOPs each; the
-        // kernels of each call ran on `gpus` devices side by side.
-        let mfu = |gpus: u32, name: &str| {
+        // kernels of the first call ran on `first` devices side by side,
+        // those of the others on `gpus`.
+        let mfu = |first: u32, gpus: u32, name: &str| {
             let mut a =
                 Aggregator::new(AggregateOptions::default(), crate::aggregate::devices::DeviceTable::fixed(vec![]));
             let step = paths().intern(ROOT, 0, name);
@@ -852,7 +853,7 @@ mod tests {
             for i in 0..10u64 {
                 let t = i * 10_000_000;
                 a.host_event(HostEvent::Push { instance: i + 1, parent: 0, path: step, tid: 1, ts: t });
-                for d in 0..gpus {
+                for d in 0..if i == 0 { first } else { gpus } {
                     c += 1;
                     a.host_event(HostEvent::launch(c, 1, step, i + 1, t + 1_000));
                     a.kernel(&KernelActivity { device: d, ..KernelActivity::sample(c, t + 2_000, t + 9_990_000) });
@@ -870,9 +871,11 @@ mod tests {
             let g = analyze(&r).ranges.into_iter().find(|g| g.path == name).expect(name);
             (g.model_mfu_pct.expect("an MFU"), r.ranges.iter().find(|g| g.path.to_string() == name).unwrap().gpus)
         };
-        let (one, n1) = mfu(1, "mfu-step-1");
-        let (two, n2) = mfu(2, "mfu-step-2");
+        let (one, n1) = mfu(1, 1, "mfu-step-1");
+        let (two, n2) = mfu(2, 2, "mfu-step-2");
         assert_eq!((n1, n2), (1, 2));
+        // A first call that touched a second GPU does not halve the rest.
+        assert_eq!(mfu(2, 1, "mfu-step-warm"), (one, 1));
         // 2e12 FLOPs in 10 ms on one H100 (989.4 TFLOP/s bf16): about 20%.
         assert!((one - 20.2).abs() < 0.5, "{one}");
         assert!((two - one / 2.0).abs() < 1e-9, "{one} {two}");

@@ -79,7 +79,7 @@ fn range(path: RangePath, a: &RangeAcc, idle: bool) -> RangeSummary {
         memory: a.framework.clone().map(|f| RangeMemory { framework: Some(f), ..Default::default() }),
         comm_ns: t.comm_ns,
         exposed_comm_ns: t.exposed_comm_ns,
-        gpus: a.gpus as u64,
+        gpus: a.usual_gpus() as u64,
     }
 }
 
@@ -174,7 +174,7 @@ impl Report {
                 idle: IdleSplit::from_array(*total),
                 steady_idle: session_steady
                     .as_ref()
-                    .map(|s| IdleSplit::from_array(timeline.idle_between(s.start_ns, s.end_ns))),
+                    .map(|s| IdleSplit::from_array(timeline.idle_between(s.start_ns, s.end_ns, end_ns))),
             })
             .collect();
         let mut report = Report {

@@ -428,7 +428,7 @@ pub struct RangeSummary {
     /// running (on any stream): communication the range waits for, ns.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub exposed_comm_ns: u64,
-    /// The most GPUs one of its calls ran kernels on (0: no kernels):
+    /// How many GPUs most of its calls ran kernels on (0: no kernels):
     /// rates against a device's peak are over this many devices.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub gpus: u64,
