@@ -10,23 +10,27 @@
 //!
 //! `BATCHES` (per thread, default 300; 3125 is the stress test's 10 M
 //! launches) sizes it; `KEEP_EVERY=N` keeps one kernel record in N (the
-//! rest are lost, as when CUPTI drops them); RSS is printed at each tenth.
+//! rest are lost, as when CUPTI drops them); `DEVICES=N` spreads the
+//! threads over N GPUs (each GPU then gets its own idle timeline); RSS is
+//! printed at each tenth.
 
 #[path = "../tests/rss/mod.rs"]
 mod rss;
 use rss::rss_mb;
 #[path = "../tests/records/mod.rs"]
 mod records;
+use gpuscope::report::DeviceInfo;
 use gpuscope::testing::{HostEvent, Replay};
 use records::*;
 
 fn main() {
-    let mut rp = Replay::new(vec![h200()], 0);
+    let env = |name: &str, default: u64| std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default);
+    let devices = env("DEVICES", 1).clamp(1, 64) as u32;
+    let mut rp = Replay::new((0..devices).map(|id| DeviceInfo { id, ..h200() }).collect(), 0);
     let stress = rp.path(&["stress"]);
     let batch = rp.path(&["stress", "batch"]);
     let tick = rp.path(&["stress", "batch", "tick"]);
     let threads = 64u64;
-    let env = |name: &str, default: u64| std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default);
     let batches = env("BATCHES", 300); // per thread
     let keep_every = env("KEEP_EVERY", 1).max(1);
     let mut inst = 1u64;
@@ -68,7 +72,7 @@ fn main() {
                 evs.push(HostEvent::launch(corr, t as u32, batch, bi, ts));
                 if u64::from(corr) % keep_every == 0 {
                     nrec += 1;
-                    buf.extend(kernel(&K {
+                    let k = K {
                         name: c"tiny",
                         corr,
                         start: ts + 5_000,
@@ -77,7 +81,8 @@ fn main() {
                         regs: 16,
                         dyn_smem: 0,
                         stream: t as u32 + 1,
-                    }));
+                    };
+                    buf.extend(kernel_on(&k, t as u32 % devices));
                 }
                 corr += 1;
                 ts += 30;

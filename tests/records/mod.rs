@@ -38,6 +38,11 @@ pub struct K {
 }
 
 pub fn kernel(k: &K) -> Vec<u8> {
+    kernel_on(k, 0)
+}
+
+/// [`kernel`] on GPU `device`.
+pub fn kernel_on(k: &K, device: u32) -> Vec<u8> {
     // SAFETY: an all-zero CUpti_ActivityKernel10 is a valid value (integers
     // and null pointers).
     let mut r: sys::CUpti_ActivityKernel10 = unsafe { std::mem::zeroed() };
@@ -47,7 +52,8 @@ pub fn kernel(k: &K) -> Vec<u8> {
     r.start = k.start;
     r.end = k.end;
     r.streamId = k.stream;
-    r.contextId = 1;
+    r.deviceId = device;
+    r.contextId = 1 + device;
     (r.gridX, r.gridY, r.gridZ) = (1024, 1, 1);
     (r.blockX, r.blockY, r.blockZ) = (k.block, 1, 1);
     r.registersPerThread = k.regs;
