@@ -1304,4 +1304,23 @@ mod tests {
         let f = g.sampled_wall.figures().expect("sampled");
         assert_eq!((f.samples, f.covered_ns), (2, 110));
     }
+
+    #[test]
+    fn a_live_report_settles_a_gpu_that_stopped_working_at_the_session_s_decided_time() {
+        // GPU 1 works once early; GPU 0 goes on. In a report taken while the
+        // session runs, GPU 1 reads idle after its kernel, not busy.
+        let mut a = Aggregator::new(AggregateOptions::default(), DeviceTable::fixed(vec![]));
+        a.host_event(launch_on(1, 1, 0, ROOT, 9_000, 0));
+        a.kernel(&KernelActivity { device: 1, ..KernelActivity::sample(1, 10_000, 110_000) });
+        for i in 0..20u64 {
+            let t = 1_000_000 + i * 1_000_000;
+            a.host_event(launch_on(1, 2 + i as u32, 0, ROOT, t - 1_000, 0));
+            a.kernel(&KernelActivity { device: 0, ..KernelActivity::sample(2 + i as u32, t, t + 500_000) });
+        }
+        a.advance_idle();
+        let snap = a.snapshot();
+        let (_, busy, idle, _) = snap.per_device.iter().find(|d| d.0 == 1).expect("GPU 1");
+        assert_eq!(*busy, 100_000);
+        assert!(idle.iter().sum::<u64>() >= 19_000_000, "GPU 1 idle from its kernel on: {idle:?}");
+    }
 }

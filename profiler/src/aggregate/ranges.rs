@@ -81,19 +81,21 @@ pub(crate) struct RangeAcc {
     /// Their launches: traced ones, and those counted between windows
     /// ([`Ranges::untraced_launches`]).
     pub untraced_launches: u64,
-    /// Instances by how many devices ran their kernels (the last entry:
-    /// that many or more; instances without kernels are not counted).
+    /// Instances' wall time by how many devices ran their kernels (the
+    /// last entry: that many or more; instances without kernels are not
+    /// counted), ns.
     pub gpus: [u64; 17],
 }
 
 impl RangeAcc {
-    /// How many devices most of its instances ran kernels on (0: none ran
-    /// any): a warm-up call that touched another GPU does not count.
+    /// How many devices ran its instances' kernels for most of its time
+    /// (0: none ran any): a short warm-up call that touched another GPU
+    /// does not count, long calls count for their length.
     pub(crate) fn usual_gpus(&self) -> u32 {
         let mut best = (0, 0u64);
-        for (n, &calls) in self.gpus.iter().enumerate() {
-            if calls > 0 && calls >= best.1 {
-                best = (n as u32, calls);
+        for (n, &ns) in self.gpus.iter().enumerate() {
+            if ns > 0 && ns >= best.1 {
+                best = (n as u32, ns);
             }
         }
         best.0
@@ -153,7 +155,7 @@ fn fold(acc: &mut RangeAcc, i: &Instance, end: u64, untraced: &Untraced) {
     }
     let gpus = (i.devices.count_ones() as usize).min(acc.gpus.len() - 1);
     if gpus > 0 {
-        acc.gpus[gpus] += 1;
+        acc.gpus[gpus] = acc.gpus[gpus].saturating_add(end.saturating_sub(i.start).max(1));
     }
     if untraced.touches(i.start, end) {
         acc.untraced_count += 1;

@@ -212,8 +212,10 @@ fn actions(
 fn with_devices(mut v: Vec<Action>, r: &Report, findings: &[Finding], active_per: u64) -> Vec<Action> {
     let kinds = ["uneven-devices", "devices-take-turns"];
     let Some(f) = findings.iter().find(|f| kinds.contains(&f.kind)) else { return v };
-    let window = super::devices::device_use(r).first().map_or(0, |u| u.wall_ns);
-    let pct = 100.0 * f.cost_ns as f64 / window.max(1) as f64;
+    // The finding's cost is over the busiest GPU's window.
+    let uses = super::devices::device_use(r);
+    let window = uses.iter().max_by(|a, b| a.busy_pct.total_cmp(&b.busy_pct)).map_or(0, |u| u.wall_ns);
+    let pct = (100.0 * f.cost_ns as f64 / window.max(1) as f64).min(100.0);
     if pct >= MIN_ACTION_PCT {
         let saves_ns = (pct / 100.0 * active_per as f64) as u64;
         v.push(Action { advice: f.advice.clone(), saves_ns, saves_pct: pct, why: f.message.clone() });

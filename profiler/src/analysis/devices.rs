@@ -74,30 +74,31 @@ impl DeviceUse {
 
 /// Each GPU's use, when the process drove several (empty with one: the
 /// session's figures are its own): over the steady state when one was
-/// found; with trace windows, over the time kernel records were on (the
-/// rest is neither busy nor idle as far as gpuscope knows).
+/// found; with trace windows, each GPU's kernel time over the time kernel
+/// records were on (a lower bound: gaps touching the untraced stretches
+/// are neither busy nor idle as far as gpuscope knows).
 pub fn device_use(r: &Report) -> Vec<DeviceUse> {
     if r.device_time.len() < 2 {
         return Vec::new();
     }
-    let windows = traced_only(r);
-    let steady = r.session_steady.as_ref().filter(|_| !windows);
+    let traced = traced_ns(r);
+    let steady = r.session_steady.as_ref().filter(|_| traced.is_none());
     // gpuscope's own per-launch cost delayed every GPU's next launch alike.
     let added =
         steady.and_then(|s| r.profiler_cost.added_ns(s.launches, s.callback_ns, s.call_ns, s.calls_timed, s.hook_ns));
     r.device_time
         .iter()
         .map(|t| {
-            let (window, wall_ns, idle) = match (steady, t.steady_idle) {
-                (Some(s), Some(idle)) => ("the steady state", s.wall_ns(), cost::remove(idle, added.unwrap_or(0))),
+            let (window, wall_ns, idle) = match (steady, t.steady_idle, traced) {
+                (Some(s), Some(idle), _) => ("the steady state", s.wall_ns(), cost::remove(idle, added.unwrap_or(0))),
+                (_, _, Some(traced)) => ("the traced time", traced.max(t.busy_ns), t.idle),
                 // The time decided so far: busy or idle.
-                _ => (
-                    if windows { "the traced time" } else { "the session" },
-                    t.busy_ns.saturating_add(t.idle.total()),
-                    t.idle,
-                ),
+                _ => ("the session", t.busy_ns.saturating_add(t.idle.total()), t.idle),
             };
-            let busy_ns = wall_ns.saturating_sub(idle.total());
+            let busy_ns = match traced {
+                Some(_) => t.busy_ns,
+                None => wall_ns.saturating_sub(idle.total()),
+            };
             DeviceUse {
                 device: t.device,
                 name: r.devices.iter().find(|d| d.id == t.device).map(|d| d.name.clone()),
@@ -111,20 +112,21 @@ pub fn device_use(r: &Report) -> Vec<DeviceUse> {
         .collect()
 }
 
-/// Sampling mode with trace windows: kernel records were off part of the
-/// time.
-fn traced_only(r: &Report) -> bool {
-    r.sampling.as_ref().is_some_and(|s| s.trace_windows.is_some())
+/// Sampling mode with trace windows: the time kernel records were on.
+fn traced_ns(r: &Report) -> Option<u64> {
+    r.sampling.as_ref().and_then(|s| s.trace_windows.as_ref()).map(|w| w.traced_ns)
 }
 
-/// The share of the devices' window in which any of them ran a kernel, %.
+/// The share of `u`'s window in which any GPU ran a kernel, %; `None` with
+/// trace windows (a gap touching an untraced stretch is not known idle).
 fn any_busy_pct(r: &Report, u: &DeviceUse) -> Option<f64> {
     let (wall, idle) = match (u.window, &r.session_steady, &r.idle) {
         ("the steady state", Some(s), _) => (s.wall_ns(), s.idle.total()),
-        ("the session", _, Some(i)) => (r.end_ns.saturating_sub(r.start_ns), i.total()),
+        // Over the time decided so far (a report while the session runs).
+        ("the session", _, Some(i)) => (u.wall_ns, i.total()),
         _ => return None,
     };
-    (wall > 0).then(|| 100.0 * wall.saturating_sub(idle) as f64 / wall as f64)
+    (wall > 0).then(|| (100.0 * wall.saturating_sub(idle) as f64 / wall as f64).min(100.0))
 }
 
 /// A GPU counts as working in the window from this busy share on: one that
@@ -140,7 +142,7 @@ pub const MIN_WORKING_PCT: f64 = 1.0;
 ///   [`UNEVEN_MIN_POINTS`]. Spread evenly, each would be busy the mean
 ///   share: the busiest one's share less the mean could be saved.
 /// - GPUs that take turns (`devices-take-turns`): their busy time overlaps
-///   less than half of the least busy one's, as a model split across GPUs
+///   less than half of all but the busiest one's, as a model split across GPUs
 ///   without micro-batches runs one stage at a time. Run at once, the GPU
 ///   time would take the busiest one's share: the share any GPU was busy
 ///   less that could be saved, when at least [`UNEVEN_MIN_POINTS`].
@@ -153,7 +155,8 @@ pub(super) fn split(r: &Report, uses: &[DeviceUse]) -> Option<Finding> {
     let least = *working.iter().min_by(|a, b| a.busy_pct.total_cmp(&b.busy_pct))?;
     let sum: f64 = working.iter().map(|u| u.busy_pct).sum();
     let mean = sum / working.len() as f64;
-    let any = any_busy_pct(r, busiest).unwrap_or(busiest.busy_pct).clamp(busiest.busy_pct, sum.max(busiest.busy_pct));
+    // Without it (trace windows), whether they worked at once is unknown.
+    let any = any_busy_pct(r, busiest)?.clamp(busiest.busy_pct, sum.max(busiest.busy_pct));
     // Time two or more GPUs worked at once (exact for two), points.
     let overlap = sum - any;
     let shares = working.iter().map(|u| format!("GPU {} {:.0}%", u.device, u.busy_pct)).collect::<Vec<_>>().join(", ");
@@ -161,7 +164,9 @@ pub(super) fn split(r: &Report, uses: &[DeviceUse]) -> Option<Finding> {
     let idled = why.map_or(String::new(), |(_, _, what, ns)| {
         format!("; GPU {} idled mostly {what} ({})", least.device, fmt_ns(ns))
     });
-    let (kind, saves, message, advice) = if overlap < 0.5 * least.busy_pct {
+    // Taking turns: the others' work hardly overlaps (a GPU beside them
+    // running a few small kernels does not make them side by side).
+    let (kind, saves, message, advice) = if overlap < 0.5 * (sum - busiest.busy_pct) {
         let saves = any - busiest.busy_pct;
         if saves < UNEVEN_MIN_POINTS {
             return None;
@@ -295,8 +300,38 @@ mod tests {
         // a few small kernels (0.5%).
         none(&[(0, 5_000_000, 0), (1, 100_000_000, 0)], 95_000_000);
         none(&[(0, 10_000_000, 0), (1, 99_500_000, 0)], 90_500_000);
+        // Two GPUs at once, 90% and 85%, and a third running a few small
+        // kernels (0.5%): not a split.
+        none(&[(0, 10_000_000, 0), (1, 15_000_000, 0), (2, 99_500_000, 0)], 90_000_000);
         // One GPU: its figures are the session's.
         assert!(device_use(&report(&[(0, 5_000_000, 0)], 95_000_000)).is_empty());
+    }
+
+    #[test]
+    fn a_small_gpu_beside_one_stage_does_not_make_stages_that_take_turns_side_by_side() {
+        // A 40/40 two-stage pipeline run stage by stage, and a third GPU
+        // busy 3% while the first stage runs: some GPU busy 80%.
+        let r = report(&[(0, 60_000_000, 0), (1, 60_000_000, 0), (2, 97_000_000, 0)], 80_000_000);
+        let f = split(&r, &device_use(&r)).expect("a finding");
+        assert_eq!((f.kind, f.cost_ns), ("devices-take-turns", 40_000_000));
+    }
+
+    #[test]
+    fn under_trace_windows_shares_are_over_the_traced_time_and_make_no_finding() {
+        use crate::model::sampled::{SamplingStatus, TraceWindows};
+        // 20 ms of 100 traced: GPU 0 ran 18 ms of kernels in it, GPU 1 6 ms,
+        // with 1 ms of known idle each (the rest touched untraced time).
+        let mut r = report(&[(0, 1_000_000, 0), (1, 1_000_000, 0)], 95_000_000);
+        r.device_time[0].busy_ns = 18_000_000;
+        r.device_time[1].busy_ns = 6_000_000;
+        let windows = TraceWindows { traced_ns: 20_000_000, ..Default::default() };
+        r.sampling = Some(SamplingStatus { trace_windows: Some(windows), ..Default::default() });
+        let uses = device_use(&r);
+        assert_eq!(
+            uses.iter().map(|u| (u.window, u.busy_pct.round())).collect::<Vec<_>>(),
+            [("the traced time", 90.0), ("the traced time", 30.0)]
+        );
+        assert!(split(&r, &uses).is_none(), "whether they worked at once is not known");
     }
 
     fn launch_on(tid: u32, correlation_id: u32, ts: u64) -> HostEvent {

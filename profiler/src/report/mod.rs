@@ -428,7 +428,8 @@ pub struct RangeSummary {
     /// running (on any stream): communication the range waits for, ns.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub exposed_comm_ns: u64,
-    /// How many GPUs most of its calls ran kernels on (0: no kernels):
+    /// How many GPUs its calls ran kernels on for most of their time (0: no
+    /// kernels):
     /// rates against a device's peak are over this many devices.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub gpus: u64,
