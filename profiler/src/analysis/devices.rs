@@ -338,23 +338,31 @@ mod tests {
         HostEvent::launch(correlation_id, tid, ROOT, 0, ts)
     }
 
-    #[test]
-    fn a_process_driving_two_gpus_gets_each_one_s_busy_and_idle_time_and_the_uneven_finding() {
-        // As nn.DataParallel on two GPUs: each 10 ms step runs 9 ms on GPU 0
-        // and 3 ms on GPU 1, while the host waits for GPU 0 (the loss on it).
+    /// Steps of 10 ms, 400 ms in all: one kernel on GPU 0 over `gpu0` and
+    /// one on GPU 1 over `gpu1` (offsets into the step, ns), launched 5 and
+    /// 15 us into it, while the host waits from 30 us to `wait_end`.
+    fn two_gpu_steps(gpu0: (u64, u64), gpu1: (u64, u64), wait_end: u64) -> Report {
         let mut a = Aggregator::new(AggregateOptions::default(), DeviceTable::fixed(vec![]));
-        let steps = 40u64;
-        for i in 0..steps {
+        for i in 0..STEPS {
             let t = i * 10_000_000;
             let (c0, c1) = (2 * i as u32 + 1, 2 * i as u32 + 2);
             a.host_event(launch_on(1, c0, t + 5_000));
             a.host_event(launch_on(1, c1, t + 15_000));
-            a.host_event(HostEvent::HostWait { start: t + 30_000, end: t + 9_010_000, instance: 0 });
-            a.kernel(&KernelActivity { device: 0, ..KernelActivity::sample(c0, t + 10_000, t + 9_010_000) });
-            a.kernel(&KernelActivity { device: 1, ..KernelActivity::sample(c1, t + 20_000, t + 3_020_000) });
+            a.host_event(HostEvent::HostWait { start: t + 30_000, end: t + wait_end, instance: 0 });
+            a.kernel(&KernelActivity { device: 0, ..KernelActivity::sample(c0, t + gpu0.0, t + gpu0.1) });
+            a.kernel(&KernelActivity { device: 1, ..KernelActivity::sample(c1, t + gpu1.0, t + gpu1.1) });
         }
-        let end = steps * 10_000_000;
-        let r = Report::build(a.finish(end), 0, end);
+        Report::build(a.finish(STEPS * 10_000_000), 0, STEPS * 10_000_000)
+    }
+
+    const STEPS: u64 = 40;
+
+    #[test]
+    fn a_process_driving_two_gpus_gets_each_one_s_busy_and_idle_time_and_the_uneven_finding() {
+        // As nn.DataParallel on two GPUs: each 10 ms step runs 9 ms on GPU 0
+        // and 3 ms on GPU 1, while the host waits for GPU 0 (the loss on it).
+        let r = two_gpu_steps((10_000, 9_010_000), (20_000, 3_020_000), 9_010_000);
+        let (steps, end) = (STEPS, STEPS * 10_000_000);
         // The session's idle time is when neither GPU worked: 1 ms a step.
         let session_idle = r.idle.unwrap().total();
         assert!((session_idle as f64 / end as f64 - 0.10).abs() < 0.005, "{session_idle}");
@@ -404,19 +412,7 @@ mod tests {
     fn a_model_split_over_two_gpus_run_stage_by_stage_takes_turns() {
         // Each 10 ms step: 6 ms on GPU 0, then 2 ms on GPU 1 (queued behind
         // the copy between them), while the host waits for the step.
-        let mut a = Aggregator::new(AggregateOptions::default(), DeviceTable::fixed(vec![]));
-        let steps = 40u64;
-        for i in 0..steps {
-            let t = i * 10_000_000;
-            let (c0, c1) = (2 * i as u32 + 1, 2 * i as u32 + 2);
-            a.host_event(launch_on(1, c0, t + 5_000));
-            a.host_event(launch_on(1, c1, t + 15_000));
-            a.host_event(HostEvent::HostWait { start: t + 30_000, end: t + 8_020_000, instance: 0 });
-            a.kernel(&KernelActivity { device: 0, ..KernelActivity::sample(c0, t + 10_000, t + 6_010_000) });
-            a.kernel(&KernelActivity { device: 1, ..KernelActivity::sample(c1, t + 6_020_000, t + 8_020_000) });
-        }
-        let end = steps * 10_000_000;
-        let r = Report::build(a.finish(end), 0, end);
+        let r = two_gpu_steps((10_000, 6_010_000), (6_020_000, 8_020_000), 8_020_000);
         let an = r.analysis();
         assert!((an.devices[0].busy_pct - 60.0).abs() < 2.0, "{:?}", an.devices);
         assert!((an.devices[1].busy_pct - 20.0).abs() < 2.0, "{:?}", an.devices);
