@@ -202,9 +202,10 @@ pub mod testing {
             self.agg.host_event(e)
         }
         /// Folds a buffer of records laid out as CUPTI 13 writes them. Any
-        /// bytes will do: a kernel record's name pointer is followed only
-        /// when it came from [`kernel_name`]; a kernel with any other reads
-        /// as unnamed.
+        /// bytes will do: a kernel record's name pointer and a memory
+        /// record's source pointer are followed only when they came from
+        /// [`kernel_name`]; with any other, a kernel reads as unnamed and an
+        /// allocation as from no known library.
         pub fn buffer(&mut self, bytes: &[u8]) {
             let names = &mut self.names;
             let mut known = |p: usize| {
@@ -216,12 +217,12 @@ pub mod testing {
                     registered
                 }
             };
-            self.agg.buffer_with(&mut crate::decode::LayoutCursor::new(bytes), &mut |a| {
-                if let Activity::Kernel(k) = a {
-                    if !k.name.is_null() && !known(k.name as usize) {
-                        k.name = std::ptr::null();
-                    }
+            self.agg.buffer_with(&mut crate::decode::LayoutCursor::new(bytes), &mut |a| match a {
+                Activity::Kernel(k) if !k.name.is_null() && !known(k.name as usize) => k.name = std::ptr::null(),
+                Activity::DeviceMemory(m) if !m.source.is_null() && !known(m.source as usize) => {
+                    m.source = std::ptr::null()
                 }
+                _ => {}
             })
         }
         /// The report.
