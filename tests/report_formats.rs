@@ -221,6 +221,23 @@ fn memory_records_are_summarised() {
 }
 
 #[test]
+fn replay_follows_no_memory_source_pointer_it_was_not_given() {
+    // An allocation record whose source-library pointer is garbage (the
+    // activity_records fuzzer made one): counted, from no known library,
+    // and the pointer never read.
+    let mut b = memory2(true, 0x1000, 4096, 10);
+    let at = std::mem::offset_of!(sys::CUpti_ActivityMemory4, source);
+    b[at..at + 8].copy_from_slice(&0x10usize.to_ne_bytes());
+    let mut rp = Replay::new(vec![h200()], 0);
+    rp.buffer(&b);
+    let r = rp.finish(0, 1_000);
+    let d = &r.memory.devices[0];
+    assert_eq!(d.peak_live_bytes, 4096);
+    let libraries: Vec<(&str, u64)> = d.held_at_peak_by_library.iter().map(|l| (l.library.as_str(), l.bytes)).collect();
+    assert_eq!(libraries, [("(unknown)", 4096)]);
+}
+
+#[test]
 fn json_round_trips_with_a_schema_version() {
     let r = workload(100);
     let s = r.to_json();
