@@ -61,6 +61,8 @@ pub(super) struct Evidence<'a> {
     triton: Vec<String>,
     /// The framework whose switches advice names.
     pub fw: Framework,
+    /// Each GPU's use, when the process drove several.
+    pub devices: Vec<super::devices::DeviceUse>,
 }
 
 /// The slice of sorted `items` (by `key`) nested in `outer` (not itself).
@@ -84,7 +86,7 @@ impl<'a> Evidence<'a> {
             .collect();
         triton.sort();
         triton.dedup();
-        Evidence { r, sorted, triton, fw: Framework::of(r) }
+        Evidence { r, sorted, triton, fw: Framework::of(r), devices: super::devices::device_use(r) }
     }
 
     /// Ranges nested in `g` (not `g`), not folded.

@@ -4,6 +4,7 @@
 //! actions that would save most, with what each could save.
 
 use super::advice::{self, within};
+use super::devices::DeviceUse;
 use super::findings::{idle_advice, session_advice, session_idle, Finding, IDLE_CAUSES};
 use super::verdict::{self, Verdict};
 use super::KernelAnalysis;
@@ -209,11 +210,10 @@ fn actions(
 /// `actions` with a better split of the work over the process's GPUs, when
 /// they worked unevenly or took turns: the share of the devices' window its
 /// finding could save, of `active_per` per step.
-fn with_devices(mut v: Vec<Action>, r: &Report, findings: &[Finding], active_per: u64) -> Vec<Action> {
+fn with_devices(mut v: Vec<Action>, uses: &[DeviceUse], findings: &[Finding], active_per: u64) -> Vec<Action> {
     let kinds = ["uneven-devices", "devices-take-turns"];
     let Some(f) = findings.iter().find(|f| kinds.contains(&f.kind)) else { return v };
     // The finding's cost is over the busiest GPU's window.
-    let uses = super::devices::device_use(r);
     let window = uses.iter().max_by(|a, b| a.busy_pct.total_cmp(&b.busy_pct)).map_or(0, |u| u.wall_ns);
     let pct = (100.0 * f.cost_ns as f64 / window.max(1) as f64).min(100.0);
     if pct >= MIN_ACTION_PCT {
@@ -368,7 +368,7 @@ pub(super) fn answer(
             verdict: g.verdict.clone(),
             actions: with_devices(
                 actions(findings, &idle, calls, g.active_ns / calls, &inside, &fallback, &ran_here),
-                r,
+                &e.devices,
                 findings,
                 g.active_ns / calls,
             ),
@@ -421,7 +421,7 @@ pub(super) fn answer(
         verdict: v,
         actions: with_devices(
             actions(findings, &idle, 1, active, &|f| f.range.is_none() && f.kernel.is_none(), &fallback, &ran_here),
-            r,
+            &e.devices,
             findings,
             active,
         ),

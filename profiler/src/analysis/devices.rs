@@ -52,21 +52,14 @@ impl DeviceUse {
             .max_by_key(|c| c.3)
     }
 
-    /// "busy 31.0% of the steady state; idle: sync 52.0%, host-idle 17.0%".
+    /// "busy 31.0% of the steady state; idle: host 17%, sync 52%" (the causes
+    /// named and ordered as in the session's line).
     pub fn describe(&self) -> String {
-        let a = self.idle.to_array();
-        let wall = self.wall_ns.max(1) as f64;
-        let mut parts: Vec<(f64, &str)> = IDLE_CAUSES
-            .iter()
-            .map(|(kind, causes, _, _)| (100.0 * saturating_sum(causes.iter().map(|&c| a[c])) as f64 / wall, *kind))
-            .filter(|(pct, _)| *pct >= 0.5)
-            .collect();
-        parts.sort_by(|x, y| y.0.total_cmp(&x.0));
-        let idle = parts.iter().map(|(pct, kind)| format!("{kind} {pct:.1}%")).collect::<Vec<_>>().join(", ");
+        let causes = verdict::Shares::of(self.wall_ns, &self.idle).map(|s| s.causes()).unwrap_or_default();
         let mut s = format!("busy {:.1}% of {}", self.busy_pct, self.window);
-        if !idle.is_empty() {
+        if !causes.is_empty() {
             s.push_str("; idle: ");
-            s.push_str(&idle);
+            s.push_str(&causes);
         }
         s
     }
@@ -253,7 +246,7 @@ mod tests {
         let uses = device_use(&r);
         assert_eq!(uses.len(), 2);
         assert!((uses[1].busy_pct - 31.0).abs() < 1e-9);
-        assert_eq!(uses[1].describe(), "busy 31.0% of the session; idle: sync 52.0%, host-idle 17.0%");
+        assert_eq!(uses[1].describe(), "busy 31.0% of the session; idle: host 17%, sync 52%");
         let f = split(&r, &uses).expect("a finding");
         assert_eq!((f.kind, f.bound), ("uneven-devices", verdict::SYNC));
         // Spread evenly, each would be busy 63%: 32 points of 100 ms.

@@ -316,7 +316,7 @@ pub(super) fn findings(
     if let Some(f) = allocator_churn(r) {
         out.push(f);
     }
-    out.extend(super::devices::split(r, &super::devices::device_use(r)));
+    out.extend(super::devices::split(r, &e.devices));
     out.extend(device_memory(r));
     // Ranges nvidia-smi calls busy whose SMs are underused.
     for g in r.ranges.iter().filter(|g| g.busy_but_underused && g.library.is_none()) {

@@ -357,7 +357,7 @@ pub fn analyze(r: &Report) -> Analysis {
     }
     let answer = answer::answer(r, &ranges, &all, &findings, &evidence);
     let blocks = blocks::groups(&ranges);
-    let devices = devices::device_use(r);
+    let devices = evidence.devices;
     Analysis { peaks, ranges, kernels, findings, notes, answer, blocks, devices }
 }
 

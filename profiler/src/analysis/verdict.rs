@@ -247,6 +247,16 @@ impl Shares {
     /// "GPU idle 61%: host 40%, copies 20%, launch gaps 1.0%": idle time
     /// and the causes of at least half a percent.
     pub fn describe(&self) -> String {
+        let idle = format!("GPU idle {}", pct(100.0 - self.busy));
+        match self.causes() {
+            causes if causes.is_empty() => idle,
+            causes => format!("{idle}: {causes}"),
+        }
+    }
+
+    /// "host 40%, copies 20%, launch gaps 1.0%": the idle causes of at
+    /// least half a percent.
+    pub fn causes(&self) -> String {
         let mut parts: Vec<String> = Vec::new();
         for (name, v) in [
             ("dispatch", self.dispatch),
@@ -260,12 +270,7 @@ impl Shares {
                 parts.push(format!("{name} {}", pct(v)));
             }
         }
-        let idle = format!("GPU idle {}", pct(100.0 - self.busy));
-        if parts.is_empty() {
-            idle
-        } else {
-            format!("{idle}: {}", parts.join(", "))
-        }
+        parts.join(", ")
     }
 
     /// From a range's wall time and idle split.
