@@ -365,15 +365,14 @@ impl Aggregator {
             }
             HostEvent::HostCopy { start, end, correlation_id, instance } => {
                 self.idle.copy(start, end);
+                self.per_device.host_copy(start, end);
                 // A copy call that blocked the host while the GPU drained
                 // (pageable memory, `.item()`) leaves nothing queued behind
                 // it, as a synchronisation does; an asynchronous one returns
                 // at once.
-                let blocking = end.saturating_sub(start) >= BLOCKING_COPY_NS;
-                if blocking {
-                    self.idle.sync(start, end);
+                if end.saturating_sub(start) >= BLOCKING_COPY_NS {
+                    self.host_sync(start, end);
                 }
-                self.per_device.host_blocked(start, end, true, blocking);
                 self.recent.add(end);
                 if self.copy_calls.len() >= MAX_COPY_CALLS {
                     // Copies whose records never came (failed calls).
@@ -384,8 +383,7 @@ impl Aggregator {
             HostEvent::HostWait { start, end, instance } => {
                 self.recent.add(end);
                 self.memory.wait(start, end);
-                self.idle.sync(start, end);
-                self.per_device.host_blocked(start, end, false, true);
+                self.host_sync(start, end);
                 self.ranges.sync(instance, end.saturating_sub(start));
             }
             HostEvent::Calibrated { record_ns, plain_ns, traced_ns } => {
@@ -549,14 +547,12 @@ impl Aggregator {
                     let d2h = m.copy_kind as u32 == cupti_sys::CUPTI_ACTIVITY_MEMCPY_KIND_DTOH;
                     self.ranges.copy(instance, h2d, d2h, memory::is_pageable(m));
                 }
-                self.idle.copy(m.start, m.end);
-                self.per_device.copy(m.device, m.start, m.end);
+                self.gpu_copy(m.device, m.start, m.end);
                 self.trace_memory(copy_kind_name(m.copy_kind), m.bytes, m.device, m.stream, m.start, m.end);
             }
             Activity::Memset(m) => {
                 self.memory.set(m);
-                self.idle.copy(m.start, m.end);
-                self.per_device.copy(m.device, m.start, m.end);
+                self.gpu_copy(m.device, m.start, m.end);
                 self.trace_memory("memset", m.bytes, m.device, m.stream, m.start, m.end);
             }
             Activity::DeviceMemory(m) => {
@@ -569,12 +565,24 @@ impl Aggregator {
                 // A stream waiting on an event is the GPU waiting, not the
                 // host.
                 if s.sync_type != cupti_sys::CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT {
-                    self.idle.sync(s.start, s.end);
-                    self.per_device.host_blocked(s.start, s.end, false, true);
+                    self.host_sync(s.start, s.end);
                 }
             }
             Activity::Other(_) => {}
         }
+    }
+
+    /// The host waited in a synchronisation: the session's and every
+    /// GPU's gaps then are its wait.
+    fn host_sync(&mut self, start: u64, end: u64) {
+        self.idle.sync(start, end);
+        self.per_device.sync(start, end);
+    }
+
+    /// A copy or memset ran on `device`'s GPU.
+    fn gpu_copy(&mut self, device: u32, start: u64, end: u64) {
+        self.idle.copy(start, end);
+        self.per_device.copy(device, start, end);
     }
 
     fn trace_memory(&mut self, kind: &str, bytes: u64, device: u32, stream: u32, start: u64, end: u64) {

@@ -119,17 +119,19 @@ impl PerDevice {
         }
     }
 
-    /// The host was blocked (in a synchronisation, or a copy call when
-    /// `copy`) over `[start, end)`: every device's gaps then are the host's
-    /// wait.
-    pub(crate) fn host_blocked(&mut self, start: u64, end: u64, copy: bool, sync: bool) {
+    /// The host waited in a synchronisation over `[start, end)`: every
+    /// device's gaps then are its wait.
+    pub(crate) fn sync(&mut self, start: u64, end: u64) {
         for d in self.devices.values_mut() {
-            if copy {
-                d.idle.copy(start, end);
-            }
-            if sync {
-                d.idle.sync(start, end);
-            }
+            d.idle.sync(start, end);
+        }
+    }
+
+    /// The host was in a copy call over `[start, end)` (its GPU is not
+    /// known from the call): every device's gaps then are the copy's.
+    pub(crate) fn host_copy(&mut self, start: u64, end: u64) {
+        for d in self.devices.values_mut() {
+            d.idle.copy(start, end);
         }
     }
 
@@ -187,7 +189,7 @@ mod tests {
         };
         for &(s, e) in syncs {
             session.sync(s, e);
-            per.host_blocked(s, e, false, true);
+            per.sync(s, e);
         }
         for (i, &(device, start, end)) in kernels.iter().enumerate() {
             let launch = at(start - 1_000);
