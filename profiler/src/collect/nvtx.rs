@@ -40,6 +40,8 @@ struct Frame {
     follows: bool,
     /// A library domain's range.
     library: bool,
+    /// It hangs under the lead thread's ranges (the thread's `base`).
+    inherited: bool,
 }
 
 /// What a launch on this thread is attributed to.
@@ -72,30 +74,34 @@ struct ThreadRanges {
     tid: u32,
     frames: Vec<Frame>,
     /// The lead thread's context the first frame was opened under (library
-    /// ranges opened on a thread with no range of its own).
+    /// ranges opened on a thread with no range of its own): what inherited
+    /// frames hang from.
     base: Option<Lead>,
 }
 
 impl ThreadRanges {
-    /// The path and instance frame `j` (`library`: a library domain's)
-    /// hangs from: the frame below it, except that a range of the
-    /// program's own never nests inside a library's. It hangs from the
-    /// program's innermost range below it, or the thread's base: a library
-    /// range left open (NCCL's communicator set-up, seen on a DDP loop)
-    /// would otherwise hold the program's steps as its internals.
-    fn parent_of(&self, j: usize, library: bool) -> (PathId, u64) {
+    /// What a frame at depth `j` hangs from (`library`: a library domain's;
+    /// `follows`: it continues the lead thread's work): the frame below it,
+    /// except that a range of the program's own never nests inside a
+    /// library's. It hangs from the program's innermost range below it;
+    /// with none, a range of the thread's own starts its tree at the root
+    /// (a library range left open, as NCCL's communicator set-up is on a
+    /// DDP loop, would otherwise hold the program's steps as its
+    /// internals), and one that follows hangs from the thread's base.
+    fn parent_of(&self, j: usize, library: bool, follows: bool) -> ThreadContext {
         let below = &self.frames[..j];
         let frame = if library { below.last() } else { below.iter().rev().find(|f| !f.library) };
-        match (frame, self.base) {
-            (Some(f), _) => (f.node, f.instance),
-            (None, Some(b)) => (b.path, b.instance),
-            (None, None) => (ROOT, 0),
-        }
+        let (path, instance, inherited) = match (frame, self.base) {
+            (Some(f), _) => (f.node, f.instance, f.inherited),
+            (None, Some(b)) if follows => (b.path, b.instance, true),
+            (None, _) => (ROOT, 0, false),
+        };
+        ThreadContext { tid: self.tid, path, instance, inherited }
     }
 
     fn current(&self) -> ThreadContext {
         if let Some(f) = self.frames.last() {
-            return ThreadContext { tid: self.tid, path: f.node, instance: f.instance, inherited: self.base.is_some() };
+            return ThreadContext { tid: self.tid, path: f.node, instance: f.instance, inherited: f.inherited };
         }
         match lead_for(self.tid) {
             Some(l) => ThreadContext { tid: self.tid, path: l.path, instance: l.instance, inherited: true },
@@ -106,11 +112,9 @@ impl ThreadRanges {
     /// The innermost open range of the thread's own, and when its
     /// outermost one opened (`None`: it has none, or they are inherited).
     fn own(&self) -> Option<(u64, Lead)> {
-        if self.base.is_some() {
-            return None;
-        }
-        let first = self.frames.iter().find(|f| !f.follows)?;
-        let last = self.frames.iter().rev().find(|f| !f.follows)?;
+        let mine = |f: &&Frame| !f.follows && !f.inherited;
+        let first = self.frames.iter().find(mine)?;
+        let last = self.frames.iter().rev().find(mine)?;
         Some((first.instance, Lead { tid: self.tid, path: last.node, instance: last.instance }))
     }
 }
@@ -187,24 +191,19 @@ pub(crate) fn current() -> ThreadContext {
 fn push(domain: DomainId, name: &str, follows: bool, library: bool) {
     let _ = RANGES.try_with(|r| {
         let Ok(mut r) = r.try_borrow_mut() else { return };
-        let parent = if r.frames.is_empty() && !follows {
-            // A range of the thread's own starts its own tree.
-            ThreadContext { tid: r.tid, path: ROOT, instance: 0, inherited: false }
-        } else if r.frames.is_empty() {
-            r.current()
-        } else {
-            let (path, instance) = r.parent_of(r.frames.len(), library);
-            ThreadContext { path, instance, ..r.current() }
-        };
         if r.frames.is_empty() {
-            r.base = parent.inherited.then_some(Lead { tid: r.tid, path: parent.path, instance: parent.instance });
+            // What the thread's frames that follow hang from: the lead
+            // thread's ranges now (a range of its own starts its tree).
+            let c = r.current();
+            r.base = (follows && c.inherited).then_some(Lead { tid: r.tid, path: c.path, instance: c.instance });
         }
+        let parent = r.parent_of(r.frames.len(), library, follows);
         let node = paths().intern(parent.path, domain, name);
         let instance = NEXT_INSTANCE.fetch_add(1, Ordering::Relaxed);
-        r.frames.push(Frame { domain, node, instance, follows, library });
+        r.frames.push(Frame { domain, node, instance, follows, library, inherited: parent.inherited });
         let tid = r.tid;
         send_host_event(|ts| HostEvent::Push { instance, parent: parent.instance, path: node, tid, ts });
-        if !follows && r.base.is_none() {
+        if !follows && !parent.inherited {
             publish(tid, r.own());
         }
     });
@@ -225,11 +224,12 @@ fn pop(domain: DomainId, discard: bool) {
         let gone = r.frames.remove(i);
         for j in i..r.frames.len() {
             let f = r.frames[j];
-            let (parent, _) = r.parent_of(j, f.library);
+            let parent = r.parent_of(j, f.library, f.follows);
             let name = paths().name(f.node);
-            r.frames[j].node = paths().intern(parent, f.domain, &name);
+            r.frames[j].node = paths().intern(parent.path, f.domain, &name);
+            r.frames[j].inherited = parent.inherited;
         }
-        let inherited = r.base.is_some();
+        let inherited = gone.inherited;
         if r.frames.is_empty() {
             r.base = None;
         }
@@ -452,6 +452,39 @@ pub(crate) mod tests {
             std::mem::forget(_init);
             assert_eq!(path_now(), "(no range)");
         });
+    }
+
+    #[test]
+    fn a_program_range_under_an_inherited_library_range_is_the_thread_s_own() {
+        let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        assert!(install());
+        set_inherit(true);
+        let nccl = gpuscope_nvtx::Domain::new("NCCL");
+        // Another thread leads with a range of its own.
+        let lead = gpuscope_nvtx::push("loader");
+        on_thread(|| {
+            // NCCL's set-up on a thread with no range yet: it follows the
+            // lead's.
+            let _init = nccl.push("ncclCommInitRankConfig");
+            assert_eq!(path_now(), "loader/NCCL::ncclCommInitRankConfig");
+            assert!(current().inherited);
+            // The program's own step starts its own tree, and leads once the
+            // other thread's range closes.
+            let step = gpuscope_nvtx::push("step");
+            assert_eq!(path_now(), "step");
+            assert!(!current().inherited);
+            let ar = nccl.push("ncclAllReduce");
+            assert_eq!(path_now(), "step/NCCL::ncclAllReduce");
+            assert!(!current().inherited);
+            nccl.pop();
+            std::mem::forget(ar);
+            drop(step);
+            assert!(current().inherited, "back under NCCL's set-up, which follows the lead");
+            nccl.pop();
+            std::mem::forget(_init);
+        });
+        drop(lead);
+        assert_eq!(path_now(), "(no range)");
     }
 
     #[test]
