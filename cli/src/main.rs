@@ -302,7 +302,13 @@ fn run(cmd: Cmd) -> Result<ExitCode, String> {
                 for (_, var, flag, _) in &settings.given {
                     m = m.replace(&format!("{var}="), &format!("{flag} "));
                 }
-                m.replace("(GPUSCOPE_MODE=sampling)", "(--mode sampling)")
+                // What a message says to set, as the flag that sets it.
+                for s in gpuscope::config::SETTINGS {
+                    if let (Some(var), Some(flag)) = (s.env, s.flag) {
+                        m = m.replace(&format!("({var}="), &format!("({flag} "));
+                    }
+                }
+                m
             })?;
             // PyTorch's automatic ranges: a sitecustomize that installs the
             // hooks once the program imports torch.

@@ -193,6 +193,10 @@ fn run_checks_options_before_running_anything() {
     refused(&["--mode", "sampling", "--trace-windows", "5/1000"], "--trace-windows \"5/1000\" is not valid");
     refused(&["--flops", "garbage"], "--flops \"garbage\" is not valid");
     refused(&["--trace-windows", "100/1000"], "--trace-windows \"100/1000\" needs sampling mode (--mode sampling)");
+    refused(
+        &["--kernel-filter", "gemm"],
+        "--kernel-filter \"gemm\" needs metrics mode (--mode metrics); the mode is trace",
+    );
     refused(&["--keep-trace", "lots"], "--keep-trace \"lots\" is not valid");
     // An older name, named as typed.
     refused(&["--trace", "lots"], "--trace \"lots\" is not valid");
@@ -233,7 +237,7 @@ fn run_keeps_the_user_s_variables_under_its_flags_and_checks_them_all() {
     let (_, out, _) = child_env(&[("GPUSCOPE_KEEP_TRACE", "7")], &["--trace", "5"]);
     assert_eq!((var(&out, "GPUSCOPE_KEEP_TRACE"), var(&out, "GPUSCOPE_TRACE").as_deref()), (None, Some("5")));
     // A switch alone is on.
-    let (_, out, _) = child_env(&[], &["-q", "--sync-records", "off", "--every", "4"]);
+    let (_, out, _) = child_env(&[], &["-q", "--sync-records", "off", "--mode", "metrics", "--every", "4"]);
     assert_eq!(var(&out, "GPUSCOPE_QUIET").as_deref(), Some("on"));
     assert_eq!(var(&out, "GPUSCOPE_SYNC_RECORDS").as_deref(), Some("off"));
     assert_eq!(var(&out, "GPUSCOPE_EVERY").as_deref(), Some("4"));

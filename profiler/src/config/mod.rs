@@ -17,6 +17,10 @@ use std::path::PathBuf;
 
 pub use crate::session::{expand_output, rank, RANK_VARIABLES};
 
+/// Settings only metrics mode reads (the registry's names): set in another
+/// mode, the environment's parser refuses them.
+pub const METRICS_ONLY: [&str; 5] = ["metrics", "kernel_filter", "nvtx_filter", "launch_count", "every"];
+
 /// Everything the `GPUSCOPE_*` variables set; each field is the setting of
 /// [`SETTINGS`] of the same name.
 #[derive(Debug, Clone)]
@@ -157,6 +161,18 @@ impl EnvConfig {
     /// Reads variables through `get` (tests pass a map).
     pub fn from_vars(get: &dyn Fn(&str) -> Option<String>, pid: u32) -> Result<Self> {
         let (mode_var, mode) = value(get, "mode");
+        // Set in another mode, these would do nothing, which the user did
+        // not ask for.
+        if mode != "metrics" {
+            for name in METRICS_ONLY {
+                if let Some((var, v)) = lookup(get, name) {
+                    return Err(Error::new(
+                        ErrorKind::InvalidConfig,
+                        format!("{var}={v:?} needs metrics mode ({mode_var}=metrics); the mode is {mode}"),
+                    ));
+                }
+            }
+        }
         let metrics = match mode.as_str() {
             "trace" | "sampling" => None,
             "metrics" => {
@@ -464,7 +480,13 @@ mod tests {
 
     #[test]
     fn older_names_are_read_and_named_in_messages_and_the_current_name_wins() {
-        let c = cfg(&[("GPUSCOPE_TRACE", "7"), ("GPUSCOPE_KERNELS", "^gemm"), ("GPUSCOPE_NVTX", "train")]).unwrap();
+        let c = cfg(&[
+            ("GPUSCOPE_MODE", "metrics"),
+            ("GPUSCOPE_TRACE", "7"),
+            ("GPUSCOPE_KERNELS", "^gemm"),
+            ("GPUSCOPE_NVTX", "train"),
+        ])
+        .unwrap();
         assert_eq!(c.keep_trace, 7);
         assert!(c.selection.matches("gemm_kernel", "train/fwd") && !c.selection.matches("softmax", "train"));
         assert!(!c.selection.matches("gemm_kernel", "eval"));
@@ -492,6 +514,7 @@ mod tests {
     #[test]
     fn every_and_the_capacity_options_are_read() {
         let c = cfg(&[
+            ("GPUSCOPE_MODE", "metrics"),
             ("GPUSCOPE_LAUNCH_COUNT", "2"),
             ("GPUSCOPE_EVERY", "10"),
             ("GPUSCOPE_BUFFER_SIZE", "65536"),
@@ -531,8 +554,19 @@ mod tests {
             e(&[("GPUSCOPE_FORMAT", "xml")]),
             "GPUSCOPE_FORMAT=\"xml\" is not valid; allowed: table, json, csv, chrome, openmetrics"
         );
-        assert!(e(&[("GPUSCOPE_LAUNCH_COUNT", "-1")]).contains("allowed: 1 or more, or all"));
-        assert!(e(&[("GPUSCOPE_LAUNCH_COUNT", "0")]).contains("allowed: 1 or more, or all"));
+        let metrics = ("GPUSCOPE_MODE", "metrics");
+        assert!(e(&[metrics, ("GPUSCOPE_LAUNCH_COUNT", "-1")]).contains("allowed: 1 or more, or all"));
+        assert!(e(&[metrics, ("GPUSCOPE_LAUNCH_COUNT", "0")]).contains("allowed: 1 or more, or all"));
+        // What only metrics mode reads, set in another mode, would do
+        // nothing: refused, naming the variable and the mode it needs.
+        for var in ["GPUSCOPE_METRICS", "GPUSCOPE_KERNEL_FILTER", "GPUSCOPE_NVTX_FILTER", "GPUSCOPE_LAUNCH_COUNT"] {
+            assert_eq!(
+                e(&[(var, "3")]),
+                format!("{var}=\"3\" needs metrics mode (GPUSCOPE_MODE=metrics); the mode is trace")
+            );
+        }
+        assert!(e(&[("GPUSCOPE_MODE", "sampling"), ("GPUSCOPE_EVERY", "10")])
+            .contains("GPUSCOPE_EVERY=\"10\" needs metrics mode (GPUSCOPE_MODE=metrics); the mode is sampling"));
         assert!(e(&[("GPUSCOPE_MODE", "metrics"), ("GPUSCOPE_METRICS", "tensors")])
             .starts_with("GPUSCOPE_METRICS=\"tensors\""));
         assert!(e(&[("GPUSCOPE_KERNELS", "(")]).starts_with("GPUSCOPE_KERNELS=\"(\""));
