@@ -3,6 +3,7 @@
 import ctypes
 import functools
 import json
+import operator
 import os
 import tempfile
 import threading
@@ -181,8 +182,12 @@ class profile:
                 shown = "all" if name == "launch_count" and o[name] == LAUNCH_COUNT_ALL else o[name]
                 allowed = "1 or more, or 'all'" if name == "launch_count" else f"0 to {2**32 - 1}"
                 try:
-                    value = int(o[name])
-                except (TypeError, ValueError):
+                    # Whole numbers only: int() would round 2.5 down and
+                    # take True for 1.
+                    if isinstance(o[name], bool):
+                        raise TypeError
+                    value = operator.index(o[name])
+                except TypeError:
                     raise ValueError(f"{name}={shown!r} is not valid; allowed: {allowed}") from None
                 if not 0 <= value < 2**32 or (name == "launch_count" and value == 0):
                     raise ValueError(f"{name}={shown!r} is not valid; allowed: {allowed}")

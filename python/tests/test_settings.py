@@ -55,6 +55,10 @@ class Settings(unittest.TestCase):
             gpuscope.profile(sync_records="no")
         with self.assertRaisesRegex(ValueError, r"every='often' is not valid; allowed: 0 to 4294967295"):
             gpuscope.profile(every="often")._config()
+        # Not rounded or read as 1: refused.
+        for value in (2.5, True, "4"):
+            with self.assertRaisesRegex(ValueError, rf"every={value!r} is not valid; allowed: 0 to 4294967295"):
+                gpuscope.profile(every=value)._config()
         # Python's own names, and "all" among what is allowed.
         for value in (0, "alll", -3):
             with self.assertRaisesRegex(ValueError, rf"launch_count={value!r} is not valid; allowed: 1 or more, or 'all'"):
