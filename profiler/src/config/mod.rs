@@ -19,7 +19,8 @@ pub use crate::session::{expand_output, rank, RANK_VARIABLES};
 
 /// Settings only metrics mode reads (the registry's names): set in another
 /// mode, the environment's parser refuses them.
-pub const METRICS_ONLY: [&str; 5] = ["metrics", "kernel_filter", "nvtx_filter", "launch_count", "every"];
+pub const METRICS_ONLY: [&str; 6] =
+    ["metrics", "kernel_filter", "nvtx_filter", "launch_count", "every", "metrics_batch"];
 
 /// Everything the `GPUSCOPE_*` variables set; each field is the setting of
 /// [`SETTINGS`] of the same name.
@@ -238,6 +239,19 @@ impl EnvConfig {
         }
         let (var, f) = value(get, "format");
         let format = f.parse().map_err(|_| invalid(var, &f, &Format::NAMES.join(", ")))?;
+        // Read where they act (the collector, the debug log), which is too
+        // late to refuse them: checked here, before anything runs.
+        if let Some((var, v)) = lookup(get, "metrics_batch") {
+            let max = crate::collect::metrics::collector::MAX_BATCH;
+            if !v.trim().parse::<usize>().is_ok_and(|n| (1..=max).contains(&n)) {
+                return Err(invalid(var, &v, &format!("launches, 1 to {max}")));
+            }
+        }
+        if let Some((var, v)) = lookup(get, "debug") {
+            if !matches!(v.as_str(), "" | "0" | "1") {
+                return Err(invalid(var, &v, "1 (on) or 0 (off)"));
+            }
+        }
         let quiet = switch(get, "quiet", &[])?;
         let (var, t) = value(get, "keep_trace");
         let keep_trace =
@@ -565,6 +579,12 @@ mod tests {
                 format!("{var}=\"3\" needs metrics mode (GPUSCOPE_MODE=metrics); the mode is trace")
             );
         }
+        assert!(e(&[metrics, ("GPUSCOPE_METRICS_BATCH", "0")])
+            .ends_with("GPUSCOPE_METRICS_BATCH=\"0\" is not valid; allowed: launches, 1 to 1024"));
+        assert!(cfg(&[metrics, ("GPUSCOPE_METRICS_BATCH", "1")]).is_ok());
+        assert!(e(&[("GPUSCOPE_DEBUG", "true")])
+            .ends_with("GPUSCOPE_DEBUG=\"true\" is not valid; allowed: 1 (on) or 0 (off)"));
+        assert!(cfg(&[("GPUSCOPE_DEBUG", "1")]).is_ok());
         assert!(e(&[("GPUSCOPE_MODE", "sampling"), ("GPUSCOPE_EVERY", "10")])
             .contains("GPUSCOPE_EVERY=\"10\" needs metrics mode (GPUSCOPE_MODE=metrics); the mode is sampling"));
         assert!(e(&[("GPUSCOPE_MODE", "metrics"), ("GPUSCOPE_METRICS", "tensors")])

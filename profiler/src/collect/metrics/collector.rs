@@ -196,7 +196,7 @@ impl Armed {
 const BATCH: usize = 64;
 
 /// The most launches one decode may hold (`GPUSCOPE_METRICS_BATCH`).
-const MAX_BATCH: usize = 1024;
+pub(crate) const MAX_BATCH: usize = 1024;
 
 /// Measured launches per decode, and the room of each context's image:
 /// [`BATCH`], or `GPUSCOPE_METRICS_BATCH` (1 to [`MAX_BATCH`]). 1 stops the
