@@ -286,7 +286,7 @@ fn run(cmd: Cmd) -> Result<ExitCode, String> {
             // A flag, else the user's variable, else the default (the
             // shim's). A flag wins over every name of its setting.
             for (s, var, _, value) in &settings.given {
-                for other in s.env.into_iter().chain(s.older.iter().map(|o| o.env)) {
+                for other in s.env_names() {
                     c.env_remove(other);
                 }
                 c.env(var, value);

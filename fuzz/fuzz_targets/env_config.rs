@@ -3,14 +3,13 @@
 //! refused with an error naming the variable, never a panic.
 #![no_main]
 
-use gpuscope::config::{EnvConfig, SETTINGS};
+use gpuscope::config::{EnvConfig, RANK_VARIABLES, SETTINGS};
 use libfuzzer_sys::fuzz_target;
 
 /// Every variable of gpuscope's settings (older names too), then the
 /// launchers' rank variables.
 fn names() -> Vec<&'static str> {
-    let settings = SETTINGS.iter().flat_map(|s| s.env.into_iter().chain(s.older.iter().map(|o| o.env)));
-    settings.chain(["LOCAL_RANK", "RANK"]).collect()
+    SETTINGS.iter().flat_map(|s| s.env_names()).chain(RANK_VARIABLES.iter().copied()).collect()
 }
 
 fuzz_target!(|text: &str| {

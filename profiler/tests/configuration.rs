@@ -7,7 +7,7 @@
 //! against Rust's: ffi's and python/tests' own tests). `GPUSCOPE_BLESS=1`
 //! rewrites the table.
 
-use gpuscope::config::{setting, EnvConfig, Setting, SETTINGS};
+use gpuscope::config::{setting, EnvConfig, SETTINGS};
 use gpuscope::{Format, MetricSet, Profiler};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
@@ -142,11 +142,6 @@ fn variables(text: &str) -> BTreeSet<String> {
     out
 }
 
-/// Every name a setting's variable goes by.
-fn env_names(s: &Setting) -> impl Iterator<Item = &'static str> + '_ {
-    s.env.into_iter().chain(s.older.iter().map(|o| o.env))
-}
-
 /// The variables `EnvConfig::from_vars` asks for, in every mode.
 fn asked_by_the_environment_s_parser() -> BTreeSet<String> {
     let asked = RefCell::new(BTreeSet::new());
@@ -162,7 +157,7 @@ fn asked_by_the_environment_s_parser() -> BTreeSet<String> {
 
 #[test]
 fn every_variable_read_is_a_setting_and_every_setting_s_variable_is_read() {
-    let registry: BTreeSet<&str> = SETTINGS.iter().flat_map(env_names).collect();
+    let registry: BTreeSet<&str> = SETTINGS.iter().flat_map(|s| s.env_names()).collect();
     let doc = read(DOC);
     let tests_only = &doc[doc.find(TEST_VARIABLES).unwrap_or_else(|| panic!("{DOC}: no {TEST_VARIABLES:?}"))..];
     let tests_only: BTreeSet<String> = variables(&tests_only.replace('`', "\""));

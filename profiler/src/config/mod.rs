@@ -75,7 +75,7 @@ fn invalid(var: &str, value: &str, allowed: &str) -> Error {
 /// gave it (for messages): its own variable, else an older name.
 fn lookup(get: &dyn Fn(&str) -> Option<String>, name: &str) -> Option<(&'static str, String)> {
     let s = setting(name)?;
-    s.env.into_iter().chain(s.older.iter().map(|o| o.env)).find_map(|var| Some((var, get(var)?)))
+    s.env_names().find_map(|var| Some((var, get(var)?)))
 }
 
 /// A setting's value, or its default.

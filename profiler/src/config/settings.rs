@@ -447,6 +447,13 @@ pub const SETTINGS: &[Setting] = &[
     },
 ];
 
+impl Setting {
+    /// Every variable it goes by: its own, then its older names.
+    pub fn env_names(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.env.into_iter().chain(self.older.iter().map(|o| o.env))
+    }
+}
+
 /// The setting named `name`.
 pub fn setting(name: &str) -> Option<&'static Setting> {
     SETTINGS.iter().find(|s| s.name == name)
