@@ -39,7 +39,7 @@ fn sampled_figures_agree_with_metrics_mode_on_the_zoo() {
         check(
             format!("kernel {}", k.display_name),
             (m.stats.sm_efficiency_pct, m.stats.achieved_occupancy_pct),
-            (f.map(|f| f.sm_efficiency_pct), f.and_then(|f| f.achieved_occupancy_pct)),
+            (f.and_then(|f| f.sm_efficiency_pct), f.and_then(|f| f.achieved_occupancy_pct)),
         );
     }
     // Ranges of 10 ms or more: compared and shown. Only those whose kernel
@@ -57,13 +57,13 @@ fn sampled_figures_agree_with_metrics_mode_on_the_zoo() {
         let held = total > 0 && long as f64 >= 0.9 * total as f64;
         let (se, so) = (f.sm_efficiency_pct, f.achieved_occupancy_pct);
         println!(
-            "range {:<34} SM eff {me:6.2} ~{se:6.2}   occ {:?} ~{so:?}   {}",
+            "range {:<34} SM eff {me:6.2} ~{se:?}   occ {:?} ~{so:?}   {}",
             g.path.to_string(),
             m.achieved_occupancy_pct,
             if held { "(long kernels: held to 3 points)" } else { "(short kernels: shown only)" }
         );
         if held {
-            check(format!("range {}", g.path), (Some(me), m.achieved_occupancy_pct), (Some(se), so));
+            check(format!("range {}", g.path), (Some(me), m.achieved_occupancy_pct), (se, so));
         }
     }
     assert!(compared >= 2, "kernels and ranges compared: {compared}");

@@ -8,7 +8,7 @@ use crate::aggregate::devices::DeviceTable;
 use crate::aggregate::{AggregateOptions, Aggregator};
 use crate::collect::debug::debug;
 use crate::collect::metrics::{MetricSet, Selection};
-use crate::collect::{self, panic_guard, CollectOptions, Collection, Outputs};
+use crate::collect::{self, panic_guard, CollectOptions, Collection, Ending, Outputs};
 use crate::decode::CuptiCursor;
 use crate::error::{Error, ErrorKind, Result};
 use crate::model::drops::Drops;
@@ -336,6 +336,7 @@ impl Profiler {
             host_waits: self.sync_records,
             metrics: self.metrics.clone().map(|m| (m, self.selection.clone())),
             sampling: self.sampling,
+            exit_handler: Some(at_exit_after_cuda),
             // Trace mode measures what its records cost; metrics and
             // sampling mode count their own overhead.
             // (It needs the launch callbacks to find the first launch.)
@@ -379,7 +380,7 @@ impl Profiler {
         let decoder = match decoder {
             Ok(d) => d,
             Err(e) => {
-                let _ = collect::stop(&collection, false);
+                let _ = collect::stop(&collection, Ending::Stop);
                 collect::clear();
                 return Err(Error::new(ErrorKind::Io, format!("cannot start the decoder thread: {e}")));
             }
@@ -847,7 +848,7 @@ fn process_labels() -> Vec<(String, String)> {
 }
 
 fn stop_active() -> std::result::Result<Report, StopError> {
-    stop_active_at(false).map(|(r, _)| r)
+    stop_active_at(Ending::Stop).map(|(r, _)| r)
 }
 
 /// What became of the report at exit.
@@ -860,7 +861,8 @@ enum Written {
     Empty,
 }
 
-fn stop_active_at(at_exit: bool) -> std::result::Result<(Report, Written), StopError> {
+fn stop_active_at(ending: Ending) -> std::result::Result<(Report, Written), StopError> {
+    let at_exit = ending != Ending::Stop;
     let Some(run) = RUNNING.lock().unwrap_or_else(|e| e.into_inner()).take() else {
         return Err(Error::new(ErrorKind::NotRunning, "no gpuscope session is running").into());
     };
@@ -868,7 +870,7 @@ fn stop_active_at(at_exit: bool) -> std::result::Result<(Report, Written), StopE
     if let Some(x) = run.exporter {
         x.stop();
     }
-    let mut report = finish(run.collection, run.decoder, run.ctl_tx, at_exit)?;
+    let mut report = finish(run.collection, run.decoder, run.ctl_tx, ending)?;
     report.cross_thread.inherit = run.inherit_ranges;
     add_paths_over_cap(&mut report, run.paths_over_cap);
     let mut written = Written::No;
@@ -923,9 +925,9 @@ fn finish(
     s: Arc<Collection>,
     decoder: std::thread::JoinHandle<()>,
     ctl_tx: Sender<Control>,
-    at_exit: bool,
+    ending: Ending,
 ) -> Result<Report> {
-    let stopped = collect::stop(&s, at_exit);
+    let stopped = collect::stop(&s, ending);
     debug("stop: report");
     let end = collect::now(&s);
     let (tx, rx) = bounded(1);
@@ -944,43 +946,61 @@ fn finish(
     Ok(report)
 }
 
+/// Ends the running session at process exit and writes its report;
+/// `driver_whole`: CUDA's own exit handlers have not run yet.
+fn end_at_exit(driver_whole: bool) {
+    let _ = std::panic::catch_unwind(|| {
+        let quiet = {
+            let run = RUNNING.lock().unwrap_or_else(|e| e.into_inner());
+            let Some(r) = run.as_ref() else { return };
+            // A forked child inherits the parent's session but not its
+            // CUPTI state or decoder thread: it writes nothing.
+            if r.collection.pid != std::process::id() {
+                return;
+            }
+            r.quiet
+        };
+        match stop_active_at(Ending::Exit { driver_whole }) {
+            Ok((r, Written::To(path))) if !quiet => {
+                let launches: u64 = r.kernels.iter().map(|k| k.stats.launches).sum();
+                eprintln!(
+                    "gpuscope: {launches} kernel launches ({} distinct, {} of GPU time); report written to {}",
+                    r.kernels.len(),
+                    fmt_ns(r.total_kernel_ns()),
+                    path.display()
+                );
+            }
+            Ok((_, Written::Empty)) => {
+                // Data-loader workers and launchers: `gpuscope run` reports
+                // on the processes that used the GPU.
+                debug(&format!("process {} launched no kernel: no report written", std::process::id()));
+            }
+            Ok(_) => {}
+            Err(e) => eprintln!("gpuscope: at exit: {}", kept_elsewhere(&e)),
+        }
+    });
+}
+
+/// The exit handler registered at session start. Under `CUDA_INJECTION64_PATH`
+/// the session starts inside CUDA's initialisation, before CUDA registers
+/// its own exit handlers, which then run first: no CUPTI call beyond the
+/// flush is made here.
+extern "C" fn at_exit() {
+    end_at_exit(false);
+}
+
+/// The exit handler registered once CUDA is initialised (sampling mode,
+/// when a device's sampling started): it runs before CUDA's own, so the
+/// session's last PM samples are decoded.
+extern "C" fn at_exit_after_cuda() {
+    end_at_exit(true);
+}
+
 fn register_atexit() {
     static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        extern "C" fn at_exit() {
-            let _ = std::panic::catch_unwind(|| {
-                let quiet = {
-                    let run = RUNNING.lock().unwrap_or_else(|e| e.into_inner());
-                    let Some(r) = run.as_ref() else { return };
-                    // A forked child inherits the parent's session but not
-                    // its CUPTI state or decoder thread: it writes nothing.
-                    if r.collection.pid != std::process::id() {
-                        return;
-                    }
-                    r.quiet
-                };
-                match stop_active_at(true) {
-                    Ok((r, Written::To(path))) if !quiet => {
-                        let launches: u64 = r.kernels.iter().map(|k| k.stats.launches).sum();
-                        eprintln!(
-                            "gpuscope: {launches} kernel launches ({} distinct, {} of GPU time); report written to {}",
-                            r.kernels.len(),
-                            fmt_ns(r.total_kernel_ns()),
-                            path.display()
-                        );
-                    }
-                    Ok((_, Written::Empty)) => {
-                        // Data-loader workers and launchers: `gpuscope run`
-                        // reports on the processes that used the GPU.
-                        debug(&format!("process {} launched no kernel: no report written", std::process::id()));
-                    }
-                    Ok(_) => {}
-                    Err(e) => eprintln!("gpuscope: at exit: {}", kept_elsewhere(&e)),
-                }
-            });
-        }
-        // SAFETY: at_exit is a plain extern "C" fn that catches panics.
-        unsafe { libc::atexit(at_exit) };
+    // SAFETY: at_exit is a plain extern "C" fn that catches panics.
+    ONCE.call_once(|| unsafe {
+        libc::atexit(at_exit);
     });
 }
 

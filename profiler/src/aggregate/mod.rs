@@ -1114,7 +1114,8 @@ mod tests {
         // Launches count for the range they were made in and those around it.
         assert_eq!((g.total.launches, g.untraced_launches, gi.untraced_launches), (0, 4, 3));
         let f = g.sampled_wall.figures().expect("the range's wall time was sampled");
-        assert!((f.sm_efficiency_pct - 40.0).abs() < 1e-6, "{}", f.sm_efficiency_pct);
+        assert!((f.sm_efficiency_pct.unwrap() - 40.0).abs() < 1e-6, "{:?}", f.sm_efficiency_pct);
+        assert_eq!(f.gpu_busy_pct, Some(40.0), "the engine active as long as the SMs in these samples");
         let w = r.sampling.and_then(|s| s.trace_windows).expect("trace windows reported");
         assert_eq!((w.window_ns, w.windows, w.traced_ns, w.untraced_ns, w.untraced_launches), (0, 0, 0, 1000, Some(9)));
         assert_eq!(r.idle.iter().sum::<u64>(), 0, "nothing traced: no idle time claimed");

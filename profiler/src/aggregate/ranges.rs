@@ -431,7 +431,8 @@ impl Ranges {
                     i.sampled.len() - 1
                 });
                 let acc = &mut i.sampled[p].1;
-                acc.add(s, overlap as f64 / s.len().max(1) as f64, overlap as f64, s.sm_efficiency_pct as f64);
+                let share = overlap as f64 / s.len().max(1) as f64;
+                acc.add(s, share, overlap as f64, s.sm_efficiency_pct as f64, s.gr_active_pct as f64);
             }
         }
         // Instances that ended before these samples get no more.

@@ -136,15 +136,18 @@ impl SampleJoin {
                 // Counters accrue while kernels run: over their time the SM
                 // efficiency is the sample's scaled to it.
                 let efficiency = (s.sm_efficiency_pct as f64 * len / busy as f64).min(100.0);
+                // The engine is active while kernels run: over their time
+                // it says nothing.
+                let engine = f64::NAN;
                 for &i in &active {
                     let k = &mut d.pending[i];
                     let overlap = k.end.min(s.end).saturating_sub(k.start.max(s.start));
                     if overlap == 0 {
                         continue;
                     }
-                    k.all.add(&s, overlap as f64 / busy as f64, overlap as f64, efficiency);
+                    k.all.add(&s, overlap as f64 / busy as f64, overlap as f64, efficiency, engine);
                     if k.start <= s.start && k.end >= s.end {
-                        k.interior.add(&s, overlap as f64 / busy as f64, overlap as f64, efficiency);
+                        k.interior.add(&s, overlap as f64 / busy as f64, overlap as f64, efficiency, engine);
                     }
                 }
             }
@@ -218,7 +221,7 @@ mod tests {
 
     fn figures(j: &Joined) -> (f64, f64) {
         let f = j.all.figures().expect("covered");
-        (f.sm_efficiency_pct, f.achieved_occupancy_pct.unwrap_or(f64::NAN))
+        (f.sm_efficiency_pct.unwrap_or(f64::NAN), f.achieved_occupancy_pct.unwrap_or(f64::NAN))
     }
 
     #[test]

@@ -113,18 +113,24 @@ pub(crate) fn rates_from(s: &KernelStats, measured: &KernelStats, peaks: Option<
 }
 
 /// The figures of PM samples over a kernel's launches (sampling mode): no
-/// FLOP counts, compute from the pipes' activity.
+/// FLOP counts, compute from the pipes' activity. Compute throughput is
+/// the busier of the issue slots and the tensor pipe; with one of them not
+/// sampled it is unknown, unless the other alone reaches the
+/// speed-of-light threshold (a lower bound that already decides).
 pub(crate) fn sampled(f: &SampledFigures, shape: Rates, peaks: Option<&Peaks>) -> Rates {
-    let dram_bytes_per_ns = Some(f.dram_gb_per_s);
-    let elapsed = f.sm_efficiency_pct / 100.0;
-    let from_pipes = match (f.issue_active_pct, f.tensor_active_pct) {
-        (None, None) => None,
-        (i, t) => Some(i.unwrap_or(0.0).max(t.unwrap_or(0.0)) * elapsed),
+    let dram_bytes_per_ns = f.dram_gb_per_s;
+    let elapsed = f.sm_efficiency_pct.map(|e| e / 100.0);
+    let compute_pct = match (f.issue_active_pct, f.tensor_active_pct, elapsed) {
+        (Some(i), Some(t), Some(e)) => Some(i.max(t) * e),
+        (Some(x), None, Some(e)) | (None, Some(x), Some(e)) => {
+            Some(x * e).filter(|c| *c >= super::verdict::SOL_BOUND_PCT)
+        }
+        _ => None,
     };
     Rates {
-        sm_efficiency: Some(f.sm_efficiency_pct),
+        sm_efficiency: f.sm_efficiency_pct,
         occupancy: f.achieved_occupancy_pct,
-        compute_pct: from_pipes,
+        compute_pct,
         tensor_pct: f.tensor_active_pct,
         dram_bytes_per_ns,
         dram_pct: dram_bytes_per_ns.zip(peaks).map(|(b, p)| b * 1e9 / p.dram_bytes_per_s * 100.0),
@@ -172,11 +178,12 @@ mod tests {
         s.achieved_occupancy_pct = None;
         assert!(!rates(&s, h100.as_ref()).measured());
         s.sampled = Some(crate::model::sampled::SampledFigures {
-            sm_efficiency_pct: 90.0,
+            sm_efficiency_pct: Some(90.0),
             achieved_occupancy_pct: Some(30.0),
             tensor_active_pct: Some(10.0),
             issue_active_pct: Some(50.0),
-            dram_gb_per_s: 1675.0,
+            dram_gb_per_s: Some(1675.0),
+            gpu_busy_pct: None,
             covered_ns: 1_000_000,
             samples: 50,
         });
@@ -186,6 +193,13 @@ mod tests {
         assert!((r.compute_pct.unwrap() - 45.0).abs() < 1e-9);
         // 1675 GB/s of the H100 SXM's 3350.
         assert!((r.dram_pct.unwrap() - 50.0).abs() < 0.5, "{:?}", r.dram_pct);
+        // The tensor pipe not sampled: compute is unknown, not the issue
+        // slots' 45%; known when the issue slots alone reach the threshold.
+        let f = s.sampled.as_mut().unwrap();
+        f.tensor_active_pct = None;
+        assert_eq!(rates(&s, h100.as_ref()).compute_pct, None);
+        s.sampled.as_mut().unwrap().issue_active_pct = Some(80.0);
+        assert!((rates(&s, h100.as_ref()).compute_pct.unwrap() - 72.0).abs() < 1e-9);
     }
 
     #[test]

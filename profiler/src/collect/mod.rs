@@ -55,6 +55,11 @@ pub(crate) struct CollectOptions {
     pub metrics: Option<(MetricSet, Selection)>,
     /// Sampling mode: PM sampling every this many ns.
     pub sampling: Option<u64>,
+    /// Registered with `atexit` once per process, when the first device's
+    /// sampling has started: CUDA is initialised by then, so it runs
+    /// before CUDA's own exit handlers and can still decode the last
+    /// samples.
+    pub exit_handler: Option<extern "C" fn()>,
     /// Time CUPTI's kernel records at the first launch (`calibrate`), and
     /// enable them only then.
     pub calibrate: bool,
@@ -235,7 +240,7 @@ pub(crate) fn start(opts: &CollectOptions) -> Result<(Arc<Collection>, Outputs)>
         traced: AtomicBool::new(opts.records),
         switching: Mutex::new(()),
         collector: opts.metrics.clone().map(|(m, s)| Collector::new(cupti, m, s)),
-        sampler: opts.sampling.map(|interval| Sampler::new(cupti, interval)),
+        sampler: opts.sampling.map(|interval| Sampler::new(cupti, interval, opts.exit_handler)),
         pid: std::process::id(),
         id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
         calibration: calibrate::Pending::new(opts.calibrate && opts.records),
@@ -248,7 +253,7 @@ pub(crate) fn start(opts: &CollectOptions) -> Result<(Arc<Collection>, Outputs)>
     *ACTIVE.write().unwrap_or_else(|e| e.into_inner()) = Some(collection.clone());
     debug("start: enabling callbacks and activity");
     if let Err(e) = callbacks::enable(cupti, subscriber, opts) {
-        if let Err(stopping) = stop(&collection, false) {
+        if let Err(stopping) = stop(&collection, Ending::Stop) {
             debug(&format!("start: undoing: {stopping}"));
         }
         clear();
@@ -309,11 +314,26 @@ fn watch_forks() {
     });
 }
 
+/// How a session ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ending {
+    /// The program stopped it: everything is released and CUPTI detached.
+    Stop,
+    /// The process is exiting: nothing is released or finalized.
+    /// `driver_whole`: from the exit handler registered once CUDA was
+    /// initialised, which runs before CUDA's own, so the last PM samples
+    /// can still be decoded.
+    Exit {
+        /// See [`Ending::Exit`].
+        driver_whole: bool,
+    },
+}
+
 /// Stops collecting: callbacks off, every buffer flushed (partial ones
 /// too), metrics decoded and released, CUPTI detached. The decoder drains
-/// the outputs afterwards. `at_exit`: the process is ending (CUPTI is not
-/// finalized then).
-pub(crate) fn stop(s: &Collection, at_exit: bool) -> Result<()> {
+/// the outputs afterwards. At process exit CUPTI is not finalized.
+pub(crate) fn stop(s: &Collection, ending: Ending) -> Result<()> {
+    let at_exit = ending != Ending::Stop;
     if s.stopped.swap(true, Ordering::AcqRel) {
         return Err(Error::new(ErrorKind::SessionActive, "the session is already stopping"));
     }
@@ -346,7 +366,7 @@ pub(crate) fn stop(s: &Collection, at_exit: bool) -> Result<()> {
         // Released before CUPTI detaches; its last samples wait for the
         // decoder.
         debug("stop: sampling off");
-        sampler.stop(at_exit);
+        sampler.stop(at_exit, ending == Ending::Exit { driver_whole: true });
     }
     // SAFETY: our subscriber, unsubscribed once (`stopped` guards).
     cupti::tolerate(unsafe { cupti::callback::unsubscribe(c, s.subscriber) }, "stop: unsubscribing");

@@ -8,19 +8,58 @@ use serde::{Deserialize, Serialize};
 /// Active SM cycles per SM: weighs occupancy and tensor activity, which
 /// are shares of active cycles.
 pub const SM_CYCLES_ACTIVE: &str = "sm__cycles_active.avg";
+/// Cycles the graphics/compute engine was active (DCGM's `GR_ENGINE_ACTIVE`,
+/// what `nvidia-smi` calls utilization): over [`GR_CYCLES_ELAPSED`], the
+/// share of time any kernel (or other engine work) ran.
+pub const GR_CYCLES_ACTIVE: &str = "gr__cycles_active.avg";
+/// Elapsed cycles of the graphics/compute engine.
+pub const GR_CYCLES_ELAPSED: &str = "gr__cycles_elapsed.max";
 
-/// The counters sampling mode collects, in the order its samples are read.
-/// PM sampling takes single-pass configs only: where the last two (the
-/// pipes) do not fit one pass with the rest, they are left out.
-pub const SAMPLED_METRICS: [&str; 7] =
-    [SM_EFFICIENCY, ACHIEVED_OCCUPANCY, SM_CYCLES_ACTIVE, DRAM_READ, DRAM_WRITE, TENSOR_ACTIVE, ISSUE_ACTIVE];
+/// The counters sampling mode collects, in the order a [`Sample`] is read
+/// from ([`Sample::from_values`]). PM sampling takes single-pass
+/// configurations only: the counters are packed into as few of them as
+/// the chip allows ([`FIGURES`]), and several are taken in turn.
+pub const SAMPLED_METRICS: [&str; 9] = [
+    SM_EFFICIENCY,
+    ACHIEVED_OCCUPANCY,
+    SM_CYCLES_ACTIVE,
+    DRAM_READ,
+    DRAM_WRITE,
+    TENSOR_ACTIVE,
+    ISSUE_ACTIVE,
+    GR_CYCLES_ACTIVE,
+    GR_CYCLES_ELAPSED,
+];
 
-/// Of [`SAMPLED_METRICS`], the first this many are needed; the rest are
-/// dropped when they do not fit one pass.
-pub const REQUIRED_METRICS: usize = 5;
+/// The counters every configuration carries: the weight of the shares of
+/// active cycles, and the engine's activity (GPU busy, sampled
+/// throughout).
+pub const EVERY_CONFIG: [&str; 3] = [SM_CYCLES_ACTIVE, GR_CYCLES_ACTIVE, GR_CYCLES_ELAPSED];
+
+/// A sampled figure and the counters it comes from, most needed first:
+/// configurations are filled in this order, so a chip that cannot take
+/// them all in turn loses the last ones.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Figure {
+    /// Its name in reports ("GPU busy", "SM efficiency", ...).
+    pub name: &'static str,
+    /// The counters it needs, besides [`EVERY_CONFIG`].
+    pub metrics: &'static [&'static str],
+}
+
+/// What sampling mode measures, and from which counters.
+pub const FIGURES: [Figure; 6] = [
+    Figure { name: "GPU busy", metrics: &[GR_CYCLES_ACTIVE, GR_CYCLES_ELAPSED] },
+    Figure { name: "SM efficiency", metrics: &[SM_EFFICIENCY] },
+    Figure { name: "achieved occupancy", metrics: &[ACHIEVED_OCCUPANCY] },
+    Figure { name: "DRAM throughput", metrics: &[DRAM_READ, DRAM_WRITE] },
+    Figure { name: "tensor-pipe activity", metrics: &[TENSOR_ACTIVE] },
+    Figure { name: "issue-slot activity", metrics: &[ISSUE_ACTIVE] },
+];
 
 /// One PM sample of one device: counter values over `[start, end)` (ns on
-/// CUPTI's clock, the activity records' timebase).
+/// CUPTI's clock, the activity records' timebase). A figure its
+/// configuration did not hold is NaN.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Sample {
     /// Device ordinal.
@@ -43,11 +82,14 @@ pub struct Sample {
     pub issue_active_pct: f32,
     /// DRAM bytes read and written.
     pub dram_bytes: f32,
+    /// Graphics/compute engine active over the sample, %: GPU busy.
+    pub gr_active_pct: f32,
 }
 
 #[cfg(test)]
 impl Sample {
-    /// A sample of flat test values: SM efficiency `eff`, occupancy `occ`.
+    /// A sample of flat test values: SM efficiency `eff`, occupancy `occ`,
+    /// the engine active as long as the SMs.
     pub(crate) fn flat(device: u32, start: u64, end: u64, eff: f32, occ: f32) -> Sample {
         Sample {
             device,
@@ -59,6 +101,7 @@ impl Sample {
             tensor_active_pct: f32::NAN,
             issue_active_pct: f32::NAN,
             dram_bytes: 1000.0,
+            gr_active_pct: eff,
         }
     }
 
@@ -74,10 +117,18 @@ impl Sample {
 }
 
 impl Sample {
-    /// From values in [`SAMPLED_METRICS`] order (missing ones NaN).
+    /// From values in [`SAMPLED_METRICS`] order (NaN: not in the sample's
+    /// configuration).
     pub fn from_values(device: u32, start: u64, end: u64, v: &[f64]) -> Sample {
         let get = |i: usize| v.get(i).copied().unwrap_or(f64::NAN);
-        let dram = [get(3), get(4)].iter().filter(|x| x.is_finite()).sum::<f64>();
+        // Bytes are known when either direction was sampled (both are in
+        // one figure's counters, so in the same configurations).
+        let dram = match (get(3), get(4)) {
+            (r, w) if r.is_nan() && w.is_nan() => f64::NAN,
+            (r, w) => [r, w].iter().filter(|x| x.is_finite()).sum::<f64>(),
+        };
+        let (active, elapsed) = (get(7), get(8));
+        let gr = if active.is_finite() && elapsed > 0.0 { (100.0 * active / elapsed).min(100.0) } else { f64::NAN };
         Sample {
             device,
             start,
@@ -88,6 +139,7 @@ impl Sample {
             tensor_active_pct: get(5) as f32,
             issue_active_pct: get(6) as f32,
             dram_bytes: dram as f32,
+            gr_active_pct: gr as f32,
         }
     }
 
@@ -104,13 +156,17 @@ impl Sample {
 
 /// Weighted sums of sampled values over some stretch of time: a kernel's
 /// run, a range's window. `share` is the part of a sample that counts (its
-/// overlap, over the time any kernel ran in it for kernel figures).
+/// overlap, over the time any kernel ran in it for kernel figures). Each
+/// figure is weighted by the samples that held it: with configurations
+/// taken in turn, a figure's samples are a subset of the stretch's.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct SampledAcc {
-    /// Time covered, ns.
+    /// Time covered by any sample, ns.
     pub covered_ns: f64,
-    /// SM efficiency times ns.
+    /// SM efficiency times ns, and the ns of samples that held it.
     pub efficiency_ns: f64,
+    /// See `efficiency_ns`.
+    pub efficiency_weight: f64,
     /// Occupancy times active cycles, and the active cycles.
     pub occupancy_cycles: f64,
     /// Active cycles that weigh occupancy.
@@ -123,8 +179,14 @@ pub struct SampledAcc {
     pub issue_cycles: f64,
     /// Active cycles that weigh issue activity.
     pub issue_weight: f64,
-    /// DRAM bytes.
+    /// DRAM bytes, and the ns of samples that counted them.
     pub dram_bytes: f64,
+    /// See `dram_bytes`.
+    pub dram_ns: f64,
+    /// Engine-active share times ns, and the ns of samples that held it.
+    pub busy_ns: f64,
+    /// See `busy_ns`.
+    pub busy_weight: f64,
     /// Samples that contributed.
     pub samples: u64,
 }
@@ -132,8 +194,9 @@ pub struct SampledAcc {
 impl SampledAcc {
     /// Adds `share` (0 to 1) of sample `s` standing for `ns` of time with
     /// SM efficiency `efficiency` (the sample's own, or rescaled to the
-    /// time kernels ran in it).
-    pub fn add(&mut self, s: &Sample, share: f64, ns: f64, efficiency: f64) {
+    /// time kernels ran in it) and engine activity `busy` (the sample's
+    /// own over wall time; 100 over kernels' time).
+    pub fn add(&mut self, s: &Sample, share: f64, ns: f64, efficiency: f64, busy: f64) {
         if share.is_nan() || ns.is_nan() || share <= 0.0 || ns <= 0.0 {
             return;
         }
@@ -141,22 +204,26 @@ impl SampledAcc {
         self.covered_ns += ns;
         if efficiency.is_finite() {
             self.efficiency_ns += efficiency * ns;
+            self.efficiency_weight += ns;
+        }
+        if busy.is_finite() {
+            self.busy_ns += busy * ns;
+            self.busy_weight += ns;
         }
         let cycles = s.sm_cycles_active as f64 * share;
-        if cycles > 0.0 && s.occupancy_pct.is_finite() {
-            self.occupancy_cycles += s.occupancy_pct as f64 * cycles;
-            self.active_cycles += cycles;
-        }
-        if cycles > 0.0 && s.tensor_active_pct.is_finite() {
-            self.tensor_cycles += s.tensor_active_pct as f64 * cycles;
-            self.tensor_weight += cycles;
-        }
-        if cycles > 0.0 && s.issue_active_pct.is_finite() {
-            self.issue_cycles += s.issue_active_pct as f64 * cycles;
-            self.issue_weight += cycles;
+        for (v, sum, weight) in [
+            (s.occupancy_pct, &mut self.occupancy_cycles, &mut self.active_cycles),
+            (s.tensor_active_pct, &mut self.tensor_cycles, &mut self.tensor_weight),
+            (s.issue_active_pct, &mut self.issue_cycles, &mut self.issue_weight),
+        ] {
+            if cycles > 0.0 && v.is_finite() {
+                *sum += v as f64 * cycles;
+                *weight += cycles;
+            }
         }
         if s.dram_bytes.is_finite() {
             self.dram_bytes += s.dram_bytes as f64 * share;
+            self.dram_ns += ns;
         }
     }
 
@@ -166,19 +233,23 @@ impl SampledAcc {
     pub fn add_figures(&mut self, f: &SampledFigures) {
         let t = f.covered_ns as f64;
         self.covered_ns += t;
-        self.efficiency_ns += f.sm_efficiency_pct * t;
         for (sum, weight, v) in [
+            (&mut self.efficiency_ns, &mut self.efficiency_weight, f.sm_efficiency_pct),
             (&mut self.occupancy_cycles, &mut self.active_cycles, f.achieved_occupancy_pct),
             (&mut self.tensor_cycles, &mut self.tensor_weight, f.tensor_active_pct),
             (&mut self.issue_cycles, &mut self.issue_weight, f.issue_active_pct),
+            (&mut self.busy_ns, &mut self.busy_weight, f.gpu_busy_pct),
         ] {
             if let Some(v) = v {
                 *sum += v * t;
                 *weight += t;
             }
         }
-        // GB/s times ns: bytes.
-        self.dram_bytes += f.dram_gb_per_s * t;
+        if let Some(gb) = f.dram_gb_per_s {
+            // GB/s times ns: bytes.
+            self.dram_bytes += gb * t;
+            self.dram_ns += t;
+        }
         self.samples = self.samples.saturating_add(f.samples);
     }
 
@@ -186,6 +257,7 @@ impl SampledAcc {
     pub fn merge(&mut self, o: &SampledAcc) {
         self.covered_ns += o.covered_ns;
         self.efficiency_ns += o.efficiency_ns;
+        self.efficiency_weight += o.efficiency_weight;
         self.occupancy_cycles += o.occupancy_cycles;
         self.active_cycles += o.active_cycles;
         self.tensor_cycles += o.tensor_cycles;
@@ -193,28 +265,35 @@ impl SampledAcc {
         self.issue_cycles += o.issue_cycles;
         self.issue_weight += o.issue_weight;
         self.dram_bytes += o.dram_bytes;
+        self.dram_ns += o.dram_ns;
+        self.busy_ns += o.busy_ns;
+        self.busy_weight += o.busy_weight;
         self.samples = self.samples.saturating_add(o.samples);
     }
 
-    /// The figures these sums give; `None` when no time is covered.
+    /// The figures these sums give; `None` when no time is covered. A
+    /// figure no sample held is `None`: unknown, not 0.
     pub fn figures(&self) -> Option<SampledFigures> {
+        let ratio = |sum: f64, weight: f64| (weight > 0.0).then(|| sum / weight);
         (self.covered_ns > 0.0).then(|| SampledFigures {
-            sm_efficiency_pct: self.efficiency_ns / self.covered_ns,
-            achieved_occupancy_pct: (self.active_cycles > 0.0).then(|| self.occupancy_cycles / self.active_cycles),
-            tensor_active_pct: (self.tensor_weight > 0.0).then(|| self.tensor_cycles / self.tensor_weight),
-            issue_active_pct: (self.issue_weight > 0.0).then(|| self.issue_cycles / self.issue_weight),
-            dram_gb_per_s: self.dram_bytes / self.covered_ns,
+            sm_efficiency_pct: ratio(self.efficiency_ns, self.efficiency_weight),
+            achieved_occupancy_pct: ratio(self.occupancy_cycles, self.active_cycles),
+            tensor_active_pct: ratio(self.tensor_cycles, self.tensor_weight),
+            issue_active_pct: ratio(self.issue_cycles, self.issue_weight),
+            dram_gb_per_s: ratio(self.dram_bytes, self.dram_ns),
+            gpu_busy_pct: ratio(self.busy_ns, self.busy_weight),
             covered_ns: self.covered_ns as u64,
             samples: self.samples,
         })
     }
 }
 
-/// Hardware figures from PM samples over a stretch of time.
+/// Hardware figures from PM samples over a stretch of time. A figure no
+/// sample held is `None` (unknown).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SampledFigures {
     /// Share of elapsed cycles with a warp active on an SM sub-partition, %.
-    pub sm_efficiency_pct: f64,
+    pub sm_efficiency_pct: Option<f64>,
     /// Active warps over the SM's maximum, over active cycles, %.
     pub achieved_occupancy_pct: Option<f64>,
     /// Tensor pipe active over active cycles, %.
@@ -223,10 +302,25 @@ pub struct SampledFigures {
     #[serde(default)]
     pub issue_active_pct: Option<f64>,
     /// DRAM read + write bandwidth, GB/s.
-    pub dram_gb_per_s: f64,
+    pub dram_gb_per_s: Option<f64>,
+    /// Share of the time the graphics/compute engine was active (a kernel
+    /// ran), %: over kernels' own time it is 100 by definition; over a
+    /// range's or the session's wall time it is GPU busy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_busy_pct: Option<f64>,
     /// Time the figures cover, ns.
     pub covered_ns: u64,
     /// Samples they come from.
+    pub samples: u64,
+}
+
+/// One PM sampling configuration: counters that fit one pass, sampled in
+/// turn with the others.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SampledConfig {
+    /// Its counters.
+    pub metrics: Vec<String>,
+    /// Samples taken with it.
     pub samples: u64,
 }
 
@@ -235,8 +329,22 @@ pub struct SampledFigures {
 pub struct SamplingStatus {
     /// Sampling interval, ns: the resolution of every sampled figure.
     pub interval_ns: u64,
-    /// Counters sampled.
+    /// Counters sampled (every configuration's).
     pub metrics: Vec<String>,
+    /// The configurations taken in turn (one when everything fits one
+    /// pass), with their samples.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub configs: Vec<SampledConfig>,
+    /// Figures the chip's counters could not give in any configuration.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub figures_missing: Vec<String>,
+    /// Switches from one configuration to the next, and the time sampling
+    /// was stopped for them, ns (no sample covers it).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub switches: u64,
+    /// See `switches`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub switch_ns: u64,
     /// Devices sampled.
     pub devices: Vec<u32>,
     /// Samples decoded.
@@ -254,11 +362,19 @@ pub struct SamplingStatus {
     pub min_kernel_samples: u32,
     /// Why sampling is off, if it is (the trace carries on).
     pub disabled: Option<String>,
-    /// The session ended at process exit with samples possibly still in
-    /// the hardware buffer: those were not read (no CUPTI call is safe
-    /// then). Stop the session before exit to keep them.
+    /// The session ended at process exit with samples still in the
+    /// hardware buffer that were not read: the exit came before CUDA was
+    /// initialised for gpuscope's exit handler, or decoding them took
+    /// longer than its bound. Stop the session before exit to keep them.
     #[serde(default)]
     pub tail_lost: bool,
+    /// At exit, samples decoded after sampling stopped, and the time that
+    /// took, ns (bounded: [`crate::collect::sampling::EXIT_DECODE_BOUND`]).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub exit_samples: u64,
+    /// See `exit_samples`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub exit_decode_ns: u64,
     /// Time gpuscope spent decoding samples, ns (on its decoder thread, not
     /// the program's).
     pub decode_ns: u64,
@@ -305,17 +421,22 @@ pub struct TraceWindows {
     pub untraced_launches: Option<u64>,
 }
 
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn figures(eff: f64, occ: Option<f64>, ns: u64) -> SampledFigures {
         SampledFigures {
-            sm_efficiency_pct: eff,
+            sm_efficiency_pct: Some(eff),
             achieved_occupancy_pct: occ,
             tensor_active_pct: None,
             issue_active_pct: Some(50.0),
-            dram_gb_per_s: 1000.0,
+            dram_gb_per_s: Some(1000.0),
+            gpu_busy_pct: None,
             covered_ns: ns,
             samples: 3,
         }
@@ -328,11 +449,44 @@ mod tests {
         acc.add_figures(&figures(10.0, None, 1_000));
         let f = acc.figures().expect("covered");
         assert_eq!(f.covered_ns, 4_000);
-        assert!((f.sm_efficiency_pct - 70.0).abs() < 1e-9);
+        assert!((f.sm_efficiency_pct.unwrap() - 70.0).abs() < 1e-9);
         // Occupancy only where it was known.
         assert_eq!(f.achieved_occupancy_pct, Some(20.0));
         assert_eq!(f.tensor_active_pct, None);
-        assert!((f.dram_gb_per_s - 1000.0).abs() < 1e-9);
+        assert!((f.dram_gb_per_s.unwrap() - 1000.0).abs() < 1e-9);
+        assert_eq!(f.gpu_busy_pct, None, "never sampled: unknown");
         assert_eq!(f.samples, 6);
+    }
+
+    /// Configurations taken in turn: each figure is the mean of the
+    /// samples that held it, weighted by their own time, not diluted by
+    /// the samples of the other configuration.
+    #[test]
+    fn multiplexed_figures_are_weighted_by_their_own_samples() {
+        let nan = f64::NAN;
+        // Configuration A: SM efficiency 80, occupancy 40, DRAM; B: tensor
+        // 90 and issue 30. The engine is active 50% in both.
+        let a = |t: u64| Sample::from_values(0, t, t + 10, &[80.0, 40.0, 8.0, 300.0, 100.0, nan, nan, 5.0, 10.0]);
+        let b = |t: u64| Sample::from_values(0, t, t + 10, &[nan, nan, 8.0, nan, nan, 90.0, 30.0, 5.0, 10.0]);
+        let mut acc = SampledAcc::default();
+        // Three A samples, one B sample.
+        for s in [a(0), a(10), a(20), b(30)] {
+            acc.add(&s, 1.0, 10.0, s.sm_efficiency_pct as f64, s.gr_active_pct as f64);
+        }
+        let f = acc.figures().expect("covered");
+        assert_eq!(f.covered_ns, 40);
+        assert_eq!(f.sm_efficiency_pct, Some(80.0), "not 60: B's samples did not hold it");
+        assert_eq!(f.achieved_occupancy_pct, Some(40.0));
+        assert_eq!(f.tensor_active_pct, Some(90.0), "from B's one sample alone");
+        assert_eq!(f.issue_active_pct, Some(30.0));
+        // 400 bytes per 10 ns sample of A: 40 GB/s.
+        assert!((f.dram_gb_per_s.unwrap() - 40.0).abs() < 1e-9, "{:?}", f.dram_gb_per_s);
+        assert_eq!(f.gpu_busy_pct, Some(50.0));
+        // Only B's samples: the A figures are unknown, not 0.
+        let mut only_b = SampledAcc::default();
+        only_b.add(&b(0), 1.0, 10.0, f64::NAN, 50.0);
+        let f = only_b.figures().expect("covered");
+        assert_eq!((f.sm_efficiency_pct, f.achieved_occupancy_pct, f.dram_gb_per_s), (None, None, None));
+        assert_eq!(f.tensor_active_pct, Some(90.0));
     }
 }

@@ -75,6 +75,42 @@ impl Cols {
     }
 }
 
+/// How the counters were taken in turn, and what the chip could not give.
+fn configs_note(sm: &crate::report::SamplingStatus) -> String {
+    let mut out = String::new();
+    if sm.configs.len() > 1 {
+        let each: Vec<String> = sm.configs.iter().map(|c| format!("{} samples", c.samples)).collect();
+        out.push_str(&format!(
+            "; the counters do not fit one pass: {} configurations taken in turn ({}; {} switches, {} unsampled), \
+             each figure from the samples that held it",
+            sm.configs.len(),
+            each.join(", "),
+            sm.switches,
+            fmt_ns(sm.switch_ns)
+        ));
+    }
+    if !sm.figures_missing.is_empty() {
+        out.push_str(&format!("; not collected on this GPU: {} (shown as -)", sm.figures_missing.join(", ")));
+    }
+    out
+}
+
+/// What became of the last samples at exit.
+fn exit_note(sm: &crate::report::SamplingStatus) -> String {
+    match (sm.tail_lost, sm.exit_samples) {
+        (true, 0) => "; the session ended at exit before gpuscope's exit handler could decode: the samples not \
+                      yet decoded were lost"
+            .to_string(),
+        (true, n) => format!(
+            "; at exit {n} samples were decoded in {} and the rest lost (bound {})",
+            fmt_ns(sm.exit_decode_ns),
+            fmt_ns(crate::collect::sampling::EXIT_DECODE_BOUND.as_nanos() as u64)
+        ),
+        (false, n) if n > 0 => format!("; the last {n} samples were decoded at exit ({})", fmt_ns(sm.exit_decode_ns)),
+        _ => String::new(),
+    }
+}
+
 /// Renders the report and its analysis at most `width` columns wide (at
 /// least 80).
 pub fn render(r: &Report, a: &Analysis, width: usize) -> String {
@@ -136,9 +172,9 @@ pub fn render(r: &Report, a: &Analysis, width: usize) -> String {
         let text = match &sm.disabled {
             Some(why) if sm.samples == 0 => format!("off ({why})"),
             _ => format!(
-                "SM efficiency, occupancy, compute and DRAM figures marked ~ come from PM samples every {} on {} \
-                 device(s) ({} samples, {} overflows, {} expired; decoding took {} on gpuscope's thread); kernels spanning \
-                 fewer than {} samples have range-level figures only{}",
+                "GPU busy, SM efficiency, occupancy, compute and DRAM figures marked ~ come from PM samples every {} \
+                 on {} device(s) ({} samples, {} overflows, {} expired; decoding took {} on gpuscope's thread); \
+                 kernels spanning fewer than {} samples have range-level figures only{}{}{}",
                 fmt_ns(sm.interval_ns),
                 sm.devices.len(),
                 sm.samples,
@@ -146,8 +182,9 @@ pub fn render(r: &Report, a: &Analysis, width: usize) -> String {
                 sm.samples_expired,
                 fmt_ns(sm.decode_ns),
                 sm.min_kernel_samples,
-                sm.disabled.as_ref().map_or(String::new(), |w| format!("; stopped early: {w}"))
-                    + if sm.tail_lost { "; the session ended at exit: samples not yet decoded then were not read" } else { "" }
+                configs_note(sm),
+                sm.disabled.as_ref().map_or(String::new(), |w| format!("; stopped early: {w}")),
+                exit_note(sm),
             ),
         };
         let _ = writeln!(out, "{}", diagnosis::wrap(&text, width, "sampled: ", "  "));

@@ -14,7 +14,7 @@ fn stats(a: &KernelAcc) -> KernelStats {
     let mut s = exact_stats(a);
     s.sampled = a.sampled_own.figures();
     if let (0, Some(f)) = (a.profiled, &s.sampled) {
-        s.sm_efficiency_pct = Some(f.sm_efficiency_pct);
+        s.sm_efficiency_pct = f.sm_efficiency_pct;
         s.achieved_occupancy_pct = f.achieved_occupancy_pct;
         s.metrics_sampled = true;
     }
@@ -108,7 +108,7 @@ fn range_metrics(ranges: &mut [RangeSummary], path_kernels: &[(RangePath, String
         let Some((ach, eff, w, sampled)) = sums.get(g.path.frames.as_slice()) else { continue };
         g.sampled = sampled.figures();
         let (ach, eff) = if *w > 0.0 {
-            (Some(ach / w), eff / w)
+            (Some(ach / w), Some(eff / w))
         } else if let Some(f) = &g.sampled {
             g.metrics_sampled = true;
             (f.achieved_occupancy_pct, f.sm_efficiency_pct)
@@ -116,9 +116,9 @@ fn range_metrics(ranges: &mut [RangeSummary], path_kernels: &[(RangePath, String
             continue;
         };
         g.achieved_occupancy_pct = ach;
-        g.sm_efficiency_pct = Some(eff);
+        g.sm_efficiency_pct = eff;
         g.busy_but_underused = g.gpu_utilization_pct >= BUSY_PCT
-            && (eff < LOW_SM_EFFICIENCY_PCT || ach.is_some_and(|a| a < LOW_OCCUPANCY_PCT));
+            && (eff.is_some_and(|e| e < LOW_SM_EFFICIENCY_PCT) || ach.is_some_and(|a| a < LOW_OCCUPANCY_PCT));
     }
 }
 

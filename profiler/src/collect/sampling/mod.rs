@@ -11,7 +11,7 @@ pub(crate) mod pmsampler;
 
 use super::debug::debug;
 use super::driver;
-use crate::model::sampled::{Sample, SamplingStatus};
+use crate::model::sampled::{Sample, SampledConfig, SamplingStatus};
 use cupti_sys::Cupti;
 use pmsampler::PmDevice;
 use std::cell::Cell;
@@ -61,6 +61,11 @@ pub(crate) fn trace_windows_valid(window_ns: u64, period_ns: u64) -> bool {
         && window_ns < period_ns
 }
 
+/// At process exit, the last samples are decoded for at most this long
+/// (from the exit handler gpuscope registers once CUDA is initialised);
+/// what is left after it is reported lost (`tail_lost`).
+pub const EXIT_DECODE_BOUND: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Whole samples inside a kernel for a figure of its own.
 pub const MIN_KERNEL_SAMPLES: u32 = 4;
 
@@ -90,6 +95,17 @@ struct State {
     last_decode: Instant,
 }
 
+/// Registers `h` with `atexit`, once per process whatever the handler (a
+/// later session's is the same function).
+fn register_once(h: extern "C" fn()) {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: `h` is a plain extern "C" fn; the caller's handlers catch
+        // panics.
+        unsafe { libc::atexit(h) };
+    });
+}
+
 /// The device of the calling thread's current context (one of the 64 a
 /// sampler tells apart).
 fn current_device() -> Option<u32> {
@@ -109,18 +125,22 @@ pub(crate) struct Sampler {
     id: u64,
     /// Devices whose sampling was set up (or tried), one bit each (64).
     tried: AtomicU64,
+    /// See [`crate::collect::CollectOptions::exit_handler`].
+    exit_handler: Option<extern "C" fn()>,
     state: Mutex<State>,
 }
 
 impl Sampler {
-    /// Samples every `interval_ns` once devices are in use.
-    pub(crate) fn new(cupti: &'static Cupti, interval_ns: u64) -> Self {
+    /// Samples every `interval_ns` once devices are in use; registers
+    /// `exit_handler` once the first device samples.
+    pub(crate) fn new(cupti: &'static Cupti, interval_ns: u64, exit_handler: Option<extern "C" fn()>) -> Self {
         static NEXT: AtomicU64 = AtomicU64::new(1);
         Sampler {
             cupti,
             id: NEXT.fetch_add(1, Ordering::Relaxed),
             interval_ns,
             tried: AtomicU64::new(0),
+            exit_handler,
             state: Mutex::new(State {
                 devices: Vec::new(),
                 leftover: Vec::new(),
@@ -190,8 +210,21 @@ impl Sampler {
             Ok(p) => {
                 debug("sampling: device sampling");
                 USED.store(true, Ordering::Release);
-                if st.status.metrics.is_empty() {
-                    st.status.metrics = p.metrics();
+                if let Some(h) = self.exit_handler {
+                    register_once(h);
+                }
+                if st.status.configs.is_empty() {
+                    let configs = p.configs();
+                    let mut metrics: Vec<String> = Vec::new();
+                    for m in configs.iter().flatten() {
+                        if !metrics.contains(m) {
+                            metrics.push(m.clone());
+                        }
+                    }
+                    st.status.metrics = metrics;
+                    st.status.configs =
+                        configs.into_iter().map(|metrics| SampledConfig { metrics, samples: 0 }).collect();
+                    st.status.figures_missing = p.missing().iter().map(|m| m.to_string()).collect();
                 }
                 st.status.devices.push(dev);
                 st.devices.push(p);
@@ -222,11 +255,17 @@ impl Sampler {
     /// stopped (the decoder thread asks every few milliseconds).
     pub(crate) fn decode(&self) -> Vec<Sample> {
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        let st = &mut *st;
         let mut out = std::mem::take(&mut st.leftover);
         if !st.stopping && st.last_decode.elapsed() < pmsampler::decode_every(self.interval_ns) {
             return out;
         }
+        Self::decode_locked(&mut st, &mut out, None);
+        out
+    }
+
+    /// Decodes every device (to the end of their records once stopping,
+    /// until `deadline` if given) into `out`.
+    fn decode_locked(st: &mut State, out: &mut Vec<Sample>, deadline: Option<Instant>) {
         // Timed from here: the lock may have waited for a device's set-up
         // (~0.4 s), which is not decoding.
         let t = Instant::now();
@@ -234,12 +273,18 @@ impl Sampler {
         let mut failed = None;
         let to_end = st.stopping;
         for p in &mut st.devices {
-            match p.decode(to_end) {
+            match p.decode(to_end, deadline) {
                 Ok(d) => {
                     st.status.overflows += d.overflow as u64;
                     st.status.decode_data_ns += d.decode_ns;
                     st.status.evaluate_ns += d.evaluate_ns;
                     st.status.samples += d.samples.len() as u64;
+                    st.status.switches += d.switches;
+                    st.status.switch_ns += d.switch_ns;
+                    st.status.tail_lost |= d.cut_short;
+                    for (c, n) in st.status.configs.iter_mut().zip(&d.per_config) {
+                        c.samples += n;
+                    }
                     out.extend(d.samples);
                 }
                 Err(e) => failed = Some(format!("device {}: {e}", p.device())),
@@ -255,20 +300,23 @@ impl Sampler {
             st.devices.clear();
         }
         st.status.decode_ns += t.elapsed().as_nanos() as u64;
-        out
     }
 
     /// Stops sampling everywhere and releases the devices (before CUPTI
     /// detaches); the samples still in their buffers are decoded now and
-    /// handed out by the next [`Sampler::decode`]. At process exit nothing
-    /// is asked of CUPTI (the driver may be tearing down: seen, a PyTorch
-    /// process that never exited): samples not yet decoded are lost, and
-    /// the status says so.
-    pub(crate) fn stop(&self, at_exit: bool) {
+    /// handed out by the next [`Sampler::decode`].
+    ///
+    /// At process exit (`at_exit`) nothing is released. The last samples
+    /// are decoded only when `decode_at_exit` (the exit handler registered
+    /// after CUDA's own, which runs first: the driver is whole), for at
+    /// most [`EXIT_DECODE_BOUND`]; otherwise no CUPTI call is made (the
+    /// driver may be tearing down: seen, a PyTorch process that never
+    /// exited) and the samples not yet decoded are reported lost.
+    pub(crate) fn stop(&self, at_exit: bool, decode_at_exit: bool) {
         // No device is claimed after this, and a set-up claimed before
         // finds `closed` once it has the lock.
         self.tried.store(u64::MAX, Ordering::Release);
-        if at_exit {
+        if at_exit && !decode_at_exit {
             // A decode or set-up in progress is waited for; then no device
             // is left to decode, and none is ever dropped (that would call
             // CUPTI during exit).
@@ -278,19 +326,27 @@ impl Sampler {
             std::mem::forget(std::mem::take(&mut st.devices));
             return;
         }
-        {
-            let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-            st.closed = true;
-            for p in &mut st.devices {
-                if let Err(e) = p.stop() {
-                    debug(&format!("sampling: stop: {e}"));
-                }
-            }
-            st.stopping = true;
-        }
-        let last = self.decode();
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        st.devices.clear();
+        st.closed = true;
+        for p in &mut st.devices {
+            if let Err(e) = p.stop() {
+                debug(&format!("sampling: stop: {e}"));
+            }
+        }
+        st.stopping = true;
+        let mut last = std::mem::take(&mut st.leftover);
+        if at_exit {
+            let t = Instant::now();
+            let before = last.len();
+            Self::decode_locked(&mut st, &mut last, Some(t + EXIT_DECODE_BOUND));
+            st.status.exit_samples = (last.len() - before) as u64;
+            st.status.exit_decode_ns = t.elapsed().as_nanos() as u64;
+            // Not released at exit: no CUPTI call beyond the decode.
+            std::mem::forget(std::mem::take(&mut st.devices));
+        } else {
+            Self::decode_locked(&mut st, &mut last, None);
+            st.devices.clear();
+        }
         st.leftover = last;
     }
 
@@ -337,6 +393,7 @@ mod tests {
             host_waits: false,
             metrics: None,
             sampling: Some(100_000),
+            exit_handler: None,
             calibrate: false,
         };
         let (c, _outputs) = collect::start(&opts).expect("collection starts");
@@ -351,7 +408,7 @@ mod tests {
             stream.synchronize().expect("the launches ran");
         }
         let status = sampler.status();
-        collect::stop(&c, false).expect("collection stops");
+        collect::stop(&c, collect::Ending::Stop).expect("collection stops");
         collect::clear();
         assert!(first < Duration::from_millis(100), "the first launch call took {first:?}");
         assert_eq!(status.devices, vec![0], "device 0 sampled: {status:?}");

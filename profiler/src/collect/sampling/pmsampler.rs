@@ -1,13 +1,19 @@
 //! Safe wrapper over CUPTI's PM sampling (`cupti_pmsampling.h`) on one
-//! device: enabled with a single-pass config, sampling into a hardware
-//! buffer, decoded into a counter data image on gpuscope's decoder thread.
-//! Disabled on drop.
+//! device: sampling into a hardware buffer, decoded into counter data
+//! images on gpuscope's decoder thread. PM sampling takes single-pass
+//! configurations only: the counters of [`FIGURES`] are packed into as few
+//! as the chip allows ([`plan`]), and when there are several they are taken
+//! in turn (multiplexing), each held for a while before the next. Disabled
+//! on drop.
 
 use crate::collect::cupti::{pm, tolerate};
 use crate::collect::metrics::rangeprof::{self, HostObject};
 use crate::error::{Error, ErrorKind, Result};
-use crate::model::sampled::{Sample, REQUIRED_METRICS, SAMPLED_METRICS};
+use crate::model::sampled::{Sample, EVERY_CONFIG, FIGURES, SAMPLED_METRICS, SM_CYCLES_ACTIVE};
 use cupti_sys::{self as sys, Cupti};
+use std::ffi::CString;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 /// Samples one counter data image holds: decoded, read and reset (a copy
 /// of its blank state) for the next. ~33 KB per sample on an H100 with 5
@@ -24,8 +30,8 @@ const SAMPLES_PER_DECODE: u64 = 32;
 /// How often the sampler decodes at `interval_ns`: when
 /// [`SAMPLES_PER_DECODE`] samples are due, and not more often than the
 /// decoder's 5 ms poll.
-pub(crate) fn decode_every(interval_ns: u64) -> std::time::Duration {
-    std::time::Duration::from_nanos(interval_ns.saturating_mul(SAMPLES_PER_DECODE).max(5_000_000))
+pub(crate) fn decode_every(interval_ns: u64) -> Duration {
+    Duration::from_nanos(interval_ns.saturating_mul(SAMPLES_PER_DECODE).max(5_000_000))
 }
 
 /// Images decoded per [`PmDevice::decode`] call at most: bounds how long
@@ -41,19 +47,104 @@ const IMAGES_AT_STOP: usize = 4096;
 /// at 10 us between decodes a few ms apart.
 const HARDWARE_BUFFER: usize = 256 << 20;
 
-/// PM sampling on one device.
-pub(crate) struct PmDevice {
-    cupti: &'static Cupti,
-    device: u32,
-    object: pm::Object,
+/// A configuration is held at least this long before the next is taken,
+/// and at least [`HOLD_PER_SWITCH`] times as long as the last switch took:
+/// switching (stop, decode to the end, configure, start) leaves time
+/// unsampled, which stays under a twentieth of the time sampled.
+const MIN_HOLD: Duration = Duration::from_millis(50);
+/// See [`MIN_HOLD`].
+const HOLD_PER_SWITCH: u32 = 20;
+
+/// The single-pass configurations a chip's figures are sampled with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Plan {
+    /// Each configuration's counters.
+    pub configs: Vec<Vec<String>>,
+    /// Figures no configuration could hold (a counter the chip lacks, or
+    /// one that needs several passes alone).
+    pub missing: Vec<&'static str>,
+}
+
+/// Packs [`FIGURES`] into configurations, in order: each figure's counters
+/// join the first configuration they fit into in one pass (`fits`), or
+/// start a new one with [`EVERY_CONFIG`] (just the active-cycle weight
+/// when the chip lacks the engine's counters).
+pub(crate) fn pack(fits: &mut dyn FnMut(&[String]) -> bool) -> Plan {
+    let owned = |m: &[&str]| m.iter().map(|s| s.to_string()).collect::<Vec<String>>();
+    let base = if fits(&owned(&EVERY_CONFIG)) { owned(&EVERY_CONFIG) } else { owned(&[SM_CYCLES_ACTIVE]) };
+    let mut plan = Plan { configs: Vec::new(), missing: Vec::new() };
+    for f in FIGURES {
+        let with = |c: &[String]| {
+            let mut c = c.to_vec();
+            for m in f.metrics {
+                if !c.iter().any(|n| n == m) {
+                    c.push(m.to_string());
+                }
+            }
+            c
+        };
+        if plan.configs.iter().any(|c| with(c).len() == c.len()) {
+            continue; // held already (the engine's counters are in every one)
+        }
+        let fitting = (0..plan.configs.len()).find(|&i| fits(&with(&plan.configs[i])));
+        match fitting {
+            Some(i) => plan.configs[i] = with(&plan.configs[i]),
+            None if fits(&with(&base)) => plan.configs.push(with(&base)),
+            None => plan.missing.push(f.name),
+        }
+    }
+    plan
+}
+
+/// The plan for `chip`, made once per chip in the process (it creates a
+/// host object per try, a few ms each).
+fn plan_of(cupti: &'static Cupti, chip: &CString, availability: &[u8]) -> Result<Plan> {
+    static PLANS: Mutex<Vec<(CString, Plan)>> = Mutex::new(Vec::new());
+    if let Some((_, p)) = PLANS.lock().unwrap_or_else(|e| e.into_inner()).iter().find(|(c, _)| c == chip) {
+        return Ok(p.clone());
+    }
+    let kind = sys::CUPTI_PROFILER_TYPE_PM_SAMPLING;
+    let mut fits =
+        |m: &[String]| HostObject::of_type(cupti, kind, chip, availability, m).is_ok_and(|h| h.passes() == 1);
+    let plan = pack(&mut fits);
+    if plan.configs.is_empty() {
+        return Err(Error::new(
+            ErrorKind::Unsupported,
+            format!("PM sampling on {chip:?} takes none of gpuscope's counters in one pass"),
+        ));
+    }
+    PLANS.lock().unwrap_or_else(|e| e.into_inner()).push((chip.clone(), plan.clone()));
+    Ok(plan)
+}
+
+/// One configuration of a device's sampler, with its counter data image.
+struct Config {
     host: HostObject,
     image: Vec<u8>,
     /// The image as initialised: copied back after each decode (cheaper
     /// than initialising again).
     blank: Vec<u8>,
+    /// Positions of [`SAMPLED_METRICS`] among the host object's metrics.
+    slot: Vec<Option<usize>>,
+}
+
+/// PM sampling on one device.
+pub(crate) struct PmDevice {
+    cupti: &'static Cupti,
+    device: u32,
+    object: pm::Object,
+    interval_ns: u64,
+    configs: Vec<Config>,
+    /// The configuration sampling now.
+    active: usize,
     started: bool,
-    /// The first sample spans enable to the first trigger: dropped.
+    /// The first sample after a start spans the start to the first
+    /// trigger: dropped.
     first_seen: bool,
+    /// When the active configuration was started, and how long it is held.
+    since: Instant,
+    hold: Duration,
+    missing: Vec<&'static str>,
 }
 
 // SAFETY: used by the decoder thread under the sampler's mutex only.
@@ -64,56 +155,62 @@ unsafe impl Send for PmDevice {}
 pub(crate) struct Decoded {
     /// Samples completed since the last decode.
     pub samples: Vec<Sample>,
+    /// Of which per configuration.
+    pub per_config: Vec<u64>,
     /// The hardware buffer overflowed: samples were lost.
     pub overflow: bool,
     /// Time in `cuptiPmSamplingDecodeData`, ns.
     pub decode_ns: u64,
     /// Time reading samples out of the image (sample info, evaluation), ns.
     pub evaluate_ns: u64,
+    /// Switches to the next configuration, and the time sampling was
+    /// stopped for them, ns.
+    pub switches: u64,
+    /// See `switches`.
+    pub switch_ns: u64,
+    /// Decoding stopped at its deadline with samples left (at exit).
+    pub cut_short: bool,
 }
 
 impl PmDevice {
-    /// Enables PM sampling on `device` for [`SAMPLED_METRICS`] (those the
-    /// chip has that fit one pass), a sample every `interval_ns`.
+    /// Enables PM sampling on `device`, a sample every `interval_ns`, with
+    /// the configurations of its chip's [`Plan`].
     pub(crate) fn new(cupti: &'static Cupti, device: u32, interval_ns: u64) -> Result<Self> {
         rangeprof::initialize(cupti)?;
         rangeprof::api_supported(cupti, device as i32, sys::CUPTI_PROFILER_PM_SAMPLING, "PM sampling")?;
         let chip = rangeprof::chip_name(cupti, device as usize)?;
-        let availability = availability(cupti, device)?;
-        // The pipe counters are the ones a chip may lack or not fit in one
-        // pass with the rest; without them the rest still samples.
-        let all: Vec<String> = SAMPLED_METRICS.iter().map(|m| m.to_string()).collect();
+        let availability = pm::get_counter_availability(cupti, device)?;
+        let plan = plan_of(cupti, &chip, &availability)?;
         let kind = sys::CUPTI_PROFILER_TYPE_PM_SAMPLING;
-        let host = match HostObject::of_type(cupti, kind, &chip, &availability, &all) {
-            Ok(h) if h.passes() == 1 => h,
-            _ => {
-                let h = HostObject::of_type(cupti, kind, &chip, &availability, &all[..REQUIRED_METRICS])?;
-                if h.passes() != 1 {
-                    return Err(Error::new(
-                        ErrorKind::Unsupported,
-                        format!(
-                            "PM sampling on device {device} needs {} passes for its counters; it takes one",
-                            h.passes()
-                        ),
-                    ));
-                }
-                h
-            }
-        };
+        let mut configs = Vec::with_capacity(plan.configs.len());
+        for metrics in &plan.configs {
+            let host = HostObject::of_type(cupti, kind, &chip, &availability, metrics)?;
+            let names = host.names();
+            let slot =
+                SAMPLED_METRICS.iter().map(|m| names.iter().position(|n| n.as_bytes() == m.as_bytes())).collect();
+            configs.push(Config { host, image: Vec::new(), blank: Vec::new(), slot });
+        }
         let object = pm::enable(cupti, device)?;
         // Owned from here: disabled on drop, on every error below too.
         let mut me = PmDevice {
             cupti,
             device,
             object,
-            host,
-            image: Vec::new(),
-            blank: Vec::new(),
+            interval_ns,
+            configs,
+            active: 0,
             started: false,
             first_seen: false,
+            since: Instant::now(),
+            hold: MIN_HOLD,
+            missing: plan.missing,
         };
-        me.set_config(interval_ns)?;
-        me.init_image()?;
+        // Each image initialised under its own configuration; the first
+        // configuration is set last, to start with.
+        for i in (0..me.configs.len()).rev() {
+            me.set_config(i)?;
+            me.init_image(i)?;
+        }
         Ok(me)
     }
 
@@ -122,18 +219,23 @@ impl PmDevice {
         self.device
     }
 
-    fn set_config(&mut self, interval_ns: u64) -> Result<()> {
-        // SAFETY: our object, enabled until drop; the config outlives the call.
-        unsafe { pm::set_config(self.cupti, self.object, self.host.config(), HARDWARE_BUFFER, interval_ns) }
+    fn set_config(&mut self, i: usize) -> Result<()> {
+        let config = self.configs[i].host.config();
+        // SAFETY: our object, enabled until drop, not started; the config
+        // outlives the call.
+        unsafe { pm::set_config(self.cupti, self.object, config, HARDWARE_BUFFER, self.interval_ns) }?;
+        self.active = i;
+        Ok(())
     }
 
-    fn init_image(&mut self) -> Result<()> {
+    fn init_image(&mut self, i: usize) -> Result<()> {
+        let c = &mut self.configs[i];
         // SAFETY: our object, enabled until drop.
-        let size = unsafe { pm::get_counter_data_size(self.cupti, self.object, self.host.names(), IMAGE_SAMPLES) }?;
-        self.image = vec![0u8; size];
+        let size = unsafe { pm::get_counter_data_size(self.cupti, self.object, c.host.names(), IMAGE_SAMPLES) }?;
+        c.image = vec![0u8; size];
         // SAFETY: as above.
-        unsafe { pm::counter_data_image_initialize(self.cupti, self.object, &mut self.image) }?;
-        self.blank = self.image.clone();
+        unsafe { pm::counter_data_image_initialize(self.cupti, self.object, &mut c.image) }?;
+        c.blank = c.image.clone();
         Ok(())
     }
 
@@ -142,6 +244,8 @@ impl PmDevice {
         // SAFETY: our object, configured by `new`, enabled until drop.
         unsafe { pm::start(self.cupti, self.object) }?;
         self.started = true;
+        self.first_seen = false;
+        self.since = Instant::now();
         Ok(())
     }
 
@@ -156,33 +260,53 @@ impl PmDevice {
 
     /// Decodes the samples the hardware buffer holds (several images' worth
     /// if need be); `to_end`: sampling has stopped, decode until CUPTI says
-    /// the records end.
-    pub(crate) fn decode(&mut self, to_end: bool) -> Result<Decoded> {
-        let mut out = Decoded::default();
+    /// the records end, or until `deadline`. While sampling, the next
+    /// configuration is taken once the active one has been held long
+    /// enough.
+    pub(crate) fn decode(&mut self, to_end: bool, deadline: Option<Instant>) -> Result<Decoded> {
+        let mut out = Decoded { per_config: vec![0; self.configs.len()], ..Default::default() };
+        self.decode_into(&mut out, to_end, deadline)?;
+        if !to_end && self.configs.len() > 1 && self.started && self.since.elapsed() >= self.hold {
+            self.switch(&mut out)?;
+        }
+        Ok(out)
+    }
+
+    fn decode_into(&mut self, out: &mut Decoded, to_end: bool, deadline: Option<Instant>) -> Result<()> {
         // Bounded: a buffer that keeps refilling faster than it decodes
         // waits for the next call. Once sampling has stopped, the buffer
         // holds a finite number of samples: all of them are read (the
         // bound only guards against a decode that never ends).
         let images = if to_end { IMAGES_AT_STOP } else { IMAGES_PER_DECODE };
+        let a = self.active;
         for _ in 0..images {
-            let t = std::time::Instant::now();
-            // SAFETY: our object, enabled until drop, and its image.
-            let r = unsafe { pm::decode_data(self.cupti, self.object, &mut self.image) };
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                out.cut_short = true;
+                break;
+            }
+            let t = Instant::now();
+            // SAFETY: our object, enabled until drop, and the active
+            // configuration's image.
+            let r = unsafe { pm::decode_data(self.cupti, self.object, &mut self.configs[a].image) };
             out.decode_ns += t.elapsed().as_nanos() as u64;
             let d = match r {
                 Err(e) if e.cupti_code() == Some(sys::CUPTI_ERROR_OUT_OF_MEMORY) => {
                     // The hardware buffer overflowed; what it held is lost.
                     out.overflow = true;
-                    self.image.copy_from_slice(&self.blank);
+                    let c = &mut self.configs[a];
+                    c.image.copy_from_slice(&c.blank);
                     break;
                 }
                 r => r?,
             };
             out.overflow |= d.overflow;
-            let t = std::time::Instant::now();
+            let t = Instant::now();
+            let before = out.samples.len();
             self.read_samples(&mut out.samples)?;
+            out.per_config[a] += (out.samples.len() - before) as u64;
             out.evaluate_ns += t.elapsed().as_nanos() as u64;
-            self.image.copy_from_slice(&self.blank);
+            let c = &mut self.configs[a];
+            c.image.copy_from_slice(&c.blank);
             let more = if to_end {
                 d.stop_reason != sys::CUPTI_PM_SAMPLING_DECODE_STOP_REASON_END_OF_RECORDS
             } else {
@@ -192,34 +316,54 @@ impl PmDevice {
                 break;
             }
         }
-        Ok(out)
+        Ok(())
     }
 
-    /// Appends the completed samples of the decoded image.
+    /// Takes the next configuration: stops, decodes what the active one
+    /// sampled, configures the next and starts again. The time between the
+    /// stop and the start has no sample.
+    fn switch(&mut self, out: &mut Decoded) -> Result<()> {
+        let t = Instant::now();
+        self.stop()?;
+        self.decode_into(out, true, None)?;
+        self.set_config((self.active + 1) % self.configs.len())?;
+        self.start()?;
+        let took = t.elapsed();
+        out.switches += 1;
+        out.switch_ns += took.as_nanos() as u64;
+        self.hold = MIN_HOLD.max(took * HOLD_PER_SWITCH);
+        Ok(())
+    }
+
+    /// Appends the completed samples of the active configuration's decoded
+    /// image.
     fn read_samples(&mut self, out: &mut Vec<Sample>) -> Result<()> {
+        let c = &self.configs[self.active];
         // SAFETY: our image, initialised for our object.
-        let completed = unsafe { pm::get_counter_data_info(self.cupti, &self.image) }?;
-        // Positions of SAMPLED_METRICS among the metrics the host object has.
-        let names = self.host.names();
-        let slot: Vec<Option<usize>> =
-            SAMPLED_METRICS.iter().map(|m| names.iter().position(|n| n.as_bytes() == m.as_bytes())).collect();
+        let completed = unsafe { pm::get_counter_data_info(self.cupti, &c.image) }?;
         for i in 0..completed {
             // SAFETY: our object, enabled until drop, and its image.
-            let (start, end) = unsafe { pm::counter_data_get_sample_info(self.cupti, self.object, &self.image, i) }?;
+            let (start, end) = unsafe { pm::counter_data_get_sample_info(self.cupti, self.object, &c.image, i) }?;
             if !std::mem::replace(&mut self.first_seen, true) {
                 continue;
             }
             // SAFETY: our image, decoded by CUPTI.
-            let raw = unsafe { self.host.evaluate(&self.image, i) }?;
-            let values: Vec<f64> = slot.iter().map(|p| p.map_or(f64::NAN, |p| raw[p])).collect();
+            let raw = unsafe { c.host.evaluate(&c.image, i) }?;
+            let values: Vec<f64> = c.slot.iter().map(|p| p.map_or(f64::NAN, |p| raw[p])).collect();
             out.push(Sample::from_values(self.device, start, end, &values));
         }
         Ok(())
     }
 
-    /// The counters sampled.
-    pub(crate) fn metrics(&self) -> Vec<String> {
-        self.host.names().iter().map(|n| n.to_string_lossy().into_owned()).collect()
+    /// Each configuration's counters.
+    pub(crate) fn configs(&self) -> Vec<Vec<String>> {
+        let name = |n: &CString| n.to_string_lossy().into_owned();
+        self.configs.iter().map(|c| c.host.names().iter().map(name).collect()).collect()
+    }
+
+    /// Figures no configuration holds.
+    pub(crate) fn missing(&self) -> &[&'static str] {
+        &self.missing
     }
 }
 
@@ -231,7 +375,107 @@ impl Drop for PmDevice {
     }
 }
 
-/// The counter availability image of `device` for PM sampling.
-fn availability(cupti: &Cupti, device: u32) -> Result<Vec<u8>> {
-    pm::get_counter_availability(cupti, device)
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::metrics::{ACHIEVED_OCCUPANCY, DRAM_READ, ISSUE_ACTIVE, SM_EFFICIENCY, TENSOR_ACTIVE};
+
+    /// The figures pack as H100's PM sampling took them (device probe,
+    /// CUPTI 13.0): the SM figures, DRAM and the engine fit one pass; the
+    /// tensor pipe or the issue slots with them need two, together with
+    /// the engine's counters one.
+    #[test]
+    fn figures_pack_into_single_pass_configurations_in_order() {
+        let second = [TENSOR_ACTIVE, ISSUE_ACTIVE];
+        let mut tried = 0;
+        let mut fits = |m: &[String]| {
+            tried += 1;
+            let has = |x: &str| m.iter().any(|n| n == x);
+            !(second.iter().any(|s| has(s)) && (has(SM_EFFICIENCY) || has(ACHIEVED_OCCUPANCY) || has(DRAM_READ)))
+        };
+        let plan = pack(&mut fits);
+        assert_eq!(plan.configs.len(), 2, "{plan:?}");
+        let (a, b) = (&plan.configs[0], &plan.configs[1]);
+        for m in EVERY_CONFIG {
+            assert!(a.iter().any(|n| n == m) && b.iter().any(|n| n == m), "{m} in both: {plan:?}");
+        }
+        assert!(a.iter().any(|n| n == SM_EFFICIENCY) && a.iter().any(|n| n == DRAM_READ));
+        assert!(b.iter().any(|n| n == TENSOR_ACTIVE) && b.iter().any(|n| n == ISSUE_ACTIVE));
+        assert!(plan.missing.is_empty());
+        assert!(tried < 12, "{tried} host objects");
+        // Everything in one pass: one configuration, no switching.
+        let plan = pack(&mut |_: &[String]| true);
+        assert_eq!((plan.configs.len(), plan.missing.len()), (1, 0));
+        assert_eq!(plan.configs[0].len(), SAMPLED_METRICS.len());
+    }
+
+    /// A chip without the engine's counters, whose tensor counter needs
+    /// two passes even alone: the rest is sampled, the figures missing are
+    /// named.
+    #[test]
+    fn figures_a_chip_cannot_give_are_named_not_faked() {
+        let plan = pack(&mut |m: &[String]| !m.iter().any(|n| n.starts_with("gr__") || n == TENSOR_ACTIVE));
+        assert_eq!(plan.missing, vec!["GPU busy", "tensor-pipe activity"]);
+        assert_eq!(plan.configs.len(), 1);
+        assert!(!plan.configs[0].iter().any(|n| n.starts_with("gr__")));
+        assert!(plan.configs[0].iter().any(|n| n == ISSUE_ACTIVE));
+    }
+}
+
+#[cfg(test)]
+mod gpu {
+    use super::*;
+
+    /// On this GPU every figure is sampled, in as few single-pass
+    /// configurations as fit, each taking its turn while kernels run; the
+    /// switches' cost is printed.
+    #[test]
+    #[ignore = "needs an NVIDIA GPU"]
+    fn every_figure_is_sampled_in_turn_on_this_gpu() {
+        use cudarc::driver::{CudaContext, LaunchConfig, PushKernelArg};
+        let ctx = CudaContext::new(0).expect("a CUDA device");
+        let stream = ctx.default_stream();
+        let ptx = include_str!("../../../../examples/kernels/kernels.ptx");
+        let module = ctx.load_module(cudarc::nvrtc::Ptx::from_src(ptx)).expect("the examples' kernels load");
+        let tiny = module.load_function("tiny").expect("tiny");
+        let mut counter = stream.alloc_zeros::<i32>(1).expect("a counter");
+        let cupti = crate::collect::cupti::lib().expect("CUPTI");
+        let mut p = PmDevice::new(cupti, 0, 100_000).expect("PM sampling set up");
+        println!("sampling configurations: {:?}; missing: {:?}", p.configs(), p.missing());
+        assert!(p.missing().is_empty(), "{:?}", p.missing());
+        p.start().expect("sampling starts");
+        let mut all = Decoded { per_config: vec![0; p.configs.len()], ..Default::default() };
+        let began = Instant::now();
+        while began.elapsed() < Duration::from_millis(600) {
+            for _ in 0..200 {
+                let mut l = stream.launch_builder(&tiny);
+                l.arg(&mut counter);
+                let cfg = LaunchConfig { grid_dim: (132, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
+                // SAFETY: tiny(int*), with a device int.
+                unsafe { l.launch(cfg) }.expect("tiny launches");
+            }
+            stream.synchronize().expect("the launches ran");
+            let d = p.decode(false, None).expect("decodes");
+            all.samples.extend(d.samples);
+            for (a, b) in all.per_config.iter_mut().zip(d.per_config) {
+                *a += b;
+            }
+            all.switches += d.switches;
+            all.switch_ns += d.switch_ns;
+        }
+        p.stop().expect("stops");
+        let d = p.decode(true, None).expect("decodes to the end");
+        all.samples.extend(d.samples);
+        let busy: Vec<f32> = all.samples.iter().map(|s| s.gr_active_pct).filter(|v| v.is_finite()).collect();
+        println!(
+            "samples per configuration {:?}, {} switches, {:.2} ms each; GPU busy mean {:.1}%",
+            all.per_config,
+            all.switches,
+            all.switch_ns as f64 / all.switches.max(1) as f64 / 1e6,
+            busy.iter().sum::<f32>() / busy.len().max(1) as f32
+        );
+        assert!(all.per_config.iter().all(|&n| n > 0), "each configuration sampled: {:?}", all.per_config);
+        assert!(p.configs.len() == 1 || all.switches > 0);
+        assert!(busy.len() > 100 && busy.iter().all(|b| (0.0..=100.0).contains(b)), "{} busy values", busy.len());
+    }
 }
