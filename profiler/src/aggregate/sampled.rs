@@ -135,7 +135,10 @@ impl SampleJoin {
                 let len = s.len() as f64;
                 // Counters accrue while kernels run: over their time the SM
                 // efficiency is the sample's scaled to it.
-                let efficiency = (s.sm_efficiency_pct as f64 * len / busy as f64).min(100.0);
+                // (NaN when the sample's configuration did not hold it:
+                // `min` would make that 100.)
+                let efficiency = s.sm_efficiency_pct as f64 * len / busy as f64;
+                let efficiency = if efficiency.is_finite() { efficiency.min(100.0) } else { f64::NAN };
                 // The engine is active while kernels run: over their time
                 // it says nothing.
                 let engine = f64::NAN;

@@ -29,15 +29,19 @@ pub struct SampleRecord {
     pub start_ns: u64,
     /// End, ns.
     pub end_ns: u64,
-    /// SM efficiency over the sample, %.
-    pub sm_efficiency_pct: f32,
+    /// SM efficiency over the sample, % (absent when its configuration
+    /// did not hold it).
+    pub sm_efficiency_pct: Option<f32>,
     /// Achieved occupancy over its active cycles, % (absent when no SM was
-    /// active).
+    /// active, or not in its configuration).
     pub achieved_occupancy_pct: Option<f32>,
     /// Tensor pipe active over active cycles, %.
     pub tensor_active_pct: Option<f32>,
     /// DRAM bandwidth, GB/s.
-    pub dram_gb_per_s: f32,
+    pub dram_gb_per_s: Option<f32>,
+    /// Graphics/compute engine active over the sample, %.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_busy_pct: Option<f32>,
 }
 
 impl From<&Sample> for SampleRecord {
@@ -47,10 +51,11 @@ impl From<&Sample> for SampleRecord {
             device: s.device,
             start_ns: s.start,
             end_ns: s.end,
-            sm_efficiency_pct: s.sm_efficiency_pct,
+            sm_efficiency_pct: finite(s.sm_efficiency_pct),
             achieved_occupancy_pct: finite(s.occupancy_pct),
             tensor_active_pct: finite(s.tensor_active_pct),
-            dram_gb_per_s: if s.is_empty() { 0.0 } else { s.dram_bytes / s.len() as f32 },
+            dram_gb_per_s: finite(s.dram_bytes).map(|b| if s.is_empty() { 0.0 } else { b / s.len() as f32 }),
+            gpu_busy_pct: finite(s.gr_active_pct),
         }
     }
 }

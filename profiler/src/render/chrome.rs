@@ -104,10 +104,11 @@ fn sampled_counters(r: &Report, t: &Trace) -> Vec<Value> {
                 ev.push(json!({"ph": "C", "name": name, "pid": pid, "ts": ts, "args": {key: v}}));
             }
         };
-        add("SM efficiency % (sampled)", "sm_eff", Some(s.sm_efficiency_pct));
+        add("GPU busy % (sampled)", "gpu_busy", s.gpu_busy_pct);
+        add("SM efficiency % (sampled)", "sm_eff", s.sm_efficiency_pct);
         add("achieved occupancy % (sampled)", "occupancy", s.achieved_occupancy_pct);
         add("tensor pipe active % (sampled)", "tensor", s.tensor_active_pct);
-        add("DRAM GB/s (sampled)", "dram", Some(s.dram_gb_per_s));
+        add("DRAM GB/s (sampled)", "dram", s.dram_gb_per_s);
     }
     ev
 }

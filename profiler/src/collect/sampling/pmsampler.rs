@@ -7,6 +7,7 @@
 //! on drop.
 
 use crate::collect::cupti::{pm, tolerate};
+use crate::collect::debug::debug;
 use crate::collect::metrics::rangeprof::{self, HostObject};
 use crate::error::{Error, ErrorKind, Result};
 use crate::model::sampled::{Sample, EVERY_CONFIG, FIGURES, SAMPLED_METRICS, SM_CYCLES_ACTIVE};
@@ -44,14 +45,23 @@ const IMAGES_PER_DECODE: usize = 16;
 const IMAGES_AT_STOP: usize = 4096;
 
 /// Bytes of the device's buffer of raw samples: room for seconds of samples
-/// at 10 us between decodes a few ms apart.
-const HARDWARE_BUFFER: usize = 256 << 20;
+/// at 10 us between decodes a few ms apart, and at intervals of 10 us and
+/// more a smaller buffer, which a device sets up and switches configurations
+/// faster with (H200, CUPTI 13.0: 547 ms with 256 MB, 220 ms with 32 MB).
+fn hardware_buffer(interval_ns: u64) -> usize {
+    if interval_ns >= 10_000 {
+        32 << 20
+    } else {
+        256 << 20
+    }
+}
 
 /// A configuration is held at least this long before the next is taken,
 /// and at least [`HOLD_PER_SWITCH`] times as long as the last switch took:
-/// switching (stop, decode to the end, configure, start) leaves time
-/// unsampled, which stays under a twentieth of the time sampled.
-const MIN_HOLD: Duration = Duration::from_millis(50);
+/// switching (stop, decode to the end, a new sampling object, configure,
+/// start: ~0.2 s on an H200) leaves time unsampled, which stays under a
+/// twentieth of the time sampled.
+const MIN_HOLD: Duration = Duration::from_millis(500);
 /// See [`MIN_HOLD`].
 const HOLD_PER_SWITCH: u32 = 20;
 
@@ -134,6 +144,8 @@ pub(crate) struct PmDevice {
     device: u32,
     object: pm::Object,
     interval_ns: u64,
+    /// Bytes of the hardware buffer of raw samples.
+    hardware_buffer: usize,
     configs: Vec<Config>,
     /// The configuration sampling now.
     active: usize,
@@ -176,11 +188,18 @@ impl PmDevice {
     /// Enables PM sampling on `device`, a sample every `interval_ns`, with
     /// the configurations of its chip's [`Plan`].
     pub(crate) fn new(cupti: &'static Cupti, device: u32, interval_ns: u64) -> Result<Self> {
+        Self::with_buffer(cupti, device, interval_ns, hardware_buffer(interval_ns))
+    }
+
+    /// [`PmDevice::new`] with a hardware buffer of `hardware_buffer` bytes.
+    fn with_buffer(cupti: &'static Cupti, device: u32, interval_ns: u64, hardware_buffer: usize) -> Result<Self> {
+        let began = Instant::now();
         rangeprof::initialize(cupti)?;
         rangeprof::api_supported(cupti, device as i32, sys::CUPTI_PROFILER_PM_SAMPLING, "PM sampling")?;
         let chip = rangeprof::chip_name(cupti, device as usize)?;
         let availability = pm::get_counter_availability(cupti, device)?;
         let plan = plan_of(cupti, &chip, &availability)?;
+        let planned = began.elapsed();
         let kind = sys::CUPTI_PROFILER_TYPE_PM_SAMPLING;
         let mut configs = Vec::with_capacity(plan.configs.len());
         for metrics in &plan.configs {
@@ -197,6 +216,7 @@ impl PmDevice {
             device,
             object,
             interval_ns,
+            hardware_buffer,
             configs,
             active: 0,
             started: false,
@@ -205,12 +225,13 @@ impl PmDevice {
             hold: MIN_HOLD,
             missing: plan.missing,
         };
-        // Each image initialised under its own configuration; the first
-        // configuration is set last, to start with.
-        for i in (0..me.configs.len()).rev() {
-            me.set_config(i)?;
-            me.init_image(i)?;
-        }
+        me.configure(0)?;
+        debug(&format!(
+            "sampling: device {device} set up in {:.0} ms ({} configurations, planned in {:.0} ms)",
+            began.elapsed().as_secs_f64() * 1e3,
+            me.configs.len(),
+            planned.as_secs_f64() * 1e3
+        ));
         Ok(me)
     }
 
@@ -219,23 +240,35 @@ impl PmDevice {
         self.device
     }
 
-    fn set_config(&mut self, i: usize) -> Result<()> {
-        let config = self.configs[i].host.config();
+    /// Makes configuration `i` the one sampled from the next start: its
+    /// config image and a counter data image initialised for it. CUPTI
+    /// 13.0 kept the first configuration an object was given (device: later
+    /// ones were ignored and their images decoded no sample), so a
+    /// configuration after the first takes a new object.
+    fn configure(&mut self, i: usize) -> Result<()> {
+        let cupti = self.cupti;
+        let c = &mut self.configs[i];
         // SAFETY: our object, enabled until drop, not started; the config
         // outlives the call.
-        unsafe { pm::set_config(self.cupti, self.object, config, HARDWARE_BUFFER, self.interval_ns) }?;
+        unsafe { pm::set_config(cupti, self.object, c.host.config(), self.hardware_buffer, self.interval_ns) }?;
+        // SAFETY: our object, enabled until drop.
+        let size = unsafe { pm::get_counter_data_size(cupti, self.object, c.host.names(), IMAGE_SAMPLES) }?;
+        c.image = vec![0u8; size];
+        // SAFETY: as above.
+        unsafe { pm::counter_data_image_initialize(cupti, self.object, &mut c.image) }?;
+        c.blank = c.image.clone();
         self.active = i;
         Ok(())
     }
 
-    fn init_image(&mut self, i: usize) -> Result<()> {
-        let c = &mut self.configs[i];
-        // SAFETY: our object, enabled until drop.
-        let size = unsafe { pm::get_counter_data_size(self.cupti, self.object, c.host.names(), IMAGE_SAMPLES) }?;
-        c.image = vec![0u8; size];
-        // SAFETY: as above.
-        unsafe { pm::counter_data_image_initialize(self.cupti, self.object, &mut c.image) }?;
-        c.blank = c.image.clone();
+    /// Disables the object and enables a new one on the same device (not
+    /// started, not configured).
+    fn renew(&mut self) -> Result<()> {
+        // SAFETY: our object, stopped, disabled once here and replaced.
+        tolerate(unsafe { pm::disable(self.cupti, self.object) }, "disabling a device's PM sampling");
+        // Until the new one is enabled, drop must not disable the old again.
+        self.object = std::ptr::null_mut();
+        self.object = pm::enable(self.cupti, self.device)?;
         Ok(())
     }
 
@@ -326,7 +359,8 @@ impl PmDevice {
         let t = Instant::now();
         self.stop()?;
         self.decode_into(out, true, None)?;
-        self.set_config((self.active + 1) % self.configs.len())?;
+        self.renew()?;
+        self.configure((self.active + 1) % self.configs.len())?;
         self.start()?;
         let took = t.elapsed();
         out.switches += 1;
@@ -369,6 +403,9 @@ impl PmDevice {
 
 impl Drop for PmDevice {
     fn drop(&mut self) {
+        if self.object.is_null() {
+            return; // a switch failed between disable and enable
+        }
         tolerate(self.stop(), "stopping a device's PM sampling");
         // SAFETY: our object, disabled once, here.
         tolerate(unsafe { pm::disable(self.cupti, self.object) }, "disabling a device's PM sampling");
@@ -378,15 +415,16 @@ impl Drop for PmDevice {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::metrics::{ACHIEVED_OCCUPANCY, DRAM_READ, ISSUE_ACTIVE, SM_EFFICIENCY, TENSOR_ACTIVE};
+    use crate::model::metrics::{ACHIEVED_OCCUPANCY, DRAM_READ, SM_EFFICIENCY};
+    use crate::model::sampled::{ISSUE_CYCLES, TENSOR_CYCLES};
 
-    /// The figures pack as H100's PM sampling took them (device probe,
+    /// The figures pack as H200's PM sampling took them (device probe,
     /// CUPTI 13.0): the SM figures, DRAM and the engine fit one pass; the
     /// tensor pipe or the issue slots with them need two, together with
     /// the engine's counters one.
     #[test]
     fn figures_pack_into_single_pass_configurations_in_order() {
-        let second = [TENSOR_ACTIVE, ISSUE_ACTIVE];
+        let second = [TENSOR_CYCLES, ISSUE_CYCLES];
         let mut tried = 0;
         let mut fits = |m: &[String]| {
             tried += 1;
@@ -400,7 +438,7 @@ mod tests {
             assert!(a.iter().any(|n| n == m) && b.iter().any(|n| n == m), "{m} in both: {plan:?}");
         }
         assert!(a.iter().any(|n| n == SM_EFFICIENCY) && a.iter().any(|n| n == DRAM_READ));
-        assert!(b.iter().any(|n| n == TENSOR_ACTIVE) && b.iter().any(|n| n == ISSUE_ACTIVE));
+        assert!(b.iter().any(|n| n == TENSOR_CYCLES) && b.iter().any(|n| n == ISSUE_CYCLES));
         assert!(plan.missing.is_empty());
         assert!(tried < 12, "{tried} host objects");
         // Everything in one pass: one configuration, no switching.
@@ -414,11 +452,11 @@ mod tests {
     /// named.
     #[test]
     fn figures_a_chip_cannot_give_are_named_not_faked() {
-        let plan = pack(&mut |m: &[String]| !m.iter().any(|n| n.starts_with("gr__") || n == TENSOR_ACTIVE));
+        let plan = pack(&mut |m: &[String]| !m.iter().any(|n| n.starts_with("gr__") || n == TENSOR_CYCLES));
         assert_eq!(plan.missing, vec!["GPU busy", "tensor-pipe activity"]);
         assert_eq!(plan.configs.len(), 1);
         assert!(!plan.configs[0].iter().any(|n| n.starts_with("gr__")));
-        assert!(plan.configs[0].iter().any(|n| n == ISSUE_ACTIVE));
+        assert!(plan.configs[0].iter().any(|n| n == ISSUE_CYCLES));
     }
 }
 
@@ -440,13 +478,19 @@ mod gpu {
         let tiny = module.load_function("tiny").expect("tiny");
         let mut counter = stream.alloc_zeros::<i32>(1).expect("a counter");
         let cupti = crate::collect::cupti::lib().expect("CUPTI");
+        for mb in [256usize, 32] {
+            let t = Instant::now();
+            let p = PmDevice::with_buffer(cupti, 0, 100_000, mb << 20).expect("PM sampling set up");
+            println!("hardware buffer {mb} MB: set up in {:.1} ms", t.elapsed().as_secs_f64() * 1e3);
+            drop(p);
+        }
         let mut p = PmDevice::new(cupti, 0, 100_000).expect("PM sampling set up");
         println!("sampling configurations: {:?}; missing: {:?}", p.configs(), p.missing());
         assert!(p.missing().is_empty(), "{:?}", p.missing());
         p.start().expect("sampling starts");
         let mut all = Decoded { per_config: vec![0; p.configs.len()], ..Default::default() };
         let began = Instant::now();
-        while began.elapsed() < Duration::from_millis(600) {
+        while began.elapsed() < Duration::from_millis(1500) {
             for _ in 0..200 {
                 let mut l = stream.launch_builder(&tiny);
                 l.arg(&mut counter);
