@@ -249,7 +249,8 @@ fn every_field() -> Report {
     let mut v: Value = serde_json::from_str(&trace_session().to_json()).expect("JSON");
     let sampled = json!({
         "sm_efficiency_pct": 71.5, "achieved_occupancy_pct": 33.0, "tensor_active_pct": 12.0,
-        "issue_active_pct": 40.0, "dram_gb_per_s": 1200.0, "covered_ns": 4000000u64, "samples": 40
+        "issue_active_pct": 40.0, "dram_gb_per_s": 1200.0, "gpu_busy_pct": 88.0, "covered_ns": 4000000u64,
+        "samples": 40
     });
     v["mode"] = json!("sampling");
     v["metrics"] = json!({
@@ -261,9 +262,14 @@ fn every_field() -> Report {
                      "evaluate": 7, "rearm": 8, "launch_waits": 9 }
     });
     v["sampling"] = json!({
-        "interval_ns": 1000000u64, "metrics": ["smsp__cycles_active.avg"], "devices": [0], "samples": 64,
+        "interval_ns": 1000000u64, "metrics": ["smsp__cycles_active.avg", "sm__pipe_tensor_cycles_active.avg"],
+        "configs": [{ "metrics": ["smsp__cycles_active.avg"], "samples": 40 },
+                    { "metrics": ["sm__pipe_tensor_cycles_active.avg"], "samples": 24 }],
+        "figures_missing": ["issue-slot activity"], "switches": 3, "switch_ns": 600000000u64,
+        "devices": [0], "samples": 64,
         "overflows": 1, "samples_expired": 1, "kernels_unsampled": 2, "min_kernel_samples": 4,
-        "disabled": "an example reason", "tail_lost": true, "decode_ns": 10, "decode_data_ns": 5, "evaluate_ns": 3,
+        "disabled": "an example reason", "tail_lost": true, "exit_samples": 12, "exit_decode_ns": 4000000u64,
+        "decode_ns": 10, "decode_data_ns": 5, "evaluate_ns": 3,
         "trace_windows": { "window_ns": 100000000u64, "period_ns": 1000000000u64, "windows": 1,
                            "traced_ns": 100000000u64, "untraced_ns": 900000000u64, "unclassified_gaps_ns": 7,
                            "untraced_launches": 12 },
@@ -274,7 +280,8 @@ fn every_field() -> Report {
         "settled": true, "launches": 20, "kernel_ns": 30000000u64,
         "idle": { "host_ns": 1, "sync_ns": 2, "copy_ns": 3, "launch_ns": 4, "dispatch_ns": 5, "other_ns": 6,
                   "profiler_ns": 7 },
-        "callback_ns": 1000, "hook_ns": 100, "allocations": 5, "releases": 5, "call_ns": 20000, "calls_timed": 8
+        "callback_ns": 1000, "hook_ns": 100, "allocations": 5, "releases": 5, "call_ns": 20000, "calls_timed": 8,
+        "sampled": sampled.clone()
     });
     v["profiler_cost"]["not_calibrated"] = json!("an example reason");
     for key in ["graph_nodes_over_cap", "live_allocations_over_cap", "range_memory_partial", "devices_over_cap"] {
@@ -326,7 +333,7 @@ fn every_field() -> Report {
     ]);
     v["trace"]["samples"] = json!([{ "device": 0, "start_ns": 0, "end_ns": 1000000u64, "sm_efficiency_pct": 50.0,
                                      "achieved_occupancy_pct": 20.0, "tensor_active_pct": 1.0,
-                                     "dram_gb_per_s": 100.0 }]);
+                                     "dram_gb_per_s": 100.0, "gpu_busy_pct": 60.0 }]);
     v["trace"]["kernels"][0]["metrics"] = json!({
         "achieved_occupancy_pct": 40.0, "sm_efficiency_pct": 80.0, "duration_ns": 1000.0,
         "sm_cycles_elapsed": 1980.0, "values": { "gpu__time_duration.sum": 1000.0 }

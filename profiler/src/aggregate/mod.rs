@@ -278,6 +278,7 @@ impl Aggregator {
             return;
         }
         self.ranges.samples(samples);
+        self.timeline.samples(samples);
         if let Some(j) = &mut self.join {
             j.samples(samples);
         }

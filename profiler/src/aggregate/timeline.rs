@@ -7,6 +7,7 @@
 
 use super::idle::Piece;
 use crate::model::idle::CAUSES;
+use crate::model::sampled::{Sample, SampledAcc};
 
 /// Bins kept at most.
 pub(crate) const MAX_BINS: usize = 256;
@@ -17,7 +18,7 @@ const FIRST_WIDTH_NS: u64 = 10_000_000;
 const HORIZON_NS: u64 = 365 * 24 * 3600 * 1_000_000_000;
 
 /// What happened in one bin.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub(crate) struct Bin {
     /// Launch calls.
     pub launches: u64,
@@ -37,9 +38,20 @@ pub(crate) struct Bin {
     pub call_ns: u64,
     /// See `call_ns`.
     pub calls_timed: u64,
+    /// PM samples over the bin (sampling mode), by overlap.
+    pub sampled: SampledAcc,
 }
 
 impl Bin {
+    /// Time the graphics engine was active in it by its PM samples, ns:
+    /// its activity when no kernel record was taken (trace windows); the
+    /// SMs' active time where the engine's was not sampled.
+    pub(crate) fn sampled_busy_ns(&self) -> u64 {
+        let s = &self.sampled;
+        let busy = if s.busy_weight > 0.0 { s.busy_ns } else { s.efficiency_ns };
+        (busy / 100.0) as u64
+    }
+
     fn add(&mut self, o: &Bin) {
         self.launches = self.launches.saturating_add(o.launches);
         self.kernel_ns = self.kernel_ns.saturating_add(o.kernel_ns);
@@ -49,6 +61,7 @@ impl Bin {
         self.releases = self.releases.saturating_add(o.releases);
         self.call_ns = self.call_ns.saturating_add(o.call_ns);
         self.calls_timed = self.calls_timed.saturating_add(o.calls_timed);
+        self.sampled.merge(&o.sampled);
         for (a, b) in self.idle.iter_mut().zip(o.idle) {
             *a = a.saturating_add(b);
         }
@@ -157,6 +170,15 @@ impl Timeline {
         }
     }
 
+    /// PM samples: each bin gets the share of a sample it overlaps.
+    pub(crate) fn samples(&mut self, samples: &[Sample]) {
+        for s in samples {
+            let len = s.len().max(1) as f64;
+            let (eff, busy) = (s.sm_efficiency_pct as f64, s.gr_active_pct as f64);
+            self.spread(s.start, s.end, |b, ns| b.sampled.add(s, ns as f64 / len, ns as f64, eff, busy));
+        }
+    }
+
     pub(crate) fn kernel(&mut self, start: u64, end: u64) {
         self.spread(start, end, |b, ns| b.kernel_ns = b.kernel_ns.saturating_add(ns));
     }
@@ -208,6 +230,18 @@ mod tests {
         assert_eq!(t.bins[0].kernel_ns, 25_000_000);
         t.idle(&[Piece { start: 0, end: 50_001_000, cause: 0, before: crate::aggregate::idle::NO_KERNEL }]);
         assert_eq!((t.bins[0].idle[0], t.bins[1].idle[0]), (40_000_000, 10_000_000), "clipped to the start");
+    }
+
+    #[test]
+    fn samples_are_shared_among_the_bins_they_overlap() {
+        let mut t = Timeline::new(0);
+        // One 20 ms sample from 5 to 25 ms, the engine active 50%: bins of
+        // 10 ms get 5, 10 and 5 ms of it.
+        t.samples(&[Sample::flat(0, 5_000_000, 25_000_000, 50.0, 30.0)]);
+        let busy: Vec<u64> = t.bins.iter().map(Bin::sampled_busy_ns).collect();
+        assert_eq!(busy, [2_500_000, 5_000_000, 2_500_000]);
+        let f = t.bins[1].sampled.figures().expect("covered");
+        assert_eq!((f.gpu_busy_pct, f.covered_ns), (Some(50.0), 10_000_000));
     }
 
     #[test]

@@ -119,12 +119,15 @@ pub(super) fn session_advice(kind: &str, r: &Report, fw: Framework) -> String {
 /// cannot say why, so the advice is how to find out, and the likely fix
 /// when its launches come closer together than trace mode's launch gaps.
 fn sampled_idle(g: &RangeAnalysis) -> Option<Finding> {
-    if !g.untraced || g.verdict.bound != verdict::IDLE {
+    if !g.untraced || ![verdict::IDLE, verdict::LAUNCH, verdict::HOST].contains(&g.verdict.bound) {
         return None;
     }
     let eff = g.sm_efficiency_pct?;
-    let cost = (g.wall_ns as f64 * (1.0 - eff / 100.0)) as u64;
-    if 100.0 - eff < MIN_SHARE_PCT || cost < MIN_COST_NS {
+    // With the engine's activity sampled, the GPU's idle time; without,
+    // the SMs' (which also counts SMs idle under running kernels).
+    let busy = if g.utilization_pct > 0.0 { g.utilization_pct } else { eff };
+    let cost = (g.wall_ns as f64 * (1.0 - busy / 100.0)) as u64;
+    if 100.0 - busy < MIN_SHARE_PCT || cost < MIN_COST_NS {
         return None;
     }
     let counted = g.launches.map(|launches| Counted { calls: g.count, launches, wall_ns: g.wall_ns });
@@ -146,8 +149,9 @@ fn sampled_idle(g: &RangeAnalysis) -> Option<Finding> {
         cost_ns: cost,
         calls: g.count,
         message: format!(
-            "{}: SMs active {eff:.0}% of its wall time{calls} ({launches}PM samples, no kernel records)",
-            g.path
+            "{}: {}SMs active {eff:.0}% of its wall time{calls} ({launches}PM samples, no kernel records)",
+            g.path,
+            if g.utilization_pct > 0.0 { format!("GPU busy {busy:.0}%, ") } else { String::new() }
         ),
         advice,
     })
@@ -357,8 +361,11 @@ pub(super) fn findings(
                 kernel: Some(k.name.clone()),
                 cost_ns: (t * (1.0 - used / 100.0)) as u64,
                 calls: 0,
-                message: format!("{short}: its grid keeps {used:.1}% of the {sms} SMs busy ({} of GPU time)", ms(k.gpu_ns)),
-                advice: format!("Launch at least one block per SM ({sms}): split the work into more, smaller blocks or use a grid-stride loop over a grid of {sms} or more blocks."),
+                message: format!(
+                    "{short}: its grid keeps {used:.1}% of the {sms} SMs busy ({} of GPU time)",
+                    ms(k.gpu_ns)
+                ),
+                advice: more_blocks(sms),
             });
             continue;
         }
@@ -407,8 +414,12 @@ pub(super) fn findings(
                 kernel: Some(k.name.clone()),
                 cost_ns: k.gpu_ns,
                 calls: 0,
-                message: format!("{short}: memory-bound, DRAM at {:.0}% of peak{ai}{ridge}, {} of GPU time", k.dram_pct.unwrap_or(0.0), ms(k.gpu_ns)),
-                advice: "Move fewer bytes: fuse it with the ops around it (torch.compile) so intermediates stay on chip, and use narrower dtypes (bf16, fp8).".into(),
+                message: format!(
+                    "{short}: memory-bound, DRAM at {:.0}% of peak{ai}{ridge}, {} of GPU time",
+                    k.dram_pct.unwrap_or(0.0),
+                    ms(k.gpu_ns)
+                ),
+                advice: MOVE_FEWER_BYTES.into(),
             });
         }
     }
@@ -422,6 +433,19 @@ pub(super) fn findings(
     });
     let dropped = before - out.len();
     (out, omitted + dropped)
+}
+
+/// What to change for memory-bound kernels.
+pub(super) const MOVE_FEWER_BYTES: &str = "Move fewer bytes: fuse it with the ops around it (torch.compile) so \
+     intermediates stay on chip, and use narrower dtypes (bf16, fp8).";
+
+/// What to change for kernels whose grid leaves SMs idle, on a GPU of
+/// `sms` SMs.
+pub(super) fn more_blocks(sms: u32) -> String {
+    format!(
+        "Launch at least one block per SM ({sms}): split the work into more, smaller blocks or use a grid-stride \
+         loop over a grid of {sms} or more blocks."
+    )
 }
 
 /// A range's idle cause large enough to be a finding, before its text.

@@ -151,7 +151,8 @@ pub struct RangeAnalysis {
     /// No instance was traced (sampling mode's trace windows): `count`,
     /// `wall_ns` and `launches` are of the untraced instances, the figures
     /// are PM samples over their wall time (idle GPU included), and
-    /// `utilization_pct` is unknown (0).
+    /// `utilization_pct` is the graphics engine's sampled activity (0 when
+    /// not sampled: unknown).
     pub untraced: bool,
     /// Kernel launch calls made inside it (nested ranges included); of an
     /// untraced range, counted by the launch callbacks (`None`: not
@@ -645,7 +646,7 @@ fn untraced_range(g: &RangeSummary, f: Option<&SampledFigures>, peaks: Option<&P
         host: g.host,
         library: None,
         active_ns: g.untraced_wall_ns,
-        utilization_pct: 0.0,
+        utilization_pct: f.and_then(|f| f.gpu_busy_pct).unwrap_or(0.0),
         idle: None,
         kernel_ns: 0,
         measured_pct: 0.0,
@@ -665,7 +666,10 @@ fn untraced_range(g: &RangeSummary, f: Option<&SampledFigures>, peaks: Option<&P
         model_flops_counted: false,
         throughput_per_s: None,
         throughput_unit: None,
-        verdict: if f.is_some() { verdict::untraced(&r, n) } else { verdict::unmeasured(g.untraced_count) },
+        verdict: match f {
+            Some(f) => answer::wall_verdict(f, peaks, n),
+            None => verdict::unmeasured(g.untraced_count),
+        },
         untraced: true,
         launches,
         comm_ns: 0,
@@ -786,7 +790,11 @@ mod tests {
         let old = Report::from_json(&old).expect("an older report reads");
         let o = get(&analyze(&old), "cstep");
         assert_eq!(o.launches, None);
-        assert!(!o.verdict.evidence.contains("launch"), "{}", o.verdict.evidence);
+        assert!(
+            !o.verdict.evidence.contains("no kernel launch") && o.verdict.bound == verdict::IDLE,
+            "not counted is not none: {:?}",
+            o.verdict
+        );
         let row = old.to_table(120).lines().find(|l| l.starts_with("cstep (x5 untraced)")).map(str::to_string);
         assert!(row.is_some_and(|r| r.split_whitespace().nth(3) == Some("-")), "no count shown as 0");
     }

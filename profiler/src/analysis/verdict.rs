@@ -120,6 +120,20 @@ pub(crate) fn kernel(r: &Rates) -> Option<Verdict> {
     if c.is_none() && m.is_none() {
         return None;
     }
+    // A figure not collected is unknown: only one that reaches the
+    // threshold decides alone; "neither near its limit" needs both.
+    if c.is_none() || m.is_none() {
+        let (known, what) = match (c, m) {
+            (Some(c), _) => (c, "compute"),
+            (_, Some(m)) => (m, "DRAM"),
+            _ => return None,
+        };
+        let other = if what == "compute" { "DRAM" } else { "compute" };
+        return (known >= SOL_BOUND_PCT).then(|| Verdict {
+            bound: if what == "compute" { COMPUTE } else { MEMORY },
+            evidence: format!("{what} {} of peak ({other} not collected)", pct(known)),
+        });
+    }
     let (c, m) = (c.unwrap_or(0.0), m.unwrap_or(0.0));
     let figures = format!("compute {} and DRAM {} of peak", pct(c), pct(m));
     if c.max(m) >= SOL_BOUND_PCT {
@@ -226,6 +240,44 @@ pub(crate) fn untraced(r: &Rates, counted: Option<Counted>) -> Verdict {
         v(GPU, active)
     } else {
         v(LATENCY, format!("{active}; {figures}: neither near its limit"))
+    }
+}
+
+/// What bounds a stretch known only from PM samples over its wall time
+/// when the graphics engine's activity was sampled (`busy`, %: the share
+/// of the time any kernel ran, as kernel records would give it). A GPU
+/// busy at least [`GPU_BOUND_PCT`] of it is judged on the SM figures over
+/// its busy time (`over_busy`), by the speed-of-light rule; an idle one by
+/// the host's launches (`counted`): launches as close together as trace
+/// mode's launch gaps are short kernels waiting on them (launch-bound),
+/// sparser ones leave the GPU waiting for the host's other work
+/// (host-bound; syncs and copies are not told apart without kernel
+/// records).
+pub(crate) fn sampled_wall(busy: f64, over_busy: &Rates, counted: Option<Counted>) -> Verdict {
+    let why = "PM samples of the graphics engine's and SMs' activity; no kernel records";
+    let v = |bound, evidence: String| Verdict { bound, evidence: format!("{evidence} ({why})") };
+    let launches = counted.map(|n| format!("; {}", n.describe())).unwrap_or_default();
+    if busy >= GPU_BOUND_PCT {
+        let head = format!("GPU busy {}", pct(busy));
+        return match kernel(over_busy) {
+            Some(k) => v(k.bound, format!("{head}; {}{launches}", k.evidence)),
+            None => v(
+                GPU,
+                format!("{head}{launches}; the SM figures over its busy time do not say compute, memory or latency"),
+            ),
+        };
+    }
+    let idle = format!("GPU idle {} of the time", pct(100.0 - busy));
+    match counted {
+        Some(n) if n.dense() => v(LAUNCH, format!("{idle}{launches}: {DENSE_LAUNCHES}")),
+        Some(_) => v(
+            HOST,
+            format!(
+                "{idle}{launches}: the GPU waited for the host between sparse launches (host work, syncs and copies \
+                 are not told apart without kernel records)"
+            ),
+        ),
+        None => v(IDLE, format!("{idle}: launches were not counted, so the host's share is not known")),
     }
 }
 
@@ -422,6 +474,49 @@ mod tests {
             assert_eq!(i.bound, IDLE, "{eff}");
             assert!(i.evidence.contains("cannot be told apart"), "{}", i.evidence);
         }
+    }
+
+    #[test]
+    fn a_figure_not_collected_is_unknown_and_no_verdict_rests_on_it() {
+        let r = |c: Option<f64>, m: Option<f64>| Rates {
+            sm_efficiency: Some(90.0),
+            compute_pct: c,
+            dram_pct: m,
+            sm_coverage: Some(100.0),
+            ..Default::default()
+        };
+        // Compute not collected, DRAM 50%: not "latency-bound at compute 0%".
+        assert_eq!(kernel(&r(None, Some(50.0))), None);
+        assert_eq!(kernel(&r(Some(40.0), None)), None);
+        let m = kernel(&r(None, Some(91.0))).unwrap();
+        assert_eq!(m.bound, MEMORY);
+        assert!(m.evidence.contains("compute not collected"), "{}", m.evidence);
+        assert_eq!(kernel(&r(Some(95.0), None)).unwrap().bound, COMPUTE);
+        assert_eq!(kernel(&r(Some(40.0), Some(20.0))).unwrap().bound, LATENCY, "both known");
+    }
+
+    #[test]
+    fn sampled_engine_activity_tells_an_idle_gpu_from_idle_sms() {
+        let counted = |launches, wall_ns| Some(Counted { calls: 10, launches, wall_ns });
+        let busy = |eff: f64, dram: f64| Rates {
+            sm_efficiency: Some(eff),
+            compute_pct: Some(10.0),
+            dram_pct: Some(dram),
+            ..Default::default()
+        };
+        // Busy, DRAM near its peak over the busy time: memory-bound.
+        let m = sampled_wall(99.0, &busy(95.0, 91.0), counted(1000, 1_000_000_000));
+        assert_eq!(m.bound, MEMORY);
+        assert!(m.evidence.starts_with("GPU busy 99%") && m.evidence.contains("no kernel records"), "{}", m.evidence);
+        // Busy on 2 of 132 SMs: latency-bound, whatever the launches.
+        assert_eq!(sampled_wall(97.0, &busy(1.5, 0.1), counted(2000, 1_000_000_000)).bound, LATENCY);
+        // Idle: 1455 launches in 52 ms (one every 36 us) are launch overhead.
+        let l = sampled_wall(22.0, &busy(80.0, 10.0), counted(14_550, 520_000_000));
+        assert_eq!(l.bound, LAUNCH);
+        assert!(l.evidence.contains("GPU idle 78%") && l.evidence.contains("one every 35.7 us"), "{}", l.evidence);
+        // Idle with sparse launches: the host.
+        assert_eq!(sampled_wall(15.0, &busy(80.0, 10.0), counted(50, 1_430_000_000)).bound, HOST);
+        assert_eq!(sampled_wall(15.0, &busy(80.0, 10.0), None).bound, IDLE);
     }
 
     #[test]

@@ -313,7 +313,7 @@ impl SampledAcc {
 
 /// Hardware figures from PM samples over a stretch of time. A figure no
 /// sample held is `None` (unknown).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct SampledFigures {
     /// Share of elapsed cycles with a warp active on an SM sub-partition, %.
     pub sm_efficiency_pct: Option<f64>,

@@ -2,34 +2,37 @@
 //! the GPU was, where the time went and what to change first.
 
 use super::diagnosis::wrap;
-use crate::analysis::answer::Answer;
+use crate::analysis::answer::{Answer, BUSY_UNKNOWN};
 use crate::model::units::{fmt_ns, fmt_pct};
 use std::fmt::Write;
 
 /// Writes the answer, `width` columns wide.
 pub(super) fn render(a: &Answer, width: usize, out: &mut String) {
+    let busy = if a.busy_source == BUSY_UNKNOWN { "-".to_string() } else { fmt_pct(a.gpu_busy_pct) };
     let head = match &a.range {
         Some(path) => {
             let p90 = a.p90_ns.map(|p| format!(", p90 {}", fmt_ns(p))).unwrap_or_default();
             format!(
-                "{path}: {} per step (median of {} step{}{p90}), GPU busy {} [{}]",
+                "{path}: {} per step ({} of {} step{}{p90}), GPU busy {busy} [{}]",
                 fmt_ns(a.per_step_ns),
+                if a.per_step_mean { "mean" } else { "median" },
                 a.calls,
                 if a.calls == 1 { "" } else { "s" },
-                fmt_pct(a.gpu_busy_pct),
                 a.verdict.bound
             )
         }
         None => format!(
-            "no range of the program's own: its steady state, {}, GPU busy {} [{}]",
+            "no range of the program's own: its steady state, {}, GPU busy {busy} [{}]",
             fmt_ns(a.per_step_ns),
-            fmt_pct(a.gpu_busy_pct),
             a.verdict.bound
         ),
     };
     let _ = writeln!(out);
     out.push_str(&wrap(&format!("== Answer: {head}"), width, "", "   "));
     let mut note = |s: String| out.push_str(&wrap(&s, width, "   ", "     "));
+    for n in &a.notes {
+        note(n.clone());
+    }
     if a.range.is_some() && a.warmup_calls > 0 {
         note(format!(
             "warm-up left out: the first {} step{}, {} (set-up, autotuning, compilation, graph capture)",

@@ -20,7 +20,7 @@
 //! last; before it is start-up (imports, model set-up, compilation), after
 //! it shutdown.
 
-use super::{HostFigures, IdleSplit};
+use super::{HostFigures, IdleSplit, SampledFigures};
 use crate::aggregate::calls::{CallLog, Figures};
 use crate::aggregate::timeline::Timeline;
 use serde::{Deserialize, Serialize};
@@ -212,6 +212,10 @@ pub struct SessionSteady {
     /// See `call_ns`.
     #[serde(default)]
     pub calls_timed: u64,
+    /// PM samples over it (sampling mode): GPU busy and the SM figures
+    /// where no kernel record was taken.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sampled: Option<SampledFigures>,
 }
 
 impl SessionSteady {
@@ -221,9 +225,12 @@ impl SessionSteady {
     }
 }
 
-/// The session's steady state from its bins; `None` without launches.
+/// The session's steady state from its bins; `None` without launches,
+/// kernels or sampled engine activity.
 pub(crate) fn of_session(t: &Timeline, start_ns: u64, end_ns: u64) -> Option<SessionSteady> {
-    let active: Vec<usize> = (0..t.bins.len()).filter(|&i| t.bins[i].launches > 0 || t.bins[i].kernel_ns > 0).collect();
+    let active: Vec<usize> = (0..t.bins.len())
+        .filter(|&i| t.bins[i].launches > 0 || t.bins[i].kernel_ns > 0 || t.bins[i].sampled_busy_ns() > 0)
+        .collect();
     let (&a, &z) = (active.first()?, active.last()?);
     // Launches per bin, and kernel time per bin: a program that queues its
     // work ahead launches in a few bins while its kernels fill the rest.
@@ -234,10 +241,16 @@ pub(crate) fn of_session(t: &Timeline, start_ns: u64, end_ns: u64) -> Option<Ses
         v.sort_unstable();
         v.get(v.len() * REFERENCE_QUANTILE_PCT / 100).copied()
     };
-    let (launches, kernels) = (reference(|b| b.launches), reference(|b| b.kernel_ns));
+    // Without kernel records (trace windows of 0), the engine's sampled
+    // activity stands for the kernels' time.
+    let (launches, kernels, sampled) =
+        (reference(|b| b.launches), reference(|b| b.kernel_ns), reference(|b| b.sampled_busy_ns()));
     let near =
         |v: u64, r: Option<u64>| r.is_some_and(|r| v as f64 >= r as f64 / BIN_BAND && v as f64 <= r as f64 * BIN_BAND);
-    let in_band = |i: usize| near(t.bins[i].launches, launches) || near(t.bins[i].kernel_ns, kernels);
+    let in_band = |i: usize| {
+        let b = &t.bins[i];
+        near(b.launches, launches) || near(b.kernel_ns, kernels) || near(b.sampled_busy_ns(), sampled)
+    };
     let run = |i: usize| (i..i + SETTLE_CALLS).all(|j| j <= z && in_band(j));
     let first = (a..=z).find(|&i| run(i));
     let last = (a..=z).rev().find(|&j| j + 1 >= SETTLE_CALLS && run(j + 1 - SETTLE_CALLS));
@@ -247,7 +260,9 @@ pub(crate) fn of_session(t: &Timeline, start_ns: u64, end_ns: u64) -> Option<Ses
     };
     let mut out = SessionSteady { settled, ..Default::default() };
     let mut idle = [0u64; crate::model::idle::CAUSES];
+    let mut sampled = crate::model::sampled::SampledAcc::default();
     for b in &t.bins[s..=e] {
+        sampled.merge(&b.sampled);
         out.launches = out.launches.saturating_add(b.launches);
         out.kernel_ns = out.kernel_ns.saturating_add(b.kernel_ns);
         out.callback_ns = out.callback_ns.saturating_add(b.callback_ns);
@@ -261,6 +276,7 @@ pub(crate) fn of_session(t: &Timeline, start_ns: u64, end_ns: u64) -> Option<Ses
         }
     }
     out.idle = IdleSplit::from_array(idle);
+    out.sampled = sampled.figures();
     let bin_start = |i: u64| t.start.saturating_add(i.saturating_mul(t.width));
     out.start_ns = bin_start(s as u64).max(start_ns);
     out.end_ns = bin_start(e as u64 + 1).min(end_ns).max(out.start_ns);
@@ -377,6 +393,24 @@ mod tests {
         assert!(s.settled);
         assert_eq!((s.start_ns, s.end_ns), (0, 140_000_000));
         assert_eq!(s.launches, 300);
+    }
+
+    #[test]
+    fn without_kernel_records_the_sampled_engine_activity_finds_the_steady_state() {
+        use crate::model::sampled::Sample;
+        // 2 s of start-up with the engine idle, 3 s active 60%, 1 s idle:
+        // no launch or kernel record at all (trace windows of 0).
+        let mut t = Timeline::new(0);
+        t.samples(&Sample::flat_every(1_000_000, 0, 0, 2_000_000_000, 0.0, 0.0));
+        t.samples(&Sample::flat_every(1_000_000, 0, 2_000_000_000, 5_000_000_000, 60.0, 30.0));
+        t.samples(&Sample::flat_every(1_000_000, 0, 5_000_000_000, 6_000_000_000, 0.0, 0.0));
+        let s = of_session(&t, 0, 6_000_000_000).expect("sampled activity");
+        assert!(s.settled);
+        assert!(s.start_ns >= 1_950_000_000 && s.start_ns <= 2_000_000_000, "{s:?}");
+        assert!(s.end_ns >= 5_000_000_000 && s.end_ns <= 5_050_000_000, "{s:?}");
+        let f = s.sampled.expect("figures over it");
+        assert!((f.gpu_busy_pct.unwrap() - 60.0).abs() < 2.0, "{f:?}");
+        assert_eq!(s.launches, 0);
     }
 
     #[test]

@@ -3,6 +3,10 @@
 //! time per step, how busy the GPU was, where the step's time went, and the
 //! actions that would save most, with what each could save.
 
+mod sampled;
+
+pub(crate) use sampled::wall_verdict;
+
 use super::advice::{self, within};
 use super::devices::DeviceUse;
 use super::findings::{idle_advice, session_advice, session_idle, Finding, IDLE_CAUSES};
@@ -14,6 +18,14 @@ use crate::model::path::is_compile_range;
 use crate::report::Report;
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use serde::Serialize;
+
+/// GPU busy from kernel records: the union of kernels' time.
+pub const BUSY_TRACED: &str = "kernel records";
+/// GPU busy from PM samples: the graphics engine's active cycles over its
+/// elapsed ones (DCGM's `GR_ENGINE_ACTIVE`).
+pub const BUSY_SAMPLED: &str = "PM samples of the graphics engine's activity";
+/// GPU busy was not measured.
+pub const BUSY_UNKNOWN: &str = "not measured";
 
 /// Actions an answer lists at most.
 pub const MAX_ACTIONS: usize = 3;
@@ -68,6 +80,14 @@ pub struct Answer {
     /// Share of the step with a kernel running, gpuscope's own time left
     /// out, %.
     pub gpu_busy_pct: f64,
+    /// Where `gpu_busy_pct` comes from: [`BUSY_TRACED`], [`BUSY_SAMPLED`]
+    /// or [`BUSY_UNKNOWN`] (then it is not a figure: shown as "-").
+    pub busy_source: &'static str,
+    /// `per_step_ns` is the mean of the steps, not their median (steps
+    /// known only by their count and total time: no kernel records).
+    pub per_step_mean: bool,
+    /// What the answer rests on, when it is not the kernel records.
+    pub notes: Vec<String>,
     /// gpuscope's own time per step, ns, and its share of the measured
     /// step, %.
     pub profiler_ns: Option<u64>,
@@ -281,6 +301,12 @@ pub(super) fn answer(
     e: &advice::Evidence,
 ) -> Option<Answer> {
     let compile = compile_ns(r);
+    // No kernel records at all (trace windows of 0): PM samples and launch
+    // counts answer.
+    let untraced = r.sampling.as_ref().and_then(|s| s.trace_windows.as_ref()).is_some_and(|w| w.window_ns == 0);
+    if untraced {
+        return sampled::answer(r, ranges, e).map(|a| Answer { compile_ns: compile, ..a });
+    }
     if let Some(g) = main_range(ranges) {
         let idle = g.idle?;
         let calls = g.count.max(1);
@@ -362,6 +388,9 @@ pub(super) fn answer(
             per_step_ns: g.median_ns.unwrap_or(g.wall_ns / calls),
             p90_ns: g.p90_ns,
             gpu_busy_pct: g.utilization_pct,
+            busy_source: BUSY_TRACED,
+            per_step_mean: false,
+            notes: Vec::new(),
             profiler_ns: profiler.map(|p| p / calls),
             profiler_pct: profiler.map(|p| 100.0 * p as f64 / g.wall_ns.max(1) as f64),
             parts: parts(&idle, g.active_ns, calls, g.exposed_comm_ns, busy_detail, &details),
@@ -415,6 +444,9 @@ pub(super) fn answer(
         per_step_ns: wall,
         p90_ns: None,
         gpu_busy_pct: shares.busy,
+        busy_source: BUSY_TRACED,
+        per_step_mean: false,
+        notes: Vec::new(),
         profiler_ns: (idle.profiler_ns > 0).then_some(idle.profiler_ns),
         profiler_pct: (idle.profiler_ns > 0).then(|| 100.0 * idle.profiler_ns as f64 / wall.max(1) as f64),
         parts: parts(&idle, active, 1, 0, String::new(), &details),

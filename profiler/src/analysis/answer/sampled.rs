@@ -1,0 +1,286 @@
+//! The answer from PM samples and launch counts, for sessions that took no
+//! kernel record (trace windows of 0, the always-on setting): GPU busy from
+//! the graphics engine's active cycles, the SM figures over the busy time,
+//! and the idle time's likely cause from how close together the host
+//! launched.
+
+use super::{Action, Answer, Part, BUSY_SAMPLED, BUSY_UNKNOWN, MAX_ACTIONS, MIN_ACTION_PCT};
+use crate::analysis::advice::Evidence;
+use crate::analysis::findings::{idle_advice, more_blocks, session_advice, MOVE_FEWER_BYTES};
+use crate::analysis::rates::{self, Rates};
+use crate::analysis::verdict::{self, Counted, Verdict};
+use crate::analysis::{peaks, RangeAnalysis};
+use crate::model::sampled::SampledFigures;
+use crate::report::Report;
+
+/// The figures of a wall window over its busy part: SM efficiency and
+/// DRAM bandwidth divided by the share of it the engine was active
+/// (`busy`, %); shares of active cycles (occupancy, pipes) stay as they
+/// are.
+pub(crate) fn over_busy(f: &SampledFigures, busy: f64) -> SampledFigures {
+    let k = if busy > 0.0 { 100.0 / busy } else { 1.0 };
+    SampledFigures {
+        sm_efficiency_pct: f.sm_efficiency_pct.map(|e| (e * k).min(100.0)),
+        dram_gb_per_s: f.dram_gb_per_s.map(|d| d * k),
+        ..*f
+    }
+}
+
+/// What bounds a wall window known from its samples `f` and launch counts:
+/// [`verdict::sampled_wall`] when the engine's activity was sampled, else
+/// [`verdict::untraced`] (SM figures over the wall time only).
+pub(crate) fn wall_verdict(f: &SampledFigures, peaks: Option<&peaks::Peaks>, counted: Option<Counted>) -> Verdict {
+    match f.gpu_busy_pct {
+        Some(b) => verdict::sampled_wall(b, &rates::sampled(&over_busy(f, b), Rates::default(), peaks), counted),
+        None => verdict::untraced(&rates::sampled(f, Rates::default(), peaks), counted),
+    }
+}
+
+/// The answer of a session without kernel records: for the range of the
+/// program's own with most wall time (its calls' mean), or without ranges
+/// for the session's steady state.
+pub(super) fn answer(r: &Report, ranges: &[RangeAnalysis], e: &Evidence) -> Option<Answer> {
+    let p = r.devices.first().and_then(peaks::peaks);
+    let main = ranges
+        .iter()
+        .enumerate()
+        .filter(|(_, g)| g.untraced && g.library.is_none() && g.sampled)
+        .max_by_key(|(_, g)| (g.wall_ns, std::cmp::Reverse(g.path.matches('/').count())));
+    let counted_total = r.sampling.as_ref().and_then(|s| s.trace_windows.as_ref()).and_then(|w| w.untraced_launches);
+    let (g, f, calls, wall, counted, warmup_ns) = match main {
+        Some((i, g)) => {
+            let f = r.ranges.get(i)?.sampled_wall?;
+            let counted = g.launches.map(|launches| Counted { calls: g.count, launches, wall_ns: g.wall_ns });
+            (Some(g), f, g.count.max(1), g.wall_ns, counted, 0)
+        }
+        None => {
+            let s = r.session_steady?;
+            let counted = counted_total.map(|launches| Counted { calls: 1, launches, wall_ns: s.wall_ns() });
+            (None, s.sampled?, 1, s.wall_ns(), counted, s.startup_ns.saturating_add(s.shutdown_ns))
+        }
+    };
+    let v = match g {
+        Some(g) => g.verdict.clone(),
+        None => wall_verdict(&f, p.as_ref(), counted),
+    };
+    let per = wall / calls;
+    let mut notes = vec![format!(
+        "no kernel records (trace windows of 0): {}; a trace window (--trace-windows 100/1000) or trace mode splits \
+         the idle time by cause",
+        match f.gpu_busy_pct {
+            Some(_) =>
+                "GPU busy is the graphics engine's active share from PM samples (DCGM's GR_ENGINE_ACTIVE, \
+                        what nvidia-smi calls utilization), its cause judged from the host's launch counts",
+            None => "GPU busy not measured (this GPU's PM sampling has no graphics-engine counter)",
+        }
+    )];
+    if g.is_some() {
+        notes.push(format!(
+            "per step: the mean of all {calls} calls, warm-up included (without kernel records calls are counted, \
+             not timed one by one)"
+        ));
+    }
+    let mut parts = Vec::new();
+    let mut actions = Vec::new();
+    if let Some(busy) = f.gpu_busy_pct {
+        let busy_ns = (per as f64 * busy / 100.0) as u64;
+        let idle_ns = per.saturating_sub(busy_ns);
+        let launches = counted.map_or("launches not counted".to_string(), |n| n.describe());
+        parts.push(Part { what: "GPU busy", ns: busy_ns, pct: busy, detail: String::new() });
+        if 100.0 - busy >= 0.5 {
+            parts.push(Part {
+                what: "GPU idle",
+                ns: idle_ns,
+                pct: 100.0 - busy,
+                detail: format!("cause not traced; {launches}"),
+            });
+        }
+        parts.sort_by_key(|p| std::cmp::Reverse(p.ns));
+        let advice = |kind: &str| match g {
+            Some(g) => idle_advice(kind, e, g),
+            None => session_advice(kind, r, e.fw),
+        };
+        let over = rates::sampled(&over_busy(&f, busy), Rates::default(), p.as_ref());
+        let sms = r.devices.first().map_or(0, |d| d.sm_count);
+        let action = match v.bound {
+            verdict::LAUNCH => Some((advice("dispatch"), idle_ns)),
+            verdict::HOST => Some((advice("host-idle"), idle_ns)),
+            verdict::MEMORY => Some((MOVE_FEWER_BYTES.to_string(), busy_ns)),
+            verdict::LATENCY => over
+                .sm_efficiency
+                .filter(|e| *e < verdict::FEW_SMS_PCT && sms > 0)
+                .map(|eff| (more_blocks(sms), (busy_ns as f64 * (1.0 - eff / 100.0)) as u64)),
+            _ => None,
+        };
+        if let Some((advice, ns)) = action {
+            let pct = 100.0 * ns as f64 / per.max(1) as f64;
+            if pct >= MIN_ACTION_PCT {
+                actions.push(Action { advice, saves_ns: ns, saves_pct: pct, why: v.evidence.clone() });
+            }
+        }
+        actions.truncate(MAX_ACTIONS);
+    }
+    Some(Answer {
+        range: g.map(|g| g.path.clone()),
+        calls: if g.is_some() { calls } else { 0 },
+        warmup_calls: 0,
+        warmup_ns,
+        per_step_ns: per,
+        p90_ns: None,
+        gpu_busy_pct: f.gpu_busy_pct.unwrap_or(0.0),
+        busy_source: if f.gpu_busy_pct.is_some() { BUSY_SAMPLED } else { BUSY_UNKNOWN },
+        per_step_mean: g.is_some(),
+        notes,
+        profiler_ns: None,
+        profiler_pct: None,
+        parts,
+        verdict: v,
+        actions,
+        compile_ns: 0,
+        others: Vec::new(),
+        nvtx_example: e.fw.nvtx_example(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::aggregate::Aggregator;
+    use crate::analysis::{analyze, findings::more_blocks};
+    use crate::model::device::DeviceInfo;
+    use crate::model::event::HostEvent;
+    use crate::model::occupancy::SmLimits;
+    use crate::model::path::{paths, ROOT};
+    use crate::model::sampled::Sample;
+
+    const MS: u64 = 1_000_000;
+
+    /// A 1 ms sample of device 0: SM efficiency, occupancy, DRAM bytes,
+    /// tensor and issue shares of active cycles and the engine's activity
+    /// (NaN: not in its configuration).
+    fn sample(t: u64, eff: f64, dram_bytes: f64, tensor: f64, issue: f64, busy: f64) -> Sample {
+        let cycles = 1_800_000.0 * eff / 100.0;
+        let v =
+            [eff, 50.0, cycles, dram_bytes / 2.0, dram_bytes / 2.0, tensor * cycles / 100.0, issue * cycles / 100.0];
+        let mut all = v.to_vec();
+        all.extend([busy * 18_000.0, 1_800_000.0]);
+        Sample::from_values(0, t, t + MS, &all)
+    }
+
+    /// A window-0 report on an H100: 1 s of start-up with the GPU idle,
+    /// then `steady_ms` of `f(t)` samples, `launches` counted.
+    fn report(steady_ms: u64, launches: u64, f: impl Fn(u64) -> Sample) -> Report {
+        let mut a = Aggregator::windows_of_zero();
+        let idle: Vec<Sample> = (0..1000).map(|i| sample(i * MS, 0.0, 0.0, 0.0, 0.0, 0.0)).collect();
+        a.samples(&idle);
+        let steady: Vec<Sample> = (1000..1000 + steady_ms).map(|i| f(i * MS)).collect();
+        a.samples(&steady);
+        a.host_event(HostEvent::UntracedLaunches { path: ROOT, launches });
+        let end = (1000 + steady_ms) * MS;
+        let mut r = Report::build(a.finish(end), 0, end);
+        r.devices = vec![DeviceInfo::new(0, "NVIDIA H100 80GB HBM3", 132, SmLimits::SM_90)];
+        r
+    }
+
+    fn answer_of(r: &Report) -> Answer {
+        analyze(r).answer.expect("an answer without kernel records")
+    }
+
+    #[test]
+    fn a_launch_bound_session_without_kernel_records_is_answered_from_its_samples() {
+        // Busy 25% for 2 s with 40,000 launches: one every 50 us.
+        let r = report(2000, 40_000, |t| sample(t, 20.0, 1e6, 0.0, 10.0, 25.0));
+        let a = answer_of(&r);
+        assert_eq!((a.range.as_deref(), a.busy_source), (None, BUSY_SAMPLED));
+        assert!((a.gpu_busy_pct - 25.0).abs() < 1.0, "{a:?}");
+        assert_eq!(a.verdict.bound, verdict::LAUNCH, "{:?}", a.verdict);
+        assert!((a.warmup_ns as f64 - 1e9).abs() < 0.05e9, "the idle start-up left out: {}", a.warmup_ns);
+        let first = a.actions.first().expect("an action");
+        assert!(first.advice.contains("launch overhead") && (first.saves_pct - 75.0).abs() < 1.5, "{first:?}");
+        assert_eq!(a.parts.iter().map(|p| p.what).collect::<Vec<_>>(), ["GPU idle", "GPU busy"]);
+        let table = r.to_table(120);
+        assert!(table.contains("== Answer: no range of the program's own"), "{table}");
+        assert!(table.contains("GPU busy 25%") && table.contains("no kernel records (trace windows of 0)"), "{table}");
+    }
+
+    #[test]
+    fn busy_gpus_are_judged_on_their_sm_figures_over_the_busy_time() {
+        // An elementwise chain: busy 99%, 3.05 GB per 1 ms: 91% of 3.35 TB/s.
+        let a = answer_of(&report(1000, 2_000, |t| sample(t, 95.0, 3.05e9, 0.0, 5.0, 99.0)));
+        assert_eq!(a.verdict.bound, verdict::MEMORY, "{:?}", a.verdict);
+        assert!(a.verdict.evidence.contains("DRAM 92%"), "{}", a.verdict.evidence);
+        assert_eq!(a.actions[0].advice, MOVE_FEWER_BYTES);
+        // A kernel on 2 of 132 SMs, always running.
+        let a = answer_of(&report(1000, 2_000, |t| sample(t, 1.5, 1e5, 0.0, 50.0, 97.0)));
+        assert_eq!(a.verdict.bound, verdict::LATENCY, "{:?}", a.verdict);
+        assert!(a.verdict.evidence.contains("SM efficiency 1.5%"), "{}", a.verdict.evidence);
+        assert_eq!(a.actions[0].advice, more_blocks(132));
+    }
+
+    #[test]
+    fn configurations_taken_in_turn_give_the_tensor_pipe_to_the_verdict() {
+        // A bf16 GEMM loop sampled with two configurations in turn: SM
+        // figures and DRAM in one, the tensor pipe and issue slots in the
+        // other; the engine in both.
+        let nan = f64::NAN;
+        let r = report(2000, 500, |t| {
+            if (t / (100 * MS)) % 2 == 0 {
+                sample(t, 96.0, 1.3e9, nan, nan, 100.0)
+            } else {
+                let mut s = sample(t, 96.0, 0.0, 95.0, 20.0, 100.0);
+                (s.sm_efficiency_pct, s.occupancy_pct, s.dram_bytes) = (f32::NAN, f32::NAN, f32::NAN);
+                s
+            }
+        });
+        let f = r.session_steady.and_then(|s| s.sampled).expect("sampled figures");
+        assert!((f.tensor_active_pct.unwrap() - 95.0).abs() < 0.5 && (f.sm_efficiency_pct.unwrap() - 96.0).abs() < 0.5);
+        let a = answer_of(&r);
+        assert_eq!(a.verdict.bound, verdict::COMPUTE, "{:?}", a.verdict);
+        assert!(a.verdict.evidence.contains("(tensor cores)"), "{}", a.verdict.evidence);
+        assert!(a.actions.is_empty(), "nothing to change on a compute-bound GEMM: {:?}", a.actions);
+    }
+
+    #[test]
+    fn without_the_engine_counter_gpu_busy_is_unknown_not_zero() {
+        let r = report(1000, 2_000, |t| {
+            let mut s = sample(t, 40.0, 1e8, 10.0, 20.0, 0.0);
+            s.gr_active_pct = f32::NAN;
+            s
+        });
+        // The start-up samples had no engine counter either.
+        let mut r = r;
+        if let Some(s) = r.session_steady.as_mut().and_then(|s| s.sampled.as_mut()) {
+            s.gpu_busy_pct = None;
+        }
+        let a = answer_of(&r);
+        assert_eq!(a.busy_source, BUSY_UNKNOWN);
+        assert!(a.parts.is_empty() && a.actions.is_empty(), "{a:?}");
+        let table = r.to_table(120);
+        assert!(table.contains("GPU busy - ["), "{table}");
+        assert!(table.contains("GPU busy not measured"), "{table}");
+    }
+
+    #[test]
+    fn the_main_range_without_kernel_records_answers_per_call() {
+        let mut a = Aggregator::windows_of_zero();
+        let step = paths().intern(ROOT, 0, "sampled-answer-step");
+        for k in 0..10u64 {
+            let t = k * 52 * MS;
+            a.host_event(HostEvent::Push { instance: k + 1, parent: 0, path: step, tid: 1, ts: t });
+            a.host_event(HostEvent::UntracedLaunches { path: step, launches: 1455 });
+            a.host_event(HostEvent::Pop { instance: k + 1, ts: t + 52 * MS });
+        }
+        let s: Vec<Sample> = (0..520).map(|i| sample(i * MS, 80.0, 1e8, 5.0, 20.0, 22.0)).collect();
+        a.samples(&s);
+        let mut r = Report::build(a.finish(520 * MS), 0, 520 * MS);
+        r.devices = vec![DeviceInfo::new(0, "NVIDIA H100 80GB HBM3", 132, SmLimits::SM_90)];
+        let ans = answer_of(&r);
+        assert_eq!(ans.range.as_deref(), Some("sampled-answer-step"));
+        assert_eq!((ans.calls, ans.per_step_ns, ans.per_step_mean), (10, 52 * MS, true));
+        assert!((ans.gpu_busy_pct - 22.0).abs() < 0.5, "{ans:?}");
+        assert_eq!(ans.verdict.bound, verdict::LAUNCH, "{:?}", ans.verdict);
+        assert!(ans.verdict.evidence.contains("1455 launches per call"), "{}", ans.verdict.evidence);
+        let table = r.to_table(120);
+        assert!(table.contains("sampled-answer-step: 52.00 ms per step (mean of 10 steps)"), "{table}");
+    }
+}
