@@ -284,6 +284,7 @@ fn every_field() -> Report {
         "sampled": sampled.clone()
     });
     v["profiler_cost"]["not_calibrated"] = json!("an example reason");
+    v["frameworks"] = json!(["torch"]);
     for key in ["graph_nodes_over_cap", "live_allocations_over_cap", "range_memory_partial", "devices_over_cap"] {
         v["drops"][key] = json!(1);
     }

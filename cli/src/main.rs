@@ -349,7 +349,7 @@ fn run(cmd: Cmd) -> Result<ExitCode, String> {
             let mut used = Vec::new();
             for r in &reports {
                 match load(r) {
-                    Ok(rep) if rep.kernels.is_empty() => {
+                    Ok(rep) if rep.launched_nothing() => {
                         eprintln!("gpuscope: {} ran no kernel; not shown", r.display())
                     }
                     Ok(rep) => used.push((r, rep)),

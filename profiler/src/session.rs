@@ -772,6 +772,7 @@ fn snapshot() -> Result<Report> {
 fn add_host_side(report: &mut Report, s: &Collection) {
     report.metrics = s.collector.as_ref().map(|c| c.status());
     report.declared = collect::declare::all();
+    report.frameworks = collect::libraries::frameworks_loaded();
 }
 
 /// The variables launchers set to a process's rank, in the order they are
@@ -875,7 +876,7 @@ fn stop_active_at(ending: Ending) -> std::result::Result<(Report, Written), Stop
     add_paths_over_cap(&mut report, run.paths_over_cap);
     let mut written = Written::No;
     if let Some((path, format)) = &run.output {
-        if at_exit && launched_nothing(&report) {
+        if at_exit && report.launched_nothing() {
             // A process that never launched (a data-loader worker, a
             // launcher) must not write an empty report over one that did.
             written = Written::Empty;
@@ -894,11 +895,6 @@ fn stop_active_at(ending: Ending) -> std::result::Result<(Report, Written), Stop
 }
 
 /// Whether a session saw no kernel launch at all (traced or counted).
-fn launched_nothing(r: &Report) -> bool {
-    let counted = r.sampling.as_ref().and_then(|s| s.trace_windows.as_ref()).and_then(|w| w.untraced_launches);
-    r.kernels.is_empty() && counted.unwrap_or(0) == 0 && r.ranges.iter().all(|g| g.kernel_launches == 0)
-}
-
 /// `path`, or when another process wrote it since `since` (several
 /// processes given one output name), the same name with this process's id
 /// before the extension: no process's report overwrites another's.
@@ -962,13 +958,17 @@ fn end_at_exit(driver_whole: bool) {
         };
         match stop_active_at(Ending::Exit { driver_whole }) {
             Ok((r, Written::To(path))) if !quiet => {
-                let launches: u64 = r.kernels.iter().map(|k| k.stats.launches).sum();
-                eprintln!(
-                    "gpuscope: {launches} kernel launches ({} distinct, {} of GPU time); report written to {}",
-                    r.kernels.len(),
-                    fmt_ns(r.total_kernel_ns()),
-                    path.display()
-                );
+                let seen = if r.kernels.is_empty() {
+                    format!("{} kernel launches counted without kernel records", r.launches_seen())
+                } else {
+                    format!(
+                        "{} kernel launches ({} distinct, {} of GPU time)",
+                        r.launches_seen(),
+                        r.kernels.len(),
+                        fmt_ns(r.total_kernel_ns())
+                    )
+                };
+                eprintln!("gpuscope: {seen}; report written to {}", path.display());
             }
             Ok((_, Written::Empty)) => {
                 // Data-loader workers and launchers: `gpuscope run` reports
@@ -1015,13 +1015,13 @@ mod tests {
         use crate::model::path::{paths, ROOT};
         let fresh = || Aggregator::new(AggregateOptions::default(), DeviceTable::fixed(vec![]));
         let empty = Report::build(fresh().finish(1_000), 0, 1_000);
-        assert!(launched_nothing(&empty));
+        assert!(empty.launched_nothing());
         let mut a = fresh();
         let path = paths().intern(ROOT, 0, "child-step");
         a.host_event(HostEvent::Push { instance: 1, parent: 0, path, tid: 1, ts: 0 });
         a.host_event(HostEvent::Pop { instance: 1, ts: 10 });
         let ranges_only = Report::build(a.finish(1_000), 0, 1_000);
-        assert!(launched_nothing(&ranges_only), "ranges without launches are still nothing to report");
+        assert!(ranges_only.launched_nothing(), "ranges without launches are still nothing to report");
         let mut with_kernel = empty.clone();
         with_kernel.ranges.clear();
         let mut k = crate::report::KernelSummary {
@@ -1034,7 +1034,7 @@ mod tests {
         };
         k.stats.launches = 1;
         with_kernel.kernels.push(k);
-        assert!(!launched_nothing(&with_kernel));
+        assert!(!with_kernel.launched_nothing());
     }
 
     #[test]

@@ -279,6 +279,12 @@ impl Aggregator {
         }
         self.ranges.samples(samples);
         self.timeline.samples(samples);
+        // Without kernel records (trace windows of 0) the samples are what
+        // says which devices ran: their peaks judge the sampled figures.
+        let mut last = None;
+        for s in samples.iter().filter(|s| last.replace(s.device) != Some(s.device)) {
+            self.devices.limits(s.device);
+        }
         if let Some(j) = &mut self.join {
             j.samples(samples);
         }

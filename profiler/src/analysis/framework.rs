@@ -1,7 +1,8 @@
 //! Which framework launched the kernels, from what the report holds, so
 //! that advice names that framework's switches and never another's: XLA's
 //! NVTX domains mean JAX (or TensorFlow); ATen or Triton kernels mean
-//! PyTorch; anything else gets advice in CUDA's own terms.
+//! PyTorch; without kernel records, the framework libraries the process
+//! loaded; anything else gets advice in CUDA's own terms.
 
 use crate::report::Report;
 
@@ -20,10 +21,15 @@ impl Framework {
     /// The framework of `r`.
     pub(crate) fn of(r: &Report) -> Self {
         let xla = |d: &str| matches!(d, "TSL" | "XLA" | "JAX" | "TensorFlow");
+        // Without kernel records, the libraries loaded say it.
+        let loaded = |names: &[&str]| r.kernels.is_empty() && r.frameworks.iter().any(|f| names.contains(&f.as_str()));
+        let aten = r.kernels.iter().any(|k| k.name.contains("at::native::") || k.name.starts_with("triton_"));
         if r.ranges.iter().any(|g| g.library.as_deref().is_some_and(xla)) {
             Framework::Xla
-        } else if r.kernels.iter().any(|k| k.name.contains("at::native::") || k.name.starts_with("triton_")) {
+        } else if aten || loaded(&["torch"]) {
             Framework::PyTorch
+        } else if loaded(&["jax", "tensorflow"]) {
+            Framework::Xla
         } else {
             Framework::Cuda
         }

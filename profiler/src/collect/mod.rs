@@ -11,6 +11,7 @@ pub(crate) mod debug;
 pub(crate) mod declare;
 pub(crate) mod driver;
 mod held;
+pub(crate) mod libraries;
 pub(crate) mod metrics;
 pub(crate) mod nvtx;
 pub(crate) mod panic_guard;

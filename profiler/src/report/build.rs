@@ -212,6 +212,7 @@ impl Report {
                 threads: a.threads,
             },
             forks: a.forks,
+            frameworks: Vec::new(),
             session_steady,
             device_time,
             analysis: Default::default(),

@@ -93,6 +93,11 @@ pub struct Report {
     /// DataLoader forks its workers).
     #[serde(default)]
     pub forks: u64,
+    /// Frameworks whose libraries the process had loaded at the end
+    /// (`torch`, `jax`, `tensorflow`, `cupy`): advice is in their terms
+    /// when no kernel name says which framework ran.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub frameworks: Vec<String>,
     /// The session's steady state: its time without start-up, compilation
     /// and shutdown, found from its activity over time (for programs
     /// without ranges to count calls of).
@@ -534,6 +539,20 @@ impl Report {
     /// Display names by full name: those of this report's kernels.
     pub fn display_names(&self) -> std::collections::HashMap<&str, &str> {
         self.kernels.iter().map(|k| (k.name.as_str(), k.display_name.as_str())).collect()
+    }
+
+    /// Kernel launches seen: those with kernel records, and those counted
+    /// between trace windows.
+    pub fn launches_seen(&self) -> u64 {
+        let counted = self.sampling.as_ref().and_then(|s| s.trace_windows.as_ref()).and_then(|w| w.untraced_launches);
+        let traced = crate::model::units::saturating_sum(self.kernels.iter().map(|k| k.stats.launches));
+        traced.saturating_add(counted.unwrap_or(0))
+    }
+
+    /// Whether the session saw no kernel launch at all (traced or counted):
+    /// nothing to report.
+    pub fn launched_nothing(&self) -> bool {
+        self.launches_seen() == 0 && self.ranges.iter().all(|g| g.kernel_launches == 0)
     }
 
     /// Total GPU time of all kernels, ns.

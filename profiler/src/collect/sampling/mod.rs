@@ -127,6 +127,9 @@ pub(crate) struct Sampler {
     tried: AtomicU64,
     /// See [`crate::collect::CollectOptions::exit_handler`].
     exit_handler: Option<extern "C" fn()>,
+    /// [`Sampler::stop`] has begun: a set-up that fails now failed because
+    /// the session (or the process) was ending.
+    ending: AtomicBool,
     state: Mutex<State>,
 }
 
@@ -141,6 +144,7 @@ impl Sampler {
             interval_ns,
             tried: AtomicU64::new(0),
             exit_handler,
+            ending: AtomicBool::new(false),
             state: Mutex::new(State {
                 devices: Vec::new(),
                 leftover: Vec::new(),
@@ -229,6 +233,13 @@ impl Sampler {
                 st.status.devices.push(dev);
                 st.devices.push(p);
             }
+            Err(_) if self.ending.load(Ordering::Acquire) => {
+                // Not a fault to warn about: the program ended first.
+                st.status.disabled = Some(format!(
+                    "the session ended while device {dev}'s sampling was being set up (CUPTI takes ~0.25 s from \
+                     the device's first launch): nothing was sampled there"
+                ));
+            }
             Err(e) => Self::give_up_locked(&mut st, dev, &e.to_string()),
         }
     }
@@ -316,6 +327,7 @@ impl Sampler {
         // No device is claimed after this, and a set-up claimed before
         // finds `closed` once it has the lock.
         self.tried.store(u64::MAX, Ordering::Release);
+        self.ending.store(true, Ordering::Release);
         if at_exit && !decode_at_exit {
             // A decode or set-up in progress is waited for; then no device
             // is left to decode, and none is ever dropped (that would call
