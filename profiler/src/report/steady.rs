@@ -22,7 +22,7 @@
 
 use super::{HostFigures, IdleSplit, SampledFigures};
 use crate::aggregate::calls::{CallLog, Figures};
-use crate::aggregate::timeline::Timeline;
+use crate::aggregate::timeline::{Bin, Timeline};
 use serde::{Deserialize, Serialize};
 
 /// Calls a range needs before warm-up is told apart.
@@ -36,6 +36,9 @@ pub const SETTLED: f64 = 1.5;
 pub const BIN_BAND: f64 = 2.0;
 /// The session's reference bin: this percentile of the active bins.
 pub const REFERENCE_QUANTILE_PCT: usize = 90;
+/// Without kernel records, a bin is active when the engine's sampled
+/// activity in it is at least the busiest bin's over this.
+pub const SAMPLED_FLOOR: u64 = 20;
 
 /// A range's calls after warm-up.
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
@@ -228,8 +231,14 @@ impl SessionSteady {
 /// The session's steady state from its bins; `None` without launches,
 /// kernels or sampled engine activity.
 pub(crate) fn of_session(t: &Timeline, start_ns: u64, end_ns: u64) -> Option<SessionSteady> {
+    // Sampled engine activity counts from a twentieth of the busiest bin's:
+    // start-up keeps the engine faintly active (context creation, copies,
+    // a framework's autotuning) for seconds.
+    let busiest = t.bins.iter().map(Bin::sampled_busy_ns).max().unwrap_or(0);
+    let floor = (busiest / SAMPLED_FLOOR).max(1);
+    let sampled_busy = |b: &Bin| Some(b.sampled_busy_ns()).filter(|&v| v >= floor).unwrap_or(0);
     let active: Vec<usize> = (0..t.bins.len())
-        .filter(|&i| t.bins[i].launches > 0 || t.bins[i].kernel_ns > 0 || t.bins[i].sampled_busy_ns() > 0)
+        .filter(|&i| t.bins[i].launches > 0 || t.bins[i].kernel_ns > 0 || sampled_busy(&t.bins[i]) > 0)
         .collect();
     let (&a, &z) = (active.first()?, active.last()?);
     // Launches per bin, and kernel time per bin: a program that queues its
@@ -243,13 +252,17 @@ pub(crate) fn of_session(t: &Timeline, start_ns: u64, end_ns: u64) -> Option<Ses
     };
     // Without kernel records (trace windows of 0), the engine's sampled
     // activity stands for the kernels' time.
-    let (launches, kernels, sampled) =
-        (reference(|b| b.launches), reference(|b| b.kernel_ns), reference(|b| b.sampled_busy_ns()));
+    let (launches, kernels) = (reference(|b| b.launches), reference(|b| b.kernel_ns));
+    let sampled = {
+        let mut v: Vec<u64> = (a..=z).map(|i| sampled_busy(&t.bins[i])).filter(|&v| v > 0).collect();
+        v.sort_unstable();
+        v.get(v.len() * REFERENCE_QUANTILE_PCT / 100).copied()
+    };
     let near =
         |v: u64, r: Option<u64>| r.is_some_and(|r| v as f64 >= r as f64 / BIN_BAND && v as f64 <= r as f64 * BIN_BAND);
     let in_band = |i: usize| {
         let b = &t.bins[i];
-        near(b.launches, launches) || near(b.kernel_ns, kernels) || near(b.sampled_busy_ns(), sampled)
+        near(b.launches, launches) || near(b.kernel_ns, kernels) || near(sampled_busy(b), sampled)
     };
     let run = |i: usize| (i..i + SETTLE_CALLS).all(|j| j <= z && in_band(j));
     let first = (a..=z).find(|&i| run(i));
@@ -411,6 +424,24 @@ mod tests {
         let f = s.sampled.expect("figures over it");
         assert!((f.gpu_busy_pct.unwrap() - 60.0).abs() < 2.0, "{f:?}");
         assert_eq!(s.launches, 0);
+    }
+
+    #[test]
+    fn faint_start_up_activity_does_not_stretch_a_sampled_steady_state() {
+        use crate::model::sampled::Sample;
+        // XLA's 6.7 s of compilation: the engine faintly active (1%), with
+        // an autotuning burst now and then; then 0.36 s of steps at 100%.
+        let mut t = Timeline::new(0);
+        for ms in 0..6_700u64 {
+            let busy = if ms % 500 == 0 { 60.0 } else { 1.0 };
+            t.samples(&[Sample::flat(0, ms * 1_000_000, (ms + 1) * 1_000_000, busy, 10.0)]);
+        }
+        t.samples(&Sample::flat_every(1_000_000, 0, 6_700_000_000, 7_060_000_000, 100.0, 40.0));
+        let s = of_session(&t, 0, 7_100_000_000).expect("sampled activity");
+        assert!(s.settled, "{s:?}");
+        assert!(s.start_ns >= 6_600_000_000 && s.end_ns <= 7_100_000_000, "{s:?}");
+        let busy = s.sampled.and_then(|f| f.gpu_busy_pct).unwrap();
+        assert!(busy > 85.0, "{busy}");
     }
 
     #[test]
