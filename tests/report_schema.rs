@@ -319,6 +319,7 @@ fn every_field() -> Report {
         g["memory"] = memory.clone();
         g["memory"]["framework"]["peak_inside_bytes"] = json!(3u64 << 30);
         g["steady"] = steady.clone();
+        g["sampled_wall_steady"] = sampled.clone();
         g["idle"] = idle.clone();
         g["first_calls_ns"] = json!([1000, 2000]);
         g["counted_flops"] = json!(2.0e9);
@@ -326,6 +327,7 @@ fn every_field() -> Report {
         g["exposed_comm_ns"] = json!(1000000u64);
         g["steady"]["comm_ns"] = json!(2000000u64);
         g["steady"]["exposed_comm_ns"] = json!(500000u64);
+        g["untraced_steady"] = g["steady"].clone();
         g["gpus"] = json!(2);
     }
     v["device_time"] = json!([

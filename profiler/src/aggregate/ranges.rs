@@ -81,6 +81,12 @@ pub(crate) struct RangeAcc {
     /// Their launches: traced ones, and those counted between windows
     /// ([`Ranges::untraced_launches`]).
     pub untraced_launches: u64,
+    /// Their wall times (the first ones each, and every one's), to tell
+    /// warm-up apart as traced calls do.
+    pub untraced_calls: CallLog,
+    /// The samples over each of the first of them, in the order of
+    /// `untraced_calls.first`: warm-up's are taken out of `sampled_wall`.
+    pub untraced_sampled_first: Vec<(u64, SampledAcc)>,
     /// Instances' wall time by how many devices ran their kernels (the
     /// last entry: that many or more; instances without kernels are not
     /// counted), ns.
@@ -148,11 +154,13 @@ fn fold(acc: &mut RangeAcc, i: &Instance, end: u64, untraced: &Untraced) {
             }
         }
     }
+    let mut sampled = SampledAcc::default();
     for (d, s) in &i.sampled {
         if i.devices == 0 || (*d < 64 && i.devices & (1 << d) != 0) {
-            acc.sampled_wall.merge(s);
+            sampled.merge(s);
         }
     }
+    acc.sampled_wall.merge(&sampled);
     let gpus = (i.devices.count_ones() as usize).min(acc.gpus.len() - 1);
     if gpus > 0 {
         acc.gpus[gpus] = acc.gpus[gpus].saturating_add(end.saturating_sub(i.start).max(1));
@@ -161,6 +169,13 @@ fn fold(acc: &mut RangeAcc, i: &Instance, end: u64, untraced: &Untraced) {
         acc.untraced_count += 1;
         acc.untraced_wall = acc.untraced_wall.saturating_add(end - i.start);
         acc.untraced_launches = acc.untraced_launches.saturating_add(i.fig.launches);
+        let first = &mut acc.untraced_sampled_first;
+        if first.len() < super::calls::FIRST_CALLS {
+            let at = first.partition_point(|(s, _)| *s <= i.start);
+            first.insert(at, (i.start, sampled));
+        }
+        acc.untraced_calls
+            .add(i.start, &Figures { wall: end - i.start, launches: i.fig.launches, ..Default::default() });
         return;
     }
     let comm = i.comm.as_ref().map(|c| c.time()).unwrap_or_default();
@@ -359,7 +374,13 @@ impl Ranges {
     /// already folded (the count may come after they closed). Instances
     /// open during an untraced stretch are untraced ones, so these are
     /// untraced launches.
-    pub(crate) fn untraced_launches(&mut self, path: PathId, launches: u64) {
+    pub(crate) fn untraced_launches(&mut self, path: PathId, instance: u64, launches: u64) {
+        // Into the instance they were made in when it is not folded yet
+        // (sent before its pop): its calls' counts then tell warm-up apart.
+        if instance != 0 && self.instances.contains_key(&instance) {
+            self.for_each_enclosing(instance, |i| i.fig.launches = i.fig.launches.saturating_add(launches));
+            return;
+        }
         let mut p = path;
         for _ in 0..MAX_DEPTH {
             let Some(parent) = paths().parent(p) else { break };

@@ -22,7 +22,7 @@ pub use verdict::Verdict;
 use crate::model::comm::{collective, is_comm_kernel};
 use crate::model::idle::IdleSplit;
 use crate::model::units::fmt_ns;
-use crate::report::{KernelStats, RangeSummary, Report, SampledFigures};
+use crate::report::{KernelStats, RangeSummary, Report};
 use peaks::{Pipe, TENSOR_BF16};
 use rates::{rates, rates_from, Rates};
 use rustc_hash::FxHashMap as HashMap;
@@ -407,7 +407,7 @@ fn in_parallel<T: Sync, U: Send>(items: &[T], f: impl Fn(&T) -> U + Sync) -> Vec
 fn range(r: &Report, g: &RangeSummary, w: Option<&Weighted>, peaks: Option<&Peaks>) -> RangeAnalysis {
     if g.count == 0 && g.untraced_count > 0 {
         let counted = r.sampling.as_ref().and_then(|s| s.trace_windows.as_ref()).and_then(|w| w.untraced_launches);
-        return untraced_range(g, g.sampled_wall.as_ref(), peaks, counted.is_some());
+        return untraced_range(g, peaks, counted.is_some());
     }
     let path = g.path.to_string();
     // The calls after warm-up, when they can be told apart.
@@ -628,24 +628,36 @@ fn folded_range(g: &RangeSummary, domain: &str) -> RangeAnalysis {
 /// A range none of whose instances was traced: what PM samples over its
 /// wall time and its launch counts say (`counted`: the session counted
 /// launches between windows), and nothing that needs kernel records (with
-/// no samples either, nothing is known).
-fn untraced_range(g: &RangeSummary, f: Option<&SampledFigures>, peaks: Option<&Peaks>, counted: bool) -> RangeAnalysis {
+/// no samples either, nothing is known). Its calls after warm-up, when
+/// their wall times tell warm-up apart.
+fn untraced_range(g: &RangeSummary, peaks: Option<&Peaks>, counted: bool) -> RangeAnalysis {
+    let s = g.untraced_steady.as_ref();
+    let f = g.sampled_wall_steady.as_ref().or(g.sampled_wall.as_ref());
+    let (count, wall_ns) = s.map_or((g.untraced_count, g.untraced_wall_ns), |s| (s.calls, s.wall_ns));
     let r = f.map_or_else(Rates::default, |f| rates::sampled(f, Rates::default(), peaks));
-    let launches = counted.then_some(g.untraced_launches);
-    let n = launches.map(|launches| Counted { calls: g.untraced_count, launches, wall_ns: g.untraced_wall_ns });
+    // The steady calls' own launches when they were counted per call
+    // (sent before each pop); counts that reached only the path (a count
+    // sent after its range was folded, an older report) by the steady
+    // calls' share.
+    let launches = counted.then(|| {
+        let share = count as f64 / g.untraced_count.max(1) as f64;
+        let by_share = (g.untraced_launches as f64 * share).round() as u64;
+        s.map_or(by_share, |s| s.launches.max(by_share))
+    });
+    let n = launches.map(|launches| Counted { calls: count, launches, wall_ns });
     RangeAnalysis {
         path: g.path.to_string(),
-        count: g.untraced_count,
-        wall_ns: g.untraced_wall_ns,
-        warmup_calls: 0,
-        warmup_wall_ns: 0,
-        median_ns: None,
-        p90_ns: None,
+        count,
+        wall_ns,
+        warmup_calls: s.map_or(0, |s| s.warmup_calls),
+        warmup_wall_ns: s.map_or(0, |s| s.warmup_wall_ns),
+        median_ns: s.map(|s| s.median_ns),
+        p90_ns: s.map(|s| s.p90_ns),
         profiler_ns: None,
         idle_measured: None,
         host: g.host,
         library: None,
-        active_ns: g.untraced_wall_ns,
+        active_ns: wall_ns,
         utilization_pct: f.and_then(|f| f.gpu_busy_pct).unwrap_or(0.0),
         idle: None,
         kernel_ns: 0,
@@ -668,7 +680,7 @@ fn untraced_range(g: &RangeSummary, f: Option<&SampledFigures>, peaks: Option<&P
         throughput_unit: None,
         verdict: match f {
             Some(f) => answer::wall_verdict(f, peaks, n),
-            None => verdict::unmeasured(g.untraced_count),
+            None => verdict::unmeasured(count),
         },
         untraced: true,
         launches,
@@ -760,9 +772,9 @@ mod tests {
             let (t, outer, inner) = (k * 10_000_000, 10 * k + 1, 10 * k + 2);
             a.host_event(HostEvent::Push { instance: outer, parent: 0, path: step, tid: 1, ts: t + 100 });
             a.host_event(HostEvent::Push { instance: inner, parent: outer, path: fwd, tid: 1, ts: t + 200 });
-            a.host_event(HostEvent::UntracedLaunches { path: fwd, launches: 100 });
+            a.host_event(HostEvent::UntracedLaunches { path: fwd, instance: 0, launches: 100 });
             a.host_event(HostEvent::Pop { instance: inner, ts: t + 4_000_200 });
-            a.host_event(HostEvent::UntracedLaunches { path: step, launches: 150 });
+            a.host_event(HostEvent::UntracedLaunches { path: step, instance: 0, launches: 150 });
             a.host_event(HostEvent::Pop { instance: outer, ts: t + 9_000_100 });
         }
         a.samples(&Sample::flat_every(100_000, 0, 0, 50_000_000, 9.0, 40.0));
@@ -809,7 +821,7 @@ mod tests {
             let t = k * 10_000_000;
             a.host_event(HostEvent::Push { instance: 10 * k + 1, parent: 0, path: step, tid: 1, ts: t });
             a.host_event(HostEvent::Push { instance: 10 * k + 2, parent: 10 * k + 1, path: fwd, tid: 1, ts: t });
-            a.host_event(HostEvent::UntracedLaunches { path: fwd, launches });
+            a.host_event(HostEvent::UntracedLaunches { path: fwd, instance: 0, launches });
             a.host_event(HostEvent::Pop { instance: 10 * k + 2, ts: t + fwd_ms * 1_000_000 });
             a.host_event(HostEvent::Pop { instance: 10 * k + 1, ts: t + 10_000_000 });
         }

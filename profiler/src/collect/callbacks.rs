@@ -500,7 +500,8 @@ pub(super) unsafe extern "C" fn api_callback(
             // on only in metrics mode, which has no windows.
             if enter && !copy && !wait {
                 sample_device_of_launch(&s, d.context);
-                tally::count(s.id, nvtx::current().path, |e| s.send(e));
+                let c = nvtx::current();
+                tally::count(s.id, c.path, c.instance, |e| s.send(e));
             }
             return;
         }

@@ -163,6 +163,17 @@ pub(crate) fn send_host_event(make: impl FnOnce(u64) -> HostEvent) {
     s.send(make(cupti::timestamp(s.cupti)));
 }
 
+/// Queues a range event (a push or a pop) of the calling thread: with
+/// kernel records off, first the launches it counted since its last range
+/// event, so they land on the instance they were made in while it is open.
+pub(crate) fn send_range_event(make: impl FnOnce(u64) -> HostEvent) {
+    let Some(s) = hold() else { return };
+    if !s.traced.load(Ordering::Relaxed) {
+        tally::flush(s.id, |e| s.send(e));
+    }
+    s.send(make(cupti::timestamp(s.cupti)));
+}
+
 impl Collection {
     /// Queues a host event; never blocks (a full queue counts a drop).
     fn send(&self, e: HostEvent) {

@@ -19,7 +19,7 @@
 //! work (a data thread's `load` range) keep it. [`set_inherit`]`(false)`
 //! keeps strict per-thread NVTX semantics instead.
 
-use super::{panic_guard, send_host_event};
+use super::{panic_guard, send_host_event, send_range_event};
 use crate::model::event::HostEvent;
 use crate::model::path::{is_library_domain, paths, PathId, ROOT};
 use crossbeam_utils::atomic::AtomicCell;
@@ -202,7 +202,7 @@ fn push(domain: DomainId, name: &str, follows: bool, library: bool) {
         let instance = NEXT_INSTANCE.fetch_add(1, Ordering::Relaxed);
         r.frames.push(Frame { domain, node, instance, follows, library, inherited: parent.inherited });
         let tid = r.tid;
-        send_host_event(|ts| HostEvent::Push { instance, parent: parent.instance, path: node, tid, ts });
+        send_range_event(|ts| HostEvent::Push { instance, parent: parent.instance, path: node, tid, ts });
         if !follows && !parent.inherited {
             publish(tid, r.own());
         }
@@ -236,7 +236,7 @@ fn pop(domain: DomainId, discard: bool) {
         if discard {
             send_host_event(|_| HostEvent::Discard { instance: gone.instance });
         }
-        send_host_event(|ts| HostEvent::Pop { instance: gone.instance, ts });
+        send_range_event(|ts| HostEvent::Pop { instance: gone.instance, ts });
         if !gone.follows && !inherited {
             publish(tid, r.own());
         }

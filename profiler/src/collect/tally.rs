@@ -1,4 +1,5 @@
-//! Launches counted between trace windows, per thread and NVTX path.
+//! Launches counted between trace windows, per thread and NVTX range
+//! instance.
 //!
 //! With kernel records off a launch has no record to join: it only counts
 //! for the ranges open at it. One host event per launch cost ~2 us each on
@@ -14,8 +15,9 @@ use crate::model::event::HostEvent;
 use crate::model::path::PathId;
 use std::sync::{Arc, Mutex};
 
-/// One thread's running count. Locked by its thread at each launch and by
-/// the decoder when it collects (once a second): uncontended otherwise.
+/// One thread's running count. Locked by its thread at each launch and
+/// range event, and by the decoder when it collects (once a second):
+/// uncontended otherwise.
 #[derive(Default)]
 struct Tally(Mutex<Count>);
 
@@ -24,6 +26,8 @@ struct Count {
     /// The session counting ([`super::Collection::id`]).
     session: u64,
     path: PathId,
+    /// The range instance the launches were made in.
+    instance: u64,
     launches: u64,
 }
 
@@ -33,12 +37,13 @@ impl Tally {
     }
 
     /// Takes the count of `session` (none of another).
-    fn take(&self, session: u64) -> Option<(PathId, u64)> {
+    fn take(&self, session: u64) -> Option<HostEvent> {
         let mut c = self.lock();
         if c.session != session || c.launches == 0 {
             return None;
         }
-        Some((c.path, std::mem::take(&mut c.launches)))
+        let launches = std::mem::take(&mut c.launches);
+        Some(HostEvent::UntracedLaunches { path: c.path, instance: c.instance, launches })
     }
 }
 
@@ -54,30 +59,43 @@ thread_local! {
     };
 }
 
-/// Counts a launch made on this thread inside `path` while `session` has
-/// records off; `send` gets the count of the path it leaves.
-pub(super) fn count(session: u64, path: PathId, send: impl FnOnce(HostEvent)) {
+/// Counts a launch made on this thread inside range `instance` (of
+/// `path`) while `session` has records off; `send` gets the count of the
+/// instance it leaves.
+pub(super) fn count(session: u64, path: PathId, instance: u64, send: impl FnOnce(HostEvent)) {
     let sent = LOCAL.try_with(|t| {
         let mut c = t.lock();
         if c.session != session {
             // Left from an ended session (after its last collection): not
             // this one's.
-            *c = Count { session, path, launches: 0 };
+            *c = Count { session, path, instance, launches: 0 };
         }
-        if c.path == path {
+        if c.instance == instance && c.path == path {
             c.launches += 1;
             return None;
         }
-        let done = (c.path, c.launches);
-        c.path = path;
-        c.launches = 1;
-        (done.1 > 0).then_some(done)
+        let done = *c;
+        *c = Count { session, path, instance, launches: 1 };
+        (done.launches > 0).then_some(HostEvent::UntracedLaunches {
+            path: done.path,
+            instance: done.instance,
+            launches: done.launches,
+        })
     });
     match sent {
-        Ok(Some((path, launches))) => send(HostEvent::UntracedLaunches { path, launches }),
+        Ok(Some(e)) => send(e),
         Ok(None) => {}
         // The thread is ending (its tally already gone): counted alone.
-        Err(_) => send(HostEvent::UntracedLaunches { path, launches: 1 }),
+        Err(_) => send(HostEvent::UntracedLaunches { path, instance, launches: 1 }),
+    }
+}
+
+/// Sends this thread's count for `session`, before a range event of the
+/// thread's: its launches then land on the instance they were made in,
+/// still open.
+pub(super) fn flush(session: u64, send: impl FnOnce(HostEvent)) {
+    if let Ok(Some(e)) = LOCAL.try_with(|t| t.take(session)) {
+        send(e);
     }
 }
 
@@ -85,14 +103,14 @@ pub(super) fn count(session: u64, path: PathId, send: impl FnOnce(HostEvent)) {
 /// threads (the decoder: every second, and before it reads the host queue
 /// for a snapshot or the session's end).
 pub(crate) fn collect(session: u64, mut send: impl FnMut(HostEvent)) {
-    let taken: Vec<(PathId, u64)> = {
+    let taken: Vec<HostEvent> = {
         let mut threads = THREADS.lock().unwrap_or_else(|e| e.into_inner());
         let taken = threads.iter().filter_map(|t| t.take(session)).collect();
         threads.retain(|t| Arc::strong_count(t) > 1);
         taken
     };
-    for (path, launches) in taken {
-        send(HostEvent::UntracedLaunches { path, launches });
+    for e in taken {
+        send(e);
     }
 }
 
@@ -104,7 +122,7 @@ mod tests {
         events
             .iter()
             .map(|e| match e {
-                HostEvent::UntracedLaunches { path, launches } => (*path, *launches),
+                HostEvent::UntracedLaunches { path, launches, .. } => (*path, *launches),
                 e => panic!("{e:?}"),
             })
             .collect()
@@ -124,7 +142,7 @@ mod tests {
         const S: u64 = 1 << 40;
         let mut sent = Vec::new();
         for path in [7, 7, 7, 8, 7, 7] {
-            count(S, path, |e| sent.push(e));
+            count(S, path, path as u64 + 100, |e| sent.push(e));
         }
         // Sent when the path changed: 3 in 7, then 1 in 8.
         assert_eq!(counts(&sent), [(7, 3), (8, 1)]);
@@ -134,8 +152,8 @@ mod tests {
         assert_eq!(collected(S), [(7, 2)]);
         assert_eq!(collected(S), []);
         // A count left from an ended session is not carried into the next.
-        count(S, 9, |_| panic!("nothing to send"));
-        count(S + 2, 9, |_| panic!("the old count is dropped, not sent"));
+        count(S, 9, 1, |_| panic!("nothing to send"));
+        count(S + 2, 9, 1, |_| panic!("the old count is dropped, not sent"));
         assert_eq!(collected(S + 2), [(9, 1)]);
 
         // Threads count apart; ended threads' counts come at the next
@@ -145,7 +163,7 @@ mod tests {
             .map(|k| {
                 std::thread::spawn(move || {
                     for _ in 0..1000 {
-                        count(S + 3, 100 + k, |_| panic!("one path per thread"));
+                        count(S + 3, 100 + k, 7, |_| panic!("one path per thread"));
                     }
                 })
             })
@@ -156,5 +174,21 @@ mod tests {
         assert_eq!(THREADS.lock().unwrap().len(), before + 4);
         assert_eq!(collected(S + 3), [(100, 1000), (101, 1000), (102, 1000), (103, 1000)]);
         assert_eq!(THREADS.lock().unwrap().len(), before, "ended threads' tallies are forgotten");
+        // Instances of one path count apart, and a range event flushes the
+        // count of the instance still open.
+        let mut sent = Vec::new();
+        for instance in [1, 1, 2] {
+            count(S + 4, 7, instance, |e| sent.push(e));
+        }
+        flush(S + 4, |e| sent.push(e));
+        flush(S + 4, |_| panic!("nothing left"));
+        let by_instance: Vec<(u64, u64)> = sent
+            .iter()
+            .map(|e| match e {
+                HostEvent::UntracedLaunches { instance, launches, .. } => (*instance, *launches),
+                e => panic!("{e:?}"),
+            })
+            .collect();
+        assert_eq!(by_instance, [(1, 2), (2, 1)]);
     }
 }

@@ -38,9 +38,11 @@ pub enum HostEvent {
     },
     /// `launches` launch API calls made inside `path` between trace
     /// windows (kernel records off): they count for its ranges and those
-    /// around them, with no kernel to wait for. Sent by a thread when its
-    /// path changes, so possibly after those ranges closed.
-    UntracedLaunches { path: PathId, launches: u64 },
+    /// around them, with no kernel to wait for. Sent by a thread before
+    /// its next range event (push or pop), when its range changes, and at
+    /// collection: `instance` (0: none) was its innermost open range when
+    /// it made them, still open when sent before a range event.
+    UntracedLaunches { path: PathId, instance: u64, launches: u64 },
     /// A thread was blocked in a copy API call (`cudaMemcpy*`,
     /// `cuMemcpy*`) from `start` to `end`, inside range `instance` (0:
     /// none); its copy record has `correlation_id`.

@@ -294,6 +294,29 @@ impl SampledAcc {
         self.samples = self.samples.saturating_add(o.samples);
     }
 
+    /// Takes another's sums away (one of the parts merged into these),
+    /// each at least 0.
+    pub fn remove(&mut self, o: &SampledAcc) {
+        for (x, y) in [
+            (&mut self.covered_ns, o.covered_ns),
+            (&mut self.efficiency_ns, o.efficiency_ns),
+            (&mut self.efficiency_weight, o.efficiency_weight),
+            (&mut self.occupancy_cycles, o.occupancy_cycles),
+            (&mut self.active_cycles, o.active_cycles),
+            (&mut self.tensor_cycles, o.tensor_cycles),
+            (&mut self.tensor_weight, o.tensor_weight),
+            (&mut self.issue_cycles, o.issue_cycles),
+            (&mut self.issue_weight, o.issue_weight),
+            (&mut self.dram_bytes, o.dram_bytes),
+            (&mut self.dram_ns, o.dram_ns),
+            (&mut self.busy_ns, o.busy_ns),
+            (&mut self.busy_weight, o.busy_weight),
+        ] {
+            *x = (*x - y).max(0.0);
+        }
+        self.samples = self.samples.saturating_sub(o.samples);
+    }
+
     /// The figures these sums give; `None` when no time is covered. A
     /// figure no sample held is `None`: unknown, not 0.
     pub fn figures(&self) -> Option<SampledFigures> {

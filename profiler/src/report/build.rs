@@ -1,6 +1,7 @@
 //! From aggregation's running totals to the report's summaries.
 
 use super::*;
+use crate::aggregate::calls::Figures;
 use crate::aggregate::kernels::{additive, KernelAcc};
 use crate::aggregate::memory::CopyAcc;
 use crate::aggregate::ranges::RangeAcc;
@@ -52,8 +53,25 @@ fn exact_stats(a: &KernelAcc) -> KernelStats {
     }
 }
 
+/// The untraced instances' steady state, and their samples without the
+/// warm-up instances'.
+fn untraced_steady(a: &RangeAcc) -> (Option<Steady>, Option<SampledFigures>) {
+    let total = Figures { wall: a.untraced_wall, launches: a.untraced_launches, ..Default::default() };
+    let Some(s) = steady::of_range(a.untraced_count, &total, &a.untraced_calls) else { return (None, None) };
+    let w = s.warmup_calls as usize;
+    if w == 0 || w > a.untraced_sampled_first.len() {
+        return (Some(s), None);
+    }
+    let mut sampled = a.sampled_wall;
+    for (_, warm) in &a.untraced_sampled_first[..w] {
+        sampled.remove(warm);
+    }
+    (Some(s), sampled.figures())
+}
+
 fn range(path: RangePath, a: &RangeAcc, idle: bool) -> RangeSummary {
     let t = &a.total;
+    let (untraced_steady, sampled_wall_steady) = untraced_steady(a);
     RangeSummary {
         library: path.internal_domain().map(str::to_string),
         path,
@@ -72,6 +90,8 @@ fn range(path: RangePath, a: &RangeAcc, idle: bool) -> RangeSummary {
         untraced_count: a.untraced_count,
         untraced_wall_ns: a.untraced_wall,
         untraced_launches: a.untraced_launches,
+        untraced_steady,
+        sampled_wall_steady,
         host: steady::host_figures(t),
         steady: if idle { steady::of_range(a.count, t, &a.calls) } else { None },
         first_calls_ns: a.calls.first.iter().map(|c| c.figures.wall).collect(),

@@ -399,6 +399,15 @@ pub struct RangeSummary {
     /// windows and those the launch callbacks counted between them.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub untraced_launches: u64,
+    /// Those instances without their warm-up ones (told apart by wall time
+    /// as traced calls are; see [`steady`]): calls, wall times, median and
+    /// p90 (the kernel figures are 0: none were recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub untraced_steady: Option<Steady>,
+    /// `sampled_wall` without the warm-up instances' samples, when some
+    /// were left out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sampled_wall_steady: Option<SampledFigures>,
     /// What its threads did: launch-call and callback time, host waits,
     /// copies (all traced calls).
     #[serde(default)]

@@ -41,17 +41,18 @@ pub(crate) fn wall_verdict(f: &SampledFigures, peaks: Option<&peaks::Peaks>, cou
 /// for the session's steady state.
 pub(super) fn answer(r: &Report, ranges: &[RangeAnalysis], e: &Evidence) -> Option<Answer> {
     let p = r.devices.first().and_then(peaks::peaks);
-    let main = ranges
-        .iter()
-        .enumerate()
-        .filter(|(_, g)| g.untraced && g.library.is_none() && g.sampled)
-        .max_by_key(|(_, g)| (g.wall_ns, std::cmp::Reverse(g.path.matches('/').count())));
+    // The main step, as with kernel records: most wall time over its
+    // steady calls, among ranges whose warm-up could be told apart first.
+    let own = || ranges.iter().enumerate().filter(|(_, g)| g.untraced && g.library.is_none() && g.sampled);
+    let key = |(_, g): &(usize, &RangeAnalysis)| (g.wall_ns, std::cmp::Reverse(g.path.matches('/').count()));
+    let main = own().filter(|(_, g)| g.median_ns.is_some()).max_by_key(key).or_else(|| own().max_by_key(key));
     let counted_total = r.sampling.as_ref().and_then(|s| s.trace_windows.as_ref()).and_then(|w| w.untraced_launches);
     let (g, f, calls, wall, counted, warmup_ns) = match main {
         Some((i, g)) => {
-            let f = r.ranges.get(i)?.sampled_wall?;
+            let s = r.ranges.get(i)?;
+            let f = s.sampled_wall_steady.or(s.sampled_wall)?;
             let counted = g.launches.map(|launches| Counted { calls: g.count, launches, wall_ns: g.wall_ns });
-            (Some(g), f, g.count.max(1), g.wall_ns, counted, 0)
+            (Some(g), f, g.count.max(1), g.wall_ns, counted, g.warmup_wall_ns)
         }
         None => {
             let s = r.session_steady?;
@@ -64,6 +65,7 @@ pub(super) fn answer(r: &Report, ranges: &[RangeAnalysis], e: &Evidence) -> Opti
         None => wall_verdict(&f, p.as_ref(), counted),
     };
     let per = wall / calls;
+    let median = g.and_then(|g| g.median_ns);
     let mut notes = vec![format!(
         "no kernel records (trace windows of 0): {}; a trace window (--trace-windows 100/1000) or trace mode splits \
          the idle time by cause",
@@ -74,10 +76,10 @@ pub(super) fn answer(r: &Report, ranges: &[RangeAnalysis], e: &Evidence) -> Opti
             None => "GPU busy not measured (this GPU's PM sampling has no graphics-engine counter)",
         }
     )];
-    if g.is_some() {
+    if g.is_some() && median.is_none() {
         notes.push(format!(
-            "per step: the mean of all {calls} calls, warm-up included (without kernel records calls are counted, \
-             not timed one by one)"
+            "per step: the mean of its {calls} calls, warm-up included (too few, or too unlike, to tell warm-up \
+             apart)"
         ));
     }
     let mut parts = Vec::new();
@@ -123,13 +125,13 @@ pub(super) fn answer(r: &Report, ranges: &[RangeAnalysis], e: &Evidence) -> Opti
     Some(Answer {
         range: g.map(|g| g.path.clone()),
         calls: if g.is_some() { calls } else { 0 },
-        warmup_calls: 0,
+        warmup_calls: g.map_or(0, |g| g.warmup_calls),
         warmup_ns,
-        per_step_ns: per,
-        p90_ns: None,
+        per_step_ns: median.unwrap_or(per),
+        p90_ns: g.and_then(|g| g.p90_ns),
         gpu_busy_pct: f.gpu_busy_pct.unwrap_or(0.0),
         busy_source: if f.gpu_busy_pct.is_some() { BUSY_SAMPLED } else { BUSY_UNKNOWN },
-        per_step_mean: g.is_some(),
+        per_step_mean: g.is_some() && median.is_none(),
         notes,
         profiler_ns: None,
         profiler_pct: None,
@@ -175,7 +177,7 @@ mod tests {
         a.samples(&idle);
         let steady: Vec<Sample> = (1000..1000 + steady_ms).map(|i| f(i * MS)).collect();
         a.samples(&steady);
-        a.host_event(HostEvent::UntracedLaunches { path: ROOT, launches });
+        a.host_event(HostEvent::UntracedLaunches { path: ROOT, instance: 0, launches });
         let end = (1000 + steady_ms) * MS;
         let mut r = Report::build(a.finish(end), 0, end);
         r.devices = vec![DeviceInfo::new(0, "NVIDIA H100 80GB HBM3", 132, SmLimits::SM_90)];
@@ -260,27 +262,46 @@ mod tests {
         assert!(table.contains("GPU busy not measured"), "{table}");
     }
 
-    #[test]
-    fn the_main_range_without_kernel_records_answers_per_call() {
+    /// `n` calls of `name` without kernel records: the first a 2 s warm-up
+    /// (compilation: the engine idle, 10 launches), then 52 ms steps of
+    /// 1455 launches with the engine active 22%.
+    fn untraced_calls(name: &str, n: u64) -> Report {
         let mut a = Aggregator::windows_of_zero();
-        let step = paths().intern(ROOT, 0, "sampled-answer-step");
-        for k in 0..10u64 {
-            let t = k * 52 * MS;
-            a.host_event(HostEvent::Push { instance: k + 1, parent: 0, path: step, tid: 1, ts: t });
-            a.host_event(HostEvent::UntracedLaunches { path: step, launches: 1455 });
-            a.host_event(HostEvent::Pop { instance: k + 1, ts: t + 52 * MS });
+        let step = paths().intern(ROOT, 0, name);
+        let mut t = 0;
+        let mut samples = Vec::new();
+        for k in 0..n {
+            let (len, busy, launches) = if k == 0 { (2000, 0.0, 10) } else { (52, 22.0, 1455) };
+            a.host_event(HostEvent::Push { instance: k + 1, parent: 0, path: step, tid: 1, ts: t * MS });
+            a.host_event(HostEvent::UntracedLaunches { path: step, instance: k + 1, launches });
+            a.host_event(HostEvent::Pop { instance: k + 1, ts: (t + len) * MS });
+            samples.extend((t..t + len).map(|i| sample(i * MS, 80.0, 1e8, 5.0, 20.0, busy)));
+            t += len;
         }
-        let s: Vec<Sample> = (0..520).map(|i| sample(i * MS, 80.0, 1e8, 5.0, 20.0, 22.0)).collect();
-        a.samples(&s);
-        let mut r = Report::build(a.finish(520 * MS), 0, 520 * MS);
+        a.samples(&samples);
+        let mut r = Report::build(a.finish(t * MS), 0, t * MS);
         r.devices = vec![DeviceInfo::new(0, "NVIDIA H100 80GB HBM3", 132, SmLimits::SM_90)];
+        r
+    }
+
+    #[test]
+    fn the_main_range_without_kernel_records_answers_per_step_after_warm_up() {
+        let r = untraced_calls("sampled-answer-step", 11);
         let ans = answer_of(&r);
         assert_eq!(ans.range.as_deref(), Some("sampled-answer-step"));
-        assert_eq!((ans.calls, ans.per_step_ns, ans.per_step_mean), (10, 52 * MS, true));
+        assert_eq!((ans.calls, ans.warmup_calls, ans.per_step_mean), (10, 1, false));
+        assert!((ans.per_step_ns as f64 / 52e6 - 1.0).abs() < 0.02, "the median step: {}", ans.per_step_ns);
+        assert_eq!(ans.warmup_ns, 2000 * MS);
+        // The warm-up's idle 2 s are not in the figures.
         assert!((ans.gpu_busy_pct - 22.0).abs() < 0.5, "{ans:?}");
         assert_eq!(ans.verdict.bound, verdict::LAUNCH, "{:?}", ans.verdict);
         assert!(ans.verdict.evidence.contains("1455 launches per call"), "{}", ans.verdict.evidence);
         let table = r.to_table(120);
-        assert!(table.contains("sampled-answer-step: 52.00 ms per step (mean of 10 steps)"), "{table}");
+        assert!(table.contains("sampled-answer-step: 52.") && table.contains("(median of 10 steps"), "{table}");
+        assert!(table.contains("warm-up left out: the first 1 step"), "{table}");
+        // Too few calls to tell warm-up apart: the mean of all, said so.
+        let few = answer_of(&untraced_calls("sampled-answer-few", 3));
+        assert!(few.per_step_mean && few.calls == 3, "{few:?}");
+        assert!(few.notes.iter().any(|n| n.contains("warm-up included")), "{:?}", few.notes);
     }
 }
