@@ -21,6 +21,13 @@ pub const GR_CYCLES_ELAPSED: &str = "gr__cycles_elapsed.max";
 /// on a bf16 nvjet GEMM under ncu on an H200, as its HMMA counter).
 /// Counters, not ratios, fit one PM-sampling pass with the engine's.
 pub const TENSOR_CYCLES: &str = "sm__pipe_tensor_cycles_active.avg";
+/// The tensor pipe's sustained peak per cycle ([`TENSOR_CYCLES`]' unit per
+/// cycle): a constant of the chip, evaluated with no counter, so
+/// [`TENSOR_CYCLES`] over active cycles is a share of the peak as ncu's
+/// `pct_of_peak_sustained_active` is.
+pub const TENSOR_PEAK: &str = "sm__pipe_tensor_cycles_active.avg.peak_sustained";
+/// The issue slots' sustained peak per cycle, likewise.
+pub const ISSUE_PEAK: &str = "smsp__issue_active.avg.peak_sustained";
 /// Cycles an SM sub-partition issued an instruction: over the SM's
 /// active cycles ([`SM_CYCLES_ACTIVE`]), close to [`ISSUE_ACTIVE`] (which
 /// divides by the sub-partition's own active cycles, a counter that does
@@ -33,7 +40,7 @@ pub const ISSUE_CYCLES: &str = "smsp__issue_active.avg";
 /// from ([`Sample::from_values`]). PM sampling takes single-pass
 /// configurations only: the counters are packed into as few of them as
 /// the chip allows ([`FIGURES`]), and several are taken in turn.
-pub const SAMPLED_METRICS: [&str; 9] = [
+pub const SAMPLED_METRICS: [&str; 11] = [
     SM_EFFICIENCY,
     ACHIEVED_OCCUPANCY,
     SM_CYCLES_ACTIVE,
@@ -43,6 +50,8 @@ pub const SAMPLED_METRICS: [&str; 9] = [
     ISSUE_CYCLES,
     GR_CYCLES_ACTIVE,
     GR_CYCLES_ELAPSED,
+    TENSOR_PEAK,
+    ISSUE_PEAK,
 ];
 
 /// The counters every configuration carries: the weight of the shares of
@@ -67,8 +76,8 @@ pub const FIGURES: [Figure; 6] = [
     Figure { name: "SM efficiency", metrics: &[SM_EFFICIENCY] },
     Figure { name: "achieved occupancy", metrics: &[ACHIEVED_OCCUPANCY] },
     Figure { name: "DRAM throughput", metrics: &[DRAM_READ, DRAM_WRITE] },
-    Figure { name: "tensor-pipe activity", metrics: &[TENSOR_CYCLES] },
-    Figure { name: "issue-slot activity", metrics: &[ISSUE_CYCLES] },
+    Figure { name: "tensor-pipe activity", metrics: &[TENSOR_CYCLES, TENSOR_PEAK] },
+    Figure { name: "issue-slot activity", metrics: &[ISSUE_CYCLES, ISSUE_PEAK] },
 ];
 
 /// One PM sample of one device: counter values over `[start, end)` (ns on
@@ -152,6 +161,8 @@ impl Sample {
             }
         };
         let gr = share(get(7), get(8));
+        // A peak per cycle not evaluated: one per cycle.
+        let peak = |p: f64| if p > 0.0 { p } else { 1.0 };
         Sample {
             device,
             start,
@@ -159,8 +170,8 @@ impl Sample {
             sm_efficiency_pct: get(0) as f32,
             occupancy_pct: get(1) as f32,
             sm_cycles_active: get(2) as f32,
-            tensor_active_pct: share(get(5), get(2)) as f32,
-            issue_active_pct: share(get(6), get(2)) as f32,
+            tensor_active_pct: share(get(5), get(2) * peak(get(9))) as f32,
+            issue_active_pct: share(get(6), get(2) * peak(get(10))) as f32,
             dram_bytes: dram as f32,
             gr_active_pct: gr as f32,
         }

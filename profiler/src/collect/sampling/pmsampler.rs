@@ -84,15 +84,7 @@ pub(crate) fn pack(fits: &mut dyn FnMut(&[String]) -> bool) -> Plan {
     let base = if fits(&owned(&EVERY_CONFIG)) { owned(&EVERY_CONFIG) } else { owned(&[SM_CYCLES_ACTIVE]) };
     let mut plan = Plan { configs: Vec::new(), missing: Vec::new() };
     for f in FIGURES {
-        let with = |c: &[String]| {
-            let mut c = c.to_vec();
-            for m in f.metrics {
-                if !c.iter().any(|n| n == m) {
-                    c.push(m.to_string());
-                }
-            }
-            c
-        };
+        let with = |c: &[String]| extended(c, f.metrics);
         if plan.configs.iter().any(|c| with(c).len() == c.len()) {
             continue; // held already (the engine's counters are in every one)
         }
@@ -100,11 +92,36 @@ pub(crate) fn pack(fits: &mut dyn FnMut(&[String]) -> bool) -> Plan {
         match fitting {
             Some(i) => plan.configs[i] = with(&plan.configs[i]),
             None if fits(&with(&base)) => plan.configs.push(with(&base)),
+            // A peak per cycle PM sampling does not evaluate: the counter
+            // alone (its share then assumes one per cycle).
+            None if f.metrics.iter().any(|m| m.ends_with(PEAK)) => {
+                let plain: Vec<&str> = f.metrics.iter().copied().filter(|m| !m.ends_with(PEAK)).collect();
+                let with_plain = |c: &[String]| extended(c, &plain);
+                match (0..plan.configs.len()).find(|&i| fits(&with_plain(&plan.configs[i]))) {
+                    Some(i) => plan.configs[i] = with_plain(&plan.configs[i]),
+                    None if fits(&with_plain(&base)) => plan.configs.push(with_plain(&base)),
+                    None => plan.missing.push(f.name),
+                }
+            }
             None => plan.missing.push(f.name),
         }
     }
     plan
 }
+
+/// `c` with those of `metrics` it lacks.
+fn extended(c: &[String], metrics: &[&str]) -> Vec<String> {
+    let mut c = c.to_vec();
+    for m in metrics {
+        if !c.iter().any(|n| n == m) {
+            c.push(m.to_string());
+        }
+    }
+    c
+}
+
+/// The suffix of a metric that is a peak per cycle, a constant of the chip.
+const PEAK: &str = ".peak_sustained";
 
 /// The plan for `chip`, made once per chip in the process (it creates a
 /// host object per try, a few ms each).
@@ -449,7 +466,7 @@ mod tests {
 
     /// A chip without the engine's counters, whose tensor counter needs
     /// two passes even alone: the rest is sampled, the figures missing are
-    /// named.
+    /// named; a peak PM sampling does not take leaves its counter alone.
     #[test]
     fn figures_a_chip_cannot_give_are_named_not_faked() {
         let plan = pack(&mut |m: &[String]| !m.iter().any(|n| n.starts_with("gr__") || n == TENSOR_CYCLES));
@@ -457,6 +474,9 @@ mod tests {
         assert_eq!(plan.configs.len(), 1);
         assert!(!plan.configs[0].iter().any(|n| n.starts_with("gr__")));
         assert!(plan.configs[0].iter().any(|n| n == ISSUE_CYCLES));
+        let plan = pack(&mut |m: &[String]| !m.iter().any(|n| n.ends_with(PEAK)));
+        assert!(plan.missing.is_empty(), "{plan:?}");
+        assert!(plan.configs.iter().flatten().any(|n| n == TENSOR_CYCLES));
     }
 }
 
