@@ -95,8 +95,12 @@ impl<'a> Evidence<'a> {
     }
 
     /// Whether torch.compile's (Triton's) kernels run in `path`: the
-    /// program compiles already.
+    /// program compiles already. Without kernel records (trace windows of
+    /// 0), whether the process loaded Triton.
     fn compiled(&self, path: &str) -> bool {
+        if self.r.kernels.is_empty() {
+            return self.r.frameworks.iter().any(|f| f == "triton");
+        }
         self.triton.binary_search_by(|p| p.as_str().cmp(path)).is_ok()
             || !nested_in(&self.triton, |p| p.as_str(), path).is_empty()
     }

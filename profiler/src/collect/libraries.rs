@@ -5,8 +5,10 @@
 use std::io::BufRead;
 
 /// Parts of a mapped library's path, and the framework each means.
-const FRAMEWORK_LIBRARIES: [(&str, &str); 5] = [
+const FRAMEWORK_LIBRARIES: [(&str, &str); 6] = [
     ("libtorch_cuda", "torch"),
+    // torch.compile's kernels are Triton's: loaded, the program compiles.
+    ("libtriton", "triton"),
     ("xla_extension", "jax"),
     ("jaxlib", "jax"),
     ("libtensorflow", "tensorflow"),
@@ -49,8 +51,9 @@ mod tests {
         let maps = "7f00-7f10 r-xp 0 08:01 1 /venv/lib/python3.12/site-packages/torch/lib/libtorch_cuda.so\n\
                     7f10-7f20 r-xp 0 08:01 2 /venv/lib/python3.12/site-packages/torch/lib/libtorch_cuda.so\n\
                     7f20-7f30 r-xp 0 08:01 3 /venv/lib/python3.12/site-packages/jaxlib/xla_extension.so\n\
-                    7f30-7f40 r-xp 0 08:01 4 /usr/lib/x86_64-linux-gnu/libc.so.6\n";
-        assert_eq!(frameworks_in(maps.as_bytes()), ["jax", "torch"]);
+                    7f30-7f40 r-xp 0 08:01 4 /usr/lib/x86_64-linux-gnu/libc.so.6\n\
+                    7f40-7f50 r-xp 0 08:01 5 /venv/lib/python3.12/site-packages/triton/_C/libtriton.so\n";
+        assert_eq!(frameworks_in(maps.as_bytes()), ["jax", "torch", "triton"]);
         assert!(frameworks_in("".as_bytes()).is_empty());
     }
 }
