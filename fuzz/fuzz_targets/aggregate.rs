@@ -174,7 +174,13 @@ fuzz_target!(|data: &[u8]| {
                 instance: small(&mut i),
             }),
             5 | 6 => buffer.extend(kernel(&mut i)),
-            7 => rp.host_event(HostEvent::UntracedLaunches { path: paths[i.byte() as usize % 3], instance: i.byte() as u64 % 4, launches: i.u64() }),
+            7 => rp.host_event(HostEvent::UntracedLaunches {
+                path: paths[i.byte() as usize % 3],
+                instance: i.byte() as u64 % 4,
+                launches: i.u64(),
+                start: i.u64(),
+                end: i.u64(),
+            }),
             8 => rp.host_event(match i.byte() % 3 {
                 0 => HostEvent::Calibrated { record_ns: i.u32(), plain_ns: i.u32(), traced_ns: i.u32() },
                 1 => HostEvent::NotCalibrated { why: "fuzz".into() },

@@ -170,6 +170,30 @@ impl Timeline {
         }
     }
 
+    /// `launches` counted without kernel records, made from `start` to
+    /// `end`: each bin gets its share by overlap (all in `end`'s bin for an
+    /// empty span).
+    pub(crate) fn counted_launches(&mut self, start: u64, end: u64, launches: u64) {
+        if end <= start {
+            if let Some(b) = self.at(end) {
+                b.launches = b.launches.saturating_add(launches);
+            }
+            return;
+        }
+        let len = (end - start) as u128;
+        let mut given = 0u64;
+        self.spread(start, end, |b, ns| {
+            let n = (launches as u128 * ns as u128 / len) as u64;
+            b.launches = b.launches.saturating_add(n);
+            given = given.saturating_add(n);
+        });
+        // What rounding left goes to the last bin.
+        let rest = launches.saturating_sub(given);
+        if let Some(b) = self.at(end - 1).filter(|_| rest > 0) {
+            b.launches = b.launches.saturating_add(rest);
+        }
+    }
+
     /// PM samples: each bin gets the share of a sample it overlaps.
     pub(crate) fn samples(&mut self, samples: &[Sample]) {
         for s in samples {
@@ -230,6 +254,20 @@ mod tests {
         assert_eq!(t.bins[0].kernel_ns, 25_000_000);
         t.idle(&[Piece { start: 0, end: 50_001_000, cause: 0, before: crate::aggregate::idle::NO_KERNEL }]);
         assert_eq!((t.bins[0].idle[0], t.bins[1].idle[0]), (40_000_000, 10_000_000), "clipped to the start");
+    }
+
+    #[test]
+    fn counted_launches_are_spread_over_the_time_they_were_made_in() {
+        let mut t = Timeline::new(0);
+        // 1000 launches over 25 ms: 400, 400 and 200 in 10 ms bins.
+        t.counted_launches(0, 25_000_000, 1000);
+        assert_eq!(t.bins.iter().map(|b| b.launches).collect::<Vec<_>>(), [400, 400, 200]);
+        // 10 over 30 ms: 3 each and the remainder in the last bin.
+        let mut t = Timeline::new(0);
+        t.counted_launches(0, 30_000_000, 10);
+        assert_eq!(t.bins.iter().map(|b| b.launches).collect::<Vec<_>>(), [3, 3, 4]);
+        t.counted_launches(15_000_000, 15_000_000, 5);
+        assert_eq!(t.bins[1].launches, 8);
     }
 
     #[test]

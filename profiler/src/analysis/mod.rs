@@ -772,9 +772,9 @@ mod tests {
             let (t, outer, inner) = (k * 10_000_000, 10 * k + 1, 10 * k + 2);
             a.host_event(HostEvent::Push { instance: outer, parent: 0, path: step, tid: 1, ts: t + 100 });
             a.host_event(HostEvent::Push { instance: inner, parent: outer, path: fwd, tid: 1, ts: t + 200 });
-            a.host_event(HostEvent::UntracedLaunches { path: fwd, instance: 0, launches: 100 });
+            a.host_event(HostEvent::UntracedLaunches { path: fwd, instance: 0, launches: 100, start: 0, end: 0 });
             a.host_event(HostEvent::Pop { instance: inner, ts: t + 4_000_200 });
-            a.host_event(HostEvent::UntracedLaunches { path: step, instance: 0, launches: 150 });
+            a.host_event(HostEvent::UntracedLaunches { path: step, instance: 0, launches: 150, start: 0, end: 0 });
             a.host_event(HostEvent::Pop { instance: outer, ts: t + 9_000_100 });
         }
         a.samples(&Sample::flat_every(100_000, 0, 0, 50_000_000, 9.0, 40.0));
@@ -821,7 +821,7 @@ mod tests {
             let t = k * 10_000_000;
             a.host_event(HostEvent::Push { instance: 10 * k + 1, parent: 0, path: step, tid: 1, ts: t });
             a.host_event(HostEvent::Push { instance: 10 * k + 2, parent: 10 * k + 1, path: fwd, tid: 1, ts: t });
-            a.host_event(HostEvent::UntracedLaunches { path: fwd, instance: 0, launches });
+            a.host_event(HostEvent::UntracedLaunches { path: fwd, instance: 0, launches, start: 0, end: 0 });
             a.host_event(HostEvent::Pop { instance: 10 * k + 2, ts: t + fwd_ms * 1_000_000 });
             a.host_event(HostEvent::Pop { instance: 10 * k + 1, ts: t + 10_000_000 });
         }

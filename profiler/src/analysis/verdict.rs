@@ -183,10 +183,14 @@ pub(crate) struct Counted {
 }
 
 impl Counted {
-    /// "254 launches per call, one every 38.1 us", or "no kernel launch".
+    /// "254 launches per call, one every 38.1 us" ("153109 launches, one
+    /// every 23.5 us" for no calls: a session's), or "no kernel launch".
     pub(crate) fn describe(&self) -> String {
         if self.launches == 0 {
             return "no kernel launch".to_string();
+        }
+        if self.calls == 0 {
+            return format!("{} launches, one every {}", self.launches, fmt_ns(self.wall_ns / self.launches));
         }
         let per_call = self.launches as f64 / self.calls.max(1) as f64;
         let per_call = if per_call >= 10.0 { format!("{per_call:.0}") } else { format!("{per_call:.1}") };

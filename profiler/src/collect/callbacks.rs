@@ -501,7 +501,7 @@ pub(super) unsafe extern "C" fn api_callback(
             if enter && !copy && !wait {
                 sample_device_of_launch(&s, d.context);
                 let c = nvtx::current();
-                tally::count(s.id, c.path, c.instance, |e| s.send(e));
+                tally::count(s.id, c.path, c.instance, || cupti::timestamp(s.cupti), |e| s.send(e));
             }
             return;
         }

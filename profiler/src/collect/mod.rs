@@ -168,10 +168,11 @@ pub(crate) fn send_host_event(make: impl FnOnce(u64) -> HostEvent) {
 /// event, so they land on the instance they were made in while it is open.
 pub(crate) fn send_range_event(make: impl FnOnce(u64) -> HostEvent) {
     let Some(s) = hold() else { return };
+    let ts = cupti::timestamp(s.cupti);
     if !s.traced.load(Ordering::Relaxed) {
-        tally::flush(s.id, |e| s.send(e));
+        tally::flush(s.id, ts, |e| s.send(e));
     }
-    s.send(make(cupti::timestamp(s.cupti)));
+    s.send(make(ts));
 }
 
 impl Collection {
@@ -185,7 +186,7 @@ impl Collection {
     /// Queues every thread's launch count between trace windows so far
     /// ([`tally`]).
     pub(crate) fn collect_launch_counts(&self) {
-        tally::collect(self.id, |e| self.send(e));
+        tally::collect(self.id, cupti::timestamp(self.cupti), |e| self.send(e));
     }
 
     /// Hands a completed buffer to the decoder.

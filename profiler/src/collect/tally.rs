@@ -29,6 +29,14 @@ struct Count {
     /// The range instance the launches were made in.
     instance: u64,
     launches: u64,
+    /// When the first of them was made, ns.
+    since: u64,
+}
+
+impl Count {
+    fn event(&self, launches: u64, end: u64) -> HostEvent {
+        HostEvent::UntracedLaunches { path: self.path, instance: self.instance, launches, start: self.since, end }
+    }
 }
 
 impl Tally {
@@ -36,14 +44,14 @@ impl Tally {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Takes the count of `session` (none of another).
-    fn take(&self, session: u64) -> Option<HostEvent> {
+    /// Takes the count of `session` (none of another), sent at `end`.
+    fn take(&self, session: u64, end: u64) -> Option<HostEvent> {
         let mut c = self.lock();
         if c.session != session || c.launches == 0 {
             return None;
         }
         let launches = std::mem::take(&mut c.launches);
-        Some(HostEvent::UntracedLaunches { path: c.path, instance: c.instance, launches })
+        Some(c.event(launches, end))
     }
 }
 
@@ -61,40 +69,39 @@ thread_local! {
 
 /// Counts a launch made on this thread inside range `instance` (of
 /// `path`) while `session` has records off; `send` gets the count of the
-/// instance it leaves.
-pub(super) fn count(session: u64, path: PathId, instance: u64, send: impl FnOnce(HostEvent)) {
+/// instance it leaves. `now` (CUPTI's clock) is read only when a count
+/// begins or is sent, not per launch.
+pub(super) fn count(session: u64, path: PathId, instance: u64, now: impl Fn() -> u64, send: impl FnOnce(HostEvent)) {
     let sent = LOCAL.try_with(|t| {
         let mut c = t.lock();
-        if c.session != session {
-            // Left from an ended session (after its last collection): not
-            // this one's.
-            *c = Count { session, path, instance, launches: 0 };
-        }
-        if c.instance == instance && c.path == path {
+        if c.session == session && c.instance == instance && c.path == path && c.launches > 0 {
             c.launches += 1;
             return None;
         }
-        let done = *c;
-        *c = Count { session, path, instance, launches: 1 };
-        (done.launches > 0).then_some(HostEvent::UntracedLaunches {
-            path: done.path,
-            instance: done.instance,
-            launches: done.launches,
-        })
+        // A new count: this instance's first launch since its last send,
+        // or one left from an ended session (after its last collection),
+        // which is not this one's.
+        let t = now();
+        let done = (c.session == session && c.launches > 0).then(|| c.event(c.launches, t));
+        *c = Count { session, path, instance, launches: 1, since: t };
+        done
     });
     match sent {
         Ok(Some(e)) => send(e),
         Ok(None) => {}
         // The thread is ending (its tally already gone): counted alone.
-        Err(_) => send(HostEvent::UntracedLaunches { path, instance, launches: 1 }),
+        Err(_) => {
+            let t = now();
+            send(HostEvent::UntracedLaunches { path, instance, launches: 1, start: t, end: t })
+        }
     }
 }
 
-/// Sends this thread's count for `session`, before a range event of the
-/// thread's: its launches then land on the instance they were made in,
-/// still open.
-pub(super) fn flush(session: u64, send: impl FnOnce(HostEvent)) {
-    if let Ok(Some(e)) = LOCAL.try_with(|t| t.take(session)) {
+/// Sends this thread's count for `session` at `end`, before a range event
+/// of the thread's: its launches then land on the instance they were made
+/// in, still open.
+pub(super) fn flush(session: u64, end: u64, send: impl FnOnce(HostEvent)) {
+    if let Ok(Some(e)) = LOCAL.try_with(|t| t.take(session, end)) {
         send(e);
     }
 }
@@ -102,10 +109,10 @@ pub(super) fn flush(session: u64, send: impl FnOnce(HostEvent)) {
 /// Sends every thread's count for `session` so far, and forgets ended
 /// threads (the decoder: every second, and before it reads the host queue
 /// for a snapshot or the session's end).
-pub(crate) fn collect(session: u64, mut send: impl FnMut(HostEvent)) {
+pub(crate) fn collect(session: u64, end: u64, mut send: impl FnMut(HostEvent)) {
     let taken: Vec<HostEvent> = {
         let mut threads = THREADS.lock().unwrap_or_else(|e| e.into_inner());
-        let taken = threads.iter().filter_map(|t| t.take(session)).collect();
+        let taken = threads.iter().filter_map(|t| t.take(session, end)).collect();
         threads.retain(|t| Arc::strong_count(t) > 1);
         taken
     };
@@ -130,7 +137,7 @@ mod tests {
 
     fn collected(session: u64) -> Vec<(PathId, u64)> {
         let mut got = Vec::new();
-        collect(session, |e| got.push(e));
+        collect(session, 0, |e| got.push(e));
         let mut c = counts(&got);
         c.sort_unstable();
         c
@@ -142,7 +149,7 @@ mod tests {
         const S: u64 = 1 << 40;
         let mut sent = Vec::new();
         for path in [7, 7, 7, 8, 7, 7] {
-            count(S, path, path as u64 + 100, |e| sent.push(e));
+            count(S, path, path as u64 + 100, || 0, |e| sent.push(e));
         }
         // Sent when the path changed: 3 in 7, then 1 in 8.
         assert_eq!(counts(&sent), [(7, 3), (8, 1)]);
@@ -152,8 +159,8 @@ mod tests {
         assert_eq!(collected(S), [(7, 2)]);
         assert_eq!(collected(S), []);
         // A count left from an ended session is not carried into the next.
-        count(S, 9, 1, |_| panic!("nothing to send"));
-        count(S + 2, 9, 1, |_| panic!("the old count is dropped, not sent"));
+        count(S, 9, 1, || 0, |_| panic!("nothing to send"));
+        count(S + 2, 9, 1, || 0, |_| panic!("the old count is dropped, not sent"));
         assert_eq!(collected(S + 2), [(9, 1)]);
 
         // Threads count apart; ended threads' counts come at the next
@@ -163,7 +170,7 @@ mod tests {
             .map(|k| {
                 std::thread::spawn(move || {
                     for _ in 0..1000 {
-                        count(S + 3, 100 + k, 7, |_| panic!("one path per thread"));
+                        count(S + 3, 100 + k, 7, || 0, |_| panic!("one path per thread"));
                     }
                 })
             })
@@ -176,19 +183,27 @@ mod tests {
         assert_eq!(THREADS.lock().unwrap().len(), before, "ended threads' tallies are forgotten");
         // Instances of one path count apart, and a range event flushes the
         // count of the instance still open.
+        // The clock is read when a count begins and when it is sent.
         let mut sent = Vec::new();
+        let clock = std::cell::Cell::new(100);
+        let now = || {
+            clock.set(clock.get() + 10);
+            clock.get()
+        };
         for instance in [1, 1, 2] {
-            count(S + 4, 7, instance, |e| sent.push(e));
+            count(S + 4, 7, instance, now, |e| sent.push(e));
         }
-        flush(S + 4, |e| sent.push(e));
-        flush(S + 4, |_| panic!("nothing left"));
-        let by_instance: Vec<(u64, u64)> = sent
+        flush(S + 4, 500, |e| sent.push(e));
+        flush(S + 4, 600, |_| panic!("nothing left"));
+        let by_instance: Vec<(u64, u64, u64, u64)> = sent
             .iter()
             .map(|e| match e {
-                HostEvent::UntracedLaunches { instance, launches, .. } => (*instance, *launches),
+                HostEvent::UntracedLaunches { instance, launches, start, end, .. } => {
+                    (*instance, *launches, *start, *end)
+                }
                 e => panic!("{e:?}"),
             })
             .collect();
-        assert_eq!(by_instance, [(1, 2), (2, 1)]);
+        assert_eq!(by_instance, [(1, 2, 110, 120), (2, 1, 120, 500)], "two clock reads, not one per launch");
     }
 }

@@ -42,7 +42,9 @@ pub enum HostEvent {
     /// its next range event (push or pop), when its range changes, and at
     /// collection: `instance` (0: none) was its innermost open range when
     /// it made them, still open when sent before a range event.
-    UntracedLaunches { path: PathId, instance: u64, launches: u64 },
+    /// They were made from `start` to `end` (ns): spread over that time in
+    /// the session's bins.
+    UntracedLaunches { path: PathId, instance: u64, launches: u64, start: u64, end: u64 },
     /// A thread was blocked in a copy API call (`cudaMemcpy*`,
     /// `cuMemcpy*`) from `start` to `end`, inside range `instance` (0:
     /// none); its copy record has `correlation_id`.

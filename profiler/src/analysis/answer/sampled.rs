@@ -56,7 +56,13 @@ pub(super) fn answer(r: &Report, ranges: &[RangeAnalysis], e: &Evidence) -> Opti
         }
         None => {
             let s = r.session_steady?;
-            let counted = counted_total.map(|launches| Counted { calls: 1, launches, wall_ns: s.wall_ns() });
+            // The steady state's own launches, placed in time as they were
+            // counted (the session's, for a report without them).
+            let counted = counted_total.map(|total| Counted {
+                calls: 0,
+                launches: if s.launches > 0 { s.launches } else { total },
+                wall_ns: s.wall_ns(),
+            });
             (None, s.sampled?, 1, s.wall_ns(), counted, s.startup_ns.saturating_add(s.shutdown_ns))
         }
     };
@@ -177,7 +183,15 @@ mod tests {
         a.samples(&idle);
         let steady: Vec<Sample> = (1000..1000 + steady_ms).map(|i| f(i * MS)).collect();
         a.samples(&steady);
-        a.host_event(HostEvent::UntracedLaunches { path: ROOT, instance: 0, launches });
+        // Counted once a second, as the decoder collects them, start-up's
+        // 100 launches included.
+        a.host_event(HostEvent::UntracedLaunches { path: ROOT, instance: 0, launches: 100, start: 0, end: 1000 * MS });
+        let per_second = launches * 1000 / steady_ms.max(1);
+        for k in 0..steady_ms.div_ceil(1000) {
+            let (from, to) = ((1000 + k * 1000) * MS, ((1000 + (k + 1) * 1000).min(1000 + steady_ms)) * MS);
+            let n = per_second * (to - from) / (1000 * MS);
+            a.host_event(HostEvent::UntracedLaunches { path: ROOT, instance: 0, launches: n, start: from, end: to });
+        }
         let end = (1000 + steady_ms) * MS;
         let mut r = Report::build(a.finish(end), 0, end);
         r.devices = vec![DeviceInfo::new(0, "NVIDIA H100 80GB HBM3", 132, SmLimits::SM_90)];
@@ -200,6 +214,8 @@ mod tests {
         let first = a.actions.first().expect("an action");
         assert!(first.advice.contains("launch overhead") && (first.saves_pct - 75.0).abs() < 1.5, "{first:?}");
         assert_eq!(a.parts.iter().map(|p| p.what).collect::<Vec<_>>(), ["GPU idle", "GPU busy"]);
+        // The steady state's own launches, not start-up's.
+        assert!(a.verdict.evidence.contains("40000 launches, one every 50.0 us"), "{}", a.verdict.evidence);
         let table = r.to_table(120);
         assert!(table.contains("== Answer: no range of the program's own"), "{table}");
         assert!(table.contains("GPU busy 25%") && table.contains("no kernel records (trace windows of 0)"), "{table}");
@@ -273,7 +289,7 @@ mod tests {
         for k in 0..n {
             let (len, busy, launches) = if k == 0 { (2000, 0.0, 10) } else { (52, 22.0, 1455) };
             a.host_event(HostEvent::Push { instance: k + 1, parent: 0, path: step, tid: 1, ts: t * MS });
-            a.host_event(HostEvent::UntracedLaunches { path: step, instance: k + 1, launches });
+            a.host_event(HostEvent::UntracedLaunches { path: step, instance: k + 1, launches, start: 0, end: 0 });
             a.host_event(HostEvent::Pop { instance: k + 1, ts: (t + len) * MS });
             samples.extend((t..t + len).map(|i| sample(i * MS, 80.0, 1e8, 5.0, 20.0, busy)));
             t += len;
