@@ -95,12 +95,8 @@ impl<'a> Evidence<'a> {
     }
 
     /// Whether torch.compile's (Triton's) kernels run in `path`: the
-    /// program compiles already. Without kernel records (trace windows of
-    /// 0), whether the process loaded Triton.
+    /// program compiles already.
     fn compiled(&self, path: &str) -> bool {
-        if self.r.kernels.is_empty() {
-            return self.r.frameworks.iter().any(|f| f == "triton");
-        }
         self.triton.binary_search_by(|p| p.as_str().cmp(path)).is_ok()
             || !nested_in(&self.triton, |p| p.as_str(), path).is_empty()
     }
@@ -127,6 +123,16 @@ impl<'a> Evidence<'a> {
                  (torch.compile(mode=\"reduce-overhead\")) so the step launches once, or give each launch more work \
                  (a larger batch)."
                 .to_string(),
+            // Without kernel records, whether it compiles is not seen (a
+            // loaded Triton is no sign: Hugging Face's transformers loads
+            // it for eager models too).
+            (false, false) if self.fw == Framework::PyTorch && self.r.kernels.is_empty() => {
+                "Launch fewer, larger kernels: capture the step in a CUDA graph \
+                 (torch.compile(mode=\"reduce-overhead\"), torch.cuda.CUDAGraph), fuse small ops with torch.compile \
+                 if it is not compiled yet (without kernel records gpuscope cannot see whether it is), or give each \
+                 launch more work (a larger batch)."
+                    .to_string()
+            }
             (false, false) if self.fw == Framework::PyTorch => "Launch fewer, larger kernels: capture the step in a \
                  CUDA graph (torch.compile(mode=\"reduce-overhead\"), torch.cuda.CUDAGraph), fuse small ops \
                  (torch.compile), or give each launch more work (a larger batch)."

@@ -7,7 +7,8 @@ use std::io::BufRead;
 /// Parts of a mapped library's path, and the framework each means.
 const FRAMEWORK_LIBRARIES: [(&str, &str); 6] = [
     ("libtorch_cuda", "torch"),
-    // torch.compile's kernels are Triton's: loaded, the program compiles.
+    // Loaded by torch.compile, but also by libraries that may compile
+    // (transformers imports it for eager models too): no sign of compiling.
     ("libtriton", "triton"),
     ("xla_extension", "jax"),
     ("jaxlib", "jax"),
