@@ -1,0 +1,41 @@
+"""One line per report of bench/real/modes.sh: the plain step time, and the
+answer (main step, time per step, GPU busy and where it came from, verdict,
+first action), with how PM sampling went.
+
+    python3 modes_summary.py OUT
+"""
+import glob
+import json
+import os
+import re
+import sys
+
+out = sys.argv[1]
+for f in sorted(glob.glob(os.path.join(out, "*.json"))):
+    name = os.path.basename(f)
+    try:
+        r = json.load(open(f))
+    except (OSError, ValueError) as e:
+        print(f"{name}: unreadable: {e}")
+        continue
+    a = r.get("answer") or {}
+    plain = os.path.join(out, name.split(".")[0] + ".plain.txt")
+    step = "-"
+    if os.path.exists(plain):
+        m = re.findall(r"SUITE (\{.*\})", open(plain).read())
+        if m:
+            step = f"{json.loads(m[-1]).get('step_ms')} ms"
+    first = (a.get("actions") or [{}])[0]
+    action = f"{first.get('advice', '-')[:70]} ({first.get('saves_pct', 0):.0f}%)" if first else "-"
+    print(
+        f"{name:26} plain {step:>11} | {a.get('range') or 'steady state'}: "
+        f"{a.get('per_step_ns', 0) / 1e6:.2f} ms, busy {a.get('gpu_busy_pct', 0):.0f}% "
+        f"({a.get('busy_source', '-')}) [{(a.get('verdict') or {}).get('bound')}] {action}"
+    )
+    s = r.get("sampling")
+    if s:
+        configs = [c["samples"] for c in s.get("configs", [])]
+        print(
+            f"{'':26} samples {s.get('samples')} per configuration {configs}, {s.get('switches', 0)} switches, "
+            f"{s.get('exit_samples', 0)} decoded at exit, tail lost {s.get('tail_lost')}, off: {s.get('disabled')}"
+        )
