@@ -990,8 +990,8 @@ extern "C" fn at_exit() {
 }
 
 /// The exit handler registered once CUDA is initialised (sampling mode,
-/// when a device's sampling started): it runs before CUDA's own, so the
-/// session's last PM samples are decoded.
+/// when a device's sampling set-up begins): it runs before CUDA's own, so
+/// the session's last PM samples are decoded.
 extern "C" fn at_exit_after_cuda() {
     end_at_exit(true);
 }

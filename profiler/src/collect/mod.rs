@@ -57,7 +57,7 @@ pub(crate) struct CollectOptions {
     /// Sampling mode: PM sampling every this many ns.
     pub sampling: Option<u64>,
     /// Registered with `atexit` once per process, when the first device's
-    /// sampling has started: CUDA is initialised by then, so it runs
+    /// sampling set-up begins: CUDA is initialised by then, so it runs
     /// before CUDA's own exit handlers and can still decode the last
     /// samples.
     pub exit_handler: Option<extern "C" fn()>,

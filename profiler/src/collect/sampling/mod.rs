@@ -135,7 +135,7 @@ pub(crate) struct Sampler {
 
 impl Sampler {
     /// Samples every `interval_ns` once devices are in use; registers
-    /// `exit_handler` once the first device samples.
+    /// `exit_handler` when the first device's set-up begins.
     pub(crate) fn new(cupti: &'static Cupti, interval_ns: u64, exit_handler: Option<extern "C" fn()>) -> Self {
         static NEXT: AtomicU64 = AtomicU64::new(1);
         Sampler {
@@ -200,6 +200,15 @@ impl Sampler {
     /// ~0.4-0.5 s of CUPTI calls, so it runs on a thread of gpuscope's,
     /// never in a launch callback, with a context of `dev` current.
     pub(crate) fn set_up(&self, dev: u32) {
+        // Before any CUPTI call of the set-up: CUDA is initialised (a
+        // context of `dev` is current), so this handler runs before CUDA's
+        // own at exit, and waits there for a set-up still in flight instead
+        // of CUDA tearing down under it (seen once: an abort from an
+        // exception thrown inside CUPTI, a program ending ~0.6 s after its
+        // first launch).
+        if let Some(h) = self.exit_handler {
+            register_once(h);
+        }
         // Locked throughout, as when this ran at the first launch: another
         // device's decode is not interleaved with this one's set-up, and
         // stop waits for a set-up in progress. Only gpuscope's threads take
@@ -214,9 +223,6 @@ impl Sampler {
             Ok(p) => {
                 debug("sampling: device sampling");
                 USED.store(true, Ordering::Release);
-                if let Some(h) = self.exit_handler {
-                    register_once(h);
-                }
                 if st.status.configs.is_empty() {
                     let configs = p.configs();
                     let mut metrics: Vec<String> = Vec::new();
