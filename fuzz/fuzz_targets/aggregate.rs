@@ -178,6 +178,7 @@ fuzz_target!(|data: &[u8]| {
                 path: paths[i.byte() as usize % 3],
                 instance: i.byte() as u64 % 4,
                 launches: i.u64(),
+                graphs: i.u64(),
                 start: i.u64(),
                 end: i.u64(),
             }),

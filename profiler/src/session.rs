@@ -314,6 +314,10 @@ impl Profiler {
     /// already running.
     pub fn start(self) -> Result<Session> {
         self.validate()?;
+        // Before collection starts: a sampling set-up during start registers
+        // its own exit handler, which must run before this one (atexit runs
+        // the last registered first).
+        register_atexit();
         if crate::collect::sampling::used() {
             return Err(Error::new(
                 ErrorKind::Unsupported,
@@ -416,7 +420,6 @@ impl Profiler {
             }
         }
         debug("start: done");
-        register_atexit();
         Ok(Session { _priv: () })
     }
 }
@@ -894,7 +897,6 @@ fn stop_active_at(ending: Ending) -> std::result::Result<(Report, Written), Stop
     Ok((report, written))
 }
 
-/// Whether a session saw no kernel launch at all (traced or counted).
 /// `path`, or when another process wrote it since `since` (several
 /// processes given one output name), the same name with this process's id
 /// before the extension: no process's report overwrites another's.

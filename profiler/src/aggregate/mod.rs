@@ -366,10 +366,10 @@ impl Aggregator {
                 self.ranges.launch(instance, graph, cost_ns as u64, prev_call_ns as u64);
                 self.timeline.launch(ts, cost_ns as u64, prev_call_ns as u64);
             }
-            HostEvent::UntracedLaunches { path, instance, launches, start, end } => {
+            HostEvent::UntracedLaunches { path, instance, launches, graphs, start, end } => {
                 self.untraced_launches = self.untraced_launches.saturating_add(launches);
                 self.timeline.counted_launches(start, end, launches);
-                self.ranges.untraced_launches(path, instance, launches);
+                self.ranges.untraced_launches(path, instance, launches, graphs);
             }
             HostEvent::HostCopy { start, end, correlation_id, instance } => {
                 self.idle.copy(start, end);
@@ -1061,9 +1061,9 @@ mod tests {
         // Launches there are counted for their ranges: two in b, one in c
         // (open across the stretch), one outside every range.
         a.host_event(HostEvent::Push { instance: 3, parent: 0, path: rb, tid: 1, ts: 200 });
-        a.host_event(HostEvent::UntracedLaunches { path: rb, instance: 0, launches: 2, start: 0, end: 0 });
-        a.host_event(HostEvent::UntracedLaunches { path: rc, instance: 0, launches: 1, start: 0, end: 0 });
-        a.host_event(HostEvent::UntracedLaunches { path: ROOT, instance: 0, launches: 1, start: 0, end: 0 });
+        a.host_event(HostEvent::UntracedLaunches { path: rb, instance: 0, launches: 2, graphs: 0, start: 0, end: 0 });
+        a.host_event(HostEvent::UntracedLaunches { path: rc, instance: 0, launches: 1, graphs: 0, start: 0, end: 0 });
+        a.host_event(HostEvent::UntracedLaunches { path: ROOT, instance: 0, launches: 1, graphs: 0, start: 0, end: 0 });
         a.host_event(HostEvent::Pop { instance: 3, ts: 300 });
         a.tracing(true, 1000);
         // Traced again: a's second instance.
@@ -1101,7 +1101,7 @@ mod tests {
         let inner = paths().intern(r0, 0, "inner");
         let other = paths().intern(ROOT, 0, "zero-windows-open-before");
         a.host_event(HostEvent::Push { instance: 1, parent: 0, path: r0, tid: 1, ts: 100 });
-        a.host_event(HostEvent::UntracedLaunches { path: r0, instance: 0, launches: 1, start: 0, end: 0 });
+        a.host_event(HostEvent::UntracedLaunches { path: r0, instance: 0, launches: 1, graphs: 0, start: 0, end: 0 });
         a.host_event(HostEvent::Push { instance: 2, parent: 1, path: inner, tid: 1, ts: 200 });
         a.host_event(HostEvent::Pop { instance: 2, ts: 300 });
         a.host_event(HostEvent::Pop { instance: 1, ts: 600 });
@@ -1110,10 +1110,24 @@ mod tests {
         assert_eq!(a.ranges.live(), 0, "both instances are folded");
         // A thread sends its count when its path changes: here after the
         // ranges closed and were folded. It still lands on them.
-        a.host_event(HostEvent::UntracedLaunches { path: inner, instance: 0, launches: 3, start: 0, end: 0 });
+        a.host_event(HostEvent::UntracedLaunches {
+            path: inner,
+            instance: 0,
+            launches: 3,
+            graphs: 0,
+            start: 0,
+            end: 0,
+        });
         // A range open since before the session has no instance: its count
         // goes to the session's total only, not to a row of its own.
-        a.host_event(HostEvent::UntracedLaunches { path: other, instance: 0, launches: 5, start: 0, end: 0 });
+        a.host_event(HostEvent::UntracedLaunches {
+            path: other,
+            instance: 0,
+            launches: 5,
+            graphs: 0,
+            start: 0,
+            end: 0,
+        });
         let r = a.finish(1000);
         assert!(r.ranges.iter().all(|(p, _)| p.to_string() != "zero-windows-open-before"));
         let get = |p: &str| r.ranges.iter().find(|(rp, _)| rp.to_string() == p).map(|(_, g)| g.clone()).unwrap();

@@ -81,6 +81,8 @@ pub(crate) struct RangeAcc {
     /// Their launches: traced ones, and those counted between windows
     /// ([`Ranges::untraced_launches`]).
     pub untraced_launches: u64,
+    /// Of their launches, CUDA graph launches counted with them.
+    pub untraced_graph_launches: u64,
     /// Their wall times (the first ones each, and every one's), to tell
     /// warm-up apart as traced calls do.
     pub untraced_calls: CallLog,
@@ -174,8 +176,10 @@ fn fold(acc: &mut RangeAcc, i: &Instance, end: u64, untraced: &Untraced) {
             let at = first.partition_point(|(s, _)| *s <= i.start);
             first.insert(at, (i.start, sampled));
         }
+        let (launches, graph_launches) = (i.fig.launches, i.fig.graph_launches);
+        acc.untraced_graph_launches = acc.untraced_graph_launches.saturating_add(graph_launches);
         acc.untraced_calls
-            .add(i.start, &Figures { wall: end - i.start, launches: i.fig.launches, ..Default::default() });
+            .add(i.start, &Figures { wall: end - i.start, launches, graph_launches, ..Default::default() });
         return;
     }
     let comm = i.comm.as_ref().map(|c| c.time()).unwrap_or_default();
@@ -374,11 +378,14 @@ impl Ranges {
     /// already folded (the count may come after they closed). Instances
     /// open during an untraced stretch are untraced ones, so these are
     /// untraced launches.
-    pub(crate) fn untraced_launches(&mut self, path: PathId, instance: u64, launches: u64) {
+    pub(crate) fn untraced_launches(&mut self, path: PathId, instance: u64, launches: u64, graphs: u64) {
         // Into the instance they were made in when it is not folded yet
         // (sent before its pop): its calls' counts then tell warm-up apart.
         if instance != 0 && self.instances.contains_key(&instance) {
-            self.for_each_enclosing(instance, |i| i.fig.launches = i.fig.launches.saturating_add(launches));
+            self.for_each_enclosing(instance, |i| {
+                i.fig.launches = i.fig.launches.saturating_add(launches);
+                i.fig.graph_launches = i.fig.graph_launches.saturating_add(graphs);
+            });
             return;
         }
         let mut p = path;

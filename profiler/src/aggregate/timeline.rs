@@ -48,8 +48,15 @@ impl Bin {
     /// SMs' active time where the engine's was not sampled.
     pub(crate) fn sampled_busy_ns(&self) -> u64 {
         let s = &self.sampled;
-        let busy = if s.busy_weight > 0.0 { s.busy_ns } else { s.efficiency_ns };
-        (busy / 100.0) as u64
+        let (sum, weight) =
+            if s.busy_weight > 0.0 { (s.busy_ns, s.busy_weight) } else { (s.efficiency_ns, s.efficiency_weight) };
+        // The mean share over the samples that held it, for all the bin's
+        // sampled time (configurations in turn hold it part of the time).
+        if weight > 0.0 {
+            (sum / weight / 100.0 * s.covered_ns) as u64
+        } else {
+            0
+        }
     }
 
     fn add(&mut self, o: &Bin) {
@@ -180,6 +187,8 @@ impl Timeline {
             }
             return;
         }
+        // Launches before the session's start are its first bin's.
+        let start = start.max(self.start).min(end - 1);
         let len = (end - start) as u128;
         let mut given = 0u64;
         self.spread(start, end, |b, ns| {

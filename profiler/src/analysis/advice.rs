@@ -65,6 +65,14 @@ pub(super) struct Evidence<'a> {
     pub devices: Vec<super::devices::DeviceUse>,
 }
 
+/// Launch-overhead advice for PyTorch without kernel records: whether it
+/// compiles is not seen (a loaded Triton is no sign: Hugging Face's
+/// transformers loads it for eager models too).
+pub(super) const PYTORCH_DISPATCH_UNSEEN: &str = "Launch fewer, larger kernels: capture the step in a CUDA graph \
+     (torch.compile(mode=\"reduce-overhead\"), torch.cuda.CUDAGraph), fuse small ops with torch.compile if it is not \
+     compiled yet (without kernel records gpuscope cannot see whether it is), or give each launch more work (a larger \
+     batch).";
+
 /// The slice of sorted `items` (by `key`) nested in `outer` (not itself).
 fn nested_in<'s, T>(items: &'s [T], key: impl Fn(&T) -> &str, outer: &str) -> &'s [T] {
     let from = format!("{outer}/");
@@ -127,11 +135,7 @@ impl<'a> Evidence<'a> {
             // loaded Triton is no sign: Hugging Face's transformers loads
             // it for eager models too).
             (false, false) if self.fw == Framework::PyTorch && self.r.kernels.is_empty() => {
-                "Launch fewer, larger kernels: capture the step in a CUDA graph \
-                 (torch.compile(mode=\"reduce-overhead\"), torch.cuda.CUDAGraph), fuse small ops with torch.compile \
-                 if it is not compiled yet (without kernel records gpuscope cannot see whether it is), or give each \
-                 launch more work (a larger batch)."
-                    .to_string()
+                PYTORCH_DISPATCH_UNSEEN.to_string()
             }
             (false, false) if self.fw == Framework::PyTorch => "Launch fewer, larger kernels: capture the step in a \
                  CUDA graph (torch.compile(mode=\"reduce-overhead\"), torch.cuda.CUDAGraph), fuse small ops \

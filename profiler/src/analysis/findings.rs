@@ -109,6 +109,7 @@ pub(super) fn session_advice(kind: &str, r: &Report, fw: Framework) -> String {
             r.memory.synchronizations,
             fw.sync_calls()
         ),
+        "dispatch" if fw == Framework::PyTorch && r.kernels.is_empty() => super::advice::PYTORCH_DISPATCH_UNSEEN.into(),
         "dispatch" => fw.launch_overhead().into(),
         _ => "Queued work waited: look for cross-stream event waits and host functions (cudaLaunchHostFunc).".into(),
     }

@@ -635,15 +635,10 @@ fn untraced_range(g: &RangeSummary, peaks: Option<&Peaks>, counted: bool) -> Ran
     let f = g.sampled_wall_steady.as_ref().or(g.sampled_wall.as_ref());
     let (count, wall_ns) = s.map_or((g.untraced_count, g.untraced_wall_ns), |s| (s.calls, s.wall_ns));
     let r = f.map_or_else(Rates::default, |f| rates::sampled(f, Rates::default(), peaks));
-    // The steady calls' own launches when they were counted per call
-    // (sent before each pop); counts that reached only the path (a count
-    // sent after its range was folded, an older report) by the steady
-    // calls' share.
-    let launches = counted.then(|| {
-        let share = count as f64 / g.untraced_count.max(1) as f64;
-        let by_share = (g.untraced_launches as f64 * share).round() as u64;
-        s.map_or(by_share, |s| s.launches.max(by_share))
-    });
+    // The steady calls' own launches (counted per call, sent before each
+    // pop); without a steady state, all calls' (counts that reached only
+    // the path included).
+    let launches = counted.then(|| s.map_or(g.untraced_launches, |s| s.launches));
     let n = launches.map(|launches| Counted { calls: count, launches, wall_ns });
     RangeAnalysis {
         path: g.path.to_string(),
@@ -655,7 +650,8 @@ fn untraced_range(g: &RangeSummary, peaks: Option<&Peaks>, counted: bool) -> Ran
         p90_ns: s.map(|s| s.p90_ns),
         profiler_ns: None,
         idle_measured: None,
-        host: g.host,
+        // Graph launches of its steady calls (counted with the launches).
+        host: crate::report::HostFigures { graph_launches: s.map_or(0, |s| s.host.graph_launches), ..g.host },
         library: None,
         active_ns: wall_ns,
         utilization_pct: f.and_then(|f| f.gpu_busy_pct).unwrap_or(0.0),
@@ -772,9 +768,23 @@ mod tests {
             let (t, outer, inner) = (k * 10_000_000, 10 * k + 1, 10 * k + 2);
             a.host_event(HostEvent::Push { instance: outer, parent: 0, path: step, tid: 1, ts: t + 100 });
             a.host_event(HostEvent::Push { instance: inner, parent: outer, path: fwd, tid: 1, ts: t + 200 });
-            a.host_event(HostEvent::UntracedLaunches { path: fwd, instance: 0, launches: 100, start: 0, end: 0 });
+            a.host_event(HostEvent::UntracedLaunches {
+                path: fwd,
+                instance: 0,
+                launches: 100,
+                graphs: 0,
+                start: 0,
+                end: 0,
+            });
             a.host_event(HostEvent::Pop { instance: inner, ts: t + 4_000_200 });
-            a.host_event(HostEvent::UntracedLaunches { path: step, instance: 0, launches: 150, start: 0, end: 0 });
+            a.host_event(HostEvent::UntracedLaunches {
+                path: step,
+                instance: 0,
+                launches: 150,
+                graphs: 0,
+                start: 0,
+                end: 0,
+            });
             a.host_event(HostEvent::Pop { instance: outer, ts: t + 9_000_100 });
         }
         a.samples(&Sample::flat_every(100_000, 0, 0, 50_000_000, 9.0, 40.0));
@@ -821,7 +831,7 @@ mod tests {
             let t = k * 10_000_000;
             a.host_event(HostEvent::Push { instance: 10 * k + 1, parent: 0, path: step, tid: 1, ts: t });
             a.host_event(HostEvent::Push { instance: 10 * k + 2, parent: 10 * k + 1, path: fwd, tid: 1, ts: t });
-            a.host_event(HostEvent::UntracedLaunches { path: fwd, instance: 0, launches, start: 0, end: 0 });
+            a.host_event(HostEvent::UntracedLaunches { path: fwd, instance: 0, launches, graphs: 0, start: 0, end: 0 });
             a.host_event(HostEvent::Pop { instance: 10 * k + 2, ts: t + fwd_ms * 1_000_000 });
             a.host_event(HostEvent::Pop { instance: 10 * k + 1, ts: t + 10_000_000 });
         }

@@ -134,7 +134,7 @@ pub(crate) fn kernel(r: &Rates) -> Option<Verdict> {
             evidence: format!("{what} {} of peak ({other} not collected)", pct(known)),
         });
     }
-    let (c, m) = (c.unwrap_or(0.0), m.unwrap_or(0.0));
+    let (Some(c), Some(m)) = (c, m) else { return None };
     let figures = format!("compute {} and DRAM {} of peak", pct(c), pct(m));
     if c.max(m) >= SOL_BOUND_PCT {
         if c >= m {
@@ -218,15 +218,19 @@ pub(crate) fn untraced(r: &Rates, counted: Option<Counted>) -> Verdict {
         Some(_) => "PM samples over its wall time and launch counts; no kernel records",
         None => "PM samples over its wall time; no kernel records",
     };
-    let eff = r.sm_efficiency.unwrap_or(0.0);
     let v = |bound, evidence: String| Verdict { bound, evidence: format!("{evidence} ({why})") };
-    let known = r.compute_pct.is_some() || r.dram_pct.is_some();
-    let (c, m) = (r.compute_pct.unwrap_or(0.0), r.dram_pct.unwrap_or(0.0));
-    let figures = format!("compute {} and DRAM {} of peak", pct(c), pct(m));
     let launches = counted.map(|n| format!("; {}", n.describe())).unwrap_or_default();
+    let Some(eff) = r.sm_efficiency else {
+        return v(UNKNOWN, format!("SM activity was not sampled over it{launches}"));
+    };
+    let known = |x: Option<f64>| x.map_or("-".to_string(), pct);
+    let figures = format!("compute {} and DRAM {} of peak", known(r.compute_pct), known(r.dram_pct));
     let active = format!("SMs active {} of its wall time{launches}", pct(eff));
-    if c.max(m) >= SOL_BOUND_PCT {
-        v(if c >= m { COMPUTE } else { MEMORY }, format!("{figures}{launches}"))
+    // A figure not collected decides nothing; one at the threshold does.
+    let (c, m) = (r.compute_pct.unwrap_or(f64::NAN), r.dram_pct.unwrap_or(f64::NAN));
+    if c >= SOL_BOUND_PCT || m >= SOL_BOUND_PCT {
+        let compute = c >= SOL_BOUND_PCT && (m.is_nan() || c >= m);
+        v(if compute { COMPUTE } else { MEMORY }, format!("{figures}{launches}"))
     } else if eff < GPU_BOUND_PCT {
         let likely = if counted.is_some_and(|n| n.dense()) {
             format!("; {DENSE_LAUNCHES} (launch-bound)")
@@ -240,8 +244,8 @@ pub(crate) fn untraced(r: &Rates, counted: Option<Counted>) -> Verdict {
                  records (a trace window, or trace mode, splits them){likely}"
             ),
         )
-    } else if !known {
-        v(GPU, active)
+    } else if r.compute_pct.is_none() || r.dram_pct.is_none() {
+        v(GPU, format!("{active}; {figures}: the figure not collected leaves the kind unknown"))
     } else {
         v(LATENCY, format!("{active}; {figures}: neither near its limit"))
     }
@@ -472,6 +476,13 @@ mod tests {
         // SMs busy most of the window, neither unit near its limit.
         assert_eq!(v(80.0, Some(20.0), Some(10.0)).bound, LATENCY);
         assert_eq!(v(80.0, None, None).bound, GPU, "no peaks: busy, kind unknown");
+        // One of them not collected: not "latency-bound at 0%".
+        let g = v(80.0, None, Some(30.0));
+        assert_eq!(g.bound, GPU, "{g:?}");
+        assert!(g.evidence.contains("compute - and DRAM 30%"), "{}", g.evidence);
+        assert_eq!(v(80.0, None, Some(75.0)).bound, MEMORY);
+        let none = untraced(&Rates::default(), None);
+        assert_eq!(none.bound, UNKNOWN, "SM activity not sampled: {none:?}");
         // SMs mostly idle: idle GPU or idle SMs, not told apart.
         for (eff, c, d) in [(12.0, Some(5.0), Some(3.0)), (35.0, Some(20.0), Some(10.0)), (5.0, None, None)] {
             let i = v(eff, c, d);

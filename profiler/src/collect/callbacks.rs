@@ -501,7 +501,8 @@ pub(super) unsafe extern "C" fn api_callback(
             if enter && !copy && !wait {
                 sample_device_of_launch(&s, d.context);
                 let c = nvtx::current();
-                tally::count(s.id, c.path, c.instance, || cupti::timestamp(s.cupti), |e| s.send(e));
+                let graph = is_graph_launch(domain, cbid);
+                tally::count(s.id, c.path, c.instance, graph, || cupti::timestamp(s.cupti), |e| s.send(e));
             }
             return;
         }
@@ -632,6 +633,9 @@ pub(super) fn prepare_sampling(
     }
     let held = s.again()?;
     let key = ctx as usize;
+    if let Some(sampler) = &s.sampler {
+        sampler.register_exit_handler();
+    }
     debug("sampling: a device's set-up starts on a thread of gpuscope's");
     let spawned = std::thread::Builder::new().name("gpuscope-sampling-setup".into()).spawn(move || {
         panic_guard::catch(|| {

@@ -29,13 +29,16 @@ struct Count {
     /// The range instance the launches were made in.
     instance: u64,
     launches: u64,
+    /// Of which CUDA graph launches.
+    graphs: u64,
     /// When the first of them was made, ns.
     since: u64,
 }
 
 impl Count {
-    fn event(&self, launches: u64, end: u64) -> HostEvent {
-        HostEvent::UntracedLaunches { path: self.path, instance: self.instance, launches, start: self.since, end }
+    fn event(&self, end: u64) -> HostEvent {
+        let (path, instance, launches, graphs) = (self.path, self.instance, self.launches, self.graphs);
+        HostEvent::UntracedLaunches { path, instance, launches, graphs, start: self.since, end }
     }
 }
 
@@ -50,8 +53,9 @@ impl Tally {
         if c.session != session || c.launches == 0 {
             return None;
         }
-        let launches = std::mem::take(&mut c.launches);
-        Some(c.event(launches, end))
+        let e = c.event(end);
+        (c.launches, c.graphs) = (0, 0);
+        Some(e)
     }
 }
 
@@ -69,21 +73,29 @@ thread_local! {
 
 /// Counts a launch made on this thread inside range `instance` (of
 /// `path`) while `session` has records off; `send` gets the count of the
-/// instance it leaves. `now` (CUPTI's clock) is read only when a count
-/// begins or is sent, not per launch.
-pub(super) fn count(session: u64, path: PathId, instance: u64, now: impl Fn() -> u64, send: impl FnOnce(HostEvent)) {
+/// instance it leaves; `graph`: a CUDA graph launch. `now` (CUPTI's
+/// clock) is read only when a count begins or is sent, not per launch.
+pub(super) fn count(
+    session: u64,
+    path: PathId,
+    instance: u64,
+    graph: bool,
+    now: impl Fn() -> u64,
+    send: impl FnOnce(HostEvent),
+) {
     let sent = LOCAL.try_with(|t| {
         let mut c = t.lock();
         if c.session == session && c.instance == instance && c.path == path && c.launches > 0 {
             c.launches += 1;
+            c.graphs += graph as u64;
             return None;
         }
         // A new count: this instance's first launch since its last send,
         // or one left from an ended session (after its last collection),
         // which is not this one's.
         let t = now();
-        let done = (c.session == session && c.launches > 0).then(|| c.event(c.launches, t));
-        *c = Count { session, path, instance, launches: 1, since: t };
+        let done = (c.session == session && c.launches > 0).then(|| c.event(t));
+        *c = Count { session, path, instance, launches: 1, graphs: graph as u64, since: t };
         done
     });
     match sent {
@@ -92,7 +104,7 @@ pub(super) fn count(session: u64, path: PathId, instance: u64, now: impl Fn() ->
         // The thread is ending (its tally already gone): counted alone.
         Err(_) => {
             let t = now();
-            send(HostEvent::UntracedLaunches { path, instance, launches: 1, start: t, end: t })
+            send(HostEvent::UntracedLaunches { path, instance, launches: 1, graphs: graph as u64, start: t, end: t })
         }
     }
 }
@@ -149,7 +161,7 @@ mod tests {
         const S: u64 = 1 << 40;
         let mut sent = Vec::new();
         for path in [7, 7, 7, 8, 7, 7] {
-            count(S, path, path as u64 + 100, || 0, |e| sent.push(e));
+            count(S, path, path as u64 + 100, false, || 0, |e| sent.push(e));
         }
         // Sent when the path changed: 3 in 7, then 1 in 8.
         assert_eq!(counts(&sent), [(7, 3), (8, 1)]);
@@ -159,8 +171,8 @@ mod tests {
         assert_eq!(collected(S), [(7, 2)]);
         assert_eq!(collected(S), []);
         // A count left from an ended session is not carried into the next.
-        count(S, 9, 1, || 0, |_| panic!("nothing to send"));
-        count(S + 2, 9, 1, || 0, |_| panic!("the old count is dropped, not sent"));
+        count(S, 9, 1, false, || 0, |_| panic!("nothing to send"));
+        count(S + 2, 9, 1, false, || 0, |_| panic!("the old count is dropped, not sent"));
         assert_eq!(collected(S + 2), [(9, 1)]);
 
         // Threads count apart; ended threads' counts come at the next
@@ -170,7 +182,7 @@ mod tests {
             .map(|k| {
                 std::thread::spawn(move || {
                     for _ in 0..1000 {
-                        count(S + 3, 100 + k, 7, || 0, |_| panic!("one path per thread"));
+                        count(S + 3, 100 + k, 7, false, || 0, |_| panic!("one path per thread"));
                     }
                 })
             })
@@ -190,20 +202,20 @@ mod tests {
             clock.set(clock.get() + 10);
             clock.get()
         };
-        for instance in [1, 1, 2] {
-            count(S + 4, 7, instance, now, |e| sent.push(e));
+        for (instance, graph) in [(1, true), (1, false), (2, false)] {
+            count(S + 4, 7, instance, graph, now, |e| sent.push(e));
         }
         flush(S + 4, 500, |e| sent.push(e));
         flush(S + 4, 600, |_| panic!("nothing left"));
-        let by_instance: Vec<(u64, u64, u64, u64)> = sent
+        let by_instance: Vec<(u64, u64, u64, u64, u64)> = sent
             .iter()
             .map(|e| match e {
-                HostEvent::UntracedLaunches { instance, launches, start, end, .. } => {
-                    (*instance, *launches, *start, *end)
+                HostEvent::UntracedLaunches { instance, launches, graphs, start, end, .. } => {
+                    (*instance, *launches, *graphs, *start, *end)
                 }
                 e => panic!("{e:?}"),
             })
             .collect();
-        assert_eq!(by_instance, [(1, 2, 110, 120), (2, 1, 120, 500)], "two clock reads, not one per launch");
+        assert_eq!(by_instance, [(1, 2, 1, 110, 120), (2, 1, 0, 120, 500)], "two clock reads, not one per launch");
     }
 }

@@ -44,7 +44,8 @@ pub enum HostEvent {
     /// it made them, still open when sent before a range event.
     /// They were made from `start` to `end` (ns): spread over that time in
     /// the session's bins.
-    UntracedLaunches { path: PathId, instance: u64, launches: u64, start: u64, end: u64 },
+    /// `graphs` of them were CUDA graph launches.
+    UntracedLaunches { path: PathId, instance: u64, launches: u64, graphs: u64, start: u64, end: u64 },
     /// A thread was blocked in a copy API call (`cudaMemcpy*`,
     /// `cuMemcpy*`) from `start` to `end`, inside range `instance` (0:
     /// none); its copy record has `correlation_id`.

@@ -161,8 +161,8 @@ impl Sample {
             }
         };
         let gr = share(get(7), get(8));
-        // A peak per cycle not evaluated: one per cycle.
-        let peak = |p: f64| if p > 0.0 { p } else { 1.0 };
+        // A peak per cycle not evaluated leaves the share unknown.
+        let peak = |p: f64| if p > 0.0 { p } else { f64::NAN };
         Sample {
             device,
             start,
@@ -308,23 +308,25 @@ impl SampledAcc {
     /// Takes another's sums away (one of the parts merged into these),
     /// each at least 0.
     pub fn remove(&mut self, o: &SampledAcc) {
-        for (x, y) in [
-            (&mut self.covered_ns, o.covered_ns),
-            (&mut self.efficiency_ns, o.efficiency_ns),
-            (&mut self.efficiency_weight, o.efficiency_weight),
-            (&mut self.occupancy_cycles, o.occupancy_cycles),
-            (&mut self.active_cycles, o.active_cycles),
-            (&mut self.tensor_cycles, o.tensor_cycles),
-            (&mut self.tensor_weight, o.tensor_weight),
-            (&mut self.issue_cycles, o.issue_cycles),
-            (&mut self.issue_weight, o.issue_weight),
-            (&mut self.dram_bytes, o.dram_bytes),
-            (&mut self.dram_ns, o.dram_ns),
-            (&mut self.busy_ns, o.busy_ns),
-            (&mut self.busy_weight, o.busy_weight),
+        // Each (sum, weight) pair; a weight left at a rounding residue of
+        // what it was means no sample is left: both 0, so the figure is
+        // unknown rather than a ratio of residues.
+        for (sum, weight, osum, oweight) in [
+            (&mut self.efficiency_ns, &mut self.efficiency_weight, o.efficiency_ns, o.efficiency_weight),
+            (&mut self.occupancy_cycles, &mut self.active_cycles, o.occupancy_cycles, o.active_cycles),
+            (&mut self.tensor_cycles, &mut self.tensor_weight, o.tensor_cycles, o.tensor_weight),
+            (&mut self.issue_cycles, &mut self.issue_weight, o.issue_cycles, o.issue_weight),
+            (&mut self.dram_bytes, &mut self.dram_ns, o.dram_bytes, o.dram_ns),
+            (&mut self.busy_ns, &mut self.busy_weight, o.busy_ns, o.busy_weight),
         ] {
-            *x = (*x - y).max(0.0);
+            let before = *weight;
+            *weight = (*weight - oweight).max(0.0);
+            *sum = (*sum - osum).max(0.0);
+            if *weight <= before * 1e-9 {
+                (*sum, *weight) = (0.0, 0.0);
+            }
         }
+        self.covered_ns = (self.covered_ns - o.covered_ns).max(0.0);
         self.samples = self.samples.saturating_sub(o.samples);
     }
 
@@ -515,6 +517,31 @@ mod tests {
         assert_eq!(f.samples, 6);
     }
 
+    /// Taking warm-up's samples out leaves a figure only warm-up held
+    /// unknown, not a ratio of rounding residues.
+    #[test]
+    fn removing_the_only_samples_of_a_figure_leaves_it_unknown() {
+        let nan = f64::NAN;
+        let steady = Sample::from_values(0, 0, 10, &[80.0, 40.0, 8.0, 300.0, 100.0, nan, nan, 5.0, 10.0]);
+        let warm = |t| Sample::from_values(0, t, t + 10, &[nan, nan, 0.3, nan, nan, 0.1, 0.1, 5.0, 10.0, 4.0, 1.0]);
+        let (w1, w2) = (warm(10), warm(20));
+        let mut all = SampledAcc::default();
+        let mut warmup = SampledAcc::default();
+        for (s, is_warm) in [(steady, false), (w1, true), (w2, true)] {
+            let mut one = SampledAcc::default();
+            one.add(&s, 0.1, 1.0, s.sm_efficiency_pct as f64, s.gr_active_pct as f64);
+            all.merge(&one);
+            if is_warm {
+                warmup.merge(&one);
+            }
+        }
+        all.remove(&warmup);
+        let f = all.figures().expect("the steady sample is left");
+        assert_eq!((f.tensor_active_pct, f.issue_active_pct), (None, None), "{f:?}");
+        assert_eq!(f.sm_efficiency_pct, Some(80.0));
+        assert_eq!((f.covered_ns, f.samples), (1, 1));
+    }
+
     /// Configurations taken in turn: each figure is the mean of the
     /// samples that held it, weighted by their own time, not diluted by
     /// the samples of the other configuration.
@@ -524,8 +551,9 @@ mod tests {
         // Configuration A: SM efficiency 80, occupancy 40, DRAM; B: tensor
         // 90 and issue 30. The engine is active 50% in both.
         let a = |t: u64| Sample::from_values(0, t, t + 10, &[80.0, 40.0, 8.0, 300.0, 100.0, nan, nan, 5.0, 10.0]);
-        // Tensor 7.2 of 8 active cycles, issue 2.4.
-        let b = |t: u64| Sample::from_values(0, t, t + 10, &[nan, nan, 8.0, nan, nan, 7.2, 2.4, 5.0, 10.0]);
+        // Tensor 28.8 of 8 active cycles at 4 per cycle (90%), issue 2.4
+        // at 1 (30%).
+        let b = |t: u64| Sample::from_values(0, t, t + 10, &[nan, nan, 8.0, nan, nan, 28.8, 2.4, 5.0, 10.0, 4.0, 1.0]);
         let mut acc = SampledAcc::default();
         // Three A samples, one B sample.
         for s in [a(0), a(10), a(20), b(30)] {

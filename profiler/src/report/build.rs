@@ -56,7 +56,12 @@ fn exact_stats(a: &KernelAcc) -> KernelStats {
 /// The untraced instances' steady state, and their samples without the
 /// warm-up instances'.
 fn untraced_steady(a: &RangeAcc) -> (Option<Steady>, Option<SampledFigures>) {
-    let total = Figures { wall: a.untraced_wall, launches: a.untraced_launches, ..Default::default() };
+    let total = Figures {
+        wall: a.untraced_wall,
+        launches: a.untraced_launches,
+        graph_launches: a.untraced_graph_launches,
+        ..Default::default()
+    };
     let Some(s) = steady::of_range(a.untraced_count, &total, &a.untraced_calls) else { return (None, None) };
     let w = s.warmup_calls as usize;
     if w == 0 || w > a.untraced_sampled_first.len() {

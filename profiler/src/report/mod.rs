@@ -94,8 +94,8 @@ pub struct Report {
     #[serde(default)]
     pub forks: u64,
     /// Frameworks whose libraries the process had loaded at the end
-    /// (`torch`, `jax`, `tensorflow`, `cupy`): advice is in their terms
-    /// when no kernel name says which framework ran.
+    /// (`torch`, `triton`, `jax`, `tensorflow`, `cupy`): advice is in their
+    /// terms when no kernel name says which framework ran.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub frameworks: Vec<String>,
     /// The session's steady state: its time without start-up, compilation

@@ -234,9 +234,12 @@ pub(crate) fn of_session(t: &Timeline, start_ns: u64, end_ns: u64) -> Option<Ses
     // Sampled engine activity counts from a twentieth of the busiest bin's:
     // start-up keeps the engine faintly active (context creation, copies,
     // a framework's autotuning) for seconds.
-    let busiest = t.bins.iter().map(Bin::sampled_busy_ns).max().unwrap_or(0);
+    // Only without kernel records (trace windows of 0): with them, the
+    // kernels' time says it as in trace mode.
+    let untraced = t.bins.iter().all(|b| b.kernel_ns == 0);
+    let busiest = if untraced { t.bins.iter().map(Bin::sampled_busy_ns).max().unwrap_or(0) } else { 0 };
     let floor = (busiest / SAMPLED_FLOOR).max(1);
-    let sampled_busy = |b: &Bin| Some(b.sampled_busy_ns()).filter(|&v| v >= floor).unwrap_or(0);
+    let sampled_busy = |b: &Bin| Some(b.sampled_busy_ns()).filter(|&v| untraced && v >= floor).unwrap_or(0);
     let active: Vec<usize> = (0..t.bins.len())
         .filter(|&i| t.bins[i].launches > 0 || t.bins[i].kernel_ns > 0 || sampled_busy(&t.bins[i]) > 0)
         .collect();

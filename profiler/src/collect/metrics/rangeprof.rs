@@ -122,7 +122,7 @@ impl HostObject {
     }
 
     /// The chip's base metric names (counters, ratios, throughputs).
-    pub(crate) fn base_metrics(&self) -> Result<Vec<String>> {
+    fn base_metrics(&self) -> Result<Vec<String>> {
         let mut out = Vec::new();
         for ty in [sys::CUPTI_METRIC_TYPE_COUNTER, sys::CUPTI_METRIC_TYPE_RATIO, sys::CUPTI_METRIC_TYPE_THROUGHPUT] {
             // SAFETY: our host object, live until drop.

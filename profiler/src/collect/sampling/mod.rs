@@ -1,6 +1,6 @@
 //! Sampling mode's collection: CUPTI's PM sampling on every device the
 //! program uses, decoded by the session's decoder thread every few
-//! milliseconds. A device is set up (~0.4 s) on a thread of gpuscope's,
+//! milliseconds. A device is set up (~0.25 s on an H200) on a thread of gpuscope's,
 //! begun when the program creates a context on it, at session start for
 //! the starting thread's current context, or at the first launch into a
 //! context made before the session; launches never wait for it, and
@@ -102,7 +102,9 @@ fn register_once(h: extern "C" fn()) {
     ONCE.call_once(|| {
         // SAFETY: `h` is a plain extern "C" fn; the caller's handlers catch
         // panics.
-        unsafe { libc::atexit(h) };
+        if unsafe { libc::atexit(h) } != 0 {
+            debug("sampling: no room for another exit handler: samples not decoded by exit are lost");
+        }
     });
 }
 
@@ -134,8 +136,9 @@ pub(crate) struct Sampler {
 }
 
 impl Sampler {
-    /// Samples every `interval_ns` once devices are in use; registers
-    /// `exit_handler` when the first device's set-up begins.
+    /// Samples every `interval_ns` once devices are in use; `exit_handler`
+    /// is registered before the first device's set-up begins
+    /// ([`Sampler::register_exit_handler`]).
     pub(crate) fn new(cupti: &'static Cupti, interval_ns: u64, exit_handler: Option<extern "C" fn()>) -> Self {
         static NEXT: AtomicU64 = AtomicU64::new(1);
         Sampler {
@@ -180,6 +183,20 @@ impl Sampler {
         self.claim(dev).then_some(dev)
     }
 
+    /// Registers the exit handler that decodes the last samples, once per
+    /// process: called on the program's thread that is about to start a
+    /// device's set-up, before the set-up thread exists. CUDA is
+    /// initialised then (a context exists), so the handler runs before
+    /// CUDA's own at exit, and waits there for a set-up still in flight
+    /// instead of CUDA tearing down under it (seen once: an abort from an
+    /// exception thrown inside CUPTI, a program ending ~0.6 s after its
+    /// first launch).
+    pub(crate) fn register_exit_handler(&self) {
+        if let Some(h) = self.exit_handler {
+            register_once(h);
+        }
+    }
+
     /// Claims device `dev`'s set-up: true the first time, and never once
     /// sampling has stopped.
     fn claim(&self, dev: u32) -> bool {
@@ -200,15 +217,6 @@ impl Sampler {
     /// ~0.4-0.5 s of CUPTI calls, so it runs on a thread of gpuscope's,
     /// never in a launch callback, with a context of `dev` current.
     pub(crate) fn set_up(&self, dev: u32) {
-        // Before any CUPTI call of the set-up: CUDA is initialised (a
-        // context of `dev` is current), so this handler runs before CUDA's
-        // own at exit, and waits there for a set-up still in flight instead
-        // of CUDA tearing down under it (seen once: an abort from an
-        // exception thrown inside CUPTI, a program ending ~0.6 s after its
-        // first launch).
-        if let Some(h) = self.exit_handler {
-            register_once(h);
-        }
         // Locked throughout, as when this ran at the first launch: another
         // device's decode is not interleaved with this one's set-up, and
         // stop waits for a set-up in progress. Only gpuscope's threads take
@@ -239,11 +247,11 @@ impl Sampler {
                 st.status.devices.push(dev);
                 st.devices.push(p);
             }
-            Err(_) if self.ending.load(Ordering::Acquire) => {
+            Err(e) if self.ending.load(Ordering::Acquire) => {
                 // Not a fault to warn about: the program ended first.
                 st.status.disabled = Some(format!(
                     "the session ended while device {dev}'s sampling was being set up (CUPTI takes ~0.25 s from \
-                     the device's first launch): nothing was sampled there"
+                     the device's first launch): nothing was sampled there (CUPTI then said: {e})"
                 ));
             }
             Err(e) => Self::give_up_locked(&mut st, dev, &e.to_string()),
@@ -281,7 +289,7 @@ impl Sampler {
     }
 
     /// Decodes every device (to the end of their records once stopping,
-    /// until `deadline` if given) into `out`.
+    /// until `deadline` if given: at exit) into `out`.
     fn decode_locked(st: &mut State, out: &mut Vec<Sample>, deadline: Option<Instant>) {
         // Timed from here: the lock may have waited for a device's set-up
         // (~0.4 s), which is not decoding.
@@ -314,7 +322,11 @@ impl Sampler {
                 eprintln!("gpuscope: sampled hardware metrics stopped: {why}. Tracing continues.");
             }
             st.status.disabled = Some(why);
-            st.devices.clear();
+            let devices = std::mem::take(&mut st.devices);
+            if deadline.is_some() {
+                // At exit nothing is released (that would call CUPTI).
+                std::mem::forget(devices);
+            }
         }
         st.status.decode_ns += t.elapsed().as_nanos() as u64;
     }
@@ -324,11 +336,13 @@ impl Sampler {
     /// handed out by the next [`Sampler::decode`].
     ///
     /// At process exit (`at_exit`) nothing is released. The last samples
-    /// are decoded only when `decode_at_exit` (the exit handler registered
-    /// after CUDA's own, which runs first: the driver is whole), for at
-    /// most [`EXIT_DECODE_BOUND`]; otherwise no CUPTI call is made (the
-    /// driver may be tearing down: seen, a PyTorch process that never
-    /// exited) and the samples not yet decoded are reported lost.
+    /// are decoded only when `decode_at_exit`: from the exit handler
+    /// registered after CUDA initialised, which therefore runs before
+    /// CUDA's own and finds the driver whole; decoding stops after
+    /// [`EXIT_DECODE_BOUND`] (waiting for a set-up or switch in flight
+    /// comes on top). Otherwise no CUPTI call is made (the driver may be
+    /// tearing down: seen, a PyTorch process that never exited) and the
+    /// samples not yet decoded are reported lost.
     pub(crate) fn stop(&self, at_exit: bool, decode_at_exit: bool) {
         // No device is claimed after this, and a set-up claimed before
         // finds `closed` once it has the lock.
