@@ -879,3 +879,51 @@ fn the_rank_that_waits_least_in_collectives_is_the_one_the_others_wait_for() {
     let back: JobReport = serde_json::from_value(v).unwrap();
     assert_eq!(back.ranges.len(), j.ranges.len());
 }
+
+/// The Grafana dashboard in docs queries series this version writes: every
+/// `gpuscope_` name in its queries is a family the OpenMetrics encoder
+/// registers (families with no sample are not written, so the names are
+/// read from the encoder's source).
+#[test]
+fn the_grafana_dashboard_queries_series_gpuscope_writes() {
+    let dashboard: serde_json::Value =
+        serde_json::from_str(include_str!("../docs/guides/grafana/gpuscope-dashboard.json")).expect("dashboard JSON");
+    let source = include_str!("../profiler/src/render/openmetrics.rs");
+    // `family::<..>(&mut reg, "name", ..)` and `reg.register("name", ..)`.
+    let mut families = std::collections::HashSet::new();
+    for marker in ["&mut reg,", "reg.register("] {
+        for (i, _) in source.match_indices(marker) {
+            let rest = source[i + marker.len()..].trim_start();
+            if let Some(name) = rest.strip_prefix('"').and_then(|r| r.split('"').next()) {
+                families.insert(format!("gpuscope_{name}"));
+            }
+        }
+    }
+    assert!(families.len() >= 20, "{families:?}");
+    let text = workload(0).to_openmetrics();
+    for l in text.lines().filter_map(|l| l.strip_prefix("# TYPE ")) {
+        let name = l.split(' ').next().unwrap_or_default();
+        assert!(families.contains(name), "{name} written but not found in the encoder's source: {families:?}");
+    }
+    let mut queries: Vec<String> = Vec::new();
+    for p in dashboard["panels"].as_array().expect("panels") {
+        for t in p["targets"].as_array().into_iter().flatten() {
+            queries.push(t["expr"].as_str().expect("a query").to_string());
+        }
+    }
+    for v in dashboard["templating"]["list"].as_array().expect("variables") {
+        if let Some(q) = v["query"].as_str() {
+            queries.push(q.to_string());
+        }
+    }
+    let mut seen = 0;
+    for q in &queries {
+        for (i, _) in q.match_indices("gpuscope_") {
+            let name: String = q[i..].chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+            let family = name.strip_suffix("_total").unwrap_or(&name);
+            assert!(families.contains(family), "{name} (in {q}) is no series gpuscope writes: {families:?}");
+            seen += 1;
+        }
+    }
+    assert!(seen >= 15, "{seen} series named");
+}

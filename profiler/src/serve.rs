@@ -211,3 +211,98 @@ mod tests {
         assert!(get(server.addr(), "/metrics").ends_with("\r\n\r\nx\n"));
     }
 }
+
+/// A real Prometheus server (Debian's `prometheus` package: the binary at
+/// `GPUSCOPE_PROMETHEUS`, or `prometheus` on PATH) scrapes the endpoint, and
+/// PromQL reads the series back. Skipped without the binary, unless
+/// `GPUSCOPE_CI=1` (CI fetches it).
+#[cfg(test)]
+mod prometheus_server {
+    use super::*;
+    use std::process::{Command, Stdio};
+    use std::time::Instant;
+
+    fn binary() -> Option<String> {
+        if let Ok(p) = std::env::var("GPUSCOPE_PROMETHEUS") {
+            return Some(p);
+        }
+        let found = Command::new("prometheus").arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status();
+        found.is_ok_and(|s| s.success()).then(|| "prometheus".to_string())
+    }
+
+    /// `GET path` on `addr`, the body.
+    fn get(addr: SocketAddr, path: &str) -> Option<String> {
+        let mut c = TcpStream::connect(addr).ok()?;
+        write!(c, "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").ok()?;
+        let mut out = String::new();
+        c.read_to_string(&mut out).ok()?;
+        out.split_once("\r\n\r\n").map(|(_, body)| body.to_string())
+    }
+
+    /// Kills the server when the test ends, however it ends.
+    struct Server(std::process::Child);
+    impl Drop for Server {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+
+    #[test]
+    fn a_prometheus_server_scrapes_the_endpoint_and_reads_the_series_back() {
+        let Some(prometheus) = binary() else {
+            assert!(std::env::var("GPUSCOPE_CI").is_err(), "GPUSCOPE_CI=1 but no prometheus binary");
+            eprintln!("skipped: no prometheus binary (GPUSCOPE_PROMETHEUS or PATH)");
+            return;
+        };
+        let report = crate::render::openmetrics::tests::always_on(3);
+        let labels = vec![("hpc_job".to_string(), "4242".to_string())];
+        let text = report.to_openmetrics_labelled(&labels);
+        let endpoint = MetricsServer::start("127.0.0.1:0", Box::new(move || Ok(text.clone()))).expect("endpoint");
+        let dir = std::env::temp_dir().join(format!("gpuscope-prometheus-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("a temp dir");
+        let config = format!(
+            "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: gpuscope\n    static_configs:\n      - \
+             targets: ['{}']\n",
+            endpoint.addr()
+        );
+        std::fs::write(dir.join("prometheus.yml"), config).expect("the config");
+        // A free port for Prometheus's own API.
+        let api = TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a port");
+        let child = Command::new(&prometheus)
+            .arg(format!("--config.file={}", dir.join("prometheus.yml").display()))
+            .arg(format!("--storage.tsdb.path={}", dir.join("data").display()))
+            .arg(format!("--web.listen-address={api}"))
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.join("prometheus.log")).expect("a log"))
+            .spawn()
+            .expect("prometheus starts");
+        let _server = Server(child);
+        let query = "/api/v1/query?query=gpuscope_range_gpu_busy_ratio";
+        let began = Instant::now();
+        let mut last = None;
+        while began.elapsed() < Duration::from_secs(60) {
+            std::thread::sleep(Duration::from_millis(500));
+            last = get(api, query);
+            if last.as_deref().is_some_and(|b| b.contains("om-step")) {
+                break;
+            }
+        }
+        let log = std::fs::read_to_string(dir.join("prometheus.log")).unwrap_or_default();
+        let body = last.unwrap_or_default();
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}\n{log}"));
+        let result = v["data"]["result"].as_array().cloned().unwrap_or_default();
+        let step = result.iter().find(|r| r["metric"]["path"] == "om-step").unwrap_or_else(|| panic!("{body}\n{log}"));
+        assert_eq!(step["metric"]["source"], "sampled");
+        assert_eq!(step["metric"]["hpc_job"], "4242", "the fleet label survives the scrape: {step}");
+        assert_eq!(step["metric"]["job"], "gpuscope", "Prometheus's own job label: {step}");
+        let value: f64 = step["value"][1].as_str().and_then(|s| s.parse().ok()).expect("a value");
+        assert!((value - 0.22).abs() < 1e-9, "{step}");
+        // A counter, read with PromQL arithmetic.
+        let calls = get(api, "/api/v1/query?query=sum(gpuscope_range_calls_total%7Bpath%3D%22om-step%22%7D)")
+            .unwrap_or_default();
+        assert!(calls.contains("\"10\""), "{calls}");
+        endpoint.stop();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

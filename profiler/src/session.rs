@@ -838,7 +838,7 @@ fn add_paths_over_cap(report: &mut Report, before: u64) {
 /// Labels for every exported series: the process's rank where a launcher
 /// set one (torchrun, MPI, Slurm) and its host.
 fn process_labels() -> Vec<(String, String)> {
-    let mut labels = Vec::new();
+    let mut labels = fleet_labels(&|v| std::env::var(v).ok(), &|p| std::fs::read_to_string(p).ok());
     if let Some(rank) = rank(&|v| std::env::var(v).ok()) {
         labels.push(("rank".to_string(), rank.to_string()));
     }
@@ -847,6 +847,37 @@ fn process_labels() -> Vec<(String, String)> {
     if unsafe { libc::gethostname(host.as_mut_ptr().cast(), host.len()) } == 0 {
         let end = host.iter().position(|&b| b == 0).unwrap_or(host.len());
         labels.push(("host".to_string(), String::from_utf8_lossy(&host[..end]).into_owned()));
+    }
+    labels
+}
+
+/// Where Kubernetes puts a pod's namespace (its service account's).
+const K8S_NAMESPACE_FILE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
+
+/// Labels that join the process's series to a fleet's others: `hpc_job`
+/// (Slurm's job id, else torchelastic's run id; dcgm-exporter's name for
+/// its HPC job mapping, and not `job`, which Prometheus sets to the scrape
+/// job), and on Kubernetes `pod` and `namespace` (as dcgm-exporter labels
+/// them): from `POD_NAME` and
+/// `POD_NAMESPACE` (the downward API's usual names), else the pod's host
+/// name and its service account's namespace file. `get` reads a variable,
+/// `read` a file.
+pub(crate) fn fleet_labels(
+    get: &dyn Fn(&str) -> Option<String>,
+    read: &dyn Fn(&str) -> Option<String>,
+) -> Vec<(String, String)> {
+    let set = |v: &str| get(v).map(|s| s.trim().to_string()).filter(|s| !s.is_empty());
+    let mut labels = Vec::new();
+    if let Some(job) = set("SLURM_JOB_ID").or_else(|| set("TORCHELASTIC_RUN_ID")) {
+        labels.push(("hpc_job".to_string(), job));
+    }
+    let on_k8s = set("KUBERNETES_SERVICE_HOST").is_some();
+    if let Some(pod) = set("POD_NAME").or_else(|| set("HOSTNAME").filter(|_| on_k8s)) {
+        labels.push(("pod".to_string(), pod));
+    }
+    let file = || read(K8S_NAMESPACE_FILE).map(|s| s.trim().to_string()).filter(|s| !s.is_empty());
+    if let Some(ns) = set("POD_NAMESPACE").or_else(|| file().filter(|_| on_k8s)) {
+        labels.push(("namespace".to_string(), ns));
     }
     labels
 }
@@ -1009,6 +1040,30 @@ fn register_atexit() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fleet_labels_come_from_the_launcher_and_kubernetes() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |v: &str| pairs.iter().find(|(k, _)| *k == v).map(|(_, x)| x.to_string())
+        };
+        let ns = |p: &str| (p == K8S_NAMESPACE_FILE).then(|| "training\n".to_string());
+        let none = |_: &str| None;
+        let slurm = fleet_labels(&env(&[("SLURM_JOB_ID", "4242"), ("TORCHELASTIC_RUN_ID", "x")]), &ns);
+        assert_eq!(slurm, [("hpc_job".to_string(), "4242".to_string())], "Slurm's id first; no pod off Kubernetes");
+        let k8s = fleet_labels(
+            &env(&[
+                ("TORCHELASTIC_RUN_ID", "run-7"),
+                ("KUBERNETES_SERVICE_HOST", "10.0.0.1"),
+                ("HOSTNAME", "trainer-0"),
+            ]),
+            &ns,
+        );
+        let want = [("hpc_job", "run-7"), ("pod", "trainer-0"), ("namespace", "training")];
+        assert_eq!(k8s, want.map(|(k, v)| (k.to_string(), v.to_string())));
+        let downward = fleet_labels(&env(&[("POD_NAME", "p"), ("POD_NAMESPACE", "n"), ("SLURM_JOB_ID", " ")]), &none);
+        assert_eq!(downward, [("pod", "p"), ("namespace", "n")].map(|(k, v)| (k.to_string(), v.to_string())));
+        assert!(fleet_labels(&env(&[("HOSTNAME", "laptop")]), &ns).is_empty());
+    }
 
     #[test]
     fn a_process_that_launched_no_kernel_is_told_from_one_that_did() {

@@ -17,6 +17,7 @@ pub fn h200() -> DeviceInfo {
         memory_clock_khz: Some(3_201_000),
         memory_bus_bits: Some(6144),
         memory_bytes: Some(150_754_820_096),
+        uuid: Some("GPU-5c7a3f1e-2b9d-4e8a-9f10-7d6c5b4a3e21".into()),
     }
 }
 

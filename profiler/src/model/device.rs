@@ -27,6 +27,17 @@ pub struct DeviceInfo {
     /// Device memory, bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_bytes: Option<u64>,
+    /// The GPU's UUID as `nvidia-smi` and DCGM print it
+    /// (`GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`): what joins gpuscope's
+    /// series to dcgm-exporter's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uuid: Option<String>,
+}
+
+/// A UUID's 16 bytes as `GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`.
+pub fn gpu_uuid(b: &[u8; 16]) -> String {
+    let hex = |r: std::ops::Range<usize>| b[r].iter().map(|x| format!("{x:02x}")).collect::<String>();
+    format!("GPU-{}-{}-{}-{}-{}", hex(0..4), hex(4..6), hex(6..8), hex(8..10), hex(10..16))
 }
 
 impl DeviceInfo {
@@ -41,7 +52,17 @@ impl DeviceInfo {
             memory_clock_khz: None,
             memory_bus_bits: None,
             memory_bytes: None,
+            uuid: None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn uuids_read_as_nvidia_smi_prints_them() {
+        let b = [0x1d, 0x2c, 0x3b, 0x4a, 0x59, 0x68, 0x77, 0x86, 0x95, 0xa4, 0xb3, 0xc2, 0xd1, 0xe0, 0xff, 0x0e];
+        assert_eq!(super::gpu_uuid(&b), "GPU-1d2c3b4a-5968-7786-95a4-b3c2d1e0ff0e");
     }
 }
 

@@ -8,7 +8,7 @@ mod csv;
 mod diagnosis;
 mod json;
 mod merge;
-mod openmetrics;
+pub(crate) mod openmetrics;
 mod table;
 
 pub use crate::model::units::fmt_ns;

@@ -35,18 +35,35 @@ struct FigureLabels {
     source: String,
 }
 
+/// A device's labels; `UUID` as dcgm-exporter names it, so that its series
+/// join gpuscope's (`on(UUID)`).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+#[allow(non_snake_case)]
 struct DeviceLabels {
     device: String,
     name: String,
+    UUID: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+#[allow(non_snake_case)]
 struct DeviceIdleLabels {
     device: String,
     name: String,
+    UUID: String,
     cause: String,
 }
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct VerdictLabels {
+    path: String,
+    bound: String,
+}
+
+/// Ranges with series of their own at most, the longest (by wall time)
+/// first: a program with a range per request or per step number must not
+/// make a Prometheus series per range.
+pub const MAX_RANGE_SERIES: usize = 100;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct DropLabels {
@@ -90,8 +107,16 @@ pub(crate) fn render(r: &Report, a: &Analysis, labels: &[(String, String)]) -> S
     session.set(secs(r.end_ns.saturating_sub(r.start_ns)));
     reg.register("session_seconds", "Length of the profiled session", session);
     let devices = family::<DeviceLabels, Gauge>(&mut reg, "device_sms", "SMs of each device that ran kernels");
+    let labels_of = |device: u32| {
+        let d = r.devices.iter().find(|d| d.id == device);
+        DeviceLabels {
+            device: device.to_string(),
+            name: d.map_or_else(String::new, |d| d.name.clone()),
+            UUID: d.and_then(|d| d.uuid.clone()).unwrap_or_default(),
+        }
+    };
     for d in &r.devices {
-        devices.get_or_create(&DeviceLabels { device: d.id.to_string(), name: d.name.clone() }).set(d.sm_count as i64);
+        devices.get_or_create(&labels_of(d.id)).set(d.sm_count as i64);
     }
     let mem_peak = family::<DeviceLabels, Gauge>(
         &mut reg,
@@ -105,8 +130,7 @@ pub(crate) fn render(r: &Report, a: &Analysis, labels: &[(String, String)]) -> S
     );
     let mem_total = family::<DeviceLabels, Gauge>(&mut reg, "device_memory_total_bytes", "Each device's memory");
     for m in &r.memory.devices {
-        let name = r.devices.iter().find(|d| d.id == m.device).map_or_else(String::new, |d| d.name.clone());
-        let l = DeviceLabels { device: m.device.to_string(), name };
+        let l = labels_of(m.device);
         mem_peak.get_or_create(&l).set(m.peak_live_bytes.min(i64::MAX as u64) as i64);
         mem_live.get_or_create(&l).set(m.live_at_end_bytes.min(i64::MAX as u64) as i64);
     }
@@ -121,17 +145,16 @@ pub(crate) fn render(r: &Report, a: &Analysis, labels: &[(String, String)]) -> S
         "Time no kernel of the process ran on each device, by cause",
     );
     for t in &r.device_time {
-        let name = r.devices.iter().find(|d| d.id == t.device).map_or_else(String::new, |d| d.name.clone());
-        busy.get_or_create(&DeviceLabels { device: t.device.to_string(), name: name.clone() }).inc_by(secs(t.busy_ns));
+        let l = labels_of(t.device);
+        busy.get_or_create(&l).inc_by(secs(t.busy_ns));
         for (cause, ns) in crate::model::idle::CAUSE_NAMES.iter().zip(t.idle.to_array()) {
-            let l = DeviceIdleLabels { device: t.device.to_string(), name: name.clone(), cause: cause.to_string() };
-            idle.get_or_create(&l).inc_by(secs(ns));
+            let DeviceLabels { device, name, UUID } = l.clone();
+            idle.get_or_create(&DeviceIdleLabels { device, name, UUID, cause: cause.to_string() }).inc_by(secs(ns));
         }
     }
     for d in &r.devices {
         if let Some(b) = d.memory_bytes {
-            let l = DeviceLabels { device: d.id.to_string(), name: d.name.clone() };
-            mem_total.get_or_create(&l).set(b.min(i64::MAX as u64) as i64);
+            mem_total.get_or_create(&labels_of(d.id)).set(b.min(i64::MAX as u64) as i64);
         }
     }
 
@@ -190,10 +213,50 @@ pub(crate) fn render(r: &Report, a: &Analysis, labels: &[(String, String)]) -> S
         "range_hardware_flops_utilization_ratio",
         "Counted FLOPs per second over the pipes' dense peaks",
     );
-    for (g, ra) in r.ranges.iter().zip(&a.ranges) {
+    let r_gpu_busy = family::<FigureLabels, FloatGauge>(
+        &mut reg,
+        "range_gpu_busy_ratio",
+        "Share of the range's time the GPU ran kernels: from kernel records (source=\"traced\"), or the sampled \
+         graphics engine's activity over calls without them (source=\"sampled\")",
+    );
+    let r_tensor = family::<FigureLabels, FloatGauge>(
+        &mut reg,
+        "range_tensor_active_ratio",
+        "Tensor pipe active over active SM cycles in the range (PM samples)",
+    );
+    let r_compute = family::<FigureLabels, FloatGauge>(
+        &mut reg,
+        "range_compute_throughput_ratio",
+        "Compute throughput over the range's kernel time, of peak (the busier of the issue slots and tensor pipe)",
+    );
+    let r_dram = family::<FigureLabels, FloatGauge>(
+        &mut reg,
+        "range_dram_throughput_ratio",
+        "DRAM bandwidth over the range's kernel time, of peak",
+    );
+    let r_verdict = family::<VerdictLabels, Gauge>(
+        &mut reg,
+        "range_verdict",
+        "What bounds each range: 1 for its verdict (bound=\"launch-bound\", \"memory-bound\", ...)",
+    );
+    // The longest ranges, up to the cap; the report's order among them.
+    let mut by_wall: Vec<usize> = (0..r.ranges.len().min(a.ranges.len())).collect();
+    by_wall.sort_by_key(|&i| std::cmp::Reverse(a.ranges[i].wall_ns));
+    by_wall.truncate(MAX_RANGE_SERIES);
+    by_wall.sort_unstable();
+    let omitted = Gauge::<i64>::default();
+    omitted.set(r.ranges.len().saturating_sub(by_wall.len()) as i64);
+    reg.register(
+        "range_series_omitted",
+        "Ranges left without series of their own (beyond the longest ones exported)",
+        omitted,
+    );
+    for (g, ra) in by_wall.into_iter().map(|i| (&r.ranges[i], &a.ranges[i])) {
         let l = RangeLabels { path: ra.path.clone() };
-        add(&r_calls.get_or_create(&l), g.count);
-        r_wall.get_or_create(&l).inc_by(secs(g.wall_ns));
+        // Calls with kernel records and those without (trace windows):
+        // rate(wall) / rate(calls) is the time per call either way.
+        add(&r_calls.get_or_create(&l), g.count.saturating_add(g.untraced_count));
+        r_wall.get_or_create(&l).inc_by(secs(g.wall_ns.saturating_add(g.untraced_wall_ns)));
         r_busy.get_or_create(&l).inc_by(secs(g.gpu_busy_ns));
         add(&r_launch.get_or_create(&l), g.kernel_launches);
         if !ra.untraced {
@@ -212,6 +275,52 @@ pub(crate) fn render(r: &Report, a: &Analysis, labels: &[(String, String)]) -> S
         if let Some(v) = ra.hardware_mfu_pct {
             r_hmfu.get_or_create(&l).set(v / 100.0);
         }
+        // Calls without kernel records: their sampled figures over their
+        // wall time (steady calls' when warm-up was told apart).
+        let wall = g.sampled_wall_steady.as_ref().or(g.sampled_wall.as_ref());
+        let busy = match ra.untraced {
+            true => wall.and_then(|w| w.gpu_busy_pct).map(|b| ("sampled", b)),
+            false => Some(("traced", ra.utilization_pct)),
+        };
+        if let Some((source, b)) = busy {
+            r_gpu_busy.get_or_create(&FigureLabels { path: ra.path.clone(), source: source.into() }).set(b / 100.0);
+        }
+        let tensor = if ra.untraced { wall } else { g.sampled.as_ref() }.and_then(|f| f.tensor_active_pct);
+        if let Some(t) = tensor {
+            r_tensor.get_or_create(&FigureLabels { path: ra.path.clone(), source: "sampled".into() }).set(t / 100.0);
+        }
+        if let Some(v) = ra.compute_pct {
+            r_compute.get_or_create(&f).set(v / 100.0);
+        }
+        if let Some(v) = ra.dram_pct {
+            r_dram.get_or_create(&f).set(v / 100.0);
+        }
+        if ra.library.is_none() {
+            r_verdict.get_or_create(&VerdictLabels { path: ra.path.clone(), bound: ra.verdict.bound.into() }).set(1);
+        }
+    }
+
+    // The answer: the main step's time, GPU busy and verdict.
+    if let Some(ans) = &a.answer {
+        let step = ans.range.clone().unwrap_or_else(|| "steady state".into());
+        let per = family::<RangeLabels, FloatGauge>(
+            &mut reg,
+            "step_seconds",
+            "The main step's time per step (median; the steady state's length without ranges)",
+        );
+        per.get_or_create(&RangeLabels { path: step.clone() }).set(secs(ans.per_step_ns));
+        if ans.busy_source != crate::analysis::answer::BUSY_UNKNOWN {
+            let busy = family::<FigureLabels, FloatGauge>(
+                &mut reg,
+                "step_gpu_busy_ratio",
+                "Share of the main step the GPU ran kernels (source: traced or sampled)",
+            );
+            let source = if ans.busy_source == crate::analysis::answer::BUSY_SAMPLED { "sampled" } else { "traced" };
+            busy.get_or_create(&FigureLabels { path: step.clone(), source: source.into() })
+                .set(ans.gpu_busy_pct / 100.0);
+        }
+        let verdict = family::<VerdictLabels, Gauge>(&mut reg, "step_verdict", "What bounds the main step: 1 for it");
+        verdict.get_or_create(&VerdictLabels { path: step, bound: ans.verdict.bound.into() }).set(1);
     }
 
     // Every drop counter of the report, by its field name: a field added
@@ -255,4 +364,83 @@ fn sorted_samples(text: &str) -> String {
     }
     flush(&mut samples, &mut out);
     out
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::aggregate::Aggregator;
+    use crate::model::device::DeviceInfo;
+    use crate::model::event::HostEvent;
+    use crate::model::occupancy::SmLimits;
+    use crate::model::path::{paths, ROOT};
+    use crate::model::sampled::Sample;
+
+    /// An always-on report (trace windows of 0): `ranges` paths of one
+    /// 10 ms call each but the main one's ten, busy 22% with dense launches.
+    pub(crate) fn always_on(ranges: u64) -> Report {
+        let mut a = Aggregator::windows_of_zero();
+        let ms = 1_000_000;
+        let step = paths().intern(ROOT, 0, "om-step");
+        let mut id = 0;
+        for k in 0..10u64 {
+            id += 1;
+            let (start, end) = (k * 52 * ms, (k + 1) * 52 * ms);
+            a.host_event(HostEvent::Push { instance: id, parent: 0, path: step, tid: 1, ts: start });
+            let counted =
+                HostEvent::UntracedLaunches { path: step, instance: id, launches: 1455, graphs: 0, start, end };
+            a.host_event(counted);
+            a.host_event(HostEvent::Pop { instance: id, ts: end });
+        }
+        for k in 0..ranges {
+            id += 1;
+            let p = paths().intern(ROOT, 0, &format!("om-request-{k}"));
+            let t = 520 * ms + k * ms;
+            a.host_event(HostEvent::Push { instance: id, parent: 0, path: p, tid: 1, ts: t });
+            a.host_event(HostEvent::Pop { instance: id, ts: t + ms / 2 });
+        }
+        let end = 520 * ms + ranges * ms + ms;
+        let mut samples = Sample::flat_every(ms, 0, 0, end, 22.0, 40.0);
+        for s in &mut samples {
+            s.sm_cycles_active = 1000.0;
+        }
+        a.samples(&samples);
+        let mut r = Report::build(a.finish(end), 0, end);
+        let mut d = DeviceInfo::new(0, "NVIDIA H100 80GB HBM3", 132, SmLimits::SM_90);
+        d.uuid = Some("GPU-5c7a3f1e-2b9d-4e8a-9f10-7d6c5b4a3e21".into());
+        r.devices = vec![d];
+        r
+    }
+
+    #[test]
+    fn always_on_series_carry_the_sampled_figures_the_verdicts_and_the_gpu_uuid() {
+        let r = always_on(3);
+        let text = r.to_openmetrics();
+        for want in [
+            "gpuscope_range_gpu_busy_ratio{path=\"om-step\",source=\"sampled\"} 0.22",
+            "gpuscope_range_verdict{path=\"om-step\",bound=\"launch-bound\"} 1",
+            "gpuscope_step_verdict{path=\"om-step\",bound=\"launch-bound\"} 1",
+            "gpuscope_step_gpu_busy_ratio{path=\"om-step\",source=\"sampled\"} 0.22",
+            "gpuscope_device_sms{device=\"0\",name=\"NVIDIA H100 80GB HBM3\",UUID=\"GPU-5c7a3f1e-2b9d-4e8a-9f10-7d6c5b4a3e21\"} 132",
+            "gpuscope_range_series_omitted 0",
+            "gpuscope_range_calls_total{path=\"om-step\"} 10",
+            "gpuscope_range_wall_seconds_total{path=\"om-step\"} 0.52",
+        ] {
+            assert!(text.lines().any(|l| l.starts_with(want)), "{want} missing from:\n{text}");
+        }
+    }
+
+    #[test]
+    fn per_range_series_are_bounded_to_the_longest_ranges() {
+        let r = always_on(MAX_RANGE_SERIES as u64 + 50);
+        let text = r.to_openmetrics();
+        let paths: std::collections::HashSet<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("gpuscope_range_calls_total{"))
+            .filter_map(|l| l.split('"').nth(1))
+            .collect();
+        assert_eq!(paths.len(), MAX_RANGE_SERIES, "the cap");
+        assert!(paths.contains("om-step"), "the longest range keeps its series");
+        assert!(text.lines().any(|l| l == "gpuscope_range_series_omitted 51"), "{text}");
+    }
 }
