@@ -43,8 +43,9 @@ pub struct Driver {
     /// `cuDeviceGetName`.
     pub cu_device_get_name: unsafe extern "C" fn(name: *mut c_char, len: c_int, dev: CUdevice) -> CUresult,
     /// `cuDeviceGetUuid_v2`: a device's UUID, 16 bytes (what `nvidia-smi`
-    /// and DCGM print as `GPU-xxxxxxxx-...`).
-    pub cu_device_get_uuid: unsafe extern "C" fn(uuid: *mut [u8; 16], dev: CUdevice) -> CUresult,
+    /// and DCGM print as `GPU-xxxxxxxx-...`); `None` where the driver lacks
+    /// it (only a label is lost).
+    pub cu_device_get_uuid: Option<unsafe extern "C" fn(uuid: *mut [u8; 16], dev: CUdevice) -> CUresult>,
     /// `cuDeviceTotalMem_v2`: a device's memory, bytes.
     pub cu_device_total_mem: unsafe extern "C" fn(bytes: *mut usize, dev: CUdevice) -> CUresult,
     /// `cuModuleLoadData`: loads a module from PTX or a cubin image.
@@ -102,7 +103,8 @@ impl Driver {
             cu_device_get: get!("cuDeviceGet"),
             cu_device_get_attribute: get!("cuDeviceGetAttribute"),
             cu_device_get_name: get!("cuDeviceGetName"),
-            cu_device_get_uuid: get!("cuDeviceGetUuid_v2"),
+            // SAFETY: as for `get!`.
+            cu_device_get_uuid: unsafe { lib.get(b"cuDeviceGetUuid_v2\0") }.ok().map(|f| *f),
             cu_device_total_mem: get!("cuDeviceTotalMem_v2"),
             cu_ctx_get_device: get!("cuCtxGetDevice"),
             cu_ctx_get_current: get!("cuCtxGetCurrent"),

@@ -87,10 +87,10 @@ pub(crate) fn query(ordinal: u32) -> Option<DeviceInfo> {
             // SAFETY: out pointer is a valid local; `dev` is a valid device.
             (unsafe { (d.cu_device_total_mem)(&mut bytes, dev) } == 0).then_some(bytes as u64)
         },
-        uuid: {
+        uuid: d.cu_device_get_uuid.and_then(|get_uuid| {
             let mut b = [0u8; 16];
             // SAFETY: out pointer is 16 bytes, a CUuuid; `dev` is valid.
-            (unsafe { (d.cu_device_get_uuid)(&mut b, dev) } == 0).then(|| crate::model::device::gpu_uuid(&b))
-        },
+            (unsafe { get_uuid(&mut b, dev) } == 0).then(|| crate::model::device::gpu_uuid(&b))
+        }),
     })
 }
