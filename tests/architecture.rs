@@ -19,6 +19,7 @@ const ORDER: &[&str] = &[
     "report",
     "analysis",
     "render",
+    "control",
     "serve",
     "session",
     "config",

@@ -272,7 +272,7 @@ fn every_field() -> Report {
         "decode_ns": 10, "decode_data_ns": 5, "evaluate_ns": 3,
         "trace_windows": { "window_ns": 100000000u64, "period_ns": 1000000000u64, "windows": 1,
                            "traced_ns": 100000000u64, "untraced_ns": 900000000u64, "unclassified_gaps_ns": 7,
-                           "untraced_launches": 12 },
+                           "untraced_launches": 12, "on_demand": 1 },
         "trace_windows_off": "an example reason"
     });
     v["session_steady"] = json!({

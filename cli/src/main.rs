@@ -3,6 +3,7 @@
 //!     gpuscope run [options] -- CMD ARGS...
 //!     gpuscope report FILE [--format table|json|csv|chrome|openmetrics] [-o OUT]
 //!     gpuscope report BEFORE AFTER        (compare two runs)
+//!     gpuscope trigger PID --trace 5s     (a trace window in a live always-on process)
 
 mod library;
 mod torch_hooks;
@@ -75,6 +76,37 @@ enum Cmd {
         #[arg(long, value_name = "RANGE=N[:UNIT]")]
         work: Option<String>,
     },
+    /// Ask a running always-on process (--mode sampling --trace-windows ...)
+    /// for a trace window now: kernel records for that long, in its report
+    /// at exit and its next scrapes. Same user only.
+    #[command(after_help = "Exit status 1 when the process refused (a window asked for is still open, or it \
+        traces every kernel already) or runs no always-on session.\n\nExample:\n  gpuscope trigger 12345 --trace 5s")]
+    Trigger {
+        /// The process's id.
+        pid: u32,
+        /// How long to trace: seconds (5, 5s) or milliseconds (500ms), 10 ms
+        /// to 600 s.
+        #[arg(long, value_name = "DURATION", value_parser = parse_window)]
+        trace: std::time::Duration,
+    },
+}
+
+/// `5`, `5s`, `2.5s` or `500ms`, 10 ms to 600 s.
+fn parse_window(s: &str) -> Result<std::time::Duration, String> {
+    let t = s.trim();
+    let (num, scale) = match (t.strip_suffix("ms"), t.strip_suffix('s')) {
+        (Some(n), _) => (n, 1e-3),
+        (None, Some(n)) => (n, 1.0),
+        _ => (t, 1.0),
+    };
+    let d = num
+        .trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|v| v.is_finite() && *v > 0.0)
+        .map(|v| std::time::Duration::from_secs_f64(v * scale))
+        .filter(|d| gpuscope::control::DEMAND_WINDOWS.contains(d));
+    d.ok_or_else(|| format!("{s:?}: a duration of 10 ms to 600 s, in seconds (5, 5s) or milliseconds (500ms)"))
 }
 
 /// `run`'s setting flags, one for each setting of gpuscope's registry that
@@ -263,6 +295,18 @@ fn written_reports(template: &str, since: std::time::SystemTime) -> Vec<PathBuf>
 
 fn run(cmd: Cmd) -> Result<ExitCode, String> {
     match cmd {
+        // Exit 1 when the process refused or has no session (2 is a usage
+        // error, as elsewhere).
+        Cmd::Trigger { pid, trace } => match gpuscope::control::request_trace(pid, trace) {
+            Ok(done) => {
+                println!("gpuscope: process {pid}: {done}");
+                Ok(ExitCode::SUCCESS)
+            }
+            Err(e) => {
+                eprintln!("gpuscope: process {pid}: {e}");
+                Ok(ExitCode::from(1))
+            }
+        },
         Cmd::Run { settings, lib, cmd } => {
             let lib = library::find(lib)?;
             let lib_s = lib.display().to_string();

@@ -316,3 +316,44 @@ fn reports_written_by_schema_1_still_render_with_their_analysis() {
         assert!(t.contains("What bounds each range") && t.contains("schema-1 report"), "{name}: {t}");
     }
 }
+
+/// `gpuscope trigger PID --trace 5s` asks the process's control socket and
+/// prints its answer; a refusal or no session is exit 1 with the reason.
+#[test]
+fn trigger_asks_the_process_s_control_socket_and_prints_the_answer() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::os::unix::fs::DirBuilderExt;
+    // A process id no process has: its socket is this test's.
+    let pid = 4_000_000_000u32 - std::process::id() % 1000;
+    let path = gpuscope::control::socket_path(pid);
+    let dir = path.parent().unwrap().to_path_buf();
+    let _ = std::fs::DirBuilder::new().mode(0o700).create(&dir);
+    let _ = std::fs::remove_file(&path);
+    let listener = std::os::unix::net::UnixListener::bind(&path).expect("a socket");
+    let server = std::thread::spawn(move || {
+        let mut asked = Vec::new();
+        for reply in ["ok: kernel records on for 5.00 s", "refused: a trace window asked for is open"] {
+            let (conn, _) = listener.accept().unwrap();
+            let mut line = String::new();
+            BufReader::new(&conn).read_line(&mut line).unwrap();
+            asked.push(line.trim().to_string());
+            writeln!(&conn, "{reply}").unwrap();
+        }
+        asked
+    });
+    let ok = gpuscope().args(["trigger", &pid.to_string(), "--trace", "5s"]).output().unwrap();
+    let out = String::from_utf8_lossy(&ok.stdout);
+    assert!(ok.status.success() && out.contains("kernel records on for 5.00 s"), "{out}");
+    let busy = gpuscope().args(["trigger", &pid.to_string(), "--trace", "500ms"]).output().unwrap();
+    let err = String::from_utf8_lossy(&busy.stderr);
+    assert_eq!(busy.status.code(), Some(1), "{err}");
+    assert!(err.contains("a trace window asked for is open"), "{err}");
+    assert_eq!(server.join().unwrap(), ["trace 5", "trace 0.5"]);
+    let _ = std::fs::remove_file(&path);
+    // No session there now.
+    let none = gpuscope().args(["trigger", &pid.to_string(), "--trace", "5"]).output().unwrap();
+    assert_eq!(none.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&none.stderr).contains("--trace-windows"));
+    let bad = gpuscope().args(["trigger", &pid.to_string(), "--trace", "1h"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("10 ms to 600 s"));
+}

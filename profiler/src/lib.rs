@@ -31,6 +31,7 @@ pub mod analysis;
 mod attribute;
 mod collect;
 pub mod config;
+pub mod control;
 mod decode;
 mod error;
 mod model;

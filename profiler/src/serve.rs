@@ -1,9 +1,14 @@
 //! The in-process Prometheus endpoint (`GPUSCOPE_PROMETHEUS=host:port`): a
 //! thread of gpuscope's own answering `GET /metrics` with the running
-//! session's figures so far, as OpenMetrics text. Minimal HTTP/1.1: one
-//! request per connection, answered and closed; anything else is 404. The
-//! text comes from a function the session hands in, so this module knows
-//! nothing of sessions.
+//! session's figures so far, as OpenMetrics text, and, for a session with
+//! trace windows, `POST /trace?seconds=S` with a trace window on demand
+//! (whoever can reach the endpoint can ask: bind it to 127.0.0.1 to keep
+//! it local). Minimal HTTP/1.1: one request per connection, answered and
+//! closed; anything else is 404. The text and the window come from
+//! functions the session hands in, so this module knows nothing of
+//! sessions.
+
+use crate::control::Trigger;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -54,9 +59,10 @@ pub(crate) struct MetricsServer {
 }
 
 impl MetricsServer {
-    /// Listens on `addr` and serves `render`'s text. Fails when the address
-    /// cannot be bound (the caller says so and profiles on).
-    pub(crate) fn start(addr: &str, render: Render) -> Result<Self, String> {
+    /// Listens on `addr` and serves `render`'s text, and `trigger`'s trace
+    /// windows when there is one. Fails when the address cannot be bound
+    /// (the caller says so and profiles on).
+    pub(crate) fn start(addr: &str, render: Render, trigger: Option<Trigger>) -> Result<Self, String> {
         let listener = TcpListener::bind(addr).map_err(|e| format!("cannot listen on {addr}: {e}"))?;
         listener.set_nonblocking(true).map_err(|e| format!("cannot listen on {addr}: {e}"))?;
         let bound = listener.local_addr().map_err(|e| format!("cannot listen on {addr}: {e}"))?;
@@ -69,7 +75,9 @@ impl MetricsServer {
                     match listener.accept() {
                         Ok((conn, _)) => {
                             // A panic in one answer ends that answer only.
-                            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| answer(conn, &render)));
+                            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                                answer(conn, &render, trigger.as_ref())
+                            }));
                         }
                         // Nothing waiting (or a failed accept): look again soon.
                         Err(_) => std::thread::sleep(POLL),
@@ -111,7 +119,16 @@ fn request_line(raw: &[u8]) -> Option<(String, String)> {
     Some((parts.next()?.to_string(), parts.next()?.to_string()))
 }
 
-fn answer(mut conn: TcpStream, render: &Render) {
+/// The window a `POST /trace?seconds=S` asks for.
+fn trace_query(path: &str) -> Result<Duration, String> {
+    let secs = path
+        .strip_prefix("/trace?")
+        .and_then(|q| q.split('&').find_map(|kv| kv.strip_prefix("seconds=")))
+        .ok_or("POST /trace?seconds=SECONDS (0.01 to 600)")?;
+    crate::control::parse_request(&format!("trace {secs}"))
+}
+
+fn answer(mut conn: TcpStream, render: &Render, trigger: Option<&Trigger>) {
     let _ = conn.set_nonblocking(false);
     let _ = conn.set_read_timeout(Some(CLIENT_TIMEOUT));
     let _ = conn.set_write_timeout(Some(CLIENT_TIMEOUT));
@@ -128,7 +145,25 @@ fn answer(mut conn: TcpStream, render: &Render) {
             Ok(text) => ("200 OK", CONTENT_TYPE, text),
             Err(why) => ("503 Service Unavailable", "text/plain; charset=utf-8", format!("{why}\n")),
         },
-        Some(_) => ("404 Not Found", "text/plain; charset=utf-8", "gpuscope serves /metrics only\n".to_string()),
+        Some((m, p)) if m == "POST" && (p == "/trace" || p.starts_with("/trace?")) => match trigger {
+            None => (
+                "404 Not Found",
+                "text/plain; charset=utf-8",
+                "this session takes no trace windows on demand (it has no --trace-windows)\n".to_string(),
+            ),
+            Some(t) => match trace_query(&p) {
+                Err(why) => ("400 Bad Request", "text/plain; charset=utf-8", format!("{why}\n")),
+                Ok(d) => match t(d) {
+                    Ok(done) => ("200 OK", "text/plain; charset=utf-8", format!("{done}\n")),
+                    Err(why) => ("409 Conflict", "text/plain; charset=utf-8", format!("{why}\n")),
+                },
+            },
+        },
+        Some(_) => (
+            "404 Not Found",
+            "text/plain; charset=utf-8",
+            "gpuscope serves GET /metrics and POST /trace?seconds=S only\n".to_string(),
+        ),
         None => ("400 Bad Request", "text/plain; charset=utf-8", "not an HTTP request\n".to_string()),
     };
     let head = format!(
@@ -150,6 +185,43 @@ mod tests {
         out
     }
 
+    fn post(addr: SocketAddr, path: &str) -> String {
+        let mut c = TcpStream::connect(addr).unwrap();
+        write!(c, "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n").unwrap();
+        let mut out = String::new();
+        c.read_to_string(&mut out).unwrap();
+        out
+    }
+
+    #[test]
+    fn a_trace_window_is_asked_for_with_a_post() {
+        let asked = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen = asked.clone();
+        let trigger: Trigger = Box::new(move |d| {
+            let mut v = seen.lock().unwrap();
+            v.push(d);
+            if v.len() == 1 {
+                Ok("kernel records on for 5.00 s".into())
+            } else {
+                Err("a trace window asked for is open".into())
+            }
+        });
+        let server = MetricsServer::start("127.0.0.1:0", Box::new(|| Ok("x\n".into())), Some(trigger)).unwrap();
+        let ok = post(server.addr(), "/trace?seconds=5");
+        assert!(ok.starts_with("HTTP/1.1 200 OK\r\n") && ok.ends_with("kernel records on for 5.00 s\n"), "{ok}");
+        assert!(post(server.addr(), "/trace?seconds=5").starts_with("HTTP/1.1 409 Conflict\r\n"));
+        let bad = post(server.addr(), "/trace?seconds=1e9");
+        assert!(bad.starts_with("HTTP/1.1 400 Bad Request\r\n") && bad.contains("0.01 to 600"), "{bad}");
+        assert!(post(server.addr(), "/trace").starts_with("HTTP/1.1 400 Bad Request\r\n"));
+        assert_eq!(*asked.lock().unwrap(), [Duration::from_secs(5); 2], "bad requests never reach the session");
+        assert!(get(server.addr(), "/trace?seconds=5").starts_with("HTTP/1.1 404"), "a GET asks for nothing");
+        server.stop();
+        // A session without trace windows: nothing to open.
+        let plain = MetricsServer::start("127.0.0.1:0", Box::new(|| Ok("x\n".into())), None).unwrap();
+        let none = post(plain.addr(), "/trace?seconds=5");
+        assert!(none.starts_with("HTTP/1.1 404") && none.contains("no trace windows"), "{none}");
+    }
+
     #[test]
     fn serves_the_text_at_metrics_and_nothing_else() {
         let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
@@ -162,7 +234,7 @@ mod tests {
                 Err("no gpuscope session is running".into())
             }
         });
-        let server = MetricsServer::start("127.0.0.1:0", render).unwrap();
+        let server = MetricsServer::start("127.0.0.1:0", render, None).unwrap();
         let ok = get(server.addr(), "/metrics");
         assert!(ok.starts_with("HTTP/1.1 200 OK\r\n"), "{ok}");
         assert!(ok.contains(&format!("Content-Type: {CONTENT_TYPE}\r\n")), "{ok}");
@@ -190,22 +262,22 @@ mod tests {
         assert_eq!(render().unwrap(), "render 1\n", "fresh figures once the interval passed");
         // Through the endpoint too.
         let server =
-            MetricsServer::start("127.0.0.1:0", throttled(Box::new(|| Ok("x\n".into())), MIN_REFRESH)).unwrap();
+            MetricsServer::start("127.0.0.1:0", throttled(Box::new(|| Ok("x\n".into())), MIN_REFRESH), None).unwrap();
         assert!(get(server.addr(), "/metrics").ends_with("\r\n\r\nx\n"));
         server.stop();
     }
 
     #[test]
     fn a_taken_address_is_refused_with_the_address_named() {
-        let first = MetricsServer::start("127.0.0.1:0", Box::new(|| Ok(String::new()))).unwrap();
+        let first = MetricsServer::start("127.0.0.1:0", Box::new(|| Ok(String::new())), None).unwrap();
         let addr = first.addr().to_string();
-        let e = MetricsServer::start(&addr, Box::new(|| Ok(String::new()))).err().unwrap();
+        let e = MetricsServer::start(&addr, Box::new(|| Ok(String::new())), None).err().unwrap();
         assert!(e.starts_with(&format!("cannot listen on {addr}: ")), "{e}");
     }
 
     #[test]
     fn a_client_that_sends_nothing_does_not_stop_the_server() {
-        let server = MetricsServer::start("127.0.0.1:0", Box::new(|| Ok("x\n".into()))).unwrap();
+        let server = MetricsServer::start("127.0.0.1:0", Box::new(|| Ok("x\n".into())), None).unwrap();
         let silent = TcpStream::connect(server.addr()).unwrap();
         drop(silent);
         assert!(get(server.addr(), "/metrics").ends_with("\r\n\r\nx\n"));
@@ -213,7 +285,7 @@ mod tests {
 }
 
 /// A real Prometheus server (Debian's `prometheus` package: the binary at
-/// `GPUSCOPE_PROMETHEUS`, or `prometheus` on PATH) scrapes the endpoint, and
+/// `PROMETHEUS_BIN`, or `prometheus` on PATH) scrapes the endpoint, and
 /// PromQL reads the series back. Skipped without the binary, unless
 /// `GPUSCOPE_CI=1` (CI fetches it).
 #[cfg(test)]
@@ -223,7 +295,7 @@ mod prometheus_server {
     use std::time::Instant;
 
     fn binary() -> Option<String> {
-        if let Ok(p) = std::env::var("GPUSCOPE_PROMETHEUS") {
+        if let Ok(p) = std::env::var("PROMETHEUS_BIN") {
             return Some(p);
         }
         let found = Command::new("prometheus").arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status();
@@ -252,13 +324,13 @@ mod prometheus_server {
     fn a_prometheus_server_scrapes_the_endpoint_and_reads_the_series_back() {
         let Some(prometheus) = binary() else {
             assert!(std::env::var("GPUSCOPE_CI").is_err(), "GPUSCOPE_CI=1 but no prometheus binary");
-            eprintln!("skipped: no prometheus binary (GPUSCOPE_PROMETHEUS or PATH)");
+            eprintln!("skipped: no prometheus binary (PROMETHEUS_BIN or PATH)");
             return;
         };
         let report = crate::render::openmetrics::tests::always_on(3);
         let labels = vec![("hpc_job".to_string(), "4242".to_string())];
         let text = report.to_openmetrics_labelled(&labels);
-        let endpoint = MetricsServer::start("127.0.0.1:0", Box::new(move || Ok(text.clone()))).expect("endpoint");
+        let endpoint = MetricsServer::start("127.0.0.1:0", Box::new(move || Ok(text.clone())), None).expect("endpoint");
         let dir = std::env::temp_dir().join(format!("gpuscope-prometheus-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("a temp dir");
         let config = format!(

@@ -397,6 +397,7 @@ impl Profiler {
             quiet: self.quiet,
             inherit_ranges: self.inherit_ranges,
             exporter: None,
+            control: None,
             started: std::time::SystemTime::now(),
             paths_over_cap: crate::model::path::paths().over_cap(),
         });
@@ -409,7 +410,8 @@ impl Profiler {
                 }),
                 crate::serve::MIN_REFRESH,
             );
-            match MetricsServer::start(&addr, render) {
+            let trigger = self.trace_windows.is_some().then(|| -> crate::control::Trigger { Box::new(trace_window) });
+            match MetricsServer::start(&addr, render, trigger) {
                 Ok(server) => {
                     debug(&format!("prometheus: serving http://{}/metrics", server.addr()));
                     if let Some(r) = RUNNING.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
@@ -417,6 +419,17 @@ impl Profiler {
                     }
                 }
                 Err(e) => eprintln!("gpuscope: {e}; profiling goes on without the Prometheus endpoint."),
+            }
+        }
+        if self.trace_windows.is_some() {
+            let path = crate::control::socket_path(std::process::id());
+            match crate::control::ControlSocket::start(path, Box::new(trace_window)) {
+                Ok(c) => {
+                    if let Some(r) = RUNNING.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+                        r.control = Some(c);
+                    }
+                }
+                Err(e) => debug(&format!("control socket: {e}")),
             }
         }
         debug("start: done");
@@ -448,6 +461,22 @@ impl Session {
     /// trace.
     pub fn snapshot(&self) -> Result<Report> {
         snapshot()
+    }
+
+    /// Opens a trace window of `window` now (sampling mode with trace
+    /// windows): kernel records for that long, in this session's report
+    /// and the next scrapes. `Err` says why not: the session traces every
+    /// kernel already, or a window asked for is still open (one at a time),
+    /// or `window` is not 10 ms to 600 s. The same as `gpuscope trigger PID
+    /// --trace SECONDS` and `POST /trace?seconds=SECONDS` on the endpoint.
+    pub fn trace_window(&self, window: Duration) -> Result<String> {
+        if !crate::control::DEMAND_WINDOWS.contains(&window) {
+            return Err(Error::new(
+                ErrorKind::InvalidConfig,
+                format!("a trace window of {window:?} on demand: allowed are 10 ms to 600 s"),
+            ));
+        }
+        trace_window(window).map_err(|e| Error::new(ErrorKind::Unsupported, e))
     }
 
     /// The address the Prometheus endpoint listens on, if one runs
@@ -572,6 +601,8 @@ struct Running {
     quiet: bool,
     inherit_ranges: bool,
     exporter: Option<MetricsServer>,
+    /// The local control socket of a session with trace windows.
+    control: Option<crate::control::ControlSocket>,
     /// When it started, by the file system's clock: a report file written
     /// since is another process's.
     started: std::time::SystemTime,
@@ -582,6 +613,8 @@ struct Running {
 enum Control {
     Finish(u64, Sender<Report>),
     Snapshot(Sender<Report>),
+    /// A trace window of this length, asked for while the session runs.
+    Trace(Duration, Sender<std::result::Result<String, String>>),
 }
 
 static RUNNING: Mutex<Option<Running>> = Mutex::new(None);
@@ -622,6 +655,8 @@ fn decode_loop(s: Arc<Collection>, opts: AggregateOptions, outputs: Outputs, ctl
     let mut last_counts = std::time::Instant::now();
     let windows = opts.trace_windows;
     let began = std::time::Instant::now();
+    // A window asked for on demand: traced until then.
+    let mut demand: Option<std::time::Instant> = None;
     let mut agg = Aggregator::new(opts, DeviceTable::from_driver());
     let drain_host = |agg: &mut Aggregator| apply_host_events(agg, &mut || host.try_recv().ok());
     let process = |agg: &mut Aggregator, (p, valid): (usize, usize)| {
@@ -646,8 +681,9 @@ fn decode_loop(s: Arc<Collection>, opts: AggregateOptions, outputs: Outputs, ctl
         // wake the thread.
         drain_host(&mut agg);
         if let Some((window, period)) = windows {
-            // The first `window` of every `period` is traced.
-            let on = (began.elapsed().as_nanos() % period as u128) < window as u128;
+            let now = std::time::Instant::now();
+            demand = demand.filter(|until| now < *until);
+            let on = tracing_wanted(now.duration_since(began), (window, period), demand.is_some());
             if let Some(ts) = collect::set_tracing(&s, on) {
                 agg.tracing(on, ts);
                 if !on {
@@ -676,6 +712,16 @@ fn decode_loop(s: Arc<Collection>, opts: AggregateOptions, outputs: Outputs, ctl
             recv(ctl) -> c => {
                 let (end, reply) = match c {
                     Ok(Control::Finish(end, reply)) => (end, reply),
+                    Ok(Control::Trace(window, reply)) => {
+                        let now = std::time::Instant::now();
+                        let answer = accept_window(windows.is_some(), demand.filter(|u| now < *u).map(|u| u - now), window);
+                        if answer.is_ok() {
+                            demand = Some(now + window);
+                            agg.window_on_demand();
+                        }
+                        let _ = reply.send(answer);
+                        continue;
+                    }
                     Ok(Control::Snapshot(reply)) => {
                         s.flush(true);
                         s.collect_launch_counts();
@@ -710,6 +756,30 @@ fn decode_loop(s: Arc<Collection>, opts: AggregateOptions, outputs: Outputs, ctl
             default(HOST_POLL) => {},
         }
     }
+}
+
+/// Whether kernel records are wanted `elapsed` into a session of trace
+/// windows `(window, period)` (ns): in the first `window` of every
+/// `period`, and while a window asked for is open (`demanded`).
+fn tracing_wanted(elapsed: Duration, (window, period): (u64, u64), demanded: bool) -> bool {
+    demanded || (elapsed.as_nanos() % period.max(1) as u128) < window as u128
+}
+
+/// The answer to a trace window of `window` asked for: taken, or why not
+/// (`windowed`: the session has trace windows; `open`: what is left of the
+/// last window asked for).
+fn accept_window(windowed: bool, open: Option<Duration>, window: Duration) -> std::result::Result<String, String> {
+    if !windowed {
+        return Err("this session traces every kernel already (no --trace-windows): there is no window to open".into());
+    }
+    if let Some(left) = open {
+        return Err(format!("a trace window asked for is open for {:.1} s more: one at a time", left.as_secs_f64()));
+    }
+    Ok(format!(
+        "kernel records on for {:.2} s: in the report at exit and in the next scrapes (CUPTI keeps part of the \
+         records' per-launch cost until the session ends)",
+        window.as_secs_f64()
+    ))
 }
 
 /// The NVTX and launch events `next` gives, into the aggregate. A panic (a
@@ -750,6 +820,16 @@ fn add_lost(drops: &mut Drops, lost: collect::Lost) {
 const SNAPSHOT_WAIT: Duration = Duration::from_secs(10);
 
 /// The running session's report so far (see [`Session::snapshot`]).
+/// Asks the running session for a trace window of `window` (sampling mode
+/// with trace windows): what was done, or why not.
+fn trace_window(window: Duration) -> std::result::Result<String, String> {
+    let ctl = RUNNING.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|r| r.ctl_tx.clone());
+    let ctl = ctl.ok_or("no gpuscope session is running")?;
+    let (tx, rx) = bounded(1);
+    ctl.send(Control::Trace(window, tx)).map_err(|_| "the session is ending")?;
+    rx.recv_timeout(SNAPSHOT_WAIT).map_err(|_| "the session did not answer".to_string())?
+}
+
 fn snapshot() -> Result<Report> {
     let run = RUNNING.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|r| (r.ctl_tx.clone(), r.paths_over_cap));
     let no_session = || Error::new(ErrorKind::NotRunning, "no gpuscope session is running");
@@ -901,9 +981,13 @@ fn stop_active_at(ending: Ending) -> std::result::Result<(Report, Written), Stop
     let Some(run) = RUNNING.lock().unwrap_or_else(|e| e.into_inner()).take() else {
         return Err(Error::new(ErrorKind::NotRunning, "no gpuscope session is running").into());
     };
-    // The endpoint first: its answers ask the decoder, which finish ends.
+    // The endpoints first: their answers ask the decoder, which finish
+    // ends.
     if let Some(x) = run.exporter {
         x.stop();
+    }
+    if let Some(c) = run.control {
+        c.stop();
     }
     let mut report = finish(run.collection, run.decoder, run.ctl_tx, ending)?;
     report.cross_thread.inherit = run.inherit_ranges;
@@ -1040,6 +1124,23 @@ fn register_atexit() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_window_on_demand_traces_for_its_length_one_at_a_time() {
+        let ms = Duration::from_millis;
+        // Windows of 0 every second: nothing traced unless asked for.
+        assert!(!tracing_wanted(ms(1500), (0, 1_000_000_000), false));
+        assert!(tracing_wanted(ms(1500), (0, 1_000_000_000), true));
+        // Windows of 100 ms: the first 100 ms of each second.
+        assert!(tracing_wanted(ms(2050), (100_000_000, 1_000_000_000), false));
+        assert!(!tracing_wanted(ms(2150), (100_000_000, 1_000_000_000), false));
+        let ok = accept_window(true, None, Duration::from_secs(5)).expect("taken");
+        assert!(ok.contains("5.00 s"), "{ok}");
+        let busy = accept_window(true, Some(ms(2500)), Duration::from_secs(5)).unwrap_err();
+        assert!(busy.contains("2.5 s more") && busy.contains("one at a time"), "{busy}");
+        let all = accept_window(false, None, Duration::from_secs(5)).unwrap_err();
+        assert!(all.contains("traces every kernel already"), "{all}");
+    }
 
     #[test]
     fn fleet_labels_come_from_the_launcher_and_kubernetes() {

@@ -190,6 +190,8 @@ pub(crate) struct Aggregator {
     untraced: Untraced,
     /// Launch calls made between trace windows.
     untraced_launches: u64,
+    /// Trace windows asked for on demand.
+    on_demand: u64,
     /// CUDA graph nodes and the ranges they were captured in.
     graph_nodes: graph_nodes::GraphNodes,
 }
@@ -225,6 +227,7 @@ impl Aggregator {
             sampling_status: None,
             untraced: Untraced::default(),
             untraced_launches: 0,
+            on_demand: 0,
             graph_nodes: graph_nodes::GraphNodes::default(),
         };
         if matches!(a.opts.trace_windows, Some((0, _))) {
@@ -257,6 +260,12 @@ impl Aggregator {
 
     /// Kernel records went off (`on` false) or came back on at `ts`
     /// (sampling mode's trace windows).
+    /// A trace window was asked for on demand (it opens with the next
+    /// [`Aggregator::tracing`]).
+    pub(crate) fn window_on_demand(&mut self) {
+        self.on_demand = self.on_demand.saturating_add(1);
+    }
+
     pub(crate) fn tracing(&mut self, on: bool, ts: u64) {
         if self.opts.trace_windows.is_none() {
             return;
@@ -698,11 +707,14 @@ impl Aggregator {
                 TraceWindows {
                     window_ns,
                     period_ns,
-                    windows: if window_ns == 0 { 0 } else { stretches + 1 },
+                    // With windows of 0, the stretches that ended were
+                    // closed by windows asked for.
+                    windows: if window_ns == 0 { stretches } else { stretches + 1 },
                     traced_ns: end_ns.saturating_sub(self.opts.start_ns).saturating_sub(untraced_ns),
                     untraced_ns,
                     unclassified_gaps_ns: self.idle.untraced_gaps,
                     untraced_launches: Some(self.untraced_launches),
+                    on_demand: self.on_demand,
                 }
             });
             st.trace_windows_off = self.opts.trace_windows_off.clone();
@@ -1141,6 +1153,27 @@ mod tests {
         let w = r.sampling.and_then(|s| s.trace_windows).expect("trace windows reported");
         assert_eq!((w.window_ns, w.windows, w.traced_ns, w.untraced_ns, w.untraced_launches), (0, 0, 0, 1000, Some(9)));
         assert_eq!(r.idle.iter().sum::<u64>(), 0, "nothing traced: no idle time claimed");
+    }
+
+    #[test]
+    fn a_window_asked_for_in_an_always_on_session_is_traced_and_counted() {
+        let mut a = Aggregator::windows_of_zero();
+        let step = paths().intern(ROOT, 0, "on-demand-step");
+        // Untraced, then a window asked for from 1000 to 2000.
+        a.host_event(HostEvent::Push { instance: 1, parent: 0, path: step, tid: 1, ts: 100 });
+        a.host_event(HostEvent::Pop { instance: 1, ts: 500 });
+        a.window_on_demand();
+        a.tracing(true, 1000);
+        a.host_event(HostEvent::Push { instance: 2, parent: 0, path: step, tid: 1, ts: 1100 });
+        a.host_event(launch(1, 2, step, 1150));
+        a.kernel(&KernelActivity::sample(1, 1200, 1800));
+        a.host_event(HostEvent::Pop { instance: 2, ts: 1900 });
+        a.tracing(false, 2000);
+        let r = a.finish(3000);
+        let w = r.sampling.and_then(|s| s.trace_windows).expect("trace windows");
+        assert_eq!((w.windows, w.on_demand, w.traced_ns), (1, 1, 1000));
+        let (_, g) = r.ranges.iter().find(|(p, _)| p.to_string() == "on-demand-step").expect("the range");
+        assert_eq!((g.count, g.untraced_count), (1, 1), "the call in the window is traced, the other counted apart");
     }
 
     #[test]

@@ -478,6 +478,10 @@ pub struct TraceWindows {
     /// counted (a report of an older gpuscope).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub untraced_launches: Option<u64>,
+    /// Windows asked for while the process ran (`gpuscope trigger`, `POST
+    /// /trace`), counted in `windows` too.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub on_demand: u64,
 }
 
 fn is_zero(v: &u64) -> bool {

@@ -194,10 +194,19 @@ pub fn render(r: &Report, a: &Analysis, width: usize) -> String {
                 Some(n) => format!("PM samples over their wall time and launch counts ({n} launches counted untraced)"),
                 None => "PM samples over their wall time only".to_string(),
             };
-            let text = if w.window_ns == 0 {
+            let text = if w.window_ns == 0 && w.on_demand == 0 {
                 format!(
                     "no kernel records (trace windows of 0): no kernel table, GPU time or idle time; the {untraced} \
                      range instances have figures from {from}"
+                )
+            } else if w.window_ns == 0 {
+                format!(
+                    "kernel records only in {} window(s) asked for while the process ran ({} of {} traced): kernel \
+                     tables, GPU time and idle time are of those windows; {untraced} range instances touched \
+                     untraced time and count apart (+N untraced), with figures from {from}",
+                    w.on_demand,
+                    fmt_ns(w.traced_ns),
+                    fmt_ns(w.traced_ns.saturating_add(w.untraced_ns))
                 )
             } else {
                 format!(

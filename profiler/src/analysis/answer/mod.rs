@@ -301,10 +301,11 @@ pub(super) fn answer(
     e: &advice::Evidence,
 ) -> Option<Answer> {
     let compile = compile_ns(r);
-    // No kernel records at all (trace windows of 0): PM samples and launch
-    // counts answer.
+    // No kernel records at all (trace windows of 0, none asked for): PM
+    // samples and launch counts answer. With a window asked for, its calls'
+    // records do, as with scheduled windows.
     let untraced = r.sampling.as_ref().and_then(|s| s.trace_windows.as_ref()).is_some_and(|w| w.window_ns == 0);
-    if untraced {
+    if untraced && r.kernels.is_empty() {
         return sampled::answer(r, ranges, e).map(|a| Answer { compile_ns: compile, ..a });
     }
     if let Some(g) = main_range(ranges) {
