@@ -22,8 +22,38 @@ pub(crate) type Trigger = Box<dyn Fn(Duration) -> Result<String, String> + Send>
 /// Trace windows asked for on demand may be this long.
 pub const DEMAND_WINDOWS: std::ops::RangeInclusive<Duration> = Duration::from_millis(10)..=Duration::from_secs(600);
 
-/// How often the listener looks for a stop (it does not block in accept).
+/// How often a listener looks for a stop (it does not block in accept).
 const POLL: Duration = Duration::from_millis(50);
+
+/// A listener's thread and the flag that stops it.
+pub(crate) type Listening = (Arc<AtomicBool>, JoinHandle<()>);
+
+/// A thread of gpuscope's, named `name`, that answers each connection
+/// `accept` gives (non-blocking: an error is "nothing waiting") with
+/// `answer`, until the flag it returns is set. A panic in one answer ends
+/// that answer only.
+pub(crate) fn listen<C: 'static>(
+    name: &str,
+    mut accept: impl FnMut() -> std::io::Result<C> + Send + 'static,
+    answer: impl Fn(C) + Send + 'static,
+) -> Result<Listening, String> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
+    let thread = std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || {
+            while !flag.load(Ordering::Relaxed) {
+                match accept() {
+                    Ok(conn) => {
+                        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| answer(conn)));
+                    }
+                    Err(_) => std::thread::sleep(POLL),
+                }
+            }
+        })
+        .map_err(|e| format!("cannot start the {name} thread: {e}"))?;
+    Ok((stop, thread))
+}
 /// A client gets this long to send its line and read the answer.
 const CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -99,22 +129,8 @@ impl ControlSocket {
         let _ = std::fs::remove_file(&path);
         let listener = UnixListener::bind(&path).map_err(|e| format!("cannot listen at {}: {e}", path.display()))?;
         listener.set_nonblocking(true).map_err(|e| format!("cannot listen at {}: {e}", path.display()))?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
-        let thread = std::thread::Builder::new()
-            .name("gpuscope-control".into())
-            .spawn(move || {
-                while !flag.load(Ordering::Relaxed) {
-                    match listener.accept() {
-                        Ok((conn, _)) => {
-                            // A panic in one answer ends that answer only.
-                            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| answer(conn, &trigger)));
-                        }
-                        Err(_) => std::thread::sleep(POLL),
-                    }
-                }
-            })
-            .map_err(|e| format!("cannot start the control thread: {e}"))?;
+        let (stop, thread) =
+            listen("gpuscope-control", move || listener.accept().map(|(c, _)| c), move |c| answer(c, &trigger))?;
         Ok(ControlSocket { path, stop, thread: Some(thread) })
     }
 

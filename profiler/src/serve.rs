@@ -19,8 +19,6 @@ use std::time::Duration;
 
 /// OpenMetrics' content type, which Prometheus asks for.
 const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
-/// How often the listener looks for a stop (it does not block in accept).
-const POLL: Duration = Duration::from_millis(50);
 /// A client gets this long to send its request and read the answer.
 const CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Request bytes read at most.
@@ -66,25 +64,11 @@ impl MetricsServer {
         let listener = TcpListener::bind(addr).map_err(|e| format!("cannot listen on {addr}: {e}"))?;
         listener.set_nonblocking(true).map_err(|e| format!("cannot listen on {addr}: {e}"))?;
         let bound = listener.local_addr().map_err(|e| format!("cannot listen on {addr}: {e}"))?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
-        let thread = std::thread::Builder::new()
-            .name("gpuscope-prometheus".into())
-            .spawn(move || {
-                while !flag.load(Ordering::Relaxed) {
-                    match listener.accept() {
-                        Ok((conn, _)) => {
-                            // A panic in one answer ends that answer only.
-                            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                                answer(conn, &render, trigger.as_ref())
-                            }));
-                        }
-                        // Nothing waiting (or a failed accept): look again soon.
-                        Err(_) => std::thread::sleep(POLL),
-                    }
-                }
-            })
-            .map_err(|e| format!("cannot start the metrics thread: {e}"))?;
+        let (stop, thread) = crate::control::listen(
+            "gpuscope-prometheus",
+            move || listener.accept().map(|(c, _)| c),
+            move |c| answer(c, &render, trigger.as_ref()),
+        )?;
         Ok(MetricsServer { addr: bound, stop, thread: Some(thread) })
     }
 

@@ -388,8 +388,45 @@ impl Sampler {
     }
 }
 
+/// The examples' `tiny` kernel on device 0, for the GPU tests of sampling.
+#[cfg(test)]
+pub(crate) struct Tiny {
+    stream: std::sync::Arc<cudarc::driver::CudaStream>,
+    func: cudarc::driver::CudaFunction,
+    counter: cudarc::driver::CudaSlice<i32>,
+}
+
+#[cfg(test)]
+impl Tiny {
+    pub(crate) fn new() -> Self {
+        let ctx = cudarc::driver::CudaContext::new(0).expect("a CUDA device");
+        let stream = ctx.default_stream();
+        let ptx = include_str!("../../../../examples/kernels/kernels.ptx");
+        let module = ctx.load_module(cudarc::nvrtc::Ptx::from_src(ptx)).expect("the examples' kernels load");
+        let func = module.load_function("tiny").expect("tiny");
+        let counter = stream.alloc_zeros::<i32>(1).expect("a counter");
+        Tiny { stream, func, counter }
+    }
+
+    /// One launch of `blocks` blocks of `threads`.
+    pub(crate) fn launch(&mut self, blocks: u32, threads: u32) {
+        use cudarc::driver::{LaunchConfig, PushKernelArg};
+        let cfg = LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: 0 };
+        let mut l = self.stream.launch_builder(&self.func);
+        l.arg(&mut self.counter);
+        // SAFETY: tiny(int*), with a device int.
+        unsafe { l.launch(cfg) }.expect("tiny launches");
+    }
+
+    /// Waits for the launches.
+    pub(crate) fn sync(&self) {
+        self.stream.synchronize().expect("the launches ran");
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use super::Tiny;
     use crate::collect::{self, CollectOptions};
     use std::time::{Duration, Instant};
 
@@ -399,22 +436,9 @@ mod tests {
     #[test]
     #[ignore = "needs an NVIDIA GPU"]
     fn the_first_launch_does_not_wait_for_its_devices_sampling_set_up() {
-        use cudarc::driver::{CudaContext, LaunchConfig, PushKernelArg};
-        let ctx = CudaContext::new(0).expect("a CUDA device");
-        let stream = ctx.default_stream();
-        let ptx = include_str!("../../../../examples/kernels/kernels.ptx");
-        let module = ctx.load_module(cudarc::nvrtc::Ptx::from_src(ptx)).expect("the examples' kernels load");
-        let tiny = module.load_function("tiny").expect("tiny");
-        let mut counter = stream.alloc_zeros::<i32>(1).expect("a counter");
-        let cfg = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (32, 1, 1), shared_mem_bytes: 0 };
-        let mut launch = || {
-            let mut l = stream.launch_builder(&tiny);
-            l.arg(&mut counter);
-            // SAFETY: tiny(int*), with a device int.
-            unsafe { l.launch(cfg) }.expect("tiny launches");
-        };
-        launch();
-        stream.synchronize().expect("the warm-up ran");
+        let mut tiny = Tiny::new();
+        tiny.launch(1, 32);
+        tiny.sync();
         let opts = CollectOptions {
             buffer_size: 1 << 20,
             max_buffers: 8,
@@ -430,14 +454,14 @@ mod tests {
         };
         let (c, _outputs) = collect::start(&opts).expect("collection starts");
         let t = Instant::now();
-        launch();
+        tiny.launch(1, 32);
         let first = t.elapsed();
         // The set-up finishes on its own thread while the program goes on.
         let sampler = c.sampler.as_ref().expect("sampling mode");
         let began = Instant::now();
         while sampler.status().devices.is_empty() && began.elapsed() < Duration::from_secs(5) {
-            launch();
-            stream.synchronize().expect("the launches ran");
+            tiny.launch(1, 32);
+            tiny.sync();
         }
         let status = sampler.status();
         collect::stop(&c, collect::Ending::Stop).expect("collection stops");

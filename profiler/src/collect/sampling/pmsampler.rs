@@ -481,13 +481,7 @@ mod gpu {
     #[test]
     #[ignore = "needs an NVIDIA GPU"]
     fn every_figure_is_sampled_in_turn_on_this_gpu() {
-        use cudarc::driver::{CudaContext, LaunchConfig, PushKernelArg};
-        let ctx = CudaContext::new(0).expect("a CUDA device");
-        let stream = ctx.default_stream();
-        let ptx = include_str!("../../../../examples/kernels/kernels.ptx");
-        let module = ctx.load_module(cudarc::nvrtc::Ptx::from_src(ptx)).expect("the examples' kernels load");
-        let tiny = module.load_function("tiny").expect("tiny");
-        let mut counter = stream.alloc_zeros::<i32>(1).expect("a counter");
+        let mut tiny = crate::collect::sampling::Tiny::new();
         let cupti = crate::collect::cupti::lib().expect("CUPTI");
         for mb in [256usize, 32] {
             let t = Instant::now();
@@ -503,13 +497,9 @@ mod gpu {
         let began = Instant::now();
         while began.elapsed() < Duration::from_millis(1500) {
             for _ in 0..200 {
-                let mut l = stream.launch_builder(&tiny);
-                l.arg(&mut counter);
-                let cfg = LaunchConfig { grid_dim: (132, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
-                // SAFETY: tiny(int*), with a device int.
-                unsafe { l.launch(cfg) }.expect("tiny launches");
+                tiny.launch(132, 256);
             }
-            stream.synchronize().expect("the launches ran");
+            tiny.sync();
             let d = p.decode(false, None).expect("decodes");
             all.samples.extend(d.samples);
             for (a, b) in all.per_config.iter_mut().zip(d.per_config) {
