@@ -1,12 +1,14 @@
 //! Depth on demand from a live always-on session: a trace window of S
 //! seconds asked for while the process runs, through a local control socket
-//! (`gpuscope trigger PID --trace 5s`) or the Prometheus endpoint
-//! (`POST /trace?seconds=5`). The socket lives in a directory only the
-//! process's user can enter (`$XDG_RUNTIME_DIR/gpuscope`, else
-//! `/tmp/gpuscope-UID`, mode 0700): other users cannot ask. One line in,
-//! one line out: `trace SECONDS` answered by `ok: ...` or `refused: ...`.
+//! (`gpuscope trigger PID --trace 5s`). The socket lives in a directory only
+//! the process's user can enter (`$XDG_RUNTIME_DIR/gpuscope`, else
+//! `$TMPDIR/gpuscope-UID`, mode 0700, not a symbolic link), and both ends
+//! check the other's user (`SO_PEERCRED`): other users can neither ask nor
+//! answer. One line in, one line out: `trace SECONDS` answered by `ok: ...`
+//! or `refused: ...`.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
@@ -54,43 +56,105 @@ pub(crate) fn listen<C: 'static>(
         .map_err(|e| format!("cannot start the {name} thread: {e}"))?;
     Ok((stop, thread))
 }
-/// A client gets this long to send its line and read the answer.
-const CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
+/// A connection gets this long, in all, to send its line and read the
+/// answer: a slow one cannot hold the listener (and the session's stop).
+const CONNECTION_TIME: Duration = Duration::from_secs(5);
+/// Bytes of a request or an answer read at most.
+const MAX_LINE: usize = 1024;
 
-/// The directory of this user's control sockets.
-fn socket_dir() -> PathBuf {
-    match std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
-        Some(d) => PathBuf::from(d).join("gpuscope"),
-        // SAFETY: getuid cannot fail and touches no memory.
-        None => std::env::temp_dir().join(format!("gpuscope-{}", unsafe { libc::getuid() })),
-    }
-}
-
-/// Where process `pid`'s control socket is (for this user).
-pub fn socket_path(pid: u32) -> PathBuf {
-    socket_dir().join(format!("{pid}.sock"))
-}
-
-/// Makes `dir` (mode 0700) or checks it is this user's alone: a directory
-/// others can enter would let them ask for trace windows.
-fn private_dir(dir: &Path) -> Result<(), String> {
-    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
-        Ok(()) => return Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(format!("cannot make {}: {e}", dir.display())),
-    }
-    let m = std::fs::metadata(dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
+fn my_uid() -> u32 {
     // SAFETY: getuid cannot fail and touches no memory.
-    let me = unsafe { libc::getuid() };
-    if !m.is_dir() || m.uid() != me || m.permissions().mode() & 0o077 != 0 {
+    unsafe { libc::getuid() }
+}
+
+/// The directory of a user's control sockets, from a process's
+/// `XDG_RUNTIME_DIR` and `TMPDIR`.
+fn socket_dir_from(xdg_runtime_dir: Option<&str>, tmpdir: Option<&str>) -> PathBuf {
+    match xdg_runtime_dir.filter(|d| !d.is_empty()) {
+        Some(d) => Path::new(d).join("gpuscope"),
+        None => Path::new(tmpdir.filter(|d| !d.is_empty()).unwrap_or("/tmp")).join(format!("gpuscope-{}", my_uid())),
+    }
+}
+
+/// Where this process's control socket is, if it runs one.
+pub fn socket_path(pid: u32) -> PathBuf {
+    let var = |v: &str| std::env::var(v).ok();
+    socket_dir_from(var("XDG_RUNTIME_DIR").as_deref(), var("TMPDIR").as_deref()).join(format!("{pid}.sock"))
+}
+
+/// Where process `pid` (of this user) put its control socket: by its own
+/// environment, which a batch step or a service may have set apart from
+/// the asker's; by the asker's where it cannot be read.
+pub fn socket_path_of(pid: u32) -> PathBuf {
+    let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else { return socket_path(pid) };
+    let var = |name: &str| {
+        env.split(|&b| b == 0)
+            .find_map(|kv| kv.strip_prefix(name.as_bytes()).and_then(|r| r.strip_prefix(b"=")))
+            .map(|v| String::from_utf8_lossy(v).into_owned())
+    };
+    socket_dir_from(var("XDG_RUNTIME_DIR").as_deref(), var("TMPDIR").as_deref()).join(format!("{pid}.sock"))
+}
+
+/// Whether `dir` is a directory (not a symbolic link) of this user's that
+/// no one else can enter.
+fn check_private(dir: &Path) -> Result<(), String> {
+    let m = std::fs::symlink_metadata(dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
+    if !m.is_dir() || m.uid() != my_uid() || m.permissions().mode() & 0o077 != 0 {
         return Err(format!(
-            "{} is not a directory only this user can enter (owner uid {}, mode {:o}): no control socket",
+            "{} is not a directory only this user can enter (owner uid {}, mode {:o}{})",
             dir.display(),
             m.uid(),
-            m.permissions().mode() & 0o777
+            m.permissions().mode() & 0o777,
+            if m.file_type().is_symlink() { ", a symbolic link" } else { "" }
         ));
     }
     Ok(())
+}
+
+/// Makes `dir` (mode 0700) or checks it is this user's alone: a directory
+/// others can enter would let them ask for trace windows, or stand in for
+/// the socket.
+fn private_dir(dir: &Path) -> Result<(), String> {
+    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => check_private(dir),
+        Err(e) => Err(format!("cannot make {}: {e}", dir.display())),
+    }
+}
+
+/// The user of the process at the other end of `conn`.
+fn peer_uid(conn: &UnixStream) -> Option<u32> {
+    let mut cred = libc::ucred { pid: 0, uid: 0, gid: 0 };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: `cred` and `len` are valid locals of the sizes passed; the fd
+    // is the connection's, open while `conn` lives.
+    let rc = unsafe {
+        libc::getsockopt(
+            conn.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    (rc == 0).then_some(cred.uid)
+}
+
+/// One line from `conn`, at most [`MAX_LINE`] bytes, within `deadline`.
+fn read_line(mut conn: &UnixStream, deadline: std::time::Instant) -> Option<String> {
+    let mut buf = Vec::new();
+    let mut byte = [0u8; 256];
+    while buf.len() < MAX_LINE && !buf.contains(&b'\n') {
+        let left = deadline.checked_duration_since(std::time::Instant::now()).filter(|d| !d.is_zero())?;
+        conn.set_read_timeout(Some(left)).ok()?;
+        match conn.read(&mut byte) {
+            Ok(0) => break,
+            Ok(n) => buf.extend_from_slice(&byte[..n]),
+            Err(_) => return None,
+        }
+    }
+    let line = buf.split(|&b| b == b'\n').next().unwrap_or_default();
+    Some(String::from_utf8_lossy(&line[..line.len().min(MAX_LINE)]).into_owned())
 }
 
 /// What a request line asks for: a trace window of that length.
@@ -114,6 +178,9 @@ pub(crate) fn parse_request(line: &str) -> Result<Duration, String> {
 /// [`ControlSocket::stop`] or drop.
 pub(crate) struct ControlSocket {
     path: PathBuf,
+    /// The socket file's device and inode: removed at stop only if it is
+    /// still this one.
+    bound: Option<(u64, u64)>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
@@ -125,13 +192,19 @@ impl ControlSocket {
         if let Some(dir) = path.parent() {
             private_dir(dir)?;
         }
-        // A socket left by a process of the same id that did not stop.
+        // A socket left by a process of the same id that did not stop is
+        // removed; one that answers is another process's (the same id in
+        // another PID namespace sharing the directory): not touched.
+        if UnixStream::connect(&path).is_ok() {
+            return Err(format!("a live control socket is at {} already", path.display()));
+        }
         let _ = std::fs::remove_file(&path);
         let listener = UnixListener::bind(&path).map_err(|e| format!("cannot listen at {}: {e}", path.display()))?;
+        let bound = std::fs::symlink_metadata(&path).map(|m| (m.dev(), m.ino())).ok();
         listener.set_nonblocking(true).map_err(|e| format!("cannot listen at {}: {e}", path.display()))?;
         let (stop, thread) =
             listen("gpuscope-control", move || listener.accept().map(|(c, _)| c), move |c| answer(c, &trigger))?;
-        Ok(ControlSocket { path, stop, thread: Some(thread) })
+        Ok(ControlSocket { path, bound, stop, thread: Some(thread) })
     }
 
     /// Stops listening and removes the socket.
@@ -144,7 +217,10 @@ impl ControlSocket {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
-        let _ = std::fs::remove_file(&self.path);
+        let now = std::fs::symlink_metadata(&self.path).map(|m| (m.dev(), m.ino())).ok();
+        if now.is_some() && now == self.bound {
+            let _ = std::fs::remove_file(&self.path);
+        }
     }
 }
 
@@ -155,35 +231,51 @@ impl Drop for ControlSocket {
 }
 
 fn answer(conn: UnixStream, trigger: &Trigger) {
+    let deadline = std::time::Instant::now() + CONNECTION_TIME;
     let _ = conn.set_nonblocking(false);
-    let _ = conn.set_read_timeout(Some(CLIENT_TIMEOUT));
-    let _ = conn.set_write_timeout(Some(CLIENT_TIMEOUT));
-    let mut line = String::new();
-    // One line, at most 1 KB.
-    let _ = BufReader::new((&conn).take(1024)).read_line(&mut line);
-    let reply = match parse_request(&line).and_then(trigger) {
-        Ok(done) => format!("ok: {done}\n"),
-        Err(why) => format!("refused: {why}\n"),
+    let _ = conn.set_write_timeout(Some(CONNECTION_TIME));
+    let reply = if peer_uid(&conn) != Some(my_uid()) {
+        // The directory keeps other users out; this says so if it did not.
+        "refused: another user's process may not ask\n".to_string()
+    } else {
+        let Some(line) = read_line(&conn, deadline) else { return };
+        match parse_request(&line).and_then(trigger) {
+            Ok(done) => format!("ok: {done}\n"),
+            Err(why) => format!("refused: {why}\n"),
+        }
     };
     let _ = (&conn).write_all(reply.as_bytes());
+}
+
+/// `s` with control characters (escape sequences included) left out.
+fn printable(s: &str) -> String {
+    s.chars().filter(|c| !c.is_control()).collect()
 }
 
 /// Asks process `pid`'s session for a trace window of `window`: its
 /// answer (`Err`: refused, or no such session).
 pub fn request_trace(pid: u32, window: Duration) -> Result<String, String> {
-    let path = socket_path(pid);
+    let path = socket_path_of(pid);
+    if let Some(dir) = path.parent() {
+        // Another user's directory could hold a socket that answers lies.
+        check_private(dir).map_err(|e| format!("{e}: not asking through it"))?;
+    }
     let mut conn = UnixStream::connect(&path).map_err(|e| {
         format!(
             "no always-on gpuscope session answers in process {pid} ({}: {e}); one runs with --mode sampling \
-             --trace-windows WINDOW/PERIOD, as the same user",
+             --trace-windows WINDOW/PERIOD, as the same user (the pid is the profiled process's, not gpuscope \
+             run's)",
             path.display()
         )
     })?;
-    let _ = conn.set_read_timeout(Some(CLIENT_TIMEOUT));
+    if peer_uid(&conn) != Some(my_uid()) {
+        return Err(format!("{} is another user's socket: not asking through it", path.display()));
+    }
+    let deadline = std::time::Instant::now() + CONNECTION_TIME;
+    let _ = conn.set_write_timeout(Some(CONNECTION_TIME));
     writeln!(conn, "trace {}", window.as_secs_f64()).map_err(|e| format!("cannot ask process {pid}: {e}"))?;
-    let mut reply = String::new();
-    BufReader::new(conn).read_line(&mut reply).map_err(|e| format!("no answer from process {pid}: {e}"))?;
-    let reply = reply.trim_end();
+    let reply = read_line(&conn, deadline).ok_or_else(|| format!("no answer from process {pid}"))?;
+    let reply = printable(&reply);
     match (reply.strip_prefix("ok: "), reply.strip_prefix("refused: ")) {
         (Some(done), _) => Ok(done.to_string()),
         (_, Some(why)) => Err(why.to_string()),
@@ -228,16 +320,49 @@ mod tests {
             let mut c = UnixStream::connect(&path).unwrap();
             writeln!(c, "{line}").unwrap();
             let mut reply = String::new();
-            BufReader::new(c).read_line(&mut reply).unwrap();
+            c.read_to_string(&mut reply).unwrap();
             reply
         };
         assert_eq!(ask("trace 5"), "ok: tracing for 5s\n");
         assert_eq!(ask("trace 2"), "refused: a window is open already\n");
         assert!(ask("trace 9999").starts_with("refused: trace \"9999\""));
         assert_eq!(asked.lock().unwrap().len(), 2, "a bad request never reaches the session");
+        // A client that sends nothing is let go at the deadline; the next
+        // one is answered.
+        let idle = UnixStream::connect(&path).unwrap();
+        assert_eq!(ask("trace 1"), "refused: a window is open already\n");
+        drop(idle);
+        // A second socket at the same path while this one answers: refused.
+        let second = ControlSocket::start(path.clone(), Box::new(|_| Ok(String::new())));
+        assert!(second.err().is_some_and(|e| e.contains("live control socket")));
         socket.stop();
         assert!(!path.exists(), "the socket is removed at stop");
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_process_s_socket_is_found_by_its_own_environment() {
+        let uid = my_uid();
+        assert_eq!(socket_dir_from(Some("/run/user/7"), Some("/scratch")), Path::new("/run/user/7/gpuscope"));
+        assert_eq!(socket_dir_from(None, Some("/scratch/job")), Path::new(&format!("/scratch/job/gpuscope-{uid}")));
+        assert_eq!(socket_dir_from(Some(""), None), Path::new(&format!("/tmp/gpuscope-{uid}")));
+        // This process's own environment, read back through /proc.
+        assert_eq!(socket_path_of(std::process::id()), socket_path(std::process::id()));
+        assert_eq!(printable("ok: \u{1b}[2Jdone\u{7}"), "ok: [2Jdone");
+    }
+
+    #[test]
+    fn a_symbolic_link_does_not_pass_for_a_private_directory() {
+        let base = std::env::temp_dir().join(format!("gpuscope-control-link-{}", std::process::id()));
+        let real = base.join("real");
+        std::fs::create_dir_all(&real).unwrap();
+        std::fs::set_permissions(&real, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let link = base.join("link");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        assert!(check_private(&real).is_ok());
+        let e = check_private(&link).unwrap_err();
+        assert!(e.contains("symbolic link"), "{e}");
+        let _ = std::fs::remove_dir_all(&base);
     }
 
     #[test]

@@ -1,14 +1,11 @@
 //! The in-process Prometheus endpoint (`GPUSCOPE_PROMETHEUS=host:port`): a
 //! thread of gpuscope's own answering `GET /metrics` with the running
-//! session's figures so far, as OpenMetrics text, and, for a session with
-//! trace windows, `POST /trace?seconds=S` with a trace window on demand
-//! (whoever can reach the endpoint can ask: bind it to 127.0.0.1 to keep
-//! it local). Minimal HTTP/1.1: one request per connection, answered and
-//! closed; anything else is 404. The text and the window come from
-//! functions the session hands in, so this module knows nothing of
-//! sessions.
-
-use crate::control::Trigger;
+//! session's figures so far, as OpenMetrics text. Minimal HTTP/1.1: one
+//! request per connection, answered and closed; anything else is 404. It
+//! changes nothing in the session: trace windows on demand go through the
+//! per-user control socket ([`crate::control`]), not through an endpoint
+//! that may be bound to every interface. The text comes from a function
+//! the session hands in, so this module knows nothing of sessions.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -19,7 +16,8 @@ use std::time::Duration;
 
 /// OpenMetrics' content type, which Prometheus asks for.
 const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
-/// A client gets this long to send its request and read the answer.
+/// A client gets this long, in all, to send its request, and as long to
+/// read the answer.
 const CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Request bytes read at most.
 const MAX_REQUEST: usize = 8 << 10;
@@ -57,17 +55,16 @@ pub(crate) struct MetricsServer {
 }
 
 impl MetricsServer {
-    /// Listens on `addr` and serves `render`'s text, and `trigger`'s trace
-    /// windows when there is one. Fails when the address cannot be bound
-    /// (the caller says so and profiles on).
-    pub(crate) fn start(addr: &str, render: Render, trigger: Option<Trigger>) -> Result<Self, String> {
+    /// Listens on `addr` and serves `render`'s text. Fails when the address
+    /// cannot be bound (the caller says so and profiles on).
+    pub(crate) fn start(addr: &str, render: Render) -> Result<Self, String> {
         let listener = TcpListener::bind(addr).map_err(|e| format!("cannot listen on {addr}: {e}"))?;
         listener.set_nonblocking(true).map_err(|e| format!("cannot listen on {addr}: {e}"))?;
         let bound = listener.local_addr().map_err(|e| format!("cannot listen on {addr}: {e}"))?;
         let (stop, thread) = crate::control::listen(
             "gpuscope-prometheus",
             move || listener.accept().map(|(c, _)| c),
-            move |c| answer(c, &render, trigger.as_ref()),
+            move |c| answer(c, &render),
         )?;
         Ok(MetricsServer { addr: bound, stop, thread: Some(thread) })
     }
@@ -103,22 +100,19 @@ fn request_line(raw: &[u8]) -> Option<(String, String)> {
     Some((parts.next()?.to_string(), parts.next()?.to_string()))
 }
 
-/// The window a `POST /trace?seconds=S` asks for.
-fn trace_query(path: &str) -> Result<Duration, String> {
-    let secs = path
-        .strip_prefix("/trace?")
-        .and_then(|q| q.split('&').find_map(|kv| kv.strip_prefix("seconds=")))
-        .ok_or("POST /trace?seconds=SECONDS (0.01 to 600)")?;
-    crate::control::parse_request(&format!("trace {secs}"))
-}
-
-fn answer(mut conn: TcpStream, render: &Render, trigger: Option<&Trigger>) {
+fn answer(mut conn: TcpStream, render: &Render) {
     let _ = conn.set_nonblocking(false);
-    let _ = conn.set_read_timeout(Some(CLIENT_TIMEOUT));
     let _ = conn.set_write_timeout(Some(CLIENT_TIMEOUT));
+    // One deadline for the whole request: a client trickling bytes cannot
+    // hold the endpoint (and the session's stop, which joins it).
+    let deadline = std::time::Instant::now() + CLIENT_TIMEOUT;
     let mut raw = Vec::new();
     let mut chunk = [0u8; 1024];
     while raw.len() < MAX_REQUEST && !raw.windows(4).any(|w| w == b"\r\n\r\n") {
+        let Some(left) = deadline.checked_duration_since(std::time::Instant::now()).filter(|d| !d.is_zero()) else {
+            break;
+        };
+        let _ = conn.set_read_timeout(Some(left));
         match conn.read(&mut chunk) {
             Ok(0) | Err(_) => break,
             Ok(n) => raw.extend_from_slice(&chunk[..n]),
@@ -129,25 +123,7 @@ fn answer(mut conn: TcpStream, render: &Render, trigger: Option<&Trigger>) {
             Ok(text) => ("200 OK", CONTENT_TYPE, text),
             Err(why) => ("503 Service Unavailable", "text/plain; charset=utf-8", format!("{why}\n")),
         },
-        Some((m, p)) if m == "POST" && (p == "/trace" || p.starts_with("/trace?")) => match trigger {
-            None => (
-                "404 Not Found",
-                "text/plain; charset=utf-8",
-                "this session takes no trace windows on demand (it has no --trace-windows)\n".to_string(),
-            ),
-            Some(t) => match trace_query(&p) {
-                Err(why) => ("400 Bad Request", "text/plain; charset=utf-8", format!("{why}\n")),
-                Ok(d) => match t(d) {
-                    Ok(done) => ("200 OK", "text/plain; charset=utf-8", format!("{done}\n")),
-                    Err(why) => ("409 Conflict", "text/plain; charset=utf-8", format!("{why}\n")),
-                },
-            },
-        },
-        Some(_) => (
-            "404 Not Found",
-            "text/plain; charset=utf-8",
-            "gpuscope serves GET /metrics and POST /trace?seconds=S only\n".to_string(),
-        ),
+        Some(_) => ("404 Not Found", "text/plain; charset=utf-8", "gpuscope serves /metrics only\n".to_string()),
         None => ("400 Bad Request", "text/plain; charset=utf-8", "not an HTTP request\n".to_string()),
     };
     let head = format!(
@@ -169,41 +145,14 @@ mod tests {
         out
     }
 
-    fn post(addr: SocketAddr, path: &str) -> String {
-        let mut c = TcpStream::connect(addr).unwrap();
-        write!(c, "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n").unwrap();
+    #[test]
+    fn a_post_changes_nothing_and_is_not_found() {
+        let server = MetricsServer::start("127.0.0.1:0", Box::new(|| Ok("x\n".into()))).unwrap();
+        let mut c = TcpStream::connect(server.addr()).unwrap();
+        write!(c, "POST /trace?seconds=5 HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n").unwrap();
         let mut out = String::new();
         c.read_to_string(&mut out).unwrap();
-        out
-    }
-
-    #[test]
-    fn a_trace_window_is_asked_for_with_a_post() {
-        let asked = Arc::new(std::sync::Mutex::new(Vec::new()));
-        let seen = asked.clone();
-        let trigger: Trigger = Box::new(move |d| {
-            let mut v = seen.lock().unwrap();
-            v.push(d);
-            if v.len() == 1 {
-                Ok("kernel records on for 5.00 s".into())
-            } else {
-                Err("a trace window asked for is open".into())
-            }
-        });
-        let server = MetricsServer::start("127.0.0.1:0", Box::new(|| Ok("x\n".into())), Some(trigger)).unwrap();
-        let ok = post(server.addr(), "/trace?seconds=5");
-        assert!(ok.starts_with("HTTP/1.1 200 OK\r\n") && ok.ends_with("kernel records on for 5.00 s\n"), "{ok}");
-        assert!(post(server.addr(), "/trace?seconds=5").starts_with("HTTP/1.1 409 Conflict\r\n"));
-        let bad = post(server.addr(), "/trace?seconds=1e9");
-        assert!(bad.starts_with("HTTP/1.1 400 Bad Request\r\n") && bad.contains("0.01 to 600"), "{bad}");
-        assert!(post(server.addr(), "/trace").starts_with("HTTP/1.1 400 Bad Request\r\n"));
-        assert_eq!(*asked.lock().unwrap(), [Duration::from_secs(5); 2], "bad requests never reach the session");
-        assert!(get(server.addr(), "/trace?seconds=5").starts_with("HTTP/1.1 404"), "a GET asks for nothing");
-        server.stop();
-        // A session without trace windows: nothing to open.
-        let plain = MetricsServer::start("127.0.0.1:0", Box::new(|| Ok("x\n".into())), None).unwrap();
-        let none = post(plain.addr(), "/trace?seconds=5");
-        assert!(none.starts_with("HTTP/1.1 404") && none.contains("no trace windows"), "{none}");
+        assert!(out.starts_with("HTTP/1.1 404"), "{out}");
     }
 
     #[test]
@@ -218,7 +167,7 @@ mod tests {
                 Err("no gpuscope session is running".into())
             }
         });
-        let server = MetricsServer::start("127.0.0.1:0", render, None).unwrap();
+        let server = MetricsServer::start("127.0.0.1:0", render).unwrap();
         let ok = get(server.addr(), "/metrics");
         assert!(ok.starts_with("HTTP/1.1 200 OK\r\n"), "{ok}");
         assert!(ok.contains(&format!("Content-Type: {CONTENT_TYPE}\r\n")), "{ok}");
@@ -246,22 +195,22 @@ mod tests {
         assert_eq!(render().unwrap(), "render 1\n", "fresh figures once the interval passed");
         // Through the endpoint too.
         let server =
-            MetricsServer::start("127.0.0.1:0", throttled(Box::new(|| Ok("x\n".into())), MIN_REFRESH), None).unwrap();
+            MetricsServer::start("127.0.0.1:0", throttled(Box::new(|| Ok("x\n".into())), MIN_REFRESH)).unwrap();
         assert!(get(server.addr(), "/metrics").ends_with("\r\n\r\nx\n"));
         server.stop();
     }
 
     #[test]
     fn a_taken_address_is_refused_with_the_address_named() {
-        let first = MetricsServer::start("127.0.0.1:0", Box::new(|| Ok(String::new())), None).unwrap();
+        let first = MetricsServer::start("127.0.0.1:0", Box::new(|| Ok(String::new()))).unwrap();
         let addr = first.addr().to_string();
-        let e = MetricsServer::start(&addr, Box::new(|| Ok(String::new())), None).err().unwrap();
+        let e = MetricsServer::start(&addr, Box::new(|| Ok(String::new()))).err().unwrap();
         assert!(e.starts_with(&format!("cannot listen on {addr}: ")), "{e}");
     }
 
     #[test]
     fn a_client_that_sends_nothing_does_not_stop_the_server() {
-        let server = MetricsServer::start("127.0.0.1:0", Box::new(|| Ok("x\n".into())), None).unwrap();
+        let server = MetricsServer::start("127.0.0.1:0", Box::new(|| Ok("x\n".into()))).unwrap();
         let silent = TcpStream::connect(server.addr()).unwrap();
         drop(silent);
         assert!(get(server.addr(), "/metrics").ends_with("\r\n\r\nx\n"));
@@ -314,7 +263,7 @@ mod prometheus_server {
         let report = crate::render::openmetrics::tests::always_on(3);
         let labels = vec![("hpc_job".to_string(), "4242".to_string())];
         let text = report.to_openmetrics_labelled(&labels);
-        let endpoint = MetricsServer::start("127.0.0.1:0", Box::new(move || Ok(text.clone())), None).expect("endpoint");
+        let endpoint = MetricsServer::start("127.0.0.1:0", Box::new(move || Ok(text.clone()))).expect("endpoint");
         let dir = std::env::temp_dir().join(format!("gpuscope-prometheus-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("a temp dir");
         let config = format!(
@@ -355,8 +304,8 @@ mod prometheus_server {
         let value: f64 = step["value"][1].as_str().and_then(|s| s.parse().ok()).expect("a value");
         assert!((value - 0.22).abs() < 1e-9, "{step}");
         // A counter, read with PromQL arithmetic.
-        let calls = get(api, "/api/v1/query?query=sum(gpuscope_range_calls_total%7Bpath%3D%22om-step%22%7D)")
-            .unwrap_or_default();
+        let q = "/api/v1/query?query=sum(gpuscope_range_untraced_calls_total%7Bpath%3D%22om-step%22%7D)";
+        let calls = get(api, q).unwrap_or_default();
         assert!(calls.contains("\"10\""), "{calls}");
         endpoint.stop();
         let _ = std::fs::remove_dir_all(&dir);

@@ -410,8 +410,7 @@ impl Profiler {
                 }),
                 crate::serve::MIN_REFRESH,
             );
-            let trigger = self.trace_windows.is_some().then(|| -> crate::control::Trigger { Box::new(trace_window) });
-            match MetricsServer::start(&addr, render, trigger) {
+            match MetricsServer::start(&addr, render) {
                 Ok(server) => {
                     debug(&format!("prometheus: serving http://{}/metrics", server.addr()));
                     if let Some(r) = RUNNING.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
@@ -421,7 +420,9 @@ impl Profiler {
                 Err(e) => eprintln!("gpuscope: {e}; profiling goes on without the Prometheus endpoint."),
             }
         }
-        if self.trace_windows.is_some() {
+        // Windows on demand switch kernel records, which CUPTI 12 is not
+        // trusted to do (it hung a PyTorch process in such switches).
+        if self.trace_windows.is_some() && !collect::cupti::is_cupti_12() {
             let path = crate::control::socket_path(std::process::id());
             match crate::control::ControlSocket::start(path, Box::new(trace_window)) {
                 Ok(c) => {
@@ -429,7 +430,9 @@ impl Profiler {
                         r.control = Some(c);
                     }
                 }
-                Err(e) => debug(&format!("control socket: {e}")),
+                Err(e) => {
+                    eprintln!("gpuscope: no trace windows on demand for this process ({e}); profiling goes on.")
+                }
             }
         }
         debug("start: done");
@@ -714,7 +717,8 @@ fn decode_loop(s: Arc<Collection>, opts: AggregateOptions, outputs: Outputs, ctl
                     Ok(Control::Finish(end, reply)) => (end, reply),
                     Ok(Control::Trace(window, reply)) => {
                         let now = std::time::Instant::now();
-                        let answer = accept_window(windows.is_some(), demand.filter(|u| now < *u).map(|u| u - now), window);
+                        let switchable = windows.is_some() && !collect::cupti::is_cupti_12();
+                        let answer = accept_window(switchable, demand.filter(|u| now < *u).map(|u| u - now), window);
                         if answer.is_ok() {
                             demand = Some(now + window);
                             agg.window_on_demand();
@@ -766,11 +770,13 @@ fn tracing_wanted(elapsed: Duration, (window, period): (u64, u64), demanded: boo
 }
 
 /// The answer to a trace window of `window` asked for: taken, or why not
-/// (`windowed`: the session has trace windows; `open`: what is left of the
-/// last window asked for).
-fn accept_window(windowed: bool, open: Option<Duration>, window: Duration) -> std::result::Result<String, String> {
-    if !windowed {
-        return Err("this session traces every kernel already (no --trace-windows): there is no window to open".into());
+/// (`switchable`: the session has trace windows and a CUPTI that switches
+/// records; `open`: what is left of the last window asked for).
+fn accept_window(switchable: bool, open: Option<Duration>, window: Duration) -> std::result::Result<String, String> {
+    if !switchable {
+        return Err("this session takes no trace windows on demand: it traces every kernel already (no \
+                    --trace-windows, or CUPTI 12, where switching records hung a PyTorch process)"
+            .into());
     }
     if let Some(left) = open {
         return Err(format!("a trace window asked for is open for {:.1} s more: one at a time", left.as_secs_f64()));
@@ -819,7 +825,6 @@ fn add_lost(drops: &mut Drops, lost: collect::Lost) {
 /// How long a snapshot may take before the asker gives up.
 const SNAPSHOT_WAIT: Duration = Duration::from_secs(10);
 
-/// The running session's report so far (see [`Session::snapshot`]).
 /// Asks the running session for a trace window of `window` (sampling mode
 /// with trace windows): what was done, or why not.
 fn trace_window(window: Duration) -> std::result::Result<String, String> {
@@ -830,6 +835,7 @@ fn trace_window(window: Duration) -> std::result::Result<String, String> {
     rx.recv_timeout(SNAPSHOT_WAIT).map_err(|_| "the session did not answer".to_string())?
 }
 
+/// The running session's report so far (see [`Session::snapshot`]).
 fn snapshot() -> Result<Report> {
     let run = RUNNING.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|r| (r.ctl_tx.clone(), r.paths_over_cap));
     let no_session = || Error::new(ErrorKind::NotRunning, "no gpuscope session is running");
@@ -948,7 +954,9 @@ pub(crate) fn fleet_labels(
 ) -> Vec<(String, String)> {
     let set = |v: &str| get(v).map(|s| s.trim().to_string()).filter(|s| !s.is_empty());
     let mut labels = Vec::new();
-    if let Some(job) = set("SLURM_JOB_ID").or_else(|| set("TORCHELASTIC_RUN_ID")) {
+    // torchrun's run id is "none" unless --rdzv-id is given: no job's.
+    let run_id = set("TORCHELASTIC_RUN_ID").filter(|id| id != "none");
+    if let Some(job) = set("SLURM_JOB_ID").or(run_id) {
         labels.push(("hpc_job".to_string(), job));
     }
     let on_k8s = set("KUBERNETES_SERVICE_HOST").is_some();
@@ -1139,7 +1147,7 @@ mod tests {
         let busy = accept_window(true, Some(ms(2500)), Duration::from_secs(5)).unwrap_err();
         assert!(busy.contains("2.5 s more") && busy.contains("one at a time"), "{busy}");
         let all = accept_window(false, None, Duration::from_secs(5)).unwrap_err();
-        assert!(all.contains("traces every kernel already"), "{all}");
+        assert!(all.contains("no trace windows on demand"), "{all}");
     }
 
     #[test]
@@ -1164,6 +1172,7 @@ mod tests {
         let downward = fleet_labels(&env(&[("POD_NAME", "p"), ("POD_NAMESPACE", "n"), ("SLURM_JOB_ID", " ")]), &none);
         assert_eq!(downward, [("pod", "p"), ("namespace", "n")].map(|(k, v)| (k.to_string(), v.to_string())));
         assert!(fleet_labels(&env(&[("HOSTNAME", "laptop")]), &ns).is_empty());
+        assert!(fleet_labels(&env(&[("TORCHELASTIC_RUN_ID", "none")]), &ns).is_empty(), "torchrun's default id");
     }
 
     #[test]

@@ -258,14 +258,14 @@ impl Aggregator {
         self.sampling_status = Some(status);
     }
 
-    /// Kernel records went off (`on` false) or came back on at `ts`
-    /// (sampling mode's trace windows).
     /// A trace window was asked for on demand (it opens with the next
     /// [`Aggregator::tracing`]).
     pub(crate) fn window_on_demand(&mut self) {
         self.on_demand = self.on_demand.saturating_add(1);
     }
 
+    /// Kernel records went off (`on` false) or came back on at `ts`
+    /// (sampling mode's trace windows).
     pub(crate) fn tracing(&mut self, on: bool, ts: u64) {
         if self.opts.trace_windows.is_none() {
             return;

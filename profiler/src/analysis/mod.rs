@@ -405,7 +405,10 @@ fn in_parallel<T: Sync, U: Send>(items: &[T], f: impl Fn(&T) -> U + Sync) -> Vec
 }
 
 fn range(r: &Report, g: &RangeSummary, w: Option<&Weighted>, peaks: Option<&Peaks>) -> RangeAnalysis {
-    if g.count == 0 && g.untraced_count > 0 {
+    // Untraced calls speak for the range when it has no traced one, or in
+    // an always-on session when they are most of its calls (a window asked
+    // for traced a few).
+    if g.untraced_count > 0 && (g.count == 0 || (answer::always_on(r) && g.untraced_count >= g.count)) {
         let counted = r.sampling.as_ref().and_then(|s| s.trace_windows.as_ref()).and_then(|w| w.untraced_launches);
         return untraced_range(g, peaks, counted.is_some());
     }

@@ -44,9 +44,10 @@ pub(crate) struct CollectOptions {
     pub host_queue: usize,
     /// Activity kinds to enable.
     pub kinds: Vec<u32>,
-    /// Kernel records on from the start. Off: never on in this session
-    /// (trace windows of 0): no kind is enabled at all, since CUPTI keeps
-    /// kernel records' per-launch cost after they are switched off.
+    /// Kernel records on from the start. Off: trace windows of 0, no kind
+    /// is enabled until a window is asked for (`gpuscope trigger`), since
+    /// CUPTI keeps kernel records' per-launch cost after they are switched
+    /// off.
     pub records: bool,
     /// Launch callbacks (thread and NVTX path of each kernel).
     pub attribution: bool,

@@ -29,7 +29,8 @@ pub struct DeviceInfo {
     pub memory_bytes: Option<u64>,
     /// The GPU's UUID as `nvidia-smi` and DCGM print it
     /// (`GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`): what joins gpuscope's
-    /// series to dcgm-exporter's.
+    /// series to dcgm-exporter's. On a MIG instance the driver gives the
+    /// instance's UUID, which DCGM does not label its series with.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub uuid: Option<String>,
 }

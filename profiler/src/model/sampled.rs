@@ -478,8 +478,9 @@ pub struct TraceWindows {
     /// counted (a report of an older gpuscope).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub untraced_launches: Option<u64>,
-    /// Windows asked for while the process ran (`gpuscope trigger`, `POST
-    /// /trace`), counted in `windows` too.
+    /// Windows asked for while the process ran (`gpuscope trigger`); with
+    /// windows of 0 they are the `windows` counted (with scheduled windows,
+    /// one asked for that overlaps them merges with them).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub on_demand: u64,
 }

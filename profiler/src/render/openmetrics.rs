@@ -213,6 +213,18 @@ pub(crate) fn render(r: &Report, a: &Analysis, labels: &[(String, String)]) -> S
         "range_hardware_flops_utilization_ratio",
         "Counted FLOPs per second over the pipes' dense peaks",
     );
+    let r_ucalls = family::<RangeLabels, Counter>(
+        &mut reg,
+        "range_untraced_calls",
+        "Calls of each range path that touched time without kernel records (trace windows)",
+    );
+    let r_uwall =
+        family::<RangeLabels, FloatCounter>(&mut reg, "range_untraced_wall_seconds", "Wall time of those calls");
+    let r_ulaunch = family::<RangeLabels, Counter>(
+        &mut reg,
+        "range_untraced_kernel_launches",
+        "Kernels launched in those calls, counted without records",
+    );
     let r_gpu_busy = family::<FigureLabels, FloatGauge>(
         &mut reg,
         "range_gpu_busy_ratio",
@@ -239,9 +251,10 @@ pub(crate) fn render(r: &Report, a: &Analysis, labels: &[(String, String)]) -> S
         "range_verdict",
         "What bounds each range: 1 for its verdict (bound=\"launch-bound\", \"memory-bound\", ...)",
     );
-    // The longest ranges, up to the cap; the report's order among them.
+    // The longest ranges (all their calls' wall time, which only grows),
+    // up to the cap; the report's order among them.
     let mut by_wall: Vec<usize> = (0..r.ranges.len().min(a.ranges.len())).collect();
-    by_wall.sort_by_key(|&i| std::cmp::Reverse(a.ranges[i].wall_ns));
+    by_wall.sort_by_key(|&i| std::cmp::Reverse(r.ranges[i].wall_ns.saturating_add(r.ranges[i].untraced_wall_ns)));
     by_wall.truncate(MAX_RANGE_SERIES);
     by_wall.sort_unstable();
     let omitted = Gauge::<i64>::default();
@@ -253,10 +266,15 @@ pub(crate) fn render(r: &Report, a: &Analysis, labels: &[(String, String)]) -> S
     );
     for (g, ra) in by_wall.into_iter().map(|i| (&r.ranges[i], &a.ranges[i])) {
         let l = RangeLabels { path: ra.path.clone() };
-        // Calls with kernel records and those without (trace windows):
-        // rate(wall) / rate(calls) is the time per call either way.
-        add(&r_calls.get_or_create(&l), g.count.saturating_add(g.untraced_count));
-        r_wall.get_or_create(&l).inc_by(secs(g.wall_ns.saturating_add(g.untraced_wall_ns)));
+        add(&r_calls.get_or_create(&l), g.count);
+        r_wall.get_or_create(&l).inc_by(secs(g.wall_ns));
+        // Calls without kernel records (trace windows) count apart, so
+        // that busy over wall above stays of the same calls.
+        if g.untraced_count > 0 {
+            add(&r_ucalls.get_or_create(&l), g.untraced_count);
+            r_uwall.get_or_create(&l).inc_by(secs(g.untraced_wall_ns));
+            add(&r_ulaunch.get_or_create(&l), g.untraced_launches);
+        }
         r_busy.get_or_create(&l).inc_by(secs(g.gpu_busy_ns));
         add(&r_launch.get_or_create(&l), g.kernel_launches);
         if !ra.untraced {
@@ -423,8 +441,9 @@ pub(crate) mod tests {
             "gpuscope_step_gpu_busy_ratio{path=\"om-step\",source=\"sampled\"} 0.22",
             "gpuscope_device_sms{device=\"0\",name=\"NVIDIA H100 80GB HBM3\",UUID=\"GPU-5c7a3f1e-2b9d-4e8a-9f10-7d6c5b4a3e21\"} 132",
             "gpuscope_range_series_omitted 0",
-            "gpuscope_range_calls_total{path=\"om-step\"} 10",
-            "gpuscope_range_wall_seconds_total{path=\"om-step\"} 0.52",
+            "gpuscope_range_untraced_calls_total{path=\"om-step\"} 10",
+            "gpuscope_range_untraced_wall_seconds_total{path=\"om-step\"} 0.52",
+            "gpuscope_range_untraced_kernel_launches_total{path=\"om-step\"} 14550",
         ] {
             assert!(text.lines().any(|l| l.starts_with(want)), "{want} missing from:\n{text}");
         }
@@ -436,7 +455,7 @@ pub(crate) mod tests {
         let text = r.to_openmetrics();
         let paths: std::collections::HashSet<&str> = text
             .lines()
-            .filter(|l| l.starts_with("gpuscope_range_calls_total{"))
+            .filter(|l| l.starts_with("gpuscope_range_untraced_calls_total{"))
             .filter_map(|l| l.split('"').nth(1))
             .collect();
         assert_eq!(paths.len(), MAX_RANGE_SERIES, "the cap");

@@ -210,12 +210,13 @@ pub fn render(r: &Report, a: &Analysis, width: usize) -> String {
                 )
             } else {
                 format!(
-                    "kernel records only in the first {} of every {} ({} windows, {} of {} traced): kernel tables, GPU \
-                     time and idle time are of the traced windows; {} range instances touched untraced time and count \
-                     apart (+N untraced), with figures from {from}",
+                    "kernel records only in the first {} of every {} ({} windows{}, {} of {} traced): kernel tables, \
+                     GPU time and idle time are of the traced windows; {} range instances touched untraced time and \
+                     count apart (+N untraced), with figures from {from}",
                     fmt_ns(w.window_ns),
                     fmt_ns(w.period_ns),
                     w.windows,
+                    if w.on_demand > 0 { format!(", {} asked for on demand", w.on_demand) } else { String::new() },
                     fmt_ns(w.traced_ns),
                     fmt_ns(w.traced_ns.saturating_add(w.untraced_ns)),
                     untraced

@@ -110,6 +110,12 @@ pub struct Answer {
     pub nvtx_example: &'static str,
 }
 
+/// Whether `r` is an always-on session's: trace windows of 0, so kernel
+/// records only in windows asked for, if any.
+pub(crate) fn always_on(r: &Report) -> bool {
+    r.sampling.as_ref().and_then(|s| s.trace_windows.as_ref()).is_some_and(|w| w.window_ns == 0)
+}
+
 /// The main step: the range of the program's own with most wall time over
 /// its steady calls among those with enough calls to tell warm-up apart;
 /// else the one with most wall time.
@@ -301,11 +307,10 @@ pub(super) fn answer(
     e: &advice::Evidence,
 ) -> Option<Answer> {
     let compile = compile_ns(r);
-    // No kernel records at all (trace windows of 0, none asked for): PM
-    // samples and launch counts answer. With a window asked for, its calls'
-    // records do, as with scheduled windows.
-    let untraced = r.sampling.as_ref().and_then(|s| s.trace_windows.as_ref()).is_some_and(|w| w.window_ns == 0);
-    if untraced && r.kernels.is_empty() {
+    // No kernel records but in windows asked for (trace windows of 0): PM
+    // samples and launch counts answer, over every call; a window's records
+    // stay in the tables beside it, not in place of it.
+    if always_on(r) {
         return sampled::answer(r, ranges, e).map(|a| Answer { compile_ns: compile, ..a });
     }
     if let Some(g) = main_range(ranges) {

@@ -297,6 +297,55 @@ mod tests {
         assert!(table.contains("GPU busy not measured"), "{table}");
     }
 
+    #[test]
+    fn a_window_asked_for_leaves_the_always_on_answer_as_it_was() {
+        use crate::decode::KernelActivity;
+        // Ten 52 ms steps with a 10 ms `fwd` each; a window asked for
+        // traces the third step's `fwd` (and no whole step).
+        let answer_with = |window: bool| {
+            let mut a = Aggregator::windows_of_zero();
+            let step = paths().intern(ROOT, 0, "ow-step");
+            let fwd = paths().intern(step, 0, "fwd");
+            let mut samples = Vec::new();
+            let mut id = 0;
+            for k in 0..10u64 {
+                let t = k * 52;
+                let (s, f) = (id + 1, id + 2);
+                id += 2;
+                a.host_event(HostEvent::Push { instance: s, parent: 0, path: step, tid: 1, ts: t * MS });
+                if window && k == 2 {
+                    a.window_on_demand();
+                    a.tracing(true, (t + 1) * MS);
+                }
+                a.host_event(HostEvent::Push { instance: f, parent: s, path: fwd, tid: 1, ts: (t + 2) * MS });
+                if window && k == 2 {
+                    a.host_event(HostEvent::launch(k as u32 + 1, 1, fwd, f, (t + 3) * MS));
+                    a.kernel(&KernelActivity::sample(k as u32 + 1, (t + 3) * MS, (t + 11) * MS));
+                } else {
+                    let (start, end) = ((t + 2) * MS, (t + 12) * MS);
+                    let counted =
+                        HostEvent::UntracedLaunches { path: fwd, instance: f, launches: 1455, graphs: 0, start, end };
+                    a.host_event(counted);
+                }
+                a.host_event(HostEvent::Pop { instance: f, ts: (t + 12) * MS });
+                if window && k == 2 {
+                    a.tracing(false, (t + 13) * MS);
+                }
+                a.host_event(HostEvent::Pop { instance: s, ts: (t + 52) * MS });
+                samples.extend((t..t + 52).map(|i| sample(i * MS, 80.0, 1e8, 5.0, 20.0, 22.0)));
+            }
+            a.samples(&samples);
+            let mut r = Report::build(a.finish(520 * MS), 0, 520 * MS);
+            r.devices = vec![DeviceInfo::new(0, "NVIDIA H100 80GB HBM3", 132, SmLimits::SM_90)];
+            answer_of(&r)
+        };
+        let (before, after) = (answer_with(false), answer_with(true));
+        assert_eq!(before.range.as_deref(), Some("ow-step"));
+        assert_eq!((after.range.as_deref(), after.busy_source), (Some("ow-step"), BUSY_SAMPLED), "{after:?}");
+        assert_eq!(after.verdict.bound, before.verdict.bound);
+        assert!((after.gpu_busy_pct - before.gpu_busy_pct).abs() < 0.5, "{before:?} {after:?}");
+    }
+
     /// `n` calls of `name` without kernel records: the first a 2 s warm-up
     /// (compilation: the engine idle, 200,000 launches), then 52 ms steps of
     /// 1455 launches with the engine active 22%.
