@@ -27,13 +27,32 @@ pub const DEMAND_WINDOWS: std::ops::RangeInclusive<Duration> = Duration::from_mi
 /// How often a listener looks for a stop (it does not block in accept).
 const POLL: Duration = Duration::from_millis(50);
 
-/// A listener's thread and the flag that stops it.
-pub(crate) type Listening = (Arc<AtomicBool>, JoinHandle<()>);
+/// A listener's thread, stopped (and joined) by [`Listening::halt`] or on
+/// drop.
+pub(crate) struct Listening {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Listening {
+    /// Stops listening and waits for the answer in progress, if any.
+    pub(crate) fn halt(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Listening {
+    fn drop(&mut self) {
+        self.halt();
+    }
+}
 
 /// A thread of gpuscope's, named `name`, that answers each connection
 /// `accept` gives (non-blocking: an error is "nothing waiting") with
-/// `answer`, until the flag it returns is set. A panic in one answer ends
-/// that answer only.
+/// `answer`, until halted. A panic in one answer ends that answer only.
 pub(crate) fn listen<C: 'static>(
     name: &str,
     mut accept: impl FnMut() -> std::io::Result<C> + Send + 'static,
@@ -54,7 +73,7 @@ pub(crate) fn listen<C: 'static>(
             }
         })
         .map_err(|e| format!("cannot start the {name} thread: {e}"))?;
-    Ok((stop, thread))
+    Ok(Listening { stop, thread: Some(thread) })
 }
 /// A connection gets this long, in all, to send its line and read the
 /// answer: a slow one cannot hold the listener (and the session's stop).
@@ -181,8 +200,7 @@ pub(crate) struct ControlSocket {
     /// The socket file's device and inode: removed at stop only if it is
     /// still this one.
     bound: Option<(u64, u64)>,
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
+    listening: Listening,
 }
 
 impl ControlSocket {
@@ -202,9 +220,9 @@ impl ControlSocket {
         let listener = UnixListener::bind(&path).map_err(|e| format!("cannot listen at {}: {e}", path.display()))?;
         let bound = std::fs::symlink_metadata(&path).map(|m| (m.dev(), m.ino())).ok();
         listener.set_nonblocking(true).map_err(|e| format!("cannot listen at {}: {e}", path.display()))?;
-        let (stop, thread) =
+        let listening =
             listen("gpuscope-control", move || listener.accept().map(|(c, _)| c), move |c| answer(c, &trigger))?;
-        Ok(ControlSocket { path, bound, stop, thread: Some(thread) })
+        Ok(ControlSocket { path, bound, listening })
     }
 
     /// Stops listening and removes the socket.
@@ -213,10 +231,7 @@ impl ControlSocket {
     }
 
     fn halt(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+        self.listening.halt();
         let now = std::fs::symlink_metadata(&self.path).map(|m| (m.dev(), m.ino())).ok();
         if now.is_some() && now == self.bound {
             let _ = std::fs::remove_file(&self.path);

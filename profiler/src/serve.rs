@@ -9,9 +9,6 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// OpenMetrics' content type, which Prometheus asks for.
@@ -50,8 +47,7 @@ pub(crate) fn throttled(render: Render, every: Duration) -> Render {
 /// or on drop.
 pub(crate) struct MetricsServer {
     addr: SocketAddr,
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
+    listening: crate::control::Listening,
 }
 
 impl MetricsServer {
@@ -61,12 +57,12 @@ impl MetricsServer {
         let listener = TcpListener::bind(addr).map_err(|e| format!("cannot listen on {addr}: {e}"))?;
         listener.set_nonblocking(true).map_err(|e| format!("cannot listen on {addr}: {e}"))?;
         let bound = listener.local_addr().map_err(|e| format!("cannot listen on {addr}: {e}"))?;
-        let (stop, thread) = crate::control::listen(
+        let listening = crate::control::listen(
             "gpuscope-prometheus",
             move || listener.accept().map(|(c, _)| c),
             move |c| answer(c, &render),
         )?;
-        Ok(MetricsServer { addr: bound, stop, thread: Some(thread) })
+        Ok(MetricsServer { addr: bound, listening })
     }
 
     /// The address it listens on (the port chosen when `:0` was asked).
@@ -76,20 +72,7 @@ impl MetricsServer {
 
     /// Stops listening and waits for the answer in progress, if any.
     pub(crate) fn stop(mut self) {
-        self.halt();
-    }
-
-    fn halt(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-impl Drop for MetricsServer {
-    fn drop(&mut self) {
-        self.halt();
+        self.listening.halt();
     }
 }
 
@@ -136,6 +119,8 @@ fn answer(mut conn: TcpStream, render: &Render) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::Ordering;
+    use std::sync::Arc;
 
     fn get(addr: SocketAddr, path: &str) -> String {
         let mut c = TcpStream::connect(addr).unwrap();
