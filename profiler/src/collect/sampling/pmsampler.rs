@@ -315,11 +315,8 @@ impl PmDevice {
         // bound only guards against a decode that never ends).
         let images = if to_end { IMAGES_AT_STOP } else { IMAGES_PER_DECODE };
         let a = self.active;
-        for n in 0..images {
-            if to_end && n + 1 == images {
-                // The bound reached with records left: they are lost.
-                out.cut_short = true;
-            }
+        let mut ended = false;
+        for _ in 0..images {
             if deadline.is_some_and(|d| Instant::now() >= d) {
                 out.cut_short = true;
                 break;
@@ -335,6 +332,7 @@ impl PmDevice {
                     out.overflow = true;
                     let c = &mut self.configs[a];
                     c.image.copy_from_slice(&c.blank);
+                    ended = true;
                     break;
                 }
                 r => r?,
@@ -353,9 +351,13 @@ impl PmDevice {
                 d.stop_reason == sys::CUPTI_PM_SAMPLING_DECODE_STOP_REASON_COUNTER_DATA_FULL
             };
             if !more {
+                ended = true;
                 break;
             }
         }
+        // Decoding to the end, the bound reached with records left: those
+        // are lost.
+        out.cut_short |= to_end && !ended;
         Ok(())
     }
 
