@@ -1123,10 +1123,7 @@ extern "C" fn at_exit_after_cuda() {
 
 fn register_atexit() {
     static ONCE: std::sync::Once = std::sync::Once::new();
-    // SAFETY: at_exit is a plain extern "C" fn that catches panics.
-    ONCE.call_once(|| unsafe {
-        libc::atexit(at_exit);
-    });
+    collect::at_exit_once(&ONCE, at_exit);
 }
 
 #[cfg(test)]

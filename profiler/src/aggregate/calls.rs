@@ -184,12 +184,16 @@ pub(crate) struct CallLog {
 }
 
 impl CallLog {
-    pub(crate) fn add(&mut self, start: u64, figures: &Figures) {
-        if self.first.len() < FIRST_CALLS {
-            let at = self.first.partition_point(|c| c.start <= start);
-            self.first.insert(at, Call { start, figures: *figures });
-        }
+    /// Logs a call; where it went among the first calls, if it is one of
+    /// them (a caller keeping more per first call inserts there too).
+    pub(crate) fn add(&mut self, start: u64, figures: &Figures) -> Option<usize> {
         self.walls.add(figures.wall);
+        if self.first.len() >= FIRST_CALLS {
+            return None;
+        }
+        let at = self.first.partition_point(|c| c.start <= start);
+        self.first.insert(at, Call { start, figures: *figures });
+        Some(at)
     }
 }
 

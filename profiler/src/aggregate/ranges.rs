@@ -88,7 +88,7 @@ pub(crate) struct RangeAcc {
     pub untraced_calls: CallLog,
     /// The samples over each of the first of them, in the order of
     /// `untraced_calls.first`: warm-up's are taken out of `sampled_wall`.
-    pub untraced_sampled_first: Vec<(u64, SampledAcc)>,
+    pub untraced_sampled_first: Vec<SampledAcc>,
     /// Instances' wall time by how many devices ran their kernels (the
     /// last entry: that many or more; instances without kernels are not
     /// counted), ns.
@@ -171,15 +171,12 @@ fn fold(acc: &mut RangeAcc, i: &Instance, end: u64, untraced: &Untraced) {
         acc.untraced_count += 1;
         acc.untraced_wall = acc.untraced_wall.saturating_add(end - i.start);
         acc.untraced_launches = acc.untraced_launches.saturating_add(i.fig.launches);
-        let first = &mut acc.untraced_sampled_first;
-        if first.len() < super::calls::FIRST_CALLS {
-            let at = first.partition_point(|(s, _)| *s <= i.start);
-            first.insert(at, (i.start, sampled));
-        }
         let (launches, graph_launches) = (i.fig.launches, i.fig.graph_launches);
         acc.untraced_graph_launches = acc.untraced_graph_launches.saturating_add(graph_launches);
-        acc.untraced_calls
-            .add(i.start, &Figures { wall: end - i.start, launches, graph_launches, ..Default::default() });
+        let fig = Figures { wall: end - i.start, launches, graph_launches, ..Default::default() };
+        if let Some(at) = acc.untraced_calls.add(i.start, &fig) {
+            acc.untraced_sampled_first.insert(at, sampled);
+        }
         return;
     }
     let comm = i.comm.as_ref().map(|c| c.time()).unwrap_or_default();

@@ -164,6 +164,18 @@ pub(crate) fn send_host_event(make: impl FnOnce(u64) -> HostEvent) {
     s.send(make(cupti::timestamp(s.cupti)));
 }
 
+/// Registers `h` with `atexit` the first time `once` is passed (a later
+/// session's handler is the same function). `h` must catch its panics.
+pub(crate) fn at_exit_once(once: &'static std::sync::Once, h: extern "C" fn()) {
+    once.call_once(|| {
+        // SAFETY: `h` is a plain extern "C" fn that catches its panics
+        // (this function's contract).
+        if unsafe { libc::atexit(h) } != 0 {
+            debug::debug("no room for another exit handler: the session is not stopped at exit");
+        }
+    });
+}
+
 /// Queues a range event (a push or a pop) of the calling thread: with
 /// kernel records off, first the launches it counted since its last range
 /// event, so they land on the instance they were made in while it is open.
@@ -380,7 +392,7 @@ pub(crate) fn stop(s: &Collection, ending: Ending) -> Result<()> {
         // Released before CUPTI detaches; its last samples wait for the
         // decoder.
         debug("stop: sampling off");
-        sampler.stop(at_exit, ending == Ending::Exit { driver_whole: true });
+        sampler.stop(ending);
     }
     // SAFETY: our subscriber, unsubscribed once (`stopped` guards).
     cupti::tolerate(unsafe { cupti::callback::unsubscribe(c, s.subscriber) }, "stop: unsubscribing");

@@ -68,7 +68,7 @@ fn untraced_steady(a: &RangeAcc) -> (Option<Steady>, Option<SampledFigures>) {
         return (Some(s), None);
     }
     let mut sampled = a.sampled_wall;
-    for (_, warm) in &a.untraced_sampled_first[..w] {
+    for warm in &a.untraced_sampled_first[..w] {
         sampled.remove(warm);
     }
     (Some(s), sampled.figures())

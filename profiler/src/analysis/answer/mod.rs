@@ -116,13 +116,14 @@ pub(crate) fn always_on(r: &Report) -> bool {
     r.sampling.as_ref().and_then(|s| s.trace_windows.as_ref()).is_some_and(|w| w.window_ns == 0)
 }
 
-/// The main step: the range of the program's own with most wall time over
-/// its steady calls among those with enough calls to tell warm-up apart;
-/// else the one with most wall time.
-fn main_range(ranges: &[RangeAnalysis]) -> Option<&RangeAnalysis> {
-    let own = || ranges.iter().filter(|g| g.library.is_none() && !g.untraced && g.idle.is_some());
-    let key = |g: &&RangeAnalysis| (g.wall_ns, std::cmp::Reverse(g.path.matches('/').count()));
-    own().filter(|g| g.median_ns.is_some()).max_by_key(key).or_else(|| own().max_by_key(key))
+/// The main step among the ranges `usable` takes: the range of the
+/// program's own with most wall time over its steady calls among those with
+/// enough calls to tell warm-up apart; else the one with most wall time.
+/// With its index in `ranges` (the report's order).
+fn main_range(ranges: &[RangeAnalysis], usable: impl Fn(&RangeAnalysis) -> bool) -> Option<(usize, &RangeAnalysis)> {
+    let own = || ranges.iter().enumerate().filter(|(_, g)| g.library.is_none() && usable(g));
+    let key = |(_, g): &(usize, &RangeAnalysis)| (g.wall_ns, std::cmp::Reverse(g.path.matches('/').count()));
+    own().filter(|(_, g)| g.median_ns.is_some()).max_by_key(key).or_else(|| own().max_by_key(key))
 }
 
 /// Where the time went: `exposed_comm` of the busy time was communication
@@ -313,7 +314,7 @@ pub(super) fn answer(
     if always_on(r) {
         return sampled::answer(r, ranges, e).map(|a| Answer { compile_ns: compile, ..a });
     }
-    if let Some(g) = main_range(ranges) {
+    if let Some((_, g)) = main_range(ranges, |g| !g.untraced && g.idle.is_some()) {
         let idle = g.idle?;
         let calls = g.count.max(1);
         let profiler = g.profiler_ns.filter(|p| *p > 0);

@@ -41,11 +41,8 @@ pub(crate) fn wall_verdict(f: &SampledFigures, peaks: Option<&peaks::Peaks>, cou
 /// for the session's steady state.
 pub(super) fn answer(r: &Report, ranges: &[RangeAnalysis], e: &Evidence) -> Option<Answer> {
     let p = r.devices.first().and_then(peaks::peaks);
-    // The main step, as with kernel records: most wall time over its
-    // steady calls, among ranges whose warm-up could be told apart first.
-    let own = || ranges.iter().enumerate().filter(|(_, g)| g.untraced && g.library.is_none() && g.sampled);
-    let key = |(_, g): &(usize, &RangeAnalysis)| (g.wall_ns, std::cmp::Reverse(g.path.matches('/').count()));
-    let main = own().filter(|(_, g)| g.median_ns.is_some()).max_by_key(key).or_else(|| own().max_by_key(key));
+    // The main step, as with kernel records, among the sampled ranges.
+    let main = super::main_range(ranges, |g| g.untraced && g.sampled);
     let counted_total = r.sampling.as_ref().and_then(|s| s.trace_windows.as_ref()).and_then(|w| w.untraced_launches);
     let (g, f, calls, wall, counted, warmup_ns) = match main {
         Some((i, g)) => {

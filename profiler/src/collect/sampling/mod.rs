@@ -11,6 +11,7 @@ pub(crate) mod pmsampler;
 
 use super::debug::debug;
 use super::driver;
+use super::Ending;
 use crate::model::sampled::{Sample, SampledConfig, SamplingStatus};
 use cupti_sys::Cupti;
 use pmsampler::PmDevice;
@@ -93,19 +94,6 @@ struct State {
     closed: bool,
     /// When the devices were last decoded.
     last_decode: Instant,
-}
-
-/// Registers `h` with `atexit`, once per process whatever the handler (a
-/// later session's is the same function).
-fn register_once(h: extern "C" fn()) {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        // SAFETY: `h` is a plain extern "C" fn; the caller's handlers catch
-        // panics.
-        if unsafe { libc::atexit(h) } != 0 {
-            debug("sampling: no room for another exit handler: samples not decoded by exit are lost");
-        }
-    });
 }
 
 /// The device of the calling thread's current context (one of the 64 a
@@ -192,8 +180,9 @@ impl Sampler {
     /// exception thrown inside CUPTI, a program ending ~0.6 s after its
     /// first launch).
     pub(crate) fn register_exit_handler(&self) {
+        static ONCE: std::sync::Once = std::sync::Once::new();
         if let Some(h) = self.exit_handler {
-            register_once(h);
+            super::at_exit_once(&ONCE, h);
         }
     }
 
@@ -335,20 +324,21 @@ impl Sampler {
     /// detaches); the samples still in their buffers are decoded now and
     /// handed out by the next [`Sampler::decode`].
     ///
-    /// At process exit (`at_exit`) nothing is released. The last samples
-    /// are decoded only when `decode_at_exit`: from the exit handler
+    /// At process exit ([`Ending::Exit`]) nothing is released. The last
+    /// samples are decoded only when the driver is whole: from the exit handler
     /// registered after CUDA initialised, which therefore runs before
     /// CUDA's own and finds the driver whole; decoding stops after
     /// [`EXIT_DECODE_BOUND`] (waiting for a set-up or switch in flight
     /// comes on top). Otherwise no CUPTI call is made (the driver may be
     /// tearing down: seen, a PyTorch process that never exited) and the
     /// samples not yet decoded are reported lost.
-    pub(crate) fn stop(&self, at_exit: bool, decode_at_exit: bool) {
+    pub(crate) fn stop(&self, ending: Ending) {
+        let at_exit = ending != Ending::Stop;
         // No device is claimed after this, and a set-up claimed before
         // finds `closed` once it has the lock.
         self.tried.store(u64::MAX, Ordering::Release);
         self.ending.store(true, Ordering::Release);
-        if at_exit && !decode_at_exit {
+        if ending == (Ending::Exit { driver_whole: false }) {
             // A decode or set-up in progress is waited for; then no device
             // is left to decode, and none is ever dropped (that would call
             // CUPTI during exit).
