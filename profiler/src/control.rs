@@ -271,7 +271,8 @@ fn printable(s: &str) -> String {
 /// answer (`Err`: refused, or no such session).
 pub fn request_trace(pid: u32, window: Duration) -> Result<String, String> {
     let path = socket_path_of(pid);
-    if let Some(dir) = path.parent() {
+    // A directory that does not exist holds no socket: connecting says so.
+    if let Some(dir) = path.parent().filter(|d| std::fs::symlink_metadata(d).is_ok()) {
         // Another user's directory could hold a socket that answers lies.
         check_private(dir).map_err(|e| format!("{e}: not asking through it"))?;
     }

@@ -314,10 +314,6 @@ impl Profiler {
     /// already running.
     pub fn start(self) -> Result<Session> {
         self.validate()?;
-        // Before collection starts: a sampling set-up during start registers
-        // its own exit handler, which must run before this one (atexit runs
-        // the last registered first).
-        register_atexit();
         if crate::collect::sampling::used() {
             return Err(Error::new(
                 ErrorKind::Unsupported,
@@ -347,7 +343,11 @@ impl Profiler {
             calibrate: self.metrics.is_none() && self.sampling.is_none() && self.attribution,
         };
         collect::nvtx::set_inherit(self.inherit_ranges);
+        let cuda_first = collect::cuda_in_use();
         let (collection, outputs) = collect::start(&copts)?;
+        // After collection starts: CUPTI registers exit handlers of its own
+        // as it attaches, and atexit runs the last registered first.
+        register_atexit(cuda_first);
         // Before any record size is used or read: CUPTI 12's kernel records
         // are shorter.
         crate::decode::read_cupti_12_records(collect::cupti::is_cupti_12());
@@ -649,8 +649,12 @@ const HOST_POLL: Duration = Duration::from_millis(5);
 const SAMPLING_FLUSH: Duration = Duration::from_millis(200);
 
 /// Trace windows: how often the threads' launch counts are collected (and
-/// ended threads' forgotten).
-const LAUNCH_COUNTS: Duration = Duration::from_secs(1);
+/// ended threads' forgotten). A count's launches are spread over its span,
+/// from its first launch to its collection, so a span is kept within the
+/// timeline's first bin width: collected once a second, a program's last
+/// launches were spread over the idle second after them, and the steady
+/// state of a program without ranges ran on to its exit.
+const LAUNCH_COUNTS: Duration = Duration::from_millis(10);
 
 fn decode_loop(s: Arc<Collection>, opts: AggregateOptions, outputs: Outputs, ctl: Receiver<Control>) {
     let Outputs { buffers: bufs, host } = outputs;
@@ -731,8 +735,11 @@ fn decode_loop(s: Arc<Collection>, opts: AggregateOptions, outputs: Outputs, ctl
                         s.collect_launch_counts();
                         catch_up(&mut agg);
                         let now = collect::now(&s);
+                        if let Some(sampler) = &s.sampler {
+                            agg.sampling_status(sampler.status());
+                        }
                         let snap = panic_guard::catch(|| {
-                            let mut snap = agg.snapshot();
+                            let mut snap = agg.snapshot(now);
                             add_lost(&mut snap.drops, s.lost());
                             Report::build(snap, s.start_ns, now)
                         });
@@ -1106,24 +1113,33 @@ fn end_at_exit(driver_whole: bool) {
     });
 }
 
-/// The exit handler registered at session start. Under `CUDA_INJECTION64_PATH`
-/// the session starts inside CUDA's initialisation, before CUDA registers
-/// its own exit handlers, which then run first: no CUPTI call beyond the
-/// flush is made here.
+/// The exit handler registered at session start when the program had no
+/// CUDA context yet (under `CUDA_INJECTION64_PATH` the session starts
+/// inside CUDA's initialisation): CUDA registers its own exit handlers
+/// after it, and they run first, so no CUPTI call beyond the flush is made
+/// here.
 extern "C" fn at_exit() {
     end_at_exit(false);
 }
 
-/// The exit handler registered once CUDA is initialised (sampling mode,
-/// when a device's sampling set-up begins): it runs before CUDA's own, so
-/// the session's last PM samples are decoded.
+/// The exit handler registered once CUDA is initialised (at session start
+/// when the program already had a context, and in sampling mode when a
+/// device's sampling set-up begins): it runs before CUDA's own, so the
+/// session's last PM samples are decoded.
 extern "C" fn at_exit_after_cuda() {
     end_at_exit(true);
 }
 
-fn register_atexit() {
+/// Registers the session's exit handler once per process and kind;
+/// `cuda_first`: CUDA was initialised before the session started.
+fn register_atexit(cuda_first: bool) {
     static ONCE: std::sync::Once = std::sync::Once::new();
-    collect::at_exit_once(&ONCE, at_exit);
+    static ONCE_AFTER_CUDA: std::sync::Once = std::sync::Once::new();
+    if cuda_first {
+        collect::at_exit_once(&ONCE_AFTER_CUDA, at_exit_after_cuda);
+    } else {
+        collect::at_exit_once(&ONCE, at_exit);
+    }
 }
 
 #[cfg(test)]

@@ -702,21 +702,7 @@ impl Aggregator {
             self.credit_samples(out);
             let mut st = self.sampling_status.take().unwrap_or_default();
             (st.samples_expired, st.kernels_unsampled) = (j.expired, j.unsampled);
-            st.trace_windows = self.opts.trace_windows.map(|(window_ns, period_ns)| {
-                let (stretches, untraced_ns) = self.untraced.totals(end_ns);
-                TraceWindows {
-                    window_ns,
-                    period_ns,
-                    // With windows of 0, the stretches that ended were
-                    // closed by windows asked for.
-                    windows: if window_ns == 0 { stretches } else { stretches + 1 },
-                    traced_ns: end_ns.saturating_sub(self.opts.start_ns).saturating_sub(untraced_ns),
-                    untraced_ns,
-                    unclassified_gaps_ns: self.idle.untraced_gaps,
-                    untraced_launches: Some(self.untraced_launches),
-                    on_demand: self.on_demand,
-                }
-            });
+            st.trace_windows = self.trace_windows_at(end_ns);
             st.trace_windows_off = self.opts.trace_windows_off.clone();
             sampling = Some(st);
         }
@@ -739,13 +725,40 @@ impl Aggregator {
                 r.path = resolve(*p);
             }
         }
-        Aggregate { sampling, trace, ..self.snapshot() }
+        Aggregate { sampling, trace, ..self.snapshot(end_ns) }
     }
 
-    /// The totals so far, for a report while the session runs: kernels and
-    /// copies decoded so far, ranges with their closed instances (open ones
-    /// are not in yet), no per-kernel trace and no sampling status.
-    pub(crate) fn snapshot(&self) -> Aggregate {
+    /// The trace windows taken up to `end_ns`, in sampling mode with them.
+    fn trace_windows_at(&self, end_ns: u64) -> Option<TraceWindows> {
+        self.opts.trace_windows.map(|(window_ns, period_ns)| {
+            let (stretches, untraced_ns) = self.untraced.totals(end_ns);
+            TraceWindows {
+                window_ns,
+                period_ns,
+                // With windows of 0, the stretches that ended were closed
+                // by windows asked for.
+                windows: if window_ns == 0 { stretches } else { stretches + 1 },
+                traced_ns: end_ns.saturating_sub(self.opts.start_ns).saturating_sub(untraced_ns),
+                untraced_ns,
+                unclassified_gaps_ns: self.idle.untraced_gaps,
+                untraced_launches: Some(self.untraced_launches),
+                on_demand: self.on_demand,
+            }
+        })
+    }
+
+    /// The totals so far, for a report while the session runs (`now_ns`):
+    /// kernels and copies decoded so far, ranges with their closed
+    /// instances (open ones are not in yet), no per-kernel trace; in
+    /// sampling mode the sampling status last handed in, with the trace
+    /// windows so far (an always-on session's series are answered as
+    /// such).
+    pub(crate) fn snapshot(&self, now_ns: u64) -> Aggregate {
+        let sampling = self.join.as_ref().map(|_| SamplingStatus {
+            trace_windows: self.trace_windows_at(now_ns),
+            trace_windows_off: self.opts.trace_windows_off.clone(),
+            ..self.sampling_status.clone().unwrap_or_default()
+        });
         let table = paths();
         // Paths were kept as ids while aggregating; resolve each once.
         let mut cache: FxHashMap<PathId, RangePath> = FxHashMap::default();
@@ -758,7 +771,7 @@ impl Aggregator {
         let start_end_ranges = self.ranges.start_end.iter().map(|(p, a)| (resolve(*p), a.clone())).collect();
         Aggregate {
             metrics_mode: !self.opts.metric_names.is_empty(),
-            sampling: None,
+            sampling,
             devices: self.devices.infos(),
             kernels,
             path_kernels,
@@ -845,7 +858,7 @@ mod tests {
         let count = |agg: &Aggregate, name: &str| {
             agg.ranges.iter().find(|(p, _)| p.to_string() == name).map(|(_, acc)| (acc.count, acc.total.launches))
         };
-        let snap = a.snapshot();
+        let snap = a.snapshot(0);
         assert_eq!(snap.kernels.iter().map(|(_, k)| k.launches).sum::<u64>(), 1);
         assert_eq!(count(&snap, "snapshot-step"), Some((1, 1)), "closed: in");
         assert_eq!(count(&snap, "snapshot-outer"), None, "still open: not yet");
@@ -1169,6 +1182,9 @@ mod tests {
         a.kernel(&KernelActivity::sample(1, 1200, 1800));
         a.host_event(HostEvent::Pop { instance: 2, ts: 1900 });
         a.tracing(false, 2000);
+        // A scrape while it runs says so too (its answers are always-on's).
+        let snap = a.snapshot(2500).sampling.and_then(|s| s.trace_windows).expect("trace windows so far");
+        assert_eq!((snap.window_ns, snap.windows, snap.on_demand, snap.traced_ns), (0, 1, 1, 1000));
         let r = a.finish(3000);
         let w = r.sampling.and_then(|s| s.trace_windows).expect("trace windows");
         assert_eq!((w.windows, w.on_demand, w.traced_ns), (1, 1, 1000));
@@ -1382,7 +1398,7 @@ mod tests {
             a.kernel(&KernelActivity { device: 0, ..KernelActivity::sample(2 + i as u32, t, t + 500_000) });
         }
         a.advance_idle();
-        let snap = a.snapshot();
+        let snap = a.snapshot(0);
         let (_, busy, idle, _) = snap.per_device.iter().find(|d| d.0 == 1).expect("GPU 1");
         assert_eq!(*busy, 100_000);
         assert!(idle.iter().sum::<u64>() >= 19_000_000, "GPU 1 idle from its kernel on: {idle:?}");

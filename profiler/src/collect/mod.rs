@@ -164,6 +164,13 @@ pub(crate) fn send_host_event(make: impl FnOnce(u64) -> HostEvent) {
     s.send(make(cupti::timestamp(s.cupti)));
 }
 
+/// Whether the calling thread has a CUDA context: CUDA is initialised and
+/// its exit handlers are registered (a session started now registers its
+/// own after them).
+pub(crate) fn cuda_in_use() -> bool {
+    driver::current_context().is_some()
+}
+
 /// Registers `h` with `atexit` the first time `once` is passed (a later
 /// session's handler is the same function). `h` must catch its panics.
 pub(crate) fn at_exit_once(once: &'static std::sync::Once, h: extern "C" fn()) {

@@ -404,6 +404,11 @@ pub struct SamplingStatus {
     /// See `switches`.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub switch_ns: u64,
+    /// Tries to start a configuration that failed (CUPTI refused it); each
+    /// was tried again or the configuration left was taken back, so the
+    /// figures only other configurations hold have fewer samples.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub failed_switches: u64,
     /// Devices sampled.
     pub devices: Vec<u32>,
     /// Samples decoded.

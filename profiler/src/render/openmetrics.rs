@@ -106,6 +106,21 @@ pub(crate) fn render(r: &Report, a: &Analysis, labels: &[(String, String)]) -> S
     let session = FloatGauge::default();
     session.set(secs(r.end_ns.saturating_sub(r.start_ns)));
     reg.register("session_seconds", "Length of the profiled session", session);
+    if let Some(w) = r.sampling.as_ref().and_then(|s| s.trace_windows.as_ref()) {
+        let windows = Counter::<u64>::default();
+        windows.inc_by(w.windows);
+        reg.register("trace_windows", "Trace windows taken (kernel records on), on demand included", windows);
+        let asked = Counter::<u64>::default();
+        asked.inc_by(w.on_demand);
+        reg.register(
+            "trace_windows_on_demand",
+            "Trace windows asked for while the process ran (gpuscope trigger)",
+            asked,
+        );
+        let traced = FloatCounter::default();
+        traced.inc_by(secs(w.traced_ns));
+        reg.register("traced_seconds", "Session time with kernel records on", traced);
+    }
     let devices = family::<DeviceLabels, Gauge>(&mut reg, "device_sms", "SMs of each device that ran kernels");
     let labels_of = |device: u32| {
         let d = r.devices.iter().find(|d| d.id == device);
@@ -432,7 +447,9 @@ pub(crate) mod tests {
 
     #[test]
     fn always_on_series_carry_the_sampled_figures_the_verdicts_and_the_gpu_uuid() {
-        let r = always_on(3);
+        let mut r = always_on(3);
+        let w = r.sampling.as_mut().and_then(|s| s.trace_windows.as_mut()).expect("an always-on report");
+        (w.windows, w.on_demand, w.traced_ns) = (1, 1, 3_000_000_000);
         let text = r.to_openmetrics();
         for want in [
             "gpuscope_range_gpu_busy_ratio{path=\"om-step\",source=\"sampled\"} 0.22",
@@ -444,6 +461,9 @@ pub(crate) mod tests {
             "gpuscope_range_untraced_calls_total{path=\"om-step\"} 10",
             "gpuscope_range_untraced_wall_seconds_total{path=\"om-step\"} 0.52",
             "gpuscope_range_untraced_kernel_launches_total{path=\"om-step\"} 14550",
+            "gpuscope_trace_windows_total 1",
+            "gpuscope_trace_windows_on_demand_total 1",
+            "gpuscope_traced_seconds_total 3.0",
         ] {
             assert!(text.lines().any(|l| l.starts_with(want)), "{want} missing from:\n{text}");
         }

@@ -88,6 +88,12 @@ fn configs_note(sm: &crate::report::SamplingStatus) -> String {
             sm.switches,
             fmt_ns(sm.switch_ns)
         ));
+        if sm.failed_switches > 0 {
+            out.push_str(&format!(
+                "; {} tries to switch were refused by CUPTI (retried, or the configuration kept)",
+                sm.failed_switches
+            ));
+        }
     }
     if !sm.figures_missing.is_empty() {
         out.push_str(&format!("; not collected on this GPU: {} (shown as -)", sm.figures_missing.join(", ")));

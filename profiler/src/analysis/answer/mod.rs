@@ -126,6 +126,15 @@ fn main_range(ranges: &[RangeAnalysis], usable: impl Fn(&RangeAnalysis) -> bool)
     own().filter(|(_, g)| g.median_ns.is_some()).max_by_key(key).or_else(|| own().max_by_key(key))
 }
 
+/// The parts of a step's idle time, by the causes each gathers.
+pub(crate) const IDLE_PARTS: [(&str, &[usize]); 5] = [
+    ("dispatch", &[LAUNCH, DISPATCH]),
+    ("host work", &[HOST]),
+    ("sync", &[SYNC]),
+    ("copies", &[COPY]),
+    ("waiting", &[OTHER]),
+];
+
 /// Where the time went: `exposed_comm` of the busy time was communication
 /// with no compute under it.
 fn parts(
@@ -146,13 +155,7 @@ fn parts(
         let detail = "communication kernels with no compute under them".to_string();
         v.push(Part { what: "communication", ns: comm, pct: 0.0, detail });
     }
-    for (what, causes) in [
-        ("dispatch", &[LAUNCH, DISPATCH][..]),
-        ("host work", &[HOST][..]),
-        ("sync", &[SYNC][..]),
-        ("copies", &[COPY][..]),
-        ("waiting", &[OTHER][..]),
-    ] {
+    for (what, causes) in IDLE_PARTS {
         let ns = sum(causes);
         if ns > 0 {
             v.push(Part { what, ns, pct: 0.0, detail: details(what) });

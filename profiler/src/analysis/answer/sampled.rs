@@ -4,12 +4,13 @@
 //! and the idle time's likely cause from how close together the host
 //! launched.
 
-use super::{Action, Answer, Part, BUSY_SAMPLED, BUSY_UNKNOWN, MAX_ACTIONS, MIN_ACTION_PCT};
+use super::{Action, Answer, Part, BUSY_SAMPLED, BUSY_UNKNOWN, IDLE_PARTS, MAX_ACTIONS, MIN_ACTION_PCT};
 use crate::analysis::advice::Evidence;
 use crate::analysis::findings::{idle_advice, more_blocks, session_advice, MOVE_FEWER_BYTES};
 use crate::analysis::rates::{self, Rates};
 use crate::analysis::verdict::{self, Counted, Verdict};
 use crate::analysis::{peaks, RangeAnalysis};
+use crate::model::idle::{IdleSplit, COPY, DISPATCH, HOST, LAUNCH, OTHER, SYNC};
 use crate::model::sampled::SampledFigures;
 use crate::report::Report;
 
@@ -33,6 +34,53 @@ pub(crate) fn wall_verdict(f: &SampledFigures, peaks: Option<&peaks::Peaks>, cou
     match f.gpu_busy_pct {
         Some(b) => verdict::sampled_wall(b, &rates::sampled(&over_busy(f, b), Rates::default(), peaks), counted),
         None => verdict::untraced(&rates::sampled(f, Rates::default(), peaks), counted),
+    }
+}
+
+/// The idle split by cause of what trace windows asked for traced (the
+/// main range's traced calls, or the session's traced time), to be scaled
+/// to the idle time the samples found.
+struct TracedIdle {
+    split: IdleSplit,
+    traced_ns: u64,
+    /// What was traced, for the note.
+    of: String,
+}
+
+impl TracedIdle {
+    fn of(r: &Report, main: Option<usize>) -> Option<Self> {
+        let w = r.sampling.as_ref()?.trace_windows.as_ref()?;
+        if w.traced_ns == 0 {
+            return None;
+        }
+        let (split, of) = match main {
+            Some(i) => {
+                let g = r.ranges.get(i)?;
+                // `count` holds the traced calls only.
+                let traced = g.count;
+                (g.idle?, format!("its {traced} traced call{}", if traced == 1 { "" } else { "s" }))
+            }
+            None => (r.idle?, "the traced time".to_string()),
+        };
+        let idle = [HOST, SYNC, COPY, LAUNCH, DISPATCH, OTHER].iter().map(|&c| split.to_array()[c]).sum::<u64>();
+        (idle > 0).then_some(TracedIdle { split, traced_ns: w.traced_ns, of })
+    }
+
+    /// `idle_ns` of each of `per` ns split as the traced idle time was.
+    fn parts(&self, idle_ns: u64, per: u64) -> Vec<Part> {
+        let a = self.split.to_array();
+        let total = [HOST, SYNC, COPY, LAUNCH, DISPATCH, OTHER].iter().map(|&c| a[c]).sum::<u64>().max(1) as f64;
+        let mut v = Vec::new();
+        for (what, causes) in IDLE_PARTS {
+            let share = causes.iter().map(|&c| a[c]).sum::<u64>() as f64 / total;
+            let ns = (idle_ns as f64 * share) as u64;
+            let pct = 100.0 * ns as f64 / per.max(1) as f64;
+            if pct >= 0.5 {
+                let detail = format!("{:.0}% of the idle time, as traced in the windows", 100.0 * share);
+                v.push(Part { what, ns, pct, detail });
+            }
+        }
+        v
     }
 }
 
@@ -65,14 +113,28 @@ pub(super) fn answer(r: &Report, ranges: &[RangeAnalysis], e: &Evidence) -> Opti
     };
     let per = wall / calls;
     let median = g.and_then(|g| g.median_ns);
+    let traced = TracedIdle::of(r, main.map(|(i, _)| i));
     let mut notes = vec![format!(
-        "no kernel records (trace windows of 0): {}; a trace window (--trace-windows 100/1000) or trace mode splits \
-         the idle time by cause",
-        match f.gpu_busy_pct {
-            Some(_) =>
+        "{}: {}",
+        match &traced {
+            Some(t) => format!(
+                "kernel records only in trace windows asked for ({} traced): the idle time is split by cause as \
+                 in {}, scaled to the rest",
+                crate::model::units::fmt_ns(t.traced_ns),
+                t.of
+            ),
+            None => "no kernel records (trace windows of 0); a trace window (gpuscope trigger PID --trace 5s) or \
+                     trace mode splits the idle time by cause"
+                .to_string(),
+        },
+        match (f.gpu_busy_pct, &traced) {
+            (Some(_), Some(_)) =>
+                "GPU busy is the graphics engine's active share from PM samples (DCGM's GR_ENGINE_ACTIVE, \
+                        what nvidia-smi calls utilization)",
+            (Some(_), None) =>
                 "GPU busy is the graphics engine's active share from PM samples (DCGM's GR_ENGINE_ACTIVE, \
                         what nvidia-smi calls utilization), its cause judged from the host's launch counts",
-            None => "GPU busy not measured (this GPU's PM sampling has no graphics-engine counter)",
+            (None, _) => "GPU busy not measured (this GPU's PM sampling has no graphics-engine counter)",
         }
     )];
     if g.is_some() && median.is_none() {
@@ -88,7 +150,10 @@ pub(super) fn answer(r: &Report, ranges: &[RangeAnalysis], e: &Evidence) -> Opti
         let idle_ns = per.saturating_sub(busy_ns);
         let launches = counted.map_or("launches not counted".to_string(), |n| n.describe());
         parts.push(Part { what: "GPU busy", ns: busy_ns, pct: busy, detail: String::new() });
-        if 100.0 - busy >= 0.5 {
+        let scaled = traced.filter(|_| 100.0 - busy >= 0.5).map(|t| t.parts(idle_ns, per)).unwrap_or_default();
+        if !scaled.is_empty() {
+            parts.extend(scaled);
+        } else if 100.0 - busy >= 0.5 {
             parts.push(Part {
                 what: "GPU idle",
                 ns: idle_ns,
@@ -341,6 +406,55 @@ mod tests {
         assert_eq!((after.range.as_deref(), after.busy_source), (Some("ow-step"), BUSY_SAMPLED), "{after:?}");
         assert_eq!(after.verdict.bound, before.verdict.bound);
         assert!((after.gpu_busy_pct - before.gpu_busy_pct).abs() < 0.5, "{before:?} {after:?}");
+    }
+
+    #[test]
+    fn a_window_asked_for_splits_the_sampled_idle_time_by_its_traced_causes() {
+        use crate::decode::KernelActivity;
+        // Ten 52 ms steps, the GPU busy 11 ms of each (22%, sampled); a
+        // window asked for traces the whole third step: four sparse
+        // launches, its idle time the host's.
+        let mut a = Aggregator::windows_of_zero();
+        let step = paths().intern(ROOT, 0, "sw-step");
+        let mut samples = Vec::new();
+        for k in 0..10u64 {
+            let t = k * 52;
+            let traced = k == 2;
+            a.host_event(HostEvent::Push { instance: k + 1, parent: 0, path: step, tid: 1, ts: t * MS });
+            if traced {
+                a.window_on_demand();
+                a.tracing(true, t * MS);
+                for (i, at) in [10, 20, 30, 40].into_iter().enumerate() {
+                    let id = 7 + i as u32;
+                    a.host_event(HostEvent::launch(id, 1, step, k + 1, (t + at) * MS));
+                    a.kernel(&KernelActivity::sample(id, (t + at) * MS, (t + at) * MS + 2_750_000));
+                }
+            } else {
+                let (start, end) = (t * MS, (t + 52) * MS);
+                let counted =
+                    HostEvent::UntracedLaunches { path: step, instance: k + 1, launches: 4, graphs: 0, start, end };
+                a.host_event(counted);
+            }
+            a.host_event(HostEvent::Pop { instance: k + 1, ts: (t + 52) * MS });
+            if traced {
+                a.tracing(false, (t + 52) * MS);
+            }
+            samples.extend((t..t + 52).map(|i| sample(i * MS, 80.0, 1e8, 5.0, 20.0, 22.0)));
+        }
+        a.samples(&samples);
+        let mut r = Report::build(a.finish(520 * MS), 0, 520 * MS);
+        r.devices = vec![DeviceInfo::new(0, "NVIDIA H100 80GB HBM3", 132, SmLimits::SM_90)];
+        let answer = answer_of(&r);
+        assert_eq!((answer.range.as_deref(), answer.busy_source), (Some("sw-step"), BUSY_SAMPLED), "{answer:?}");
+        let host = answer
+            .parts
+            .iter()
+            .find(|p| p.what == "host work")
+            .unwrap_or_else(|| panic!("{answer:#?}\n{:#?}", r.ranges));
+        assert!((host.pct - 78.0).abs() < 2.0, "the sampled idle share, not the traced step's: {answer:?}");
+        assert!(host.detail.contains("as traced in the windows"), "{host:?}");
+        assert!(answer.parts.iter().all(|p| p.what != "GPU idle"), "{answer:?}");
+        assert!(answer.notes[0].contains("split by cause as in its 1 traced call"), "{:?}", answer.notes);
     }
 
     /// `n` calls of `name` without kernel records: the first a 2 s warm-up

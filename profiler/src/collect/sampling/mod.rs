@@ -18,7 +18,7 @@ use pmsampler::PmDevice;
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Default interval between samples, ns. Reading a sample out of CUPTI
 /// costs 40-60 us of gpuscope's decoder thread (measured on an H100, CUPTI
@@ -96,6 +96,23 @@ struct State {
     last_decode: Instant,
 }
 
+/// How long the exit waits for a device's set-up in flight (it takes
+/// ~0.25-0.45 s).
+const SET_UP_WAIT_AT_EXIT: Duration = Duration::from_secs(2);
+
+/// At exit, before CUDA's own handlers: holds them back while a device's
+/// sampling set-up is in flight, so that CUDA does not tear down under
+/// CUPTI's calls. Makes no CUPTI call itself.
+extern "C" fn wait_for_set_up() {
+    let _ = std::panic::catch_unwind(|| {
+        if let Some(s) = super::active().filter(|s| s.pid == std::process::id()) {
+            if let Some(sampler) = &s.sampler {
+                sampler.wait_for_set_ups(SET_UP_WAIT_AT_EXIT);
+            }
+        }
+    });
+}
+
 /// The device of the calling thread's current context (one of the 64 a
 /// sampler tells apart).
 fn current_device() -> Option<u32> {
@@ -171,19 +188,33 @@ impl Sampler {
         self.claim(dev).then_some(dev)
     }
 
-    /// Registers the exit handler that decodes the last samples, once per
-    /// process: called on the program's thread that is about to start a
-    /// device's set-up, before the set-up thread exists. CUDA is
-    /// initialised then (a context exists), so the handler runs before
-    /// CUDA's own at exit, and waits there for a set-up still in flight
-    /// instead of CUDA tearing down under it (seen once: an abort from an
+    /// Registers [`wait_for_set_up`] once per process: called on the
+    /// program's thread that is about to start a device's set-up, before
+    /// the set-up thread exists. CUDA is initialised then (a context
+    /// exists), so at exit it runs before CUDA's own handlers and holds
+    /// them back while a set-up is in flight (seen once: an abort from an
     /// exception thrown inside CUPTI, a program ending ~0.6 s after its
-    /// first launch).
+    /// first launch). The handler that decodes the last samples is
+    /// registered once a set-up has succeeded ([`Sampler::set_up`]).
     pub(crate) fn register_exit_handler(&self) {
         static ONCE: std::sync::Once = std::sync::Once::new();
-        if let Some(h) = self.exit_handler {
-            super::at_exit_once(&ONCE, h);
+        if self.exit_handler.is_some() {
+            super::at_exit_once(&ONCE, wait_for_set_up);
         }
+    }
+
+    /// Waits until no device's set-up is in flight (the state's lock is
+    /// free), at most `limit`.
+    fn wait_for_set_ups(&self, limit: Duration) {
+        self.ending.store(true, Ordering::Release);
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline {
+            match self.state.try_lock() {
+                Ok(_) | Err(std::sync::TryLockError::Poisoned(_)) => return,
+                Err(std::sync::TryLockError::WouldBlock) => std::thread::sleep(Duration::from_millis(5)),
+            }
+        }
+        debug("sampling: at exit, a device's set-up was still running after the wait's bound");
     }
 
     /// Claims device `dev`'s set-up: true the first time, and never once
@@ -220,6 +251,16 @@ impl Sampler {
             Ok(p) => {
                 debug("sampling: device sampling");
                 USED.store(true, Ordering::Release);
+                // Only now: CUPTI's PM sampling registers exit handlers of
+                // its own while a device is set up, and this one must run
+                // before them (atexit runs the last registered first).
+                // Registered during exit (a set-up that ended while
+                // `wait_for_set_up` held the exit back) it still runs: the
+                // C library runs handlers added while it runs them.
+                if let Some(h) = self.exit_handler {
+                    static ONCE: std::sync::Once = std::sync::Once::new();
+                    super::at_exit_once(&ONCE, h);
+                }
                 if st.status.configs.is_empty() {
                     let configs = p.configs();
                     let mut metrics: Vec<String> = Vec::new();
@@ -295,6 +336,7 @@ impl Sampler {
                     st.status.samples += d.samples.len() as u64;
                     st.status.switches += d.switches;
                     st.status.switch_ns += d.switch_ns;
+                    st.status.failed_switches += d.failed_switches;
                     st.status.tail_lost |= d.cut_short;
                     for (c, n) in st.status.configs.iter_mut().zip(&d.per_config) {
                         c.samples += n;

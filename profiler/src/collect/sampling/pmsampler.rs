@@ -65,6 +65,13 @@ const MIN_HOLD: Duration = Duration::from_millis(500);
 /// See [`MIN_HOLD`].
 const HOLD_PER_SWITCH: u32 = 20;
 
+/// The pause before a failed switch is tried again.
+const SWITCH_RETRY_PAUSE: Duration = Duration::from_millis(20);
+
+/// Switches in a row that may fail (each ending back on the configuration
+/// it left) before a device stops taking its configurations in turn.
+const MAX_FAILED_SWITCHES: u32 = 3;
+
 /// The single-pass configurations a chip's figures are sampled with.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Plan {
@@ -159,6 +166,8 @@ pub(crate) struct PmDevice {
     /// When the active configuration was started, and how long it is held.
     since: Instant,
     hold: Duration,
+    /// Switches in a row that ended back on the configuration they left.
+    failed_in_a_row: u32,
     missing: Vec<&'static str>,
 }
 
@@ -183,6 +192,9 @@ pub(crate) struct Decoded {
     pub switches: u64,
     /// See `switches`.
     pub switch_ns: u64,
+    /// Tries to configure and start a sampling object that failed (each
+    /// retried or given up, see [`PmDevice::switch`]).
+    pub failed_switches: u64,
     /// Decoding stopped at its deadline with samples left (at exit).
     pub cut_short: bool,
 }
@@ -226,6 +238,7 @@ impl PmDevice {
             first_seen: false,
             since: Instant::now(),
             hold: MIN_HOLD,
+            failed_in_a_row: 0,
             missing: plan.missing,
         };
         me.configure(0)?;
@@ -267,8 +280,11 @@ impl PmDevice {
     /// Disables the object and enables a new one on the same device (not
     /// started, not configured).
     fn renew(&mut self) -> Result<()> {
-        // SAFETY: our object, stopped, disabled once here and replaced.
-        tolerate(unsafe { pm::disable(self.cupti, self.object) }, "disabling a device's PM sampling");
+        if !self.object.is_null() {
+            tolerate(self.stop(), "stopping a device's PM sampling");
+            // SAFETY: our object, stopped, disabled once here and replaced.
+            tolerate(unsafe { pm::disable(self.cupti, self.object) }, "disabling a device's PM sampling");
+        }
         // Until the new one is enabled, drop must not disable the old again.
         self.object = std::ptr::null_mut();
         self.object = pm::enable(self.cupti, self.device)?;
@@ -302,7 +318,12 @@ impl PmDevice {
     pub(crate) fn decode(&mut self, to_end: bool, deadline: Option<Instant>) -> Result<Decoded> {
         let mut out = Decoded { per_config: vec![0; self.configs.len()], ..Default::default() };
         self.decode_into(&mut out, to_end, deadline)?;
-        if !to_end && self.configs.len() > 1 && self.started && self.since.elapsed() >= self.hold {
+        if !to_end
+            && self.configs.len() > 1
+            && self.failed_in_a_row < MAX_FAILED_SWITCHES
+            && self.started
+            && self.since.elapsed() >= self.hold
+        {
             self.switch(&mut out)?;
         }
         Ok(out)
@@ -363,19 +384,51 @@ impl PmDevice {
 
     /// Takes the next configuration: stops, decodes what the active one
     /// sampled, configures the next and starts again. The time between the
-    /// stop and the start has no sample.
+    /// stop and the start has no sample. A switch that fails (CUPTI 13.0
+    /// on an H100 returned `CUPTI_ERROR_UNKNOWN` from `SetConfig` or
+    /// `Start` now and then while a program ran) is tried once more, then
+    /// the active configuration is taken back; after
+    /// [`MAX_FAILED_SWITCHES`] failures in a row the device keeps its
+    /// configuration and the figures only the others hold stay unsampled.
     fn switch(&mut self, out: &mut Decoded) -> Result<()> {
         let t = Instant::now();
         self.stop()?;
         self.decode_into(out, true, None)?;
-        self.renew()?;
-        self.configure((self.active + 1) % self.configs.len())?;
-        self.start()?;
+        let next = (self.active + 1) % self.configs.len();
+        let mut last = None;
+        for (attempt, i) in [next, next, self.active].into_iter().enumerate() {
+            if attempt > 0 {
+                std::thread::sleep(SWITCH_RETRY_PAUSE);
+            }
+            match self.restart_with(i) {
+                Ok(()) => {
+                    last = None;
+                    break;
+                }
+                Err(e) => {
+                    debug(&format!("sampling: device {}: switching to configuration {i}: {e}", self.device));
+                    out.failed_switches += 1;
+                    last = Some(e);
+                }
+            }
+        }
+        if let Some(e) = last {
+            return Err(e);
+        }
         let took = t.elapsed();
         out.switches += 1;
         out.switch_ns += took.as_nanos() as u64;
-        self.hold = MIN_HOLD.max(took * HOLD_PER_SWITCH);
+        self.failed_in_a_row = if out.failed_switches >= 2 { self.failed_in_a_row + 1 } else { 0 };
+        // Back off after a failure: each try costs a stop and a start.
+        self.hold = MIN_HOLD.max(took * HOLD_PER_SWITCH) * (1 << self.failed_in_a_row.min(4));
         Ok(())
+    }
+
+    /// A new sampling object with configuration `i`, started.
+    fn restart_with(&mut self, i: usize) -> Result<()> {
+        self.renew()?;
+        self.configure(i)?;
+        self.start()
     }
 
     /// Appends the completed samples of the active configuration's decoded
