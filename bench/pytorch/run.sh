@@ -6,7 +6,8 @@
 # cost: one long session per process (session_cost.py), the configurations
 # alternating process by process, ROUNDS times; in cost.txt the median of
 # the processes' ratios and the pooled ratio (mean of all session blocks but
-# each first over the mean of all plain blocks); REPORTS=1 keeps reports.
+# each first over the mean of all plain blocks); REPORTS=1 keeps reports;
+# LOOP_ARGS passes session_cost.py's --loop and --layers.
 # ab: two builds against no session, one session_cost.py process per run,
 # alternating none / OLD / NEW (CONFIG, default windows:1000:0/1000) until
 # SECONDS have passed; ab_stats.py's three measures in ab.txt.
@@ -38,7 +39,7 @@ case "${1:-}" in
       for c in "$@"; do
         NVTX_INJECTION64_PATH=$lib python3 "$here/session_cost.py" --gpuscope "$lib" --config "$c" \
           --floor "$out/libcupti_floor.so" ${REPORTS:+--report "$out/report-${c//[:\/]/_}-$r.json"} \
-          --blocks "${BLOCKS:-6}" --steps "${STEPS:-40}" --out "$out/cost-${c//[:\/]/_}-$r.json" 2>&1 | grep -v -i "warn"
+          --blocks "${BLOCKS:-6}" --steps "${STEPS:-40}" ${LOOP_ARGS:-} --out "$out/cost-${c//[:\/]/_}-$r.json" 2>&1 | grep -v -i "warn"
       done
     done
     python3 - "$here" "$out" "$@" <<'PY' | tee "$out/cost.txt"

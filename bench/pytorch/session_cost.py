@@ -22,6 +22,10 @@ Configurations:
                          and API callbacks by its bit masks, e.g. floor:0:3
                          (launch callbacks that only count, no records)
 
+Loops (--loop): `gpt` (examples/python/gpt_train.py, --layers deep:
+launch-bound, ~80 launches per layer and step) and `gemm` (eight bf16
+4096^3 GEMMs with a ReLU each: GPU-bound).
+
 Each block's wall time and the main thread's CPU time are recorded; the
 ratio is of wall times. Under the session every step's end is recorded too
 (`session_steps`: per block, seconds since the session started), so that
@@ -43,6 +47,21 @@ from gpt_train import build  # noqa: E402
 from harness import config, load, start, timer  # noqa: E402
 
 
+def gemm_loop():
+    """A GPU-bound step: eight bf16 4096^3 GEMMs, a ReLU after each."""
+    import torch
+    torch.manual_seed(0)
+    x0 = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
+    ws = [torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16) / 64 for _ in range(8)]
+
+    def step():
+        x = x0
+        for w in ws:
+            x = torch.relu(x @ w)
+        return x
+    return step
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--gpuscope", required=True, help="libgpuscope.so")
@@ -52,10 +71,12 @@ def main():
     ap.add_argument("--steps", type=int, default=40, help="steps per block")
     ap.add_argument("--report", help="write the session's report here (JSON)")
     ap.add_argument("--out", required=True)
+    ap.add_argument("--loop", choices=("gpt", "gemm"), default="gpt")
+    ap.add_argument("--layers", type=int, default=4, help="gpt: transformer layers")
     a = ap.parse_args()
 
     gs = load(a.gpuscope)
-    step, _, _ = build()
+    step = build(layers=a.layers)[0] if a.loop == "gpt" else gemm_loop()
 
     wall = timer(step, a.steps)
     cpu = []
@@ -111,7 +132,7 @@ def main():
     plain = st.median(before + after)
     k = a.blocks
     cpu_plain = st.median(cpu[:k] + cpu[2 * k:])
-    out = {"config": a.config, "steps_per_block": a.steps, "plain_step_ms": 1e3 * plain / a.steps,
+    out = {"config": a.config, "loop": a.loop, "layers": a.layers, "steps_per_block": a.steps, "plain_step_ms": 1e3 * plain / a.steps,
            "ratio": st.median(during) / plain, "drift": st.median(after) / st.median(before),
            "cpu_ratio": st.median(cpu[k:2 * k]) / cpu_plain, "cpu_share": cpu_plain / plain,
            "start_s": started, "stop_s": stopped, "before": before, "during": during, "after": after,
