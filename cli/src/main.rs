@@ -77,17 +77,25 @@ enum Cmd {
         work: Option<String>,
     },
     /// Ask a running always-on process (--mode sampling --trace-windows ...)
-    /// for a trace window now: kernel records for that long, in its report
-    /// at exit and its next scrapes. Same user only.
-    #[command(after_help = "Exit status 1 when the process refused (a window asked for is still open, or it \
-        traces every kernel already) or runs no always-on session.\n\nExample:\n  gpuscope trigger 12345 --trace 5s")]
+    /// for a trace window now (kernel records for that long), or a metrics
+    /// pass (kernel records, and hardware metrics of the first launches of
+    /// each kernel launched in it; PM sampling pauses meanwhile): in its
+    /// report at exit and its next scrapes. Same user only.
+    #[command(after_help = "Exit status 1 when the process refused (a window asked for is still open, it \
+        traces every kernel already, or its counters cannot be had) or runs no always-on session.\n\nExamples:\n  \
+        gpuscope trigger 12345 --trace 5s\n  gpuscope trigger 12345 --metrics 2s")]
+    #[command(group(clap::ArgGroup::new("what").required(true).args(["trace", "metrics"])))]
     Trigger {
         /// The process's id.
         pid: u32,
         /// How long to trace: seconds (5, 5s) or milliseconds (500ms), 10 ms
         /// to 600 s.
         #[arg(long, value_name = "DURATION", value_parser = parse_window)]
-        trace: std::time::Duration,
+        trace: Option<std::time::Duration>,
+        /// How long to measure hardware metrics (with kernel records): as
+        /// --trace.
+        #[arg(long, value_name = "DURATION", value_parser = parse_window)]
+        metrics: Option<std::time::Duration>,
     },
 }
 
@@ -297,7 +305,14 @@ fn run(cmd: Cmd) -> Result<ExitCode, String> {
     match cmd {
         // Exit 1 when the process refused or has no session (2 is a usage
         // error, as elsewhere).
-        Cmd::Trigger { pid, trace } => match gpuscope::control::request_trace(pid, trace) {
+        Cmd::Trigger { pid, trace, metrics } => match gpuscope::control::request(
+            pid,
+            match (trace, metrics) {
+                (Some(t), _) => gpuscope::control::Demand::Trace(t),
+                (None, Some(m)) => gpuscope::control::Demand::Metrics(m),
+                (None, None) => return Err("--trace or --metrics is needed".into()),
+            },
+        ) {
             Ok(done) => {
                 println!("gpuscope: process {pid}: {done}");
                 Ok(ExitCode::SUCCESS)

@@ -1,11 +1,12 @@
 //! Depth on demand from a live always-on session: a trace window of S
-//! seconds asked for while the process runs, through a local control socket
-//! (`gpuscope trigger PID --trace 5s`). The socket lives in a directory only
+//! seconds, or a metrics pass over S seconds of launches, asked for while
+//! the process runs, through a local control socket (`gpuscope trigger PID
+//! --trace 5s`, `--metrics 5s`). The socket lives in a directory only
 //! the process's user can enter (`$XDG_RUNTIME_DIR/gpuscope`, else
 //! `$TMPDIR/gpuscope-UID`, mode 0700, not a symbolic link), and both ends
 //! check the other's user (`SO_PEERCRED`): other users can neither ask nor
-//! answer. One line in, one line out: `trace SECONDS` answered by `ok: ...`
-//! or `refused: ...`.
+//! answer. One line in, one line out: `trace SECONDS` or `metrics SECONDS`
+//! answered by `ok: ...` or `refused: ...`.
 
 use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
@@ -17,11 +18,39 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-/// Asks the running session for a trace window of the given length: what
-/// was done, or (`Err`) why not.
-pub(crate) type Trigger = Box<dyn Fn(Duration) -> Result<String, String> + Send>;
+/// What a live session is asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Demand {
+    /// A trace window of this length: kernel records.
+    Trace(Duration),
+    /// A metrics pass of this length: kernel records, and hardware metrics
+    /// of the first launches of each kernel launched in it (PM sampling
+    /// pauses meanwhile: the two cannot share a GPU).
+    Metrics(Duration),
+}
 
-/// Trace windows asked for on demand may be this long.
+impl Demand {
+    /// How long it lasts.
+    pub fn window(self) -> Duration {
+        match self {
+            Demand::Trace(d) | Demand::Metrics(d) => d,
+        }
+    }
+
+    /// The request line's word.
+    fn word(self) -> &'static str {
+        match self {
+            Demand::Trace(_) => "trace",
+            Demand::Metrics(_) => "metrics",
+        }
+    }
+}
+
+/// Asks the running session for what a request demands: what was done, or
+/// (`Err`) why not.
+pub(crate) type Trigger = Box<dyn Fn(Demand) -> Result<String, String> + Send>;
+
+/// Windows asked for on demand may be this long.
 pub const DEMAND_WINDOWS: std::ops::RangeInclusive<Duration> = Duration::from_millis(10)..=Duration::from_secs(600);
 
 /// How often a listener looks for a stop (it does not block in accept).
@@ -176,21 +205,27 @@ fn read_line(mut conn: &UnixStream, deadline: std::time::Instant) -> Option<Stri
     Some(String::from_utf8_lossy(&line[..line.len().min(MAX_LINE)]).into_owned())
 }
 
-/// What a request line asks for: a trace window of that length.
-pub(crate) fn parse_request(line: &str) -> Result<Duration, String> {
+/// What a request line asks for: a trace window or a metrics pass of that
+/// length.
+pub(crate) fn parse_request(line: &str) -> Result<Demand, String> {
     let mut words = line.split_whitespace();
-    match (words.next(), words.next(), words.next()) {
-        (Some("trace"), Some(secs), None) => {
-            let d = secs
-                .parse::<f64>()
-                .ok()
-                .filter(|s| s.is_finite() && *s > 0.0)
-                .map(Duration::from_secs_f64)
-                .filter(|d| DEMAND_WINDOWS.contains(d));
-            d.ok_or_else(|| format!("trace {secs:?}: the window's length is 0.01 to 600 seconds"))
+    let (word, secs) = match (words.next(), words.next(), words.next()) {
+        (Some(w @ ("trace" | "metrics")), Some(secs), None) => (w, secs),
+        _ => {
+            return Err(format!(
+                "{:?} is no request: the requests are \"trace SECONDS\" and \"metrics SECONDS\"",
+                line.trim()
+            ))
         }
-        _ => Err(format!("{:?} is no request: the one request is \"trace SECONDS\"", line.trim())),
-    }
+    };
+    let d = secs
+        .parse::<f64>()
+        .ok()
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .map(Duration::from_secs_f64)
+        .filter(|d| DEMAND_WINDOWS.contains(d))
+        .ok_or_else(|| format!("{word} {secs:?}: the window's length is 0.01 to 600 seconds"))?;
+    Ok(if word == "trace" { Demand::Trace(d) } else { Demand::Metrics(d) })
 }
 
 /// A running control socket; removed (and its thread joined) on
@@ -267,9 +302,9 @@ fn printable(s: &str) -> String {
     s.chars().filter(|c| !c.is_control()).collect()
 }
 
-/// Asks process `pid`'s session for a trace window of `window`: its
+/// Asks process `pid`'s session for a trace window or a metrics pass: its
 /// answer (`Err`: refused, or no such session).
-pub fn request_trace(pid: u32, window: Duration) -> Result<String, String> {
+pub fn request(pid: u32, demand: Demand) -> Result<String, String> {
     let path = socket_path_of(pid);
     // A directory that does not exist holds no socket: connecting says so.
     if let Some(dir) = path.parent().filter(|d| std::fs::symlink_metadata(d).is_ok()) {
@@ -289,7 +324,8 @@ pub fn request_trace(pid: u32, window: Duration) -> Result<String, String> {
     }
     let deadline = std::time::Instant::now() + CONNECTION_TIME;
     let _ = conn.set_write_timeout(Some(CONNECTION_TIME));
-    writeln!(conn, "trace {}", window.as_secs_f64()).map_err(|e| format!("cannot ask process {pid}: {e}"))?;
+    writeln!(conn, "{} {}", demand.word(), demand.window().as_secs_f64())
+        .map_err(|e| format!("cannot ask process {pid}: {e}"))?;
     let reply = read_line(&conn, deadline).ok_or_else(|| format!("no answer from process {pid}"))?;
     let reply = printable(&reply);
     match (reply.strip_prefix("ok: "), reply.strip_prefix("refused: ")) {
@@ -306,9 +342,10 @@ mod tests {
 
     #[test]
     fn requests_name_a_window_of_a_bounded_length() {
-        assert_eq!(parse_request("trace 5\n"), Ok(Duration::from_secs(5)));
-        assert_eq!(parse_request("trace 0.25"), Ok(Duration::from_millis(250)));
-        for bad in ["trace 0", "trace 601", "trace -1", "trace NaN", "trace", "trace 5 6", "metrics 5", ""] {
+        assert_eq!(parse_request("trace 5\n"), Ok(Demand::Trace(Duration::from_secs(5))));
+        assert_eq!(parse_request("trace 0.25"), Ok(Demand::Trace(Duration::from_millis(250))));
+        assert_eq!(parse_request("metrics 5"), Ok(Demand::Metrics(Duration::from_secs(5))));
+        for bad in ["trace 0", "trace 601", "trace -1", "trace NaN", "trace", "trace 5 6", "metric 5", "metrics", ""] {
             assert!(parse_request(bad).is_err(), "{bad:?}");
         }
         assert!(parse_request("trace 601").unwrap_err().contains("0.01 to 600"));
@@ -324,7 +361,7 @@ mod tests {
             let mut v = seen.lock().unwrap();
             v.push(d);
             if v.len() == 1 {
-                Ok(format!("tracing for {d:?}"))
+                Ok(format!("tracing for {:?}", d.window()))
             } else {
                 Err("a window is open already".to_string())
             }
@@ -393,7 +430,7 @@ mod tests {
 
     #[test]
     fn asking_a_process_without_a_session_says_how_to_start_one() {
-        let e = request_trace(u32::MAX, Duration::from_secs(1)).unwrap_err();
+        let e = request(u32::MAX, Demand::Trace(Duration::from_secs(1))).unwrap_err();
         assert!(e.contains("--trace-windows"), "{e}");
     }
 }

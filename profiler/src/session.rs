@@ -9,6 +9,7 @@ use crate::aggregate::{AggregateOptions, Aggregator};
 use crate::collect::debug::debug;
 use crate::collect::metrics::{MetricSet, Selection};
 use crate::collect::{self, panic_guard, CollectOptions, Collection, Ending, Outputs};
+use crate::control::Demand;
 use crate::decode::CuptiCursor;
 use crate::error::{Error, ErrorKind, Result};
 use crate::model::drops::Drops;
@@ -335,6 +336,7 @@ impl Profiler {
             attribution: self.attribution,
             host_waits: self.sync_records,
             metrics: self.metrics.clone().map(|m| (m, self.selection.clone())),
+            metrics_on_demand: self.metrics.is_none() && self.sampling.is_some() && self.trace_windows.is_some(),
             sampling: self.sampling,
             exit_handler: Some(at_exit_after_cuda),
             // Trace mode measures what its records cost; metrics and
@@ -364,6 +366,7 @@ impl Profiler {
             trace_cap: self.trace_cap,
             max_live_ranges: self.max_live_ranges,
             metric_names: collection.collector.as_ref().map(|c| c.names().to_vec()).unwrap_or_default(),
+            metrics_on_demand: collection.collector.as_ref().is_some_and(|c| c.is_on_demand()),
             start_ns: collection.start_ns,
             sampling: self.sampling.is_some(),
             trace_windows,
@@ -424,7 +427,7 @@ impl Profiler {
         // trusted to do (it hung a PyTorch process in such switches).
         if self.trace_windows.is_some() && !collect::cupti::is_cupti_12() {
             let path = crate::control::socket_path(std::process::id());
-            match crate::control::ControlSocket::start(path, Box::new(trace_window)) {
+            match crate::control::ControlSocket::start(path, Box::new(ask)) {
                 Ok(c) => {
                     if let Some(r) = RUNNING.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
                         r.control = Some(c);
@@ -471,15 +474,21 @@ impl Session {
     /// and the next scrapes. `Err` says why not: the session traces every
     /// kernel already, or a window asked for is still open (one at a time),
     /// or `window` is not 10 ms to 600 s. The same as `gpuscope trigger PID
-    /// --trace SECONDS` and `POST /trace?seconds=SECONDS` on the endpoint.
+    /// --trace SECONDS`.
     pub fn trace_window(&self, window: Duration) -> Result<String> {
-        if !crate::control::DEMAND_WINDOWS.contains(&window) {
-            return Err(Error::new(
-                ErrorKind::InvalidConfig,
-                format!("a trace window of {window:?} on demand: allowed are 10 ms to 600 s"),
-            ));
-        }
-        trace_window(window).map_err(|e| Error::new(ErrorKind::Unsupported, e))
+        demand(Demand::Trace(window))
+    }
+
+    /// Takes a metrics pass of `window` now (sampling mode with trace
+    /// windows): kernel records, and hardware metrics of the first launches
+    /// of each kernel launched in it (SM efficiency, occupancy, DRAM,
+    /// tensor and issue activity, as metrics mode measures them), in this
+    /// session's report and the next scrapes. PM sampling pauses meanwhile
+    /// (the two cannot share a GPU), and measured launches run one at a
+    /// time. `Err` as for [`Session::trace_window`], or when the counters
+    /// cannot be had. The same as `gpuscope trigger PID --metrics SECONDS`.
+    pub fn metrics_pass(&self, window: Duration) -> Result<String> {
+        demand(Demand::Metrics(window))
     }
 
     /// The address the Prometheus endpoint listens on, if one runs
@@ -616,8 +625,8 @@ struct Running {
 enum Control {
     Finish(u64, Sender<Report>),
     Snapshot(Sender<Report>),
-    /// A trace window of this length, asked for while the session runs.
-    Trace(Duration, Sender<std::result::Result<String, String>>),
+    /// A trace window or a metrics pass, asked for while the session runs.
+    Demand(Demand, Sender<std::result::Result<String, String>>),
 }
 
 static RUNNING: Mutex<Option<Running>> = Mutex::new(None);
@@ -664,6 +673,8 @@ fn decode_loop(s: Arc<Collection>, opts: AggregateOptions, outputs: Outputs, ctl
     let began = std::time::Instant::now();
     // A window asked for on demand: traced until then.
     let mut demand: Option<std::time::Instant> = None;
+    // That window is a metrics pass.
+    let mut metrics_pass = false;
     let mut agg = Aggregator::new(opts, DeviceTable::from_driver());
     let drain_host = |agg: &mut Aggregator| apply_host_events(agg, &mut || host.try_recv().ok());
     let process = |agg: &mut Aggregator, (p, valid): (usize, usize)| {
@@ -690,6 +701,12 @@ fn decode_loop(s: Arc<Collection>, opts: AggregateOptions, outputs: Outputs, ctl
         if let Some((window, period)) = windows {
             let now = std::time::Instant::now();
             demand = demand.filter(|until| now < *until);
+            if metrics_pass && demand.is_none() {
+                metrics_pass = false;
+                // Launches queued before their values: the values join them.
+                drain_host(&mut agg);
+                end_metrics_pass(&s, &mut agg);
+            }
             let on = tracing_wanted(now.duration_since(began), (window, period), demand.is_some());
             if let Some(ts) = collect::set_tracing(&s, on) {
                 agg.tracing(on, ts);
@@ -719,12 +736,18 @@ fn decode_loop(s: Arc<Collection>, opts: AggregateOptions, outputs: Outputs, ctl
             recv(ctl) -> c => {
                 let (end, reply) = match c {
                     Ok(Control::Finish(end, reply)) => (end, reply),
-                    Ok(Control::Trace(window, reply)) => {
+                    Ok(Control::Demand(asked, reply)) => {
                         let now = std::time::Instant::now();
                         let switchable = windows.is_some() && !collect::cupti::is_cupti_12();
-                        let answer = accept_window(switchable, demand.filter(|u| now < *u).map(|u| u - now), window);
+                        let window = asked.window();
+                        let mut answer =
+                            accept_window(switchable, demand.filter(|u| now < *u).map(|u| u - now), window);
+                        if let (Ok(_), Demand::Metrics(_)) = (&answer, asked) {
+                            answer = start_metrics_pass(&s, window);
+                        }
                         if answer.is_ok() {
                             demand = Some(now + window);
+                            metrics_pass = matches!(asked, Demand::Metrics(_));
                             agg.window_on_demand();
                         }
                         let _ = reply.send(answer);
@@ -795,6 +818,45 @@ fn accept_window(switchable: bool, open: Option<Duration>, window: Duration) -> 
     ))
 }
 
+/// Starts a metrics pass of `window` in an always-on session: PM sampling
+/// gives the counters up, and the first launches of each kernel are
+/// measured from now. What was done, or why not.
+fn start_metrics_pass(s: &Collection, window: Duration) -> std::result::Result<String, String> {
+    let Some(c) = s.collector.as_ref().filter(|c| c.is_on_demand()) else {
+        return Err("this session takes no metrics passes on demand (an always-on session does: --mode sampling \
+                    --trace-windows ...)"
+            .into());
+    };
+    if let Some(sampler) = &s.sampler {
+        sampler.pause();
+    }
+    if let Err(why) = c.arm() {
+        if let Some(sampler) = &s.sampler {
+            sampler.resume();
+        }
+        return Err(why);
+    }
+    Ok(format!(
+        "hardware metrics of the first {} launches of each kernel for {:.2} s, with kernel records (PM sampling \
+         paused meanwhile; measured launches are serialised): in the report at exit and in the next scrapes",
+        crate::collect::metrics::Selection::default().first_launches(),
+        window.as_secs_f64()
+    ))
+}
+
+/// Ends the metrics pass: the values measured join their launches, and PM
+/// sampling takes the counters back.
+fn end_metrics_pass(s: &Collection, agg: &mut Aggregator) {
+    if let Some(c) = s.collector.as_ref() {
+        for (correlation_id, values) in c.disarm() {
+            agg.host_event(crate::model::event::HostEvent::KernelMetrics { correlation_id, values });
+        }
+    }
+    if let Some(sampler) = &s.sampler {
+        sampler.resume();
+    }
+}
+
 /// The NVTX and launch events `next` gives, into the aggregate. A panic (a
 /// bug) loses the event it happened on, counted in the report's drops, not
 /// the session: the boundary is set up once per batch, and after a panic
@@ -829,16 +891,27 @@ fn add_lost(drops: &mut Drops, lost: collect::Lost) {
     drops.callback_panics += lost.callback_panics;
 }
 
+/// [`ask`] for the public API: the length checked, errors typed.
+fn demand(d: Demand) -> Result<String> {
+    if !crate::control::DEMAND_WINDOWS.contains(&d.window()) {
+        return Err(Error::new(
+            ErrorKind::InvalidConfig,
+            format!("a window of {:?} on demand: allowed are 10 ms to 600 s", d.window()),
+        ));
+    }
+    ask(d).map_err(|e| Error::new(ErrorKind::Unsupported, e))
+}
+
 /// How long a snapshot may take before the asker gives up.
 const SNAPSHOT_WAIT: Duration = Duration::from_secs(10);
 
-/// Asks the running session for a trace window of `window` (sampling mode
-/// with trace windows): what was done, or why not.
-fn trace_window(window: Duration) -> std::result::Result<String, String> {
+/// Asks the running session for a trace window or a metrics pass
+/// (sampling mode with trace windows): what was done, or why not.
+fn ask(demand: Demand) -> std::result::Result<String, String> {
     let ctl = RUNNING.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|r| r.ctl_tx.clone());
     let ctl = ctl.ok_or("no gpuscope session is running")?;
     let (tx, rx) = bounded(1);
-    ctl.send(Control::Trace(window, tx)).map_err(|_| "the session is ending")?;
+    ctl.send(Control::Demand(demand, tx)).map_err(|_| "the session is ending")?;
     rx.recv_timeout(SNAPSHOT_WAIT).map_err(|_| "the session did not answer".to_string())?
 }
 
@@ -866,9 +939,14 @@ fn snapshot() -> Result<Report> {
 /// What the report takes from the program's side rather than the decoder:
 /// metrics mode's status and the declared FLOPs and work.
 fn add_host_side(report: &mut Report, s: &Collection) {
-    report.metrics = s.collector.as_ref().map(|c| c.status());
+    // A collector on demand that took no pass measured nothing.
+    report.metrics = s.collector.as_ref().map(|c| c.status()).filter(|m| m.passes_on_demand > 0 || !is_on_demand(s));
     report.declared = collect::declare::all();
     report.frameworks = collect::libraries::frameworks_loaded();
+}
+
+fn is_on_demand(s: &Collection) -> bool {
+    s.collector.as_ref().is_some_and(|c| c.is_on_demand())
 }
 
 /// The variables launchers set to a process's rank, in the order they are

@@ -53,8 +53,12 @@ pub(crate) struct AggregateOptions {
     pub max_live_ranges: usize,
     /// Launches waiting for their kernel record.
     pub max_pending_launches: usize,
-    /// Names of the metrics in `KernelMetrics` values (metrics mode).
+    /// Names of the metrics in `KernelMetrics` values (metrics mode, and
+    /// metrics passes on demand).
     pub metric_names: Vec<String>,
+    /// The metrics are measured only in passes asked for on demand: the
+    /// session is not in metrics mode.
+    pub metrics_on_demand: bool,
     /// When the session began (the idle timeline starts there).
     pub start_ns: u64,
     /// Sampling mode: PM samples are joined to kernels and ranges.
@@ -73,6 +77,7 @@ impl Default for AggregateOptions {
             max_live_ranges: 100_000,
             max_pending_launches: 1 << 20,
             metric_names: Vec::new(),
+            metrics_on_demand: false,
             sampling: false,
             trace_windows: None,
             trace_windows_off: None,
@@ -770,7 +775,7 @@ impl Aggregator {
         let ranges = self.ranges.totals_so_far(&self.untraced).into_iter().map(|(p, a)| (resolve(p), a)).collect();
         let start_end_ranges = self.ranges.start_end.iter().map(|(p, a)| (resolve(*p), a.clone())).collect();
         Aggregate {
-            metrics_mode: !self.opts.metric_names.is_empty(),
+            metrics_mode: !self.opts.metric_names.is_empty() && !self.opts.metrics_on_demand,
             sampling,
             devices: self.devices.infos(),
             kernels,
@@ -1352,6 +1357,39 @@ mod tests {
         assert_eq!(r.idle[SYNC], 10 + (1_000 - 20) + (u64::MAX - 2_000));
         let (_, g) = r.ranges.iter().find(|(p, _)| p.to_string() == "top-of-clock").unwrap();
         assert_eq!((g.count, g.total.wall), (1, 0));
+    }
+
+    #[test]
+    fn a_metrics_pass_on_demand_joins_its_values_and_leaves_the_session_always_on() {
+        use crate::model::metrics::{ACHIEVED_OCCUPANCY, SM_EFFICIENCY};
+        let names = vec![SM_EFFICIENCY.to_string(), ACHIEVED_OCCUPANCY.to_string()];
+        let opts = AggregateOptions {
+            sampling: true,
+            trace_windows: Some((0, 1000)),
+            metric_names: names,
+            metrics_on_demand: true,
+            ..Default::default()
+        };
+        let mut a = Aggregator::new(opts, DeviceTable::fixed(vec![]));
+        a.window_on_demand();
+        a.tracing(true, 1_000);
+        for (id, profiled) in [(1, true), (2, false)] {
+            let mut e = launch(id, 0, ROOT, 1_000 * id as u64 + 100);
+            if let HostEvent::Launch { profiled: p, .. } = &mut e {
+                *p = profiled;
+            }
+            a.host_event(e);
+            a.kernel(&KernelActivity::sample(id, 1_000 * id as u64 + 200, 1_000 * id as u64 + 700));
+        }
+        // Values come after their kernels: the pass ends, then decodes.
+        a.tracing(false, 3_000);
+        a.host_event(HostEvent::KernelMetrics { correlation_id: 1, values: Some(vec![1.5, 12.0]) });
+        let r = a.finish(4_000);
+        assert!(!r.metrics_mode, "the session is not in metrics mode");
+        assert_eq!(r.sampling.and_then(|s| s.trace_windows).map(|w| w.on_demand), Some(1));
+        let (_, k) = &r.kernels[0];
+        assert_eq!((k.launches, k.profiled), (2, 1), "one launch measured, both traced");
+        assert!((k.efficiency_weighted / k.metric_time - 1.5).abs() < 1e-9);
     }
 
     #[test]

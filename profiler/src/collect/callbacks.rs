@@ -590,7 +590,9 @@ fn capturing(stream: sys::CUstream) -> bool {
 /// A context was created: set up its range profiler on a thread of its
 /// own, overlapping the program's start-up (see `Collector::prepare`).
 fn prepare_metrics(s: &Held<Collection>, ctx: sys::CUcontext) {
-    if s.collector.is_none() || ctx.is_null() {
+    // On demand, nothing is set up before a pass: a context's range
+    // profiler cannot run beside PM sampling.
+    if !s.collector.as_ref().is_some_and(|c| !c.is_on_demand()) || ctx.is_null() {
         return;
     }
     // The thread holds the collection: stop waits for it before CUPTI

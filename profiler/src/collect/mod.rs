@@ -55,12 +55,16 @@ pub(crate) struct CollectOptions {
     pub host_waits: bool,
     /// Metrics mode: what to measure, on which launches.
     pub metrics: Option<(MetricSet, Selection)>,
+    /// Always-on (sampling with trace windows): metrics passes may be asked
+    /// for while the session runs (a collector that measures nothing until
+    /// then).
+    pub metrics_on_demand: bool,
     /// Sampling mode: PM sampling every this many ns.
     pub sampling: Option<u64>,
     /// Registered with `atexit` once per process, when the first device's
-    /// sampling set-up begins: CUDA is initialised by then, so it runs
-    /// before CUDA's own exit handlers and can still decode the last
-    /// samples.
+    /// sampling set-up has succeeded: CUDA is initialised by then, so it
+    /// runs before CUDA's own exit handlers (and PM sampling's) and can
+    /// still decode the last samples.
     pub exit_handler: Option<extern "C" fn()>,
     /// Time CUPTI's kernel records at the first launch (`calibrate`), and
     /// enable them only then.
@@ -272,7 +276,10 @@ pub(crate) fn start(opts: &CollectOptions) -> Result<(Arc<Collection>, Outputs)>
         opts: opts.clone(),
         traced: AtomicBool::new(opts.records),
         switching: Mutex::new(()),
-        collector: opts.metrics.clone().map(|(m, s)| Collector::new(cupti, m, s)),
+        collector: match &opts.metrics {
+            Some((m, s)) => Some(Collector::new(cupti, m.clone(), s.clone())),
+            None => opts.metrics_on_demand.then(|| Collector::on_demand(cupti)),
+        },
         sampler: opts.sampling.map(|interval| Sampler::new(cupti, interval, opts.exit_handler)),
         pid: std::process::id(),
         id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
@@ -307,7 +314,9 @@ pub(crate) fn start(opts: &CollectOptions) -> Result<(Arc<Collection>, Outputs)>
             }
         }
     }
-    if let (Some(_), Some(c)) = (&collection.collector, hold()) {
+    // A collector on demand builds its configuration at its first pass.
+    let prepared = collection.collector.as_ref().filter(|c| !c.is_on_demand());
+    if let (Some(_), Some(c)) = (prepared, hold()) {
         // The thread holds the collection: stop waits for it before CUPTI
         // detaches.
         let spawned = std::thread::Builder::new().name("gpuscope-metrics-hosts".into()).spawn(move || {

@@ -124,6 +124,11 @@ pub struct MetricsStatus {
     /// milliseconds; consecutive measured launches share one).
     #[serde(default)]
     pub profiler_starts: u64,
+    /// Metrics passes asked for while an always-on session ran (`gpuscope
+    /// trigger PID --metrics S`); 0 in metrics mode, which measures all
+    /// along.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub passes_on_demand: u64,
     /// Why metrics were switched off, if they were.
     pub disabled: Option<String>,
     /// Time spent in each range-profiler step, summed over the session, ns:
@@ -155,6 +160,10 @@ pub struct PhaseTimes {
     /// behind setup still running on gpuscope's own threads.
     #[serde(default)]
     pub launch_waits: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 #[cfg(test)]

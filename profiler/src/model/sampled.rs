@@ -409,6 +409,10 @@ pub struct SamplingStatus {
     /// figures only other configurations hold have fewer samples.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub failed_switches: u64,
+    /// Time sampling was paused for metrics passes asked for on demand
+    /// (the range profiler took the counters), ns: no sample covers it.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub paused_ns: u64,
     /// Devices sampled.
     pub devices: Vec<u32>,
     /// Samples decoded.

@@ -265,6 +265,13 @@ pub(crate) struct Collector {
     /// one is, no other thread starts measuring (its kernel would fall in
     /// the measured ranges).
     unmeasured: AtomicU32,
+    /// Launches are measured: always in metrics mode; during a metrics pass
+    /// asked for on demand otherwise.
+    armed: AtomicBool,
+    /// A collector for passes on demand ([`Collector::on_demand`]): nothing
+    /// is set up before a pass, and every context's range profiler is
+    /// released after it (PM sampling cannot run beside it).
+    on_demand: bool,
     state: Mutex<State>,
 }
 
@@ -387,6 +394,8 @@ impl Collector {
             hosts_ready: (Mutex::new(false), Condvar::new()),
             shutting: AtomicBool::new(false),
             unmeasured: AtomicU32::new(0),
+            armed: AtomicBool::new(true),
+            on_demand: false,
             state: Mutex::new(State {
                 initialized: false,
                 warmed: false,
@@ -405,6 +414,52 @@ impl Collector {
                 status,
             }),
         }
+    }
+
+    /// A collector of the default metrics for passes asked for while an
+    /// always-on session runs ([`Collector::arm`], [`Collector::disarm`]):
+    /// it measures nothing until armed.
+    pub(crate) fn on_demand(cupti: &'static Cupti) -> Self {
+        let mut c = Collector::new(cupti, MetricSet::default(), Selection::default());
+        c.armed = AtomicBool::new(false);
+        c.on_demand = true;
+        // No host-setup thread: a pass builds the configuration it needs.
+        c.hosts_prepared();
+        c
+    }
+
+    /// Whether this collector measures on demand only.
+    pub(crate) fn is_on_demand(&self) -> bool {
+        self.on_demand
+    }
+
+    /// Starts a pass: from now the first launches of each kernel
+    /// ([`Selection::default`], counted from this pass) are measured.
+    /// `Err`: metrics are off for this session, and why.
+    pub(crate) fn arm(&self) -> std::result::Result<(), String> {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(why) = &st.status.disabled {
+            return Err(format!("hardware metrics are off for this session: {why}"));
+        }
+        st.counts.iter_mut().for_each(|c| *c = 0);
+        st.status.passes_on_demand += 1;
+        self.armed.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    /// Ends a pass: no launch is measured from now, what was measured is
+    /// decoded (its values returned), and every context's range profiler is
+    /// released, so that PM sampling can take the device again.
+    pub(crate) fn disarm(&self) -> Vec<(u32, Option<Vec<f64>>)> {
+        self.armed.store(false, Ordering::Release);
+        let out = self.flush();
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let contexts: Vec<(usize, Armed)> = st.contexts.drain().collect();
+        for (ctx, armed) in contexts {
+            // Disabling acts on the context: make it current.
+            with_current(ctx, || drop(armed));
+        }
+        out
     }
 
     /// The metric names, in value order.
@@ -623,6 +678,9 @@ impl Collector {
     /// is never measured, unless few launches have passed since the last
     /// selected one: then measuring it costs less than a stop and a start.
     pub(crate) fn on_enter(&self, launch: &LaunchSite) -> Measured {
+        if !self.armed.load(Ordering::Acquire) {
+            return Measured::Not;
+        }
         // Counted as in flight unmeasured from before the decision, so that
         // no other thread can start measuring in between.
         self.unmeasured.fetch_add(1, Ordering::SeqCst);

@@ -179,6 +179,11 @@ impl Selection {
         self.nvtx.is_some()
     }
 
+    /// How many launches of each kernel are measured first.
+    pub fn first_launches(&self) -> u64 {
+        self.first
+    }
+
     /// Whether the `nth` (0-based) matching launch of a kernel is measured.
     pub fn picks(&self, nth: u64) -> bool {
         nth < self.first || (self.every > 0 && (nth - self.first + 1) % self.every == 0)

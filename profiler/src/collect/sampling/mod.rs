@@ -94,6 +94,8 @@ struct State {
     closed: bool,
     /// When the devices were last decoded.
     last_decode: Instant,
+    /// Paused for a metrics pass since then ([`Sampler::pause`]).
+    paused_since: Option<Instant>,
 }
 
 /// How long the exit waits for a device's set-up in flight (it takes
@@ -161,6 +163,7 @@ impl Sampler {
                 stopping: false,
                 closed: false,
                 last_decode: Instant::now(),
+                paused_since: None,
             }),
         }
     }
@@ -243,6 +246,12 @@ impl Sampler {
         // this lock (the decoder, set-ups, stop).
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         if st.status.disabled.is_some() || st.closed {
+            return;
+        }
+        if st.paused_since.is_some() {
+            // A metrics pass holds the counters: a later launch claims the
+            // device again.
+            self.tried.fetch_and(!(1u64 << dev), Ordering::AcqRel);
             return;
         }
         debug("sampling: enabling a device");
@@ -414,6 +423,65 @@ impl Sampler {
         st.leftover = last;
     }
 
+    /// Gives every device's counters to a metrics pass: sampling stops and
+    /// what was sampled is decoded (handed out by the next
+    /// [`Sampler::decode`]); no device is set up until [`Sampler::resume`].
+    pub(crate) fn pause(&self) {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if st.closed || st.paused_since.is_some() {
+            return;
+        }
+        let mut failed = None;
+        let mut got = Vec::new();
+        for p in &mut st.devices {
+            match p.suspend() {
+                Ok(d) => got.push(d),
+                Err(e) => failed = Some(format!("device {}: pausing for a metrics pass: {e}", p.device())),
+            }
+        }
+        for d in got {
+            st.status.samples += d.samples.len() as u64;
+            for (c, n) in st.status.configs.iter_mut().zip(&d.per_config) {
+                c.samples += n;
+            }
+            st.leftover.extend(d.samples);
+        }
+        if let Some(why) = failed {
+            Self::stop_sampling(&mut st, why);
+        }
+        st.paused_since = Some(Instant::now());
+    }
+
+    /// Samples again after [`Sampler::pause`], each device in the
+    /// configuration it had.
+    pub(crate) fn resume(&self) {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(since) = st.paused_since.take() else { return };
+        st.status.paused_ns += since.elapsed().as_nanos() as u64;
+        if st.closed {
+            return;
+        }
+        let mut failed = None;
+        for p in &mut st.devices {
+            if let Err(e) = p.resume() {
+                failed = Some(format!("device {}: sampling again after a metrics pass: {e}", p.device()));
+            }
+        }
+        if let Some(why) = failed {
+            Self::stop_sampling(&mut st, why);
+        }
+    }
+
+    /// A device failed: sampling stops altogether, said once; what was
+    /// decoded stays.
+    fn stop_sampling(st: &mut State, why: String) {
+        if !std::mem::replace(&mut st.warned, true) {
+            eprintln!("gpuscope: sampled hardware metrics stopped: {why}. Tracing continues.");
+        }
+        st.status.disabled = Some(why);
+        st.devices.clear();
+    }
+
     /// How sampling went.
     pub(crate) fn status(&self) -> SamplingStatus {
         self.state.lock().unwrap_or_else(|e| e.into_inner()).status.clone()
@@ -480,6 +548,7 @@ mod tests {
             attribution: true,
             host_waits: false,
             metrics: None,
+            metrics_on_demand: false,
             sampling: Some(100_000),
             exit_handler: None,
             calibrate: false,
@@ -501,5 +570,72 @@ mod tests {
         assert!(first < Duration::from_millis(100), "the first launch call took {first:?}");
         assert_eq!(status.devices, vec![0], "device 0 sampled: {status:?}");
         assert!(status.disabled.is_none(), "{status:?}");
+    }
+
+    /// A metrics pass asked for on demand takes the device's counters from
+    /// PM sampling (which cannot run beside the range profiler), measures
+    /// the first launches of the kernel, and gives them back: sampling goes
+    /// on after it.
+    #[test]
+    #[ignore = "needs an NVIDIA GPU"]
+    fn a_metrics_pass_takes_the_counters_from_sampling_and_gives_them_back() {
+        use crate::model::event::HostEvent;
+        let mut tiny = Tiny::new();
+        tiny.launch(1, 32);
+        tiny.sync();
+        let opts = CollectOptions {
+            buffer_size: 1 << 20,
+            max_buffers: 8,
+            host_queue: 1 << 16,
+            kinds: vec![cupti_sys::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL],
+            records: true,
+            attribution: true,
+            host_waits: false,
+            metrics: None,
+            metrics_on_demand: true,
+            sampling: Some(1_000_000),
+            exit_handler: None,
+            calibrate: false,
+        };
+        let (c, outputs) = collect::start(&opts).expect("collection starts");
+        let sampler = c.sampler.as_ref().expect("sampling mode");
+        let collector = c.collector.as_ref().expect("a collector on demand");
+        let began = Instant::now();
+        while sampler.status().devices.is_empty() && began.elapsed() < Duration::from_secs(5) {
+            tiny.launch(1, 32);
+            tiny.sync();
+        }
+        sampler.pause();
+        let armed = collector.arm();
+        for _ in 0..5 {
+            tiny.launch(4, 64);
+        }
+        tiny.sync();
+        let mut values = collector.disarm();
+        let events: Vec<HostEvent> = outputs.host.try_iter().collect();
+        for e in events {
+            if let HostEvent::KernelMetrics { correlation_id, values: v } = e {
+                values.push((correlation_id, v));
+            }
+        }
+        sampler.resume();
+        let after = Instant::now();
+        let mut sampled_again = 0;
+        while sampled_again == 0 && after.elapsed() < Duration::from_secs(3) {
+            tiny.launch(1, 32);
+            tiny.sync();
+            std::thread::sleep(Duration::from_millis(20));
+            sampled_again += sampler.decode().len();
+        }
+        let (status, metrics) = (sampler.status(), collector.status());
+        collect::stop(&c, collect::Ending::Stop).expect("collection stops");
+        collect::clear();
+        assert_eq!(armed, Ok(()), "the counters were free for the pass");
+        assert!(metrics.disabled.is_none() && status.disabled.is_none(), "{metrics:?} {status:?}");
+        let measured = values.iter().filter(|(_, v)| v.is_some()).count();
+        assert_eq!(measured, 3, "the first 3 launches of the kernel: {values:?} {metrics:?}");
+        assert_eq!(metrics.passes_on_demand, 1);
+        assert!(status.paused_ns > 0, "{status:?}");
+        assert!(sampled_again > 0, "sampling goes on after the pass: {status:?}");
     }
 }

@@ -317,6 +317,9 @@ impl PmDevice {
     /// enough.
     pub(crate) fn decode(&mut self, to_end: bool, deadline: Option<Instant>) -> Result<Decoded> {
         let mut out = Decoded { per_config: vec![0; self.configs.len()], ..Default::default() };
+        if self.object.is_null() {
+            return Ok(out); // suspended
+        }
         self.decode_into(&mut out, to_end, deadline)?;
         if !to_end
             && self.configs.len() > 1
@@ -422,6 +425,31 @@ impl PmDevice {
         // Back off after a failure: each try costs a stop and a start.
         self.hold = MIN_HOLD.max(took * HOLD_PER_SWITCH) * (1 << self.failed_in_a_row.min(4));
         Ok(())
+    }
+
+    /// Stops sampling, decodes what was sampled and gives the device's
+    /// counters back (the range profiler cannot run beside PM sampling);
+    /// [`PmDevice::resume`] takes them again.
+    pub(crate) fn suspend(&mut self) -> Result<Decoded> {
+        let mut out = Decoded { per_config: vec![0; self.configs.len()], ..Default::default() };
+        if self.object.is_null() {
+            return Ok(out);
+        }
+        self.stop()?;
+        self.decode_into(&mut out, true, None)?;
+        // SAFETY: our object, stopped, disabled once here.
+        tolerate(unsafe { pm::disable(self.cupti, self.object) }, "disabling a device's PM sampling");
+        self.object = std::ptr::null_mut();
+        Ok(out)
+    }
+
+    /// Samples again, in the configuration it had, after
+    /// [`PmDevice::suspend`].
+    pub(crate) fn resume(&mut self) -> Result<()> {
+        if !self.object.is_null() {
+            return Ok(());
+        }
+        self.restart_with(self.active)
     }
 
     /// A new sampling object with configuration `i`, started.
