@@ -101,6 +101,14 @@ fn configs_note(sm: &crate::report::SamplingStatus) -> String {
     out
 }
 
+/// Sampling paused for metrics passes on demand.
+fn paused_note(sm: &crate::report::SamplingStatus) -> String {
+    if sm.paused_ns == 0 {
+        return String::new();
+    }
+    format!("; paused {} for metrics passes on demand (no sample covers it)", fmt_ns(sm.paused_ns))
+}
+
 /// What became of the last samples at exit.
 fn exit_note(sm: &crate::report::SamplingStatus) -> String {
     match (sm.tail_lost, sm.exit_samples) {
@@ -180,7 +188,7 @@ pub fn render(r: &Report, a: &Analysis, width: usize) -> String {
             _ => format!(
                 "GPU busy, SM efficiency, occupancy, compute and DRAM figures marked ~ come from PM samples every {} \
                  on {} device(s) ({} samples, {} overflows, {} expired; decoding took {} on gpuscope's thread); \
-                 kernels spanning fewer than {} samples have range-level figures only{}{}{}",
+                 kernels spanning fewer than {} samples have range-level figures only{}{}{}{}",
                 fmt_ns(sm.interval_ns),
                 sm.devices.len(),
                 sm.samples,
@@ -189,6 +197,7 @@ pub fn render(r: &Report, a: &Analysis, width: usize) -> String {
                 fmt_ns(sm.decode_ns),
                 sm.min_kernel_samples,
                 configs_note(sm),
+                paused_note(sm),
                 sm.disabled.as_ref().map_or(String::new(), |w| format!("; stopped early: {w}")),
                 exit_note(sm),
             ),
