@@ -545,7 +545,8 @@ pub(super) unsafe extern "C" fn api_callback(
         sample_device_of_launch(&s, d.context);
         let ctx = nvtx::current();
         let graph = is_graph_launch(domain, cbid);
-        let profiled = s.collector.as_ref().is_some_and(|c| {
+        // A collector on demand between passes costs a launch nothing.
+        let profiled = s.collector.as_ref().filter(|c| c.is_armed()).is_some_and(|c| {
             // SAFETY: CUPTI passes the launch function's own params struct.
             let target = unsafe { launch_target(domain, cbid, d.functionParams) };
             let site = LaunchSite { ctx: d.context, target, symbol: d.symbolName, path: ctx.path, graph };
@@ -637,6 +638,8 @@ pub(super) fn prepare_sampling(
     let key = ctx as usize;
     if let Some(sampler) = &s.sampler {
         sampler.register_exit_handler();
+        // Counted from before the thread exists: the exit waits for it.
+        sampler.set_up_begins();
     }
     debug("sampling: a device's set-up starts on a thread of gpuscope's");
     let spawned = std::thread::Builder::new().name("gpuscope-sampling-setup".into()).spawn(move || {
@@ -647,7 +650,15 @@ pub(super) fn prepare_sampling(
                 None => sampler.set_up_current(),
             });
         });
+        if let Some(sampler) = &held.sampler {
+            sampler.set_up_ends();
+        }
     });
+    if spawned.is_err() {
+        if let Some(sampler) = &s.sampler {
+            sampler.set_up_ends();
+        }
+    }
     match (spawned, dev, &s.sampler) {
         (Ok(thread), _, _) => Some(thread),
         (Err(e), Some(dev), Some(sampler)) => {

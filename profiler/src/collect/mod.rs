@@ -394,7 +394,13 @@ pub(crate) fn stop(s: &Collection, ending: Ending) -> Result<()> {
     debug("stop: activity off");
     cupti::tolerate(callbacks::activity_kinds(c, &s.opts.kinds, false), "stop: activity off");
     s.flush(true);
-    if let Some(col) = &s.collector {
+    if let Some(col) =
+        s.collector.as_ref().filter(|c| c.is_on_demand() && ending == (Ending::Exit { driver_whole: false }))
+    {
+        // At exit, CUDA may be torn down: a pass in flight is left as it
+        // is, with no CUPTI call.
+        col.abandon();
+    } else if let Some(col) = &s.collector {
         // Launches measured since the last batch: decode them now, before
         // the decoder's final drain.
         debug("stop: metrics decode");

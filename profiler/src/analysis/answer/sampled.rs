@@ -411,9 +411,10 @@ mod tests {
     #[test]
     fn a_window_asked_for_splits_the_sampled_idle_time_by_its_traced_causes() {
         use crate::decode::KernelActivity;
-        // Ten 52 ms steps, the GPU busy 11 ms of each (22%, sampled); a
+        // Ten 52 ms steps, the GPU busy 22% of each by its samples; a
         // window asked for traces the whole third step: four sparse
-        // launches, its idle time the host's.
+        // launches of 6.5 ms (50% busy: not the share the answer takes),
+        // its idle time the host's.
         let mut a = Aggregator::windows_of_zero();
         let step = paths().intern(ROOT, 0, "sw-step");
         let mut samples = Vec::new();
@@ -427,7 +428,7 @@ mod tests {
                 for (i, at) in [10, 20, 30, 40].into_iter().enumerate() {
                     let id = 7 + i as u32;
                     a.host_event(HostEvent::launch(id, 1, step, k + 1, (t + at) * MS));
-                    a.kernel(&KernelActivity::sample(id, (t + at) * MS, (t + at) * MS + 2_750_000));
+                    a.kernel(&KernelActivity::sample(id, (t + at) * MS, (t + at) * MS + 6_500_000));
                 }
             } else {
                 let (start, end) = (t * MS, (t + 52) * MS);

@@ -85,6 +85,9 @@ enum Pick {
     Never,
 }
 
+/// How long the end of a pass waits for measured launches in flight.
+const DISARM_WAIT: Duration = Duration::from_secs(2);
+
 /// The metric that counts a range's thread blocks (CTAs): each decoded
 /// range is matched to the launch whose grid has that many.
 const CTAS: &str = "sm__ctas_launched.sum";
@@ -451,15 +454,60 @@ impl Collector {
     /// decoded (its values returned), and every context's range profiler is
     /// released, so that PM sampling can take the device again.
     pub(crate) fn disarm(&self) -> Vec<(u32, Option<Vec<f64>>)> {
-        self.armed.store(false, Ordering::Release);
+        {
+            // Under the lock: a launch that read `armed` before this finds
+            // it false once it has the lock (`enter` looks again).
+            let _st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            self.armed.store(false, Ordering::Release);
+        }
+        // A measured launch between its API entry and exit runs under its
+        // context's profiler: wait for it (bounded), so that neither the
+        // decode nor the release below pulls the profiler from under it.
+        let deadline = Instant::now() + DISARM_WAIT;
+        loop {
+            let busy = {
+                let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+                st.contexts.values().any(|a| a.in_flight)
+            };
+            if !busy {
+                break;
+            }
+            if Instant::now() >= deadline {
+                debug("metrics: a measured launch was still in flight when the pass ended");
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
         let out = self.flush();
-        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut guard = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let st = &mut *guard;
         let contexts: Vec<(usize, Armed)> = st.contexts.drain().collect();
-        for (ctx, armed) in contexts {
-            // Disabling acts on the context: make it current.
-            with_current(ctx, || drop(armed));
+        for (ctx, mut armed) in contexts {
+            // Stopped, then disabled; both act on the context: current.
+            with_current(ctx, || {
+                if let Err(e) = armed.stop(&mut st.status.time_ns) {
+                    debug(&format!("metrics: stopping a context's profiler after a pass: {e}"));
+                }
+                drop(armed)
+            });
         }
         out
+    }
+
+    /// At process exit with CUDA possibly torn down: measures nothing more
+    /// and lets go of every context's profiler and host object without a
+    /// CUPTI call (what a pass in flight measured is lost).
+    pub(crate) fn abandon(&self) {
+        self.armed.store(false, Ordering::Release);
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.shut = true;
+        std::mem::forget(std::mem::take(&mut st.contexts));
+        std::mem::forget(std::mem::take(&mut st.hosts));
+    }
+
+    /// Whether launches are measured now.
+    pub(crate) fn is_armed(&self) -> bool {
+        self.armed.load(Ordering::Acquire)
     }
 
     /// The metric names, in value order.
@@ -704,7 +752,8 @@ impl Collector {
         let mut guard = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let st = &mut *guard;
         st.status.time_ns.launch_waits += t.elapsed().as_nanos() as u64;
-        if st.status.disabled.is_some() || ctx.is_null() {
+        // Looked at again under the lock: a pass may have ended meanwhile.
+        if st.status.disabled.is_some() || ctx.is_null() || !self.armed.load(Ordering::Acquire) {
             return Measured::Not;
         }
         let key = ctx as usize;

@@ -16,7 +16,7 @@ use crate::model::sampled::{Sample, SampledConfig, SamplingStatus};
 use cupti_sys::Cupti;
 use pmsampler::PmDevice;
 use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -139,6 +139,13 @@ pub(crate) struct Sampler {
     /// [`Sampler::stop`] has begun: a set-up that fails now failed because
     /// the session (or the process) was ending.
     ending: AtomicBool,
+    /// Set-ups begun (their thread spawned or about to be) and not ended:
+    /// the exit waits for them.
+    set_ups: AtomicU32,
+    /// Bumped when sampling resumes after a metrics pass: a launch thread's
+    /// memory of having claimed its device is then stale (a set-up put
+    /// off during the pass is claimed again).
+    generation: AtomicU64,
     state: Mutex<State>,
 }
 
@@ -155,6 +162,8 @@ impl Sampler {
             tried: AtomicU64::new(0),
             exit_handler,
             ending: AtomicBool::new(false),
+            set_ups: AtomicU32::new(0),
+            generation: AtomicU64::new(0),
             state: Mutex::new(State {
                 devices: Vec::new(),
                 leftover: Vec::new(),
@@ -178,11 +187,11 @@ impl Sampler {
     /// [`set_up`]: Sampler::set_up
     pub(crate) fn claim_at_launch(&self, ctx: cupti_sys::CUcontext) -> Option<u32> {
         thread_local! {
-            // (sampler, context) of this thread's last launch whose device
-            // was claimed.
-            static SEEN: Cell<(u64, usize)> = const { Cell::new((0, 0)) };
+            // (sampler, generation, context) of this thread's last launch
+            // whose device was claimed.
+            static SEEN: Cell<(u64, u64, usize)> = const { Cell::new((0, 0, 0)) };
         }
-        let key = (self.id, ctx as usize);
+        let key = (self.id, self.generation.load(Ordering::Acquire), ctx as usize);
         if ctx.is_null() || SEEN.try_with(|c| c.get() == key).unwrap_or(false) {
             return None;
         }
@@ -209,15 +218,27 @@ impl Sampler {
     /// Waits until no device's set-up is in flight (the state's lock is
     /// free), at most `limit`.
     fn wait_for_set_ups(&self, limit: Duration) {
+        // A set-up that has not taken the lock yet finds this and makes
+        // no CUPTI call.
         self.ending.store(true, Ordering::Release);
         let deadline = Instant::now() + limit;
-        while Instant::now() < deadline {
-            match self.state.try_lock() {
-                Ok(_) | Err(std::sync::TryLockError::Poisoned(_)) => return,
-                Err(std::sync::TryLockError::WouldBlock) => std::thread::sleep(Duration::from_millis(5)),
+        while self.set_ups.load(Ordering::Acquire) > 0 {
+            if Instant::now() >= deadline {
+                debug("sampling: at exit, a device's set-up was still running after the wait's bound");
+                return;
             }
+            std::thread::sleep(Duration::from_millis(5));
         }
-        debug("sampling: at exit, a device's set-up was still running after the wait's bound");
+    }
+
+    /// A device's set-up is about to start on a thread of gpuscope's.
+    pub(crate) fn set_up_begins(&self) {
+        self.set_ups.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// That set-up has ended (or its thread never started).
+    pub(crate) fn set_up_ends(&self) {
+        let _ = self.set_ups.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
     }
 
     /// Claims device `dev`'s set-up: true the first time, and never once
@@ -248,9 +269,17 @@ impl Sampler {
         if st.status.disabled.is_some() || st.closed {
             return;
         }
+        if self.ending.load(Ordering::Acquire) {
+            // The process is exiting: no CUPTI call now.
+            st.status.disabled = Some(format!(
+                "the session ended before device {dev}'s sampling was set up (CUPTI takes ~0.25 s from the \
+                 device's first launch): nothing was sampled there"
+            ));
+            return;
+        }
         if st.paused_since.is_some() {
-            // A metrics pass holds the counters: a later launch claims the
-            // device again.
+            // A metrics pass holds the counters: the first launch after
+            // it claims the device again (`resume` bumps the generation).
             self.tried.fetch_and(!(1u64 << dev), Ordering::AcqRel);
             return;
         }
@@ -401,6 +430,9 @@ impl Sampler {
         }
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         st.closed = true;
+        if let Some(since) = st.paused_since.take() {
+            st.status.paused_ns += since.elapsed().as_nanos() as u64;
+        }
         for p in &mut st.devices {
             if let Err(e) = p.stop() {
                 debug(&format!("sampling: stop: {e}"));
@@ -458,6 +490,7 @@ impl Sampler {
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let Some(since) = st.paused_since.take() else { return };
         st.status.paused_ns += since.elapsed().as_nanos() as u64;
+        self.generation.fetch_add(1, Ordering::AcqRel);
         if st.closed {
             return;
         }

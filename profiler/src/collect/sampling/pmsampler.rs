@@ -397,7 +397,7 @@ impl PmDevice {
         let t = Instant::now();
         self.stop()?;
         self.decode_into(out, true, None)?;
-        let next = (self.active + 1) % self.configs.len();
+        let (left, next) = (self.active, (self.active + 1) % self.configs.len());
         let mut last = None;
         for (attempt, i) in [next, next, self.active].into_iter().enumerate() {
             if attempt > 0 {
@@ -419,7 +419,9 @@ impl PmDevice {
             return Err(e);
         }
         let took = t.elapsed();
-        out.switches += 1;
+        // A switch that ended back where it began took no turn; its time
+        // unsampled still counts.
+        out.switches += u64::from(self.active != left);
         out.switch_ns += took.as_nanos() as u64;
         self.failed_in_a_row = if out.failed_switches >= 2 { self.failed_in_a_row + 1 } else { 0 };
         // Back off after a failure: each try costs a stop and a start.
