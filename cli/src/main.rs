@@ -438,10 +438,15 @@ fn run(cmd: Cmd) -> Result<ExitCode, String> {
                 Ok(r)
             };
             let text = if merge {
-                let job = gpuscope::report::JobReport::merge(&rank_reports(&files, &read)?);
+                let ranks = rank_reports(&files, &read)?;
+                let job = gpuscope::report::JobReport::merge(&ranks);
+                let answer = gpuscope::analysis::job::answer(&ranks);
                 match format.as_str() {
-                    "table" => job.to_table(width),
-                    "json" => job.to_json(),
+                    "table" => match &answer {
+                        Some(a) => format!("{}\n{}", a.to_table(width), job.to_table(width)),
+                        None => job.to_table(width),
+                    },
+                    "json" => job.to_json_with(answer.as_ref()),
                     other => return Err(format!("--format {other}: --merge writes table or json")),
                 }
             } else if files.len() > 2 {

@@ -119,6 +119,9 @@ fn report_merges_ranks_and_names_the_straggler() {
     let t = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(t.contains("job: 3 ranks"), "{t}");
+    // One answer for the job first, each rank's step in it.
+    assert!(t.starts_with("== Answer for the job: 3 ranks, `step`"), "{t}");
+    assert!(t.lines().any(|l| l.trim_start().starts_with("rank1 ") && l.contains("9.0 us")), "{t}");
     let row = t.lines().find(|l| l.starts_with("step ")).unwrap_or_else(|| panic!("a step row: {t}"));
     // Per rank, then the slowest: rank1, 9.0 us against the median 4.2 us.
     assert!(row.contains("4.0 us") && row.contains("9.0 us") && row.contains("rank1 (+114.3%)"), "{row}");
@@ -131,6 +134,7 @@ fn report_merges_ranks_and_names_the_straggler() {
     let v: serde_json::Value = serde_json::from_slice(&json.stdout).expect("JSON");
     assert_eq!(v["ranges"][0]["slowest"], 1);
     assert_eq!(v["ranks"][1]["name"], "rank1");
+    assert_eq!(v["answer"]["ranks"].as_array().map(Vec::len), Some(2), "{v}");
     // Three reports without --merge: told what to do.
     let three = gpuscope()
         .arg("report")

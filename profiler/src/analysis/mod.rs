@@ -10,6 +10,7 @@ pub mod cost;
 pub mod devices;
 mod findings;
 mod framework;
+pub mod job;
 pub mod peaks;
 mod rates;
 pub mod verdict;

@@ -1,6 +1,8 @@
-//! The job table: ranks side by side, stragglers named.
+//! The job table: ranks side by side, stragglers named; and the job's
+//! answer.
 
 use super::table::fit;
+use crate::analysis::job::{JobAnswer, Parallelism};
 use crate::model::units::fmt_ns;
 use crate::report::JobReport;
 use std::fmt::Write;
@@ -84,6 +86,52 @@ pub(super) fn render(j: &JobReport, width: usize) -> String {
         for w in waits {
             // Wrapped, not cut: the wait is the line's end.
             out.push_str(&super::diagnosis::wrap(&w, width, "  ", "    "));
+        }
+    }
+    out
+}
+
+/// The job's answer, at most `width` columns (80 or more).
+pub(super) fn render_answer(a: &JobAnswer, width: usize) -> String {
+    let width = width.max(80);
+    let mut out = String::new();
+    let step = a.step.as_deref().map_or("each rank's steady state".to_string(), |s| format!("`{s}`"));
+    let _ = writeln!(out, "== Answer for the job: {} ranks, {step}, {} per step", a.ranks.len(), fmt_ns(a.step_ns));
+    let how = match a.parallelism {
+        Parallelism::DataParallel => "data parallel (gradients all-reduced)",
+        Parallelism::Sharded => "sharded (parameters all-gathered, gradients reduce-scattered)",
+        Parallelism::Unknown => "no collective seen",
+    };
+    out.push_str(&super::diagnosis::wrap(&format!("pace set by {}; {how}", a.pace), width, "   ", "     "));
+    for n in &a.notes {
+        out.push_str(&super::diagnosis::wrap(n, width, "   ", "     "));
+    }
+    let name_w = a.ranks.iter().map(|r| r.name.chars().count()).max().unwrap_or(4).clamp(4, 24);
+    let _ = writeln!(
+        out,
+        "   {:<name_w$} {:>10} {:>10} {:>12} {:>10} {:>10}  verdict",
+        "rank", "step", "compute", "exposed comm", "waiting", "host"
+    );
+    let opt = |v: Option<u64>| v.map_or("-".to_string(), fmt_ns);
+    for (i, r) in a.ranks.iter().enumerate() {
+        let mark = if a.straggler == Some(i) { "  (the others wait for it)" } else { "" };
+        let _ = writeln!(
+            out,
+            "   {:<name_w$} {:>10} {:>10} {:>12} {:>10} {:>10}  {}{mark}",
+            fit(&r.name, name_w),
+            fmt_ns(r.step_ns),
+            fmt_ns(r.compute_ns),
+            opt(r.exposed_comm_ns),
+            opt(r.wait_ns),
+            fmt_ns(r.host_ns),
+            r.verdict
+        );
+    }
+    if !a.actions.is_empty() {
+        let _ = writeln!(out, "   what to change, most time saved per step first:");
+        for (k, x) in a.actions.iter().enumerate() {
+            let text = format!("{}. saves up to {} ({:.0}%): {}", k + 1, fmt_ns(x.saves_ns), x.saves_pct, x.advice);
+            out.push_str(&super::diagnosis::wrap(&text, width, "     ", "        "));
         }
     }
     out

@@ -62,6 +62,16 @@ fn clamp_width(width: usize) -> usize {
     width.clamp(*TABLE_WIDTHS.start(), *TABLE_WIDTHS.end())
 }
 
+impl crate::analysis::job::JobAnswer {
+    /// The job's answer as text: the step, what sets its pace, each rank's
+    /// compute, exposed communication, wait and host time per step, and
+    /// the actions; at most `width` columns (kept within
+    /// [`TABLE_WIDTHS`]).
+    pub fn to_table(&self, width: usize) -> String {
+        merge::render_answer(self, clamp_width(width))
+    }
+}
+
 impl crate::report::JobReport {
     /// The job table: each rank's session and kernel time, then per range
     /// the wall time per call of every rank (or the fastest, median and
@@ -74,6 +84,17 @@ impl crate::report::JobReport {
     /// The job as JSON.
     pub fn to_json(&self) -> String {
         serde_json::to_string_pretty(self).unwrap_or_default()
+    }
+
+    /// The job as JSON, with its answer (`answer`) where there is one.
+    pub fn to_json_with(&self, answer: Option<&crate::analysis::job::JobAnswer>) -> String {
+        let Ok(mut v) = serde_json::to_value(self) else { return String::new() };
+        if let (Some(a), Some(o)) = (answer, v.as_object_mut()) {
+            if let Ok(a) = serde_json::to_value(a) {
+                o.insert("answer".into(), a);
+            }
+        }
+        serde_json::to_string_pretty(&v).unwrap_or_default()
     }
 }
 
