@@ -416,11 +416,29 @@ fn run(cmd: Cmd) -> Result<ExitCode, String> {
                 }
             }
             if used.len() > 1 {
+                // A job of several ranks (a launcher): one answer for the
+                // job and the ranks side by side; each rank's report stays
+                // on disk.
                 let names: Vec<String> = used.iter().map(|(p, _)| p.display().to_string()).collect();
-                eprintln!("gpuscope: {} processes used the GPU; their reports: {}", used.len(), names.join(", "));
-            }
-            for (path, rep) in &used {
-                stdout(&format!("== {}\n{}\n", path.display(), rep.to_table(terminal_width())))?;
+                eprintln!(
+                    "gpuscope: {} processes used the GPU; each one's report: gpuscope report FILE ({})",
+                    used.len(),
+                    names.join(", ")
+                );
+                let ranks: Vec<(String, Report)> = used
+                    .into_iter()
+                    .map(|(p, r)| {
+                        (p.file_stem().map_or_else(|| p.display().to_string(), |s| s.to_string_lossy().into_owned()), r)
+                    })
+                    .collect();
+                let width = terminal_width();
+                let job = gpuscope::report::JobReport::merge(&ranks);
+                let answer = gpuscope::analysis::job::answer(&ranks).map(|a| a.to_table(width) + "\n");
+                stdout(&format!("{}{}", answer.unwrap_or_default(), job.to_table(width)))?;
+            } else {
+                for (path, rep) in &used {
+                    stdout(&format!("== {}\n{}\n", path.display(), rep.to_table(terminal_width())))?;
+                }
             }
             // The program's exit status, passed through.
             Ok(match status.code() {

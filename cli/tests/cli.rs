@@ -165,6 +165,31 @@ fn run_passes_the_exit_code_and_output_through() {
 }
 
 #[test]
+fn run_of_a_job_prints_one_answer_for_its_ranks() {
+    // A "launcher" whose two ranks each wrote a report (copied into place:
+    // no GPU here), as torchrun's would under gpuscope run.
+    let dir = tmp("run-job");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (a, b) = (saved_steps("job-a.json", 4, 4_000), saved_steps("job-b.json", 4, 6_000));
+    let script =
+        format!("cp {} {}/run-0.json && cp {} {}/run-1.json", a.display(), dir.display(), b.display(), dir.display());
+    let out = gpuscope()
+        .args(["run", "--lib"])
+        .arg(lib())
+        .args(["-o"])
+        .arg(dir.join("run-{rank}.json"))
+        .args(["--", "/bin/sh", "-c", &script])
+        .output()
+        .unwrap();
+    let (o, e) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{e}");
+    assert!(o.starts_with("== Answer for the job: 2 ranks, `step`"), "{o}\n{e}");
+    assert!(o.contains("job: 2 ranks"), "the ranks side by side: {o}");
+    assert!(e.contains("2 processes used the GPU") && e.contains("run-1.json"), "{e}");
+}
+
+#[test]
 fn run_checks_options_before_running_anything() {
     let marker = tmp("should-not-exist");
     let _ = std::fs::remove_file(&marker);
