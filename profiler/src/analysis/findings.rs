@@ -190,7 +190,8 @@ fn exposed_communication(e: &Evidence, ranges: &[RangeAnalysis]) -> Vec<Finding>
                 calls: g.count,
                 message: format!(
                     "{}: communication kernels ran {} ({share:.0}% of the range{calls}) with no compute under them, \
-                     of {} in all",
+                     of {} in all; in a job of several ranks that includes this rank's wait for the slowest one \
+                     (gpuscope report --merge of the ranks' reports tells the wait from the transfer)",
                     g.path,
                     ms(g.exposed_comm_ns),
                     ms(g.comm_ns)
