@@ -74,6 +74,106 @@ impl CommOverlap {
     }
 }
 
+/// Which union a span handed out by [`SessionComm`] belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Union {
+    /// Every kernel of a device that ran communication.
+    All,
+    /// Its compute kernels.
+    Compute,
+    /// Its communication kernels.
+    Comm,
+}
+
+/// The session's communication and its exposed part, over time: per
+/// device, from its first communication kernel on, the three unions of
+/// [`CommOverlap`], whose spans are handed out (to the session's time
+/// bins) as they leave the bounded unions and at the end. In any stretch of
+/// time, exposed communication is `All − Compute` of the spans in it.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct SessionComm {
+    devices: Vec<DeviceUnions>,
+    /// Per device without communication yet: its latest compute kernels
+    /// (at most [`RECENT`]), which may run under its first collective.
+    before: Vec<(u32, Vec<(u64, u64)>)>,
+}
+
+/// Compute kernels kept per device before its first communication kernel.
+const RECENT: usize = 8;
+
+impl SessionComm {
+    /// A kernel ran over `[start, end)` on `device`; `out` takes the spans
+    /// that leave the unions.
+    pub(crate) fn kernel(
+        &mut self,
+        device: u32,
+        start: u64,
+        end: u64,
+        comm: bool,
+        out: &mut impl FnMut(Union, u64, u64),
+    ) {
+        let mut hand = |u: Union, span: Option<(u64, u64)>| {
+            if let Some((s, e)) = span {
+                out(u, s, e);
+            }
+        };
+        let i = match self.devices.iter().position(|d| d.device == device) {
+            Some(i) => i,
+            // Before a device's first communication kernel there is none to
+            // expose: only its latest compute is kept.
+            None if !comm => {
+                let b = match self.before.iter().position(|(d, _)| *d == device) {
+                    Some(b) => b,
+                    None => {
+                        self.before.push((device, Vec::with_capacity(RECENT)));
+                        self.before.len() - 1
+                    }
+                };
+                let recent = &mut self.before[b].1;
+                if recent.len() == RECENT {
+                    recent.remove(0);
+                }
+                recent.push((start, end));
+                return;
+            }
+            None => {
+                let mut d = DeviceUnions { device, ..Default::default() };
+                if let Some(b) = self.before.iter().position(|(d, _)| *d == device) {
+                    for (s, e) in self.before.swap_remove(b).1 {
+                        hand(Union::All, d.all.add_folding(s, e));
+                        hand(Union::Compute, d.compute.add_folding(s, e));
+                    }
+                }
+                self.devices.push(d);
+                self.devices.len() - 1
+            }
+        };
+        let d = &mut self.devices[i];
+        hand(Union::All, d.all.add_folding(start, end));
+        if comm {
+            hand(Union::Comm, d.comm.add_folding(start, end));
+        } else {
+            hand(Union::Compute, d.compute.add_folding(start, end));
+        }
+    }
+
+    /// Hands out every span still held (at the end, or into a copy for a
+    /// live report).
+    pub(crate) fn drain(&mut self, out: &mut impl FnMut(Union, u64, u64)) {
+        for d in &mut self.devices {
+            for (u, spans) in [
+                (Union::All, d.all.take_spans()),
+                (Union::Compute, d.compute.take_spans()),
+                (Union::Comm, d.comm.take_spans()),
+            ] {
+                for (s, e) in spans {
+                    out(u, s, e);
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,8 +15,17 @@ const CAP: usize = 256;
 impl IntervalUnion {
     /// Adds `[start, end)`.
     pub(crate) fn add(&mut self, start: u64, end: u64) {
+        if let Some((fs, fe)) = self.add_folding(start, end) {
+            self.folded_total = self.folded_total.saturating_add(fe - fs);
+            self.folded_in_window = self.folded_in_window.saturating_add(fe - fs);
+        }
+    }
+
+    /// Adds `[start, end)`; the span folded out to keep the bound, if one
+    /// was, is returned instead of counted (its caller accounts for it).
+    pub(crate) fn add_folding(&mut self, start: u64, end: u64) -> Option<(u64, u64)> {
         if end <= start {
-            return;
+            return None;
         }
         // First span that ends at or after `start`: everything it and later
         // spans overlap merges into one.
@@ -29,11 +38,13 @@ impl IntervalUnion {
             j += 1;
         }
         self.spans.splice(i..j, [(s, e)]);
-        if self.spans.len() > CAP {
-            let (fs, fe) = self.spans.remove(0);
-            self.folded_total = self.folded_total.saturating_add(fe - fs);
-            self.folded_in_window = self.folded_in_window.saturating_add(fe - fs);
-        }
+        (self.spans.len() > CAP).then(|| self.spans.remove(0))
+    }
+
+    /// The spans still held, taken out (the folded ones were handed out by
+    /// [`IntervalUnion::add_folding`]).
+    pub(crate) fn take_spans(&mut self) -> Vec<(u64, u64)> {
+        std::mem::take(&mut self.spans)
     }
 
     /// Total covered time (saturating: a folded span and a later one may

@@ -183,6 +183,8 @@ pub(crate) struct Aggregator {
     /// Copy calls by correlation id: the range instance they were made in.
     copy_calls: FxHashMap<u32, u64>,
     timeline: Timeline,
+    /// The session's communication over time, into `timeline`.
+    session_comm: comm::SessionComm,
     thread_names: BTreeMap<u32, String>,
     trace: Option<Trace>,
     trace_kernel_paths: Vec<PathId>,
@@ -222,6 +224,7 @@ impl Aggregator {
             forks: 0,
             copy_calls: FxHashMap::default(),
             timeline: Timeline::new(opts.start_ns),
+            session_comm: comm::SessionComm::default(),
             thread_names: BTreeMap::new(),
             trace: (opts.trace_cap > 0).then(Trace::default),
             opts,
@@ -501,8 +504,11 @@ impl Aggregator {
         let grid = self.devices.sm_count(k.device).map(|sms| Grid { blocks: blocks(k.grid), sms });
         self.by_name.entry(name).or_default().add(k.start, dur, occ.as_ref(), metrics.as_ref(), grid);
         self.by_path_name.entry((info.path, name)).or_default().add(k.start, dur, occ.as_ref(), metrics.as_ref(), grid);
-        self.ranges.kernel(info.instance, k.device, k.start, end, self.names.is_comm(name));
+        let is_comm = self.names.is_comm(name);
+        self.ranges.kernel(info.instance, k.device, k.start, end, is_comm);
         self.timeline.kernel(k.start, end);
+        let tl = &mut self.timeline;
+        self.session_comm.kernel(k.device, k.start, end, is_comm, &mut |u, s, e| tl.comm_span(u, s, e));
         if let Some(j) = &mut self.join {
             j.kernel(k.device, k.start, end, name, info.path);
         }
@@ -695,6 +701,8 @@ impl Aggregator {
         for a in self.attribution.finish() {
             self.kernel_with(a);
         }
+        let tl = &mut self.timeline;
+        self.session_comm.drain(&mut |u, s, e| tl.comm_span(u, s, e));
         let mut pieces = Vec::new();
         self.idle.finish(end_ns, &self.untraced, &mut |p| pieces.push(p));
         self.per_device.finish(end_ns, &self.untraced);
@@ -810,7 +818,12 @@ impl Aggregator {
             },
             calibration: self.calibration.clone(),
             forks: self.forks,
-            timeline: self.timeline.clone(),
+            timeline: {
+                // The communication spans not handed out yet, into a copy.
+                let mut t = self.timeline.clone();
+                self.session_comm.clone().drain(&mut |u, s, e| t.comm_span(u, s, e));
+                t
+            },
             per_device: match self.per_device.first {
                 Some(d) if self.per_device.devices.is_empty() => {
                     vec![(d, self.idle.busy_ns, self.idle_total, self.timeline.clone())]

@@ -40,6 +40,14 @@ pub(crate) struct Bin {
     pub calls_timed: u64,
     /// PM samples over the bin (sampling mode), by overlap.
     pub sampled: SampledAcc,
+    /// On devices that ran communication: the union of all their kernels,
+    /// of their compute kernels and of their communication kernels, ns
+    /// (exposed communication is the first minus the second).
+    pub comm_all_ns: u64,
+    /// See `comm_all_ns`.
+    pub comm_compute_ns: u64,
+    /// See `comm_all_ns`.
+    pub comm_ns: u64,
 }
 
 impl Bin {
@@ -69,6 +77,9 @@ impl Bin {
         self.call_ns = self.call_ns.saturating_add(o.call_ns);
         self.calls_timed = self.calls_timed.saturating_add(o.calls_timed);
         self.sampled.merge(&o.sampled);
+        self.comm_all_ns = self.comm_all_ns.saturating_add(o.comm_all_ns);
+        self.comm_compute_ns = self.comm_compute_ns.saturating_add(o.comm_compute_ns);
+        self.comm_ns = self.comm_ns.saturating_add(o.comm_ns);
         for (a, b) in self.idle.iter_mut().zip(o.idle) {
             *a = a.saturating_add(b);
         }
@@ -145,6 +156,17 @@ impl Timeline {
             }
             t = e;
         }
+    }
+
+    /// A span of one of the session's communication unions
+    /// ([`super::comm::SessionComm`]).
+    pub(crate) fn comm_span(&mut self, u: super::comm::Union, start: u64, end: u64) {
+        use super::comm::Union;
+        self.spread(start, end, |b, ns| match u {
+            Union::All => b.comm_all_ns = b.comm_all_ns.saturating_add(ns),
+            Union::Compute => b.comm_compute_ns = b.comm_compute_ns.saturating_add(ns),
+            Union::Comm => b.comm_ns = b.comm_ns.saturating_add(ns),
+        });
     }
 
     /// A launch at `ts`; `call_ns`: a launch call's duration, 0 if untimed.

@@ -15,7 +15,7 @@
 //! What sets the job's pace is the straggler's largest part: its compute,
 //! its host work (dispatch, data, syncs, copies), or the transfer.
 
-use super::answer::Answer;
+use super::answer::{Answer, BUSY_TRACED};
 use crate::model::comm::{collective, Collective};
 use crate::report::Report;
 use serde::Serialize;
@@ -33,8 +33,12 @@ pub struct JobAnswer {
     /// What a step is: the main range the ranks share, or `None` (each
     /// rank's steady state).
     pub step: Option<String>,
-    /// Time per step of the job: its slowest rank's, ns.
+    /// Time per step of the job: its slowest rank's, ns; 1 s when there is
+    /// no shared step (`per_second`).
     pub step_ns: u64,
+    /// No step the ranks share: every figure is per second of each rank's
+    /// steady state.
+    pub per_second: bool,
     /// Per rank, in the order given.
     pub ranks: Vec<RankStep>,
     /// Exposed communication of the rank that waits least, per step: the
@@ -59,7 +63,8 @@ pub struct JobAnswer {
 pub struct RankStep {
     /// Its label.
     pub name: String,
-    /// Time per step, ns.
+    /// Time per step (its main range's median, or its steady state's
+    /// length), ns.
     pub step_ns: u64,
     /// GPU busy with compute (communication kernels with nothing under
     /// them left out), ns per step.
@@ -140,30 +145,49 @@ fn of_answers(answers: &[(String, Answer)], parallelism: Parallelism) -> Option<
     let mut notes = Vec::new();
     // A step the ranks share: the same main range on every rank.
     let step = answers[0].1.range.clone().filter(|s| answers.iter().all(|(_, a)| a.range.as_deref() == Some(s)));
-    if step.is_none() && answers.iter().any(|(_, a)| a.range.is_some()) {
-        notes.push("the ranks' main ranges differ: each rank's own is used".to_string());
+    if step.is_none() {
+        notes.push(
+            if answers.iter().any(|(_, a)| a.range.is_some()) {
+                "the ranks' main ranges differ: each rank's figures are per second of its own"
+            } else {
+                "no range of the program's own around the step: each rank's figures are per second of its steady \
+                 state (add an NVTX range around the step for per-step figures)"
+            }
+            .to_string(),
+        );
     }
-    let comm_measured = answers.iter().all(|(_, a)| a.range.is_some());
+    // Exposed communication needs kernel records on every rank.
+    let comm_measured = answers.iter().all(|(_, a)| a.busy_source == BUSY_TRACED);
     if !comm_measured {
         notes.push(
-            "exposed communication and waits are measured per step: with no range of the program's own around \
-             the step on every rank, they are not known (add an NVTX range around the step)"
+            "exposed communication and waits need kernel records on every rank (trace mode, or trace windows): \
+             not known here"
                 .to_string(),
         );
     }
+    // Without a step the ranks share, each rank's figures are per second
+    // of its own steady state (or main range), so that they compare.
+    let per_second = step.is_none();
+    let scale = |a: &Answer, ns: u64| {
+        if per_second {
+            (ns as f64 * 1e9 / a.per_step_ns.max(1) as f64) as u64
+        } else {
+            ns
+        }
+    };
     let mut ranks: Vec<RankStep> = answers
         .iter()
         .map(|(name, a)| RankStep {
             name: name.clone(),
             step_ns: a.per_step_ns,
-            compute_ns: part(a, &["GPU busy"]),
-            exposed_comm_ns: comm_measured.then(|| part(a, &["communication"])),
+            compute_ns: scale(a, part(a, &["GPU busy"])),
+            exposed_comm_ns: comm_measured.then(|| scale(a, part(a, &["communication"]))),
             wait_ns: None,
-            host_ns: part(a, &["dispatch", "host work", "sync", "copies", "waiting"]),
+            host_ns: scale(a, part(a, &["dispatch", "host work", "sync", "copies", "waiting"])),
             verdict: a.verdict.bound.to_string(),
         })
         .collect();
-    let step_ns = ranks.iter().map(|r| r.step_ns).max().unwrap_or(0);
+    let step_ns = if per_second { 1_000_000_000 } else { ranks.iter().map(|r| r.step_ns).max().unwrap_or(0) };
     let transfer_ns = if comm_measured { ranks.iter().filter_map(|r| r.exposed_comm_ns).min() } else { None };
     if let Some(t) = transfer_ns {
         for r in &mut ranks {
@@ -228,6 +252,7 @@ fn of_answers(answers: &[(String, Answer)], parallelism: Parallelism) -> Option<
     Some(JobAnswer {
         step,
         step_ns,
+        per_second,
         ranks,
         transfer_ns,
         straggler,
@@ -264,7 +289,7 @@ fn fmt(ns: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::answer::{Action, Part, BUSY_TRACED};
+    use crate::analysis::answer::{Action, Part};
     use crate::analysis::verdict::Verdict;
 
     const MS: u64 = 1_000_000;
@@ -352,13 +377,24 @@ mod tests {
     }
 
     #[test]
-    fn without_step_ranges_waits_are_unknown_and_said_so() {
-        let a =
-            of_answers(&named(vec![rank(None, 30, 0, 5, vec![]), rank(None, 31, 0, 5, vec![])]), Parallelism::Unknown)
-                .unwrap();
-        assert_eq!((a.transfer_ns, a.straggler), (None, None));
-        assert!(a.ranks.iter().all(|r| r.wait_ns.is_none() && r.exposed_comm_ns.is_none()));
-        assert!(a.notes.iter().any(|n| n.contains("add an NVTX range around the step")), "{:?}", a.notes);
+    fn without_step_ranges_the_ranks_compare_per_second_of_their_steady_state() {
+        // Steady states of 4 s and 2 s with 1 s and 0.5 s of exposed
+        // communication: 0.25 s per second on both.
+        let (mut r0, mut r1) = (rank(None, 2000, 1000, 1000, vec![]), rank(None, 1400, 500, 100, vec![]));
+        r0.per_step_ns = 4000 * MS;
+        r1.per_step_ns = 2000 * MS;
+        let a = of_answers(&named(vec![r0, r1]), Parallelism::DataParallel).unwrap();
+        assert!(a.per_second && a.step.is_none());
+        assert_eq!(a.ranks[0].exposed_comm_ns, Some(250 * MS));
+        assert_eq!(a.ranks[1].exposed_comm_ns, Some(250 * MS));
+        assert!(a.notes.iter().any(|n| n.contains("per second of its steady state")), "{:?}", a.notes);
+        // Sampled answers (no kernel records): communication is unknown.
+        let mut sampled = rank(None, 30, 0, 5, vec![]);
+        sampled.busy_source = crate::analysis::answer::BUSY_SAMPLED;
+        let b = of_answers(&named(vec![sampled.clone(), sampled]), Parallelism::Unknown).unwrap();
+        assert_eq!((b.transfer_ns, b.straggler), (None, None));
+        assert!(b.ranks.iter().all(|r| r.wait_ns.is_none() && r.exposed_comm_ns.is_none()));
+        assert!(b.notes.iter().any(|n| n.contains("need kernel records")), "{:?}", b.notes);
     }
 
     #[test]

@@ -95,8 +95,11 @@ pub(super) fn render(j: &JobReport, width: usize) -> String {
 pub(super) fn render_answer(a: &JobAnswer, width: usize) -> String {
     let width = width.max(80);
     let mut out = String::new();
-    let step = a.step.as_deref().map_or("each rank's steady state".to_string(), |s| format!("`{s}`"));
-    let _ = writeln!(out, "== Answer for the job: {} ranks, {step}, {} per step", a.ranks.len(), fmt_ns(a.step_ns));
+    let head = match (&a.step, a.per_second) {
+        (Some(s), false) => format!("`{s}`, {} per step", fmt_ns(a.step_ns)),
+        _ => "each rank's steady state, figures per second of it".to_string(),
+    };
+    let _ = writeln!(out, "== Answer for the job: {} ranks, {head}", a.ranks.len());
     let how = match a.parallelism {
         Parallelism::DataParallel => "data parallel (gradients all-reduced)",
         Parallelism::Sharded => "sharded (parameters all-gathered, gradients reduce-scattered)",
@@ -110,7 +113,12 @@ pub(super) fn render_answer(a: &JobAnswer, width: usize) -> String {
     let _ = writeln!(
         out,
         "   {:<name_w$} {:>10} {:>10} {:>12} {:>10} {:>10}  verdict",
-        "rank", "step", "compute", "exposed comm", "waiting", "host"
+        "rank",
+        if a.per_second { "steady" } else { "step" },
+        "compute",
+        "exposed comm",
+        "waiting",
+        "host"
     );
     let opt = |v: Option<u64>| v.map_or("-".to_string(), fmt_ns);
     for (i, r) in a.ranks.iter().enumerate() {
@@ -128,7 +136,8 @@ pub(super) fn render_answer(a: &JobAnswer, width: usize) -> String {
         );
     }
     if !a.actions.is_empty() {
-        let _ = writeln!(out, "   what to change, most time saved per step first:");
+        let per = if a.per_second { "per second" } else { "per step" };
+        let _ = writeln!(out, "   what to change, most time saved {per} first:");
         for (k, x) in a.actions.iter().enumerate() {
             let text = format!("{}. saves up to {} ({:.0}%): {}", k + 1, fmt_ns(x.saves_ns), x.saves_pct, x.advice);
             out.push_str(&super::diagnosis::wrap(&text, width, "     ", "        "));

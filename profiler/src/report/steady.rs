@@ -219,6 +219,14 @@ pub struct SessionSteady {
     /// where no kernel record was taken.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sampled: Option<SampledFigures>,
+    /// Communication kernels' time in it, and the part of it with no
+    /// compute kernel of the same device under it, ns (devices summed; see
+    /// [`super::RangeSummary::exposed_comm_ns`]).
+    #[serde(default, skip_serializing_if = "super::is_zero")]
+    pub comm_ns: u64,
+    /// See `comm_ns`.
+    #[serde(default, skip_serializing_if = "super::is_zero")]
+    pub exposed_comm_ns: u64,
 }
 
 impl SessionSteady {
@@ -277,8 +285,12 @@ pub(crate) fn of_session(t: &Timeline, start_ns: u64, end_ns: u64) -> Option<Ses
     let mut out = SessionSteady { settled, ..Default::default() };
     let mut idle = [0u64; crate::model::idle::CAUSES];
     let mut sampled = crate::model::sampled::SampledAcc::default();
+    let (mut comm_all, mut comm_compute) = (0u64, 0u64);
     for b in &t.bins[s..=e] {
         sampled.merge(&b.sampled);
+        comm_all = comm_all.saturating_add(b.comm_all_ns);
+        comm_compute = comm_compute.saturating_add(b.comm_compute_ns);
+        out.comm_ns = out.comm_ns.saturating_add(b.comm_ns);
         out.launches = out.launches.saturating_add(b.launches);
         out.kernel_ns = out.kernel_ns.saturating_add(b.kernel_ns);
         out.callback_ns = out.callback_ns.saturating_add(b.callback_ns);
@@ -293,6 +305,7 @@ pub(crate) fn of_session(t: &Timeline, start_ns: u64, end_ns: u64) -> Option<Ses
     }
     out.idle = IdleSplit::from_array(idle);
     out.sampled = sampled.figures();
+    out.exposed_comm_ns = comm_all.saturating_sub(comm_compute).min(out.comm_ns);
     let bin_start = |i: u64| t.start.saturating_add(i.saturating_mul(t.width));
     out.start_ns = bin_start(s as u64).max(start_ns);
     out.end_ns = bin_start(e as u64 + 1).min(end_ns).max(out.start_ns);
@@ -377,6 +390,35 @@ mod tests {
         assert_eq!(s.launches, 30_000);
         assert_eq!(s.callback_ns, 300_000);
         assert_eq!(of_session(&Timeline::new(0), 0, 10), None);
+    }
+
+    #[test]
+    fn the_steady_state_has_the_communication_no_compute_ran_under() {
+        use crate::aggregate::comm::SessionComm;
+        let ms = 1_000_000u64;
+        let mut t = Timeline::new(0);
+        let mut comm = SessionComm::default();
+        // Start-up: compute only, before any communication (not tracked).
+        for i in 0..10u64 {
+            t.launch(i * 100 * ms, 0, 0);
+        }
+        // 3 s of 30 ms steps: 20 ms of compute, an all-reduce from 15 to
+        // 25 ms (5 ms under compute, 5 exposed), launches all along.
+        for k in 0..100u64 {
+            let t0 = 1000 * ms + k * 30 * ms;
+            for us in (0..30_000u64).step_by(100) {
+                t.launch(t0 + us * 1000, 0, 0);
+            }
+            let tl = &mut t;
+            comm.kernel(0, t0, t0 + 20 * ms, false, &mut |u, s, e| tl.comm_span(u, s, e));
+            comm.kernel(0, t0 + 15 * ms, t0 + 25 * ms, true, &mut |u, s, e| tl.comm_span(u, s, e));
+        }
+        let tl = &mut t;
+        comm.drain(&mut |u, s, e| tl.comm_span(u, s, e));
+        let s = of_session(&t, 0, 4000 * ms).expect("a steady state");
+        let steps = s.wall_ns() / (30 * ms);
+        assert!((98..=100).contains(&steps), "{s:?}");
+        assert_eq!((s.comm_ns / steps, s.exposed_comm_ns / steps), (10 * ms, 5 * ms), "{s:?}");
     }
 
     #[test]

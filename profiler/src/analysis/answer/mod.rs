@@ -459,7 +459,7 @@ pub(super) fn answer(
         notes: Vec::new(),
         profiler_ns: (idle.profiler_ns > 0).then_some(idle.profiler_ns),
         profiler_pct: (idle.profiler_ns > 0).then(|| 100.0 * idle.profiler_ns as f64 / wall.max(1) as f64),
-        parts: parts(&idle, active, 1, 0, String::new(), &details),
+        parts: parts(&idle, active, 1, s.map_or(0, |s| s.exposed_comm_ns), String::new(), &details),
         verdict: v,
         actions: with_devices(
             actions(findings, &idle, 1, active, &|f| f.range.is_none() && f.kernel.is_none(), &fallback, &ran_here),
