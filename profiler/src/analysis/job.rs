@@ -56,6 +56,10 @@ pub struct JobAnswer {
     pub actions: Vec<JobAction>,
     /// What the answer could not see, and why.
     pub notes: Vec<String>,
+    /// Waits per collective call from aligned kernel starts, where every
+    /// rank kept its kernel records.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub aligned: Option<AlignedWaits>,
 }
 
 /// One rank's step.
@@ -109,7 +113,12 @@ pub fn answer(ranks: &[(String, Report)]) -> Option<JobAnswer> {
     let answers: Vec<(String, Answer)> =
         ranks.iter().filter_map(|(name, r)| super::analyze(r).answer.map(|a| (name.clone(), a))).collect();
     let reports: Vec<&Report> = ranks.iter().map(|(_, r)| r).collect();
-    of_answers(&answers, parallelism(&reports))
+    let mut a = of_answers(&answers, parallelism(&reports))?;
+    // Only with every rank's answer, so that indices agree.
+    if answers.len() == ranks.len() {
+        a.aligned = aligned_waits(&reports);
+    }
+    Some(a)
 }
 
 /// How the job spreads its work, from the collectives its ranks ran.
@@ -261,7 +270,97 @@ fn of_answers(answers: &[(String, Answer)], parallelism: Parallelism) -> Option<
         parallelism,
         actions,
         notes,
+        aligned: None,
     })
+}
+
+/// Waits at each collective from the ranks' kernel records (kept with
+/// `--keep-trace`), on a common timebase.
+///
+/// NCCL runs a communicator's collectives in the same order on every rank,
+/// so the k-th collective of a kind is the same call everywhere. A
+/// collective completes on all ranks at nearly the same moment, so each
+/// rank's clock offset is the median difference of its collectives' ends
+/// from the first rank's: on one host CUPTI's timestamps share a clock and
+/// the offsets come out near 0; across hosts this aligns clocks that
+/// differ. Then a rank's wait at a call is the last rank's (aligned) start
+/// minus its own.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AlignedWaits {
+    /// Collective calls matched on every rank.
+    pub calls: u64,
+    /// Per rank: its clock's offset from the first rank's, ns (signed).
+    pub offset_ns: Vec<i64>,
+    /// Per rank: time waiting for the last rank, summed over the calls, ns.
+    pub wait_ns: Vec<u64>,
+    /// Per rank: calls at which it arrived last.
+    pub last: Vec<u64>,
+    /// The matched calls' span on the first rank, ns (for rates).
+    pub span_ns: u64,
+}
+
+/// [`AlignedWaits`] of these ranks' kept kernel records, `None` unless
+/// every rank kept collectives (from its steady state on, where it has
+/// one).
+pub fn aligned_waits(reports: &[&Report]) -> Option<AlignedWaits> {
+    if reports.len() < 2 {
+        return None;
+    }
+    // Per rank, per kind of collective: (start, end) in time order.
+    let per_rank: Vec<std::collections::BTreeMap<&'static str, Vec<(u64, u64)>>> = reports
+        .iter()
+        .map(|r| {
+            let from = r.session_steady.as_ref().map_or(0, |s| s.start_ns);
+            let mut m: std::collections::BTreeMap<&'static str, Vec<(u64, u64)>> = Default::default();
+            for k in r.trace.iter().flat_map(|t| &t.kernels) {
+                if let Some(op) = collective(&k.name) {
+                    if k.start_ns >= from && k.end_ns >= k.start_ns {
+                        m.entry(op.as_str()).or_default().push((k.start_ns, k.end_ns));
+                    }
+                }
+            }
+            for v in m.values_mut() {
+                v.sort_unstable();
+            }
+            m
+        })
+        .collect();
+    let kinds: Vec<&'static str> =
+        per_rank[0].keys().copied().filter(|k| per_rank.iter().all(|m| m.contains_key(k))).collect();
+    let n = |k: &str| per_rank.iter().map(|m| m[k].len()).min().unwrap_or(0);
+    let calls: usize = kinds.iter().map(|k| n(k)).sum();
+    if calls == 0 {
+        return None;
+    }
+    // Offsets: the median difference of ends from rank 0's.
+    let offset_ns: Vec<i64> = per_rank
+        .iter()
+        .map(|m| {
+            let mut d: Vec<i64> = kinds
+                .iter()
+                .flat_map(|k| (0..n(k)).map(move |i| (k, i)))
+                .map(|(k, i)| m[k][i].1 as i64 - per_rank[0][k][i].1 as i64)
+                .collect();
+            d.sort_unstable();
+            d[d.len() / 2]
+        })
+        .collect();
+    let ranks = reports.len();
+    let (mut wait_ns, mut last) = (vec![0u64; ranks], vec![0u64; ranks]);
+    let (mut first, mut end) = (u64::MAX, 0u64);
+    for k in &kinds {
+        for (i, &(s0, e0)) in per_rank[0][k].iter().take(n(k)).enumerate() {
+            let starts: Vec<i64> = per_rank.iter().zip(&offset_ns).map(|(m, off)| m[k][i].0 as i64 - off).collect();
+            let (who, &latest) = starts.iter().enumerate().max_by_key(|&(_, s)| *s).expect("two ranks or more");
+            last[who] += 1;
+            for (r, s) in starts.iter().enumerate() {
+                wait_ns[r] = wait_ns[r].saturating_add((latest - s) as u64);
+            }
+            first = first.min(s0);
+            end = end.max(e0);
+        }
+    }
+    Some(AlignedWaits { calls: calls as u64, offset_ns, wait_ns, last, span_ns: end.saturating_sub(first) })
 }
 
 /// How to hide communication under compute, in the terms of the job's
@@ -395,6 +494,42 @@ mod tests {
         assert_eq!((b.transfer_ns, b.straggler), (None, None));
         assert!(b.ranks.iter().all(|r| r.wait_ns.is_none() && r.exposed_comm_ns.is_none()));
         assert!(b.notes.iter().any(|n| n.contains("need kernel records")), "{:?}", b.notes);
+    }
+
+    /// A rank's report kept with its kernel records: ten all-reduces,
+    /// each starting `late` after the call's true start and ending 4 ms
+    /// after it, read on a clock `skew` ahead.
+    fn rank_with_all_reduces(late: u64, skew: u64) -> Report {
+        use crate::aggregate::devices::DeviceTable;
+        use crate::aggregate::{AggregateOptions, Aggregator};
+        use crate::decode::KernelActivity;
+        use crate::model::event::HostEvent;
+        use crate::model::path::ROOT;
+        let opts = AggregateOptions { trace_cap: 100, ..Default::default() };
+        let mut a = Aggregator::new(opts, DeviceTable::fixed(vec![]));
+        for k in 0..10u32 {
+            let t = 1_000 * MS + k as u64 * 50 * MS + skew;
+            a.host_event(HostEvent::launch(k + 1, 1, ROOT, 0, t));
+            let mut rec = KernelActivity::sample(k + 1, t + late, t + 4 * MS);
+            rec.name = c"ncclDevKernel_AllReduce_Sum_bf16_RING_LL".as_ptr();
+            a.kernel(&rec);
+        }
+        Report::build(a.finish(2_000 * MS + skew), 0, 2_000 * MS + skew)
+    }
+
+    #[test]
+    fn waits_at_each_collective_come_from_starts_aligned_by_their_common_ends() {
+        // Rank 1 arrives 3 ms into every call; its clock reads 5 ms ahead.
+        let (r0, r1) = (rank_with_all_reduces(0, 0), rank_with_all_reduces(3 * MS, 5 * MS));
+        let w = aligned_waits(&[&r0, &r1]).expect("both kept their collectives");
+        assert_eq!(w.calls, 10);
+        assert_eq!(w.offset_ns, vec![0, 5 * MS as i64], "the skew, from the calls' common ends");
+        assert_eq!(w.wait_ns, vec![30 * MS, 0], "rank 0 waits 3 ms at each call");
+        assert_eq!(w.last, vec![0, 10]);
+        // Without the alignment the skew would read as 8 ms a call.
+        let r2 = rank_with_all_reduces(0, 0);
+        assert_eq!(aligned_waits(&[&r0, &r2]).unwrap().wait_ns, vec![0, 0]);
+        assert!(aligned_waits(&[&r0]).is_none(), "one rank waits for no one");
     }
 
     #[test]

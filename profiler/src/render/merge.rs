@@ -135,6 +135,26 @@ pub(super) fn render_answer(a: &JobAnswer, width: usize) -> String {
             r.verdict
         );
     }
+    if let Some(w) = &a.aligned {
+        let each: Vec<String> = a
+            .ranks
+            .iter()
+            .zip(w.wait_ns.iter().zip(&w.last))
+            .map(|(r, (&wait, &last))| {
+                format!("{} waits {} a call, arrives last at {last}", r.name, fmt_ns(wait / w.calls.max(1)))
+            })
+            .collect();
+        let offsets = w.offset_ns.iter().map(|o| format!("{:+.3} ms", *o as f64 / 1e6)).collect::<Vec<_>>();
+        let text = format!(
+            "at the collectives, from kernel starts aligned by their common ends ({} calls matched over {}; clock \
+             offsets {}): {}",
+            w.calls,
+            fmt_ns(w.span_ns),
+            offsets.join(", "),
+            each.join("; ")
+        );
+        out.push_str(&super::diagnosis::wrap(&text, width, "   ", "     "));
+    }
     if !a.actions.is_empty() {
         let per = if a.per_second { "per second" } else { "per step" };
         let _ = writeln!(out, "   what to change, most time saved {per} first:");
