@@ -256,7 +256,7 @@ fn every_field() -> Report {
     v["metrics"] = json!({
         "metrics": ["sm__warps_active.avg.pct_of_peak_sustained_active"], "passes": 1, "profiled_launches": 3,
         "mismatches": 1, "skipped_busy": 1, "skipped_graph_launches": 1, "skipped_capturing": 1,
-        "skipped_unsupported_api": 1, "lingered_launches": 2, "profiler_starts": 2,
+        "skipped_unsupported_api": 1, "lingered_launches": 2, "profiler_starts": 2, "passes_on_demand": 1,
         "disabled": "an example reason",
         "time_ns": { "setup": 1, "setup_host": 2, "launch": 3, "start": 4, "stop": 5, "decode": 6,
                      "evaluate": 7, "rearm": 8, "launch_waits": 9 }
@@ -266,6 +266,7 @@ fn every_field() -> Report {
         "configs": [{ "metrics": ["smsp__cycles_active.avg"], "samples": 40 },
                     { "metrics": ["sm__pipe_tensor_cycles_active.avg"], "samples": 24 }],
         "figures_missing": ["issue-slot activity"], "switches": 3, "switch_ns": 600000000u64,
+        "failed_switches": 1, "paused_ns": 2000000000u64,
         "devices": [0], "samples": 64,
         "overflows": 1, "samples_expired": 1, "kernels_unsampled": 2, "min_kernel_samples": 4,
         "disabled": "an example reason", "tail_lost": true, "exit_samples": 12, "exit_decode_ns": 4000000u64,
@@ -281,7 +282,9 @@ fn every_field() -> Report {
         "idle": { "host_ns": 1, "sync_ns": 2, "copy_ns": 3, "launch_ns": 4, "dispatch_ns": 5, "other_ns": 6,
                   "profiler_ns": 7 },
         "callback_ns": 1000, "hook_ns": 100, "allocations": 5, "releases": 5, "call_ns": 20000, "calls_timed": 8,
-        "sampled": sampled.clone()
+        "sampled": sampled.clone(), "comm_ns": 4000000u64, "exposed_comm_ns": 1000000u64,
+        "steps": { "kernels_per_step": 2, "steps_seen": 9, "median_ns": 5000000u64, "p90_ns": 5100000u64,
+                   "match_pct": 100.0 }
     });
     v["profiler_cost"]["not_calibrated"] = json!("an example reason");
     v["frameworks"] = json!(["torch"]);
@@ -345,6 +348,18 @@ fn every_field() -> Report {
     Report::from_json(&text).expect("the filled report reads back")
 }
 
+/// A report with no range of the program's own whose steady state's
+/// kernels repeat: its answer is per step of the steps found.
+fn steps_found() -> Report {
+    let mut v: Value = serde_json::from_str(&every_field().to_json()).expect("JSON");
+    v["ranges"] = json!([]);
+    v["start_end_ranges"] = json!([]);
+    let text = serde_json::to_string(&v).expect("JSON");
+    let r = Report::from_json(&text).expect("the report reads back");
+    assert!(gpuscope::analysis::analyze(&r).answer.is_some_and(|a| a.found_steps.is_some()), "steps found");
+    r
+}
+
 /// The reports of `tests/data`: as this version writes them again, and as
 /// written when of this schema version.
 fn data_reports() -> Vec<(String, Value)> {
@@ -379,6 +394,7 @@ fn reports() -> Vec<(String, Value)> {
         ("trace-session".to_string(), as_value(&trace_session())),
         ("metrics-session".to_string(), as_value(&metrics_session())),
         ("every-field".to_string(), as_value(&every_field())),
+        ("steps-found".to_string(), as_value(&steps_found())),
         ("empty-session".to_string(), as_value(&Replay::new(vec![h200()], 0).finish(0, 1_000))),
     ];
     out.extend(data_reports());

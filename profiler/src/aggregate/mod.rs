@@ -85,6 +85,10 @@ impl Default for AggregateOptions {
     }
 }
 
+/// Kernels kept for finding steps in a program without ranges: ~1.5 MB,
+/// dozens of steps of a thousand kernels.
+pub(crate) const KERNEL_STREAM: usize = 1 << 16;
+
 /// Samples that may wait per device for the timeline to be decided: ~2.6 s
 /// at a 10 us interval, 26 s at the default 100 us; ~11 MB.
 const MAX_WAITING_SAMPLES: usize = 1 << 18;
@@ -130,6 +134,8 @@ pub(crate) struct Aggregate {
     pub forks: u64,
     /// The session in bins.
     pub timeline: Timeline,
+    /// The last kernels: (start, name id, device), in arrival order.
+    pub kernel_stream: Vec<(u64, u32, u32)>,
     /// Each GPU's busy time, idle time by cause and bins (with one GPU,
     /// the session's).
     pub per_device: Vec<(u32, u64, [u64; CAUSES], Timeline)>,
@@ -185,6 +191,9 @@ pub(crate) struct Aggregator {
     timeline: Timeline,
     /// The session's communication over time, into `timeline`.
     session_comm: comm::SessionComm,
+    /// The last kernels (start, name, device), at most [`KERNEL_STREAM`]:
+    /// steps are found in them (`report::steps`).
+    kernel_stream: std::collections::VecDeque<(u64, u32, u32)>,
     thread_names: BTreeMap<u32, String>,
     trace: Option<Trace>,
     trace_kernel_paths: Vec<PathId>,
@@ -225,6 +234,7 @@ impl Aggregator {
             copy_calls: FxHashMap::default(),
             timeline: Timeline::new(opts.start_ns),
             session_comm: comm::SessionComm::default(),
+            kernel_stream: std::collections::VecDeque::new(),
             thread_names: BTreeMap::new(),
             trace: (opts.trace_cap > 0).then(Trace::default),
             opts,
@@ -509,6 +519,10 @@ impl Aggregator {
         self.timeline.kernel(k.start, end);
         let tl = &mut self.timeline;
         self.session_comm.kernel(k.device, k.start, end, is_comm, &mut |u, s, e| tl.comm_span(u, s, e));
+        if self.kernel_stream.len() == KERNEL_STREAM {
+            self.kernel_stream.pop_front();
+        }
+        self.kernel_stream.push_back((k.start, name, k.device));
         if let Some(j) = &mut self.join {
             j.kernel(k.device, k.start, end, name, info.path);
         }
@@ -818,6 +832,7 @@ impl Aggregator {
             },
             calibration: self.calibration.clone(),
             forks: self.forks,
+            kernel_stream: self.kernel_stream.iter().copied().collect(),
             timeline: {
                 // The communication spans not handed out yet, into a copy.
                 let mut t = self.timeline.clone();

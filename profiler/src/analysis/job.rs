@@ -154,7 +154,7 @@ fn of_answers(answers: &[(String, Answer)], parallelism: Parallelism) -> Option<
     let mut notes = Vec::new();
     // A step the ranks share: the same main range on every rank.
     let step = answers[0].1.range.clone().filter(|s| answers.iter().all(|(_, a)| a.range.as_deref() == Some(s)));
-    if step.is_none() {
+    if step.is_none() && !answers.iter().all(|(_, a)| a.found_steps.is_some()) {
         notes.push(
             if answers.iter().any(|(_, a)| a.range.is_some()) {
                 "the ranks' main ranges differ: each rank's figures are per second of its own"
@@ -176,7 +176,8 @@ fn of_answers(answers: &[(String, Answer)], parallelism: Parallelism) -> Option<
     }
     // Without a step the ranks share, each rank's figures are per second
     // of its own steady state (or main range), so that they compare.
-    let per_second = step.is_none();
+    let found = answers.iter().all(|(_, a)| a.found_steps.is_some());
+    let per_second = step.is_none() && !found;
     let scale = |a: &Answer, ns: u64| {
         if per_second {
             (ns as f64 * 1e9 / a.per_step_ns.max(1) as f64) as u64
@@ -420,6 +421,7 @@ mod tests {
             actions,
             compile_ns: 0,
             others: Vec::new(),
+            found_steps: None,
             nvtx_example: "",
         }
     }

@@ -21,11 +21,22 @@ pub(super) fn render(a: &Answer, width: usize, out: &mut String) {
                 a.verdict.bound
             )
         }
-        None => format!(
-            "no range of the program's own: its steady state, {}, GPU busy {busy} [{}]",
-            fmt_ns(a.per_step_ns),
-            a.verdict.bound
-        ),
+        None => match &a.found_steps {
+            Some(f) => format!(
+                "no range of the program's own; steps found from its kernels ({} kernels repeat): {} per step \
+                 (median of {}, p90 {}), GPU busy {busy} [{}]",
+                f.kernels_per_step,
+                fmt_ns(f.median_ns),
+                f.steps_seen,
+                fmt_ns(f.p90_ns),
+                a.verdict.bound
+            ),
+            None => format!(
+                "no range of the program's own: its steady state, {}, GPU busy {busy} [{}]",
+                fmt_ns(a.per_step_ns),
+                a.verdict.bound
+            ),
+        },
     };
     let _ = writeln!(out);
     out.push_str(&wrap(&format!("== Answer: {head}"), width, "", "   "));
@@ -41,9 +52,13 @@ pub(super) fn render(a: &Answer, width: usize, out: &mut String) {
             fmt_ns(a.warmup_ns)
         ));
     } else if a.range.is_none() && a.warmup_ns > 0 {
+        let why = if a.found_steps.is_some() {
+            "steps found from the kernels that repeat; an NVTX range around the step"
+        } else {
+            "no NVTX ranges: add some around the step"
+        };
         note(format!(
-            "start-up and shutdown left out: {} (no NVTX ranges: add some around the step, e.g. {}, for per-step \
-             figures)",
+            "start-up and shutdown left out: {} ({why}, e.g. {}, gives per-step figures by name)",
             fmt_ns(a.warmup_ns),
             a.nvtx_example
         ));
@@ -56,7 +71,7 @@ pub(super) fn render(a: &Answer, width: usize, out: &mut String) {
         ));
     }
     if let (Some(ns), Some(pct)) = (a.profiler_ns, a.profiler_pct) {
-        let per = if a.range.is_some() { " per step" } else { "" };
+        let per = if a.range.is_some() || a.found_steps.is_some() { " per step" } else { "" };
         note(format!(
             "gpuscope's own cost: ~{}{per} ({} of the measured time), taken out of the figures here",
             fmt_ns(ns),
@@ -73,7 +88,7 @@ pub(super) fn render(a: &Answer, width: usize, out: &mut String) {
             o.bound
         ));
     }
-    let per = if a.range.is_some() { "a step's" } else { "the steady state's" };
+    let per = if a.range.is_some() || a.found_steps.is_some() { "a step's" } else { "the steady state's" };
     let _ = writeln!(out, "   where {per} time goes:");
     let what_w = a.parts.iter().map(|p| p.what.len()).max().unwrap_or(0).max(10);
     for p in &a.parts {

@@ -189,7 +189,10 @@ impl Report {
             synchronization_ns: a.syncs.1,
             devices: a.device_memory.clone(),
         };
-        let session_steady = steady::of_session(&a.timeline, start_ns, end_ns);
+        let session_steady = steady::of_session(&a.timeline, start_ns, end_ns).map(|mut s| {
+            s.steps = super::steps::find(&a.kernel_stream, s.start_ns, s.end_ns);
+            s
+        });
         let device_time = a
             .per_device
             .iter()

@@ -5,6 +5,7 @@
 mod build;
 mod merge;
 pub mod steady;
+pub mod steps;
 
 pub use crate::model::declared::Declared;
 pub use crate::model::device::DeviceInfo;
@@ -21,6 +22,7 @@ pub use merge::{JobRange, JobReport, RankRange, RankSummary};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 pub use steady::{SessionSteady, Steady};
+pub use steps::FoundSteps;
 
 /// Version of the JSON layout; bumped when a field changes meaning.
 /// Version 2 added GPU idle time by cause (`idle`, per range and for the

@@ -227,6 +227,10 @@ pub struct SessionSteady {
     /// See `comm_ns`.
     #[serde(default, skip_serializing_if = "super::is_zero")]
     pub exposed_comm_ns: u64,
+    /// Steps found from its kernel stream (no range around the step
+    /// needed; [`super::steps`] says how), where its kernels repeat.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steps: Option<super::FoundSteps>,
 }
 
 impl SessionSteady {

@@ -105,6 +105,9 @@ pub struct Answer {
     /// Other ranges the program repeats outside the main one, with a tenth
     /// of its time or more.
     pub others: Vec<Other>,
+    /// Without a range of the program's own: the steps found from its
+    /// kernel stream, which the figures are per step of.
+    pub found_steps: Option<crate::report::FoundSteps>,
     /// How to put an NVTX range around the step in the program's framework
     /// (PyTorch, JAX, or CUDA's own API), for a program without ranges.
     pub nvtx_example: &'static str,
@@ -413,6 +416,7 @@ pub(super) fn answer(
             ),
             compile_ns: compile,
             others,
+            found_steps: None,
             nvtx_example: e.fw.nvtx_example(),
         });
     }
@@ -446,29 +450,42 @@ pub(super) fn answer(
         _ => String::new(),
     };
     let fallback = |kind: &str| (session_advice(kind, r, e.fw), format!("{what}: {}", shares.describe()));
+    // Steps found from the kernel stream: the steady state's figures per
+    // step (its length over the median step's, the number of steps).
+    let found = s.and_then(|s| s.steps);
+    let steps = found.map_or(1, |f| ((wall as f64 / f.median_ns.max(1) as f64).round() as u64).max(1));
     Some(Answer {
         range: None,
-        calls: 0,
+        calls: if found.is_some() { steps } else { 0 },
         warmup_calls: 0,
         warmup_ns: s.map_or(0, |s| s.startup_ns.saturating_add(s.shutdown_ns)),
-        per_step_ns: wall,
-        p90_ns: None,
+        per_step_ns: found.map_or(wall, |f| f.median_ns),
+        p90_ns: found.map(|f| f.p90_ns),
         gpu_busy_pct: shares.busy,
         busy_source: BUSY_TRACED,
         per_step_mean: false,
         notes: Vec::new(),
-        profiler_ns: (idle.profiler_ns > 0).then_some(idle.profiler_ns),
+        profiler_ns: (idle.profiler_ns > 0).then_some(idle.profiler_ns / steps),
         profiler_pct: (idle.profiler_ns > 0).then(|| 100.0 * idle.profiler_ns as f64 / wall.max(1) as f64),
-        parts: parts(&idle, active, 1, s.map_or(0, |s| s.exposed_comm_ns), String::new(), &details),
+        parts: parts(&idle, active, steps, s.map_or(0, |s| s.exposed_comm_ns), String::new(), &details),
         verdict: v,
         actions: with_devices(
-            actions(findings, &idle, 1, active, &|f| f.range.is_none() && f.kernel.is_none(), &fallback, &ran_here),
+            actions(
+                findings,
+                &idle,
+                steps,
+                active / steps,
+                &|f| f.range.is_none() && f.kernel.is_none(),
+                &fallback,
+                &ran_here,
+            ),
             &e.devices,
             findings,
-            active,
+            active / steps,
         ),
         compile_ns: compile,
         others: Vec::new(),
+        found_steps: found,
         nvtx_example: e.fw.nvtx_example(),
     })
 }

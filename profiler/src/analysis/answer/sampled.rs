@@ -204,6 +204,7 @@ pub(super) fn answer(r: &Report, ranges: &[RangeAnalysis], e: &Evidence) -> Opti
         actions,
         compile_ns: 0,
         others: Vec::new(),
+        found_steps: None,
         nvtx_example: e.fw.nvtx_example(),
     })
 }

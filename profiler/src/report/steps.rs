@@ -1,0 +1,207 @@
+//! Steps found in a program with no range around its step: the sequence of
+//! kernels a training or inference loop runs repeats every step, so the
+//! shortest period with which the kernel names repeat over the whole
+//! steady state is the step.
+//!
+//! The rule, over the last kernels of the steady state (at most
+//! [`crate::aggregate::KERNEL_STREAM`]; of the device that ran most):
+//! - candidate periods are the distances back to earlier occurrences of
+//!   the last [`WINDOW`] kernel names;
+//! - a candidate `p` holds when at least [`MATCH_PCT`] of the kernels equal
+//!   the one `p` before them over the whole stretch, and the stretch holds
+//!   [`MIN_STEPS`] periods or more; the shortest that holds is the step
+//!   (layers that repeat inside a step fail: the rest of the step does not
+//!   repeat with them);
+//! - the step begins where the host's gap before a kernel is longest in
+//!   the median over the periods (data loading, the optimizer's end);
+//! - its time is the median and 90th percentile of the spans between those
+//!   beginnings.
+//!
+//! It fails where nothing repeats: kernels that depend on data (dynamic
+//! shapes choosing other kernels, MoE routing), steps of varying length
+//! (generation with a growing cache picks other kernels every few tokens),
+//! or a loop interleaved with other work on the same device. Then the
+//! steady state is answered as a whole.
+
+use serde::{Deserialize, Serialize};
+
+/// Kernel names compared to find candidate periods.
+pub const WINDOW: usize = 16;
+
+/// Share of kernels that must repeat with the period, %.
+pub const MATCH_PCT: f64 = 98.0;
+
+/// Periods the stretch must hold.
+pub const MIN_STEPS: usize = 3;
+
+/// Candidate periods tried at most.
+const MAX_CANDIDATES: usize = 256;
+
+/// Steps found from the kernel stream.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct FoundSteps {
+    /// Kernels per step.
+    pub kernels_per_step: u64,
+    /// Steps seen whole in the stretch examined.
+    pub steps_seen: u64,
+    /// Median time per step, ns.
+    pub median_ns: u64,
+    /// 90th percentile, ns.
+    pub p90_ns: u64,
+    /// Share of kernels that repeated with the period, %.
+    pub match_pct: f64,
+}
+
+/// The steps of `stream` (kernel start, name id, device; in arrival order)
+/// inside `[start, end)`, if its kernels repeat.
+pub(crate) fn find(stream: &[(u64, u32, u32)], start: u64, end: u64) -> Option<FoundSteps> {
+    // The device that ran most of the stretch.
+    let mut counts: Vec<(u32, usize)> = Vec::new();
+    for &(t, _, d) in stream {
+        if (start..end).contains(&t) {
+            match counts.iter_mut().find(|(x, _)| *x == d) {
+                Some(c) => c.1 += 1,
+                None => counts.push((d, 1)),
+            }
+        }
+    }
+    let device = counts.iter().max_by_key(|c| c.1)?.0;
+    let mut ks: Vec<(u64, u32)> =
+        stream.iter().filter(|&&(t, _, d)| d == device && (start..end).contains(&t)).map(|&(t, n, _)| (t, n)).collect();
+    ks.sort_by_key(|k| k.0);
+    let names: Vec<u32> = ks.iter().map(|k| k.1).collect();
+    let n = names.len();
+    if n < WINDOW * MIN_STEPS {
+        return None;
+    }
+    let key = &names[n - WINDOW..];
+    let mut tried = 0;
+    let mut period = None;
+    // Distances back to earlier occurrences of the last WINDOW names,
+    // nearest first.
+    for j in (WINDOW..n).rev() {
+        let d = n - j;
+        if d * MIN_STEPS > n || tried >= MAX_CANDIDATES {
+            break;
+        }
+        if &names[j - WINDOW..j] != key {
+            continue;
+        }
+        tried += 1;
+        if let Some(m) = holds(&names, d) {
+            period = Some((d, m));
+            break;
+        }
+    }
+    let (p, match_pct) = period?;
+    // Where a step begins: the offset whose gap before it is longest in
+    // the median over the periods.
+    let phase = (0..p)
+        .max_by_key(|&o| {
+            let mut gaps: Vec<u64> =
+                (o..n).step_by(p).filter(|&i| i >= 1).map(|i| ks[i].0.saturating_sub(ks[i - 1].0)).collect();
+            gaps.sort_unstable();
+            gaps.get(gaps.len() / 2).copied().unwrap_or(0)
+        })
+        .unwrap_or(0);
+    let begins: Vec<u64> = (phase..n).step_by(p).map(|i| ks[i].0).collect();
+    let mut spans: Vec<u64> = begins.windows(2).map(|w| w[1].saturating_sub(w[0])).collect();
+    if spans.is_empty() {
+        return None;
+    }
+    spans.sort_unstable();
+    let at = |q: usize| spans[(spans.len() * q / 100).min(spans.len() - 1)];
+    Some(FoundSteps {
+        kernels_per_step: p as u64,
+        steps_seen: spans.len() as u64,
+        median_ns: at(50),
+        p90_ns: at(90),
+        match_pct,
+    })
+}
+
+/// The share of `names` equal to the one `p` before, %, when it is at
+/// least [`MATCH_PCT`].
+fn holds(names: &[u32], p: usize) -> Option<f64> {
+    let total = names.len() - p;
+    let allowed = ((100.0 - MATCH_PCT) / 100.0 * total as f64) as usize;
+    let mut missed = 0;
+    for i in p..names.len() {
+        if names[i] != names[i - p] {
+            missed += 1;
+            if missed > allowed {
+                return None;
+            }
+        }
+    }
+    Some(100.0 * (total - missed) as f64 / total as f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const US: u64 = 1_000;
+
+    /// `steps` steps of: an embedding kernel, `layers` identical layers of
+    /// 5 kernels, a head and 3 optimizer kernels; 10 us between kernels, a
+    /// 2 ms host gap before each step.
+    fn training(steps: usize, layers: usize) -> Vec<(u64, u32, u32)> {
+        let mut one = vec![100u32];
+        for _ in 0..layers {
+            one.extend([1, 2, 3, 4, 5]);
+        }
+        one.extend([200, 300, 301, 302]);
+        let mut out = Vec::new();
+        let mut t = 0;
+        for _ in 0..steps {
+            t += 2_000 * US;
+            for &k in &one {
+                out.push((t, k, 0));
+                t += 10 * US;
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn the_step_is_the_period_of_the_whole_sequence_not_of_its_layers() {
+        let s = training(20, 12);
+        let f = find(&s, 0, u64::MAX).expect("a repeating loop");
+        assert_eq!(f.kernels_per_step, 1 + 12 * 5 + 4, "not one layer's 5");
+        // 65 kernels 10 us apart and the 2 ms gap.
+        assert_eq!(f.median_ns, 2_000 * US + 65 * 10 * US);
+        assert_eq!(f.steps_seen, 19);
+        assert!(f.match_pct > 99.9);
+    }
+
+    #[test]
+    fn a_step_begins_after_the_host_gap_and_a_stray_kernel_is_tolerated() {
+        let mut s = training(60, 4);
+        // One stray kernel (a logging sync) in step 30.
+        let i = 30 * 25 + 7;
+        s[i].1 = 999;
+        let f = find(&s, 0, u64::MAX).expect("still a loop");
+        assert_eq!(f.kernels_per_step, 25);
+        assert_eq!(f.median_ns, 2_000 * US + 25 * 10 * US);
+        // Only the window given, and only the busiest device.
+        let mut other: Vec<(u64, u32, u32)> = (0..500).map(|k| (k * 7 * US, (k % 3) as u32, 1)).collect();
+        other.extend(training(10, 4));
+        let f = find(&other, 0, u64::MAX).expect("device 0's loop");
+        assert_eq!(f.kernels_per_step, 3, "device 1 ran most: its period");
+    }
+
+    #[test]
+    fn nothing_repeating_finds_no_step() {
+        // Names from a long linear-congruential sequence: no period.
+        let mut x = 7u64;
+        let s: Vec<(u64, u32, u32)> = (0..5000)
+            .map(|i| {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                (i * 10 * US, (x >> 40) as u32 % 50, 0)
+            })
+            .collect();
+        assert_eq!(find(&s, 0, u64::MAX), None);
+        assert_eq!(find(&training(2, 3), 0, u64::MAX), None, "two steps are not yet a loop");
+    }
+}
