@@ -204,4 +204,33 @@ mod tests {
         assert_eq!(find(&s, 0, u64::MAX), None);
         assert_eq!(find(&training(2, 3), 0, u64::MAX), None, "two steps are not yet a loop");
     }
+
+    #[test]
+    fn a_program_without_ranges_gets_the_steps_its_kernels_repeat_with() {
+        // 200 steps of 5 kernels (1 ms each, back to back) after a 3 ms
+        // host gap: 8 ms a step, no NVTX range.
+        const NAMES: [&std::ffi::CStr; 5] = [c"embed", c"gemm", c"gelu", c"gemm2", c"adam"];
+        use crate::aggregate::devices::DeviceTable;
+        use crate::aggregate::{AggregateOptions, Aggregator};
+        use crate::decode::KernelActivity;
+        use crate::model::event::HostEvent;
+        use crate::model::path::ROOT;
+        let mut a = Aggregator::new(AggregateOptions::default(), DeviceTable::fixed(vec![]));
+        let ms = 1_000_000u64;
+        let mut id = 0u32;
+        for k in 0..200u64 {
+            let t0 = k * 8 * ms + 3 * ms;
+            for (i, name) in NAMES.iter().enumerate() {
+                id += 1;
+                let t = t0 + i as u64 * ms;
+                a.host_event(HostEvent::launch(id, 1, ROOT, 0, t - 10_000));
+                let mut rec = KernelActivity::sample(id, t, t + ms);
+                rec.name = name.as_ptr();
+                a.kernel(&rec);
+            }
+        }
+        let r = crate::report::Report::build(a.finish(1_600 * ms), 0, 1_600 * ms);
+        let steps = r.session_steady.and_then(|s| s.steps).expect("steps found");
+        assert_eq!((steps.kernels_per_step, steps.median_ns), (5, 8 * ms), "{steps:?}");
+    }
 }
