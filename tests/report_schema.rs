@@ -357,6 +357,8 @@ fn steps_found() -> Report {
     let text = serde_json::to_string(&v).expect("JSON");
     let r = Report::from_json(&text).expect("the report reads back");
     assert!(gpuscope::analysis::analyze(&r).answer.is_some_and(|a| a.found_steps.is_some()), "steps found");
+    let table = r.to_table(100);
+    assert!(table.contains("steps found from its kernels (2 kernels repeat): 5.00 ms"), "{table}");
     r
 }
 

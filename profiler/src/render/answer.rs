@@ -23,9 +23,11 @@ pub(super) fn render(a: &Answer, width: usize, out: &mut String) {
         }
         None => match &a.found_steps {
             Some(f) => format!(
-                "no range of the program's own; steps found from its kernels ({} kernels repeat): {} per step \
-                 (median of {}, p90 {}), GPU busy {busy} [{}]",
+                "no range of the program's own; steps found from its kernels ({} kernel{} repeat{}): {} per \
+                 step (median of {}, p90 {}), GPU busy {busy} [{}]",
                 f.kernels_per_step,
+                if f.kernels_per_step == 1 { "" } else { "s" },
+                if f.kernels_per_step == 1 { "s" } else { "" },
                 fmt_ns(f.median_ns),
                 f.steps_seen,
                 fmt_ns(f.p90_ns),
