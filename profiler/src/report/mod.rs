@@ -516,8 +516,19 @@ impl Report {
         struct Version {
             schema_version: Option<u32>,
         }
-        let not_a_report =
-            |e: serde_json::Error| Error::new(ErrorKind::InvalidConfig, format!("not a gpuscope report: {e}"));
+        let not_a_report = |e: serde_json::Error| {
+            Error::new(
+                ErrorKind::InvalidConfig,
+                format!("not a gpuscope report (a JSON object with a schema_version was expected): {e}"),
+            )
+        };
+        if !s.trim_start().starts_with('{') {
+            return Err(Error::new(
+                ErrorKind::InvalidConfig,
+                "not a gpuscope report: a report is a JSON object ({...}), written by gpuscope run -o or \
+                 Session::stop",
+            ));
+        }
         let v: Version = serde_json::from_str(s).map_err(not_a_report)?;
         if let Some(n) = v.schema_version.filter(|&n| n > SCHEMA_VERSION) {
             return Err(Error::new(
