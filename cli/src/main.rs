@@ -42,8 +42,9 @@ enum Cmd {
     Run {
         #[command(flatten)]
         settings: RunSettings,
-        /// libgpuscope.so to inject (default: GPUSCOPE_LIB, else the copy this
-        /// program carries, else the one beside it or in ../lib).
+        /// libgpuscope.so to inject (default, in this order: GPUSCOPE_LIB; the
+        /// copy this program carries, in builds that carry one; else the one
+        /// beside it, in ../lib or ../lib64).
         #[arg(long, value_name = "PATH")]
         lib: Option<PathBuf>,
         /// The program and its arguments, after `--` (or after gpuscope's

@@ -75,7 +75,8 @@ fn invalid(var: &str, value: &str, allowed: &str) -> Error {
 /// gave it (for messages): its own variable, else an older name.
 fn lookup(get: &dyn Fn(&str) -> Option<String>, name: &str) -> Option<(&'static str, String)> {
     let s = setting(name)?;
-    s.env_names().find_map(|var| Some((var, get(var)?)))
+    // An empty variable is the default, for every setting.
+    s.env_names().find_map(|var| Some((var, get(var).filter(|v| !v.trim().is_empty())?)))
 }
 
 /// A setting's value, or its default.
@@ -407,6 +408,15 @@ mod tests {
     fn cfg(vars: &[(&str, &str)]) -> Result<EnvConfig> {
         let m: HashMap<String, String> = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         EnvConfig::from_vars(&|k| m.get(k).cloned(), 4242)
+    }
+
+    #[test]
+    fn an_empty_variable_is_the_default_for_every_setting() {
+        let default = format!("{:?}", cfg(&[]).unwrap());
+        for var in SETTINGS.iter().flat_map(|s| s.env_names()) {
+            let empty = cfg(&[(var, ""), ("GPUSCOPE_MODE", "")]);
+            assert_eq!(empty.map(|c| format!("{c:?}")).map_err(|e| e.to_string()), Ok(default.clone()), "{var}");
+        }
     }
 
     #[test]
