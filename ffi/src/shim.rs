@@ -53,7 +53,15 @@ extern "C" fn preload_init() {
             return;
         }
         if let Err(e) = EnvConfig::from_env() {
-            eprintln!("gpuscope: {e}. The program runs unprofiled.");
+            let said = format!("gpuscope: {e}. The program runs unprofiled.");
+            // Once per job: the processes this one starts inherit the
+            // preload, and the variable.
+            let key = format!("{:016x}", fnv1a(said.as_bytes()));
+            if std::env::var("GPUSCOPE_SAID").ok().as_deref() != Some(key.as_str()) {
+                eprintln!("{said}");
+                // Single-threaded here (loader constructors run before main).
+                std::env::set_var("GPUSCOPE_SAID", key);
+            }
             return;
         }
         // Single-threaded here (loader constructors run before main).
@@ -63,6 +71,11 @@ extern "C" fn preload_init() {
             }
         }
     });
+}
+
+/// FNV-1a, 64 bits: a message's key that stays the same across processes.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
 }
 
 #[used]

@@ -83,6 +83,16 @@ fn a_bad_setting_is_one_line_and_the_program_runs_unprofiled() {
 }
 
 #[test]
+fn a_bad_setting_is_said_once_for_a_process_and_the_ones_it_starts() {
+    // A shell that starts three more, all inheriting the preload (as
+    // pyenv's shim and a launcher's workers do).
+    let script = "/bin/sh -c true; /bin/sh -c true; /bin/sh -c 'exit 5'";
+    let (out, _, e) = run(clean("/bin/sh").args(["-c", script]).env("LD_PRELOAD", lib()).env("GPUSCOPE_MODE", "fast"));
+    assert_eq!(out.status.code(), Some(5));
+    assert_eq!(e.matches("GPUSCOPE_MODE=\"fast\" is not valid").count(), 1, "{e}");
+}
+
+#[test]
 fn the_driver_entry_point_returns_and_says_why_once_without_a_gpu() {
     let (out, o, e) = run(clean(probe()).arg(lib()));
     assert_eq!(out.status.code(), Some(7));

@@ -18,7 +18,7 @@ const BEGIN: &str = "<!-- The settings table: generated from gpuscope::config::S
                      -p gpuscope --test configuration rewrites it). -->\n";
 const END: &str = "<!-- End of the settings table. -->";
 /// The doc's heading over the variables only gpuscope's own tests read.
-const TEST_VARIABLES: &str = "## Variables for gpuscope's own tests";
+const TEST_VARIABLES: &str = "## Variables for gpuscope's own use";
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()

@@ -154,8 +154,9 @@ pub fn torch_ranges_on(value: &str) -> Result<bool> {
     }
 }
 
-/// `GPUSCOPE_*` variables gpuscope's own tests read (not settings).
-const TEST_VARIABLES: [&str; 3] = ["GPUSCOPE_FAULT", "GPUSCOPE_PANIC_GUARD_CHILD", "GPUSCOPE_CI"];
+/// `GPUSCOPE_*` variables of gpuscope's own (not settings): its tests',
+/// and the preloaded library's mark of a message said.
+const TEST_VARIABLES: [&str; 4] = ["GPUSCOPE_FAULT", "GPUSCOPE_PANIC_GUARD_CHILD", "GPUSCOPE_CI", "GPUSCOPE_SAID"];
 
 /// Of the variable names `names`, those that begin with `GPUSCOPE_` but
 /// name no setting gpuscope reads (a misspelling: `GPUSCOPE_MODEE`), each
