@@ -385,13 +385,7 @@ impl Sampler {
             }
         }
         if let Some(why) = failed {
-            // A device that cannot be decoded stops sampling altogether,
-            // said once; what was decoded stays.
-            if !std::mem::replace(&mut st.warned, true) {
-                eprintln!("gpuscope: sampled hardware metrics stopped: {why}. Tracing continues.");
-            }
-            st.status.disabled = Some(why);
-            let devices = std::mem::take(&mut st.devices);
+            let devices = Self::stop_sampling(st, why);
             if deadline.is_some() {
                 // At exit nothing is released (that would call CUPTI).
                 std::mem::forget(devices);
@@ -479,7 +473,7 @@ impl Sampler {
             st.leftover.extend(d.samples);
         }
         if let Some(why) = failed {
-            Self::stop_sampling(&mut st, why);
+            drop(Self::stop_sampling(&mut st, why));
         }
         st.paused_since = Some(Instant::now());
     }
@@ -501,18 +495,20 @@ impl Sampler {
             }
         }
         if let Some(why) = failed {
-            Self::stop_sampling(&mut st, why);
+            drop(Self::stop_sampling(&mut st, why));
         }
     }
 
     /// A device failed: sampling stops altogether, said once; what was
-    /// decoded stays.
-    fn stop_sampling(st: &mut State, why: String) {
+    /// decoded stays. The devices are handed back for the caller to
+    /// release (dropped) or, at exit, to keep from CUPTI (forgotten).
+    #[must_use = "dropping the devices releases them through CUPTI"]
+    fn stop_sampling(st: &mut State, why: String) -> Vec<PmDevice> {
         if !std::mem::replace(&mut st.warned, true) {
             eprintln!("gpuscope: sampled hardware metrics stopped: {why}. Tracing continues.");
         }
         st.status.disabled = Some(why);
-        st.devices.clear();
+        std::mem::take(&mut st.devices)
     }
 
     /// How sampling went.
@@ -563,6 +559,25 @@ mod tests {
     use crate::collect::{self, CollectOptions};
     use std::time::{Duration, Instant};
 
+    /// Kernel records and PM sampling every `interval_ns`; metrics passes
+    /// on demand if `on_demand`.
+    fn sampling_options(interval_ns: u64, on_demand: bool) -> CollectOptions {
+        CollectOptions {
+            buffer_size: 1 << 20,
+            max_buffers: 8,
+            host_queue: 1 << 16,
+            kinds: vec![cupti_sys::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL],
+            records: true,
+            attribution: true,
+            host_waits: false,
+            metrics: None,
+            metrics_on_demand: on_demand,
+            sampling: Some(interval_ns),
+            exit_handler: None,
+            calibrate: false,
+        }
+    }
+
     /// The program's first launch after a sampling session starts does not
     /// wait for its device's sampling set-up (~0.4 s of CUPTI calls), which
     /// happens on a thread of gpuscope's; sampling is on soon after.
@@ -572,20 +587,7 @@ mod tests {
         let mut tiny = Tiny::new();
         tiny.launch(1, 32);
         tiny.sync();
-        let opts = CollectOptions {
-            buffer_size: 1 << 20,
-            max_buffers: 8,
-            host_queue: 1 << 16,
-            kinds: vec![cupti_sys::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL],
-            records: true,
-            attribution: true,
-            host_waits: false,
-            metrics: None,
-            metrics_on_demand: false,
-            sampling: Some(100_000),
-            exit_handler: None,
-            calibrate: false,
-        };
+        let opts = sampling_options(100_000, false);
         let (c, _outputs) = collect::start(&opts).expect("collection starts");
         let t = Instant::now();
         tiny.launch(1, 32);
@@ -616,20 +618,7 @@ mod tests {
         let mut tiny = Tiny::new();
         tiny.launch(1, 32);
         tiny.sync();
-        let opts = CollectOptions {
-            buffer_size: 1 << 20,
-            max_buffers: 8,
-            host_queue: 1 << 16,
-            kinds: vec![cupti_sys::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL],
-            records: true,
-            attribution: true,
-            host_waits: false,
-            metrics: None,
-            metrics_on_demand: true,
-            sampling: Some(1_000_000),
-            exit_handler: None,
-            calibrate: false,
-        };
+        let opts = sampling_options(1_000_000, true);
         let (c, outputs) = collect::start(&opts).expect("collection starts");
         let sampler = c.sampler.as_ref().expect("sampling mode");
         let collector = c.collector.as_ref().expect("a collector on demand");
