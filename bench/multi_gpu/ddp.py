@@ -14,31 +14,52 @@ Modes:
 * ``--exposed``: a small, wide model whose backward is short, with one
   gradient bucket for all of it (``bucket_cap_mb`` huge): the single
   all-reduce can only start once backward is done, so it is exposed;
+* ``--uneven``: a stack of transformer encoder layers (bf16 autocast, DDP's
+  default buckets) where rank 1 gets sequences twice as long as the other
+  ranks', as length-bucketed data gives: the other ranks finish their
+  backward early and wait for rank 1 in the all-reduces;
 * ``--straggler-rank R --sleep-ms M``: rank R sleeps M ms on the host before
   each step's forward, so the other ranks wait for it in the all-reduce.
 
-Each iteration is an NVTX range ``step`` (``torch.cuda.nvtx.range_push``),
-and each rank prints its per-step time. Weights and data are random: nothing
-is downloaded.
+Each iteration is an NVTX range ``step`` (``torch.cuda.nvtx.range_push``)
+unless ``--no-ranges`` (then the program has no annotations), and each rank
+prints its per-step time, then one line ``SUITE {"rank": r, "step_ms": m,
+"steps": n}``: the median over the steps after ``--warmup``.
+
+``--alone-rank R`` runs without torchrun: no process group and no DDP, rank
+R's model and batch on cuda:0, the same per-step lines. Against a job's
+step time it tells what the job adds to rank R's own work (its waits and
+exposed communication)::
+
+    python3 bench/multi_gpu/ddp.py --uneven --alone-rank 0
+
+Weights and data are random: nothing is downloaded.
 """
 
 import argparse
+import json
 import os
+import statistics
 import time
 
 import torch
-import torch.distributed as dist
 import torch.nn as nn
-from torch.nn.parallel import DistributedDataParallel as DDP
 
 
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--exposed", action="store_true", help="one large gradient bucket after a short backward")
-    p.add_argument("--steps", type=int, default=50, help="training steps")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--exposed", action="store_true", help="one large gradient bucket after a short backward")
+    mode.add_argument("--uneven", action="store_true", help="rank 1 gets sequences twice as long as the others'")
+    p.add_argument("--steps", type=int, default=50, help="training steps, warm-up included")
+    p.add_argument("--warmup", type=int, default=5, help="first steps left out of the SUITE median")
     p.add_argument("--straggler-rank", type=int, default=-1, help="the rank that sleeps before each step")
     p.add_argument("--sleep-ms", type=float, default=0.0, help="how long the straggler sleeps, ms")
-    p.add_argument("--batch", type=int, default=0, help="rows per step (default: by mode)")
+    p.add_argument("--batch", type=int, default=0, help="rows per step (--uneven: sequences per step) (default: by mode)")
+    p.add_argument("--seq", type=int, default=1024, help="--uneven: the sequence length of ranks other than 1")
+    p.add_argument("--no-ranges", action="store_true", help="no NVTX range `step`: a program without annotations")
+    p.add_argument("--alone-rank", type=int, default=-1, metavar="R",
+                   help="no torchrun, no process group, no DDP: rank R's work alone on cuda:0")
     return p.parse_args()
 
 
@@ -58,38 +79,86 @@ def model_for(exposed: bool) -> tuple[nn.Module, int, int]:
     return nn.Sequential(*layers), width, 8192
 
 
+def uneven_model() -> tuple[nn.Module, int, int]:
+    """~150 M parameters in 12 pre-norm encoder layers, the width and the
+    default sequences per step."""
+    width = 1024
+    layers = [
+        nn.TransformerEncoderLayer(
+            width, 16, 4 * width, dropout=0.0, activation="gelu", batch_first=True, norm_first=True
+        )
+        for _ in range(12)
+    ]
+    return nn.Sequential(*layers), width, 4
+
+
 def main():
     args = parse_args()
-    dist.init_process_group("nccl")
-    rank = dist.get_rank()
-    local = int(os.environ.get("LOCAL_RANK", rank))
+    alone = args.alone_rank >= 0
+    if alone:
+        dist = None
+        rank = args.alone_rank
+        local = 0
+    else:
+        import torch.distributed as dist
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        dist.init_process_group("nccl")
+        rank = dist.get_rank()
+        local = int(os.environ.get("LOCAL_RANK", rank))
     torch.cuda.set_device(local)
     torch.manual_seed(rank)
-    model, width, batch = model_for(args.exposed)
+    if args.uneven:
+        model, width, batch = uneven_model()
+    else:
+        model, width, batch = model_for(args.exposed)
     batch = args.batch or batch
     model = model.cuda()
-    ddp_kwargs = {"gradient_as_bucket_view": True}
-    if args.exposed:
-        ddp_kwargs["bucket_cap_mb"] = 1 << 20
-    model = DDP(model, device_ids=[local], **ddp_kwargs)
+    if not alone:
+        ddp_kwargs = {"gradient_as_bucket_view": True}
+        if args.exposed:
+            ddp_kwargs["bucket_cap_mb"] = 1 << 20
+        model = DDP(model, device_ids=[local], **ddp_kwargs)
     opt = torch.optim.SGD(model.parameters(), lr=1e-4)
-    x = torch.randn(batch, width, device="cuda")
-    target = torch.randn(batch, width, device="cuda")
+    if args.uneven:
+        # Length-bucketed data: rank 1's bucket holds sequences twice as
+        # long as the others' (the same number of them).
+        seq = args.seq * (2 if rank == 1 else 1)
+        x = torch.randn(batch, seq, width, device="cuda")
+        target = None
+    else:
+        x = torch.randn(batch, width, device="cuda")
+        target = torch.randn(batch, width, device="cuda")
     straggler = rank == args.straggler_rank and args.sleep_ms > 0
+    ranges = not args.no_ranges
+    times = []
     for step in range(args.steps):
         torch.cuda.synchronize()
         t0 = time.perf_counter()
-        torch.cuda.nvtx.range_push("step")
+        if ranges:
+            torch.cuda.nvtx.range_push("step")
         if straggler:
             time.sleep(args.sleep_ms / 1e3)
-        loss = nn.functional.mse_loss(model(x), target)
+        if args.uneven:
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                y = model(x)
+            loss = y.float().pow(2).mean()
+        else:
+            loss = nn.functional.mse_loss(model(x), target)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
         torch.cuda.synchronize()
-        torch.cuda.nvtx.range_pop()
-        print(f"rank {rank} step {step} {1e3 * (time.perf_counter() - t0):.2f} ms", flush=True)
-    dist.destroy_process_group()
+        if ranges:
+            torch.cuda.nvtx.range_pop()
+        ms = 1e3 * (time.perf_counter() - t0)
+        times.append(ms)
+        print(f"rank {rank} step {step} {ms:.2f} ms", flush=True)
+    measured = times[args.warmup :] or times
+    suite = {"rank": rank, "step_ms": round(statistics.median(measured), 3), "steps": len(measured)}
+    print("SUITE " + json.dumps(suite), flush=True)
+    if dist is not None:
+        dist.destroy_process_group()
 
 
 if __name__ == "__main__":

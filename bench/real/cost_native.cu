@@ -7,8 +7,13 @@
 //   nvcc -O2 -o cost_native bench/real/cost_native.cu -ldl
 //   GPUSCOPE_LIB=.gpu/lib/libgpuscope.so ./cost_native CONFIG LOOP BLOCKS STEPS OUT.json
 //
-// CONFIG: none, always-on (sampling, 1 ms samples, trace windows of 0),
-// sampling (100 us samples, kernel records all the time), trace.
+// CONFIG: none, always-on (sampling, 1 ms samples, trace windows of 0;
+// always-on:US samples every US microseconds),
+// sampling (100 us samples, kernel records all the time), trace; and
+// CUPTI's own floor without gpuscope: cupti-rt+drv, cupti-drv, cupti-rt
+// subscribe an empty callback to the launch calls gpuscope subscribes to
+// (runtime and driver, driver only, runtime only; CUPTI_LIB names
+// libcupti.so.13) and count the callbacks each launch makes.
 // LOOP: launch (1000 launches of a one-block kernel per step, then a
 // stream sync: the host's launches bound it) or gpu (8 launches of a
 // ~250 us kernel per step: the GPU bounds it). Each step is an NVTX range
@@ -44,6 +49,46 @@ static double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// The launch calls gpuscope's callbacks subscribe to (callbacks.rs's
+// DRIVER_LAUNCHES and RUNTIME_LAUNCHES), by CUPTI callback id.
+static const unsigned DRIVER_LAUNCHES[] = {115, 116, 117, 307, 442, 652, 653, 477, 478, 480, 514, 515};
+static const unsigned RUNTIME_LAUNCHES[] = {13, 213, 211, 214, 430, 431, 269, 270, 272, 311, 312, 505, 506};
+static unsigned long long callbacks[3];
+
+static void empty_callback(void*, unsigned domain, unsigned, const void*) {
+  if (domain < 3) ++callbacks[domain];
+}
+
+typedef int (*unsubscribe_fn)(void*);
+static unsubscribe_fn unsubscribe = nullptr;
+
+// CUPTI subscribed with an empty callback on the launch calls of the
+// domains `config` names; the subscriber, or null on failure.
+static void* subscribe_empty(const std::string& config) {
+  const char* path = getenv("CUPTI_LIB");
+  void* h = dlopen(path ? path : "libcupti.so.13", RTLD_NOW);
+  if (!h) {
+    fprintf(stderr, "cannot load CUPTI: %s\n", dlerror());
+    return nullptr;
+  }
+  typedef int (*subscribe_fn)(void**, void (*)(void*, unsigned, unsigned, const void*), void*);
+  typedef int (*enable_fn)(unsigned, void*, unsigned, unsigned);
+  auto subscribe = (subscribe_fn)dlsym(h, "cuptiSubscribe");
+  auto enable = (enable_fn)dlsym(h, "cuptiEnableCallback");
+  unsubscribe = (unsubscribe_fn)dlsym(h, "cuptiUnsubscribe");
+  void* sub = nullptr;
+  if (!subscribe || !enable || subscribe(&sub, empty_callback, nullptr) != 0) {
+    fprintf(stderr, "cuptiSubscribe failed\n");
+    return nullptr;
+  }
+  bool drv = config != "cupti-rt", rt = config != "cupti-drv";
+  for (unsigned id : DRIVER_LAUNCHES)
+    if (drv) enable(1, sub, 1, id);  // CUPTI_CB_DOMAIN_DRIVER_API
+  for (unsigned id : RUNTIME_LAUNCHES)
+    if (rt) enable(1, sub, 2, id);  // CUPTI_CB_DOMAIN_RUNTIME_API
+  return sub;
+}
+
 static double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   size_t n = v.size();
@@ -52,7 +97,7 @@ static double median(std::vector<double> v) {
 
 int main(int argc, char** argv) {
   if (argc != 6) {
-    fprintf(stderr, "usage: %s none|always-on|sampling|trace launch|gpu BLOCKS STEPS OUT.json\n", argv[0]);
+    fprintf(stderr, "usage: %s none|always-on|sampling|trace|cupti-rt+drv|cupti-drv|cupti-rt launch|gpu BLOCKS STEPS OUT.json\n", argv[0]);
     return 2;
   }
   std::string config = argv[1], loop = argv[2];
@@ -98,7 +143,9 @@ int main(int argc, char** argv) {
     return now_s() - t0;
   };
 
-  for (int i = 0; i < 50; ++i) step();
+  // A second of warm-up: the GPU's clocks ramp up from idle over the
+  // first hundreds of milliseconds.
+  for (double t0 = now_s(); now_s() - t0 < 1.0;) step();
   std::vector<double> before, during, after;
   for (int b = 0; b < blocks; ++b) before.push_back(block());
 
@@ -109,7 +156,18 @@ int main(int argc, char** argv) {
   stop_fn stop = nullptr;
   err_fn last_error = nullptr;
   double start_s = 0, stop_s = 0;
-  if (config != "none") {
+  bool probe = config.rfind("cupti-", 0) == 0;
+  void* probe_sub = nullptr;
+  if (probe) {
+    if (config != "cupti-rt+drv" && config != "cupti-drv" && config != "cupti-rt") {
+      fprintf(stderr, "bad CONFIG %s\n", config.c_str());
+      return 2;
+    }
+    double t0 = now_s();
+    probe_sub = subscribe_empty(config);
+    if (!probe_sub) return 1;
+    start_s = now_s() - t0;
+  } else if (config != "none") {
     const char* lib = getenv("GPUSCOPE_LIB");
     void* h = dlopen(lib ? lib : "libgpuscope.so", RTLD_NOW);
     if (!h) {
@@ -123,9 +181,10 @@ int main(int argc, char** argv) {
     gpuscope_config c;
     memset(&c, 0, sizeof c);
     init(&c);
-    if (config == "always-on") {
+    if (config.rfind("always-on", 0) == 0) {
+      // always-on:US: another sampling interval than 1 ms.
       c.mode = GPUSCOPE_MODE_SAMPLING;
-      c.sampling_interval_us = 1000;
+      c.sampling_interval_us = config.size() > 10 ? (uint32_t)atoi(config.c_str() + 10) : 1000;
       c.trace_window_ms = 0;
       c.trace_period_ms = 1000;
     } else if (config == "sampling") {
@@ -142,6 +201,12 @@ int main(int argc, char** argv) {
     start_s = now_s() - t0;
   }
   for (int b = 0; b < blocks; ++b) during.push_back(block());
+  unsigned long long during_callbacks[3] = {callbacks[0], callbacks[1], callbacks[2]};
+  if (probe_sub && unsubscribe) {
+    double t0 = now_s();
+    unsubscribe(probe_sub);
+    stop_s = now_s() - t0;
+  }
   if (stop) {
     double t0 = now_s();
     if (stop() != 0) {
@@ -173,11 +238,17 @@ int main(int argc, char** argv) {
   list("before", before);
   list("during", during);
   list("after", after);
+  double launches = (double)blocks * steps * (loop == "launch" ? 1000 : 8);
+  fprintf(f, "\"driver_callbacks_per_launch\": %.3f, \"runtime_callbacks_per_launch\": %.3f, ", during_callbacks[1] / launches,
+          during_callbacks[2] / launches);
+  fprintf(f, "\"ratio_to_before\": %.5f, ", median(settled) / median(before));
   fprintf(f, "\"plain_step_ms\": %.4f, \"ratio\": %.5f, \"start_s\": %.3f, \"stop_s\": %.3f}\n",
           1e3 * median(plain) / steps, ratio, start_s, stop_s);
   fclose(f);
-  printf("%-10s %-6s ratio %.4f  plain step %.3f ms  start %.2f s  stop %.2f s\n", config.c_str(), loop.c_str(),
-         ratio, 1e3 * median(plain) / steps, start_s, stop_s);
+  printf("%-12s %-6s ratio %.4f (to before %.4f)  plain step %.3f ms  start %.2f s  stop %.2f s", config.c_str(),
+         loop.c_str(), ratio, median(settled) / median(before), 1e3 * median(plain) / steps, start_s, stop_s);
+  if (probe) printf("  callbacks per launch: driver %.2f runtime %.2f", during_callbacks[1] / launches, during_callbacks[2] / launches);
+  printf("\n");
   cudaFree(counter);
   return 0;
 }

@@ -32,6 +32,12 @@ for f in sorted(glob.glob(os.path.join(out, "*.json"))):
         f"{a.get('per_step_ns', 0) / 1e6:.2f} ms, busy {a.get('gpu_busy_pct', 0):.0f}% "
         f"({a.get('busy_source', '-')}) [{(a.get('verdict') or {}).get('bound')}] {action}"
     )
+    fs = a.get("found_steps")
+    if fs:
+        print(
+            f"{'':26} steps found: {fs['kernels_per_step']} kernels a step, {fs['steps_seen']} seen, "
+            f"median {fs['median_ns'] / 1e6:.3f} ms, p90 {fs['p90_ns'] / 1e6:.3f} ms, {fs['match_pct']:.1f}% matched"
+        )
     s = r.get("sampling")
     if s:
         configs = [c["samples"] for c in s.get("configs", [])]

@@ -89,6 +89,19 @@ pub(super) fn idle_advice(kind: &str, e: &Evidence, g: &RangeAnalysis) -> String
     }
 }
 
+/// Launches a step below which a step is one launch of a compiled
+/// executable (XLA launches each jitted call's executable once, with a
+/// copy or two around it).
+const ONE_LAUNCH_STEP: f64 = 2.5;
+
+/// Launches per step of the steady state, where steps were found in it.
+fn launches_per_found_step(r: &Report) -> Option<f64> {
+    let s = r.session_steady.as_ref()?;
+    let f = s.steps?;
+    let steps = (s.wall_ns() as f64 / f.median_ns.max(1) as f64).max(1.0);
+    Some(s.launches as f64 / steps)
+}
+
 /// Session-wide advice (a program without ranges): no per-call evidence.
 pub(super) fn session_advice(kind: &str, r: &Report, fw: Framework) -> String {
     match kind {
@@ -110,6 +123,14 @@ pub(super) fn session_advice(kind: &str, r: &Report, fw: Framework) -> String {
             fw.sync_calls()
         ),
         "dispatch" if fw == Framework::PyTorch && r.kernels.is_empty() => super::advice::PYTORCH_DISPATCH_UNSEEN.into(),
+        "dispatch" if fw == Framework::Xla => match launches_per_found_step(r) {
+            Some(per) if per < ONE_LAUNCH_STEP => format!(
+                "It launches each step as one compiled XLA executable already ({per:.1} launches a step): give each \
+                 launch more work (a larger batch), or run several steps per launch (jax.lax.scan or fori_loop over \
+                 steps)."
+            ),
+            _ => fw.launch_overhead().into(),
+        },
         "dispatch" => fw.launch_overhead().into(),
         _ => "Queued work waited: look for cross-stream event waits and host functions (cudaLaunchHostFunc).".into(),
     }
@@ -655,5 +676,34 @@ pub(super) fn session_idle(r: &Report) -> Option<(IdleSplit, u64, String)> {
             Some((cost::remove(s.idle, added), s.wall_ns(), what))
         }
         None => r.idle.map(|i| (i, r.timeline_ns(), "the session".to_string())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::{FoundSteps, SessionSteady};
+
+    /// A steady state of 300 steps of 1.2 ms with `launches` launches.
+    fn jax_loop(launches: u64) -> Report {
+        let ms = 1_000_000;
+        let steps = FoundSteps { kernels_per_step: 38, steps_seen: 299, median_ns: 1_200_000, ..Default::default() };
+        let steady =
+            SessionSteady { start_ns: 0, end_ns: 360 * ms, launches, steps: Some(steps), ..Default::default() };
+        use crate::aggregate::{devices::DeviceTable, AggregateOptions, Aggregator};
+        let a = Aggregator::new(AggregateOptions::default(), DeviceTable::fixed(vec![]));
+        let mut r = Report::build(a.finish(360 * ms), 0, 360 * ms);
+        r.session_steady = Some(steady);
+        r
+    }
+
+    #[test]
+    fn a_jax_step_launched_as_one_executable_is_not_told_to_jit_its_step() {
+        let once = session_advice("dispatch", &jax_loop(307), Framework::Xla);
+        assert!(once.contains("one compiled XLA executable already (1.0 launches a step)"), "{once}");
+        assert!(!once.contains("under one jax.jit"), "{once}");
+        // 38 launches a step: its ops run one by one.
+        let eager = session_advice("dispatch", &jax_loop(300 * 38), Framework::Xla);
+        assert!(eager.contains("under one jax.jit"), "{eager}");
     }
 }

@@ -487,8 +487,6 @@ pub(super) unsafe extern "C" fn api_callback(
                 calibrate::at_first_launch(s.arc(), d.context, stream.is_some_and(capturing));
             }
         }
-        // After calibrating: its time is not this launch's.
-        let entered = Instant::now();
         // Held, not locked, for the rest of the callback, which may be long
         // (the range profiler's start and decode in metrics mode).
         let Some(s) = hold() else { return };
@@ -506,6 +504,8 @@ pub(super) unsafe extern "C" fn api_callback(
             }
             return;
         }
+        // After calibrating: its time is not this launch's.
+        let entered = Instant::now();
         let now = || cupti::timestamp(s.cupti);
         if copy || wait {
             if enter {

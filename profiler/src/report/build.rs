@@ -147,6 +147,10 @@ fn range_metrics(ranges: &mut [RangeSummary], path_kernels: &[(RangePath, String
     }
 }
 
+/// A loop found to begin later than a tenth of the way into the steady
+/// state trims the steady state to it.
+const LATE_LOOP_DIV: u64 = 10;
+
 impl Report {
     /// The report of what aggregation folded between `start_ns` and
     /// `end_ns`.
@@ -191,6 +195,15 @@ impl Report {
         };
         let session_steady = steady::of_session(&a.timeline, start_ns, end_ns).map(|mut s| {
             s.steps = super::steps::find(&a.kernel_stream, s.start_ns, s.end_ns);
+            // A loop that began well after the steady state did (other work
+            // before it looked steady): the steady state is the loop's.
+            let late = s.steps.filter(|f| f.first_ns > s.start_ns.saturating_add(s.wall_ns() / LATE_LOOP_DIV));
+            if let Some(f) = late {
+                if let Some(mut from) = steady::of_session_from(&a.timeline, start_ns, end_ns, f.first_ns) {
+                    from.steps = super::steps::find(&a.kernel_stream, from.start_ns, from.end_ns).or(Some(f));
+                    s = from;
+                }
+            }
             s
         });
         let device_time = a

@@ -243,6 +243,13 @@ impl SessionSteady {
 /// The session's steady state from its bins; `None` without launches,
 /// kernels or sampled engine activity.
 pub(crate) fn of_session(t: &Timeline, start_ns: u64, end_ns: u64) -> Option<SessionSteady> {
+    of_session_from(t, start_ns, end_ns, 0)
+}
+
+/// [`of_session`] over the bins from the one holding `from_ns` on: the
+/// steady state once a loop found in it began.
+pub(crate) fn of_session_from(t: &Timeline, start_ns: u64, end_ns: u64, from_ns: u64) -> Option<SessionSteady> {
+    let first_bin = (from_ns.saturating_sub(t.start) / t.width.max(1)) as usize;
     // Sampled engine activity counts from a twentieth of the busiest bin's:
     // start-up keeps the engine faintly active (context creation, copies,
     // a framework's autotuning) for seconds.
@@ -252,7 +259,7 @@ pub(crate) fn of_session(t: &Timeline, start_ns: u64, end_ns: u64) -> Option<Ses
     let busiest = if untraced { t.bins.iter().map(Bin::sampled_busy_ns).max().unwrap_or(0) } else { 0 };
     let floor = (busiest / SAMPLED_FLOOR).max(1);
     let sampled_busy = |b: &Bin| Some(b.sampled_busy_ns()).filter(|&v| untraced && v >= floor).unwrap_or(0);
-    let active: Vec<usize> = (0..t.bins.len())
+    let active: Vec<usize> = (first_bin.min(t.bins.len())..t.bins.len())
         .filter(|&i| t.bins[i].launches > 0 || t.bins[i].kernel_ns > 0 || sampled_busy(&t.bins[i]) > 0)
         .collect();
     let (&a, &z) = (active.first()?, active.last()?);

@@ -7,11 +7,14 @@
 //! [`crate::aggregate::KERNEL_STREAM`]; of the device that ran most):
 //! - candidate periods are the distances back to earlier occurrences of
 //!   the last [`WINDOW`] kernel names;
-//! - a candidate `p` holds when at least [`MATCH_PCT`] of the kernels equal
-//!   the one `p` before them over the whole stretch, and the stretch holds
-//!   [`MIN_STEPS`] periods or more; the shortest that holds is the step
-//!   (layers that repeat inside a step fail: the rest of the step does not
-//!   repeat with them);
+//! - a candidate `p` holds over the longest run of the last kernels in
+//!   which at least [`MATCH_PCT`] equal the one `p` before them; that run
+//!   must hold [`MIN_STEPS`] periods or more and [`MIN_SHARE_PCT`] of the
+//!   time the stretch's kernels span (a loop may begin after a stretch of other work that
+//!   looked steady: autotuning, a first evaluation);
+//! - the candidate with the longest run is the step, the shortest period
+//!   among equals (layers that repeat inside a step hold only over one
+//!   step's layers: the rest of the step does not repeat with them);
 //! - the step begins where the host's gap before a kernel is longest in
 //!   the median over the periods (data loading, the optimizer's end);
 //! - its time is the median and 90th percentile of the spans between those
@@ -34,6 +37,9 @@ pub const MATCH_PCT: f64 = 98.0;
 /// Periods the stretch must hold.
 pub const MIN_STEPS: usize = 3;
 
+/// Share of the stretch's time the repeating run must cover, %.
+pub const MIN_SHARE_PCT: u64 = 25;
+
 /// Candidate periods tried at most.
 const MAX_CANDIDATES: usize = 256;
 
@@ -50,6 +56,10 @@ pub struct FoundSteps {
     pub p90_ns: u64,
     /// Share of kernels that repeated with the period, %.
     pub match_pct: f64,
+    /// When the first whole step found began, ns (the repeating run may
+    /// begin after the steady state does).
+    #[serde(default)]
+    pub first_ns: u64,
 }
 
 /// The steps of `stream` (kernel start, name id, device; in arrival order)
@@ -76,7 +86,8 @@ pub(crate) fn find(stream: &[(u64, u32, u32)], start: u64, end: u64) -> Option<F
     }
     let key = &names[n - WINDOW..];
     let mut tried = 0;
-    let mut period = None;
+    // (period, first kernel of its run, match %): the longest run wins.
+    let mut best: Option<(usize, usize, f64)> = None;
     // Distances back to earlier occurrences of the last WINDOW names,
     // nearest first.
     for j in (WINDOW..n).rev() {
@@ -88,12 +99,25 @@ pub(crate) fn find(stream: &[(u64, u32, u32)], start: u64, end: u64) -> Option<F
             continue;
         }
         tried += 1;
-        if let Some(m) = holds(&names, d) {
-            period = Some((d, m));
-            break;
+        if let Some((from, m)) = run_of(&names, d) {
+            let span = |a: usize| ks[n - 1].0.saturating_sub(ks[a].0);
+            let long_enough =
+                (n - from) >= d * MIN_STEPS && span(from).saturating_mul(100) >= span(0).saturating_mul(MIN_SHARE_PCT);
+            if long_enough && best.is_none_or(|(_, f, _)| from < f) {
+                best = Some((d, from, m));
+                if from == 0 {
+                    break;
+                }
+            }
         }
     }
-    let (p, match_pct) = period?;
+    let (p, mut from, match_pct) = best?;
+    // The run's tolerance may take in a few kernels of what came before
+    // it: it begins at its first kernel that repeats.
+    while from + p < n && names[from] != names[from + p] {
+        from += 1;
+    }
+    let (ks, n) = (&ks[from..], n - from);
     // Where a step begins: the offset whose gap before it is longest in
     // the median over the periods.
     let phase = (0..p)
@@ -117,24 +141,24 @@ pub(crate) fn find(stream: &[(u64, u32, u32)], start: u64, end: u64) -> Option<F
         median_ns: at(50),
         p90_ns: at(90),
         match_pct,
+        first_ns: begins[0],
     })
 }
 
-/// The share of `names` equal to the one `p` before, %, when it is at
-/// least [`MATCH_PCT`].
-fn holds(names: &[u32], p: usize) -> Option<f64> {
-    let total = names.len() - p;
-    let allowed = ((100.0 - MATCH_PCT) / 100.0 * total as f64) as usize;
-    let mut missed = 0;
-    for i in p..names.len() {
-        if names[i] != names[i - p] {
-            missed += 1;
-            if missed > allowed {
-                return None;
-            }
+/// The longest run of the last kernels of `names` in which at least
+/// [`MATCH_PCT`] equal the one `p` before them: its first kernel's index
+/// and that share, %.
+fn run_of(names: &[u32], p: usize) -> Option<(usize, f64)> {
+    let n = names.len();
+    let (mut missed, mut best) = (0usize, None);
+    for i in (p..n).rev() {
+        missed += (names[i] != names[i - p]) as usize;
+        let compared = n - i;
+        if missed as f64 <= (100.0 - MATCH_PCT) / 100.0 * compared as f64 {
+            best = Some((i - p, 100.0 * (compared - missed) as f64 / compared as f64));
         }
     }
-    Some(100.0 * (total - missed) as f64 / total as f64)
+    best
 }
 
 #[cfg(test)]
@@ -192,6 +216,50 @@ mod tests {
     }
 
     #[test]
+    fn a_loop_after_other_work_that_looked_steady_is_found_where_it_begins() {
+        // 3000 kernels of no period (autotuning, a first evaluation), then
+        // 40 steps of the loop.
+        let mut x = 11u64;
+        let mut s: Vec<(u64, u32, u32)> = (0..3000)
+            .map(|i| {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                (i * 10 * US, 1000 + (x >> 40) as u32 % 50, 0)
+            })
+            .collect();
+        let head_end = 3000 * 10 * US;
+        s.extend(training(40, 4).into_iter().map(|(t, n, d)| (t + head_end, n, d)));
+        let f = find(&s, 0, u64::MAX).expect("the loop after the head");
+        assert_eq!(f.kernels_per_step, 25);
+        assert_eq!(f.median_ns, 2_000 * US + 25 * 10 * US);
+        // The first whole step: after the loop's first host gap.
+        assert_eq!(f.first_ns, head_end + 2_000 * US);
+        assert_eq!(f.steps_seen, 39);
+    }
+
+    #[test]
+    fn a_run_of_one_kernel_at_the_end_of_each_step_is_not_the_step() {
+        // Each step ends with 40 launches of one optimizer kernel: their
+        // period of 1 holds over the last 40 kernels only.
+        let mut one = vec![100u32];
+        for _ in 0..6 {
+            one.extend([1, 2, 3]);
+        }
+        one.extend(std::iter::repeat_n(300, 40));
+        let mut s = Vec::new();
+        let mut t = 0;
+        for _ in 0..30 {
+            t += 1_000 * US;
+            for &k in &one {
+                s.push((t, k, 0));
+                t += 5 * US;
+            }
+        }
+        let f = find(&s, 0, u64::MAX).expect("a loop");
+        assert_eq!(f.kernels_per_step, one.len() as u64);
+        assert_eq!(f.first_ns, 1_000 * US, "the loop is the whole stretch");
+    }
+
+    #[test]
     fn nothing_repeating_finds_no_step() {
         // Names from a long linear-congruential sequence: no period.
         let mut x = 7u64;
@@ -232,5 +300,51 @@ mod tests {
         let r = crate::report::Report::build(a.finish(1_600 * ms), 0, 1_600 * ms);
         let steps = r.session_steady.and_then(|s| s.steps).expect("steps found");
         assert_eq!((steps.kernels_per_step, steps.median_ns), (5, 8 * ms), "{steps:?}");
+    }
+
+    #[test]
+    fn the_steady_state_of_a_loop_after_other_steady_work_is_the_loops() {
+        // 600 ms of kernels of no period, one a millisecond (as the loop
+        // launches), then 150 steps of 5 kernels in 8 ms, no NVTX range.
+        use crate::aggregate::devices::DeviceTable;
+        use crate::aggregate::{AggregateOptions, Aggregator};
+        use crate::decode::KernelActivity;
+        use crate::model::event::HostEvent;
+        use crate::model::path::ROOT;
+        let names: Vec<std::ffi::CString> =
+            (0..60).map(|i| std::ffi::CString::new(format!("autotune_{i}")).unwrap()).collect();
+        let mut a = Aggregator::new(AggregateOptions::default(), DeviceTable::fixed(vec![]));
+        let ms = 1_000_000u64;
+        let (mut id, mut x) = (0u32, 5u64);
+        let mut launch = |a: &mut Aggregator, name: &std::ffi::CStr, t: u64, len: u64| {
+            id += 1;
+            a.host_event(HostEvent::launch(id, 1, ROOT, 0, t - 10_000));
+            let mut rec = KernelActivity::sample(id, t, t + len);
+            rec.name = name.as_ptr();
+            a.kernel(&rec);
+        };
+        for k in 0..600u64 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            launch(&mut a, &names[(x >> 40) as usize % names.len()], k * ms + ms / 2, ms / 2);
+        }
+        let head = 600 * ms;
+        let step: Vec<std::ffi::CString> =
+            (0..5).map(|i| std::ffi::CString::new(format!("step_kernel_{i}")).unwrap()).collect();
+        for k in 0..150u64 {
+            for (i, name) in step.iter().enumerate() {
+                launch(&mut a, name, head + k * 8 * ms + 3 * ms + i as u64 * ms, ms);
+            }
+        }
+        let end = head + 150 * 8 * ms;
+        let agg = a.finish(end);
+        let whole = super::super::steady::of_session(&agg.timeline, 0, end).expect("a steady state");
+        assert!(whole.start_ns < head / 2, "the head looks steady by its bins: {}", whole.start_ns);
+        let r = crate::report::Report::build(agg, 0, end);
+        let s = r.session_steady.expect("a steady state");
+        let f = s.steps.expect("steps found");
+        assert_eq!((f.kernels_per_step, f.median_ns), (5, 8 * ms), "{f:?}");
+        assert!(f.first_ns >= head && f.first_ns <= head + 8 * ms, "{} against {head}", f.first_ns);
+        // From the bin holding the loop's first step.
+        assert!(s.start_ns <= f.first_ns && s.start_ns + 40 * ms > head, "{} against {head}", s.start_ns);
     }
 }
