@@ -103,7 +103,7 @@ pub(crate) fn find(stream: &[(u64, u32, u32)], start: u64, end: u64) -> Option<F
             let span = |a: usize| ks[n - 1].0.saturating_sub(ks[a].0);
             let long_enough =
                 (n - from) >= d * MIN_STEPS && span(from).saturating_mul(100) >= span(0).saturating_mul(MIN_SHARE_PCT);
-            if long_enough && best.is_none_or(|(_, f, _)| from < f) {
+            if long_enough && !best.is_some_and(|(_, f, _)| from >= f) {
                 best = Some((d, from, m));
                 if from == 0 {
                     break;
