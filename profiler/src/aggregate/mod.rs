@@ -519,10 +519,15 @@ impl Aggregator {
         self.timeline.kernel(k.start, end);
         let tl = &mut self.timeline;
         self.session_comm.kernel(k.device, k.start, end, is_comm, &mut |u, s, e| tl.comm_span(u, s, e));
-        if self.kernel_stream.len() == KERNEL_STREAM {
-            self.kernel_stream.pop_front();
+        // Communication kernels run on streams of their own and fall
+        // between the compute kernels differently every step: the steps
+        // are found from the compute kernels.
+        if !is_comm {
+            if self.kernel_stream.len() == KERNEL_STREAM {
+                self.kernel_stream.pop_front();
+            }
+            self.kernel_stream.push_back((k.start, name, k.device));
         }
-        self.kernel_stream.push_back((k.start, name, k.device));
         if let Some(j) = &mut self.join {
             j.kernel(k.device, k.start, end, name, info.path);
         }

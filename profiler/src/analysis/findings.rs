@@ -89,6 +89,23 @@ pub(super) fn idle_advice(kind: &str, e: &Evidence, g: &RangeAnalysis) -> String
     }
 }
 
+/// Whether the program copies batches to the GPU: host-to-device copies of
+/// at least a batch's bytes ([`super::advice::BATCH_BYTES`]) on average,
+/// more than a few of them.
+fn copies_batches(r: &Report) -> bool {
+    let (count, bytes) = r
+        .memory
+        .memcpy
+        .iter()
+        .filter(|c| c.kind == "HtoD")
+        .fold((0u64, 0u64), |(n, b), c| (n + c.count, b.saturating_add(c.bytes)));
+    count >= MIN_BATCH_COPIES && bytes / count.max(1) >= super::advice::BATCH_BYTES
+}
+
+/// Host-to-device copies fewer than this are set-up (weights, constants),
+/// not a loop's batches.
+const MIN_BATCH_COPIES: u64 = 10;
+
 /// Launches a step below which a step is one launch of a compiled
 /// executable (XLA launches each jitted call's executable once, with a
 /// copy or two around it).
@@ -105,7 +122,7 @@ fn launches_per_found_step(r: &Report) -> Option<f64> {
 /// Session-wide advice (a program without ranges): no per-call evidence.
 pub(super) fn session_advice(kind: &str, r: &Report, fw: Framework) -> String {
     match kind {
-        "host-idle" => fw.host_work(r.forks),
+        "host-idle" => fw.host_work(r.forks, copies_batches(r)),
         "copies" => {
             let (pageable, all) = pageable(r);
             if pageable > 0 {

@@ -46,9 +46,16 @@ impl Framework {
 
     /// What to change when the host ran code of its own and nothing says
     /// where (no ranges).
-    pub(crate) fn host_work(self, forks: u64) -> String {
+    /// `copies_batches`: the program copies batches to the GPU (data
+    /// loading is part of its loop).
+    pub(crate) fn host_work(self, forks: u64, copies_batches: bool) -> String {
         let annotate = format!("annotate the training step with NVTX ranges ({})", self.nvtx_example());
         match (self, forks) {
+            (_, 0) if !copies_batches => format!(
+                "The launching thread ran code of its own between CUDA calls: {annotate} to see where (or sample \
+                 its stacks with {}), and keep logging and checkpoints off that thread.",
+                self.host_profiler()
+            ),
             (Framework::PyTorch, 0) => format!(
                 "The launching thread ran code of its own between CUDA calls: {annotate} to see where, and keep data \
                  loading (DataLoader(num_workers>0)), logging and checkpoints off that thread."

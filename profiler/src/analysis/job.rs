@@ -219,27 +219,26 @@ fn of_answers(answers: &[(String, Answer)], parallelism: Parallelism) -> Option<
     let p = &ranks[pacer];
     let transfer = transfer_ns.unwrap_or(0);
     let who = if ranks.len() > 1 { format!("{}'s ", p.name) } else { String::new() };
-    let pace = if transfer > p.compute_ns && transfer > p.host_ns {
+    let per = if per_second { "a second" } else { "per step" };
+    // The pacing rank's own verdict names communication when its exposed
+    // transfer is about as large as its compute: the transfer sets the pace.
+    let communication = p.verdict.starts_with(super::verdict::COMM_KERNEL);
+    let pace = if transfer > 0 && (communication || (transfer > p.compute_ns && transfer > p.host_ns)) {
         format!(
-            "exposed communication: {} per step ({:.0}%) with no compute under it on any rank",
+            "exposed communication: {} {per} ({:.0}%) with no compute under it on any rank",
             fmt(transfer),
             pct(transfer)
         )
     } else if p.host_ns > p.compute_ns {
-        format!(
-            "{who}host: the GPU idle {} per step ({:.0}%) waiting for it ({})",
-            fmt(p.host_ns),
-            pct(p.host_ns),
-            p.verdict
-        )
+        format!("{who}host: the GPU idle {} {per} ({:.0}%) waiting for it ({})", fmt(p.host_ns), pct(p.host_ns), p.verdict)
     } else {
-        format!("{who}compute: {} per step ({:.0}%) of GPU work ({})", fmt(p.compute_ns), pct(p.compute_ns), p.verdict)
+        format!("{who}compute: {} {per} ({:.0}%) of GPU work ({})", fmt(p.compute_ns), pct(p.compute_ns), p.verdict)
     };
     let mut actions = Vec::new();
     if let Some(i) = straggler {
         actions.push(JobAction {
             advice: format!(
-                "Balance the work per rank: the others wait {} per step for {} (give each rank as many tokens or \
+                "Balance the work per rank: the others wait {} {per} for {} (give each rank as many tokens or \
                  samples, or take its extra host work off the loop's thread)",
                 fmt(straggler_cost_ns),
                 ranks[i].name
@@ -251,10 +250,13 @@ fn of_answers(answers: &[(String, Answer)], parallelism: Parallelism) -> Option<
     if pct(transfer) >= MIN_ACTION_PCT {
         actions.push(JobAction { advice: overlap_advice(parallelism), saves_ns: transfer, saves_pct: pct(transfer) });
     }
-    // The pacing rank's own actions speed up the job by what they save it.
-    for a in &answers[pacer].1.actions {
-        if a.saves_pct >= MIN_ACTION_PCT && !actions.iter().any(|x| x.advice == a.advice) {
-            actions.push(JobAction { advice: a.advice.clone(), saves_ns: a.saves_ns, saves_pct: pct(a.saves_ns) });
+    // The pacing rank's own actions speed up the job by what they save it
+    // (per second of its steady state where the ranks share no step).
+    let own = &answers[pacer].1;
+    for a in &own.actions {
+        let saves_ns = scale(own, a.saves_ns);
+        if pct(saves_ns) >= MIN_ACTION_PCT && !actions.iter().any(|x| x.advice == a.advice) {
+            actions.push(JobAction { advice: a.advice.clone(), saves_ns, saves_pct: pct(saves_ns) });
         }
     }
     actions.sort_by_key(|a| std::cmp::Reverse(a.saves_ns));
@@ -328,19 +330,35 @@ pub fn aligned_waits(reports: &[&Report]) -> Option<AlignedWaits> {
         .collect();
     let kinds: Vec<&'static str> =
         per_rank[0].keys().copied().filter(|k| per_rank.iter().all(|m| m.contains_key(k))).collect();
-    let n = |k: &str| per_rank.iter().map(|m| m[k].len()).min().unwrap_or(0);
-    let calls: usize = kinds.iter().map(|k| n(k)).sum();
+    // Per rank and kind, the shift of its call numbers against rank 0's
+    // (its kept records may begin calls earlier or later).
+    let shifts: Vec<Vec<i64>> =
+        per_rank.iter().map(|m| kinds.iter().map(|k| call_shift(&per_rank[0][k], &m[k])).collect()).collect();
+    // Rank 0's calls that every rank has, per kind.
+    let matched = |ki: usize, k: &str| -> Vec<usize> {
+        (0..per_rank[0][k].len())
+            .filter(|&i| {
+                per_rank.iter().zip(&shifts).all(|(m, sh)| {
+                    let j = i as i64 + sh[ki];
+                    j >= 0 && (j as usize) < m[k].len()
+                })
+            })
+            .collect()
+    };
+    let calls_of: Vec<Vec<usize>> = kinds.iter().enumerate().map(|(ki, k)| matched(ki, k)).collect();
+    let calls: usize = calls_of.iter().map(Vec::len).sum();
     if calls == 0 {
         return None;
     }
+    let at = |r: usize, ki: usize, i: usize| per_rank[r][kinds[ki]][(i as i64 + shifts[r][ki]) as usize];
     // Offsets: the median difference of ends from rank 0's.
-    let offset_ns: Vec<i64> = per_rank
-        .iter()
-        .map(|m| {
-            let mut d: Vec<i64> = kinds
+    let offset_ns: Vec<i64> = (0..per_rank.len())
+        .map(|r| {
+            let mut d: Vec<i64> = calls_of
                 .iter()
-                .flat_map(|k| (0..n(k)).map(move |i| (k, i)))
-                .map(|(k, i)| m[k][i].1 as i64 - per_rank[0][k][i].1 as i64)
+                .enumerate()
+                .flat_map(|(ki, is)| is.iter().map(move |&i| (ki, i)))
+                .map(|(ki, i)| at(r, ki, i).1 as i64 - at(0, ki, i).1 as i64)
                 .collect();
             d.sort_unstable();
             d[d.len() / 2]
@@ -349,19 +367,61 @@ pub fn aligned_waits(reports: &[&Report]) -> Option<AlignedWaits> {
     let ranks = reports.len();
     let (mut wait_ns, mut last) = (vec![0u64; ranks], vec![0u64; ranks]);
     let (mut first, mut end) = (u64::MAX, 0u64);
-    for k in &kinds {
-        for (i, &(s0, e0)) in per_rank[0][k].iter().take(n(k)).enumerate() {
-            let starts: Vec<i64> = per_rank.iter().zip(&offset_ns).map(|(m, off)| m[k][i].0 as i64 - off).collect();
+    for (ki, is) in calls_of.iter().enumerate() {
+        for &i in is {
+            let starts: Vec<i64> = (0..ranks).map(|r| at(r, ki, i).0 as i64 - offset_ns[r]).collect();
             let (who, &latest) = starts.iter().enumerate().max_by_key(|&(_, s)| *s).expect("two ranks or more");
             last[who] += 1;
             for (r, s) in starts.iter().enumerate() {
                 wait_ns[r] = wait_ns[r].saturating_add((latest - s) as u64);
             }
+            let (s0, e0) = at(0, ki, i);
             first = first.min(s0);
             end = end.max(e0);
         }
     }
     Some(AlignedWaits { calls: calls as u64, offset_ns, wait_ns, last, span_ns: end.saturating_sub(first) })
+}
+
+/// Call numbers tried apart, each way, when matching a rank's collectives
+/// to rank 0's.
+const MAX_CALL_SHIFT: i64 = 64;
+
+/// Calls of a kind compared when finding a rank's shift, at most.
+const SHIFT_SAMPLE: usize = 256;
+
+/// The shift `s` of `other`'s calls against `base`'s (`base[i]` is
+/// `other[i + s]`) under which their ends differ most nearly by a constant
+/// (the clocks' offset): the smallest median deviation of the differences,
+/// over at least half the calls. A collective ends at nearly the same
+/// moment on every rank; calls matched wrongly differ by whole steps.
+fn call_shift(base: &[(u64, u64)], other: &[(u64, u64)]) -> i64 {
+    let mut best = (u64::MAX, 0i64);
+    let need = base.len().min(other.len()).div_ceil(2).max(1);
+    // A few hundred calls tell the shift: merging stays linear in ranks.
+    let every = base.len().div_ceil(SHIFT_SAMPLE).max(1);
+    let need = need.div_ceil(every);
+    for s in -MAX_CALL_SHIFT..=MAX_CALL_SHIFT {
+        let mut d: Vec<i64> = (0..base.len())
+            .step_by(every)
+            .filter_map(|i| {
+                let j = usize::try_from(i as i64 + s).ok()?;
+                other.get(j).map(|o| o.1 as i64 - base[i].1 as i64)
+            })
+            .collect();
+        if d.len() < need {
+            continue;
+        }
+        d.sort_unstable();
+        let med = d[d.len() / 2];
+        let mut dev: Vec<u64> = d.iter().map(|x| x.abs_diff(med)).collect();
+        dev.sort_unstable();
+        let mad = dev[dev.len() / 2];
+        if mad < best.0 || (mad == best.0 && s.abs() < best.1.abs()) {
+            best = (mad, s);
+        }
+    }
+    best.1
 }
 
 /// How to hide communication under compute, in the terms of the job's
@@ -502,6 +562,12 @@ mod tests {
     /// each starting `late` after the call's true start and ending 4 ms
     /// after it, read on a clock `skew` ahead.
     fn rank_with_all_reduces(late: u64, skew: u64) -> Report {
+        rank_with_calls(late, skew, 0)
+    }
+
+    /// Ten all-reduces ~50 ms apart (a little irregular, as steps are),
+    /// the first `missing` not kept.
+    fn rank_with_calls(late: u64, skew: u64, missing: u32) -> Report {
         use crate::aggregate::devices::DeviceTable;
         use crate::aggregate::{AggregateOptions, Aggregator};
         use crate::decode::KernelActivity;
@@ -509,8 +575,8 @@ mod tests {
         use crate::model::path::ROOT;
         let opts = AggregateOptions { trace_cap: 100, ..Default::default() };
         let mut a = Aggregator::new(opts, DeviceTable::fixed(vec![]));
-        for k in 0..10u32 {
-            let t = 1_000 * MS + k as u64 * 50 * MS + skew;
+        for k in missing..10u32 {
+            let t = 1_000 * MS + k as u64 * 50 * MS + (k as u64 * k as u64) * MS / 10 + skew;
             a.host_event(HostEvent::launch(k + 1, 1, ROOT, 0, t));
             let mut rec = KernelActivity::sample(k + 1, t + late, t + 4 * MS);
             rec.name = c"ncclDevKernel_AllReduce_Sum_bf16_RING_LL".as_ptr();
@@ -532,6 +598,18 @@ mod tests {
         let r2 = rank_with_all_reduces(0, 0);
         assert_eq!(aligned_waits(&[&r0, &r2]).unwrap().wait_ns, vec![0, 0]);
         assert!(aligned_waits(&[&r0]).is_none(), "one rank waits for no one");
+    }
+
+    #[test]
+    fn calls_match_by_their_ends_when_a_rank_kept_records_from_a_later_call() {
+        // Rank 1's first three calls were not kept: its k-th record is
+        // rank 0's (k+3)-th call. Matched by number they would read as a
+        // clock offset of whole steps.
+        let (r0, r1) = (rank_with_calls(0, 0, 0), rank_with_calls(2 * MS, 0, 3));
+        let w = aligned_waits(&[&r0, &r1]).expect("both kept collectives");
+        assert_eq!(w.calls, 7);
+        assert_eq!(w.offset_ns, vec![0, 0], "one host, one clock");
+        assert_eq!(w.wait_ns, vec![14 * MS, 0], "rank 0 waits 2 ms at each of the 7 calls");
     }
 
     #[test]

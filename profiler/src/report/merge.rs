@@ -101,7 +101,9 @@ impl JobReport {
             .collect();
         let mut paths: BTreeMap<String, (RangePath, Vec<Option<RankRange>>, u64)> = BTreeMap::new();
         for (i, (_, r)) in ranks.iter().enumerate() {
-            for g in &r.ranges {
+            // Libraries' ranges (NCCL's own calls, a framework's) are not
+            // the job's: their waits are read from the collectives' kernels.
+            for g in r.ranges.iter().filter(|g| g.library.is_none()) {
                 let e = paths.entry(g.path.to_string()).or_insert_with(|| (g.path.clone(), vec![None; ranks.len()], 0));
                 let n = g.count.max(1);
                 e.1[i] = Some(RankRange {

@@ -3,8 +3,10 @@
 //! shortest period with which the kernel names repeat over the whole
 //! steady state is the step.
 //!
-//! The rule, over the last kernels of the steady state (at most
-//! [`crate::aggregate::KERNEL_STREAM`]; of the device that ran most):
+//! The rule, over the last compute kernels of the steady state (at most
+//! [`crate::aggregate::KERNEL_STREAM`]; of the device that ran most;
+//! communication kernels left out, as they fall between the compute
+//! kernels differently every step):
 //! - candidate periods are the distances back to earlier occurrences of
 //!   the last [`WINDOW`] kernel names;
 //! - a candidate `p` holds over the longest run of the last kernels in
