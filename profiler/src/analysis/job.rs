@@ -230,7 +230,12 @@ fn of_answers(answers: &[(String, Answer)], parallelism: Parallelism) -> Option<
             pct(transfer)
         )
     } else if p.host_ns > p.compute_ns {
-        format!("{who}host: the GPU idle {} {per} ({:.0}%) waiting for it ({})", fmt(p.host_ns), pct(p.host_ns), p.verdict)
+        format!(
+            "{who}host: the GPU idle {} {per} ({:.0}%) waiting for it ({})",
+            fmt(p.host_ns),
+            pct(p.host_ns),
+            p.verdict
+        )
     } else {
         format!("{who}compute: {} {per} ({:.0}%) of GPU work ({})", fmt(p.compute_ns), pct(p.compute_ns), p.verdict)
     };
