@@ -89,6 +89,13 @@ impl Default for AggregateOptions {
 /// dozens of steps of a thousand kernels.
 pub(crate) const KERNEL_STREAM: usize = 1 << 16;
 
+/// A kernel's device and stream as one number: the steps are found from
+/// one stream's kernels (a device's streams interleave differently every
+/// step: FSDP's all-gather copies, side streams).
+pub(crate) fn lane(device: u32, stream: u32) -> u32 {
+    (device << 20) | (stream & 0xF_FFFF)
+}
+
 /// Samples that may wait per device for the timeline to be decided: ~2.6 s
 /// at a 10 us interval, 26 s at the default 100 us; ~11 MB.
 const MAX_WAITING_SAMPLES: usize = 1 << 18;
@@ -191,7 +198,7 @@ pub(crate) struct Aggregator {
     timeline: Timeline,
     /// The session's communication over time, into `timeline`.
     session_comm: comm::SessionComm,
-    /// The last kernels (start, name, device), at most [`KERNEL_STREAM`]:
+    /// The last kernels (start, name, [`lane`]), at most [`KERNEL_STREAM`]:
     /// steps are found in them (`report::steps`).
     kernel_stream: std::collections::VecDeque<(u64, u32, u32)>,
     thread_names: BTreeMap<u32, String>,
@@ -526,7 +533,7 @@ impl Aggregator {
             if self.kernel_stream.len() == KERNEL_STREAM {
                 self.kernel_stream.pop_front();
             }
-            self.kernel_stream.push_back((k.start, name, k.device));
+            self.kernel_stream.push_back((k.start, name, lane(k.device, k.stream)));
         }
         if let Some(j) = &mut self.join {
             j.kernel(k.device, k.start, end, name, info.path);

@@ -397,8 +397,8 @@ const SHIFT_SAMPLE: usize = 256;
 
 /// The shift `s` of `other`'s calls against `base`'s (`base[i]` is
 /// `other[i + s]`) under which their ends differ most nearly by a constant
-/// (the clocks' offset): the smallest median deviation of the differences,
-/// over at least half the calls. A collective ends at nearly the same
+/// (the clocks' offset): the smallest mean deviation of the differences
+/// from their median, over at least half the calls. A collective ends at nearly the same
 /// moment on every rank; calls matched wrongly differ by whole steps.
 fn call_shift(base: &[(u64, u64)], other: &[(u64, u64)]) -> i64 {
     let mut best = (u64::MAX, 0i64);
@@ -406,7 +406,22 @@ fn call_shift(base: &[(u64, u64)], other: &[(u64, u64)]) -> i64 {
     // A few hundred calls tell the shift: merging stays linear in ranks.
     let every = base.len().div_ceil(SHIFT_SAMPLE).max(1);
     let need = need.div_ceil(every);
-    for s in -MAX_CALL_SHIFT..=MAX_CALL_SHIFT {
+    // Shifts near none, and near the one that pairs rank 0's middle call
+    // with the other's call ending closest to it (clocks of one host agree:
+    // records kept from a different moment may be many calls apart).
+    let near = if base.is_empty() || other.is_empty() {
+        0
+    } else {
+        let m = base.len() / 2;
+        let j = other.partition_point(|o| o.1 < base[m].1).min(other.len() - 1);
+        let j = if j > 0 && base[m].1.abs_diff(other[j - 1].1) < base[m].1.abs_diff(other[j].1) { j - 1 } else { j };
+        j as i64 - m as i64
+    };
+    let mut tried: Vec<i64> =
+        (-MAX_CALL_SHIFT..=MAX_CALL_SHIFT).chain(near - MAX_CALL_SHIFT..=near + MAX_CALL_SHIFT).collect();
+    tried.sort_unstable();
+    tried.dedup();
+    for s in tried {
         let mut d: Vec<i64> = (0..base.len())
             .step_by(every)
             .filter_map(|i| {
@@ -419,9 +434,8 @@ fn call_shift(base: &[(u64, u64)], other: &[(u64, u64)]) -> i64 {
         }
         d.sort_unstable();
         let med = d[d.len() / 2];
-        let mut dev: Vec<u64> = d.iter().map(|x| x.abs_diff(med)).collect();
-        dev.sort_unstable();
-        let mad = dev[dev.len() / 2];
+        // The mean deviation: a wrong shift may pair half the calls right.
+        let mad = d.iter().map(|x| x.abs_diff(med)).fold(0u64, u64::saturating_add) / d.len() as u64;
         if mad < best.0 || (mad == best.0 && s.abs() < best.1.abs()) {
             best = (mad, s);
         }
@@ -573,21 +587,30 @@ mod tests {
     /// Ten all-reduces ~50 ms apart (a little irregular, as steps are),
     /// the first `missing` not kept.
     fn rank_with_calls(late: u64, skew: u64, missing: u32) -> Report {
+        rank_with_n_calls(late, skew, missing, 10)
+    }
+
+    /// `calls` all-reduces ~50 ms apart, the first `missing` not kept.
+    fn rank_with_n_calls(late: u64, skew: u64, missing: u32, calls: u32) -> Report {
         use crate::aggregate::devices::DeviceTable;
         use crate::aggregate::{AggregateOptions, Aggregator};
         use crate::decode::KernelActivity;
         use crate::model::event::HostEvent;
         use crate::model::path::ROOT;
-        let opts = AggregateOptions { trace_cap: 100, ..Default::default() };
+        let opts = AggregateOptions { trace_cap: 1000, ..Default::default() };
         let mut a = Aggregator::new(opts, DeviceTable::fixed(vec![]));
-        for k in missing..10u32 {
-            let t = 1_000 * MS + k as u64 * 50 * MS + (k as u64 * k as u64) * MS / 10 + skew;
+        for k in missing..calls {
+            let t = 1_000 * MS
+                + k as u64 * 50 * MS
+                + ((k as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 54) * MS / 500
+                + skew;
             a.host_event(HostEvent::launch(k + 1, 1, ROOT, 0, t));
             let mut rec = KernelActivity::sample(k + 1, t + late, t + 4 * MS);
             rec.name = c"ncclDevKernel_AllReduce_Sum_bf16_RING_LL".as_ptr();
             a.kernel(&rec);
         }
-        Report::build(a.finish(2_000 * MS + skew), 0, 2_000 * MS + skew)
+        let end = 1_000 * MS + calls as u64 * 50 * MS + skew;
+        Report::build(a.finish(end), 0, end)
     }
 
     #[test]
@@ -615,6 +638,12 @@ mod tests {
         assert_eq!(w.calls, 7);
         assert_eq!(w.offset_ns, vec![0, 0], "one host, one clock");
         assert_eq!(w.wait_ns, vec![14 * MS, 0], "rank 0 waits 2 ms at each of the 7 calls");
+        // Kept from 100 calls later: further than the shifts tried around
+        // none, found by the calls' ends on the one clock.
+        let (r0, r1) = (rank_with_n_calls(0, 0, 0, 300), rank_with_n_calls(MS, 0, 100, 300));
+        let w = aligned_waits(&[&r0, &r1]).expect("both kept collectives");
+        assert_eq!((w.calls, w.offset_ns.clone()), (200, vec![0, 0]));
+        assert_eq!(w.wait_ns, vec![200 * MS, 0]);
     }
 
     #[test]

@@ -4,9 +4,9 @@
 //! steady state is the step.
 //!
 //! The rule, over the last compute kernels of the steady state (at most
-//! [`crate::aggregate::KERNEL_STREAM`]; of the device that ran most;
-//! communication kernels left out, as they fall between the compute
-//! kernels differently every step):
+//! [`crate::aggregate::KERNEL_STREAM`]) of the stream that ran most of
+//! them (communication kernels and other streams left out: they fall
+//! between the main stream's kernels differently every step):
 //! - candidate periods are the distances back to earlier occurrences of
 //!   the last [`WINDOW`] kernel names;
 //! - a candidate `p` holds over the longest run of the last kernels in
@@ -25,7 +25,7 @@
 //! It fails where nothing repeats: kernels that depend on data (dynamic
 //! shapes choosing other kernels, MoE routing), steps of varying length
 //! (generation with a growing cache picks other kernels every few tokens),
-//! or a loop interleaved with other work on the same device. Then the
+//! or a loop interleaved with other work on the same stream. Then the
 //! steady state is answered as a whole.
 
 use serde::{Deserialize, Serialize};
@@ -64,10 +64,10 @@ pub struct FoundSteps {
     pub first_ns: u64,
 }
 
-/// The steps of `stream` (kernel start, name id, device; in arrival order)
-/// inside `[start, end)`, if its kernels repeat.
+/// The steps of `stream` (kernel start, name id, lane: device and stream;
+/// in arrival order) inside `[start, end)`, if its kernels repeat.
 pub(crate) fn find(stream: &[(u64, u32, u32)], start: u64, end: u64) -> Option<FoundSteps> {
-    // The device that ran most of the stretch.
+    // The stream that ran most of the stretch.
     let mut counts: Vec<(u32, usize)> = Vec::new();
     for &(t, _, d) in stream {
         if (start..end).contains(&t) {
@@ -210,11 +210,11 @@ mod tests {
         let f = find(&s, 0, u64::MAX).expect("still a loop");
         assert_eq!(f.kernels_per_step, 25);
         assert_eq!(f.median_ns, 2_000 * US + 25 * 10 * US);
-        // Only the window given, and only the busiest device.
+        // Only the window given, and only the busiest stream.
         let mut other: Vec<(u64, u32, u32)> = (0..500).map(|k| (k * 7 * US, (k % 3) as u32, 1)).collect();
         other.extend(training(10, 4));
-        let f = find(&other, 0, u64::MAX).expect("device 0's loop");
-        assert_eq!(f.kernels_per_step, 3, "device 1 ran most: its period");
+        let f = find(&other, 0, u64::MAX).expect("lane 0's loop");
+        assert_eq!(f.kernels_per_step, 3, "lane 1 ran most: its period");
     }
 
     #[test]
@@ -259,6 +259,25 @@ mod tests {
         let f = find(&s, 0, u64::MAX).expect("a loop");
         assert_eq!(f.kernels_per_step, one.len() as u64);
         assert_eq!(f.first_ns, 1_000 * US, "the loop is the whole stretch");
+    }
+
+    #[test]
+    fn a_side_stream_that_falls_differently_every_step_is_left_out() {
+        // FSDP's all-gather copies: 3 kernels a step on another stream of
+        // the same device, at other moments every step.
+        let mut s = training(40, 4);
+        let mut x = 3u64;
+        for k in 0..40u64 {
+            for c in 0..3u32 {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                let t = 2_000 * US + k * (2_000 + 250) * US + (x >> 40) % (250 * US);
+                s.push((t, 500 + c, crate::aggregate::lane(0, 7)));
+            }
+        }
+        s.sort_by_key(|e| e.0);
+        let f = find(&s, 0, u64::MAX).expect("the main stream's loop");
+        assert_eq!(f.kernels_per_step, 25);
+        assert_eq!(f.median_ns, 2_000 * US + 25 * 10 * US);
     }
 
     #[test]
