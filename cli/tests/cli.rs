@@ -145,6 +145,23 @@ fn report_merges_ranks_and_names_the_straggler() {
         .unwrap();
     assert_eq!(three.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&three.stderr).contains("more need --merge"));
+    // A library's ranges (NCCL's own calls) are not the job's.
+    for rank in ["rank0", "rank1"] {
+        let f = dir.join(format!("{rank}.json"));
+        let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&f).unwrap()).unwrap();
+        for g in v["ranges"].as_array_mut().unwrap() {
+            g["library"] = "NCCL".into();
+        }
+        std::fs::write(dir.join(format!("nccl-{rank}.json")), v.to_string()).unwrap();
+    }
+    let out = gpuscope()
+        .args(["report", "--merge"])
+        .arg(dir.join("nccl-rank0.json"))
+        .arg(dir.join("nccl-rank1.json"))
+        .output();
+    let t = String::from_utf8_lossy(&out.as_ref().unwrap().stdout).to_string();
+    assert!(t.contains("no NVTX range of the program's own on any rank (libraries' ranges, NCCL's, left out)"), "{t}");
+    assert!(!t.lines().any(|l| l.starts_with("step ")), "{t}");
 }
 
 #[test]

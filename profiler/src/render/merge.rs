@@ -29,6 +29,10 @@ pub(super) fn render(j: &JobReport, width: usize) -> String {
         );
     }
     let _ = writeln!(out);
+    if j.ranges.is_empty() {
+        let _ = writeln!(out, "no NVTX range of the program's own on any rank (libraries' ranges, NCCL's, left out)");
+        return out;
+    }
     let by_columns = j.ranks.len() <= RANK_COLUMNS;
     let heads: Vec<String> = if by_columns {
         j.ranks.iter().map(|r| fit(&r.name, 11)).collect()
