@@ -4,7 +4,7 @@
 //! building needs neither CUDA nor libclang. C enums are integer type aliases
 //! with constants: a newer CUPTI may return values this crate does not know.
 //!
-//! Nothing is linked: [`Cupti::load`] finds `libcupti` with [`load_cupti`]'s
+//! Nothing is linked: [`load_cupti`] finds `libcupti` by its documented
 //! search order. Every function is a field holding `Result<fn, Error>`, so a
 //! symbol missing from an older library is an error at the call, not a
 //! failure to load. Call through the fields (see [`sym!`]); the generated

@@ -23,7 +23,7 @@ pub struct IdleSplit {
     /// that launches slower than its kernels run (launch-bound).
     pub launch_ns: u64,
     /// Longer gaps while the program was issuing CUDA calls back to back
-    /// (its previous call, on any thread, at most [`DISPATCH_NS`] before
+    /// (its previous call, on any thread, at most `DISPATCH_NS` before
     /// the launch that ended the gap): many small operations dispatched one
     /// by one, each costing more host time than its kernel runs.
     #[serde(default)]

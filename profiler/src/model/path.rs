@@ -120,7 +120,7 @@ struct Node {
 type ChildIndex = HashMap<(PathId, DomainId), HashMap<Arc<str>, PathId>>;
 
 /// Distinct paths a process interns at most (its NVTX paths over all its
-/// sessions). Past it a new range is recorded as [`OVER_CAP`] inside its
+/// sessions). Past it a new range is recorded as `OVER_CAP` inside its
 /// parent, and counted in the report's drops.
 pub const MAX_PATHS: usize = 100_000;
 /// Names under one parent that differ only in their numbers (`step 17`,
@@ -161,11 +161,11 @@ struct Index {
 }
 
 /// Interned paths: (parent, domain, name) -> id, at most [`MAX_PATHS`]
-/// (plus one [`OVER_CAP`] node per parent).
+/// (plus one `OVER_CAP` node per parent).
 pub(crate) struct PathTable {
     nodes: RwLock<Vec<Node>>,
     index: RwLock<Index>,
-    /// New paths recorded as [`OVER_CAP`] since the process started.
+    /// New paths recorded as `OVER_CAP` since the process started.
     over_cap: std::sync::atomic::AtomicU64,
     max_paths: usize,
 }
@@ -247,7 +247,7 @@ impl PathTable {
         None
     }
 
-    /// New ranges recorded as [`OVER_CAP`] since the process started.
+    /// New ranges recorded as `OVER_CAP` since the process started.
     pub(crate) fn over_cap(&self) -> u64 {
         self.over_cap.load(std::sync::atomic::Ordering::Relaxed)
     }

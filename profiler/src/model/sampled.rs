@@ -36,10 +36,10 @@ pub const ISSUE_PEAK: &str = "smsp__issue_active.avg.peak_sustained";
 /// efficiency already calls it latency-bound.
 pub const ISSUE_CYCLES: &str = "smsp__issue_active.avg";
 
-/// The counters sampling mode collects, in the order a [`Sample`] is read
-/// from ([`Sample::from_values`]). PM sampling takes single-pass
+/// The counters sampling mode collects, in the order a sample is read
+/// from (`Sample::from_values`). PM sampling takes single-pass
 /// configurations only: the counters are packed into as few of them as
-/// the chip allows ([`FIGURES`]), and several are taken in turn.
+/// the chip allows (`FIGURES`), and several are taken in turn.
 pub const SAMPLED_METRICS: [&str; 11] = [
     SM_EFFICIENCY,
     ACHIEVED_OCCUPANCY,
@@ -437,7 +437,7 @@ pub struct SamplingStatus {
     #[serde(default)]
     pub tail_lost: bool,
     /// At exit, samples decoded after sampling stopped, and the time that
-    /// took, ns (bounded: [`crate::collect::sampling::EXIT_DECODE_BOUND`]).
+    /// took, ns (bounded: 2 s at most).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub exit_samples: u64,
     /// See `exit_samples`.

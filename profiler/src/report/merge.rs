@@ -51,7 +51,7 @@ pub struct JobRange {
     pub slowest_over_median_pct: f64,
     /// The rank the others wait for at the collectives: the one with the
     /// least exposed communication per call, named when the others wait at
-    /// least [`STRAGGLER_WAIT_PCT`] of the median rank's wall time per
+    /// least `STRAGGLER_WAIT_PCT` of the median rank's wall time per
     /// call longer than it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_to_arrive: Option<usize>,

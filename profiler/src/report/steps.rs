@@ -4,7 +4,7 @@
 //! steady state is the step.
 //!
 //! The rule, over the last compute kernels of the steady state (at most
-//! [`crate::aggregate::KERNEL_STREAM`]) of the stream that ran most of
+//! 65,536) of the stream that ran most of
 //! them (communication kernels and other streams left out: they fall
 //! between the main stream's kernels differently every step):
 //! - candidate periods are the distances back to earlier occurrences of
