@@ -22,11 +22,10 @@ Nothing is downloaded.
 """
 
 import argparse
-import json
 import os
-import statistics
 import time
 
+import suite
 import torch
 
 
@@ -117,14 +116,8 @@ def main():
         torch.cuda.synchronize()
         if args.ranges:
             torch.cuda.nvtx.range_pop()
-        ms = 1e3 * (time.perf_counter() - t0)
-        times.append(ms)
-        print(f"rank {rank} step {step} {ms:.2f} ms", flush=True)
-    measured = times[args.warmup :] or times
-    suite = {"rank": rank, "step_ms": round(statistics.median(measured), 3), "steps": len(measured)}
-    print("SUITE " + json.dumps(suite), flush=True)
-    if dist is not None:
-        dist.destroy_process_group()
+        suite.record(rank, step, t0, times)
+    suite.finish(rank, times, args.warmup, dist)
 
 
 if __name__ == "__main__":
