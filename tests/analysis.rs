@@ -579,7 +579,19 @@ fn advice_names_the_program_s_framework_and_never_another_s() {
     };
     let aten = c"void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, std::array<char*, 1ul> >(int, at::native::FillFunctor<float>, std::array<char*, 1ul>)";
     let t = text(&rangeless_host_work(aten, None));
-    assert!(t.contains("torch.cuda.nvtx.range_push") && t.contains("DataLoader"), "{t}");
+    assert!(t.contains("torch.cuda.nvtx.range_push") && t.contains("py-spy"), "{t}");
+    // No batch copied to the GPU: no data loader to advise on.
+    assert!(!t.contains("DataLoader"), "{t}");
+    let mut loads = rangeless_host_work(aten, None);
+    loads.memory.memcpy.push(gpuscope::report::CopySummary {
+        kind: "HtoD".into(),
+        count: 200,
+        bytes: 200 << 20,
+        total_ns: 20_000_000,
+        pageable: 0,
+    });
+    let t = text(&loads);
+    assert!(t.contains("DataLoader(num_workers>0)"), "a batch a step copied: {t}");
     // XLA's ranges: JAX's words, no PyTorch.
     let t = text(&rangeless_host_work(c"loop_add_fusion", Some("TSL")));
     assert!(t.contains("nvtx.annotate(\"step\")"), "{t}");
