@@ -562,3 +562,26 @@ fn the_schema_rejects_a_report_that_drifted() {
     bound["ranges"][0]["analysis"]["verdict"]["bound"] = json!("fast");
     assert!(!errors(&v, &bound).is_empty(), "an unknown verdict passed");
 }
+
+/// The finding kinds the schema allows are the kinds the concepts page's
+/// Findings table describes: a new kind needs both.
+#[test]
+fn every_finding_kind_of_the_schema_has_a_row_in_the_concepts_page() {
+    const PAGE: &str = include_str!("../docs/concepts/verdicts-and-findings.md");
+    let schema = schema();
+    let allowed: BTreeSet<String> = schema["$defs"]["finding"]["properties"]["kind"]["enum"]
+        .as_array()
+        .expect("an enum of finding kinds")
+        .iter()
+        .map(|k| k.as_str().expect("a kind is a string").to_string())
+        .collect();
+    let table = PAGE.split("## Findings").nth(1).expect("a Findings section");
+    let table = table.split("\n#").next().unwrap_or(table);
+    let documented: BTreeSet<String> = table
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `"))
+        .filter_map(|l| l.split('`').next())
+        .map(str::to_string)
+        .collect();
+    assert_eq!(allowed, documented, "schema's finding kinds against docs/concepts/verdicts-and-findings.md");
+}
