@@ -111,12 +111,15 @@ const MIN_BATCH_COPIES: u64 = 10;
 /// copy or two around it).
 const ONE_LAUNCH_STEP: f64 = 2.5;
 
-/// Launches per step of the steady state, where steps were found in it.
+/// Launches per step and device of the steady state, where steps were
+/// found in it.
 fn launches_per_found_step(r: &Report) -> Option<f64> {
     let s = r.session_steady.as_ref()?;
     let f = s.steps?;
     let steps = (s.wall_ns() as f64 / f.median_ns.max(1) as f64).max(1.0);
-    Some(s.launches as f64 / steps)
+    // Launches are counted over every device, steps on one: per device.
+    let devices = r.device_time.iter().filter(|d| d.busy_ns > 0).count().max(1);
+    Some(s.launches as f64 / steps / devices as f64)
 }
 
 /// Session-wide advice (a program without ranges): no per-call evidence.

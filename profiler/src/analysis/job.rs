@@ -220,9 +220,11 @@ fn of_answers(answers: &[(String, Answer)], parallelism: Parallelism) -> Option<
     let transfer = transfer_ns.unwrap_or(0);
     let who = if ranks.len() > 1 { format!("{}'s ", p.name) } else { String::new() };
     let per = if per_second { "a second" } else { "per step" };
-    // The pacing rank's own verdict names communication when its exposed
-    // transfer is about as large as its compute: the transfer sets the pace.
-    let communication = p.verdict.starts_with(super::verdict::COMM_KERNEL);
+    // The pacing rank's own verdict names communication and the transfer
+    // is a large share of the step (a rank's verdict names its
+    // communication kernels also where compute hides most of them).
+    let communication = (p.verdict == super::verdict::COMMUNICATION || p.verdict == super::verdict::COMM_KERNEL)
+        && pct(transfer) >= super::verdict::COMM_BOUND_PCT;
     let pace = if transfer > 0 && (communication || (transfer > p.compute_ns && transfer > p.host_ns)) {
         format!(
             "exposed communication: {} {per} ({:.0}%) with no compute under it on any rank",
@@ -536,6 +538,21 @@ mod tests {
         let fsdp = of_answers(&ranks(), Parallelism::Sharded).unwrap();
         assert!(fsdp.actions[0].advice.contains("reshard_after_forward=False"), "{:?}", fsdp.actions);
         assert!(!fsdp.actions.iter().any(|a| a.advice.contains("DataLoader")));
+    }
+
+    #[test]
+    fn a_rank_whose_verdict_names_its_communication_kernels_paces_by_them_only_when_they_are_exposed() {
+        // Long all-reduces under compute: each rank's verdict names them,
+        // but 2 ms of 100 are exposed.
+        let mut a = rank(Some("step"), 90, 2, 8, vec![]);
+        a.verdict.bound = super::super::verdict::COMM_KERNEL;
+        let j = of_answers(&named(vec![a.clone(), a.clone()]), Parallelism::DataParallel).unwrap();
+        assert!(j.pace.contains("compute"), "{}", j.pace);
+        // 30 of 100 exposed: the transfer sets the pace, though compute is larger.
+        let mut b = rank(Some("step"), 60, 30, 10, vec![]);
+        b.verdict.bound = super::super::verdict::COMM_KERNEL;
+        let j = of_answers(&named(vec![b.clone(), b]), Parallelism::DataParallel).unwrap();
+        assert!(j.pace.starts_with("exposed communication"), "{}", j.pace);
     }
 
     #[test]

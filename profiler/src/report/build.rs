@@ -197,11 +197,14 @@ impl Report {
             s.steps = super::steps::find(&a.kernel_stream, s.start_ns, s.end_ns);
             // A loop that began well after the steady state did (other work
             // before it looked steady): the steady state is the loop's.
-            let late = s.steps.filter(|f| f.first_ns > s.start_ns.saturating_add(s.wall_ns() / LATE_LOOP_DIV));
+            let late =
+                s.steps.filter(|f| f.late && f.first_ns > s.start_ns.saturating_add(s.wall_ns() / LATE_LOOP_DIV));
             if let Some(f) = late {
                 if let Some(mut from) = steady::of_session_from(&a.timeline, start_ns, end_ns, f.first_ns) {
                     from.steps = super::steps::find(&a.kernel_stream, from.start_ns, from.end_ns).or(Some(f));
-                    s = from;
+                    if from.settled || !s.settled {
+                        s = from;
+                    }
                 }
             }
             s

@@ -62,6 +62,11 @@ pub struct FoundSteps {
     /// begin after the steady state does).
     #[serde(default)]
     pub first_ns: u64,
+    /// The loop began after the stretch examined did, which reached back
+    /// to the steady state's start (not written: the report's steady state
+    /// is trimmed to the loop already).
+    #[serde(skip)]
+    pub late: bool,
 }
 
 /// The steps of `stream` (kernel start, name id, lane: device and stream;
@@ -105,7 +110,9 @@ pub(crate) fn find(stream: &[(u64, u32, u32)], start: u64, end: u64) -> Option<F
             let span = |a: usize| ks[n - 1].0.saturating_sub(ks[a].0);
             let long_enough =
                 (n - from) >= d * MIN_STEPS && span(from).saturating_mul(100) >= span(0).saturating_mul(MIN_SHARE_PCT);
-            if long_enough && !best.is_some_and(|(_, f, _)| from >= f) {
+            // Longer by a period at least: a multiple of the step holds
+            // over nearly the same run.
+            if long_enough && !best.is_some_and(|(_, f, _)| from + d > f) {
                 best = Some((d, from, m));
                 if from == 0 {
                     break;
@@ -113,12 +120,12 @@ pub(crate) fn find(stream: &[(u64, u32, u32)], start: u64, end: u64) -> Option<F
             }
         }
     }
-    let (p, mut from, match_pct) = best?;
-    // The run's tolerance may take in a few kernels of what came before
-    // it: it begins at its first kernel that repeats.
-    while from + p < n && names[from] != names[from + p] {
-        from += 1;
-    }
+    let (p, from, match_pct) = best?;
+    let from = first_repeating_period(&names, p, from);
+    // The loop began after the examined kernels did, and those are all of
+    // the stretch's (the stream kept kernels from before it): what came
+    // before the loop was other work.
+    let late = from > 0 && stream.iter().any(|&(t, _, l)| l == device && t < start);
     let (ks, n) = (&ks[from..], n - from);
     // Where a step begins: the offset whose gap before it is longest in
     // the median over the periods.
@@ -144,7 +151,32 @@ pub(crate) fn find(stream: &[(u64, u32, u32)], start: u64, end: u64) -> Option<F
         p90_ns: at(90),
         match_pct,
         first_ns: begins[0],
+        late,
     })
+}
+
+/// Where the run found from `from` begins: the first kernel from which a
+/// whole period repeats, but for [`MATCH_PCT`]'s share (the run's
+/// tolerance may take in kernels of what came before it).
+fn first_repeating_period(names: &[u32], p: usize, from: usize) -> usize {
+    let n = names.len();
+    let allowed = ((100.0 - MATCH_PCT) / 100.0 * p as f64) as usize;
+    let miss = |i: usize| (names[i] != names[i + p]) as usize;
+    if from + 2 * p > n {
+        return from;
+    }
+    // Misses over the window [i, i + p), slid one kernel at a time.
+    let mut missed: usize = (from..from + p).map(miss).sum();
+    let mut i = from;
+    while missed > allowed && i + 2 * p < n {
+        missed = missed - miss(i) + miss(i + p);
+        i += 1;
+    }
+    if missed > allowed {
+        from
+    } else {
+        i
+    }
 }
 
 /// The longest run of the last kernels of `names` in which at least
@@ -236,6 +268,28 @@ mod tests {
         // The first whole step: after the loop's first host gap.
         assert_eq!(f.first_ns, head_end + 2_000 * US);
         assert_eq!(f.steps_seen, 39);
+    }
+
+    #[test]
+    fn a_loop_is_late_only_when_the_kernels_kept_reach_back_before_the_stretch() {
+        // The last 30 steps of a long loop, after 3000 kernels of no period:
+        // with kernels kept from before the stretch the loop began late in
+        // it; kept from inside it only, nothing says what came first.
+        let mut x = 11u64;
+        let mut s: Vec<(u64, u32, u32)> = (0..3000)
+            .map(|i| {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                (1_000 * US + i * 10 * US, 1000 + (x >> 40) as u32 % 50, 0)
+            })
+            .collect();
+        let head_end = 1_000 * US + 3000 * 10 * US;
+        s.extend(training(30, 4).into_iter().map(|(t, n, d)| (t + head_end, n, d)));
+        let from_start = find(&s, 1_000 * US, u64::MAX).expect("the loop");
+        assert!(!from_start.late, "nothing kept before the stretch");
+        s.insert(0, (0, 7, 0));
+        let with_before = find(&s, 1_000 * US, u64::MAX).expect("the loop");
+        assert!(with_before.late, "a kernel kept from before the stretch");
+        assert_eq!(with_before.kernels_per_step, 25);
     }
 
     #[test]
@@ -344,11 +398,16 @@ mod tests {
             rec.name = name.as_ptr();
             a.kernel(&rec);
         };
+        // Start-up: a few kernels, then 400 ms of the host's set-up.
+        for k in 0..5u64 {
+            launch(&mut a, &names[0], ms + k * ms, ms / 2);
+        }
+        let at = 400 * ms;
         for k in 0..600u64 {
             x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            launch(&mut a, &names[(x >> 40) as usize % names.len()], k * ms + ms / 2, ms / 2);
+            launch(&mut a, &names[(x >> 40) as usize % names.len()], at + k * ms + ms / 2, ms / 2);
         }
-        let head = 600 * ms;
+        let head = at + 600 * ms;
         let step: Vec<std::ffi::CString> =
             (0..5).map(|i| std::ffi::CString::new(format!("step_kernel_{i}")).unwrap()).collect();
         for k in 0..150u64 {
@@ -359,7 +418,7 @@ mod tests {
         let end = head + 150 * 8 * ms;
         let agg = a.finish(end);
         let whole = super::super::steady::of_session(&agg.timeline, 0, end).expect("a steady state");
-        assert!(whole.start_ns < head / 2, "the head looks steady by its bins: {}", whole.start_ns);
+        assert!(whole.start_ns < head - 300 * ms, "the head looks steady by its bins: {}", whole.start_ns);
         let r = crate::report::Report::build(agg, 0, end);
         let s = r.session_steady.expect("a steady state");
         let f = s.steps.expect("steps found");
