@@ -249,17 +249,23 @@ mod tests {
         assert_eq!(f.kernels_per_step, 3, "lane 1 ran most: its period");
     }
 
+    /// `count` kernels 10 us apart from `t0`, their names of no period
+    /// (autotuning, a first evaluation), on lane 0.
+    fn no_period(count: u64, t0: u64) -> Vec<(u64, u32, u32)> {
+        let mut x = 11u64;
+        (0..count)
+            .map(|i| {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                (t0 + i * 10 * US, 1000 + (x >> 40) as u32 % 50, 0)
+            })
+            .collect()
+    }
+
     #[test]
     fn a_loop_after_other_work_that_looked_steady_is_found_where_it_begins() {
         // 3000 kernels of no period (autotuning, a first evaluation), then
         // 40 steps of the loop.
-        let mut x = 11u64;
-        let mut s: Vec<(u64, u32, u32)> = (0..3000)
-            .map(|i| {
-                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-                (i * 10 * US, 1000 + (x >> 40) as u32 % 50, 0)
-            })
-            .collect();
+        let mut s = no_period(3000, 0);
         let head_end = 3000 * 10 * US;
         s.extend(training(40, 4).into_iter().map(|(t, n, d)| (t + head_end, n, d)));
         let f = find(&s, 0, u64::MAX).expect("the loop after the head");
@@ -275,13 +281,7 @@ mod tests {
         // The last 30 steps of a long loop, after 3000 kernels of no period:
         // with kernels kept from before the stretch the loop began late in
         // it; kept from inside it only, nothing says what came first.
-        let mut x = 11u64;
-        let mut s: Vec<(u64, u32, u32)> = (0..3000)
-            .map(|i| {
-                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-                (1_000 * US + i * 10 * US, 1000 + (x >> 40) as u32 % 50, 0)
-            })
-            .collect();
+        let mut s = no_period(3000, 1_000 * US);
         let head_end = 1_000 * US + 3000 * 10 * US;
         s.extend(training(30, 4).into_iter().map(|(t, n, d)| (t + head_end, n, d)));
         let from_start = find(&s, 1_000 * US, u64::MAX).expect("the loop");
