@@ -89,17 +89,20 @@ pub(super) fn idle_advice(kind: &str, e: &Evidence, g: &RangeAnalysis) -> String
     }
 }
 
-/// Whether the program copies batches to the GPU: host-to-device copies of
-/// at least a batch's bytes ([`super::advice::BATCH_BYTES`]) on average,
-/// more than a few of them.
+/// Whether the program copies batches to the GPU in its loop: its steady
+/// state waited on copies, and its host-to-device copies are more than a
+/// few, of a batch's bytes ([`super::advice::BATCH_BYTES`]) on average
+/// (the copy summary is the session's: a model moved to the GPU at
+/// start-up copies much, once).
 fn copies_batches(r: &Report) -> bool {
+    let in_loop = r.session_steady.as_ref().is_some_and(|s| s.idle.copy_ns > 0);
     let (count, bytes) = r
         .memory
         .memcpy
         .iter()
         .filter(|c| c.kind == "HtoD")
         .fold((0u64, 0u64), |(n, b), c| (n + c.count, b.saturating_add(c.bytes)));
-    count >= MIN_BATCH_COPIES && bytes / count.max(1) >= super::advice::BATCH_BYTES
+    in_loop && count >= MIN_BATCH_COPIES && bytes / count.max(1) >= super::advice::BATCH_BYTES
 }
 
 /// Host-to-device copies fewer than this are set-up (weights, constants),
