@@ -141,7 +141,8 @@ pub(crate) struct Aggregate {
     pub forks: u64,
     /// The session in bins.
     pub timeline: Timeline,
-    /// The last kernels: (start, name id, device), in arrival order.
+    /// The last compute kernels: (start, name id, [`lane`]), in arrival
+    /// order.
     pub kernel_stream: Vec<(u64, u32, u32)>,
     /// Each GPU's busy time, idle time by cause and bins (with one GPU,
     /// the session's).

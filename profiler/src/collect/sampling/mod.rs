@@ -578,6 +578,15 @@ mod tests {
         }
     }
 
+    /// Launches until `sampler` has set its device up (5 s at most).
+    fn until_sampled(sampler: &super::Sampler, tiny: &mut Tiny) {
+        let began = Instant::now();
+        while sampler.status().devices.is_empty() && began.elapsed() < Duration::from_secs(5) {
+            tiny.launch(1, 32);
+            tiny.sync();
+        }
+    }
+
     /// The program's first launch after a sampling session starts does not
     /// wait for its device's sampling set-up (~0.4 s of CUPTI calls), which
     /// happens on a thread of gpuscope's; sampling is on soon after.
@@ -594,11 +603,7 @@ mod tests {
         let first = t.elapsed();
         // The set-up finishes on its own thread while the program goes on.
         let sampler = c.sampler.as_ref().expect("sampling mode");
-        let began = Instant::now();
-        while sampler.status().devices.is_empty() && began.elapsed() < Duration::from_secs(5) {
-            tiny.launch(1, 32);
-            tiny.sync();
-        }
+        until_sampled(sampler, &mut tiny);
         let status = sampler.status();
         collect::stop(&c, collect::Ending::Stop).expect("collection stops");
         collect::clear();
@@ -622,11 +627,7 @@ mod tests {
         let (c, outputs) = collect::start(&opts).expect("collection starts");
         let sampler = c.sampler.as_ref().expect("sampling mode");
         let collector = c.collector.as_ref().expect("a collector on demand");
-        let began = Instant::now();
-        while sampler.status().devices.is_empty() && began.elapsed() < Duration::from_secs(5) {
-            tiny.launch(1, 32);
-            tiny.sync();
-        }
+        until_sampled(sampler, &mut tiny);
         sampler.pause();
         let armed = collector.arm();
         for _ in 0..5 {
