@@ -16,7 +16,7 @@
 # OUT/expected.txt: what each case should be found to be, and the truths
 # measured, appended after each case's plain runs. A summary ends the output.
 # Every command runs under `timeout`, capped by what is left of BUDGET.
-# CASES="ddp-uneven fsdp" runs only those.
+# CASES="ddp-uneven fsdp" runs only those; NPROC=4 runs each on four GPUs.
 
 set -u
 OUT=${1:?usage: bash bench/multi_gpu/job.sh OUT}
@@ -33,7 +33,8 @@ STEPS_FSDP=${STEPS_FSDP:-35} # 5 warm-up + 30 measured
 WARMUP=5
 CASES=${CASES:-ddp-exposed ddp-overlap ddp-uneven fsdp}
 START=$SECONDS
-TORCHRUN=(torchrun --standalone --nproc_per_node 2)
+NPROC=${NPROC:-2}   # ranks (GPUs)
+TORCHRUN=(torchrun --standalone --nproc_per_node "$NPROC")
 DDP=bench/multi_gpu/ddp.py
 FSDP=bench/multi_gpu/fsdp.py
 

@@ -37,6 +37,26 @@ pub const NVTX_PAYLOAD_TYPE_UNSIGNED_INT64: i32 = 1;
 pub const NVTX_PAYLOAD_TYPE_INT64: i32 = 2;
 /// `double` payload.
 pub const NVTX_PAYLOAD_TYPE_DOUBLE: i32 = 3;
+/// Extended payloads (`nvToolsExtPayload.h`, `NVTX_PAYLOAD_TYPE_EXT`, once
+/// `NVTX_PAYLOAD_TYPE_BINARY`): `payload` points to `reserved0`
+/// [`nvtxPayloadData_t`]s.
+pub const NVTX_PAYLOAD_TYPE_EXT: i32 = 0xDFBD_0009_u32 as i32;
+/// Schema ids from here up are registered schemas (statically numbered by
+/// their library, or given by the tool); below, predefined entry types.
+pub const NVTX_PAYLOAD_SCHEMA_ID_STATIC_START: u64 = 1 << 24;
+
+/// `nvtxPayloadData_t`: one extended payload, a blob laid out as schema
+/// `schemaId` says.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct nvtxPayloadData_t {
+    /// The schema (a registered id, or a predefined entry type).
+    pub schemaId: u64,
+    /// Size of the blob, bytes.
+    pub size: usize,
+    /// The blob.
+    pub payload: *const c_void,
+}
 
 /// `nvtxMessageValue_t`.
 #[repr(C)]
@@ -231,5 +251,6 @@ mod tests {
         assert_eq!(std::mem::offset_of!(nvtxEventAttributes_t, payload), 24);
         assert_eq!(std::mem::offset_of!(nvtxEventAttributes_t, messageType), 32);
         assert_eq!(std::mem::offset_of!(nvtxEventAttributes_t, message), 40);
+        assert_eq!(std::mem::size_of::<nvtxPayloadData_t>(), 24);
     }
 }

@@ -28,7 +28,27 @@ pub struct EventAttributes<'a> {
     pub color: Option<u32>,
     /// Payload, if any.
     pub payload: Option<crate::Payload>,
+    /// Extended payloads (`nvToolsExtPayload.h`), as the caller laid them
+    /// out; borrowed for the call (empty when none).
+    pub extended: Vec<ExtendedPayload<'a>>,
 }
+
+/// One extended payload: a blob and the id of the schema that lays it out
+/// (a library's static ids start at
+/// [`sys::NVTX_PAYLOAD_SCHEMA_ID_STATIC_START`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ExtendedPayload<'a> {
+    /// Schema id.
+    pub schema: u64,
+    /// The blob.
+    pub data: &'a [u8],
+}
+
+/// Extended payloads read per event, at most.
+const MAX_EXTENDED: usize = 8;
+/// A blob longer than this is not read (it is not a payload any library
+/// sends per call).
+const MAX_EXTENDED_BYTES: usize = 4096;
 
 /// One NVTX call, as a tool sees it.
 #[derive(Debug, Clone, PartialEq)]
@@ -187,7 +207,13 @@ unsafe fn wide<'a>(p: *const libc::wchar_t) -> Cow<'a, str> {
 /// `a` is null or points to an `nvtxEventAttributes_t` whose message is valid.
 unsafe fn attributes<'a>(a: *const nvtxEventAttributes_t) -> EventAttributes<'a> {
     if a.is_null() {
-        return EventAttributes { message: Cow::Borrowed(""), category: 0, color: None, payload: None };
+        return EventAttributes {
+            message: Cow::Borrowed(""),
+            category: 0,
+            color: None,
+            payload: None,
+            extended: Vec::new(),
+        };
     }
     // SAFETY: per this function's contract. Older callers may pass a smaller
     // struct (`size`), but every field read here exists since NVTX v1.
@@ -207,16 +233,47 @@ unsafe fn attributes<'a>(a: *const nvtxEventAttributes_t) -> EventAttributes<'a>
         sys::NVTX_PAYLOAD_TYPE_DOUBLE => Some(crate::Payload::F64(f64::from_bits(a.payload))),
         _ => None,
     };
+    let extended = if a.payloadType == sys::NVTX_PAYLOAD_TYPE_EXT {
+        // SAFETY: an extended payload's `payload` points to `reserved0`
+        // payload data structs, each naming its blob, valid for the call.
+        unsafe { extended(a.payload as usize as *const sys::nvtxPayloadData_t, a.reserved0) }
+    } else {
+        Vec::new()
+    };
     EventAttributes {
         message,
         category: a.category,
         color: (a.colorType == sys::NVTX_COLOR_ARGB).then_some(a.color),
         payload,
+        extended,
     }
 }
 
+/// Reads `count` extended payloads from `data` (at most [`MAX_EXTENDED`],
+/// skipping empty, null and oversized blobs).
+///
+/// # Safety
+/// `data` is null or points to `count` `nvtxPayloadData_t`s whose blobs are
+/// valid for their sizes for the returned lifetime.
+unsafe fn extended<'a>(data: *const sys::nvtxPayloadData_t, count: i32) -> Vec<ExtendedPayload<'a>> {
+    if data.is_null() || count <= 0 {
+        return Vec::new();
+    }
+    let n = (count as usize).min(MAX_EXTENDED);
+    // SAFETY: per this function's contract, `n` <= `count` structs.
+    let all = unsafe { std::slice::from_raw_parts(data, n) };
+    all.iter()
+        .filter(|d| !d.payload.is_null() && d.size > 0 && d.size <= MAX_EXTENDED_BYTES)
+        // SAFETY: each blob is valid for its size (the contract).
+        .map(|d| ExtendedPayload {
+            schema: d.schemaId,
+            data: unsafe { std::slice::from_raw_parts(d.payload as *const u8, d.size) },
+        })
+        .collect()
+}
+
 fn plain(message: Cow<'_, str>) -> EventAttributes<'_> {
-    EventAttributes { message, category: 0, color: None, payload: None }
+    EventAttributes { message, category: 0, color: None, payload: None, extended: Vec::new() }
 }
 
 static NEXT_RANGE_ID: AtomicU64 = AtomicU64::new(1);
@@ -506,5 +563,59 @@ pub fn detach() {
         if let Some(prev) = cell.lock().unwrap_or_else(|e| e.into_inner()).take() {
             loader::restore(&prev);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_payload(ty: i32, payload: u64, count: i32) -> nvtxEventAttributes_t {
+        nvtxEventAttributes_t {
+            version: 3,
+            size: sys::NVTX_EVENT_ATTRIB_STRUCT_SIZE,
+            category: 0,
+            colorType: 0,
+            color: 0,
+            payloadType: ty,
+            reserved0: count,
+            payload,
+            messageType: sys::NVTX_MESSAGE_TYPE_ASCII,
+            message: sys::nvtxMessageValue_t { ascii: c"ncclAllReduce".as_ptr() },
+        }
+    }
+
+    #[test]
+    fn extended_payloads_are_read_as_laid_out_and_bounded() {
+        // As NCCL's NVTX3_FUNC_WITH_PARAMS passes them: one blob per call.
+        let blob: [u64; 3] = [0xc0ffee, 1 << 30, 0];
+        let big = vec![0u8; MAX_EXTENDED_BYTES + 1];
+        let data = [
+            sys::nvtxPayloadData_t { schemaId: (1 << 24) + 5, size: 24, payload: blob.as_ptr().cast() },
+            sys::nvtxPayloadData_t { schemaId: 7, size: 0, payload: blob.as_ptr().cast() },
+            sys::nvtxPayloadData_t { schemaId: 8, size: 8, payload: std::ptr::null() },
+            sys::nvtxPayloadData_t { schemaId: 9, size: big.len(), payload: big.as_ptr().cast() },
+        ];
+        let a = with_payload(sys::NVTX_PAYLOAD_TYPE_EXT, data.as_ptr() as u64, data.len() as i32);
+        // SAFETY: the attributes, payload structs and blobs live on this frame.
+        let got = unsafe { attributes(&a) };
+        assert_eq!(got.message, "ncclAllReduce");
+        assert_eq!(got.payload, None);
+        assert_eq!(got.extended.len(), 1, "empty, null and oversized blobs are skipped");
+        assert_eq!(got.extended[0].schema, (1 << 24) + 5);
+        assert_eq!(&got.extended[0].data[8..16], &(1u64 << 30).to_ne_bytes());
+        // A count beyond what any caller passes is capped, a negative one read as none.
+        let many = [data[0]; MAX_EXTENDED + 4];
+        let a = with_payload(sys::NVTX_PAYLOAD_TYPE_EXT, many.as_ptr() as u64, many.len() as i32);
+        // SAFETY: as above.
+        assert_eq!(unsafe { attributes(&a) }.extended.len(), MAX_EXTENDED);
+        let a = with_payload(sys::NVTX_PAYLOAD_TYPE_EXT, data.as_ptr() as u64, -1);
+        // SAFETY: as above.
+        assert!(unsafe { attributes(&a) }.extended.is_empty());
+        let a = with_payload(sys::NVTX_PAYLOAD_TYPE_UNSIGNED_INT64, 5, 1);
+        // SAFETY: as above.
+        let plain = unsafe { attributes(&a) };
+        assert!(plain.extended.is_empty());
+        assert_eq!(plain.payload, Some(crate::Payload::U64(5)));
     }
 }

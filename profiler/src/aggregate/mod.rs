@@ -168,6 +168,10 @@ fn blocks(grid: [i32; 3]) -> u128 {
 const MAX_THREADS: usize = 1024;
 /// Copy calls waiting for their copy record.
 const MAX_COPY_CALLS: usize = 65_536;
+/// NCCL calls' message sizes kept per thread for their kernel's record.
+const MAX_COMM_MESSAGES: usize = 4096;
+/// Threads whose NCCL calls' message sizes are kept.
+const MAX_COMM_THREADS: usize = 256;
 /// A copy call that held the host this long blocked it (an asynchronous
 /// copy from pinned memory returns in a few microseconds).
 const BLOCKING_COPY_NS: u64 = 20_000;
@@ -196,6 +200,10 @@ pub(crate) struct Aggregator {
     forks: u64,
     /// Copy calls by correlation id: the range instance they were made in.
     copy_calls: FxHashMap<u32, u64>,
+    /// Per thread, its NCCL calls' (time, message size) in call order,
+    /// until the record of the communication kernel it launched after
+    /// them comes.
+    comm_messages: FxHashMap<u32, std::collections::VecDeque<(u64, u64)>>,
     timeline: Timeline,
     /// The session's communication over time, into `timeline`.
     session_comm: comm::SessionComm,
@@ -240,6 +248,7 @@ impl Aggregator {
             calibration: Err("no kernel was launched in the session".to_string()),
             forks: 0,
             copy_calls: FxHashMap::default(),
+            comm_messages: FxHashMap::default(),
             timeline: Timeline::new(opts.start_ns),
             session_comm: comm::SessionComm::default(),
             kernel_stream: std::collections::VecDeque::new(),
@@ -406,6 +415,18 @@ impl Aggregator {
                 self.timeline.counted_launches(start, end, launches);
                 self.ranges.untraced_launches(path, instance, launches, graphs);
             }
+            HostEvent::CommMessage { tid, bytes, ts } => {
+                if self.comm_messages.len() >= MAX_COMM_THREADS && !self.comm_messages.contains_key(&tid) {
+                    return;
+                }
+                let q = self.comm_messages.entry(tid).or_default();
+                if q.len() == MAX_COMM_MESSAGES {
+                    // Calls whose kernels never came (records off between
+                    // trace windows, or dropped).
+                    q.pop_front();
+                }
+                q.push_back((ts, bytes));
+            }
             HostEvent::HostCopy { start, end, correlation_id, instance } => {
                 self.idle.copy(start, end);
                 self.per_device.host_copy(start, end);
@@ -523,6 +544,7 @@ impl Aggregator {
         self.by_name.entry(name).or_default().add(k.start, dur, occ.as_ref(), metrics.as_ref(), grid);
         self.by_path_name.entry((info.path, name)).or_default().add(k.start, dur, occ.as_ref(), metrics.as_ref(), grid);
         let is_comm = self.names.is_comm(name);
+        let message_bytes = if is_comm { self.comm_message(info.tid, info.ts) } else { None };
         self.ranges.kernel(info.instance, k.device, k.start, end, is_comm);
         self.timeline.kernel(k.start, end);
         let tl = &mut self.timeline;
@@ -582,12 +604,29 @@ impl Aggregator {
                     graph_id: k.graph_id,
                     replayed: info.profiled,
                     metrics,
+                    message_bytes,
                 });
                 self.trace_kernel_paths.push(info.path);
             } else {
                 self.drops.trace_kernels_over_cap += 1;
             }
         }
+    }
+
+    /// The bytes of thread `tid`'s NCCL calls made up to its launch at
+    /// `launched` (one call, or a group's, launched together at its end),
+    /// taken; `None` when it made none.
+    fn comm_message(&mut self, tid: u32, launched: u64) -> Option<u64> {
+        let q = self.comm_messages.get_mut(&tid)?;
+        let mut bytes = None;
+        while let Some(&(ts, b)) = q.front() {
+            if ts > launched {
+                break;
+            }
+            bytes = Some(bytes.unwrap_or(0u64).saturating_add(b));
+            q.pop_front();
+        }
+        bytes
     }
 
     /// Folds one decoded record in.
@@ -911,6 +950,36 @@ mod tests {
         let end = a.finish(1_000);
         assert_eq!(count(&end, "snapshot-step"), Some((1, 1)), "once, not twice");
         assert_eq!(count(&end, "snapshot-outer"), Some((1, 1)));
+    }
+
+    #[test]
+    fn a_communication_kernel_moves_the_bytes_of_its_threads_nccl_calls_before_its_launch() {
+        let opts = AggregateOptions { trace_cap: 100, ..Default::default() };
+        let mut a = Aggregator::new(opts, DeviceTable::fixed(vec![]));
+        let comm = |a: &mut Aggregator, id: u32, start: u64| {
+            let mut k = KernelActivity::sample(id, start, start + 50);
+            k.name = c"ncclDevKernel_AllReduce_Sum_f32_RING_LL".as_ptr();
+            a.kernel(&k);
+        };
+        // A group of two all-reduces launched at its end, one kernel.
+        a.host_event(HostEvent::CommMessage { tid: 1, bytes: 100, ts: 10 });
+        a.host_event(HostEvent::CommMessage { tid: 1, bytes: 200, ts: 11 });
+        a.host_event(launch(1, 0, ROOT, 12));
+        // Another thread's call is not this kernel's; a later call waits
+        // for the next kernel, which comes with its record before it.
+        a.host_event(HostEvent::CommMessage { tid: 2, bytes: 7, ts: 5 });
+        a.host_event(HostEvent::CommMessage { tid: 1, bytes: 400, ts: 20 });
+        a.host_event(launch(2, 0, ROOT, 21));
+        // A compute kernel takes none; a kernel with no call before it has none.
+        a.host_event(launch(3, 0, ROOT, 30));
+        a.host_event(launch(4, 0, ROOT, 40));
+        comm(&mut a, 1, 100);
+        a.kernel(&KernelActivity::sample(3, 300, 310));
+        comm(&mut a, 2, 200);
+        comm(&mut a, 4, 400);
+        let t = a.finish(1_000).trace.expect("kept");
+        let bytes: Vec<(u32, Option<u64>)> = t.kernels.iter().map(|k| (k.correlation_id, k.message_bytes)).collect();
+        assert_eq!(bytes, vec![(1, Some(300)), (3, None), (2, Some(400)), (4, None)]);
     }
 
     #[test]

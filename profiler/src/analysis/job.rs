@@ -307,6 +307,34 @@ pub struct AlignedWaits {
     pub last: Vec<u64>,
     /// The matched calls' span on the first rank, ns (for rates).
     pub span_ns: u64,
+    /// Per kind of collective and message size (within ~9%; the calls that
+    /// gave theirs), the bandwidth of its transfers, most transfer time
+    /// first (at most eight).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub bandwidth: Vec<CollectiveBandwidth>,
+}
+
+/// The bandwidth a kind of collective reached over the job's calls of one
+/// message size.
+/// A call's transfer is timed on the rank that arrived last: the others'
+/// kernels began earlier and waited for it, its own ran the transfer alone
+/// (with the others already inside).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CollectiveBandwidth {
+    /// The collective (`AllReduce`, ...).
+    pub collective: &'static str,
+    /// Its calls of that size.
+    pub calls: u64,
+    /// The message size (NCCL's: one rank's part for `AllGather` and
+    /// `ReduceScatter`), bytes, averaged over the calls.
+    pub message_bytes: u64,
+    /// The transfers' time, summed over the calls, ns.
+    pub transfer_ns: u64,
+    /// Algorithm bandwidth (nccl-tests' `algbw`), GB/s.
+    pub algorithm_gb_per_s: f64,
+    /// Bus bandwidth (nccl-tests' `busbw`: what each rank's links carried,
+    /// comparable to their peak), GB/s.
+    pub bus_gb_per_s: f64,
 }
 
 /// [`AlignedWaits`] of these ranks' kept kernel records, `None` unless
@@ -316,23 +344,28 @@ pub fn aligned_waits(reports: &[&Report]) -> Option<AlignedWaits> {
     if reports.len() < 2 {
         return None;
     }
-    // Per rank, per kind of collective: (start, end) in time order.
-    let per_rank: Vec<std::collections::BTreeMap<&'static str, Vec<(u64, u64)>>> = reports
+    // Per rank, per kind of collective: (start, end) in time order, and
+    // each call's message size where its NCCL call gave it.
+    type Calls = Vec<(u64, u64)>;
+    type SizedCalls = Vec<(u64, u64, Option<u64>)>;
+    let mut message: Vec<std::collections::BTreeMap<&'static str, Vec<Option<u64>>>> = Vec::new();
+    let per_rank: Vec<std::collections::BTreeMap<&'static str, Calls>> = reports
         .iter()
         .map(|r| {
             let from = r.session_steady.as_ref().map_or(0, |s| s.start_ns);
-            let mut m: std::collections::BTreeMap<&'static str, Vec<(u64, u64)>> = Default::default();
+            let mut m: std::collections::BTreeMap<&'static str, SizedCalls> = Default::default();
             for k in r.trace.iter().flat_map(|t| &t.kernels) {
                 if let Some(op) = collective(&k.name) {
                     if k.start_ns >= from && k.end_ns >= k.start_ns {
-                        m.entry(op.as_str()).or_default().push((k.start_ns, k.end_ns));
+                        m.entry(op.as_str()).or_default().push((k.start_ns, k.end_ns, k.message_bytes));
                     }
                 }
             }
             for v in m.values_mut() {
                 v.sort_unstable();
             }
-            m
+            message.push(m.iter().map(|(k, v)| (*k, v.iter().map(|c| c.2).collect())).collect());
+            m.into_iter().map(|(k, v)| (k, v.into_iter().map(|c| (c.0, c.1)).collect())).collect()
         })
         .collect();
     let kinds: Vec<&'static str> =
@@ -374,7 +407,10 @@ pub fn aligned_waits(reports: &[&Report]) -> Option<AlignedWaits> {
     let ranks = reports.len();
     let (mut wait_ns, mut last) = (vec![0u64; ranks], vec![0u64; ranks]);
     let (mut first, mut end) = (u64::MAX, 0u64);
+    let mut bandwidth = Vec::new();
     for (ki, is) in calls_of.iter().enumerate() {
+        // Per class of message size: calls, bytes, transfer ns.
+        let mut sized: std::collections::BTreeMap<u32, (u64, u64, u64)> = Default::default();
         for &i in is {
             let starts: Vec<i64> = (0..ranks).map(|r| at(r, ki, i).0 as i64 - offset_ns[r]).collect();
             let (who, &latest) = starts.iter().enumerate().max_by_key(|&(_, s)| *s).expect("two ranks or more");
@@ -385,9 +421,53 @@ pub fn aligned_waits(reports: &[&Report]) -> Option<AlignedWaits> {
             let (s0, e0) = at(0, ki, i);
             first = first.min(s0);
             end = end.max(e0);
+            let j = (i as i64 + shifts[who][ki]) as usize;
+            if let Some(bytes) = message[who].get(kinds[ki]).and_then(|v| v.get(j).copied().flatten()) {
+                let (s, e) = at(who, ki, i);
+                let c = sized.entry(size_class(bytes)).or_default();
+                *c = (c.0 + 1, c.1.saturating_add(bytes), c.2.saturating_add(e - s));
+            }
         }
+        bandwidth.extend(sized.into_values().filter_map(|c| collective_bandwidth(kinds[ki], c, ranks)));
     }
-    Some(AlignedWaits { calls: calls as u64, offset_ns, wait_ns, last, span_ns: end.saturating_sub(first) })
+    // The sizes that took the most transfer time.
+    bandwidth.sort_by_key(|b| std::cmp::Reverse(b.transfer_ns));
+    bandwidth.truncate(MAX_BANDWIDTH_ROWS);
+    Some(AlignedWaits { calls: calls as u64, offset_ns, wait_ns, last, span_ns: end.saturating_sub(first), bandwidth })
+}
+
+/// Collective kinds and message sizes whose bandwidth is kept, at most.
+const MAX_BANDWIDTH_ROWS: usize = 8;
+
+/// Message sizes within about 9% of each other share a class (DDP's
+/// buckets differ by a few parameters' bytes).
+fn size_class(bytes: u64) -> u32 {
+    ((bytes.max(1) as f64).log2() * 8.0).round() as u32
+}
+
+/// The bandwidth of `kind`'s calls of one size class (how many, their
+/// message bytes and transfer time summed) over `ranks` ranks.
+fn collective_bandwidth(
+    kind: &'static str,
+    (calls, bytes, ns): (u64, u64, u64),
+    ranks: usize,
+) -> Option<CollectiveBandwidth> {
+    use Collective::*;
+    let op = [AllReduce, AllGather, ReduceScatter, Broadcast, Reduce, SendRecv, Send, Recv]
+        .into_iter()
+        .find(|c| c.as_str() == kind)?;
+    if calls == 0 || ns == 0 {
+        return None;
+    }
+    let algorithm = op.algorithm_bytes(bytes, ranks) as f64 / ns as f64;
+    Some(CollectiveBandwidth {
+        collective: kind,
+        calls,
+        message_bytes: bytes / calls,
+        transfer_ns: ns,
+        algorithm_gb_per_s: algorithm,
+        bus_gb_per_s: algorithm * op.bus_factor(ranks)?,
+    })
 }
 
 /// Call numbers tried apart, each way, when matching a rank's collectives
@@ -609,6 +689,12 @@ mod tests {
 
     /// `calls` all-reduces ~50 ms apart, the first `missing` not kept.
     fn rank_with_n_calls(late: u64, skew: u64, missing: u32, calls: u32) -> Report {
+        rank_with_sized_calls(late, skew, missing, calls, None)
+    }
+
+    /// As [`rank_with_n_calls`], each call's NCCL range carrying
+    /// `message` bytes.
+    fn rank_with_sized_calls(late: u64, skew: u64, missing: u32, calls: u32, message: Option<u64>) -> Report {
         use crate::aggregate::devices::DeviceTable;
         use crate::aggregate::{AggregateOptions, Aggregator};
         use crate::decode::KernelActivity;
@@ -621,6 +707,9 @@ mod tests {
                 + k as u64 * 50 * MS
                 + ((k as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 54) * MS / 500
                 + skew;
+            if let Some(bytes) = message {
+                a.host_event(HostEvent::CommMessage { tid: 1, bytes, ts: t - 10_000 });
+            }
             a.host_event(HostEvent::launch(k + 1, 1, ROOT, 0, t));
             let mut rec = KernelActivity::sample(k + 1, t + late, t + 4 * MS);
             rec.name = c"ncclDevKernel_AllReduce_Sum_bf16_RING_LL".as_ptr();
@@ -661,6 +750,50 @@ mod tests {
         let w = aligned_waits(&[&r0, &r1]).expect("both kept collectives");
         assert_eq!((w.calls, w.offset_ns.clone()), (200, vec![0, 0]));
         assert_eq!(w.wait_ns, vec![200 * MS, 0]);
+    }
+
+    #[test]
+    fn bus_bandwidth_is_timed_on_the_rank_that_arrived_last() {
+        // 1 GiB all-reduces; rank 1 arrives 3 ms into each 4 ms kernel of
+        // rank 0's: its own kernel, 1 ms, is the transfer.
+        let gib = 1u64 << 30;
+        let r0 = rank_with_sized_calls(0, 0, 0, 10, Some(gib));
+        let r1 = rank_with_sized_calls(3 * MS, 0, 0, 10, Some(gib));
+        let w = aligned_waits(&[&r0, &r1]).expect("both kept collectives");
+        assert_eq!(w.bandwidth.len(), 1);
+        let b = &w.bandwidth[0];
+        assert_eq!((b.collective, b.calls, b.message_bytes, b.transfer_ns), ("AllReduce", 10, gib, 10 * MS));
+        let gbps = gib as f64 / 1e6;
+        assert!((b.algorithm_gb_per_s - gbps).abs() < 1e-6, "{}", b.algorithm_gb_per_s);
+        assert!((b.bus_gb_per_s - gbps).abs() < 1e-6, "2(n-1)/n is 1 on two ranks");
+        // Calls of another size (a barrier's) are kept apart, sizes a few
+        // bytes apart (DDP's buckets) together.
+        let mut r0 = rank_with_sized_calls(0, 0, 0, 10, Some(gib));
+        let mut r1 = rank_with_sized_calls(3 * MS, 0, 0, 10, Some(gib));
+        for r in [&mut r0, &mut r1] {
+            let ks = &mut r.trace.as_mut().unwrap().kernels;
+            ks.iter_mut().step_by(2).for_each(|k| k.message_bytes = Some(gib + 64));
+        }
+        let w = aligned_waits(&[&r0, &r1]).unwrap();
+        assert_eq!((w.bandwidth.len(), w.bandwidth[0].message_bytes), (1, gib + 32));
+        let mut r0 = rank_with_sized_calls(0, 0, 0, 10, Some(gib));
+        let mut r1 = rank_with_sized_calls(3 * MS, 0, 0, 10, Some(gib));
+        for r in [&mut r0, &mut r1] {
+            let ks = &mut r.trace.as_mut().unwrap().kernels;
+            ks.iter_mut().step_by(2).for_each(|k| k.message_bytes = Some(4));
+        }
+        let w = aligned_waits(&[&r0, &r1]).unwrap();
+        let mut sizes: Vec<(u64, u64)> = w.bandwidth.iter().map(|b| (b.message_bytes, b.calls)).collect();
+        sizes.sort_unstable();
+        assert_eq!(sizes, vec![(4, 5), (gib, 5)]);
+        // The job's answer shows the large messages' bandwidth only.
+        let ranks = vec![("r0".to_string(), r0), ("r1".to_string(), r1)];
+        let text = answer(&ranks).expect("an answer for two ranks").to_table(120);
+        assert!(text.contains("AllReduce: 5 calls of 1.00 GiB: bus bandwidth"), "{text}");
+        assert!(!text.contains("of 4 B"), "{text}");
+        // Without message sizes, no bandwidth.
+        let (r0, r1) = (rank_with_all_reduces(0, 0), rank_with_all_reduces(3 * MS, 0));
+        assert!(aligned_waits(&[&r0, &r1]).unwrap().bandwidth.is_empty());
     }
 
     #[test]

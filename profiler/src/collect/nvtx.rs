@@ -20,6 +20,7 @@
 //! keeps strict per-thread NVTX semantics instead.
 
 use super::{panic_guard, send_host_event, send_range_event};
+use crate::model::comm::nccl_message_bytes;
 use crate::model::event::HostEvent;
 use crate::model::path::{is_library_domain, paths, PathId, ROOT};
 use crossbeam_utils::atomic::AtomicCell;
@@ -307,7 +308,16 @@ fn on_event(e: &Event<'_>) {
     match e {
         Event::Push { domain, attributes } => {
             let library = is_library(*domain);
-            push(*domain, &attributes.message, library, library)
+            push(*domain, &attributes.message, library, library);
+            // NCCL's calls carry their message size: it gives their
+            // kernels' bandwidth.
+            if !attributes.extended.is_empty() && tool::domain_name(*domain) == Some("NCCL") {
+                let blobs = attributes.extended.iter().map(|p| (p.schema, p.data));
+                if let Some(bytes) = nccl_message_bytes(&attributes.message, blobs) {
+                    let tid = current().tid;
+                    send_host_event(|ts| HostEvent::CommMessage { tid, bytes, ts });
+                }
+            }
         }
         Event::Pop { domain } => pop(*domain, false),
         Event::Start { domain, id, attributes } => {

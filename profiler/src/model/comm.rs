@@ -49,6 +49,70 @@ impl Collective {
     }
 }
 
+impl Collective {
+    /// Bytes a call of it moves by nccl-tests' definition of algorithm
+    /// bandwidth, from its NCCL message size (what NCCL's NVTX payload
+    /// gives: one rank's part for `AllGather` and `ReduceScatter`, the
+    /// whole buffer for the rest) over `ranks` ranks.
+    pub fn algorithm_bytes(self, message: u64, ranks: usize) -> u64 {
+        match self {
+            Collective::AllGather | Collective::ReduceScatter => message.saturating_mul(ranks as u64),
+            _ => message,
+        }
+    }
+
+    /// Bus bandwidth over algorithm bandwidth on `ranks` ranks, as
+    /// nccl-tests defines them (the share of the data each rank's links
+    /// carry, comparable to the links' peak): `2(n-1)/n` for `AllReduce`,
+    /// `(n-1)/n` for `AllGather` and `ReduceScatter`, 1 for the rest.
+    /// `None` for an operation the kernel's name did not give.
+    pub fn bus_factor(self, ranks: usize) -> Option<f64> {
+        let n = ranks.max(1) as f64;
+        match self {
+            Collective::AllReduce => Some(2.0 * (n - 1.0) / n),
+            Collective::AllGather | Collective::ReduceScatter => Some((n - 1.0) / n),
+            Collective::Unknown => None,
+            _ => Some(1.0),
+        }
+    }
+}
+
+/// The message size of an NCCL call (`ncclAllReduce`, `ncclAllGather`,
+/// ...: its NVTX range's name in the `NCCL` domain), bytes, from the
+/// extended payloads NCCL attaches to that range, given as (schema id,
+/// blob). NCCL lays the payload out as a C struct whose "Message size
+/// [bytes]" entry (a `size_t`) came first in earlier releases
+/// (`{bytes, op}`; `AllGather` passed the `size_t` alone) and follows the
+/// communicator's id (a `uint64_t`) in later ones (`{comm, bytes, op}`):
+/// the blob's size tells the two apart. `None` for other calls, or a blob of neither layout.
+pub fn nccl_message_bytes<'a>(call: &str, blobs: impl IntoIterator<Item = (u64, &'a [u8])>) -> Option<u64> {
+    let op = call.strip_prefix("nccl")?;
+    // The size of the old layout: a `size_t` alone for AllGather, the
+    // `size_t` and an `int` (padded) for the rest.
+    let old = match op {
+        "AllGather" => 8,
+        "AllReduce" | "ReduceScatter" | "Broadcast" | "Reduce" | "Send" | "Recv" => 16,
+        _ => return None,
+    };
+    let (_, blob) = blobs.into_iter().find(|(schema, _)| *schema >= STATIC_SCHEMA_IDS)?;
+    let at = match blob.len() {
+        n if n == old => 0,
+        n if n >= old + 8 => 8,
+        _ => return None,
+    };
+    let bytes = u64::from_ne_bytes(blob.get(at..at + 8)?.try_into().ok()?);
+    // A communicator's address or hash read as a size is far beyond any
+    // buffer: a layout not understood.
+    (bytes < MAX_MESSAGE_BYTES).then_some(bytes)
+}
+
+/// NVTX's first static schema id (`NVTX_PAYLOAD_SCHEMA_ID_STATIC_START`):
+/// NCCL numbers its schemas from there.
+const STATIC_SCHEMA_IDS: u64 = 1 << 24;
+
+/// No one message is this large (1 PiB).
+const MAX_MESSAGE_BYTES: u64 = 1 << 50;
+
 /// Operations in the order they are looked for: a name holding
 /// `AllReduce` also holds `Reduce`, one holding `SendRecv` holds `Send`.
 const OPERATIONS: [(&str, Collective); 8] = [
@@ -138,6 +202,39 @@ mod tests {
         ] {
             assert_eq!(collective(name), Some(op), "{name}");
         }
+    }
+
+    #[test]
+    fn nccl_payloads_of_both_layouts_give_the_message_size() {
+        let gib = 1u64 << 30;
+        let words = |w: &[u64]| w.iter().flat_map(|v| v.to_ne_bytes()).collect::<Vec<u8>>();
+        let sid = (1 << 24) + 5;
+        // Later releases: {comm, bytes, op}.
+        let new = words(&[0x7f00_dead_beef, gib, 0]);
+        assert_eq!(nccl_message_bytes("ncclAllReduce", [(sid, &new[..])]), Some(gib));
+        // Earlier: {bytes, op}; AllGather's size_t alone, or after the comm.
+        let old = words(&[gib, 0]);
+        assert_eq!(nccl_message_bytes("ncclReduceScatter", [(sid, &old[..])]), Some(gib));
+        assert_eq!(nccl_message_bytes("ncclAllGather", [(sid, &words(&[4096])[..])]), Some(4096));
+        assert_eq!(nccl_message_bytes("ncclAllGather", [(sid, &words(&[0x55aa, 4096])[..])]), Some(4096));
+        // Not a collective, a predefined-type payload, an odd size, or a
+        // pointer where the size should be.
+        assert_eq!(nccl_message_bytes("ncclCommInitRank", [(sid, &new[..])]), None);
+        assert_eq!(nccl_message_bytes("ncclAllReduce", [(22, &new[..])]), None);
+        assert_eq!(nccl_message_bytes("ncclAllReduce", [(sid, &new[..12])]), None);
+        assert_eq!(nccl_message_bytes("ncclAllReduce", [(sid, &words(&[0x7f00_dead_beef_0000, 0])[..])]), None);
+        assert_eq!(nccl_message_bytes("ncclAllReduce", std::iter::empty()), None);
+    }
+
+    #[test]
+    fn bus_bandwidth_factors_are_nccl_tests() {
+        assert_eq!(Collective::AllReduce.bus_factor(2), Some(1.0));
+        assert_eq!(Collective::AllReduce.bus_factor(4), Some(1.5));
+        assert_eq!(Collective::AllGather.bus_factor(4), Some(0.75));
+        assert_eq!(Collective::Broadcast.bus_factor(8), Some(1.0));
+        assert_eq!(Collective::Unknown.bus_factor(8), None);
+        assert_eq!(Collective::AllGather.algorithm_bytes(100, 4), 400);
+        assert_eq!(Collective::AllReduce.algorithm_bytes(100, 4), 100);
     }
 
     #[test]

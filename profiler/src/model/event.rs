@@ -46,6 +46,12 @@ pub enum HostEvent {
     /// the session's bins.
     /// `graphs` of them were CUDA graph launches.
     UntracedLaunches { path: PathId, instance: u64, launches: u64, graphs: u64, start: u64, end: u64 },
+    /// Thread `tid` called NCCL for a collective (or send, receive) of
+    /// `bytes` (its message size, from NCCL's NVTX payload) at `ts`: the
+    /// thread's next communication kernel launched after it moves them
+    /// (with those of the other calls of its group, launched together at
+    /// the group's end).
+    CommMessage { tid: u32, bytes: u64, ts: u64 },
     /// A thread was blocked in a copy API call (`cudaMemcpy*`,
     /// `cuMemcpy*`) from `start` to `end`, inside range `instance` (0:
     /// none); its copy record has `correlation_id`.

@@ -107,6 +107,11 @@ pub struct KernelRecord {
     /// Hardware metrics, for profiled launches.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metrics: Option<KernelMetrics>,
+    /// A communication kernel's message size, bytes: what the NCCL call
+    /// that launched it moves (from NCCL's NVTX payload; absent when the
+    /// call gave none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_bytes: Option<u64>,
 }
 
 /// One range instance.

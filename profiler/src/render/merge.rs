@@ -3,9 +3,12 @@
 
 use super::table::fit;
 use crate::analysis::job::{JobAnswer, Parallelism};
-use crate::model::units::fmt_ns;
+use crate::model::units::{fmt_bytes, fmt_ns};
 use crate::report::JobReport;
 use std::fmt::Write;
+
+/// Messages from this size up have their bandwidth shown.
+const BANDWIDTH_MIN_BYTES: u64 = 1 << 20;
 
 /// Ranks shown in columns of their own; with more, the table gives the
 /// fastest, median and slowest rank per range.
@@ -159,6 +162,19 @@ pub(super) fn render_answer(a: &JobAnswer, width: usize) -> String {
             each.join("; ")
         );
         out.push_str(&super::diagnosis::wrap(&text, width, "   ", "     "));
+        // Smaller messages are bound by latency, not bandwidth.
+        for b in w.bandwidth.iter().filter(|b| b.message_bytes >= BANDWIDTH_MIN_BYTES) {
+            let text = format!(
+                "{}: {} calls of {}: bus bandwidth {:.0} GB/s (algorithm {:.0} GB/s), each timed on the rank that \
+                 arrived last",
+                b.collective,
+                b.calls,
+                fmt_bytes(b.message_bytes),
+                b.bus_gb_per_s,
+                b.algorithm_gb_per_s
+            );
+            out.push_str(&super::diagnosis::wrap(&text, width, "   ", "     "));
+        }
     }
     if !a.actions.is_empty() {
         let per = if a.per_second { "per second" } else { "per step" };
