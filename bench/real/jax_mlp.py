@@ -2,7 +2,7 @@
 optax), batch on the device. No NVTX ranges of the program's own: XLA's come
 from its TSL domain.
 
-    python3 jax_mlp.py [--steps 300]
+    python3 jax_mlp.py [--steps 300] [--sync]
 """
 import argparse
 import os
@@ -42,6 +42,7 @@ if __name__ == "__main__":
     p = argparse.ArgumentParser()
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--warmup", type=int, default=10)
+    p.add_argument("--sync", action="store_true", help="float(loss) every step: a sync of the program's own")
     a = p.parse_args()
     key = jax.random.PRNGKey(0)
     params = init(key, [2048, 4096, 4096, 4096, 1000])
@@ -54,5 +55,7 @@ if __name__ == "__main__":
     t.mark()
     for _ in range(a.steps):
         params, loss = train_step(params, x, y)
+        if a.sync:
+            float(loss)
     loss.block_until_ready()
     t.done(a.steps, loss=float(loss))

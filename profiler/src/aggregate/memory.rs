@@ -20,6 +20,12 @@ pub(crate) struct MemoryAcc {
     pub memset: CopyAcc,
     /// Host synchronisations: count, ns.
     pub syncs: (u64, u64),
+    /// Of which on the process's main thread (`None`: none whose thread
+    /// was known).
+    pub main_syncs: Option<(u64, u64)>,
+    /// Some synchronisation's thread was not known (synchronisation
+    /// records): the main thread's share is not given.
+    pub threads_unknown: bool,
 }
 
 /// The name of a `CUpti_ActivityMemcpyKind`.
@@ -62,13 +68,27 @@ impl MemoryAcc {
         self.memset.ns = self.memset.ns.saturating_add(m.end.saturating_sub(m.start));
     }
 
+    /// A synchronisation record (no thread).
     pub(crate) fn sync(&mut self, s: &SyncActivity) {
-        self.wait(s.start, s.end);
+        self.wait(s.start, s.end, None);
     }
 
     /// A host wait timed by its API callback.
-    pub(crate) fn wait(&mut self, start: u64, end: u64) {
+    /// A host wait from `start` to `end`; `main`: made on the process's
+    /// main thread (`None`: not known).
+    pub(crate) fn wait(&mut self, start: u64, end: u64, main: Option<bool>) {
+        let ns = end.saturating_sub(start);
         self.syncs.0 += 1;
-        self.syncs.1 = self.syncs.1.saturating_add(end.saturating_sub(start));
+        self.syncs.1 = self.syncs.1.saturating_add(ns);
+        match main {
+            Some(true) => {
+                let m = self.main_syncs.get_or_insert((0, 0));
+                *m = (m.0 + 1, m.1.saturating_add(ns));
+            }
+            Some(false) => {
+                self.main_syncs.get_or_insert((0, 0));
+            }
+            None => self.threads_unknown = true,
+        }
     }
 }

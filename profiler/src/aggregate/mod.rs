@@ -119,6 +119,9 @@ pub(crate) struct Aggregate {
     pub memcpy: Vec<(&'static str, memory::CopyAcc)>,
     pub memset: memory::CopyAcc,
     pub syncs: (u64, u64),
+    /// Of which on the process's main thread, where every one's thread
+    /// was known.
+    pub main_syncs: Option<(u64, u64)>,
     /// Device memory per device.
     pub device_memory: Vec<crate::model::device_memory::DeviceMemory>,
     /// Device memory per range path.
@@ -444,9 +447,9 @@ impl Aggregator {
                 }
                 self.copy_calls.insert(correlation_id, instance);
             }
-            HostEvent::HostWait { start, end, instance } => {
+            HostEvent::HostWait { start, end, instance, main } => {
                 self.recent.add(end);
-                self.memory.wait(start, end);
+                self.memory.wait(start, end, Some(main));
                 self.host_sync(start, end);
                 self.ranges.sync(instance, end.saturating_sub(start));
             }
@@ -859,6 +862,7 @@ impl Aggregator {
             memcpy: self.memory.memcpy.iter().map(|(k, a)| (copy_kind_name(*k), a.clone())).collect(),
             memset: self.memory.memset.clone(),
             syncs: self.memory.syncs,
+            main_syncs: self.memory.main_syncs.filter(|_| !self.memory.threads_unknown),
             device_memory: self.device_memory.summary(|p| resolve(p).to_string()),
             range_memory: self
                 .device_memory
@@ -950,6 +954,21 @@ mod tests {
         let end = a.finish(1_000);
         assert_eq!(count(&end, "snapshot-step"), Some((1, 1)), "once, not twice");
         assert_eq!(count(&end, "snapshot-outer"), Some((1, 1)));
+    }
+
+    #[test]
+    fn synchronisations_on_the_main_thread_are_counted_apart() {
+        let mut a = Aggregator::new(AggregateOptions::default(), DeviceTable::fixed(vec![]));
+        a.host_event(HostEvent::HostWait { start: 10, end: 30, instance: 0, main: true });
+        a.host_event(HostEvent::HostWait { start: 40, end: 100, instance: 0, main: false });
+        a.host_event(HostEvent::HostWait { start: 110, end: 200, instance: 0, main: false });
+        let m = crate::report::Report::build(a.finish(1_000), 0, 1_000).memory;
+        assert_eq!((m.synchronizations, m.synchronization_ns), (3, 170));
+        assert_eq!((m.main_thread_synchronizations, m.main_thread_synchronization_ns), (Some(1), Some(20)));
+        // No synchronisation: nothing to tell apart.
+        let a = Aggregator::new(AggregateOptions::default(), DeviceTable::fixed(vec![]));
+        let m = crate::report::Report::build(a.finish(1_000), 0, 1_000).memory;
+        assert_eq!(m.main_thread_synchronizations, None);
     }
 
     #[test]
@@ -1456,7 +1475,7 @@ mod tests {
         let path = paths().intern(ROOT, 0, "top-of-clock");
         // A host wait that ends at the top of the clock.
         a.kernel(&KernelActivity::sample(1, 10, 20));
-        a.host_event(HostEvent::HostWait { start: 15, end: u64::MAX - 1, instance: 0 });
+        a.host_event(HostEvent::HostWait { start: 15, end: u64::MAX - 1, instance: 0, main: true });
         a.kernel(&KernelActivity::sample(2, 1_000, 2_000));
         // A range pushed and popped there.
         a.host_event(HostEvent::Push { instance: 1, parent: 0, path, tid: 1, ts: u64::MAX });

@@ -341,7 +341,7 @@ mod tests {
             let (c0, c1) = (2 * i as u32 + 1, 2 * i as u32 + 2);
             a.host_event(launch_on(1, c0, t + 5_000));
             a.host_event(launch_on(1, c1, t + 15_000));
-            a.host_event(HostEvent::HostWait { start: t + 30_000, end: t + wait_end, instance: 0 });
+            a.host_event(HostEvent::HostWait { start: t + 30_000, end: t + wait_end, instance: 0, main: true });
             a.kernel(&KernelActivity { device: 0, ..KernelActivity::sample(c0, t + gpu0.0, t + gpu0.1) });
             a.kernel(&KernelActivity { device: 1, ..KernelActivity::sample(c1, t + gpu1.0, t + gpu1.1) });
         }

@@ -125,6 +125,29 @@ fn launches_per_found_step(r: &Report) -> Option<f64> {
     Some(s.launches as f64 / steps / devices as f64)
 }
 
+/// Share of the synchronisations' time on the main thread under which an
+/// XLA program's waits are its runtime's, %.
+const RUNTIME_SYNC_PCT: f64 = 20.0;
+
+/// Where a JAX program's synchronisations are XLA's runtime's own (made on
+/// its threads, not the main one the program's Python runs on): why there
+/// is no action for the GPU's idle time in them. `None` otherwise, or
+/// where threads were not told apart.
+pub(super) fn runtime_syncs(r: &Report, fw: Framework) -> Option<String> {
+    let m = &r.memory;
+    let (main, main_ns) = (m.main_thread_synchronizations?, m.main_thread_synchronization_ns?);
+    let share = 100.0 * main_ns as f64 / m.synchronization_ns.max(1) as f64;
+    (fw == Framework::Xla && m.synchronizations > 0 && share < RUNTIME_SYNC_PCT).then(|| {
+        format!(
+            "host synchronisations: {} of {} ({:.0}% of their time) were made on threads other than the main one, \
+             XLA's runtime's own: not calls in the program's loop, so no action to take them out",
+            m.synchronizations - main,
+            m.synchronizations,
+            100.0 - share
+        )
+    })
+}
+
 /// Session-wide advice (a program without ranges): no per-call evidence.
 pub(super) fn session_advice(kind: &str, r: &Report, fw: Framework) -> String {
     match kind {
@@ -348,7 +371,9 @@ pub(super) fn findings(
             for (kind, causes, bound, meaning) in IDLE_CAUSES {
                 let cost = crate::model::units::saturating_sum(causes.iter().map(|&c| a[c]));
                 let share = 100.0 * cost as f64 / wall as f64;
-                if share >= MIN_SHARE_PCT && cost >= MIN_COST_NS {
+                // A runtime's own waits are nothing the program can change.
+                let runtime = kind == "sync" && runtime_syncs(r, e.fw).is_some();
+                if share >= MIN_SHARE_PCT && cost >= MIN_COST_NS && !runtime {
                     out.push(Finding {
                         kind,
                         bound,
@@ -718,6 +743,24 @@ mod tests {
         let mut r = Report::build(a.finish(360 * ms), 0, 360 * ms);
         r.session_steady = Some(steady);
         r
+    }
+
+    #[test]
+    fn xla_s_own_synchronisations_get_a_note_not_an_action() {
+        let mut r = jax_loop(307);
+        r.memory.synchronizations = 1260;
+        r.memory.synchronization_ns = 900_000_000;
+        // On XLA's threads: not the program's.
+        (r.memory.main_thread_synchronizations, r.memory.main_thread_synchronization_ns) = (Some(2), Some(1_000_000));
+        let note = runtime_syncs(&r, Framework::Xla).expect("the runtime's");
+        assert!(note.contains("1258 of 1260") && note.contains("XLA's runtime's own"), "{note}");
+        // The same waits in PyTorch, or on the main thread, are the program's.
+        assert!(runtime_syncs(&r, Framework::PyTorch).is_none());
+        r.memory.main_thread_synchronization_ns = Some(600_000_000);
+        assert!(runtime_syncs(&r, Framework::Xla).is_none());
+        // A report that did not tell threads apart says nothing of them.
+        (r.memory.main_thread_synchronizations, r.memory.main_thread_synchronization_ns) = (None, None);
+        assert!(runtime_syncs(&r, Framework::Xla).is_none());
     }
 
     #[test]

@@ -512,11 +512,12 @@ pub(super) unsafe extern "C" fn api_callback(
                 let _ = BLOCKED_SINCE.try_with(|t| t.set(Some(now())));
             } else if let Some(start) = BLOCKED_SINCE.try_with(|t| t.take()).ok().flatten() {
                 let end = now();
-                let instance = nvtx::current().instance;
+                let c = nvtx::current();
+                let instance = c.instance;
                 s.send(if copy {
                     HostEvent::HostCopy { start, end, correlation_id: d.correlationId, instance }
                 } else {
-                    HostEvent::HostWait { start, end, instance }
+                    HostEvent::HostWait { start, end, instance, main: c.tid == std::process::id() }
                 });
             }
             return;

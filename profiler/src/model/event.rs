@@ -66,8 +66,10 @@ pub enum HostEvent {
     Forked { ts: u64 },
     /// A thread was blocked in a synchronisation call
     /// (`cudaStreamSynchronize`, `cuCtxSynchronize`, ...) from `start` to
-    /// `end`, inside range `instance`.
-    HostWait { start: u64, end: u64, instance: u64 },
+    /// `end`, inside range `instance`; `main`: the process's main thread
+    /// (a Python program's own code runs there; a framework runtime's
+    /// threads, XLA's, are others).
+    HostWait { start: u64, end: u64, instance: u64, main: bool },
     /// gpuscope's own measurement held a thread from `start` to `end`
     /// (metrics mode: starting, stopping and reading the range profiler
     /// around a launch).

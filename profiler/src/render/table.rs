@@ -446,7 +446,18 @@ pub fn render(r: &Report, a: &Analysis, width: usize) -> String {
         }
     }
     if m.synchronizations > 0 {
-        let _ = writeln!(out, "host waits: {} synchronizations, {}", m.synchronizations, fmt_ns(m.synchronization_ns));
+        let main = match (m.main_thread_synchronizations, m.main_thread_synchronization_ns) {
+            (Some(n), Some(ns)) if n < m.synchronizations => {
+                format!(" ({n} on the main thread, {}; the rest on other threads)", fmt_ns(ns))
+            }
+            _ => String::new(),
+        };
+        let _ = writeln!(
+            out,
+            "host waits: {} synchronizations, {}{main}",
+            m.synchronizations,
+            fmt_ns(m.synchronization_ns)
+        );
     }
     for d in &m.devices {
         let total = r.devices.iter().find(|x| x.id == d.device).and_then(|x| x.memory_bytes);

@@ -191,6 +191,8 @@ impl Report {
             memset: CopySummary { pageable: 0, ..copies("memset", &a.memset) },
             synchronizations: a.syncs.0,
             synchronization_ns: a.syncs.1,
+            main_thread_synchronizations: a.main_syncs.map(|m| m.0),
+            main_thread_synchronization_ns: a.main_syncs.map(|m| m.1),
             devices: a.device_memory.clone(),
         };
         let session_steady = steady::of_session(&a.timeline, start_ns, end_ns).map(|mut s| {

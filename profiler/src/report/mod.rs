@@ -477,6 +477,14 @@ pub struct MemorySummary {
     pub synchronizations: u64,
     /// Time spent in them, ns.
     pub synchronization_ns: u64,
+    /// Of the synchronisations, those made on the process's main thread
+    /// (a Python program's own code runs there; a runtime's threads, XLA's,
+    /// are others). Absent in reports that did not tell threads apart.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub main_thread_synchronizations: Option<u64>,
+    /// Their time, ns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub main_thread_synchronization_ns: Option<u64>,
     /// Device memory allocated and live, per device (allocation records).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub devices: Vec<crate::model::device_memory::DeviceMemory>,

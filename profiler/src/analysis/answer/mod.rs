@@ -201,7 +201,7 @@ fn actions(
     per: u64,
     active_per: u64,
     inside: &dyn Fn(&Finding) -> bool,
-    fallback: &dyn Fn(&str) -> (String, String),
+    fallback: &dyn Fn(&str) -> Option<(String, String)>,
     ran_here: &dyn Fn(&str) -> Option<f64>,
 ) -> Vec<Action> {
     let a = idle.to_array();
@@ -213,9 +213,10 @@ fn actions(
             continue;
         }
         let best = findings.iter().filter(|f| f.kind == kind && inside(f)).max_by_key(|f| f.cost_ns);
-        let (advice, why) = match best {
-            Some(f) => (f.advice.clone(), f.message.clone()),
-            None => fallback(kind),
+        let (advice, why) = match best.map(|f| (f.advice.clone(), f.message.clone())).or_else(|| fallback(kind)) {
+            Some(a) => a,
+            // Nothing the program can change (a runtime's own waits).
+            None => continue,
         };
         v.push(Action { advice, saves_ns: ns, saves_pct: pct(ns), why });
     }
@@ -346,7 +347,7 @@ pub(super) fn answer(
             }
         };
         let inside = |f: &Finding| f.range.as_deref().is_some_and(|p| within(&g.path, p));
-        let fallback = |kind: &str| (idle_advice(kind, e, g), format!("{}: {}", g.path, g.verdict.evidence));
+        let fallback = |kind: &str| Some((idle_advice(kind, e, g), format!("{}: {}", g.path, g.verdict.evidence)));
         // A kernel's share launched inside the main range (its cost is
         // over all its calls, warm-up included).
         let mut time: HashMap<&str, (u64, u64)> = HashMap::default();
@@ -449,7 +450,12 @@ pub(super) fn answer(
         }),
         _ => String::new(),
     };
-    let fallback = |kind: &str| (session_advice(kind, r, e.fw), format!("{what}: {}", shares.describe()));
+    let runtime_syncs = super::findings::runtime_syncs(r, e.fw);
+    let runtime = runtime_syncs.is_some();
+    let fallback = |kind: &str| {
+        (kind != "sync" || !runtime)
+            .then(|| (session_advice(kind, r, e.fw), format!("{what}: {}", shares.describe())))
+    };
     // Steps found from the kernel stream: the steady state's figures per
     // step (its length over the median step's, the number of steps).
     let found = s.and_then(|s| s.steps);
@@ -464,7 +470,7 @@ pub(super) fn answer(
         gpu_busy_pct: shares.busy,
         busy_source: BUSY_TRACED,
         per_step_mean: false,
-        notes: Vec::new(),
+        notes: runtime_syncs.into_iter().collect(),
         profiler_ns: (idle.profiler_ns > 0).then_some(idle.profiler_ns / steps),
         profiler_pct: (idle.profiler_ns > 0).then(|| 100.0 * idle.profiler_ns as f64 / wall.max(1) as f64),
         parts: parts(&idle, active, steps, s.map_or(0, |s| s.exposed_comm_ns), String::new(), &details),
