@@ -22,6 +22,11 @@ declare -A CMD=(
   [compile]="compile_train_infer.py"
   [resnet8]="resnet_loader.py --workers 8 --warmup 25"
   [cuda]="cuda_steps"
+  [trainer]="hf_trainer.py"
+  [generate]="hf_generate.py"
+  [jaxsync]="jax_mlp.py --sync"
+  [flax]="flax_cnn.py"
+  [flaxsync]="flax_cnn.py --sync"
 )
 cd "$out"
 for n in "$@"; do

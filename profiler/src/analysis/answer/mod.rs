@@ -453,8 +453,7 @@ pub(super) fn answer(
     let runtime_syncs = super::findings::runtime_syncs(r, e.fw);
     let runtime = runtime_syncs.is_some();
     let fallback = |kind: &str| {
-        (kind != "sync" || !runtime)
-            .then(|| (session_advice(kind, r, e.fw), format!("{what}: {}", shares.describe())))
+        (kind != "sync" || !runtime).then(|| (session_advice(kind, r, e.fw), format!("{what}: {}", shares.describe())))
     };
     // Steps found from the kernel stream: the steady state's figures per
     // step (its length over the median step's, the number of steps).
