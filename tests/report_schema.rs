@@ -146,7 +146,7 @@ fn trace_session() -> Report {
         });
         b.extend(kernel_grid(c"tail_wave", c, t + 7 * MS + 10_000, t + 8 * MS, 134, 1024));
         b.extend(kernel_grid(c"tail_wave", c, t + 8 * MS, t + 8 * MS + 500_000, 134, 1024));
-        rp.host_event(HostEvent::HostWait { start: t + 8 * MS, end: t + 9 * MS, instance: inst + 3 });
+        rp.host_event(HostEvent::HostWait { start: t + 8 * MS, end: t + 9 * MS, instance: inst + 3, main: true });
         b.extend(sync(t + 8 * MS, t + 9 * MS));
         b.extend(memory2(false, 0x9000_0000 + k * 0x1000_0000, 256 << 20, t + 9 * MS));
         rp.host_event(HostEvent::Pop { instance: inst + 3, ts: t + 9 * MS });
