@@ -27,12 +27,14 @@ declare -A CMD=(
   [jaxsync]="jax_mlp.py --sync"
   [flax]="flax_cnn.py"
   [flaxsync]="flax_cnn.py --sync"
+  [resnet8n]="resnet_loader.py --workers 8 --warmup 25 --no-ranges"
 )
 cd "$out"
 for n in "$@"; do
-  if [ "$n" = cuda ]; then
-    nvcc -O2 -o "$out/cuda_steps" "$here/cuda_steps.cu" -ldl || continue
+  if [ "$n" = cuda ] || [ "$n" = cudan ]; then
+    [ -x "$out/cuda_steps" ] || nvcc -O2 -o "$out/cuda_steps" "$here/cuda_steps.cu" -ldl || continue
     P=("$out/cuda_steps")
+    [ "$n" = cudan ] && P+=(300 --no-ranges)
   else
     read -r -a c <<< "${CMD[$n]}"
     P=(python3 "$here/${c[0]}" "${c[@]:1}")

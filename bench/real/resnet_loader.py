@@ -39,6 +39,7 @@ if __name__ == "__main__":
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--no-ranges", action="store_true", help="no NVTX ranges (as most training scripts)")
     a = p.parse_args()
     torch.manual_seed(0)
     model = torchvision.models.resnet50().cuda().to(memory_format=torch.channels_last)
@@ -46,7 +47,7 @@ if __name__ == "__main__":
     pin = a.workers > 0
     loader = DataLoader(Images(a.batch * (a.steps + a.warmup)), batch_size=a.batch, num_workers=a.workers,
                         pin_memory=pin)
-    rng = ranges(True)
+    rng = ranges(not a.no_ranges)
     t = Timer()
     it = iter(loader)
     for s in range(a.warmup + a.steps):

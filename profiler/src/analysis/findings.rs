@@ -134,6 +134,11 @@ const RUNTIME_SYNC_PCT: f64 = 20.0;
 /// is no action for the GPU's idle time in them. `None` otherwise, or
 /// where threads were not told apart.
 pub(super) fn runtime_syncs(r: &Report, fw: Framework) -> Option<String> {
+    // A program that reads a value every step waits through the runtime's
+    // threads: its own loop syncs.
+    if reads_per_step(r).is_some_and(|n| n >= READS_PER_STEP) {
+        return None;
+    }
     let m = &r.memory;
     let (main, main_ns) = (m.main_thread_synchronizations?, m.main_thread_synchronization_ns?);
     let share = 100.0 * main_ns as f64 / m.synchronization_ns.max(1) as f64;
@@ -146,6 +151,21 @@ pub(super) fn runtime_syncs(r: &Report, fw: Framework) -> Option<String> {
             100.0 - share
         )
     })
+}
+
+/// Device-to-host copies per step from which a program reads a value every
+/// step (or nearly).
+const READS_PER_STEP: f64 = 0.5;
+
+/// Device-to-host copies per step found in the steady state, over the
+/// session (a program's reads of results: `float()` of a device array,
+/// `jax.device_get`, `.item()`); `None` where no steps were found.
+fn reads_per_step(r: &Report) -> Option<f64> {
+    let s = r.session_steady.as_ref()?;
+    let f = s.steps?;
+    let steps = (s.wall_ns() as f64 / f.median_ns.max(1) as f64).max(1.0);
+    let reads: u64 = r.memory.memcpy.iter().filter(|c| c.kind == "DtoH").map(|c| c.count).sum();
+    Some(reads as f64 / steps)
 }
 
 /// Session-wide advice (a program without ranges): no per-call evidence.
@@ -169,6 +189,16 @@ pub(super) fn session_advice(kind: &str, r: &Report, fw: Framework) -> String {
             fw.sync_calls()
         ),
         "dispatch" if fw == Framework::PyTorch && r.kernels.is_empty() => super::advice::PYTORCH_DISPATCH_UNSEEN.into(),
+        // XLA's runtime makes the copy and waits on its own threads: the
+        // program's read shows as a drained queue the next step's dispatch
+        // then refills.
+        "dispatch" if fw == Framework::Xla && reads_per_step(r).is_some_and(|n| n >= READS_PER_STEP) => format!(
+            "Read values every N steps, not every step: {:.1} device-to-host copies a step (float() or \
+             jax.device_get() of a device array, printing one) make the host wait for each step before it \
+             dispatches the next, so the GPU idles while it does; keep them on the device and read them every N \
+             steps.",
+            reads_per_step(r).unwrap_or(0.0),
+        ),
         "dispatch" if fw == Framework::Xla => match launches_per_found_step(r) {
             Some(per) if per < ONE_LAUNCH_STEP => format!(
                 "It launches each step as one compiled XLA executable already ({per:.1} launches a step): give each \
@@ -758,6 +788,14 @@ mod tests {
         assert!(runtime_syncs(&r, Framework::PyTorch).is_none());
         r.memory.main_thread_synchronization_ns = Some(600_000_000);
         assert!(runtime_syncs(&r, Framework::Xla).is_none());
+        // A loop reading a value every step (one copy to the host a step)
+        // waits through the runtime's threads: no note, and the reads are
+        // named where the GPU idles for dispatch.
+        r.memory.main_thread_synchronization_ns = Some(1_000_000);
+        r.memory.memcpy.push(crate::report::CopySummary { kind: "DtoH".into(), count: 300, ..Default::default() });
+        assert!(runtime_syncs(&r, Framework::Xla).is_none());
+        let advice = session_advice("dispatch", &r, Framework::Xla);
+        assert!(advice.starts_with("Read values every N steps") && advice.contains("1.0 device-to-host"), "{advice}");
         // A report that did not tell threads apart says nothing of them.
         (r.memory.main_thread_synchronizations, r.memory.main_thread_synchronization_ns) = (None, None);
         assert!(runtime_syncs(&r, Framework::Xla).is_none());
