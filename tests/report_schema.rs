@@ -286,6 +286,9 @@ fn every_field() -> Report {
         "steps": { "kernels_per_step": 2, "steps_seen": 9, "median_ns": 5000000u64, "p90_ns": 5100000u64,
                    "match_pct": 100.0 }
     });
+    v["memory"]["main_thread_synchronizations"] = json!(1);
+    v["memory"]["main_thread_synchronization_ns"] = json!(1000);
+    v["trace"]["kernels"][0]["message_bytes"] = json!(1u64 << 20);
     v["profiler_cost"]["not_calibrated"] = json!("an example reason");
     v["frameworks"] = json!(["torch"]);
     for key in ["graph_nodes_over_cap", "live_allocations_over_cap", "range_memory_partial", "devices_over_cap"] {

@@ -638,10 +638,11 @@ impl Aggregator {
             Activity::Kernel(k) => self.kernel(k),
             Activity::Memcpy(m) => {
                 self.memory.copy(m);
+                let d2h = m.copy_kind as u32 == cupti_sys::CUPTI_ACTIVITY_MEMCPY_KIND_DTOH;
+                self.timeline.copy(m.start, memory::is_pageable(m), d2h);
                 if let Some(instance) = self.copy_calls.remove(&m.correlation_id) {
                     let h2d =
                         if m.copy_kind as u32 == cupti_sys::CUPTI_ACTIVITY_MEMCPY_KIND_HTOD { m.bytes } else { 0 };
-                    let d2h = m.copy_kind as u32 == cupti_sys::CUPTI_ACTIVITY_MEMCPY_KIND_DTOH;
                     self.ranges.copy(instance, h2d, d2h, memory::is_pageable(m));
                 }
                 self.gpu_copy(m.device, m.start, m.end);

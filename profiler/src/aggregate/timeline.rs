@@ -34,6 +34,12 @@ pub(crate) struct Bin {
     pub allocations: u64,
     /// See `allocations`.
     pub releases: u64,
+    /// Copies, by their start.
+    pub copies: u64,
+    /// Of which from or to pageable host memory.
+    pub pageable_copies: u64,
+    /// Of which device to host.
+    pub device_to_host_copies: u64,
     /// Launch-call time, over the calls timed, ns.
     pub call_ns: u64,
     /// See `call_ns`.
@@ -74,6 +80,9 @@ impl Bin {
         self.hook_ns = self.hook_ns.saturating_add(o.hook_ns);
         self.allocations = self.allocations.saturating_add(o.allocations);
         self.releases = self.releases.saturating_add(o.releases);
+        self.copies = self.copies.saturating_add(o.copies);
+        self.pageable_copies = self.pageable_copies.saturating_add(o.pageable_copies);
+        self.device_to_host_copies = self.device_to_host_copies.saturating_add(o.device_to_host_copies);
         self.call_ns = self.call_ns.saturating_add(o.call_ns);
         self.calls_timed = self.calls_timed.saturating_add(o.calls_timed);
         self.sampled.merge(&o.sampled);
@@ -189,6 +198,15 @@ impl Timeline {
             } else {
                 b.releases += 1;
             }
+        }
+    }
+
+    /// A copy that started at `ts`.
+    pub(crate) fn copy(&mut self, ts: u64, pageable: bool, device_to_host: bool) {
+        if let Some(b) = self.at(ts) {
+            b.copies += 1;
+            b.pageable_copies += pageable as u64;
+            b.device_to_host_copies += device_to_host as u64;
         }
     }
 

@@ -74,8 +74,14 @@ pub(super) const IDLE_CAUSES: [(&str, &[usize], Bound, &str); 5] = [
 ];
 
 /// Copies from pageable host memory, and all copies.
+/// Copies from or to pageable memory, and all copies: in the steady state
+/// where the report counted them there (a model moved to the GPU at
+/// start-up is no loop's copies), else over the session.
 fn pageable(r: &Report) -> (u64, u64) {
-    r.memory.memcpy.iter().fold((0, 0), |(p, a), c| (p + c.pageable, a + c.count))
+    match r.session_steady.as_ref().and_then(|s| s.copies.map(|n| (s.pageable_copies, n))) {
+        Some(steady) => steady,
+        None => r.memory.memcpy.iter().fold((0, 0), |(p, a), c| (p + c.pageable, a + c.count)),
+    }
 }
 
 /// The advice for an idle cause of range `g`.
@@ -164,7 +170,10 @@ fn reads_per_step(r: &Report) -> Option<f64> {
     let s = r.session_steady.as_ref()?;
     let f = s.steps?;
     let steps = (s.wall_ns() as f64 / f.median_ns.max(1) as f64).max(1.0);
-    let reads: u64 = r.memory.memcpy.iter().filter(|c| c.kind == "DtoH").map(|c| c.count).sum();
+    let reads = match s.copies {
+        Some(_) => s.device_to_host_copies,
+        None => r.memory.memcpy.iter().filter(|c| c.kind == "DtoH").map(|c| c.count).sum(),
+    };
     Some(reads as f64 / steps)
 }
 
@@ -799,6 +808,30 @@ mod tests {
         // A report that did not tell threads apart says nothing of them.
         (r.memory.main_thread_synchronizations, r.memory.main_thread_synchronization_ns) = (None, None);
         assert!(runtime_syncs(&r, Framework::Xla).is_none());
+    }
+
+    #[test]
+    fn pageable_copies_of_start_up_are_not_the_loop_s() {
+        // A model moved to the GPU at start-up: 320 pageable copies; the
+        // loop's own copies come from pinned memory.
+        let mut r = jax_loop(307);
+        r.memory.memcpy.push(crate::report::CopySummary {
+            kind: "HtoD".into(),
+            count: 682,
+            pageable: 320,
+            ..Default::default()
+        });
+        let steady = r.session_steady.as_mut().unwrap();
+        (steady.copies, steady.pageable_copies) = (Some(362), 0);
+        let advice = session_advice("copies", &r, Framework::PyTorch);
+        assert!(advice.starts_with("Overlap copies"), "{advice}");
+        // Pageable in the loop: pin them.
+        r.session_steady.as_mut().unwrap().pageable_copies = 300;
+        let advice = session_advice("copies", &r, Framework::PyTorch);
+        assert!(advice.starts_with("300 of 362 copies use pageable"), "{advice}");
+        // A report that did not count the steady state's copies: the session's.
+        r.session_steady.as_mut().unwrap().copies = None;
+        assert!(session_advice("copies", &r, Framework::PyTorch).starts_with("320 of 682"));
     }
 
     #[test]

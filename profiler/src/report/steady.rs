@@ -209,6 +209,15 @@ pub struct SessionSteady {
     /// See `allocations`.
     #[serde(default)]
     pub releases: u64,
+    /// Copies started in it (`None` in reports that did not count them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub copies: Option<u64>,
+    /// Of which from or to pageable host memory.
+    #[serde(default)]
+    pub pageable_copies: u64,
+    /// Of which device to host (the program reading results).
+    #[serde(default)]
+    pub device_to_host_copies: u64,
     /// Launch-call time in it over the calls timed, ns.
     #[serde(default)]
     pub call_ns: u64,
@@ -308,6 +317,9 @@ pub(crate) fn of_session_from(t: &Timeline, start_ns: u64, end_ns: u64, from_ns:
         out.hook_ns = out.hook_ns.saturating_add(b.hook_ns);
         out.allocations = out.allocations.saturating_add(b.allocations);
         out.releases = out.releases.saturating_add(b.releases);
+        out.copies = Some(out.copies.unwrap_or(0).saturating_add(b.copies));
+        out.pageable_copies = out.pageable_copies.saturating_add(b.pageable_copies);
+        out.device_to_host_copies = out.device_to_host_copies.saturating_add(b.device_to_host_copies);
         out.call_ns = out.call_ns.saturating_add(b.call_ns);
         out.calls_timed = out.calls_timed.saturating_add(b.calls_timed);
         for (x, y) in idle.iter_mut().zip(b.idle) {

@@ -17,6 +17,11 @@
 //! - the candidate with the longest run is the step, the shortest period
 //!   among equals (layers that repeat inside a step hold only over one
 //!   step's layers: the rest of the step does not repeat with them);
+//! - where the names' period shows no place where the host's gap stands
+//!   out ([`STEP_GAP_RATIO`] times the median gap and every other place's)
+//!   but a multiple of it does, the step is that multiple (one kernel
+//!   launched twenty times, then host work: the names repeat every kernel,
+//!   the gaps every twenty);
 //! - the step begins where the host's gap before a kernel is longest in
 //!   the median over the periods (data loading, the optimizer's end);
 //! - its time is the median and 90th percentile of the spans between those
@@ -127,6 +132,7 @@ pub(crate) fn find(stream: &[(u64, u32, u32)], start: u64, end: u64) -> Option<F
     // before the loop was other work.
     let late = from > 0 && stream.iter().any(|&(t, _, l)| l == device && t < start);
     let (ks, n) = (&ks[from..], n - from);
+    let p = widened(ks, p);
     // Where a step begins: the offset whose gap before it is longest in
     // the median over the periods.
     let phase = (0..p)
@@ -153,6 +159,58 @@ pub(crate) fn find(stream: &[(u64, u32, u32)], start: u64, end: u64) -> Option<F
         first_ns: begins[0],
         late,
     })
+}
+
+/// How much longer than the median gap between kernels the host's gap
+/// before a step must be, and than the gap at any other place of the step,
+/// for a multiple of the names' period to be the step.
+const STEP_GAP_RATIO: u64 = 10;
+
+/// Kernels per step tried at most when widening a period.
+const MAX_WIDENED: usize = 4096;
+
+/// The step of kernels whose names repeat every `p` (`ks`: start, name):
+/// `p` itself, or the smallest multiple of it after whose last kernel the
+/// host leaves a gap, in the median over the steps, [`STEP_GAP_RATIO`]
+/// times the median gap between kernels and the gap at any other place
+/// in it. A loop of the same kernel launched twenty times, then host work,
+/// repeats its names every kernel: its gaps say the step is twenty.
+fn widened(ks: &[(u64, u32)], p: usize) -> usize {
+    let n = ks.len();
+    let gaps: Vec<u64> = ks.windows(2).map(|w| w[1].0.saturating_sub(w[0].0)).collect();
+    if gaps.is_empty() {
+        return p;
+    }
+    let median = |v: &mut Vec<u64>| -> u64 {
+        let m = v.len() / 2;
+        *v.select_nth_unstable(m).1
+    };
+    let all = median(&mut gaps.clone()).max(1);
+    // The median gap before each place of a step of `len` kernels, the
+    // largest and the next.
+    let stands_out = |len: usize| -> bool {
+        let mut per: Vec<u64> = (0..len)
+            .map(|o| {
+                let mut v: Vec<u64> = gaps.iter().skip(o).step_by(len).copied().collect();
+                if v.is_empty() {
+                    0
+                } else {
+                    median(&mut v)
+                }
+            })
+            .collect();
+        per.sort_unstable_by(|a, b| b.cmp(a));
+        let (first, second) = (per[0], per.get(1).copied().unwrap_or(0));
+        first >= all.saturating_mul(STEP_GAP_RATIO) && first >= second.max(1).saturating_mul(STEP_GAP_RATIO)
+    };
+    if stands_out(p) {
+        return p;
+    }
+    (2..)
+        .map(|m| m * p)
+        .take_while(|&len| len <= MAX_WIDENED && len * MIN_STEPS <= n)
+        .find(|&len| stands_out(len))
+        .unwrap_or(p)
 }
 
 /// Where the run found from `from` begins: the first kernel from which a
@@ -332,6 +390,24 @@ mod tests {
         let f = find(&s, 0, u64::MAX).expect("the main stream's loop");
         assert_eq!(f.kernels_per_step, 25);
         assert_eq!(f.median_ns, 2_000 * US + 25 * 10 * US);
+    }
+
+    #[test]
+    fn the_same_kernel_launched_in_bursts_makes_a_step_of_a_burst() {
+        // 20 launches of one kernel 7 us apart, then 3 ms of host work.
+        let mut t = 0;
+        let mut ks = Vec::new();
+        for _ in 0..300 {
+            for k in 0..20 {
+                t += if k == 0 { 3_000_000 } else { 7_000 };
+                ks.push((t, 5, 0));
+            }
+        }
+        let f = find(&ks, 0, t + 1).expect("steps");
+        assert_eq!((f.kernels_per_step, f.median_ns), (20, 3_000_000 + 19 * 7_000));
+        // Launched back to back, the kernel alone is the step.
+        let even: Vec<(u64, u32, u32)> = (0..600u64).map(|i| (i * 450_000, 5, 0)).collect();
+        assert_eq!(find(&even, 0, 600 * 450_000).expect("steps").kernels_per_step, 1);
     }
 
     #[test]
