@@ -963,13 +963,11 @@ mod tests {
         a.host_event(HostEvent::HostWait { start: 10, end: 30, instance: 0, main: true });
         a.host_event(HostEvent::HostWait { start: 40, end: 100, instance: 0, main: false });
         a.host_event(HostEvent::HostWait { start: 110, end: 200, instance: 0, main: false });
-        let m = crate::report::Report::build(a.finish(1_000), 0, 1_000).memory;
-        assert_eq!((m.synchronizations, m.synchronization_ns), (3, 170));
-        assert_eq!((m.main_thread_synchronizations, m.main_thread_synchronization_ns), (Some(1), Some(20)));
+        let done = a.finish(1_000);
+        assert_eq!((done.syncs, done.main_syncs), ((3, 170), Some((1, 20))));
         // No synchronisation: nothing to tell apart.
         let a = Aggregator::new(AggregateOptions::default(), DeviceTable::fixed(vec![]));
-        let m = crate::report::Report::build(a.finish(1_000), 0, 1_000).memory;
-        assert_eq!(m.main_thread_synchronizations, None);
+        assert_eq!(a.finish(1_000).main_syncs, None);
     }
 
     #[test]
