@@ -207,6 +207,8 @@ pub(crate) struct Aggregator {
     /// until the record of the communication kernel it launched after
     /// them comes.
     comm_messages: FxHashMap<u32, std::collections::VecDeque<(u64, u64)>>,
+    /// Whether a range path is a framework's compilation range.
+    compile_paths: FxHashMap<PathId, bool>,
     timeline: Timeline,
     /// The session's communication over time, into `timeline`.
     session_comm: comm::SessionComm,
@@ -252,6 +254,7 @@ impl Aggregator {
             forks: 0,
             copy_calls: FxHashMap::default(),
             comm_messages: FxHashMap::default(),
+            compile_paths: FxHashMap::default(),
             timeline: Timeline::new(opts.start_ns),
             session_comm: comm::SessionComm::default(),
             kernel_stream: std::collections::VecDeque::new(),
@@ -496,6 +499,16 @@ impl Aggregator {
             return;
         }
         self.device_memory.range(f.path, f.start, f.end);
+        let compile = *self.compile_paths.entry(f.path).or_insert_with(|| {
+            let p = paths().path(f.path);
+            p.frames.last().is_some_and(|leaf| {
+                leaf.domain.as_deref().is_some_and(crate::model::path::is_internal_domain)
+                    && crate::model::path::is_compile_range(&leaf.name)
+            })
+        });
+        if compile {
+            self.timeline.compile(f.start, f.end);
+        }
         if let Some(t) = &mut self.trace {
             if t.ranges.len() < self.opts.trace_cap {
                 t.ranges.push(RangeRecord {

@@ -40,6 +40,10 @@ pub(crate) struct Bin {
     pub pageable_copies: u64,
     /// Of which device to host.
     pub device_to_host_copies: u64,
+    /// Time inside a framework's compilation ranges (XLA's), summed over
+    /// threads, ns: start-up, whatever the launches in it look like
+    /// (autotuning launches kernels).
+    pub compile_ns: u64,
     /// Launch-call time, over the calls timed, ns.
     pub call_ns: u64,
     /// See `call_ns`.
@@ -83,6 +87,7 @@ impl Bin {
         self.copies = self.copies.saturating_add(o.copies);
         self.pageable_copies = self.pageable_copies.saturating_add(o.pageable_copies);
         self.device_to_host_copies = self.device_to_host_copies.saturating_add(o.device_to_host_copies);
+        self.compile_ns = self.compile_ns.saturating_add(o.compile_ns);
         self.call_ns = self.call_ns.saturating_add(o.call_ns);
         self.calls_timed = self.calls_timed.saturating_add(o.calls_timed);
         self.sampled.merge(&o.sampled);
@@ -254,6 +259,11 @@ impl Timeline {
 
     pub(crate) fn kernel(&mut self, start: u64, end: u64) {
         self.spread(start, end, |b, ns| b.kernel_ns = b.kernel_ns.saturating_add(ns));
+    }
+
+    /// A framework's compilation range over `[start, end)`.
+    pub(crate) fn compile(&mut self, start: u64, end: u64) {
+        self.spread(start, end, |b, ns| b.compile_ns = b.compile_ns.saturating_add(ns));
     }
 
     /// Idle time by cause over `[start, end)`: whole bins inside it, and

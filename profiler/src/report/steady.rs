@@ -291,9 +291,12 @@ pub(crate) fn of_session_from(t: &Timeline, start_ns: u64, end_ns: u64, from_ns:
     };
     let near =
         |v: u64, r: Option<u64>| r.is_some_and(|r| v as f64 >= r as f64 / BIN_BAND && v as f64 <= r as f64 * BIN_BAND);
+    // A framework compiling (XLA's passes, its autotuning launching kernels)
+    // for half a bin or more is start-up, whatever its launches look like.
+    let compiling = |b: &Bin| b.compile_ns.saturating_mul(2) >= t.width;
     let in_band = |i: usize| {
         let b = &t.bins[i];
-        near(b.launches, launches) || near(b.kernel_ns, kernels) || near(sampled_busy(b), sampled)
+        !compiling(b) && (near(b.launches, launches) || near(b.kernel_ns, kernels) || near(sampled_busy(b), sampled))
     };
     let run = |i: usize| (i..i + SETTLE_CALLS).all(|j| j <= z && in_band(j));
     let first = (a..=z).find(|&i| run(i));
@@ -460,6 +463,27 @@ mod tests {
         let s = of_session(&t, 0, 9_000_000_000).unwrap();
         assert!(s.settled);
         assert!(s.start_ns >= 7_960_000_000 && s.end_ns <= 8_440_000_000, "{s:?}");
+    }
+
+    #[test]
+    fn autotuning_inside_compilation_ranges_is_start_up_though_it_launches_like_the_loop() {
+        // 6 s of XLA compilation whose autotuning launches kernels as
+        // densely as the loop does, then 0.6 s of training.
+        let mut t = Timeline::new(0);
+        for us in (0..6_600_000u64).step_by(100) {
+            t.launch(us * 1_000, 0, 0);
+            t.kernel(us * 1_000, us * 1_000 + 80_000);
+        }
+        t.compile(0, 6_000_000_000);
+        let s = of_session(&t, 0, 6_600_000_000).unwrap();
+        assert!(s.start_ns >= 6_000_000_000, "{s:?}");
+        // Without the compilation range the same launches look steady throughout.
+        let mut t2 = Timeline::new(0);
+        for us in (0..6_600_000u64).step_by(100) {
+            t2.launch(us * 1_000, 0, 0);
+            t2.kernel(us * 1_000, us * 1_000 + 80_000);
+        }
+        assert!(of_session(&t2, 0, 6_600_000_000).unwrap().start_ns < 1_000_000_000);
     }
 
     #[test]
