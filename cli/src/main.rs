@@ -380,7 +380,16 @@ fn run(cmd: Cmd) -> Result<ExitCode, String> {
             };
             gpuscope::config::EnvConfig::from_vars(&child_env, 0).map_err(|e| {
                 let mut m = e.to_string();
-                for (_, var, flag, _) in &settings.given {
+                for (s, var, flag, value) in &settings.given {
+                    let said = format!("{var}={value:?}");
+                    // A flag whose value may be left out took the program's
+                    // name: `--torch-ranges python3 train.py`.
+                    if s.bare.is_some() && m.contains(&said) && !value.contains('=') {
+                        m.push_str(&format!(
+                            "\n(to give {flag} no value and run {value}, put -- before the program: gpuscope run \
+                             {flag} -- {value} ...)"
+                        ));
+                    }
                     m = m.replace(&format!("{var}="), &format!("{flag} "));
                 }
                 // What a message says to set, as the flag that sets it.
@@ -402,7 +411,9 @@ fn run(cmd: Cmd) -> Result<ExitCode, String> {
             // PyTorch's automatic ranges: a sitecustomize that installs the
             // hooks once the program imports torch.
             let torch = child_env("GPUSCOPE_TORCH_RANGES");
+            // Empty is the default, as the library reads it.
             let output = child_env("GPUSCOPE_OUTPUT")
+                .filter(|v| !v.trim().is_empty())
                 .or(gpuscope::config::setting("output").and_then(|s| s.default).map(String::from))
                 .unwrap_or_default();
             let hooks = match torch {

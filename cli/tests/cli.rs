@@ -233,6 +233,19 @@ fn run_says_which_gpuscope_variables_are_misspelt_and_reads_files_it_can_name() 
         let e = String::from_utf8_lossy(&o.stderr);
         assert!(e.contains("not a gpuscope report") && e.contains(says), "{e}");
     }
+    // A flag whose value may be left out, given none before the program,
+    // takes the program's name: the error says to put `--` before it.
+    let marker = tmp("swallowed-should-not-exist");
+    let swallowed = gpuscope().args(["run", "--torch-ranges", "touch"]).arg(&marker).output().unwrap();
+    let e = String::from_utf8_lossy(&swallowed.stderr);
+    assert_eq!(swallowed.status.code(), Some(2), "{e}");
+    assert!(!marker.exists());
+    assert!(e.contains("put -- before the program: gpuscope run --torch-ranges -- touch ..."), "{e}");
+    // An empty variable is the default: no hooks, reports found where the
+    // default output puts them.
+    let (code, env, _) = child_env(&[("GPUSCOPE_TORCH_RANGES", ""), ("GPUSCOPE_OUTPUT", "")], &[]);
+    assert_eq!(code, Some(0));
+    assert!(!env.contains("gpuscope-torch"), "no hooks for an empty GPUSCOPE_TORCH_RANGES: {env}");
     let narrow = gpuscope().arg("report").arg(saved_report("narrow.json", 1_000)).args(["--width", "0"]).output();
     let narrow = narrow.unwrap();
     assert_eq!(narrow.status.code(), Some(2));

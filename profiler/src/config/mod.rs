@@ -135,14 +135,15 @@ fn declarations(var: &str, value: &str, unit: bool) -> Result<Vec<(String, f64, 
 }
 
 /// Whether `GPUSCOPE_TORCH_RANGES` (read by gpuscope's PyTorch hooks, which
-/// take the depth from it) turns them on: `on`, `auto`, `true`, `yes`, empty,
-/// or a depth `N` / `depth=N` of 1 or more; off for `0`, `off`, `false`,
-/// `no`; anything else is refused.
+/// take the depth from it) turns them on: `on`, `auto`, `true`, `yes`, or a
+/// depth `N` / `depth=N` of 1 or more; off for `0`, `off`, `false`, `no` and
+/// empty (the default, as for every setting); anything else is refused.
 pub fn torch_ranges_on(value: &str) -> Result<bool> {
     let v = value.trim().to_ascii_lowercase();
     match v.as_str() {
-        "" | "on" | "auto" | "true" | "yes" => Ok(true),
-        "0" | "off" | "false" | "no" => Ok(false),
+        "on" | "auto" | "true" | "yes" => Ok(true),
+        // Empty is the default, as for every setting.
+        "" | "0" | "off" | "false" | "no" => Ok(false),
         _ => match v.strip_prefix("depth=").unwrap_or(&v).parse::<u32>() {
             Ok(n) if n >= 1 => Ok(true),
             _ => Err(invalid(
@@ -422,7 +423,7 @@ mod tests {
 
     #[test]
     fn torch_ranges_values_are_checked() {
-        for (v, on) in [("", true), ("on", true), ("Auto", true), ("3", true), ("depth=2", true), ("off", false)] {
+        for (v, on) in [("", false), ("on", true), ("Auto", true), ("3", true), ("depth=2", true), ("off", false)] {
             assert_eq!(torch_ranges_on(v).unwrap(), on, "{v:?}");
         }
         for bad in ["deep", "depth=0", "-1"] {
