@@ -113,13 +113,44 @@ pub fn answer(ranks: &[(String, Report)]) -> Option<JobAnswer> {
     let answers: Vec<(String, Answer)> =
         ranks.iter().filter_map(|(name, r)| super::analyze(r).answer.map(|a| (name.clone(), a))).collect();
     let reports: Vec<&Report> = ranks.iter().map(|(_, r)| r).collect();
-    let mut a = of_answers(&answers, parallelism(&reports))?;
     // Only with every rank's answer, so that indices agree.
-    if answers.len() == ranks.len() {
-        a.aligned = aligned_waits(&reports);
+    let aligned = if answers.len() == ranks.len() { aligned_waits(&reports) } else { None };
+    let mut a = of_answers(&answers, parallelism(&reports))?;
+    if let Some(w) = &aligned {
+        confirm_straggler(&mut a, w);
     }
+    a.aligned = aligned;
     Some(a)
 }
+
+/// The rank that waits least is the straggler only where the collectives
+/// agree: most of the time the others spent waiting for the last arrival,
+/// they waited for it. Ranks that take turns arriving last (their hosts
+/// issue the collectives unevenly) pace the job together: no straggler,
+/// and a note that says so.
+fn confirm_straggler(a: &mut JobAnswer, w: &AlignedWaits) {
+    let Some(i) = a.straggler else { return };
+    let total = w.blame_ns.iter().fold(0u64, |a, &b| a.saturating_add(b));
+    let share = 100.0 * w.blame_ns.get(i).copied().unwrap_or(0) as f64 / total.max(1) as f64;
+    if total == 0 || share >= STRAGGLER_BLAME_PCT {
+        return;
+    }
+    a.notes.push(format!(
+        "no one rank keeps the others waiting: the last to arrive at the collectives changes from call to call \
+         ({} is last for {share:.0}% of the time the others waited for the last one); the ranks' hosts issue \
+         them unevenly",
+        a.ranks[i].name
+    ));
+    a.actions.retain(|x| !x.advice.starts_with(BALANCE_ADVICE));
+    (a.straggler, a.straggler_cost_ns) = (None, 0);
+}
+
+/// Share of the time the others waited for the last rank to arrive that
+/// must be waiting for one rank for it to be named the straggler, %.
+const STRAGGLER_BLAME_PCT: f64 = 50.0;
+
+/// How the straggler's action begins.
+const BALANCE_ADVICE: &str = "Balance the work per rank";
 
 /// How the job spreads its work, from the collectives its ranks ran.
 fn parallelism(reports: &[&Report]) -> Parallelism {
@@ -206,10 +237,13 @@ fn of_answers(answers: &[(String, Answer)], parallelism: Parallelism) -> Option<
     }
     // The straggler: the rank that waits least, when the others wait for it.
     let least = transfer_ns.and_then(|t| ranks.iter().position(|r| r.exposed_comm_ns == Some(t)));
+    // The others' median wait: one rank whose own host slowed (it then
+    // waits less) does not pull the cost down.
     let others_wait = |i: usize| {
-        let n = ranks.len().saturating_sub(1).max(1) as u64;
-        ranks.iter().enumerate().filter(|&(j, _)| j != i).filter_map(|(_, r)| r.wait_ns).fold(0, u64::saturating_add)
-            / n
+        let mut w: Vec<u64> =
+            ranks.iter().enumerate().filter(|&(j, _)| j != i).filter_map(|(_, r)| r.wait_ns).collect();
+        w.sort_unstable();
+        w.get(w.len() / 2).copied().unwrap_or(0)
     };
     let pct = |ns: u64| 100.0 * ns as f64 / step_ns.max(1) as f64;
     let straggler = least.filter(|&i| ranks.len() > 1 && pct(others_wait(i)) >= STRAGGLER_WAIT_PCT);
@@ -245,7 +279,7 @@ fn of_answers(answers: &[(String, Answer)], parallelism: Parallelism) -> Option<
     if let Some(i) = straggler {
         actions.push(JobAction {
             advice: format!(
-                "Balance the work per rank: the others wait {} {per} for {} (give each rank as many tokens or \
+                "{BALANCE_ADVICE}: the others wait {} {per} for {} (give each rank as many tokens or \
                  samples, or take its extra host work off the loop's thread)",
                 fmt(straggler_cost_ns),
                 ranks[i].name
@@ -305,6 +339,9 @@ pub struct AlignedWaits {
     pub wait_ns: Vec<u64>,
     /// Per rank: calls at which it arrived last.
     pub last: Vec<u64>,
+    /// Per rank: how much later it arrived than the next latest rank, at
+    /// the calls it arrived last, summed, ns: the others' wait for it alone.
+    pub blame_ns: Vec<u64>,
     /// The matched calls' span on the first rank, ns (for rates).
     pub span_ns: u64,
     /// Per kind of collective and message size (within ~9%; the calls that
@@ -405,7 +442,7 @@ pub fn aligned_waits(reports: &[&Report]) -> Option<AlignedWaits> {
         })
         .collect();
     let ranks = reports.len();
-    let (mut wait_ns, mut last) = (vec![0u64; ranks], vec![0u64; ranks]);
+    let (mut wait_ns, mut last, mut blame_ns) = (vec![0u64; ranks], vec![0u64; ranks], vec![0u64; ranks]);
     let (mut first, mut end) = (u64::MAX, 0u64);
     let mut bandwidth = Vec::new();
     for (ki, is) in calls_of.iter().enumerate() {
@@ -415,6 +452,8 @@ pub fn aligned_waits(reports: &[&Report]) -> Option<AlignedWaits> {
             let starts: Vec<i64> = (0..ranks).map(|r| at(r, ki, i).0 as i64 - offset_ns[r]).collect();
             let (who, &latest) = starts.iter().enumerate().max_by_key(|&(_, s)| *s).expect("two ranks or more");
             last[who] += 1;
+            let next = starts.iter().enumerate().filter(|&(r, _)| r != who).map(|(_, &s)| s).max().unwrap_or(latest);
+            blame_ns[who] = blame_ns[who].saturating_add((latest - next) as u64);
             for (r, s) in starts.iter().enumerate() {
                 wait_ns[r] = wait_ns[r].saturating_add((latest - s) as u64);
             }
@@ -433,7 +472,15 @@ pub fn aligned_waits(reports: &[&Report]) -> Option<AlignedWaits> {
     // The sizes that took the most transfer time.
     bandwidth.sort_by_key(|b| std::cmp::Reverse(b.transfer_ns));
     bandwidth.truncate(MAX_BANDWIDTH_ROWS);
-    Some(AlignedWaits { calls: calls as u64, offset_ns, wait_ns, last, span_ns: end.saturating_sub(first), bandwidth })
+    Some(AlignedWaits {
+        calls: calls as u64,
+        offset_ns,
+        wait_ns,
+        last,
+        blame_ns,
+        span_ns: end.saturating_sub(first),
+        bandwidth,
+    })
 }
 
 /// Collective kinds and message sizes whose bandwidth is kept, at most.
@@ -728,6 +775,7 @@ mod tests {
         assert_eq!(w.offset_ns, vec![0, 5 * MS as i64], "the skew, from the calls' common ends");
         assert_eq!(w.wait_ns, vec![30 * MS, 0], "rank 0 waits 3 ms at each call");
         assert_eq!(w.last, vec![0, 10]);
+        assert_eq!(w.blame_ns, vec![0, 30 * MS], "rank 1 alone kept rank 0 waiting");
         // Without the alignment the skew would read as 8 ms a call.
         let r2 = rank_with_all_reduces(0, 0);
         assert_eq!(aligned_waits(&[&r0, &r2]).unwrap().wait_ns, vec![0, 0]);
@@ -794,6 +842,33 @@ mod tests {
         // Without message sizes, no bandwidth.
         let (r0, r1) = (rank_with_all_reduces(0, 0), rank_with_all_reduces(3 * MS, 0));
         assert!(aligned_waits(&[&r0, &r1]).unwrap().bandwidth.is_empty());
+    }
+
+    #[test]
+    fn a_straggler_is_named_only_where_the_others_wait_for_it_at_the_collectives() {
+        // Rank 1 waits least: the exposed-communication rule names it.
+        let v = vec![rank(Some("step"), 30, 11, 1, vec![]), rank(Some("step"), 30, 1, 1, vec![])];
+        let named_one = of_answers(&named(v), Parallelism::Sharded).unwrap();
+        assert_eq!(named_one.straggler, Some(1));
+        let waits = |blame_ns: Vec<u64>| AlignedWaits {
+            calls: 100,
+            offset_ns: vec![0, 0],
+            wait_ns: vec![0, 0],
+            last: vec![50, 50],
+            blame_ns,
+            span_ns: 1,
+            bandwidth: Vec::new(),
+        };
+        // The others waited for it at most calls: it stays.
+        let mut a = named_one.clone();
+        confirm_straggler(&mut a, &waits(vec![10 * MS, 90 * MS]));
+        assert_eq!(a.straggler, Some(1));
+        // The ranks took turns keeping each other waiting: no straggler.
+        let mut a = named_one;
+        confirm_straggler(&mut a, &waits(vec![60 * MS, 40 * MS]));
+        assert_eq!((a.straggler, a.straggler_cost_ns), (None, 0));
+        assert!(a.actions.iter().all(|x| !x.advice.starts_with(BALANCE_ADVICE)));
+        assert!(a.notes.iter().any(|n| n.contains("no one rank keeps the others waiting")), "{:?}", a.notes);
     }
 
     #[test]
