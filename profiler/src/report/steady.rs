@@ -469,21 +469,20 @@ mod tests {
     fn autotuning_inside_compilation_ranges_is_start_up_though_it_launches_like_the_loop() {
         // 6 s of XLA compilation whose autotuning launches kernels as
         // densely as the loop does, then 0.6 s of training.
-        let mut t = Timeline::new(0);
-        for us in (0..6_600_000u64).step_by(100) {
-            t.launch(us * 1_000, 0, 0);
-            t.kernel(us * 1_000, us * 1_000 + 80_000);
-        }
+        let dense = || {
+            let mut t = Timeline::new(0);
+            for us in (0..6_600_000u64).step_by(100) {
+                t.launch(us * 1_000, 0, 0);
+                t.kernel(us * 1_000, us * 1_000 + 80_000);
+            }
+            t
+        };
+        let mut t = dense();
         t.compile(0, 6_000_000_000);
         let s = of_session(&t, 0, 6_600_000_000).unwrap();
         assert!(s.start_ns >= 6_000_000_000, "{s:?}");
         // Without the compilation range the same launches look steady throughout.
-        let mut t2 = Timeline::new(0);
-        for us in (0..6_600_000u64).step_by(100) {
-            t2.launch(us * 1_000, 0, 0);
-            t2.kernel(us * 1_000, us * 1_000 + 80_000);
-        }
-        assert!(of_session(&t2, 0, 6_600_000_000).unwrap().start_ns < 1_000_000_000);
+        assert!(of_session(&dense(), 0, 6_600_000_000).unwrap().start_ns < 1_000_000_000);
     }
 
     #[test]
