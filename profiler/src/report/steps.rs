@@ -164,7 +164,7 @@ pub(crate) fn find(stream: &[(u64, u32, u32)], start: u64, end: u64) -> Option<F
 /// How much longer than the median gap between kernels the host's gap
 /// before a step must be, and than the gap at any other place of the step,
 /// for a multiple of the names' period to be the step.
-const STEP_GAP_RATIO: u64 = 10;
+pub const STEP_GAP_RATIO: u64 = 10;
 
 /// Kernels per step tried at most when widening a period.
 const MAX_WIDENED: usize = 4096;
