@@ -291,7 +291,13 @@ fn every_field() -> Report {
     v["trace"]["kernels"][0]["message_bytes"] = json!(1u64 << 20);
     v["profiler_cost"]["not_calibrated"] = json!("an example reason");
     v["frameworks"] = json!(["torch"]);
-    for key in ["graph_nodes_over_cap", "live_allocations_over_cap", "range_memory_partial", "devices_over_cap"] {
+    for key in [
+        "graph_nodes_over_cap",
+        "live_allocations_over_cap",
+        "range_memory_partial",
+        "devices_over_cap",
+        "comm_messages_unmatched",
+    ] {
         v["drops"][key] = json!(1);
     }
     let k0 = &mut v["kernels"][0];

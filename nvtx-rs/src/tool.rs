@@ -19,6 +19,7 @@ pub type DomainId = u32;
 
 /// What came with a range or mark.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct EventAttributes<'a> {
     /// The message (empty when none was given).
     pub message: Cow<'a, str>,
@@ -30,13 +31,38 @@ pub struct EventAttributes<'a> {
     pub payload: Option<crate::Payload>,
     /// Extended payloads (`nvToolsExtPayload.h`), as the caller laid them
     /// out; borrowed for the call (empty when none).
-    pub extended: Vec<ExtendedPayload<'a>>,
+    pub extended: ExtendedPayloads<'a>,
+}
+
+/// Up to [`MAX_EXTENDED`] extended payloads of one event, kept without
+/// allocating (every event of a domain that attaches them reads them).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct ExtendedPayloads<'a> {
+    items: [ExtendedPayload<'a>; MAX_EXTENDED],
+    len: usize,
+}
+
+impl<'a> ExtendedPayloads<'a> {
+    /// The payloads, in the caller's order.
+    pub fn iter(&self) -> impl Iterator<Item = &ExtendedPayload<'a>> {
+        self.items[..self.len].iter()
+    }
+
+    /// Whether the event had none.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// How many.
+    pub fn len(&self) -> usize {
+        self.len
+    }
 }
 
 /// One extended payload: a blob and the id of the schema that lays it out
 /// (a library's static ids start at
 /// [`sys::NVTX_PAYLOAD_SCHEMA_ID_STATIC_START`]).
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct ExtendedPayload<'a> {
     /// Schema id.
     pub schema: u64,
@@ -45,7 +71,7 @@ pub struct ExtendedPayload<'a> {
 }
 
 /// Extended payloads read per event, at most.
-const MAX_EXTENDED: usize = 8;
+pub const MAX_EXTENDED: usize = 8;
 /// A blob longer than this is not read (it is not a payload any library
 /// sends per call).
 const MAX_EXTENDED_BYTES: usize = 4096;
@@ -212,7 +238,7 @@ unsafe fn attributes<'a>(a: *const nvtxEventAttributes_t) -> EventAttributes<'a>
             category: 0,
             color: None,
             payload: None,
-            extended: Vec::new(),
+            extended: ExtendedPayloads::default(),
         };
     }
     // SAFETY: per this function's contract. Older callers may pass a smaller
@@ -238,7 +264,7 @@ unsafe fn attributes<'a>(a: *const nvtxEventAttributes_t) -> EventAttributes<'a>
         // payload data structs, each naming its blob, valid for the call.
         unsafe { extended(a.payload as usize as *const sys::nvtxPayloadData_t, a.reserved0) }
     } else {
-        Vec::new()
+        ExtendedPayloads::default()
     };
     EventAttributes {
         message,
@@ -250,30 +276,34 @@ unsafe fn attributes<'a>(a: *const nvtxEventAttributes_t) -> EventAttributes<'a>
 }
 
 /// Reads `count` extended payloads from `data` (at most [`MAX_EXTENDED`],
-/// skipping empty, null and oversized blobs).
+/// skipping empty, null and oversized blobs; none from a null or
+/// misaligned array).
 ///
 /// # Safety
 /// `data` is null or points to `count` `nvtxPayloadData_t`s whose blobs are
 /// valid for their sizes for the returned lifetime.
-unsafe fn extended<'a>(data: *const sys::nvtxPayloadData_t, count: i32) -> Vec<ExtendedPayload<'a>> {
-    if data.is_null() || count <= 0 {
-        return Vec::new();
+unsafe fn extended<'a>(data: *const sys::nvtxPayloadData_t, count: i32) -> ExtendedPayloads<'a> {
+    let mut out = ExtendedPayloads::default();
+    // A misaligned array is no caller's: reading it would be undefined.
+    if data.is_null() || count <= 0 || !data.is_aligned() {
+        return out;
     }
     let n = (count as usize).min(MAX_EXTENDED);
-    // SAFETY: per this function's contract, `n` <= `count` structs.
+    // SAFETY: per this function's contract, `n` <= `count` structs, aligned
+    // (checked above).
     let all = unsafe { std::slice::from_raw_parts(data, n) };
-    all.iter()
-        .filter(|d| !d.payload.is_null() && d.size > 0 && d.size <= MAX_EXTENDED_BYTES)
-        // SAFETY: each blob is valid for its size (the contract).
-        .map(|d| ExtendedPayload {
-            schema: d.schemaId,
-            data: unsafe { std::slice::from_raw_parts(d.payload as *const u8, d.size) },
-        })
-        .collect()
+    for d in all.iter().filter(|d| !d.payload.is_null() && d.size > 0 && d.size <= MAX_EXTENDED_BYTES) {
+        // SAFETY: each blob is valid for its size (the contract); bytes
+        // need no alignment.
+        let data = unsafe { std::slice::from_raw_parts(d.payload as *const u8, d.size) };
+        out.items[out.len] = ExtendedPayload { schema: d.schemaId, data };
+        out.len += 1;
+    }
+    out
 }
 
 fn plain(message: Cow<'_, str>) -> EventAttributes<'_> {
-    EventAttributes { message, category: 0, color: None, payload: None, extended: Vec::new() }
+    EventAttributes { message, category: 0, color: None, payload: None, extended: ExtendedPayloads::default() }
 }
 
 static NEXT_RANGE_ID: AtomicU64 = AtomicU64::new(1);
@@ -602,8 +632,9 @@ mod tests {
         assert_eq!(got.message, "ncclAllReduce");
         assert_eq!(got.payload, None);
         assert_eq!(got.extended.len(), 1, "empty, null and oversized blobs are skipped");
-        assert_eq!(got.extended[0].schema, (1 << 24) + 5);
-        assert_eq!(&got.extended[0].data[8..16], &(1u64 << 30).to_ne_bytes());
+        let first = got.extended.iter().next().unwrap();
+        assert_eq!(first.schema, (1 << 24) + 5);
+        assert_eq!(&first.data[8..16], &(1u64 << 30).to_ne_bytes());
         // A count beyond what any caller passes is capped, a negative one read as none.
         let many = [data[0]; MAX_EXTENDED + 4];
         let a = with_payload(sys::NVTX_PAYLOAD_TYPE_EXT, many.as_ptr() as u64, many.len() as i32);

@@ -965,12 +965,15 @@ class TorchRanges:
 
 
 def parse_depth(text, variable="GPUSCOPE_TORCH_RANGES"):
-    """`on`/`auto`/empty: default depth ("auto"); N or depth=N (1 or
-    more): N module levels; `0`/`off`: no ranges (None)."""
-    t = (text or "").strip().lower()
-    if t in ("", "on", "true", "auto", "yes"):
+    """`on`/`auto` (or unset, where the hooks were asked for): default depth
+    ("auto"); N or depth=N (1 or more): N module levels; `0`/`off` or empty
+    (the default, as for every setting): no ranges (None)."""
+    if text is None:
         return "auto"
-    if t in ("0", "off", "false", "no"):
+    t = text.strip().lower()
+    if t in ("on", "true", "auto", "yes"):
+        return "auto"
+    if t in ("", "0", "off", "false", "no"):
         return None
     if t.startswith("depth="):
         t = t[6:]

@@ -488,7 +488,8 @@ class TorchRanges(unittest.TestCase):
 
     def test_depth_values(self):
         self.assertEqual(tr.parse_depth("on"), "auto")
-        self.assertEqual(tr.parse_depth(""), "auto")
+        self.assertIsNone(tr.parse_depth(""))
+        self.assertEqual(tr.parse_depth(None), "auto")
         self.assertEqual(tr.parse_depth("depth=4"), 4)
         self.assertEqual(tr.parse_depth("2"), 2)
         self.assertIsNone(tr.parse_depth("off"))

@@ -73,7 +73,6 @@ impl MemoryAcc {
         self.wait(s.start, s.end, None);
     }
 
-    /// A host wait timed by its API callback.
     /// A host wait from `start` to `end`; `main`: made on the process's
     /// main thread (`None`: not known).
     pub(crate) fn wait(&mut self, start: u64, end: u64, main: Option<bool>) {

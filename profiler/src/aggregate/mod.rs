@@ -175,6 +175,10 @@ const MAX_COPY_CALLS: usize = 65_536;
 const MAX_COMM_MESSAGES: usize = 4096;
 /// Threads whose NCCL calls' message sizes are kept.
 const MAX_COMM_THREADS: usize = 256;
+/// An NCCL call this long before a communication kernel's launch is not
+/// that kernel's (a group's calls are made just before its end launches
+/// them).
+const COMM_GROUP_NS: u64 = 100_000_000;
 /// A copy call that held the host this long blocked it (an asynchronous
 /// copy from pinned memory returns in a few microseconds).
 const BLOCKING_COPY_NS: u64 = 20_000;
@@ -423,6 +427,7 @@ impl Aggregator {
             }
             HostEvent::CommMessage { tid, bytes, ts } => {
                 if self.comm_messages.len() >= MAX_COMM_THREADS && !self.comm_messages.contains_key(&tid) {
+                    self.drops.comm_messages_unmatched += 1;
                     return;
                 }
                 let q = self.comm_messages.entry(tid).or_default();
@@ -430,6 +435,7 @@ impl Aggregator {
                     // Calls whose kernels never came (records off between
                     // trace windows, or dropped).
                     q.pop_front();
+                    self.drops.comm_messages_unmatched += 1;
                 }
                 q.push_back((ts, bytes));
             }
@@ -499,13 +505,10 @@ impl Aggregator {
             return;
         }
         self.device_memory.range(f.path, f.start, f.end);
-        let compile = *self.compile_paths.entry(f.path).or_insert_with(|| {
-            let p = paths().path(f.path);
-            p.frames.last().is_some_and(|leaf| {
-                leaf.domain.as_deref().is_some_and(crate::model::path::is_internal_domain)
-                    && crate::model::path::is_compile_range(&leaf.name)
-            })
-        });
+        // The outermost compilation range only: nested passes would count
+        // its time again.
+        let compile =
+            self.is_compile_path(f.path) && !paths().parent(f.path).is_some_and(|parent| self.is_compile_path(parent));
         if compile {
             self.timeline.compile(f.start, f.end);
         }
@@ -629,6 +632,16 @@ impl Aggregator {
         }
     }
 
+    /// Whether `path` ends in a framework's compilation range.
+    fn is_compile_path(&mut self, path: PathId) -> bool {
+        *self.compile_paths.entry(path).or_insert_with(|| {
+            paths().path(path).frames.last().is_some_and(|leaf| {
+                leaf.domain.as_deref().is_some_and(crate::model::path::is_internal_domain)
+                    && crate::model::path::is_compile_range(&leaf.name)
+            })
+        })
+    }
+
     /// The bytes of thread `tid`'s NCCL calls made up to its launch at
     /// `launched` (one call, or a group's, launched together at its end),
     /// taken; `None` when it made none.
@@ -639,8 +652,14 @@ impl Aggregator {
             if ts > launched {
                 break;
             }
-            bytes = Some(bytes.unwrap_or(0u64).saturating_add(b));
             q.pop_front();
+            // A group's calls come just before its launch; older ones are
+            // calls whose kernels never came.
+            if launched - ts > COMM_GROUP_NS {
+                self.drops.comm_messages_unmatched += 1;
+                continue;
+            }
+            bytes = Some(bytes.unwrap_or(0u64).saturating_add(b));
         }
         bytes
     }
@@ -1004,13 +1023,20 @@ mod tests {
         // A compute kernel takes none; a kernel with no call before it has none.
         a.host_event(launch(3, 0, ROOT, 30));
         a.host_event(launch(4, 0, ROOT, 40));
+        // A call whose kernel never came, long before the next launch: not
+        // that kernel's, and counted.
+        a.host_event(HostEvent::CommMessage { tid: 1, bytes: 800, ts: 50 });
+        a.host_event(launch(5, 0, ROOT, 50 + COMM_GROUP_NS + 1));
         comm(&mut a, 1, 100);
         a.kernel(&KernelActivity::sample(3, 300, 310));
         comm(&mut a, 2, 200);
         comm(&mut a, 4, 400);
-        let t = a.finish(1_000).trace.expect("kept");
+        comm(&mut a, 5, 60 + COMM_GROUP_NS);
+        let done = a.finish(200 + COMM_GROUP_NS);
+        let t = done.trace.expect("kept");
         let bytes: Vec<(u32, Option<u64>)> = t.kernels.iter().map(|k| (k.correlation_id, k.message_bytes)).collect();
-        assert_eq!(bytes, vec![(1, Some(300)), (3, None), (2, Some(400)), (4, None)]);
+        assert_eq!(bytes, vec![(1, Some(300)), (3, None), (2, Some(400)), (4, None), (5, None)]);
+        assert_eq!(done.drops.comm_messages_unmatched, 1);
     }
 
     #[test]

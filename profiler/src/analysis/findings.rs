@@ -73,7 +73,6 @@ pub(super) const IDLE_CAUSES: [(&str, &[usize], Bound, &str); 5] = [
     ("waiting", &[OTHER], verdict::DEPENDENCY, "with work queued behind a dependency"),
 ];
 
-/// Copies from pageable host memory, and all copies.
 /// Copies from or to pageable memory, and all copies: in the steady state
 /// where the report counted them there (a model moved to the GPU at
 /// start-up is no loop's copies), else over the session.
@@ -152,7 +151,7 @@ pub(super) fn runtime_syncs(r: &Report, fw: Framework) -> Option<String> {
         format!(
             "host synchronisations: {} of {} ({:.0}% of their time) were made on threads other than the main one, \
              XLA's runtime's own: not calls in the program's loop, so no action to take them out",
-            m.synchronizations - main,
+            m.synchronizations.saturating_sub(main),
             m.synchronizations,
             100.0 - share
         )

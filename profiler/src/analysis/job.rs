@@ -124,8 +124,9 @@ pub fn answer(ranks: &[(String, Report)]) -> Option<JobAnswer> {
 }
 
 /// The rank that waits least is the straggler only where the collectives
-/// agree: most of the time the others spent waiting for the last arrival,
-/// they waited for it. Ranks that take turns arriving last (their hosts
+/// agree: of the margins by which the last rank to arrive at each call
+/// was late (over the next latest), most are its. Ranks that take turns
+/// arriving last (their hosts
 /// issue the collectives unevenly) pace the job together: no straggler,
 /// and a note that says so.
 fn confirm_straggler(a: &mut JobAnswer, w: &AlignedWaits) {
@@ -137,7 +138,7 @@ fn confirm_straggler(a: &mut JobAnswer, w: &AlignedWaits) {
     }
     a.notes.push(format!(
         "no one rank keeps the others waiting: the last to arrive at the collectives changes from call to call \
-         ({} is last for {share:.0}% of the time the others waited for the last one); the ranks' hosts issue \
+         ({} holds {share:.0}% of the margins by which the last to arrive was late); the ranks' hosts issue \
          them unevenly",
         a.ranks[i].name
     ));
@@ -145,8 +146,9 @@ fn confirm_straggler(a: &mut JobAnswer, w: &AlignedWaits) {
     (a.straggler, a.straggler_cost_ns) = (None, 0);
 }
 
-/// Share of the time the others waited for the last rank to arrive that
-/// must be waiting for one rank for it to be named the straggler, %.
+/// Share of the margins by which the last rank to arrive at a collective
+/// was late (over the next latest) that must be one rank's for it to be
+/// named the straggler, %.
 const STRAGGLER_BLAME_PCT: f64 = 50.0;
 
 /// How the straggler's action begins.
@@ -243,7 +245,7 @@ fn of_answers(answers: &[(String, Answer)], parallelism: Parallelism) -> Option<
         let mut w: Vec<u64> =
             ranks.iter().enumerate().filter(|&(j, _)| j != i).filter_map(|(_, r)| r.wait_ns).collect();
         w.sort_unstable();
-        w.get(w.len() / 2).copied().unwrap_or(0)
+        w.get(w.len().saturating_sub(1) / 2).copied().unwrap_or(0)
     };
     let pct = |ns: u64| 100.0 * ns as f64 / step_ns.max(1) as f64;
     let straggler = least.filter(|&i| ranks.len() > 1 && pct(others_wait(i)) >= STRAGGLER_WAIT_PCT);
@@ -344,8 +346,8 @@ pub struct AlignedWaits {
     pub blame_ns: Vec<u64>,
     /// The matched calls' span on the first rank, ns (for rates).
     pub span_ns: u64,
-    /// Per kind of collective and message size (within ~9%; the calls that
-    /// gave theirs), the bandwidth of its transfers, most transfer time
+    /// Per kind of collective and class of message size (an eighth of a
+    /// power of two; the calls that gave theirs), the bandwidth of its transfers, most transfer time
     /// first (at most eight).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub bandwidth: Vec<CollectiveBandwidth>,
@@ -486,8 +488,9 @@ pub fn aligned_waits(reports: &[&Report]) -> Option<AlignedWaits> {
 /// Collective kinds and message sizes whose bandwidth is kept, at most.
 const MAX_BANDWIDTH_ROWS: usize = 8;
 
-/// Message sizes within about 9% of each other share a class (DDP's
-/// buckets differ by a few parameters' bytes).
+/// Message sizes share a class an eighth of a power of two wide (about
+/// 9%: DDP's buckets, a few parameters' bytes apart, fall together; two
+/// sizes astride a class's edge do not).
 fn size_class(bytes: u64) -> u32 {
     ((bytes.max(1) as f64).log2() * 8.0).round() as u32
 }

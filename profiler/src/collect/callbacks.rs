@@ -517,7 +517,7 @@ pub(super) unsafe extern "C" fn api_callback(
                 s.send(if copy {
                     HostEvent::HostCopy { start, end, correlation_id: d.correlationId, instance }
                 } else {
-                    HostEvent::HostWait { start, end, instance, main: c.tid == std::process::id() }
+                    HostEvent::HostWait { start, end, instance, main: nvtx::on_main_thread() }
                 });
             }
             return;

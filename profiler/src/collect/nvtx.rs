@@ -291,6 +291,14 @@ pub(crate) fn add_own_cost(ns: u64) {
     }
 }
 
+/// Whether the calling thread is the process's main thread, asked of the
+/// kernel (a thread's cached id is its parent's in a forked child).
+pub(crate) fn on_main_thread() -> bool {
+    // SAFETY: gettid takes no arguments and cannot fail.
+    let tid = unsafe { libc::syscall(libc::SYS_gettid) } as u32;
+    tid == std::process::id()
+}
+
 /// The NVTX tool handler: keeps the stacks, forwards to the session.
 pub(crate) struct NvtxHandler;
 

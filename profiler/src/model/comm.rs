@@ -78,7 +78,8 @@ impl Collective {
 }
 
 /// The message size of an NCCL call (`ncclAllReduce`, `ncclAllGather`,
-/// ...: its NVTX range's name in the `NCCL` domain), bytes, from the
+/// ..., `ncclSend`; not `ncclRecv`: a group's sends and receives run in
+/// one kernel, counted by what it sends), bytes, from the
 /// extended payloads NCCL attaches to that range, given as (schema id,
 /// blob). NCCL lays the payload out as a C struct whose "Message size
 /// [bytes]" entry (a `size_t`) came first in earlier releases
@@ -91,7 +92,9 @@ pub fn nccl_message_bytes<'a>(call: &str, blobs: impl IntoIterator<Item = (u64, 
     // `size_t` and an `int` (padded) for the rest.
     let old = match op {
         "AllGather" => 8,
-        "AllReduce" | "ReduceScatter" | "Broadcast" | "Reduce" | "Send" | "Recv" => 16,
+        "AllReduce" | "ReduceScatter" | "Broadcast" | "Reduce" | "Send" => 16,
+        // A group's sends and receives run in one kernel: its bytes are
+        // the sent ones, one direction, as nccl-tests counts them.
         _ => return None,
     };
     let (_, blob) = blobs.into_iter().find(|(schema, _)| *schema >= STATIC_SCHEMA_IDS)?;
@@ -220,6 +223,8 @@ mod tests {
         // Not a collective, a predefined-type payload, an odd size, or a
         // pointer where the size should be.
         assert_eq!(nccl_message_bytes("ncclCommInitRank", [(sid, &new[..])]), None);
+        assert_eq!(nccl_message_bytes("ncclRecv", [(sid, &new[..])]), None, "the sends count");
+        assert_eq!(nccl_message_bytes("ncclSend", [(sid, &new[..])]), Some(gib));
         assert_eq!(nccl_message_bytes("ncclAllReduce", [(22, &new[..])]), None);
         assert_eq!(nccl_message_bytes("ncclAllReduce", [(sid, &new[..12])]), None);
         assert_eq!(nccl_message_bytes("ncclAllReduce", [(sid, &words(&[0x7f00_dead_beef_0000, 0])[..])]), None);

@@ -57,6 +57,11 @@ pub struct Drops {
     /// session's figures but have no per-device figures.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub devices_over_cap: u64,
+    /// NCCL calls' message sizes not given to a communication kernel: the
+    /// call's kernel never came (records off between trace windows, or
+    /// dropped), or the tables were full. Those calls have no bandwidth.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub comm_messages_unmatched: u64,
 }
 
 fn is_zero(v: &u64) -> bool {

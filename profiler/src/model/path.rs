@@ -67,6 +67,12 @@ pub fn is_internal_domain(name: &str) -> bool {
 /// Whether a range name of a framework's domain is compilation work (XLA's
 /// passes and autotuning, compilers' lowering).
 pub fn is_compile_range(name: &str) -> bool {
+    // XLA names the ranges of running a compiled module or a thunk of it
+    // after the program's own functions (`XlaModule:#hlo_module=jit_train_pass...`):
+    // execution, whatever those names hold.
+    if name.starts_with("XlaModule") || name.starts_with("Thunk") || name.contains("hlo_module=") {
+        return false;
+    }
     let n = name.to_ascii_lowercase();
     ["compil", "pass", "autotun", "lowering", "optimiz"].iter().any(|w| n.contains(w))
 }
@@ -307,6 +313,21 @@ pub(crate) fn paths() -> &'static PathTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn xla_s_compilation_is_told_from_running_what_it_compiled() {
+        for name in ["XlaCompile", "backend_compile", "RunHloPasses", "GemmAutotuner", "LLVM lowering"] {
+            assert!(is_compile_range(name), "{name}");
+        }
+        // Ranges of running a module or a thunk, named after the program's
+        // own functions.
+        for name in [
+            "XlaModule:#hlo_module=jit_train_pass,program_id=3#",
+            "Thunk:#hlo_op=fusion.1,hlo_module=jit_optimizer_step#",
+        ] {
+            assert!(!is_compile_range(name), "{name}");
+        }
+    }
 
     #[test]
     fn interning_is_stable_and_paths_read_back() {

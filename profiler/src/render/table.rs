@@ -643,6 +643,7 @@ fn drops_line(d: &Drops) -> String {
     add(d.ranges_over_path_cap, "ranges past the path cap (as one range)");
     add(d.callback_panics, "panics caught in gpuscope's callbacks");
     add(d.graph_nodes_over_cap, "CUDA graph nodes past the table cap (kernels kept at their launch's ranges)");
+    add(d.comm_messages_unmatched, "NCCL calls whose message size reached no kernel (no bandwidth for them)");
     add(d.live_allocations_over_cap, "device allocations past the live table cap (not in the live bytes)");
     add(d.range_memory_partial, "range calls whose device memory peak missed changes dropped for room");
     add(d.devices_over_cap, "kernels of GPUs past the 64th (no per-device figures)");

@@ -17,11 +17,11 @@
 //! - the candidate with the longest run is the step, the shortest period
 //!   among equals (layers that repeat inside a step hold only over one
 //!   step's layers: the rest of the step does not repeat with them);
-//! - where the names' period shows no place where the host's gap stands
-//!   out ([`STEP_GAP_RATIO`] times the median gap and every other place's)
-//!   but a multiple of it does, the step is that multiple (one kernel
-//!   launched twenty times, then host work: the names repeat every kernel,
-//!   the gaps every twenty);
+//! - where the period is one kernel, the step is the smallest number of
+//!   them after which the host's gap stands out in nearly every step
+//!   ([`STEP_GAP_RATIO`] times the median gap and every other place's), if
+//!   any: one kernel launched twenty times, then host work, repeats its
+//!   name every kernel and its gaps every twenty;
 //! - the step begins where the host's gap before a kernel is longest in
 //!   the median over the periods (data loading, the optimizer's end);
 //! - its time is the median and 90th percentile of the spans between those
@@ -166,51 +166,52 @@ pub(crate) fn find(stream: &[(u64, u32, u32)], start: u64, end: u64) -> Option<F
 /// for a multiple of the names' period to be the step.
 pub const STEP_GAP_RATIO: u64 = 10;
 
-/// Kernels per step tried at most when widening a period.
-const MAX_WIDENED: usize = 4096;
+/// Launches of one kernel per step tried at most when widening a period
+/// of one kernel.
+const MAX_WIDENED: usize = 256;
 
 /// The step of kernels whose names repeat every `p` (`ks`: start, name):
-/// `p` itself, or the smallest multiple of it after whose last kernel the
-/// host leaves a gap, in the median over the steps, [`STEP_GAP_RATIO`]
-/// times the median gap between kernels and the gap at any other place
-/// in it. A loop of the same kernel launched twenty times, then host work,
-/// repeats its names every kernel: its gaps say the step is twenty.
+/// `p` itself, or, where the period is one kernel, the smallest number of
+/// them after which the host leaves a gap that stands out in nearly every
+/// step (its 25th percentile over the steps is [`STEP_GAP_RATIO`] times the
+/// median gap between kernels and every other place's): a loop of the same
+/// kernel launched twenty times, then host work. A longer period is the
+/// step as it is: a stall every tenth step (a value read every ten steps)
+/// is no ten-step step.
 fn widened(ks: &[(u64, u32)], p: usize) -> usize {
+    if p != 1 {
+        return p;
+    }
     let n = ks.len();
     let gaps: Vec<u64> = ks.windows(2).map(|w| w[1].0.saturating_sub(w[0].0)).collect();
     if gaps.is_empty() {
         return p;
     }
-    let median = |v: &mut Vec<u64>| -> u64 {
-        let m = v.len() / 2;
-        *v.select_nth_unstable(m).1
-    };
-    let all = median(&mut gaps.clone()).max(1);
-    // The median gap before each place of a step of `len` kernels, the
-    // largest and the next.
-    let stands_out = |len: usize| -> bool {
-        let mut per: Vec<u64> = (0..len)
-            .map(|o| {
-                let mut v: Vec<u64> = gaps.iter().skip(o).step_by(len).copied().collect();
-                if v.is_empty() {
-                    0
-                } else {
-                    median(&mut v)
-                }
-            })
-            .collect();
-        per.sort_unstable_by(|a, b| b.cmp(a));
-        let (first, second) = (per[0], per.get(1).copied().unwrap_or(0));
+    let mut sorted = gaps.clone();
+    sorted.sort_unstable();
+    let all = sorted[sorted.len() / 2].max(1);
+    let mut v: Vec<u64> = Vec::with_capacity(gaps.len());
+    // The gap before each place of a step of `len` kernels, at its 25th
+    // percentile over the steps: the largest, and the next.
+    let mut stands_out = |len: usize| -> bool {
+        let (mut first, mut second) = (0u64, 0u64);
+        for o in 0..len {
+            v.clear();
+            v.extend(gaps.iter().skip(o).step_by(len));
+            if v.is_empty() {
+                continue;
+            }
+            let q = v.len() / 4;
+            let g = *v.select_nth_unstable(q).1;
+            if g > first {
+                (first, second) = (g, first);
+            } else if g > second {
+                second = g;
+            }
+        }
         first >= all.saturating_mul(STEP_GAP_RATIO) && first >= second.max(1).saturating_mul(STEP_GAP_RATIO)
     };
-    if stands_out(p) {
-        return p;
-    }
-    (2..)
-        .map(|m| m * p)
-        .take_while(|&len| len <= MAX_WIDENED && len * MIN_STEPS <= n)
-        .find(|&len| stands_out(len))
-        .unwrap_or(p)
+    (2..=MAX_WIDENED).take_while(|&len| len * MIN_STEPS <= n).find(|&len| stands_out(len)).unwrap_or(p)
 }
 
 /// Where the run found from `from` begins: the first kernel from which a
@@ -405,6 +406,19 @@ mod tests {
         }
         let f = find(&ks, 0, t + 1).expect("steps");
         assert_eq!((f.kernels_per_step, f.median_ns), (20, 3_000_000 + 19 * 7_000));
+        // Kept from inside a burst: the same step.
+        let f = find(&ks[13..], 0, t + 1).expect("steps");
+        assert_eq!(f.kernels_per_step, 20);
+        // A five-kernel step with a stall every tenth step stays five.
+        let mut t = 0;
+        let mut stalls = Vec::new();
+        for step in 0..300u64 {
+            for k in 0..5u32 {
+                t += if k == 0 && step % 10 == 0 { 5_000_000 } else { 100_000 };
+                stalls.push((t, k, 0));
+            }
+        }
+        assert_eq!(find(&stalls, 0, t + 1).expect("steps").kernels_per_step, 5);
         // Launched back to back, the kernel alone is the step.
         let even: Vec<(u64, u32, u32)> = (0..600u64).map(|i| (i * 450_000, 5, 0)).collect();
         assert_eq!(find(&even, 0, 600 * 450_000).expect("steps").kernels_per_step, 1);
