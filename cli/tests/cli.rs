@@ -236,7 +236,8 @@ fn run_says_which_gpuscope_variables_are_misspelt_and_reads_files_it_can_name() 
     // A flag whose value may be left out, given none before the program,
     // takes the program's name: the error says to put `--` before it.
     let marker = tmp("swallowed-should-not-exist");
-    let swallowed = gpuscope().args(["run", "--torch-ranges", "touch"]).arg(&marker).output().unwrap();
+    let swallowed =
+        gpuscope().args(["run", "--lib"]).arg(lib()).args(["--torch-ranges", "touch"]).arg(&marker).output().unwrap();
     let e = String::from_utf8_lossy(&swallowed.stderr);
     assert_eq!(swallowed.status.code(), Some(2), "{e}");
     assert!(!marker.exists());
