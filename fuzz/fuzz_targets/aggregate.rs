@@ -16,7 +16,7 @@ use gpuscope::report::DeviceInfo;
 use gpuscope::testing::{kernel_name, HostEvent, Replay};
 use libfuzzer_sys::fuzz_target;
 
-const NAMES: [&std::ffi::CStr; 3] = [c"gemm", c"_Z4tinyPi", c"elementwise"];
+const NAMES: [&std::ffi::CStr; 4] = [c"gemm", c"_Z4tinyPi", c"elementwise", c"ncclDevKernel_AllReduce_Sum_f32_RING_LL"];
 
 /// Reads little-endian integers off the input; zeros once it runs out.
 struct Input<'a>(&'a [u8]);
@@ -166,7 +166,16 @@ fuzz_target!(|data: &[u8]| {
                 };
                 rp.host_event(e);
             }
-            3 => rp.host_event(HostEvent::HostWait { start: i.u64(), end: i.u64(), instance: small(&mut i) }),
+            3 => rp.host_event(match i.byte() % 2 {
+                0 => HostEvent::HostWait {
+                    start: i.u64(),
+                    end: i.u64(),
+                    instance: small(&mut i),
+                    main: i.byte() % 2 == 0,
+                },
+                // An NCCL call's size, for the thread's next communication kernel.
+                _ => HostEvent::CommMessage { tid: 1 + i.byte() as u32 % 2, bytes: i.u64(), ts: i.u64() },
+            }),
             4 => rp.host_event(HostEvent::HostCopy {
                 start: i.u64(),
                 end: i.u64(),
