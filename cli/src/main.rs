@@ -405,8 +405,9 @@ fn run(cmd: Cmd) -> Result<ExitCode, String> {
                 .map(|(k, _)| k.to_string_lossy().into_owned())
                 .chain(c.get_envs().filter(|(_, v)| v.is_some()).map(|(k, _)| k.to_string_lossy().into_owned()))
                 .collect();
-            for (var, near) in gpuscope::config::unknown_variables(names.iter().map(String::as_str)) {
-                eprintln!("gpuscope: {var} is not a gpuscope variable, so it does nothing (did you mean {near}?)");
+            let said = gpuscope::config::unknown_variables_said(names.iter().map(String::as_str));
+            if let Some(said) = &said {
+                eprintln!("{said}");
             }
             // PyTorch's automatic ranges: a sitecustomize that installs the
             // hooks once the program imports torch.
@@ -416,6 +417,11 @@ fn run(cmd: Cmd) -> Result<ExitCode, String> {
                 .filter(|v| !v.trim().is_empty())
                 .or(gpuscope::config::setting("output").and_then(|s| s.default).map(String::from))
                 .unwrap_or_default();
+            // The preloaded library says the same of a process started
+            // without `gpuscope run`; here it is said already.
+            if let Some(said) = &said {
+                c.env("GPUSCOPE_SAID", gpuscope::config::said_key(said));
+            }
             let hooks = match torch {
                 Some(v) if gpuscope::config::torch_ranges_on(&v).unwrap_or(false) => {
                     let dir = torch_hooks::write()?;

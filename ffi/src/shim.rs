@@ -52,16 +52,13 @@ extern "C" fn preload_init() {
         if !preloaded(&path) {
             return;
         }
+        // A misspelt variable would do nothing.
+        let names: Vec<String> = std::env::vars_os().map(|(k, _)| k.to_string_lossy().into_owned()).collect();
+        if let Some(said) = profiler::config::unknown_variables_said(names.iter().map(String::as_str)) {
+            say_once(&said);
+        }
         if let Err(e) = EnvConfig::from_env() {
-            let said = format!("gpuscope: {e}. The program runs unprofiled.");
-            // Once per job: the processes this one starts inherit the
-            // preload, and the variable.
-            let key = format!("{:016x}", fnv1a(said.as_bytes()));
-            if std::env::var("GPUSCOPE_SAID").ok().as_deref() != Some(key.as_str()) {
-                eprintln!("{said}");
-                // Single-threaded here (loader constructors run before main).
-                std::env::set_var("GPUSCOPE_SAID", key);
-            }
+            say_once(&format!("gpuscope: {e}. The program runs unprofiled."));
             return;
         }
         // Single-threaded here (loader constructors run before main).
@@ -73,9 +70,18 @@ extern "C" fn preload_init() {
     });
 }
 
-/// FNV-1a, 64 bits: a message's key that stays the same across processes.
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+/// Says `said` once per job: the processes this one starts inherit the
+/// preload and `GPUSCOPE_SAID`, which holds the keys of what was said.
+/// Single-threaded (loader constructors run before main).
+fn say_once(said: &str) {
+    let key = profiler::config::said_key(said);
+    let before = std::env::var("GPUSCOPE_SAID").unwrap_or_default();
+    if before.split(',').any(|k| k == key) {
+        return;
+    }
+    eprintln!("{said}");
+    let keys = if before.is_empty() { key } else { format!("{before},{key}") };
+    std::env::set_var("GPUSCOPE_SAID", keys);
 }
 
 #[used]

@@ -90,6 +90,12 @@ fn a_bad_setting_is_said_once_for_a_process_and_the_ones_it_starts() {
     let (out, _, e) = run(clean("/bin/sh").args(["-c", script]).env("LD_PRELOAD", lib()).env("GPUSCOPE_MODE", "fast"));
     assert_eq!(out.status.code(), Some(5));
     assert_eq!(e.matches("GPUSCOPE_MODE=\"fast\" is not valid").count(), 1, "{e}");
+    // A misspelt variable, once too, with the setting meant.
+    let misspelt = format!("GPUSCOPE_{}", "MODEE");
+    let (out, _, e) = run(clean("/bin/sh").args(["-c", script]).env("LD_PRELOAD", lib()).env(&misspelt, "metrics"));
+    assert_eq!(out.status.code(), Some(5));
+    assert_eq!(e.matches("GPUSCOPE_MODEE is not a gpuscope variable").count(), 1, "{e}");
+    assert!(e.contains("did you mean GPUSCOPE_MODE?"), "{e}");
 }
 
 #[test]

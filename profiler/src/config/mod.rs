@@ -170,12 +170,35 @@ pub fn unknown_variables<'a>(names: impl IntoIterator<Item = &'a str>) -> Vec<(S
         .filter(|n| n.starts_with("GPUSCOPE_") && !known.iter().any(|k| k == n))
         .map(|n| {
             let settings: Vec<String> = SETTINGS.iter().filter_map(|s| s.env).map(String::from).collect();
-            let near = crate::collect::metrics::closest(n, &settings, 1).pop().unwrap_or_default();
+            // Variables are upper case: `GPUSCOPE_mode` means GPUSCOPE_MODE.
+            let near =
+                crate::collect::metrics::closest(&n.to_ascii_uppercase(), &settings, 1).pop().unwrap_or_default();
             (n.to_string(), near)
         })
         .collect();
     out.sort();
     out
+}
+
+/// What gpuscope says of the misspelt variables among `names` (one line
+/// each, as [`unknown_variables`] finds them), `None` when there are none.
+pub fn unknown_variables_said<'a>(names: impl IntoIterator<Item = &'a str>) -> Option<String> {
+    let lines: Vec<String> = unknown_variables(names)
+        .into_iter()
+        .map(|(var, near)| {
+            format!("gpuscope: {var} is not a gpuscope variable, so it does nothing (did you mean {near}?)")
+        })
+        .collect();
+    (!lines.is_empty()).then(|| lines.join("\n"))
+}
+
+/// A message's key, the same in every process of a job (FNV-1a, 64 bits):
+/// `GPUSCOPE_SAID` holds the keys of what was said, so that processes a
+/// job starts (inheriting the preload and the variable) do not say it
+/// again.
+pub fn said_key(message: &str) -> String {
+    let h = message.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
+    format!("{h:016x}")
 }
 
 impl EnvConfig {
@@ -515,11 +538,12 @@ mod tests {
         // Built, not spelt out: the configuration test takes every quoted
         // variable name in the sources for one gpuscope reads.
         let var = |n: &str| format!("GPUSCOPE_{n}");
-        let names = ["MODEE", "KEEPTRACE", "OUPUT", "MODE", "LIB"].map(var);
+        let names = ["MODEE", "KEEPTRACE", "OUPUT", "MODE", "LIB", "mode"].map(var);
         let got = unknown_variables(names.iter().map(String::as_str).chain(["PATH"]));
-        let want: Vec<(String, String)> = [("KEEPTRACE", "KEEP_TRACE"), ("MODEE", "MODE"), ("OUPUT", "OUTPUT")]
-            .map(|(a, b)| (var(a), var(b)))
-            .to_vec();
+        let want: Vec<(String, String)> =
+            [("KEEPTRACE", "KEEP_TRACE"), ("MODEE", "MODE"), ("OUPUT", "OUTPUT"), ("mode", "MODE")]
+                .map(|(a, b)| (var(a), var(b)))
+                .to_vec();
         assert_eq!(got, want);
     }
 
