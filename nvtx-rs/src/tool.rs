@@ -34,35 +34,50 @@ pub struct EventAttributes<'a> {
     pub extended: ExtendedPayloads<'a>,
 }
 
-/// Up to [`MAX_EXTENDED`] extended payloads of one event, kept without
-/// allocating (every event of a domain that attaches them reads them).
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
+/// The extended payloads of one event (at most [`MAX_EXTENDED`]; empty,
+/// null and oversized blobs skipped), read only when asked: every push of
+/// a program's own ranges builds attributes, few carry these.
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ExtendedPayloads<'a> {
-    items: [ExtendedPayload<'a>; MAX_EXTENDED],
+    /// The caller's array (null: none), aligned, of `len` structs.
+    data: *const sys::nvtxPayloadData_t,
     len: usize,
+    _call: std::marker::PhantomData<&'a [u8]>,
+}
+
+impl Default for ExtendedPayloads<'_> {
+    fn default() -> Self {
+        ExtendedPayloads { data: std::ptr::null(), len: 0, _call: std::marker::PhantomData }
+    }
 }
 
 impl<'a> ExtendedPayloads<'a> {
     /// The payloads, in the caller's order.
-    pub fn iter(&self) -> impl Iterator<Item = &ExtendedPayload<'a>> {
-        self.items[..self.len].iter()
+    pub fn iter(&self) -> impl Iterator<Item = ExtendedPayload<'a>> + '_ {
+        (0..self.len).filter_map(move |i| {
+            // SAFETY: `data` holds `len` aligned structs, valid for the call
+            // (the contract of `extended`, the only constructor of a
+            // non-empty value).
+            let d = unsafe { &*self.data.add(i) };
+            (!d.payload.is_null() && d.size > 0 && d.size <= MAX_EXTENDED_BYTES).then(|| ExtendedPayload {
+                schema: d.schemaId,
+                // SAFETY: each blob is valid for its size for the call (the
+                // same contract); bytes need no alignment.
+                data: unsafe { std::slice::from_raw_parts(d.payload as *const u8, d.size) },
+            })
+        })
     }
 
     /// Whether the event had none.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
-
-    /// How many.
-    pub fn len(&self) -> usize {
-        self.len
-    }
 }
 
 /// One extended payload: a blob and the id of the schema that lays it out
 /// (a library's static ids start at
 /// [`sys::NVTX_PAYLOAD_SCHEMA_ID_STATIC_START`]).
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ExtendedPayload<'a> {
     /// Schema id.
     pub schema: u64,
@@ -275,31 +290,18 @@ unsafe fn attributes<'a>(a: *const nvtxEventAttributes_t) -> EventAttributes<'a>
     }
 }
 
-/// Reads `count` extended payloads from `data` (at most [`MAX_EXTENDED`],
-/// skipping empty, null and oversized blobs; none from a null or
-/// misaligned array).
+/// The `count` extended payloads at `data` (at most [`MAX_EXTENDED`]; none
+/// from a null or misaligned array), read when iterated.
 ///
 /// # Safety
 /// `data` is null or points to `count` `nvtxPayloadData_t`s whose blobs are
 /// valid for their sizes for the returned lifetime.
 unsafe fn extended<'a>(data: *const sys::nvtxPayloadData_t, count: i32) -> ExtendedPayloads<'a> {
-    let mut out = ExtendedPayloads::default();
     // A misaligned array is no caller's: reading it would be undefined.
     if data.is_null() || count <= 0 || !data.is_aligned() {
-        return out;
+        return ExtendedPayloads::default();
     }
-    let n = (count as usize).min(MAX_EXTENDED);
-    // SAFETY: per this function's contract, `n` <= `count` structs, aligned
-    // (checked above).
-    let all = unsafe { std::slice::from_raw_parts(data, n) };
-    for d in all.iter().filter(|d| !d.payload.is_null() && d.size > 0 && d.size <= MAX_EXTENDED_BYTES) {
-        // SAFETY: each blob is valid for its size (the contract); bytes
-        // need no alignment.
-        let data = unsafe { std::slice::from_raw_parts(d.payload as *const u8, d.size) };
-        out.items[out.len] = ExtendedPayload { schema: d.schemaId, data };
-        out.len += 1;
-    }
-    out
+    ExtendedPayloads { data, len: (count as usize).min(MAX_EXTENDED), _call: std::marker::PhantomData }
 }
 
 fn plain(message: Cow<'_, str>) -> EventAttributes<'_> {
@@ -631,7 +633,7 @@ mod tests {
         let got = unsafe { attributes(&a) };
         assert_eq!(got.message, "ncclAllReduce");
         assert_eq!(got.payload, None);
-        assert_eq!(got.extended.len(), 1, "empty, null and oversized blobs are skipped");
+        assert_eq!(got.extended.iter().count(), 1, "empty, null and oversized blobs are skipped");
         let first = got.extended.iter().next().unwrap();
         assert_eq!(first.schema, (1 << 24) + 5);
         assert_eq!(&first.data[8..16], &(1u64 << 30).to_ne_bytes());
@@ -639,7 +641,7 @@ mod tests {
         let many = [data[0]; MAX_EXTENDED + 4];
         let a = with_payload(sys::NVTX_PAYLOAD_TYPE_EXT, many.as_ptr() as u64, many.len() as i32);
         // SAFETY: as above.
-        assert_eq!(unsafe { attributes(&a) }.extended.len(), MAX_EXTENDED);
+        assert_eq!(unsafe { attributes(&a) }.extended.iter().count(), MAX_EXTENDED);
         let a = with_payload(sys::NVTX_PAYLOAD_TYPE_EXT, data.as_ptr() as u64, -1);
         // SAFETY: as above.
         assert!(unsafe { attributes(&a) }.extended.is_empty());

@@ -122,9 +122,7 @@ const ONE_LAUNCH_STEP: f64 = 2.5;
 /// Launches per step and device of the steady state, where steps were
 /// found in it.
 fn launches_per_found_step(r: &Report) -> Option<f64> {
-    let s = r.session_steady.as_ref()?;
-    let f = s.steps?;
-    let steps = (s.wall_ns() as f64 / f.median_ns.max(1) as f64).max(1.0);
+    let (s, steps) = found_steps(r)?;
     // Launches are counted over every device, steps on one: per device.
     let devices = r.device_time.iter().filter(|d| d.busy_ns > 0).count().max(1);
     Some(s.launches as f64 / steps / devices as f64)
@@ -162,18 +160,23 @@ pub(super) fn runtime_syncs(r: &Report, fw: Framework) -> Option<String> {
 /// step (or nearly).
 const READS_PER_STEP: f64 = 0.5;
 
-/// Device-to-host copies per step found in the steady state, over the
-/// session (a program's reads of results: `float()` of a device array,
-/// `jax.device_get`, `.item()`); `None` where no steps were found.
+/// Device-to-host copies per step found in the steady state (a program's
+/// reads of results: `float()` of a device array, `jax.device_get`,
+/// `.item()`); `None` where no steps were found or the steady state's
+/// copies were not counted.
 fn reads_per_step(r: &Report) -> Option<f64> {
+    let (s, steps) = found_steps(r)?;
+    // Not counted in the steady state (an older report): not known.
+    s.copies?;
+    Some(s.device_to_host_copies as f64 / steps)
+}
+
+/// The steady state and the steps found in it (its length over the median
+/// step), where steps were found.
+fn found_steps(r: &Report) -> Option<(&crate::report::SessionSteady, f64)> {
     let s = r.session_steady.as_ref()?;
     let f = s.steps?;
-    let steps = (s.wall_ns() as f64 / f.median_ns.max(1) as f64).max(1.0);
-    let reads = match s.copies {
-        Some(_) => s.device_to_host_copies,
-        None => r.memory.memcpy.iter().filter(|c| c.kind == "DtoH").map(|c| c.count).sum(),
-    };
-    Some(reads as f64 / steps)
+    Some((s, (s.wall_ns() as f64 / f.median_ns.max(1) as f64).max(1.0)))
 }
 
 /// Session-wide advice (a program without ranges): no per-call evidence.
@@ -800,7 +803,8 @@ mod tests {
         // waits through the runtime's threads: no note, and the reads are
         // named where the GPU idles for dispatch.
         r.memory.main_thread_synchronization_ns = Some(1_000_000);
-        r.memory.memcpy.push(crate::report::CopySummary { kind: "DtoH".into(), count: 300, ..Default::default() });
+        let steady = r.session_steady.as_mut().unwrap();
+        (steady.copies, steady.device_to_host_copies) = (Some(300), 300);
         assert!(runtime_syncs(&r, Framework::Xla).is_none());
         let advice = session_advice("dispatch", &r, Framework::Xla);
         assert!(advice.starts_with("Read values every N steps") && advice.contains("1.0 device-to-host"), "{advice}");
