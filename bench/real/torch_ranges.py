@@ -4,11 +4,13 @@
         A Hugging Face Llama (8 layers, hidden 1024, tied embeddings, bf16,
         fused AdamW) fed by a DataLoader; prints its own step time and the
         6 x params x tokens MFU. Run it under `gpuscope run --torch-ranges`.
-    python3 torch_ranges.py overhead llama|mlp [--steps 30] [--rounds 8]
-        In one process, ms per step with and without module ranges, in
-        alternating blocks of steps: with no session, in a trace session,
-        in an always-on session (sampling, trace windows 0/1000). Needs
-        GPUSCOPE_LIB (the library) and gpuscope importable.
+    python3 torch_ranges.py overhead llama|mlp|tiny|resnet [--steps 30] [--rounds 8] [--always-on]
+        In one process, ms per step in alternating blocks of steps: a trace
+        session against none; in a trace session, module ranges from the
+        Python stack against none and the hooks against none; with
+        --always-on, the same two in an always-on session (sampling, trace
+        windows 0/1000). Needs GPUSCOPE_LIB (the library) and gpuscope
+        importable.
     python3 torch_ranges.py graphs --out DIR
         An annotated model captured into a CUDA graph by hand and replayed,
         and two compiled with mode="reduce-overhead" (a small one, a
@@ -94,59 +96,127 @@ def train(a):
                       "max_memory_allocated": torch.cuda.max_memory_allocated()}), flush=True)
 
 
+def tiny(vocab=256, hidden=64, layers=8, seq=16):
+    """A Hugging Face Llama too small to keep the GPU busy, with a
+    per-tensor AdamW: ~1,400 launches a step, bound by their dispatch."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    cfg = LlamaConfig(vocab_size=vocab, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
+                      num_attention_heads=4, num_key_value_heads=4, tie_word_embeddings=True,
+                      attn_implementation="sdpa")
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(cfg).cuda()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=False)
+    ids = torch.randint(0, vocab, (1, seq), device="cuda")
+
+    def step():
+        loss = model(input_ids=ids, labels=ids).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return loss
+
+    step.model = model
+    return step, sum(p.numel() for p in model.parameters()), seq
+
+
+def resnet(batch=4, size=64):
+    """torchvision's ResNet-18 on small images with per-tensor SGD: bound
+    by launches."""
+    import torchvision
+
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18(num_classes=10).cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9, foreach=False)
+    x = torch.randn(batch, 3, size, size, device="cuda")
+    y = torch.randint(0, 10, (batch,), device="cuda")
+    loss_fn = nn.CrossEntropyLoss()
+
+    def step():
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return loss
+
+    step.model = model
+    return step, sum(p.numel() for p in model.parameters()), batch
+
+
+LOOPS = {"llama": lambda: llama(), "mlp": lambda: mlp(), "tiny": lambda: tiny(), "resnet": lambda: resnet()}
+
+
 def overhead(a):
-    """Module ranges' cost, paired: blocks of steps with and without the
-    hooks alternate in one process, in three settings (no session, a trace
-    session, an always-on session); medians of the blocks and of the
-    per-round ratios."""
+    """Module ranges' cost, paired: blocks of steps with and without them
+    alternate in one process (which goes first alternates too); medians of
+    the blocks and of the per-round ratios. Pairs: a trace session against
+    none (a session started and stopped around each block); in a trace
+    session, the hooks (`TorchRanges`) against none, and modules from the
+    Python stack (`StackModules`) against none; and, last, the same two in
+    an always-on session (sampling, trace windows 0/1000)."""
     import statistics
 
     import gpuscope
     from gpuscope import _native, _torch_ranges
 
-    step, _, _ = (llama if a.loop == "llama" else mlp)()
+    step, _, _ = LOOPS[a.loop]()
     for _ in range(a.warmup):
         step()
-    hooks = _torch_ranges.TorchRanges(_torch_ranges.Library(str(_native.library_path())))
+    path = str(_native.library_path())
+    hooks = _torch_ranges.TorchRanges(_torch_ranges.Library(path))
     out = {}
 
-    def block(ranges):
-        if ranges:
+    def block(on, kind):
+        undo = None
+        if on and kind == "hooks":
             hooks.install(discover=False)
             hooks.annotate(step.model)
+            undo = hooks.uninstall
+        elif on and kind == "stack":
+            mods = _torch_ranges.StackModules(path)
+            mods._add_model(step.model)
+            assert mods.error is None, mods.error
+            undo = mods.uninstall
+        elif on and kind == "session":
+            session = gpuscope.profile(mode="trace", output=None).start()
+            undo = session.stop
         try:
             for _ in range(3):
                 step()
             return timed(step, a.steps) * 1e3
         finally:
-            if ranges:
-                hooks.uninstall()
+            if undo is not None:
+                undo()
 
-    def paired(name, rounds=a.rounds):
+    def paired(name, kind, rounds=a.rounds):
         without, with_, ratios = [], [], []
         for r in range(rounds):
-            # Alternate which goes first.
             if r % 2:
-                w = block(True)
-                o = block(False)
+                w = block(True, kind)
+                o = block(False, kind)
             else:
-                o = block(False)
-                w = block(True)
+                o = block(False, kind)
+                w = block(True, kind)
             without.append(o)
             with_.append(w)
             ratios.append(w / o)
-        out[name] = {"without_ranges_ms": round(statistics.median(without), 3),
-                     "with_ranges_ms": round(statistics.median(with_), 3),
+        q = statistics.quantiles(ratios, n=4) if len(ratios) >= 2 else [ratios[0]] * 3
+        out[name] = {"without_ms": round(statistics.median(without), 3),
+                     "with_ms": round(statistics.median(with_), 3),
                      "median_ratio": round(statistics.median(ratios), 4),
+                     "ratio_iqr": [round(q[0], 4), round(q[2], 4)],
                      "ratios": [round(x, 3) for x in ratios]}
         print(json.dumps({name: out[name]}), flush=True)
 
-    paired("no session")
-    with gpuscope.profile(mode="trace"):
-        paired("trace")
-    # Last: after a sampling session no other can start in the process.
-    with gpuscope.profile(mode="sampling", trace_windows=(0, 1000)):
-        paired("always-on")
+    paired("trace session vs none", "session")
+    with gpuscope.profile(mode="trace", output=None):
+        paired("stack modules in trace", "stack")
+        paired("hooks in trace", "hooks")
+    if a.always_on:
+        # Last: after a sampling session no other can start in the process.
+        with gpuscope.profile(mode="sampling", trace_windows=(0, 1000), output=None):
+            paired("stack modules in always-on", "stack")
+            paired("hooks in always-on", "hooks")
     print(json.dumps({"loop": a.loop, "steps_per_block": a.steps, "overhead": out}), flush=True)
 
 
@@ -220,7 +290,8 @@ def graphs(a):
 if __name__ == "__main__":
     p = argparse.ArgumentParser()
     p.add_argument("what", choices=["train", "overhead", "graphs"])
-    p.add_argument("loop", nargs="?", default="llama", choices=["llama", "mlp"])
+    p.add_argument("loop", nargs="?", default="llama", choices=sorted(LOOPS))
+    p.add_argument("--always-on", action="store_true")
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--rounds", type=int, default=8)

@@ -81,6 +81,11 @@
 // `gpuscope_range_framework_memory`: figures at the range's end.
 #define GPUSCOPE_AT_END 1
 
+// `gpuscope_python_functions` flag: the walk up a launching thread's
+// Python stack stops at this function's frame (a model's outermost
+// module, an optimizer's `step`).
+#define GPUSCOPE_FUNCTION_ROOT 1
+
 // Session options. Call `gpuscope_config_init` first: it sets
 // `struct_size`, which lets later versions add fields at the end.
 typedef struct {
@@ -224,6 +229,41 @@ int gpuscope_range_flops(double flops);
 // theirs). It is taken out of the host's share of idle GPU time before
 // verdicts, as gpuscope's callbacks' time is.
 int gpuscope_range_cost(uint64_t ns);
+
+// Attributes launches to Python functions on the launching thread's
+// stack, without a call per function call: at each traced launch, the
+// frames of the `count` functions given (their code objects' addresses in
+// `codes`, the names of their ranges in `names`, `GPUSCOPE_FUNCTION_ROOT`
+// or 0 in `flags`) make ranges under the thread's own, keeping the
+// outermost `levels` (1 to 16) of them. The caller keeps the code objects
+// alive while they are registered. `here`: the code objects' addresses of
+// the caller's `here_count` innermost Python frames, innermost first,
+// three or more, each called from the next by Python: the interpreter's
+// frame layout is found from them. A `count` of 0 turns it off. Only in a
+// Python process.
+//
+// # Safety
+// `codes`, `names` and `flags` point to `count` elements each, `here` to
+// `here_count` (or are NULL with a count of 0); each name is a C string.
+int gpuscope_python_functions(const size_t *codes,
+                              const char *const *names,
+                              const uint32_t *flags,
+                              uint32_t count,
+                              uint32_t levels,
+                              const size_t *here,
+                              uint32_t here_count);
+
+// Writes into `buf` (`len` bytes, NUL included) the names of the
+// functions registered with `gpuscope_python_functions` on the calling
+// thread's Python stack, outermost first, joined by `/`: the ranges a
+// launch made here is attributed to, under the thread's own. `*needed`
+// (if not NULL) gets the whole text's length without its NUL; a longer
+// text than `len - 1` is cut.
+//
+// # Safety
+// `buf` points to `len` writable bytes (or is NULL with `len` 0);
+// `needed` is NULL or writable.
+int gpuscope_python_functions_here(char *buf, size_t len, size_t *needed);
 
 // Reports a framework allocator's figures at the start
 // (`GPUSCOPE_AT_START`) or end (`GPUSCOPE_AT_END`) of the calling thread's

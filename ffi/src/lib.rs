@@ -676,6 +676,115 @@ pub extern "C" fn gpuscope_range_cost(ns: u64) -> c_int {
     })
 }
 
+/// `gpuscope_python_functions` flag: the walk up a launching thread's
+/// Python stack stops at this function's frame (a model's outermost
+/// module, an optimizer's `step`).
+pub const GPUSCOPE_FUNCTION_ROOT: u32 = 1;
+
+/// Attributes launches to Python functions on the launching thread's
+/// stack, without a call per function call: at each traced launch, the
+/// frames of the `count` functions given (their code objects' addresses in
+/// `codes`, the names of their ranges in `names`, `GPUSCOPE_FUNCTION_ROOT`
+/// or 0 in `flags`) make ranges under the thread's own, keeping the
+/// outermost `levels` (1 to 16) of them. The caller keeps the code objects
+/// alive while they are registered. `here`: the code objects' addresses of
+/// the caller's `here_count` innermost Python frames, innermost first,
+/// three or more, each called from the next by Python: the interpreter's
+/// frame layout is found from them. A `count` of 0 turns it off. Only in a
+/// Python process.
+///
+/// # Safety
+/// `codes`, `names` and `flags` point to `count` elements each, `here` to
+/// `here_count` (or are NULL with a count of 0); each name is a C string.
+#[no_mangle]
+pub unsafe extern "C" fn gpuscope_python_functions(
+    codes: *const usize,
+    names: *const *const c_char,
+    flags: *const u32,
+    count: u32,
+    levels: u32,
+    here: *const usize,
+    here_count: u32,
+) -> c_int {
+    guard(|| {
+        if here_count > 0 && here.is_null() {
+            set_error("gpuscope_python_functions: NULL `here` with a count of frames; allowed: an array of `here_count` elements, or a count of 0");
+            return GPUSCOPE_ERR_INVALID;
+        }
+        let here: &[usize] = if here_count == 0 {
+            &[]
+        } else {
+            // SAFETY: per this function's contract.
+            unsafe { std::slice::from_raw_parts(here, here_count as usize) }
+        };
+        if count > 0 && (codes.is_null() || names.is_null() || flags.is_null()) {
+            set_error("gpuscope_python_functions: NULL arrays with a count of functions; allowed: arrays of `count` elements, or a count of 0");
+            return GPUSCOPE_ERR_INVALID;
+        }
+        let mut functions = Vec::with_capacity(count as usize);
+        for i in 0..count as usize {
+            // SAFETY: per this function's contract, each array has `count`
+            // elements and each name is NULL or a C string.
+            let (code, name, flag) = unsafe { (*codes.add(i), *names.add(i), *flags.add(i)) };
+            // SAFETY: as above.
+            let name = match unsafe { opt_str(name, "name") } {
+                Ok(n) => n.unwrap_or("").to_string(),
+                Err(c) => return c,
+            };
+            if flag & !GPUSCOPE_FUNCTION_ROOT != 0 {
+                set_error(&format!(
+                    "gpuscope_python_functions: flags {flag:#x} of {name:?}; allowed: 0 or GPUSCOPE_FUNCTION_ROOT (1)"
+                ));
+                return GPUSCOPE_ERR_INVALID;
+            }
+            if code == 0 {
+                set_error(&format!("gpuscope_python_functions: code 0 for {name:?}; allowed: a code object's address"));
+                return GPUSCOPE_ERR_INVALID;
+            }
+            functions.push(profiler::PythonFunction { code, name, root: flag & GPUSCOPE_FUNCTION_ROOT != 0 });
+        }
+        match profiler::attribute_python_functions(&functions, levels as usize, here) {
+            Ok(()) => GPUSCOPE_OK,
+            Err(e) => code(&e),
+        }
+    })
+}
+
+/// Writes into `buf` (`len` bytes, NUL included) the names of the
+/// functions registered with `gpuscope_python_functions` on the calling
+/// thread's Python stack, outermost first, joined by `/`: the ranges a
+/// launch made here is attributed to, under the thread's own. `*needed`
+/// (if not NULL) gets the whole text's length without its NUL; a longer
+/// text than `len - 1` is cut.
+///
+/// # Safety
+/// `buf` points to `len` writable bytes (or is NULL with `len` 0);
+/// `needed` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn gpuscope_python_functions_here(buf: *mut c_char, len: usize, needed: *mut usize) -> c_int {
+    guard(|| {
+        if buf.is_null() && len > 0 {
+            set_error("gpuscope_python_functions_here: NULL buffer with a length; allowed: a buffer of `len` bytes, or a length of 0");
+            return GPUSCOPE_ERR_INVALID;
+        }
+        let text = profiler::python_functions_here().join("/");
+        if len > 0 {
+            let n = text.len().min(len - 1);
+            // SAFETY: per this function's contract, `buf` has `len` bytes;
+            // `n + 1 <= len` are written.
+            unsafe {
+                std::ptr::copy_nonoverlapping(text.as_ptr(), buf as *mut u8, n);
+                *buf.add(n) = 0;
+            }
+        }
+        if !needed.is_null() {
+            // SAFETY: per this function's contract.
+            unsafe { *needed = text.len() };
+        }
+        GPUSCOPE_OK
+    })
+}
+
 /// Reports a framework allocator's figures at the start
 /// (`GPUSCOPE_AT_START`) or end (`GPUSCOPE_AT_END`) of the calling thread's
 /// innermost open range: bytes in use by tensors, bytes the allocator holds

@@ -195,6 +195,12 @@ pub fn domain_name(id: DomainId) -> Option<&'static str> {
     DOMAINS.read().unwrap_or_else(|e| e.into_inner()).get(id as usize - 1).copied()
 }
 
+/// The id of the domain named `name`, made if no program created it: for
+/// a tool's own ranges, kept apart from the program's by their domain.
+pub fn domain(name: &str) -> DomainId {
+    intern(&DOMAINS, name) as DomainId
+}
+
 fn domain_id(h: nvtxDomainHandle_t) -> DomainId {
     h as usize as DomainId
 }

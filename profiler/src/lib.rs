@@ -107,6 +107,46 @@ pub fn enter_range(name: &str, follow: bool) {
     collect::nvtx::enter(name, follow);
 }
 
+/// A Python function whose frames name the launches made inside them
+/// (for [`attribute_python_functions`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PythonFunction {
+    /// The address of its code object (`id(f.__code__)`); the caller keeps
+    /// the code object alive while it is registered.
+    pub code: usize,
+    /// The name of its ranges (a module's class name).
+    pub name: String,
+    /// Frames above its frame are not looked at (a model's outermost
+    /// module, an optimizer's `step`).
+    pub root: bool,
+}
+
+/// Attributes launches to the Python functions on the launching thread's
+/// stack: at each traced launch on a thread holding the GIL, the frames of
+/// `functions` on its stack (outermost `levels` of them, 1 to 16) make
+/// ranges under the thread's own, open from the first launch inside a
+/// call to the end of the last one. No call per function call: a walk of
+/// the frames at each launch. An empty `functions` turns it off. `here`:
+/// the code objects' addresses of the caller's innermost Python frames,
+/// innermost first, three or more, each called from the next by Python
+/// (the interpreter's frame layout is found from them). For framework
+/// integrations (gpuscope's PyTorch modules without hooks); only in a
+/// Python process.
+pub fn attribute_python_functions(functions: &[PythonFunction], levels: usize, here: &[usize]) -> Result<()> {
+    let fs = functions
+        .iter()
+        .map(|f| collect::python_stack::Function { code: f.code, name: f.name.as_str().into(), root: f.root })
+        .collect();
+    collect::python_stack::register(fs, levels, here).map_err(|e| Error::new(ErrorKind::InvalidConfig, e))
+}
+
+/// The names of the registered Python functions ([`attribute_python_functions`])
+/// on the calling thread's Python stack, outermost first: the ranges a
+/// launch made here would be attributed to, under the thread's own.
+pub fn python_functions_here() -> Vec<String> {
+    collect::python_stack::names_here().iter().map(|n| n.to_string()).collect()
+}
+
 /// Closes the calling thread's innermost range opened by [`enter_range`]
 /// (or an NVTX push of the default domain). `discard`: leave this opening
 /// of it out of the report (it did none of the work it names: a `step`

@@ -322,7 +322,7 @@ def _torch_hooks(depth, discover=True):
     import sys
 
     env = getattr(sys.modules.get("_gpuscope_torch_ranges"), "ACTIVE", None)
-    if env is not None:
+    if env is not None and not getattr(env, "stack", False):
         return env, False
     hooks = _torch_ranges.ACTIVE
     if hooks is not None and hooks.installed:

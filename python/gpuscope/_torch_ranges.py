@@ -964,13 +964,169 @@ class TorchRanges:
             "F.scaled_dot_product_attention; not counted: torch.matmul and other products, compiled regions)")
 
 
+#: `GPUSCOPE_FUNCTION_ROOT`: the walk up a Python stack stops at the frame.
+FUNCTION_ROOT = 1
+#: Levels the library keeps at most.
+MAX_STACK_LEVELS = 16
+
+
+def _unwrapped_code(fn):
+    """The code object that runs as `fn`'s own frame: under decorators
+    (functools.wraps), the innermost function's."""
+    seen = 0
+    while hasattr(fn, "__wrapped__") and seen < 16:
+        fn, seen = fn.__wrapped__, seen + 1
+    fn = getattr(fn, "__func__", fn)
+    return getattr(fn, "__code__", None)
+
+
+class StackModules:
+    """Module ranges with no hook per module call: the library attributes
+    each launch to the registered modules' `forward` frames on the
+    launching thread's Python stack (`Model/DecoderLayer/Attention`, by
+    class name), and to an optimizer's `step`. Models are found at their
+    first call (a forward pre-hook on every module until then), optimizers
+    at their first step; after that no Python runs per call. Backward
+    kernels, launched by autograd's worker thread, have no Python stack:
+    they count for the ranges open around them, not a module."""
+
+    #: Not the hooks (`TorchRanges`): `annotate` and `profile(torch_ranges=)`
+    #: install those beside it.
+    stack = True
+
+    def __init__(self, path, depth=None):
+        h = ctypes.CDLL(path)
+        h.gpuscope_python_functions.argtypes = [
+            ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(ctypes.c_uint32),
+            ctypes.c_uint32, ctypes.c_uint32, ctypes.POINTER(ctypes.c_size_t), ctypes.c_uint32]
+        h.gpuscope_last_error.restype = ctypes.c_char_p
+        self._h = h
+        self.depth = depth
+        self.levels = 1
+        self._functions = {}  # code -> (name, root); code objects kept alive here
+        self._known = set()  # id() of modules of registered models
+        self._roots = set()  # id() of the models found
+        self._root_calls = 0
+        self._handles = []
+        self.error = None
+
+    def install(self):
+        """Looks for models and optimizers (see the class)."""
+        import torch.optim.optimizer as optim
+        from torch.nn.modules.module import register_module_forward_pre_hook
+
+        self._handles = [register_module_forward_pre_hook(self._discover),
+                         optim.register_optimizer_step_pre_hook(self._optimizer)]
+        atexit.register(self.uninstall)
+        return self
+
+    def uninstall(self):
+        """Stops looking and unregisters every function."""
+        for which in range(len(self._handles)):
+            self._stop(which)
+        self._functions.clear()
+        self._register()
+
+    def _discover(self, module, args):
+        key = id(module)
+        if key in self._roots:
+            # Models are looked for until one has been called a few times.
+            self._root_calls += 1
+            if self._root_calls >= DISCOVERY_CALLS:
+                self._stop(0)
+            return
+        if key in self._known or next(module.parameters(), None) is None:
+            return
+        inner = _compiled_inner(module)
+        self._roots.add(key)
+        self._known.add(key)
+        self._add_model(inner if inner is not None else module)
+
+    def _optimizer(self, optimizer, args, kwargs):
+        code = _unwrapped_code(type(optimizer).step)
+        if code is not None and code not in self._functions:
+            self._functions[code] = ("optimizer", True)
+            self._register()
+        self._stop(1)
+
+    def _stop(self, which):
+        if len(self._handles) > which and self._handles[which] is not None:
+            self._handles[which].remove()
+            self._handles[which] = None
+
+    def _add_model(self, model):
+        import torch.nn as nn
+
+        depth = self.depth if self.depth is not None else default_depth(model)
+        self.levels = min(max(self.levels, depth + 1), MAX_STACK_LEVELS)
+
+        def visit(m, level, root):
+            self._known.add(id(m))
+            container = isinstance(m, (nn.ModuleList, nn.ModuleDict))
+            has_params = any(True for _ in m.parameters(recurse=False))
+            has_children = any(True for _ in m.children())
+            light = isinstance(m, (nn.Embedding, nn.EmbeddingBag)) or "Norm" in type(m).__name__
+            if not container and level <= depth and (root or has_children or (has_params and not light)):
+                code = _unwrapped_code(type(m).forward)
+                if code is not None:
+                    name, was_root = self._functions.get(code, (type(m).__name__, False))
+                    self._functions[code] = (name, was_root or root)
+            for child in m.children():
+                visit(child, level if container else level + 1, False)
+
+        visit(model, 0, True)
+        self._register()
+
+    def _register(self):
+        items = list(self._functions.items())
+        n = len(items)
+        codes = (ctypes.c_size_t * max(n, 1))(*[id(c) for c, _ in items])
+        names = (ctypes.c_char_p * max(n, 1))(*[name.encode() for _, (name, _) in items])
+        flags = (ctypes.c_uint32 * max(n, 1))(*[FUNCTION_ROOT if root else 0 for _, (_, root) in items])
+        # The library finds the interpreter's frame layout from three
+        # frames, each called by the next, under a call from C (map): the
+        # frames a launch sees are of that kind.
+        rc = list(map(partial(_calibrating3, self._h, codes, names, flags, n, self.levels), [0]))[0]
+        if rc != 0 and n > 0:
+            self.error = (self._h.gpuscope_last_error() or b"").decode("utf-8", "replace")
+            print(f"gpuscope: module ranges from the Python stack are off: {self.error}", file=sys.stderr)
+            self._functions.clear()
+            for which in range(len(self._handles)):
+                self._stop(which)
+
+
+def _calibrating1(h, codes, names, flags, n, levels):
+    f = sys._getframe()
+    here = []
+    while f is not None and len(here) < 3:
+        here.append(id(f.f_code))
+        f = f.f_back
+    arr = (ctypes.c_size_t * 3)(*here)
+    return h.gpuscope_python_functions(codes, names, flags, n, levels, arr, 3)
+
+
+def _calibrating2(*a):
+    return _calibrating1(*a)
+
+
+def _calibrating3(h, codes, names, flags, n, levels, _item):
+    return _calibrating2(h, codes, names, flags, n, levels)
+
+
 def parse_depth(text, variable="GPUSCOPE_TORCH_RANGES"):
     """`on`/`auto` (or unset, where the hooks were asked for): default depth
-    ("auto"); N or depth=N (1 or more): N module levels; `0`/`off` or empty
-    (the default, as for every setting): no ranges (None)."""
+    ("auto"); N or depth=N (1 or more): N module levels; `stack` or
+    `stack=N`: ("stack", "auto" or N), modules from the Python stack
+    (`StackModules`); `0`/`off` or empty (the default, as for every
+    setting): no ranges (None)."""
     if text is None:
         return "auto"
     t = text.strip().lower()
+    if t == "stack" or t.startswith("stack="):
+        d = "auto" if t == "stack" else parse_depth(t[6:], variable)
+        if d is None or d == "auto" and t != "stack":
+            raise ValueError(f"{variable}={text!r}: stack=N takes a depth of 1 or more")
+        return ("stack", d)
     if t in ("on", "true", "auto", "yes"):
         return "auto"
     if t in ("", "0", "off", "false", "no"):
@@ -981,7 +1137,7 @@ def parse_depth(text, variable="GPUSCOPE_TORCH_RANGES"):
         d = int(t)
     except ValueError:
         raise ValueError(f"{variable}={text!r}: allowed: on/auto (default depth), N or depth=N (N module levels, "
-                         "1 or more), off/0") from None
+                         "1 or more), stack or stack=N (modules from the Python stack at each launch), off/0") from None
     if d < 1:
         raise ValueError(f"{variable}={text!r}: a depth of 1 or more")
     return d
@@ -1000,6 +1156,8 @@ def install_from_environment():
     path = os.environ.get("GPUSCOPE_LIB")
     if not path:
         return None
+    if isinstance(depth, tuple):
+        return StackModules(path, depth=None if depth[1] == "auto" else depth[1]).install()
     ranges = TorchRanges(Library(path), depth=None if depth == "auto" else depth)
     ranges.install()
     if os.environ.get("GPUSCOPE_QUIET", "").strip() not in ("on", "1"):

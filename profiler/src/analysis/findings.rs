@@ -405,7 +405,7 @@ pub(super) fn findings(
     out.extend(sampled.into_iter().take(MAX_PER_KIND));
     // Whole-session idle when the program has no ranges of its own: its
     // steady state's, gpuscope's cost taken out.
-    if ranges.iter().all(|g| g.library.is_some()) {
+    if ranges.iter().all(|g| g.library.is_some() || g.from_stack) {
         if let Some((split, wall, what)) = session_idle(r) {
             let a = split.to_array();
             let wall = wall.saturating_sub(split.profiler_ns).max(1);

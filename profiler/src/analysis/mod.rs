@@ -88,6 +88,9 @@ pub struct RangeAnalysis {
     /// The library's or framework's NVTX domain when the range is one of
     /// theirs: folded into the range around it, no verdict of its own.
     pub library: Option<String>,
+    /// gpuscope opened it for a function on the Python stack (a module, the
+    /// optimizer): never a step.
+    pub from_stack: bool,
     /// Wall time without gpuscope's own time (its measurements in metrics
     /// mode, its estimated per-launch cost in trace mode), ns: the time
     /// base of the shares, utilisation and MFU below.
@@ -532,6 +535,7 @@ fn range(r: &Report, g: &RangeSummary, w: Option<&Weighted>, peaks: Option<&Peak
         throughput_unit: work.and_then(|(_, u)| u),
         verdict: v,
         path,
+        from_stack: is_from_stack(g),
         untraced: false,
         launches: Some(calls.launches),
         comm_ns: calls.comm_ns,
@@ -582,10 +586,17 @@ impl Calls {
     }
 }
 
+/// Whether `g` is a range gpuscope opened for a function on the Python
+/// stack.
+fn is_from_stack(g: &RangeSummary) -> bool {
+    g.path.frames.last().and_then(|f| f.domain.as_deref()) == Some(crate::model::path::STACK_DOMAIN)
+}
+
 /// A range of a library's or framework's NVTX domain: folded into the
 /// range around it (whose figures include it), no verdict of its own.
 fn folded_range(g: &RangeSummary, domain: &str) -> RangeAnalysis {
     RangeAnalysis {
+        from_stack: is_from_stack(g),
         path: g.path.to_string(),
         count: g.count,
         wall_ns: g.wall_ns,
@@ -645,6 +656,7 @@ fn untraced_range(g: &RangeSummary, peaks: Option<&Peaks>, counted: bool) -> Ran
     let launches = counted.then(|| s.map_or(g.untraced_launches, |s| s.launches));
     let n = launches.map(|launches| Counted { calls: count, launches, wall_ns });
     RangeAnalysis {
+        from_stack: is_from_stack(g),
         path: g.path.to_string(),
         count,
         wall_ns,
@@ -913,5 +925,35 @@ mod tests {
         // 2e12 FLOPs in 10 ms on one H100 (989.4 TFLOP/s bf16): about 20%.
         assert!((one - 20.2).abs() < 0.5, "{one}");
         assert!((two - one / 2.0).abs() < 1e-9, "{one} {two}");
+    }
+
+    #[test]
+    fn ranges_from_the_python_stack_are_shown_but_never_the_step() {
+        use crate::aggregate::{AggregateOptions, Aggregator};
+        use crate::decode::KernelActivity;
+        use crate::model::event::HostEvent;
+        // A loop with no range of its own: each 10 ms step runs a model
+        // (a stack range at the root, 6 ms of kernels) and an optimizer
+        // step outside it (2 ms).
+        let stack = gpuscope_nvtx::tool::domain(crate::model::path::STACK_DOMAIN);
+        let model = paths().intern(ROOT, stack, "StackTestModel");
+        let mut a = Aggregator::new(AggregateOptions::default(), crate::aggregate::devices::DeviceTable::fixed(vec![]));
+        for i in 0..20u64 {
+            let t = i * 10_000_000;
+            a.host_event(HostEvent::Push { instance: i + 1, parent: 0, path: model, tid: 1, ts: t });
+            let c = 2 * i as u32 + 1;
+            a.host_event(HostEvent::launch(c, 1, model, i + 1, t + 1_000));
+            a.kernel(&KernelActivity::sample(c, t + 2_000, t + 6_002_000));
+            a.host_event(HostEvent::Pop { instance: i + 1, ts: t + 6_000_000 });
+            a.host_event(HostEvent::launch(c + 1, 1, ROOT, 0, t + 6_100_000));
+            a.kernel(&KernelActivity::sample(c + 1, t + 6_200_000, t + 8_200_000));
+        }
+        let r = Report::build(a.finish(200_000_000), 0, 200_000_000);
+        let an = analyze(&r);
+        let g = an.ranges.iter().find(|g| g.path == "StackTestModel").expect("the model's range is shown by name");
+        assert!(g.from_stack && g.count == 20, "{g:?}");
+        let answer = an.answer.expect("an answer");
+        assert_eq!(answer.range, None, "the model's forward is not the step");
+        assert!(answer.others.iter().all(|o| o.range != "StackTestModel"));
     }
 }

@@ -13,7 +13,7 @@ use super::debug::debug;
 use super::driver::{self, with_current};
 use super::held::Held;
 use super::metrics::collector::{self, LaunchSite, Measured};
-use super::{active, hold, nvtx, panic_guard, tally, CollectOptions, Collection};
+use super::{active, hold, nvtx, panic_guard, python_stack, tally, CollectOptions, Collection};
 use crate::error::Result;
 use crate::model::event::HostEvent;
 use crate::model::path::PathId;
@@ -544,7 +544,8 @@ pub(super) unsafe extern "C" fn api_callback(
         let ts = now();
         let _ = CALL_ENTERED.try_with(|c| c.set(Some(entered)));
         sample_device_of_launch(&s, d.context);
-        let ctx = nvtx::current();
+        let prev_call_ns = LAST_CALL_NS.try_with(|c| c.replace(0)).unwrap_or(0);
+        let ctx = python_stack::launch_context(&s, nvtx::current(), ts, prev_call_ns);
         let graph = is_graph_launch(domain, cbid);
         // A collector on demand between passes costs a launch nothing.
         let profiled = s.collector.as_ref().filter(|c| c.is_armed()).is_some_and(|c| {
@@ -563,7 +564,6 @@ pub(super) unsafe extern "C" fn api_callback(
             }
             measured == Measured::Selected
         });
-        let prev_call_ns = LAST_CALL_NS.try_with(|c| c.replace(0)).unwrap_or(0);
         s.send(HostEvent::Launch {
             correlation_id,
             tid: ctx.tid,
@@ -577,6 +577,12 @@ pub(super) unsafe extern "C" fn api_callback(
             prev_call_ns,
         });
     });
+}
+
+/// How long the calling thread's last launch call took, ns (0: none
+/// since its last launch began).
+pub(super) fn last_call_ns() -> u32 {
+    LAST_CALL_NS.try_with(Cell::get).unwrap_or(0)
 }
 
 /// Whether `stream` is being captured into a graph (or its state cannot be

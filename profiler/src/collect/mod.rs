@@ -16,6 +16,7 @@ pub(crate) mod metrics;
 pub(crate) mod nvtx;
 pub(crate) mod panic_guard;
 pub(crate) mod pool;
+pub(crate) mod python_stack;
 pub(crate) mod sampling;
 mod tally;
 

@@ -56,6 +56,8 @@ pub(crate) struct ThreadContext {
     pub instance: u64,
     /// The ranges are another thread's (the lead thread's).
     pub inherited: bool,
+    /// The innermost open range is a library domain's.
+    pub library: bool,
 }
 
 /// A thread's innermost open range of its own, as other threads read it.
@@ -97,16 +99,24 @@ impl ThreadRanges {
             (None, Some(b)) if follows => (b.path, b.instance, true),
             (None, _) => (ROOT, 0, false),
         };
-        ThreadContext { tid: self.tid, path, instance, inherited }
+        ThreadContext { tid: self.tid, path, instance, inherited, library: frame.is_some_and(|f| f.library) }
     }
 
     fn current(&self) -> ThreadContext {
         if let Some(f) = self.frames.last() {
-            return ThreadContext { tid: self.tid, path: f.node, instance: f.instance, inherited: f.inherited };
+            return ThreadContext {
+                tid: self.tid,
+                path: f.node,
+                instance: f.instance,
+                inherited: f.inherited,
+                library: f.library,
+            };
         }
         match lead_for(self.tid) {
-            Some(l) => ThreadContext { tid: self.tid, path: l.path, instance: l.instance, inherited: true },
-            None => ThreadContext { tid: self.tid, path: ROOT, instance: 0, inherited: false },
+            Some(l) => {
+                ThreadContext { tid: self.tid, path: l.path, instance: l.instance, inherited: true, library: false }
+            }
+            None => ThreadContext { tid: self.tid, path: ROOT, instance: 0, inherited: false, library: false },
         }
     }
 
@@ -186,10 +196,19 @@ pub(crate) fn current() -> ThreadContext {
         path: ROOT,
         instance: 0,
         inherited: false,
+        library: false,
     })
 }
 
+/// A new range instance id, unique in the process.
+pub(crate) fn next_instance() -> u64 {
+    NEXT_INSTANCE.fetch_add(1, Ordering::Relaxed)
+}
+
 fn push(domain: DomainId, name: &str, follows: bool, library: bool) {
+    // The Python stack's ranges nest inside the thread's own, not a
+    // library's.
+    super::python_stack::close_here(|| !library);
     let _ = RANGES.try_with(|r| {
         let Ok(mut r) = r.try_borrow_mut() else { return };
         if r.frames.is_empty() {
@@ -213,6 +232,7 @@ fn push(domain: DomainId, name: &str, follows: bool, library: bool) {
 /// Closes the innermost open range of `domain`; `discard`: that opening is
 /// left out of the report.
 fn pop(domain: DomainId, discard: bool) {
+    super::python_stack::close_here(|| !is_library(domain));
     let _ = RANGES.try_with(|r| {
         let Ok(mut r) = r.try_borrow_mut() else { return };
         let tid = r.tid;

@@ -136,20 +136,23 @@ fn declarations(var: &str, value: &str, unit: bool) -> Result<Vec<(String, f64, 
 
 /// Whether `GPUSCOPE_TORCH_RANGES` (read by gpuscope's PyTorch hooks, which
 /// take the depth from it) turns them on: `on`, `auto`, `true`, `yes`, or a
-/// depth `N` / `depth=N` of 1 or more; off for `0`, `off`, `false`, `no` and
-/// empty (the default, as for every setting); anything else is refused.
+/// depth `N` / `depth=N` of 1 or more, `stack` or `stack=N` (modules from
+/// the Python stack at each launch, no hooks); off for `0`, `off`, `false`,
+/// `no` and empty (the default, as for every setting); anything else is
+/// refused.
 pub fn torch_ranges_on(value: &str) -> Result<bool> {
     let v = value.trim().to_ascii_lowercase();
     match v.as_str() {
-        "on" | "auto" | "true" | "yes" => Ok(true),
+        "on" | "auto" | "true" | "yes" | "stack" => Ok(true),
         // Empty is the default, as for every setting.
         "" | "0" | "off" | "false" | "no" => Ok(false),
-        _ => match v.strip_prefix("depth=").unwrap_or(&v).parse::<u32>() {
+        _ => match v.strip_prefix("depth=").or_else(|| v.strip_prefix("stack=")).unwrap_or(&v).parse::<u32>() {
             Ok(n) if n >= 1 => Ok(true),
             _ => Err(invalid(
                 "GPUSCOPE_TORCH_RANGES",
                 value,
-                "on/auto (default depth), N or depth=N (N module levels, 1 or more), off/0",
+                "on/auto (default depth), N or depth=N (N module levels, 1 or more), stack or stack=N (modules \
+                 from the Python stack at each launch, no hooks), off/0",
             )),
         },
     }
@@ -446,10 +449,19 @@ mod tests {
 
     #[test]
     fn torch_ranges_values_are_checked() {
-        for (v, on) in [("", false), ("on", true), ("Auto", true), ("3", true), ("depth=2", true), ("off", false)] {
+        for (v, on) in [
+            ("", false),
+            ("on", true),
+            ("Auto", true),
+            ("3", true),
+            ("depth=2", true),
+            ("stack", true),
+            ("Stack=4", true),
+            ("off", false),
+        ] {
             assert_eq!(torch_ranges_on(v).unwrap(), on, "{v:?}");
         }
-        for bad in ["deep", "depth=0", "-1"] {
+        for bad in ["deep", "depth=0", "-1", "stack=0", "stack=x"] {
             let e = cfg(&[("GPUSCOPE_TORCH_RANGES", bad)]).unwrap_err().to_string();
             assert!(e.contains(&format!("GPUSCOPE_TORCH_RANGES={bad:?}")) && e.contains("depth=N"), "{e}");
         }

@@ -386,7 +386,8 @@ pub const SETTINGS: &[Setting] = &[
         name: "torch_ranges",
         meaning: "PyTorch programs: ranges made with no change to the program (step, data, forward and backward \
                   per module to a depth, optimizer) and model FLOPs counted from operand shapes",
-        values: "on or auto (the default depth), a depth of 1 or more (N or depth=N), off or 0",
+        values: "on or auto (the default depth), a depth of 1 or more (N or depth=N), stack or stack=N (forward \
+                 modules and the optimizer found on the Python stack at each launch: no hook per call), off or 0",
         default: Some("off"),
         env: Some("GPUSCOPE_TORCH_RANGES"),
         flag: Some("--torch-ranges"),

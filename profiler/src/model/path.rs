@@ -48,6 +48,11 @@ const LIBRARY_DOMAINS: &[&str] = &[
     "CUTLASS", "NCCL", "NVSHMEM", "nvJPEG", "NPP", "TensorRT", "cuDSS", "cuFile",
 ];
 
+/// The domain of the ranges gpuscope opens for the Python functions on a
+/// launching thread's stack (PyTorch modules): shown without the domain's
+/// name, never a program's step.
+pub const STACK_DOMAIN: &str = "gpuscope.stack";
+
 /// Frameworks whose NVTX domains annotate their own internals (XLA, under
 /// JAX and TensorFlow, uses TSL's), not the program's steps.
 const FRAMEWORK_DOMAINS: &[&str] = &["TSL", "XLA", "JAX", "TensorFlow", "Triton", "Inductor"];
@@ -107,7 +112,7 @@ impl std::fmt::Display for RangePath {
             if i > 0 {
                 f.write_str("/")?;
             }
-            if let Some(d) = &fr.domain {
+            if let Some(d) = fr.domain.as_deref().filter(|d| *d != STACK_DOMAIN) {
                 write!(f, "{d}::")?;
             }
             f.write_str(&fr.name)?;

@@ -124,7 +124,7 @@ pub(crate) fn always_on(r: &Report) -> bool {
 /// enough calls to tell warm-up apart; else the one with most wall time.
 /// With its index in `ranges` (the report's order).
 fn main_range(ranges: &[RangeAnalysis], usable: impl Fn(&RangeAnalysis) -> bool) -> Option<(usize, &RangeAnalysis)> {
-    let own = || ranges.iter().enumerate().filter(|(_, g)| g.library.is_none() && usable(g));
+    let own = || ranges.iter().enumerate().filter(|(_, g)| g.library.is_none() && !g.from_stack && usable(g));
     let key = |(_, g): &(usize, &RangeAnalysis)| (g.wall_ns, std::cmp::Reverse(g.path.matches('/').count()));
     own().filter(|(_, g)| g.median_ns.is_some()).max_by_key(key).or_else(|| own().max_by_key(key))
 }
@@ -372,7 +372,11 @@ pub(super) fn answer(
         };
         // Repeated ranges outside the main one, not nested in another such.
         let repeated = |o: &&RangeAnalysis| {
-            o.library.is_none() && o.median_ns.is_some() && !within(&g.path, &o.path) && !within(&o.path, &g.path)
+            o.library.is_none()
+                && !o.from_stack
+                && o.median_ns.is_some()
+                && !within(&g.path, &o.path)
+                && !within(&o.path, &g.path)
         };
         let candidates: HashSet<&str> = ranges.iter().filter(repeated).map(|o| o.path.as_str()).collect();
         let outermost = |o: &&RangeAnalysis| o.path.match_indices('/').all(|(i, _)| !candidates.contains(&o.path[..i]));

@@ -1,0 +1,127 @@
+"""Launches attributed to registered functions on the Python stack: the
+library reads this interpreter's frames (its layout found at registration)
+with no GIL and no call per function call. Checked through
+`gpuscope_python_functions_here`, the path a launch made there would get."""
+
+import ctypes
+import functools
+import threading
+import unittest
+
+from gpuscope import _native
+from gpuscope import _torch_ranges as tr
+
+
+def here(h):
+    buf = ctypes.create_string_buffer(512)
+    needed = ctypes.c_size_t()
+    assert h.gpuscope_python_functions_here(buf, len(buf), ctypes.byref(needed)) == 0
+    assert needed.value == len(buf.value)
+    return buf.value.decode()
+
+
+def traced(fn):
+    @functools.wraps(fn)
+    def wrapper(*a, **k):
+        return fn(*a, **k)
+
+    return wrapper
+
+
+class Model:
+    def forward(self, h, inner):
+        return Block().forward(h, inner)
+
+
+class Block:
+    @traced
+    def forward(self, h, inner):
+        return _plain(h, inner)
+
+
+def _plain(h, inner):
+    return Leaf().forward(h, inner)
+
+
+class Leaf:
+    def forward(self, h, inner):
+        return inner(h)
+
+
+class Outer:
+    def run(self, h, inner):
+        return Model().forward(h, inner)
+
+
+class PythonStackTest(unittest.TestCase):
+    def setUp(self):
+        self.mods = tr.StackModules(str(_native.library_path()))
+        self.h = self.mods._h
+        self.h.gpuscope_python_functions_here.argtypes = [ctypes.c_char_p, ctypes.c_size_t,
+                                                          ctypes.POINTER(ctypes.c_size_t)]
+
+    def tearDown(self):
+        self.mods.uninstall()
+        self.assertEqual(here(self.h), "", "unregistered: nothing")
+
+    def register(self, levels=8, root=True):
+        f = self.mods._functions
+        f[tr._unwrapped_code(Model.forward)] = ("Model", root)
+        f[tr._unwrapped_code(Block.forward)] = ("Block", False)
+        f[tr._unwrapped_code(Leaf.forward)] = ("Leaf", False)
+        f[tr._unwrapped_code(Outer.run)] = ("Outer", False)
+        self.mods.levels = levels
+        self.mods._register()
+        self.assertIsNone(self.mods.error)
+
+    def test_the_registered_frames_make_the_path_whatever_calls_them(self):
+        self.register()
+        self.assertEqual(Model().forward(self.h, here), "Model/Block/Leaf",
+                         "a decorated forward is found by its own code; unregistered frames are skipped")
+        self.assertEqual(here(self.h), "")
+        self.assertEqual(list(map(lambda _: Model().forward(self.h, here), [0])), ["Model/Block/Leaf"],
+                         "called from C")
+
+        def deep(n):
+            return deep(n - 1) if n else Model().forward(self.h, here)
+
+        self.assertEqual(deep(40), "Model/Block/Leaf")
+        out = []
+        t = threading.Thread(target=lambda: out.append(Model().forward(self.h, here)))
+        t.start()
+        t.join()
+        self.assertEqual(out, ["Model/Block/Leaf"], "on another thread")
+
+    def test_a_root_stops_the_walk_and_levels_keep_the_outermost(self):
+        self.register()
+        self.assertEqual(Outer().run(self.h, here), "Model/Block/Leaf", "nothing above the root")
+        self.mods._functions.clear()
+        self.register(root=False)
+        self.assertEqual(Outer().run(self.h, here), "Outer/Model/Block/Leaf")
+        self.mods._functions.clear()
+        self.register(levels=2)
+        self.assertEqual(Model().forward(self.h, here), "Model/Block")
+
+    def test_bad_registrations_are_refused_with_what_is_allowed(self):
+        h = self.h
+        h.gpuscope_python_functions.restype = ctypes.c_int
+        code = (ctypes.c_size_t * 1)(id(Model.forward.__code__))
+        names = (ctypes.c_char_p * 1)(b"Model")
+        flags = (ctypes.c_uint32 * 1)(0)
+        few = (ctypes.c_size_t * 2)(id(Model.forward.__code__), id(Block.forward.__code__))
+        self.assertEqual(h.gpuscope_python_functions(code, names, flags, 1, 4, few, 2), _native.ERR_INVALID)
+        self.assertIn(b"3 or more", h.gpuscope_last_error())
+        self.assertEqual(h.gpuscope_python_functions(code, names, flags, 1, 0, few, 2), _native.ERR_INVALID)
+        self.assertIn(b"allowed: 1 to 16", h.gpuscope_last_error())
+        bad = (ctypes.c_uint32 * 1)(4)
+        self.assertEqual(h.gpuscope_python_functions(code, names, bad, 1, 4, few, 2), _native.ERR_INVALID)
+        self.assertIn(b"GPUSCOPE_FUNCTION_ROOT", h.gpuscope_last_error())
+        # Frames that are not each called by the next: no layout.
+        wrong = (ctypes.c_size_t * 3)(id(Leaf.forward.__code__), id(Model.forward.__code__),
+                                      id(Block.forward.__code__))
+        self.assertEqual(h.gpuscope_python_functions(code, names, flags, 1, 4, wrong, 3), _native.ERR_INVALID)
+        self.assertIn(b"not recognised", h.gpuscope_last_error())
+
+
+if __name__ == "__main__":
+    unittest.main()
