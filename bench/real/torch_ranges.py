@@ -85,6 +85,26 @@ def timed(step, n, cpu=None):
     return (time.perf_counter() - t) / n
 
 
+def median_step(step, n):
+    """Milliseconds: the median of `n` steps' times, each from one step's
+    return to the next (the GPU synchronised before and after only): in a
+    loop bound by its launches, what each step costs the host; one slow
+    step (a collection, a page fault) does not move it."""
+    import statistics
+
+    torch.cuda.synchronize()
+    times = []
+    t = time.perf_counter()
+    for _ in range(n):
+        loss = step()
+        now = time.perf_counter()
+        times.append(now - t)
+        t = now
+    torch.cuda.synchronize()
+    float(loss)
+    return statistics.median(times) * 1e3
+
+
 def train(a):
     step, params, tokens = llama()
     for _ in range(a.warmup):
@@ -148,8 +168,9 @@ LOOPS = {"llama": lambda: llama(), "mlp": lambda: mlp(), "tiny": lambda: tiny(),
 
 def overhead(a):
     """Module ranges' cost, paired: blocks of steps with and without them
-    alternate in one process (which goes first alternates too); medians of
-    the blocks and of the per-round ratios. Pairs: a trace session against
+    alternate in one process (which goes first alternates too); each block
+    its median step, then the medians of the blocks and of the per-round
+    ratios, with the ratios' quartiles. Pairs: a trace session against
     none (a session started and stopped around each block); in a trace
     session, the hooks (`TorchRanges`) against none, and modules from the
     Python stack (`StackModules`) against none; and, last, the same two in
@@ -183,7 +204,7 @@ def overhead(a):
         try:
             for _ in range(3):
                 step()
-            return timed(step, a.steps) * 1e3
+            return median_step(step, a.steps)
         finally:
             if undo is not None:
                 undo()
@@ -208,7 +229,41 @@ def overhead(a):
                      "ratios": [round(x, 3) for x in ratios]}
         print(json.dumps({name: out[name]}), flush=True)
 
+    def alternating(name, steps=a.alternate):
+        """Stack modules on and off at every step (order alternating by
+        pair), each step timed alone: drift of the machine cancels."""
+        mods = _torch_ranges.StackModules(path)
+        mods._add_model(step.model)
+        assert mods.error is None, mods.error
+        on, off = [], []
+        try:
+            for i in range(steps):
+                for state in ((True, False) if i % 2 == 0 else (False, True)):
+                    mods.pause(not state)
+                    t = time.perf_counter()
+                    step()
+                    (on if state else off).append(time.perf_counter() - t)
+        finally:
+            mods.uninstall()
+        torch.cuda.synchronize()
+        ratios = [x / y for x, y in zip(on, off)]
+        mean = statistics.fmean(ratios)
+        half = 1.96 * statistics.stdev(ratios) / len(ratios) ** 0.5
+        out[name] = {"pairs": len(ratios), "without_ms": round(statistics.median(off) * 1e3, 3),
+                     "with_ms": round(statistics.median(on) * 1e3, 3),
+                     "median_ratio": round(statistics.median(ratios), 4),
+                     "mean_ratio": round(mean, 4), "mean_ratio_95ci": [round(mean - half, 4), round(mean + half, 4)],
+                     "ratio_of_medians": round(statistics.median(on) / statistics.median(off), 4)}
+        print(json.dumps({name: out[name]}), flush=True)
+
+    if a.alternate:
+        with gpuscope.profile(mode="trace", output=None):
+            alternating("stack modules in trace, step by step")
+        if a.only_alternate:
+            print(json.dumps({"loop": a.loop, "overhead": out}), flush=True)
+            return
     paired("trace session vs none", "session")
+    paired("hooks, no session", "hooks")
     with gpuscope.profile(mode="trace", output=None):
         paired("stack modules in trace", "stack")
         paired("hooks in trace", "hooks")
@@ -292,6 +347,8 @@ if __name__ == "__main__":
     p.add_argument("what", choices=["train", "overhead", "graphs"])
     p.add_argument("loop", nargs="?", default="llama", choices=sorted(LOOPS))
     p.add_argument("--always-on", action="store_true")
+    p.add_argument("--alternate", type=int, default=0, help="pairs of steps with stack modules on and off, one by one")
+    p.add_argument("--only-alternate", action="store_true")
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--rounds", type=int, default=8)

@@ -1077,8 +1077,13 @@ class StackModules:
         visit(model, 0, True)
         self._register()
 
-    def _register(self):
-        items = list(self._functions.items())
+    def pause(self, paused=True):
+        """Stops (or, with `paused` false, resumes) attributing launches to
+        the functions found, keeping them."""
+        self._register(paused)
+
+    def _register(self, paused=False):
+        items = [] if paused else list(self._functions.items())
         n = len(items)
         codes = (ctypes.c_size_t * max(n, 1))(*[id(c) for c, _ in items])
         names = (ctypes.c_char_p * max(n, 1))(*[name.encode() for _, (name, _) in items])

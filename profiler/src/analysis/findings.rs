@@ -330,7 +330,7 @@ pub(super) fn findings(
     // Idle time, per range and cause, over the calls after warm-up. Costs
     // first; messages and advice only for the findings kept.
     let mut idle: Vec<IdleCandidate> = Vec::new();
-    for g in ranges.iter().filter(|g| g.library.is_none()) {
+    for g in ranges.iter().filter(|g| g.library.is_none() && !short_stack_range(g)) {
         let Some(split) = g.idle else { continue };
         let a = split.to_array();
         let min_copy_share = if g.host.pageable_copies > 0 { MIN_PAGEABLE_SHARE_PCT } else { MIN_SHARE_PCT };
@@ -766,6 +766,17 @@ pub(super) fn session_idle(r: &Report) -> Option<(IdleSplit, u64, String)> {
         }
         None => r.idle.map(|i| (i, r.timeline_ns(), "the session".to_string())),
     }
+}
+
+/// Launches a call of a Python-stack range needs for its idle time to
+/// mean something: its span runs from its first launch to the return of
+/// its last, so a range of one launch is idle by construction (its kernel
+/// runs after it).
+const MIN_STACK_RANGE_LAUNCHES: u64 = 4;
+
+/// Whether `g` is a range of the Python stack too short for idle findings.
+fn short_stack_range(g: &RangeAnalysis) -> bool {
+    g.from_stack && g.launches.map_or(true, |l| l < MIN_STACK_RANGE_LAUNCHES.saturating_mul(g.count.max(1)))
 }
 
 #[cfg(test)]

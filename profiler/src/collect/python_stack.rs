@@ -22,8 +22,8 @@ use super::Collection;
 use crate::model::event::HostEvent;
 use crate::model::path::{paths, PathId, STACK_DOMAIN};
 use gpuscope_nvtx::tool::{self, DomainId};
+use rustc_hash::FxHashMap as HashMap;
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::ffi::{c_int, c_void, CStr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -70,8 +70,9 @@ pub(crate) fn register(functions: Vec<Function>, levels: usize, here: &[usize]) 
     if !(1..=MAX_LEVELS).contains(&levels) {
         return Err(format!("{levels} levels; allowed: 1 to {MAX_LEVELS}"));
     }
+    let known = REGISTRY.lock().unwrap_or_else(|e| e.into_inner()).layout;
     let layout = if functions.is_empty() {
-        None
+        known
     } else {
         if here.len() < MIN_HERE {
             return Err(format!("{} frames to find the frame layout from; allowed: {MIN_HERE} or more", here.len()));
@@ -82,9 +83,24 @@ pub(crate) fn register(functions: Vec<Function>, levels: usize, here: &[usize]) 
         if tstate == 0 {
             return Err("this thread has no Python thread state".to_string());
         }
-        let maps = Readable::of_this_process().ok_or("/proc/self/maps cannot be read")?;
-        let found = calibrate(tstate, here, &|a| maps.read(a));
-        Some(found.ok_or("the Python interpreter's frame layout was not recognised from the frames given")?)
+        // The layout found before, if it reads the caller's frames as given;
+        // else found again.
+        let reads_here = |l: &Layout| {
+            let mut codes = Vec::with_capacity(here.len());
+            walk(api, l, |_, code| {
+                codes.push(code);
+                codes.len() >= here.len()
+            });
+            codes == here
+        };
+        match known.filter(reads_here) {
+            Some(l) => Some(l),
+            None => {
+                let maps = Readable::of_this_process().ok_or("/proc/self/maps cannot be read")?;
+                let found = calibrate(tstate, here, &|a| maps.read(a));
+                Some(found.ok_or("the Python interpreter's frame layout was not recognised from the frames given")?)
+            }
+        }
     };
     let mut r = REGISTRY.lock().unwrap_or_else(|e| e.into_inner());
     r.functions = functions;

@@ -290,9 +290,9 @@ pub fn render(r: &Report, a: &Analysis, width: usize) -> String {
         order.sort_by_cached_key(|(_, g)| tree_key(&by_path, &g.path));
         for (i, g) in order {
             let depth = g.path.frames.len().saturating_sub(1);
-            let leaf = g.path.frames.last().map(|f| match &f.domain {
-                Some(d) => format!("{d}::{}", f.name),
-                None => f.name.clone(),
+            let leaf = g.path.frames.last().map(|f| match f.domain.as_deref() {
+                Some(d) if d != crate::model::path::STACK_DOMAIN => format!("{d}::{}", f.name),
+                _ => f.name.clone(),
             });
             let calls = match (g.count, g.untraced_count) {
                 (c, 0) if c > 1 => format!(" (x{c})"),
