@@ -114,7 +114,9 @@ class profile:
     another profiler holds CUPTI, it warns (`GpuscopeWarning`) and the
     block runs unprofiled, or raises `GpuscopeError` with `strict=True`.
     Bad arguments always raise. `torch_ranges=True` (or a depth): PyTorch's
-    automatic ranges while the block runs (see `annotate`).
+    automatic ranges while the block runs (see `annotate`); `"stack"` (or
+    `("stack", depth)`): modules and the optimizer found on the Python stack
+    at each launch, with no hook per call.
     `prometheus="HOST:PORT"` (or ":PORT"): the running figures served for
     Prometheus. The switches `device_memory`, `memory_records`,
     `sync_records`, `launch_attribution` and `cross_thread_ranges` and the
@@ -137,6 +139,7 @@ class profile:
         self._torch_ranges = None if torch_ranges in (None, False) else _torch_depth(torch_ranges)
         self._hooks = None
         self._own_hooks = False
+        self._stack = None
         #: With `torch_ranges`, after the block: which calls' FLOPs were
         #: counted, in words.
         self.torch_flops = None
@@ -211,7 +214,10 @@ class profile:
         code = lib().gpuscope_start(ctypes.byref(cfg))
         if code == _native.OK:
             self.profiled = self._running = True
-            if self._torch_ranges is not None:
+            if isinstance(self._torch_ranges, tuple):
+                depth = None if self._torch_ranges[1] == "auto" else self._torch_ranges[1]
+                self._stack = _torch_ranges.StackModules(str(_native.library_path()), depth=depth).install()
+            elif self._torch_ranges is not None:
                 depth = None if self._torch_ranges == "auto" else self._torch_ranges
                 try:
                     self._hooks, self._own_hooks = _torch_hooks(depth)
@@ -254,6 +260,9 @@ class profile:
         if not self._running:
             return self.report
         self._running = False
+        if self._stack is not None:
+            self._stack.uninstall()
+            self._stack = None
         if self._hooks is not None:
             self.torch_flops = self._hooks.summary()
             self._hooks.sample_memory = self._sample_memory_before
@@ -308,11 +317,19 @@ class Range:
 def _torch_depth(value):
     if value is True:
         return "auto"
+    if value == "stack":
+        return ("stack", "auto")
+    if isinstance(value, tuple) and len(value) == 2 and value[0] == "stack":
+        depth = value[1]
+        if not isinstance(depth, int) or isinstance(depth, bool) or depth < 1:
+            raise ValueError(f"torch_ranges={value!r}: (\"stack\", N) takes a depth of 1 or more")
+        return ("stack", depth)
     if isinstance(value, int) and not isinstance(value, bool):
         if value < 1:
             raise ValueError(f"torch_ranges={value!r}: a depth of 1 or more, or True")
         return value
-    raise ValueError(f"torch_ranges={value!r}: allowed: True (default depth), a depth of 1 or more, None")
+    raise ValueError(f"torch_ranges={value!r}: allowed: True (default depth), a depth of 1 or more, \"stack\" or "
+                     "(\"stack\", N) (modules from the Python stack, no hooks), None")
 
 
 def _torch_hooks(depth, discover=True):

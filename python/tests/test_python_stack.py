@@ -123,5 +123,23 @@ class PythonStackTest(unittest.TestCase):
         self.assertIn(b"not recognised", h.gpuscope_last_error())
 
 
+class StackSettingTest(unittest.TestCase):
+    def test_stack_values_parse_and_bad_ones_name_what_is_allowed(self):
+        from gpuscope import _api
+
+        self.assertEqual(tr.parse_depth("stack"), ("stack", "auto"))
+        self.assertEqual(tr.parse_depth(" Stack=3 "), ("stack", 3))
+        for bad in ("stack=0", "stack=on", "stack=x"):
+            with self.assertRaises(ValueError) as e:
+                tr.parse_depth(bad)
+            self.assertIn("GPUSCOPE_TORCH_RANGES=", str(e.exception))
+        self.assertEqual(_api._torch_depth("stack"), ("stack", "auto"))
+        self.assertEqual(_api._torch_depth(("stack", 2)), ("stack", 2))
+        for bad in (("stack", 0), ("stack", True), "stacks"):
+            with self.assertRaises(ValueError) as e:
+                _api._torch_depth(bad)
+            self.assertIn("stack", str(e.exception))
+
+
 if __name__ == "__main__":
     unittest.main()
