@@ -3,7 +3,10 @@ classification with Hugging Face's `Trainer` on random token data: no NVTX
 ranges, a DataLoader inside the Trainer. The plain step time comes from a
 callback that times the steps after warm-up (a device sync at its ends).
 
-    python3 hf_trainer.py [--steps 80] [--warmup 10] [--batch 32] [--seq 128]
+    python3 hf_trainer.py [--steps 80] [--warmup 10] [--batch 32] [--seq 128] [--collator-range]
+
+`--collator-range`: the program's own NVTX range `collate` around the data
+collator, which then runs on the training thread (no loader workers).
 """
 import argparse
 import os
@@ -13,7 +16,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import torch  # noqa: E402
 from transformers import (BertConfig, BertForSequenceClassification, Trainer,  # noqa: E402
-                          TrainerCallback, TrainingArguments)
+                          TrainerCallback, TrainingArguments, default_data_collator)
 
 from common import Timer  # noqa: E402
 
@@ -52,7 +55,16 @@ if __name__ == "__main__":
     p.add_argument("--warmup", type=int, default=10)
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--seq", type=int, default=128)
+    p.add_argument("--collator-range", action="store_true")
     a = p.parse_args()
+
+    def collate(batch):
+        torch.cuda.nvtx.range_push("collate")
+        try:
+            return default_data_collator(batch)
+        finally:
+            torch.cuda.nvtx.range_pop()
+
     cfg = BertConfig(num_labels=2)
     torch.manual_seed(0)
     model = BertForSequenceClassification(cfg)
@@ -61,5 +73,6 @@ if __name__ == "__main__":
     with tempfile.TemporaryDirectory() as out:
         args = TrainingArguments(output_dir=out, per_device_train_batch_size=a.batch, max_steps=total,
                                  bf16=True, logging_steps=10_000, save_strategy="no", report_to=[],
-                                 dataloader_num_workers=2, disable_tqdm=True)
-        Trainer(model=model, args=args, train_dataset=data, callbacks=[StepTimer(a.warmup, a.steps)]).train()
+                                 dataloader_num_workers=0 if a.collator_range else 2, disable_tqdm=True)
+        Trainer(model=model, args=args, train_dataset=data, callbacks=[StepTimer(a.warmup, a.steps)],
+                data_collator=collate if a.collator_range else None).train()

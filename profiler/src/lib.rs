@@ -148,7 +148,7 @@ pub fn python_functions_here() -> Vec<String> {
 }
 
 /// Closes the calling thread's innermost range opened by [`enter_range`]
-/// (or an NVTX push of the default domain). `discard`: leave this opening
+/// (never one of the program's own NVTX ranges). `discard`: leave this opening
 /// of it out of the report (it did none of the work it names: a `step`
 /// opened by a data fetch that found the end of the data).
 pub fn exit_range(discard: bool) {

@@ -91,6 +91,11 @@ pub struct RangeAnalysis {
     /// gpuscope opened it for a function on the Python stack (a module, the
     /// optimizer): never a step.
     pub from_stack: bool,
+    /// A framework integration opened it through gpuscope (the PyTorch
+    /// hooks' `step`, modules, ...): a repeating range of the program's own
+    /// is the step before it.
+    #[serde(skip)]
+    pub from_hooks: bool,
     /// Wall time without gpuscope's own time (its measurements in metrics
     /// mode, its estimated per-launch cost in trace mode), ns: the time
     /// base of the shares, utilisation and MFU below.
@@ -535,7 +540,8 @@ fn range(r: &Report, g: &RangeSummary, w: Option<&Weighted>, peaks: Option<&Peak
         throughput_unit: work.and_then(|(_, u)| u),
         verdict: v,
         path,
-        from_stack: is_from_stack(g),
+        from_stack: leaf_domain(g) == Some(crate::model::path::STACK_DOMAIN),
+        from_hooks: leaf_domain(g) == Some(crate::model::path::HOOKS_DOMAIN),
         untraced: false,
         launches: Some(calls.launches),
         comm_ns: calls.comm_ns,
@@ -586,17 +592,17 @@ impl Calls {
     }
 }
 
-/// Whether `g` is a range gpuscope opened for a function on the Python
-/// stack.
-fn is_from_stack(g: &RangeSummary) -> bool {
-    g.path.frames.last().and_then(|f| f.domain.as_deref()) == Some(crate::model::path::STACK_DOMAIN)
+/// The NVTX domain of `g`'s innermost frame (`None`: the default domain).
+fn leaf_domain(g: &RangeSummary) -> Option<&str> {
+    g.path.frames.last().and_then(|f| f.domain.as_deref())
 }
 
 /// A range of a library's or framework's NVTX domain: folded into the
 /// range around it (whose figures include it), no verdict of its own.
 fn folded_range(g: &RangeSummary, domain: &str) -> RangeAnalysis {
     RangeAnalysis {
-        from_stack: is_from_stack(g),
+        from_stack: leaf_domain(g) == Some(crate::model::path::STACK_DOMAIN),
+        from_hooks: leaf_domain(g) == Some(crate::model::path::HOOKS_DOMAIN),
         path: g.path.to_string(),
         count: g.count,
         wall_ns: g.wall_ns,
@@ -656,7 +662,8 @@ fn untraced_range(g: &RangeSummary, peaks: Option<&Peaks>, counted: bool) -> Ran
     let launches = counted.then(|| s.map_or(g.untraced_launches, |s| s.launches));
     let n = launches.map(|launches| Counted { calls: count, launches, wall_ns });
     RangeAnalysis {
-        from_stack: is_from_stack(g),
+        from_stack: leaf_domain(g) == Some(crate::model::path::STACK_DOMAIN),
+        from_hooks: leaf_domain(g) == Some(crate::model::path::HOOKS_DOMAIN),
         path: g.path.to_string(),
         count,
         wall_ns,
@@ -955,5 +962,38 @@ mod tests {
         let answer = an.answer.expect("an answer");
         assert_eq!(answer.range, None, "the model's forward is not the step");
         assert!(answer.others.iter().all(|o| o.range != "StackTestModel"));
+    }
+
+    #[test]
+    fn the_programs_step_leads_over_the_hooks_step_where_it_holds_most_of_it() {
+        use crate::aggregate::{AggregateOptions, Aggregator};
+        use crate::decode::KernelActivity;
+        use crate::model::event::HostEvent;
+        // The hooks' `step` (10 ms) around the program's range of `inner_ms`.
+        let answer = |inner: &str, inner_ms: u64| {
+            let hooks = gpuscope_nvtx::tool::domain(crate::model::path::HOOKS_DOMAIN);
+            let step = paths().intern(ROOT, hooks, "step");
+            let program = paths().intern(step, 0, inner);
+            let mut a =
+                Aggregator::new(AggregateOptions::default(), crate::aggregate::devices::DeviceTable::fixed(vec![]));
+            for i in 0..20u64 {
+                let (t, s, p) = (i * 10_000_000, 2 * i + 1, 2 * i + 2);
+                a.host_event(HostEvent::Push { instance: s, parent: 0, path: step, tid: 1, ts: t });
+                a.host_event(HostEvent::Push { instance: p, parent: s, path: program, tid: 1, ts: t + 100_000 });
+                a.host_event(HostEvent::launch(i as u32 + 1, 1, program, p, t + 200_000));
+                a.kernel(&KernelActivity::sample(i as u32 + 1, t + 300_000, t + 300_000 + inner_ms * 900_000));
+                a.host_event(HostEvent::Pop { instance: p, ts: t + 100_000 + inner_ms * 1_000_000 });
+                a.host_event(HostEvent::Pop { instance: s, ts: t + 9_900_000 });
+            }
+            let r = Report::build(a.finish(200_000_000), 0, 200_000_000);
+            analyze(&r).answer.expect("an answer")
+        };
+        let led = answer("train_step_i46", 8);
+        assert_eq!(led.range.as_deref(), Some("step/train_step_i46"));
+        assert!(led.notes.iter().any(|n| n.contains("program's own range step/train_step_i46")), "{:?}", led.notes);
+        // A small range of the program is not the step.
+        let kept = answer("attn_i46", 2);
+        assert_eq!(kept.range.as_deref(), Some("step"));
+        assert!(kept.notes.is_empty(), "{:?}", kept.notes);
     }
 }

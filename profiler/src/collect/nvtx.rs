@@ -264,21 +264,30 @@ fn pop(domain: DomainId, discard: bool) {
     });
 }
 
+/// The domain of the ranges [`enter`] opens: closed only by [`exit`], never
+/// by the program's pops, and the other way round.
+fn hooks_domain() -> DomainId {
+    static DOMAIN: std::sync::OnceLock<DomainId> = std::sync::OnceLock::new();
+    *DOMAIN.get_or_init(|| tool::domain(crate::model::path::HOOKS_DOMAIN))
+}
+
 /// Opens a range on the calling thread straight in gpuscope's stacks (no
-/// NVTX call: other tools do not see it), in the default domain.
+/// NVTX call: other tools do not see it), in gpuscope's hooks' domain: the
+/// program's ranges and these nest by time, and each side closes only its
+/// own.
 /// `follow`: the range continues work of the lead thread (autograd's
 /// worker running a module's backward) and, on a thread with no range of
 /// its own, nests under the lead thread's ranges, as library ranges do.
 pub(crate) fn enter(name: &str, follow: bool) {
-    push(0, name, follow, false);
+    push(hooks_domain(), name, follow, false);
 }
 
-/// Closes the calling thread's innermost default-domain range;
+/// Closes the calling thread's innermost range opened by [`enter`];
 /// `discard`: the range did no work of the kind it names (a `step` opened
 /// by a data fetch that found the epoch's end) and is left out of the
 /// report.
 pub(crate) fn exit(discard: bool) {
-    pop(0, discard);
+    pop(hooks_domain(), discard);
 }
 
 /// Model FLOPs done by the calling thread's innermost open range (the lead
@@ -602,5 +611,68 @@ pub(crate) mod tests {
         exit(false);
         exit(false);
         assert_eq!(path_now(), "(no range)");
+    }
+
+    #[test]
+    fn the_hooks_ranges_and_the_programs_nest_by_time_and_each_closes_its_own() {
+        let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        assert!(install());
+        set_inherit(true);
+        // A range of the program opened inside a module: the module closes,
+        // the program's range stays open.
+        enter("i46-forward", false);
+        let inner = gpuscope_nvtx::push("i46-custom");
+        assert_eq!(path_now(), "i46-forward/i46-custom");
+        exit(false);
+        assert_eq!(path_now(), "i46-custom", "the program's range is left open");
+        drop(inner);
+        assert_eq!(path_now(), "(no range)");
+        // A module that outlives a range of the program: the program's pop
+        // closes the program's range.
+        let step = gpuscope_nvtx::push("i46-train_step");
+        enter("i46-model", false);
+        assert_eq!(path_now(), "i46-train_step/i46-model");
+        drop(step);
+        assert_eq!(path_now(), "i46-model", "the hooks' range is left open");
+        exit(false);
+        assert_eq!(path_now(), "(no range)");
+        // The program wraps the data fetch that the hooks mark.
+        {
+            let _fetch = gpuscope_nvtx::push("i46-fetch");
+            enter("i46-data", false);
+            assert_eq!(path_now(), "i46-fetch/i46-data");
+            exit(false);
+            assert_eq!(path_now(), "i46-fetch");
+        }
+        // The program's step with the hooks' step inside, then its
+        // inference: siblings, not nested.
+        {
+            let _train = gpuscope_nvtx::push("i46-train");
+            enter("step", false);
+            enter("forward", false);
+            assert_eq!(path_now(), "i46-train/step/forward");
+            exit(false);
+            exit(false);
+        }
+        {
+            let _infer = gpuscope_nvtx::push("i46-infer");
+            assert_eq!(path_now(), "i46-infer");
+        }
+        // A hooks' range on autograd's thread follows the loop thread's
+        // step, and the loop thread's pop does not touch it.
+        let step = gpuscope_nvtx::push("i46-step");
+        let worker = on_thread(|| {
+            enter("i46-layer", true);
+            let inside = path_now();
+            exit(false);
+            (inside, path_now())
+        });
+        assert_eq!(worker, ("i46-step/i46-layer".to_string(), "i46-step".to_string()));
+        drop(step);
+        assert_eq!(path_now(), "(no range)");
+        // The paths shown have no domain name for gpuscope's own ranges.
+        let forward = paths().intern(ROOT, hooks_domain(), "i46-shown");
+        assert_eq!(paths().path(forward).to_string(), "i46-shown");
+        assert_eq!(paths().path(forward).frames[0].domain.as_deref(), Some(crate::model::path::HOOKS_DOMAIN));
     }
 }

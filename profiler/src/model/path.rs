@@ -53,6 +53,18 @@ const LIBRARY_DOMAINS: &[&str] = &[
 /// name, never a program's step.
 pub const STACK_DOMAIN: &str = "gpuscope.stack";
 
+/// The domain of the ranges framework integrations open through gpuscope
+/// (`enter_range`: the PyTorch hooks' step, data, forward, backward, modules
+/// and optimizer): a stack of their own beside the program's NVTX ranges,
+/// shown without the domain's name.
+pub const HOOKS_DOMAIN: &str = "gpuscope.hooks";
+
+/// Whether frames of `domain` are shown without its name (gpuscope's own
+/// ranges).
+pub fn is_gpuscope_domain(domain: &str) -> bool {
+    domain == STACK_DOMAIN || domain == HOOKS_DOMAIN
+}
+
 /// Frameworks whose NVTX domains annotate their own internals (XLA, under
 /// JAX and TensorFlow, uses TSL's), not the program's steps.
 const FRAMEWORK_DOMAINS: &[&str] = &["TSL", "XLA", "JAX", "TensorFlow", "Triton", "Inductor"];
@@ -112,7 +124,7 @@ impl std::fmt::Display for RangePath {
             if i > 0 {
                 f.write_str("/")?;
             }
-            if let Some(d) = fr.domain.as_deref().filter(|d| *d != STACK_DOMAIN) {
+            if let Some(d) = fr.domain.as_deref().filter(|d| !is_gpuscope_domain(d)) {
                 write!(f, "{d}::")?;
             }
             f.write_str(&fr.name)?;

@@ -291,7 +291,7 @@ pub fn render(r: &Report, a: &Analysis, width: usize) -> String {
         for (i, g) in order {
             let depth = g.path.frames.len().saturating_sub(1);
             let leaf = g.path.frames.last().map(|f| match f.domain.as_deref() {
-                Some(d) if d != crate::model::path::STACK_DOMAIN => format!("{d}::{}", f.name),
+                Some(d) if !crate::model::path::is_gpuscope_domain(d) => format!("{d}::{}", f.name),
                 _ => f.name.clone(),
             });
             let calls = match (g.count, g.untraced_count) {

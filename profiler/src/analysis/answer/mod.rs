@@ -126,8 +126,33 @@ pub(crate) fn always_on(r: &Report) -> bool {
 fn main_range(ranges: &[RangeAnalysis], usable: impl Fn(&RangeAnalysis) -> bool) -> Option<(usize, &RangeAnalysis)> {
     let own = || ranges.iter().enumerate().filter(|(_, g)| g.library.is_none() && !g.from_stack && usable(g));
     let key = |(_, g): &(usize, &RangeAnalysis)| (g.wall_ns, std::cmp::Reverse(g.path.matches('/').count()));
-    own().filter(|(_, g)| g.median_ns.is_some()).max_by_key(key).or_else(|| own().max_by_key(key))
+    let best = own().filter(|(_, g)| g.median_ns.is_some()).max_by_key(key).or_else(|| own().max_by_key(key))?;
+    // The program's own step leads over the hooks' automatic one, where it
+    // repeats and holds a good part of its time.
+    if best.1.from_hooks {
+        let program = own().filter(|(_, g)| !g.from_hooks && g.median_ns.is_some()).max_by_key(key);
+        if let Some(p) = program.filter(|(_, p)| p.wall_ns as f64 >= PROGRAM_STEP_SHARE * best.1.wall_ns as f64) {
+            return Some(p);
+        }
+    }
+    Some(best)
 }
+
+/// Which step the answer used, where the automatic ranges made one too.
+fn step_note(ranges: &[RangeAnalysis], g: &RangeAnalysis) -> Option<String> {
+    let auto = ranges.iter().find(|o| o.from_hooks && o.median_ns.is_some() && o.path.rsplit('/').next() == Some("step"));
+    match auto {
+        Some(a) if !g.from_hooks => Some(format!(
+            "the step is the program's own range {}; gpuscope's automatic step ({}, {} calls) is not counted twice",
+            g.path, a.path, a.count
+        )),
+        _ => None,
+    }
+}
+
+/// The share of the hooks' step's time a repeating range of the program's
+/// own holds to be the step instead.
+const PROGRAM_STEP_SHARE: f64 = 0.5;
 
 /// The parts of a step's idle time, by the causes each gathers.
 pub(crate) const IDLE_PARTS: [(&str, &[usize]); 5] = [
@@ -408,7 +433,7 @@ pub(super) fn answer(
             gpu_busy_pct: g.utilization_pct,
             busy_source: BUSY_TRACED,
             per_step_mean: false,
-            notes: Vec::new(),
+            notes: step_note(ranges, g).into_iter().collect(),
             profiler_ns: profiler.map(|p| p / calls),
             profiler_pct: profiler.map(|p| 100.0 * p as f64 / g.wall_ns.max(1) as f64),
             parts: parts(&idle, g.active_ns, calls, g.exposed_comm_ns, busy_detail, &details),
