@@ -230,6 +230,13 @@ int gpuscope_range_flops(double flops);
 // verdicts, as gpuscope's callbacks' time is.
 int gpuscope_range_cost(uint64_t ns);
 
+// An id of the calling thread's innermost open NVTX range of the
+// program's own (not a library's, not one opened by
+// `gpuscope_range_enter`), or 0 where none is open (or on an internal
+// error): a framework integration asks it to tell whether the program
+// marks its steps itself (a new id at each step).
+uint64_t gpuscope_program_range(void);
+
 // Attributes launches to Python functions on the launching thread's
 // stack, without a call per function call: at each traced launch, the
 // frames of the `count` functions given (their code objects' addresses in

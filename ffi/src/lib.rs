@@ -676,6 +676,16 @@ pub extern "C" fn gpuscope_range_cost(ns: u64) -> c_int {
     })
 }
 
+/// An id of the calling thread's innermost open NVTX range of the
+/// program's own (not a library's, not one opened by
+/// `gpuscope_range_enter`), or 0 where none is open (or on an internal
+/// error): a framework integration asks it to tell whether the program
+/// marks its steps itself (a new id at each step).
+#[no_mangle]
+pub extern "C" fn gpuscope_program_range() -> u64 {
+    catch_unwind(profiler::program_range_here).unwrap_or(0)
+}
+
 /// `gpuscope_python_functions` flag: the walk up a launching thread's
 /// Python stack stops at this function's frame (a model's outermost
 /// module, an optimizer's `step`).

@@ -107,6 +107,14 @@ pub fn enter_range(name: &str, follow: bool) {
     collect::nvtx::enter(name, follow);
 }
 
+/// An id of the calling thread's innermost open NVTX range of the
+/// program's own (not a library's, not one opened by [`enter_range`]), or
+/// 0 where none is open: a framework integration asks it to tell whether
+/// the program marks its steps itself (a new id at each step).
+pub fn program_range_here() -> u64 {
+    collect::nvtx::program_range_here()
+}
+
 /// A Python function whose frames name the launches made inside them
 /// (for [`attribute_python_functions`]).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -58,6 +58,15 @@ class Library:
         h.gpuscope_range_cost.argtypes = [ctypes.c_uint64]
         self.enter = h.gpuscope_range_enter
         self.exit = h.gpuscope_range_exit
+        # program_range(): the thread's innermost open range of the
+        # program's own (an id; 0: none).
+        program = getattr(h, "gpuscope_program_range", None)
+        if program is not None:
+            program.restype = ctypes.c_uint64
+            program.argtypes = []
+            self.program_range = program
+        else:
+            self.program_range = lambda: 0
         self.flops = h.gpuscope_range_flops
         self.cost = h.gpuscope_range_cost
         # memory(at, allocated, reserved, peak): the caching allocator's
@@ -321,6 +330,10 @@ class TorchRanges:
         self.count_flops = count_flops
         self._main = threading.main_thread().ident
         self._step = 0  # 0: none open; 1: open; 2: open, its optimizer step done
+        # Whether the open step is the hooks' own range (not the program's
+        # range standing for it), and the program's range seen last time.
+        self._opened = False
+        self._program_seen = None
         self._optimizer_depth = 0
         self._backward_depth = 0
         self._forward = {}  # thread id -> [ _Call ] open forward calls
@@ -369,30 +382,41 @@ class TorchRanges:
 
     def _activity(self, timed=True):
         """A data fetch or training forward on the loop's thread; True when
-        it opened a step. `timed`: as for `_memory`."""
+        it began a step. `timed`: as for `_memory`."""
         if _get_ident() != self._main:
             return False
         if self._step == 2:
-            self._memory(1, timed)
-            self.lib.exit(0)
-            self._step = 0
+            self.close_step(timed)
         return self._open_step(timed)
 
     def _open_step(self, timed=True):
-        """Opens a step if none is; True when it did."""
+        """Begins a step if none is; True when it did. Where the program
+        has a range of its own open that it did not have open at the
+        previous step (a range it opens every step), that range is the
+        step: no `step` range is opened over it (`_opened` says which)."""
         if self._step:
             return False
-        self.lib.enter(b"step", 0)
-        self._memory(0, timed)
         self._step = 1
+        program = self._backend_program_range()
+        self._opened = not program or program == self._program_seen
+        self._program_seen = program
+        if self._opened:
+            self.lib.enter(b"step", 0)
+            self._memory(0, timed)
         return True
+
+    def _backend_program_range(self):
+        get = getattr(self.lib, "program_range", None)
+        return get() if get is not None else 0
 
     def close_step(self, timed=True):
         """Closes a step whose optimizer step is done (or any, at exit)."""
         if _get_ident() == self._main and self._step:
-            self._memory(1, timed)
-            self.lib.exit(0)
+            if self._opened:
+                self._memory(1, timed)
+                self.lib.exit(0)
             self._step = 0
+            self._opened = False
 
     def _optimizer_pre(self, optimizer, args, kwargs):
         if _get_ident() != self._main:
@@ -695,6 +719,9 @@ class TorchRanges:
                 if pending:
                     self.lib.flops(pending)
                 return original(*args, **kwargs)
+            if self._step == 2:
+                # A new step whose forward the hooks did not see (compiled).
+                self.close_step()
             self._open_step()
             self._backward_depth += 1
             self.lib.enter(b"backward", 0)
@@ -829,16 +856,18 @@ class TorchRanges:
         ranges = self
 
         def __next__(self):
-            opened = ranges._activity()
+            began = ranges._activity()
             ranges.lib.enter(b"data", 0)
             try:
                 batch = original_next(self)
             except StopIteration:
                 # The end of the data: no step began.
-                ranges.lib.exit(DISCARD if opened else 0)
-                if opened:
-                    ranges.lib.exit(DISCARD)
+                ranges.lib.exit(DISCARD if began else 0)
+                if began:
+                    if ranges._opened:
+                        ranges.lib.exit(DISCARD)
                     ranges._step = 0
+                    ranges._opened = False
                 raise
             except BaseException:
                 ranges.lib.exit(0)

@@ -200,6 +200,21 @@ pub(crate) fn current() -> ThreadContext {
     })
 }
 
+/// The instance of the calling thread's innermost open range of the
+/// program's own (not a library's, not opened by [`enter`]); 0: none.
+pub(crate) fn program_range_here() -> u64 {
+    let hooks = hooks_domain();
+    RANGES
+        .try_with(|r| {
+            r.try_borrow().ok().and_then(|r| {
+                r.frames.iter().rev().find(|f| !f.library && !f.inherited && f.domain != hooks).map(|f| f.instance)
+            })
+        })
+        .ok()
+        .flatten()
+        .unwrap_or(0)
+}
+
 /// A new range instance id, unique in the process.
 pub(crate) fn next_instance() -> u64 {
     NEXT_INSTANCE.fetch_add(1, Ordering::Relaxed)
@@ -637,9 +652,13 @@ pub(crate) mod tests {
         exit(false);
         assert_eq!(path_now(), "(no range)");
         // The program wraps the data fetch that the hooks mark.
+        assert_eq!(program_range_here(), 0);
         {
             let _fetch = gpuscope_nvtx::push("i46-fetch");
+            let fetch = program_range_here();
+            assert_ne!(fetch, 0, "the program's range is open");
             enter("i46-data", false);
+            assert_eq!(program_range_here(), fetch, "the hooks' range is not the program's");
             assert_eq!(path_now(), "i46-fetch/i46-data");
             exit(false);
             assert_eq!(path_now(), "i46-fetch");

@@ -140,7 +140,8 @@ fn main_range(ranges: &[RangeAnalysis], usable: impl Fn(&RangeAnalysis) -> bool)
 
 /// Which step the answer used, where the automatic ranges made one too.
 fn step_note(ranges: &[RangeAnalysis], g: &RangeAnalysis) -> Option<String> {
-    let auto = ranges.iter().find(|o| o.from_hooks && o.median_ns.is_some() && o.path.rsplit('/').next() == Some("step"));
+    let auto =
+        ranges.iter().find(|o| o.from_hooks && o.median_ns.is_some() && o.path.rsplit('/').next() == Some("step"));
     match auto {
         Some(a) if !g.from_hooks => Some(format!(
             "the step is the program's own range {}; gpuscope's automatic step ({}, {} calls) is not counted twice",
