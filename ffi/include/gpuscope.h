@@ -245,9 +245,10 @@ uint64_t gpuscope_program_range(void);
 // outermost `levels` (1 to 16) of them. The caller keeps the code objects
 // alive while they are registered. `here`: the code objects' addresses of
 // the caller's `here_count` innermost Python frames, innermost first,
-// three or more, each called from the next by Python: the interpreter's
-// frame layout is found from them. A `count` of 0 turns it off. Only in a
-// Python process.
+// three or more, each called from the next by Python, and
+// `here_first_local` the address of the innermost one's first local
+// variable: the interpreter's frame layout is found from them. A `count`
+// of 0 turns it off. Only in a Python process.
 //
 // # Safety
 // `codes`, `names` and `flags` point to `count` elements each, `here` to
@@ -258,7 +259,8 @@ int gpuscope_python_functions(const size_t *codes,
                               uint32_t count,
                               uint32_t levels,
                               const size_t *here,
-                              uint32_t here_count);
+                              uint32_t here_count,
+                              size_t here_first_local);
 
 // Writes into `buf` (`len` bytes, NUL included) the names of the
 // functions registered with `gpuscope_python_functions` on the calling

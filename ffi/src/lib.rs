@@ -699,9 +699,10 @@ pub const GPUSCOPE_FUNCTION_ROOT: u32 = 1;
 /// outermost `levels` (1 to 16) of them. The caller keeps the code objects
 /// alive while they are registered. `here`: the code objects' addresses of
 /// the caller's `here_count` innermost Python frames, innermost first,
-/// three or more, each called from the next by Python: the interpreter's
-/// frame layout is found from them. A `count` of 0 turns it off. Only in a
-/// Python process.
+/// three or more, each called from the next by Python, and
+/// `here_first_local` the address of the innermost one's first local
+/// variable: the interpreter's frame layout is found from them. A `count`
+/// of 0 turns it off. Only in a Python process.
 ///
 /// # Safety
 /// `codes`, `names` and `flags` point to `count` elements each, `here` to
@@ -715,6 +716,7 @@ pub unsafe extern "C" fn gpuscope_python_functions(
     levels: u32,
     here: *const usize,
     here_count: u32,
+    here_first_local: usize,
 ) -> c_int {
     guard(|| {
         if here_count > 0 && here.is_null() {
@@ -753,7 +755,7 @@ pub unsafe extern "C" fn gpuscope_python_functions(
             }
             functions.push(profiler::PythonFunction { code, name, root: flag & GPUSCOPE_FUNCTION_ROOT != 0 });
         }
-        match profiler::attribute_python_functions(&functions, levels as usize, here) {
+        match profiler::attribute_python_functions(&functions, levels as usize, here, here_first_local) {
             Ok(()) => GPUSCOPE_OK,
             Err(e) => code(&e),
         }

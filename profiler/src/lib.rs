@@ -137,15 +137,21 @@ pub struct PythonFunction {
 /// the frames at each launch. An empty `functions` turns it off. `here`:
 /// the code objects' addresses of the caller's innermost Python frames,
 /// innermost first, three or more, each called from the next by Python
-/// (the interpreter's frame layout is found from them). For framework
+/// (the interpreter's frame layout is found from them); `first_local`: the
+/// address of the innermost one's first local variable. For framework
 /// integrations (gpuscope's PyTorch modules without hooks); only in a
 /// Python process.
-pub fn attribute_python_functions(functions: &[PythonFunction], levels: usize, here: &[usize]) -> Result<()> {
+pub fn attribute_python_functions(
+    functions: &[PythonFunction],
+    levels: usize,
+    here: &[usize],
+    first_local: usize,
+) -> Result<()> {
     let fs = functions
         .iter()
         .map(|f| collect::python_stack::Function { code: f.code, name: f.name.as_str().into(), root: f.root })
         .collect();
-    collect::python_stack::register(fs, levels, here).map_err(|e| Error::new(ErrorKind::InvalidConfig, e))
+    collect::python_stack::register(fs, levels, here, first_local).map_err(|e| Error::new(ErrorKind::InvalidConfig, e))
 }
 
 /// The names of the registered Python functions ([`attribute_python_functions`])

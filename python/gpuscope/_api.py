@@ -6,6 +6,7 @@ import json
 import operator
 import os
 import tempfile
+import sys
 import threading
 import warnings
 
@@ -214,9 +215,20 @@ class profile:
         code = lib().gpuscope_start(ctypes.byref(cfg))
         if code == _native.OK:
             self.profiled = self._running = True
-            if isinstance(self._torch_ranges, tuple):
+            env = getattr(sys.modules.get("_gpuscope_torch_ranges"), "ACTIVE", None)
+            if isinstance(self._torch_ranges, tuple) and not getattr(env, "stack", False):
+                # (Modules `gpuscope run --torch-ranges=stack` registered stay.)
                 depth = None if self._torch_ranges[1] == "auto" else self._torch_ranges[1]
-                self._stack = _torch_ranges.StackModules(str(_native.library_path()), depth=depth).install()
+                try:
+                    self._stack = _torch_ranges.StackModules(str(_native.library_path()), depth=depth).install()
+                except BaseException:
+                    # No session may outlive a start that raised.
+                    self._running = False
+                    with _lock:
+                        lib().gpuscope_stop()
+                    raise
+            elif isinstance(self._torch_ranges, tuple):
+                pass
             elif self._torch_ranges is not None:
                 depth = None if self._torch_ranges == "auto" else self._torch_ranges
                 try:
@@ -336,8 +348,6 @@ def _torch_hooks(depth, discover=True):
     """The process's PyTorch hooks and whether this call installed them:
     those of `gpuscope run --torch-ranges`, else the package's (installed at
     the first use; a later use with `discover` turns model discovery on)."""
-    import sys
-
     env = getattr(sys.modules.get("_gpuscope_torch_ranges"), "ACTIVE", None)
     if env is not None and not getattr(env, "stack", False):
         return env, False

@@ -331,9 +331,11 @@ class TorchRanges:
         self._main = threading.main_thread().ident
         self._step = 0  # 0: none open; 1: open; 2: open, its optimizer step done
         # Whether the open step is the hooks' own range (not the program's
-        # range standing for it), and the program's range seen last time.
+        # range standing for it); the program's innermost range when the
+        # last step began and at its optimizer step.
         self._opened = False
-        self._program_seen = None
+        self._program_begin = 0
+        self._program_post = 0
         self._optimizer_depth = 0
         self._backward_depth = 0
         self._forward = {}  # thread id -> [ _Call ] open forward calls
@@ -391,15 +393,18 @@ class TorchRanges:
 
     def _open_step(self, timed=True):
         """Begins a step if none is; True when it did. Where the program
-        has a range of its own open that it did not have open at the
-        previous step (a range it opens every step), that range is the
-        step: no `step` range is opened over it (`_opened` says which)."""
+        opens a range of its own every step around the whole step (the
+        range open when the previous step began was still open at its
+        optimizer step, and another is open now), that range is the step:
+        no `step` range is opened over it (`_opened` says which)."""
         if self._step:
             return False
         self._step = 1
         program = self._backend_program_range()
-        self._opened = not program or program == self._program_seen
-        self._program_seen = program
+        led = bool(program) and self._program_begin != 0 and self._program_post == self._program_begin \
+            and program != self._program_begin
+        self._program_begin, self._program_post = program, 0
+        self._opened = not led
         if self._opened:
             self.lib.enter(b"step", 0)
             self._memory(0, timed)
@@ -435,6 +440,7 @@ class TorchRanges:
             self._memory(1)
             self.lib.exit(0)
             self._step = 2
+            self._program_post = self._backend_program_range()
 
     # ---- forward --------------------------------------------------------
 
@@ -1014,10 +1020,11 @@ class StackModules:
     each launch to the registered modules' `forward` frames on the
     launching thread's Python stack (`Model/DecoderLayer/Attention`, by
     class name), and to an optimizer's `step`. Models are found at their
-    first call (a forward pre-hook on every module until then), optimizers
-    at their first step; after that no Python runs per call. Backward
-    kernels, launched by autograd's worker thread, have no Python stack:
-    they count for the ranges open around them, not a module."""
+    first calls (a forward pre-hook on every module until one model has
+    been called a few times), optimizers at their first steps; after that
+    no Python runs per call. Backward kernels launched by autograd's worker
+    thread count for a module only where Python runs there (a checkpointed
+    forward run again, a custom Function's backward)."""
 
     #: Not the hooks (`TorchRanges`): `annotate` and `profile(torch_ranges=)`
     #: install those beside it.
@@ -1027,16 +1034,20 @@ class StackModules:
         h = ctypes.CDLL(path)
         h.gpuscope_python_functions.argtypes = [
             ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(ctypes.c_uint32),
-            ctypes.c_uint32, ctypes.c_uint32, ctypes.POINTER(ctypes.c_size_t), ctypes.c_uint32]
+            ctypes.c_uint32, ctypes.c_uint32, ctypes.POINTER(ctypes.c_size_t), ctypes.c_uint32, ctypes.c_size_t]
         h.gpuscope_last_error.restype = ctypes.c_char_p
         self._h = h
         self.depth = depth
         self.levels = 1
-        self._functions = {}  # code -> (name, root); code objects kept alive here
+        # id(code) -> (code, name, root): keyed by identity (code objects
+        # compare equal by content), each kept alive while registered.
+        self._functions = {}
         self._known = set()  # id() of modules of registered models
         self._roots = set()  # id() of the models found
         self._root_calls = 0
+        self._optimizer_steps = 0
         self._handles = []
+        self._lock = threading.Lock()
         self.error = None
 
     def install(self):
@@ -1055,6 +1066,7 @@ class StackModules:
             self._stop(which)
         self._functions.clear()
         self._register()
+        atexit.unregister(self.uninstall)
 
     def _discover(self, module, args):
         key = id(module)
@@ -1072,11 +1084,15 @@ class StackModules:
         self._add_model(inner if inner is not None else module)
 
     def _optimizer(self, optimizer, args, kwargs):
+        # Every optimizer class stepped in the first steps (a model may
+        # have two: AdamW and Muon).
         code = _unwrapped_code(type(optimizer).step)
-        if code is not None and code not in self._functions:
-            self._functions[code] = ("optimizer", True)
+        if code is not None and id(code) not in self._functions:
+            self._functions[id(code)] = (code, "optimizer", True)
             self._register()
-        self._stop(1)
+        self._optimizer_steps += 1
+        if self._optimizer_steps >= 4 * DISCOVERY_CALLS:
+            self._stop(1)
 
     def _stop(self, which):
         if len(self._handles) > which and self._handles[which] is not None:
@@ -1088,6 +1104,7 @@ class StackModules:
 
         depth = self.depth if self.depth is not None else default_depth(model)
         self.levels = min(max(self.levels, depth + 1), MAX_STACK_LEVELS)
+        inner_codes = set()
 
         def visit(m, level, root):
             self._known.add(id(m))
@@ -1095,15 +1112,23 @@ class StackModules:
             has_params = any(True for _ in m.parameters(recurse=False))
             has_children = any(True for _ in m.children())
             light = isinstance(m, (nn.Embedding, nn.EmbeddingBag)) or "Norm" in type(m).__name__
-            if not container and level <= depth and (root or has_children or (has_params and not light)):
-                code = _unwrapped_code(type(m).forward)
-                if code is not None:
-                    name, was_root = self._functions.get(code, (type(m).__name__, False))
-                    self._functions[code] = (name, was_root or root)
+            code = _unwrapped_code(type(m).forward)
+            if code is not None and not root:
+                inner_codes.add(id(code))
+            if code is not None and not container and level <= depth and (
+                    root or has_children or (has_params and not light)):
+                _, name, was_root = self._functions.get(id(code), (code, type(m).__name__, False))
+                self._functions[id(code)] = (code, name, was_root or root)
             for child in m.children():
                 visit(child, level if container else level + 1, False)
 
         visit(model, 0, True)
+        root = _unwrapped_code(type(model).forward)
+        if root is not None and id(root) in inner_codes and id(root) in self._functions:
+            # The model's class runs inside it too (a Sequential of
+            # Sequentials): a stop there would cut the inner ones' paths.
+            code, name, _ = self._functions[id(root)]
+            self._functions[id(root)] = (code, name, False)
         self._register()
 
     def pause(self, paused=True):
@@ -1112,31 +1137,36 @@ class StackModules:
         self._register(paused)
 
     def _register(self, paused=False):
-        items = [] if paused else list(self._functions.items())
-        n = len(items)
-        codes = (ctypes.c_size_t * max(n, 1))(*[id(c) for c, _ in items])
-        names = (ctypes.c_char_p * max(n, 1))(*[name.encode() for _, (name, _) in items])
-        flags = (ctypes.c_uint32 * max(n, 1))(*[FUNCTION_ROOT if root else 0 for _, (_, root) in items])
-        # The library finds the interpreter's frame layout from three
-        # frames, each called by the next, under a call from C (map): the
-        # frames a launch sees are of that kind.
-        rc = list(map(partial(_calibrating3, self._h, codes, names, flags, n, self.levels), [0]))[0]
-        if rc != 0 and n > 0:
-            self.error = (self._h.gpuscope_last_error() or b"").decode("utf-8", "replace")
-            print(f"gpuscope: module ranges from the Python stack are off: {self.error}", file=sys.stderr)
-            self._functions.clear()
-            for which in range(len(self._handles)):
-                self._stop(which)
+        with self._lock:
+            items = [] if paused else list(self._functions.values())
+            n = len(items)
+            codes = (ctypes.c_size_t * max(n, 1))(*[id(c) for c, _, _ in items])
+            names = (ctypes.c_char_p * max(n, 1))(*[name.encode() for _, name, _ in items])
+            flags = (ctypes.c_uint32 * max(n, 1))(*[FUNCTION_ROOT if root else 0 for _, _, root in items])
+            # The library finds the interpreter's frame layout from three
+            # frames, each called by the next, under a call from C (map):
+            # the frames a launch sees are of that kind.
+            rc = list(map(partial(_calibrating3, self._h, codes, names, flags, n, self.levels), [0]))[0]
+            if rc != 0 and n > 0:
+                self.error = (self._h.gpuscope_last_error() or b"").decode("utf-8", "replace")
+                print(f"gpuscope: module ranges from the Python stack are off: {self.error}", file=sys.stderr)
+                # Whatever was registered before goes too: off means off.
+                self._h.gpuscope_python_functions(None, None, None, 0, 1, None, 0, 0)
+                self._functions.clear()
+                for which in range(len(self._handles)):
+                    self._stop(which)
 
 
 def _calibrating1(h, codes, names, flags, n, levels):
+    # `h` is this frame's first local: the library finds where frames keep
+    # their locals from its address.
     f = sys._getframe()
     here = []
     while f is not None and len(here) < 3:
         here.append(id(f.f_code))
         f = f.f_back
     arr = (ctypes.c_size_t * 3)(*here)
-    return h.gpuscope_python_functions(codes, names, flags, n, levels, arr, 3)
+    return h.gpuscope_python_functions(codes, names, flags, n, levels, arr, 3, id(h))
 
 
 def _calibrating2(*a):

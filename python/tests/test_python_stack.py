@@ -66,10 +66,10 @@ class PythonStackTest(unittest.TestCase):
 
     def register(self, levels=8, root=True):
         f = self.mods._functions
-        f[tr._unwrapped_code(Model.forward)] = ("Model", root)
-        f[tr._unwrapped_code(Block.forward)] = ("Block", False)
-        f[tr._unwrapped_code(Leaf.forward)] = ("Leaf", False)
-        f[tr._unwrapped_code(Outer.run)] = ("Outer", False)
+        for fn, name, r in ((Model.forward, "Model", root), (Block.forward, "Block", False),
+                            (Leaf.forward, "Leaf", False), (Outer.run, "Outer", False)):
+            code = tr._unwrapped_code(fn)
+            f[id(code)] = (code, name, r)
         self.mods.levels = levels
         self.mods._register()
         self.assertIsNone(self.mods.error)
@@ -109,18 +109,42 @@ class PythonStackTest(unittest.TestCase):
         names = (ctypes.c_char_p * 1)(b"Model")
         flags = (ctypes.c_uint32 * 1)(0)
         few = (ctypes.c_size_t * 2)(id(Model.forward.__code__), id(Block.forward.__code__))
-        self.assertEqual(h.gpuscope_python_functions(code, names, flags, 1, 4, few, 2), _native.ERR_INVALID)
+        self.assertEqual(h.gpuscope_python_functions(code, names, flags, 1, 4, few, 2, id(h)), _native.ERR_INVALID)
         self.assertIn(b"3 or more", h.gpuscope_last_error())
-        self.assertEqual(h.gpuscope_python_functions(code, names, flags, 1, 0, few, 2), _native.ERR_INVALID)
+        self.assertEqual(h.gpuscope_python_functions(code, names, flags, 1, 0, few, 2, id(h)), _native.ERR_INVALID)
         self.assertIn(b"allowed: 1 to 16", h.gpuscope_last_error())
         bad = (ctypes.c_uint32 * 1)(4)
-        self.assertEqual(h.gpuscope_python_functions(code, names, bad, 1, 4, few, 2), _native.ERR_INVALID)
+        self.assertEqual(h.gpuscope_python_functions(code, names, bad, 1, 4, few, 2, id(h)), _native.ERR_INVALID)
         self.assertIn(b"GPUSCOPE_FUNCTION_ROOT", h.gpuscope_last_error())
         # Frames that are not each called by the next: no layout.
         wrong = (ctypes.c_size_t * 3)(id(Leaf.forward.__code__), id(Model.forward.__code__),
                                       id(Block.forward.__code__))
-        self.assertEqual(h.gpuscope_python_functions(code, names, flags, 1, 4, wrong, 3), _native.ERR_INVALID)
+        self.assertEqual(h.gpuscope_python_functions(code, names, flags, 1, 4, wrong, 3, id(h)), _native.ERR_INVALID)
         self.assertIn(b"not recognised", h.gpuscope_last_error())
+
+
+    def test_a_refused_registration_turns_attribution_off(self):
+        self.register()
+        self.assertEqual(Model().forward(self.h, here), "Model/Block/Leaf")
+        for i in range(5000):
+            code = compile(f"x = {i}", "<probe>", "exec")
+            self.mods._functions[id(code)] = (code, f"f{i}", False)
+        self.mods._register()
+        self.assertIn("at most 4096", self.mods.error)
+        self.assertEqual(Model().forward(self.h, here), "", "off means off")
+
+    def test_equal_code_objects_of_two_classes_are_two_functions(self):
+        src = "def forward(self, h, inner):\n    return inner(h)\n"
+        a, b = {}, {}
+        exec(compile(src, "<same>", "exec"), a)
+        exec(compile(src, "<same>", "exec"), b)
+        self.assertEqual(a["forward"].__code__, b["forward"].__code__)
+        f = self.mods._functions
+        f[id(a["forward"].__code__)] = (a["forward"].__code__, "A", False)
+        f[id(b["forward"].__code__)] = (b["forward"].__code__, "B", False)
+        self.mods._register()
+        self.assertEqual(b["forward"](None, self.h, here), "B")
+        self.assertEqual(a["forward"](None, self.h, here), "A")
 
 
 class StackSettingTest(unittest.TestCase):

@@ -168,15 +168,39 @@ class TorchRanges(unittest.TestCase):
                 hooks.uninstall()
             steps = [p for p in rec.entered() if p == "step"]
             if per_step:
-                self.assertEqual(steps, [], "the program's range is the step: no step over it")
+                # The first step tells that the program's range spans it.
+                self.assertEqual(steps, ["step"], "the program's range is the step: no step over it")
                 self.assertIn("forward", rec.entered())
                 self.assertIn("optimizer", rec.entered())
             else:
-                # The first step cannot tell an epoch from a step; the others are the hooks'.
-                self.assertEqual(len(steps), 3, rec.entered())
+                # A range around the loop is not a step: the hooks make them.
+                self.assertEqual(len(steps), 4, rec.entered())
             opened = sum(1 for k, p, _ in rec.events if k == "enter")
             closed = sum(1 for k, p, _ in rec.events if k == "exit")
             self.assertEqual(opened, closed, "every range opened is closed")
+
+    def test_a_range_of_the_program_around_the_forward_only_is_not_the_step(self):
+        torch.manual_seed(0)
+        model = Model()
+        rec = Recorder()
+        program = {"id": 0, "next": 1}
+        rec.program_range = lambda: program["id"]
+        hooks = tr.TorchRanges(rec)
+        hooks.install()
+        try:
+            opt = torch.optim.SGD(model.parameters(), lr=0.01)
+            ids = torch.randint(0, 32, (2, 8))
+            for _ in range(4):
+                program["id"], program["next"] = program["next"], program["next"] + 1  # `fwd` opens
+                loss = model(ids).sum()
+                program["id"] = 0  # `fwd` closes
+                loss.backward()
+                opt.step()
+                opt.zero_grad()
+            hooks.close_step()
+        finally:
+            hooks.uninstall()
+        self.assertEqual([p for p in rec.entered() if p == "step"], ["step"] * 4)
 
     def test_a_backward_after_the_optimizer_step_begins_a_new_step(self):
         # A compiled forward runs no hook: the step must not stay open past

@@ -417,7 +417,7 @@ impl Aggregator {
                 let info = LaunchInfo { tid, path, instance, profiled, ts, graph, seen: true, inherited, since };
                 self.attribution.launch(correlation_id, info);
                 self.idle.launch(correlation_id, ts, graph);
-                self.ranges.launch(instance, graph, cost_ns as u64, prev_call_ns as u64);
+                self.ranges.launch(instance, ts, graph, cost_ns as u64, prev_call_ns as u64);
                 self.timeline.launch(ts, cost_ns as u64, prev_call_ns as u64);
             }
             HostEvent::UntracedLaunches { path, instance, launches, graphs, start, end } => {

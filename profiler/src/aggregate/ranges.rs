@@ -44,6 +44,9 @@ pub(crate) struct Instance {
     pub discarded: bool,
     /// A framework allocator's figures at its start and at its end.
     pub framework: [Option<FrameworkSample>; 2],
+    /// When the last launch made inside it (not in a nested range)
+    /// returned, ns; 0: none.
+    pub last_return: u64,
 }
 
 /// A framework allocator's figures at one moment.
@@ -269,6 +272,7 @@ impl Ranges {
             flops: 0.0,
             discarded: false,
             framework: [None, None],
+            last_return: 0,
         };
         self.instances.insert(instance, i);
         self.idle_open.insert((ts, instance));
@@ -313,7 +317,12 @@ impl Ranges {
     /// A launch inside `instance` (`graph`: of a CUDA graph) counts for it
     /// and every range around it, with the time gpuscope's callback took (`callback_ns`) and, when
     /// timed, the thread's previous launch call (`call_ns`, 0: not timed).
-    pub(crate) fn launch(&mut self, instance: u64, graph: bool, callback_ns: u64, call_ns: u64) {
+    /// A launch inside `instance` made at `ts`, its call taking `call_ns`
+    /// (0: not timed) and gpuscope's callback `callback_ns`.
+    pub(crate) fn launch(&mut self, instance: u64, ts: u64, graph: bool, callback_ns: u64, call_ns: u64) {
+        if let Some(i) = self.instances.get_mut(&instance) {
+            i.last_return = ts.saturating_add(call_ns.max(callback_ns));
+        }
         self.for_each_enclosing(instance, |i| {
             i.fig.launches += 1;
             i.fig.graph_launches += graph as u64;
@@ -558,7 +567,10 @@ impl Ranges {
         if let Some(open) = &mut self.sample_open {
             open.remove(&(i.start, id));
         }
-        let end = i.end.unwrap_or(session_end).max(i.start);
+        // A range of the Python stack still open ends with its last launch:
+        // it was open only until the thread's next launch outside it.
+        let open_end = if i.last_return > 0 && is_stack_path(i.path) { i.last_return } else { session_end };
+        let end = i.end.unwrap_or(open_end).max(i.start);
         fold(self.by_path.entry(i.path).or_default(), &i, end, untraced);
         Finished { path: i.path, tid: i.tid, start: i.start, end, discarded: i.discarded }
     }
@@ -607,6 +619,12 @@ impl Ranges {
     pub(crate) fn live(&self) -> usize {
         self.instances.len()
     }
+}
+
+/// Whether `path` is a range gpuscope opened for a Python function.
+fn is_stack_path(path: PathId) -> bool {
+    crate::model::path::paths().path(path).frames.last().and_then(|f| f.domain.as_deref())
+        == Some(crate::model::path::STACK_DOMAIN)
 }
 
 #[cfg(test)]

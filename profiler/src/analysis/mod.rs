@@ -996,4 +996,27 @@ mod tests {
         assert_eq!(kept.range.as_deref(), Some("step"));
         assert!(kept.notes.is_empty(), "{:?}", kept.notes);
     }
+
+    #[test]
+    fn a_python_stack_range_left_open_ends_with_its_last_launch() {
+        use crate::aggregate::{AggregateOptions, Aggregator};
+        use crate::model::event::HostEvent;
+        let stack = gpuscope_nvtx::tool::domain(crate::model::path::STACK_DOMAIN);
+        let opt = paths().intern(ROOT, stack, "StackTestOptimizerOpen");
+        let program = paths().intern(ROOT, 0, "stack-test-open-program");
+        let mut a = Aggregator::new(AggregateOptions::default(), crate::aggregate::devices::DeviceTable::fixed(vec![]));
+        a.host_event(HostEvent::Push { instance: 1, parent: 0, path: opt, tid: 1, ts: 1_000 });
+        let mut e = HostEvent::launch(1, 1, opt, 1, 2_000);
+        if let HostEvent::Launch { prev_call_ns, .. } = &mut e {
+            *prev_call_ns = 0;
+        }
+        a.host_event(e);
+        // The program's own range left open too: it ends with the session.
+        a.host_event(HostEvent::Push { instance: 2, parent: 0, path: program, tid: 1, ts: 1_000 });
+        let r = Report::build(a.finish(1_000_000_000), 0, 1_000_000_000);
+        let wall = |name: &str| r.ranges.iter().find(|g| g.path.to_string() == name).map(|g| g.wall_ns);
+        let w = wall("StackTestOptimizerOpen").expect("the range");
+        assert!(w < 10_000, "ended with its launch, not the session: {w}");
+        assert!(wall("stack-test-open-program").expect("the program's") > 900_000_000);
+    }
 }

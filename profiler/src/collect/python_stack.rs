@@ -32,6 +32,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 pub(crate) const MAX_FRAMES: usize = 256;
 /// Functions registered at most.
 pub(crate) const MAX_FUNCTIONS: usize = 4096;
+/// Paths a thread remembers having made, at most.
+const MAX_MADE: usize = 4096;
 /// Registered frames kept in one chain at most.
 pub(crate) const MAX_LEVELS: usize = 16;
 
@@ -62,8 +64,15 @@ static GENERATION: AtomicU64 = AtomicU64::new(0);
 /// outermost `levels` (1 to [`MAX_LEVELS`]) of each chain. `here`: the code
 /// objects of the caller's innermost Python frames, innermost first (three
 /// or more, each called from the next), from which the interpreter's frame
-/// layout is found. Returns the error to report, naming what is allowed.
-pub(crate) fn register(functions: Vec<Function>, levels: usize, here: &[usize]) -> Result<(), String> {
+/// layout is found; `first_local`: the address of the innermost one's
+/// first local variable (a call's `self`, which tells sibling calls apart).
+/// Returns the error to report, naming what is allowed.
+pub(crate) fn register(
+    functions: Vec<Function>,
+    levels: usize,
+    here: &[usize],
+    first_local: usize,
+) -> Result<(), String> {
     if functions.len() > MAX_FUNCTIONS {
         return Err(format!("{} functions; allowed: at most {MAX_FUNCTIONS}", functions.len()));
     }
@@ -87,17 +96,21 @@ pub(crate) fn register(functions: Vec<Function>, levels: usize, here: &[usize]) 
         // else found again.
         let reads_here = |l: &Layout| {
             let mut codes = Vec::with_capacity(here.len());
-            walk(api, l, |_, code| {
+            let mut local = 0;
+            walk(api, l, |frame, code| {
+                if codes.is_empty() {
+                    local = first_local_of(l, frame);
+                }
                 codes.push(code);
                 codes.len() >= here.len()
             });
-            codes == here
+            codes == here && local == first_local
         };
         match known.filter(reads_here) {
             Some(l) => Some(l),
             None => {
                 let maps = Readable::of_this_process().ok_or("/proc/self/maps cannot be read")?;
-                let found = calibrate(tstate, here, &|a| maps.read(a));
+                let found = calibrate(tstate, here, first_local, &|a| maps.read(a));
                 Some(found.ok_or("the Python interpreter's frame layout was not recognised from the frames given")?)
             }
         }
@@ -148,8 +161,9 @@ fn api() -> Option<&'static Api> {
 /// Where the interpreter keeps a thread's frames: the innermost frame's
 /// address at `thread_state + current` (or, through `cframe`, at
 /// `*(thread_state + current) + cframe`: 3.11 and 3.12's `cframe`); each
-/// frame's code at `frame + code` (low two bits are tags from 3.14) and its
-/// caller at `frame + back`. Found by [`calibrate`], not by version
+/// frame's code at `frame + code` (low two bits are tags from 3.14), its
+/// caller at `frame + back` and its first local variable at `frame +
+/// local0`. Found by [`calibrate`], not by version
 /// numbers, so that any CPython from 3.9 on is read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Layout {
@@ -157,6 +171,7 @@ pub(crate) struct Layout {
     cframe: Option<usize>,
     code: usize,
     back: usize,
+    local0: usize,
 }
 
 /// Field offsets tried, bytes: CPython keeps the frame pointer within the
@@ -165,16 +180,25 @@ pub(crate) struct Layout {
 const THREAD_STATE_SPAN: usize = 256;
 const CFRAME_SPAN: usize = 32;
 const FRAME_SPAN: usize = 128;
+/// Where a frame's first local variable may be, bytes (3.9 and 3.10 keep
+/// the locals after a block stack of ~240 bytes).
+const LOCALS_SPAN: usize = 512;
 
 fn untag(p: usize) -> usize {
     p & !3
 }
 
 /// The layout under which the thread state at `tstate` holds a frame chain
-/// whose codes start with `here` (innermost first); `read` reads a word, or
-/// `None` where the address cannot be read. Direct places are tried before
-/// those through a pointer.
-pub(crate) fn calibrate(tstate: usize, here: &[usize], read: &dyn Fn(usize) -> Option<usize>) -> Option<Layout> {
+/// whose codes start with `here` (innermost first), the innermost frame's
+/// first local being `first_local`; `read` reads a word, or `None` where
+/// the address cannot be read. Direct places are tried before those
+/// through a pointer.
+pub(crate) fn calibrate(
+    tstate: usize,
+    here: &[usize],
+    first_local: usize,
+    read: &dyn Fn(usize) -> Option<usize>,
+) -> Option<Layout> {
     // A word at `base + off`: any word read may be a pointer or not.
     let at = |base: usize, off: usize| base.checked_add(off).and_then(read);
     let chain_from = |frame: usize, cframe: Option<usize>, current: usize| {
@@ -190,7 +214,10 @@ pub(crate) fn calibrate(tstate: usize, here: &[usize], read: &dyn Fn(usize) -> O
                         _ => continue 'back,
                     }
                 }
-                return Some(Layout { current, cframe, code, back });
+                // The locals come after the frame's fixed fields, first to
+                // last: the first word holding it is the first local.
+                let local0 = (0..LOCALS_SPAN).step_by(8).find(|&o| at(frame, o).map(untag) == Some(first_local))?;
+                return Some(Layout { current, cframe, code, back, local0 });
             }
         }
         None
@@ -206,12 +233,21 @@ pub(crate) fn calibrate(tstate: usize, here: &[usize], read: &dyn Fn(usize) -> O
     })
 }
 
-/// The process's readable memory, for reads that must not fault while the
-/// layout is not yet known.
-struct Readable(Vec<(usize, usize)>);
+/// Reads of this process's memory that must not fault while the layout is
+/// not yet known: through `process_vm_readv` (an address that went away
+/// fails the call), else, where the system refuses it (seccomp), checked
+/// against a snapshot of the readable mappings.
+enum Readable {
+    Syscall,
+    Maps(Vec<(usize, usize)>),
+}
 
 impl Readable {
     fn of_this_process() -> Option<Self> {
+        let probe = 0x5eed_usize;
+        if read_by_syscall(&probe as *const usize as usize) == Some(probe) {
+            return Some(Readable::Syscall);
+        }
         let text = std::fs::read_to_string("/proc/self/maps").ok()?;
         let mut v = Vec::new();
         for line in text.lines() {
@@ -225,28 +261,55 @@ impl Readable {
             }
         }
         v.sort_unstable();
-        Some(Readable(v))
+        Some(Readable::Maps(v))
     }
 
     fn read(&self, addr: usize) -> Option<usize> {
         if addr % 8 != 0 {
             return None;
         }
-        let i = self.0.partition_point(|(a, _)| *a <= addr).checked_sub(1)?;
-        let (_, end) = self.0[i];
-        if addr.checked_add(8)? > end {
-            return None;
+        match self {
+            Readable::Syscall => read_by_syscall(addr),
+            Readable::Maps(maps) => {
+                let i = maps.partition_point(|(a, _)| *a <= addr).checked_sub(1)?;
+                if addr.checked_add(8)? > maps[i].1 {
+                    return None;
+                }
+                // SAFETY: aligned and inside a readable mapping of this
+                // process when the snapshot was taken (a mapping another
+                // thread removes since is the risk this fallback takes).
+                Some(unsafe { (addr as *const usize).read_volatile() })
+            }
         }
-        // SAFETY: the address is aligned and inside a readable mapping of
-        // this process (mappings do not go away during registration, which
-        // the program makes before its work).
-        Some(unsafe { (addr as *const usize).read_volatile() })
     }
 }
 
-/// One registered frame of a chain: its frame's address and its
-/// function's index in the thread's copy of the registry.
-type Link = (usize, u32);
+/// A word of this process's memory read by the kernel: `None` where the
+/// address is not readable, never a fault.
+fn read_by_syscall(addr: usize) -> Option<usize> {
+    let mut out = 0usize;
+    let local = libc::iovec { iov_base: &mut out as *mut usize as *mut c_void, iov_len: 8 };
+    let remote = libc::iovec { iov_base: addr as *mut c_void, iov_len: 8 };
+    // SAFETY: `local` points to a writable word of ours; the kernel checks
+    // `remote` and fails the call rather than fault.
+    let n = unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
+    (n == 8).then_some(out)
+}
+
+/// One registered frame of a chain: its frame's address, its function's
+/// index in the thread's copy of the registry, and its first local (the
+/// call's `self`): a frame's address is reused by the next call at the
+/// same depth, the instance it is called on tells sibling calls apart.
+type Link = (usize, u32, usize);
+
+/// The first local variable of `frame`, one of the calling thread's
+/// frames read by [`walk`] in this same call.
+fn first_local_of(layout: &Layout, frame: usize) -> usize {
+    // SAFETY: as in `walk`: a live frame of the calling thread, whose
+    // fixed-size part holds this word (the layout was found on such a
+    // frame).
+    untag(unsafe { *((frame + layout.local0) as *const usize) })
+}
 
 /// The calling thread's Python frames, innermost first, as `(frame, code)`
 /// addresses, until `visit` returns true; none where the thread runs no
@@ -373,6 +436,10 @@ impl Stack {
             };
             let link = self.chain[i];
             let name = &self.names[link.1 as usize].0;
+            if self.made.len() >= MAX_MADE {
+                // Bounded: programs whose range names change every step.
+                self.made.clear();
+            }
             let path =
                 *self.made.entry((parent_path, link.1)).or_insert_with(|| paths().intern(parent_path, domain(), name));
             let instance = super::nvtx::next_instance();
@@ -422,7 +489,7 @@ pub(crate) fn launch_context(
             let (functions, names, chain) = (&st.functions, &st.names, &mut st.chain);
             walk(api, &layout, |frame, code| match functions.get(&code) {
                 Some(&i) => {
-                    chain.push((frame, i));
+                    chain.push((frame, i, first_local_of(&layout, frame)));
                     names[i as usize].1 || chain.len() >= MAX_FRAMES
                 }
                 None => false,
@@ -517,21 +584,28 @@ mod tests {
     fn a_chain_opens_once_and_closes_at_the_end_of_its_last_launch() {
         let mut st = stack(&["PsModel", "PsLayer", "PsLinear"], 8);
         let base = (0, crate::model::path::ROOT);
-        let (_, sent) = run(&mut st, &[(10, 0), (20, 1), (30, 2)], base, 100);
+        let (_, sent) = run(&mut st, &[(10, 0, 1010), (20, 1, 1020), (30, 2, 1030)], base, 100);
         assert_eq!(
             kinds(&sent),
             ["push PsModel @100", "push PsModel/PsLayer @100", "push PsModel/PsLayer/PsLinear @100"]
         );
         // Same frames: nothing sent.
-        let (inner, sent) = run(&mut st, &[(10, 0), (20, 1), (30, 2)], base, 200);
+        let (inner, sent) = run(&mut st, &[(10, 0, 1010), (20, 1, 1020), (30, 2, 1030)], base, 200);
         assert!(sent.is_empty());
         assert_eq!(inner.map(|(_, p)| paths().path(p).to_string()), Some("PsModel/PsLayer/PsLinear".into()));
         // Another Linear (another frame) in the same layer.
-        let (_, sent) = run(&mut st, &[(10, 0), (20, 1), (31, 2)], base, 300);
+        let (_, sent) = run(&mut st, &[(10, 0, 1010), (20, 1, 1020), (31, 2, 1031)], base, 300);
         assert_eq!(kinds(&sent), ["pop @205", "push PsModel/PsLayer/PsLinear @300"]);
+        // The next layer: its frame at the same address (Python reuses it),
+        // called on another module: a new call.
+        let (_, sent) = run(&mut st, &[(10, 0, 1010), (20, 1, 2020), (31, 2, 1031)], base, 350);
+        assert_eq!(
+            kinds(&sent),
+            ["pop @305", "pop @305", "push PsModel/PsLayer @350", "push PsModel/PsLayer/PsLinear @350"]
+        );
         // Back in the model only: both inner ones close at the last launch's end.
-        let (_, sent) = run(&mut st, &[(10, 0)], base, 400);
-        assert_eq!(kinds(&sent), ["pop @305", "pop @305"]);
+        let (_, sent) = run(&mut st, &[(10, 0, 1010)], base, 400);
+        assert_eq!(kinds(&sent), ["pop @355", "pop @355"]);
     }
 
     #[test]
@@ -539,13 +613,13 @@ mod tests {
         let mut st = stack(&["PsRoot2", "PsBlock2", "PsLeaf2"], 2);
         let root = crate::model::path::ROOT;
         let step = paths().intern(root, 0, "ps-step");
-        let (_, sent) = run(&mut st, &[(1, 0), (2, 1), (3, 2)], (5, step), 10);
+        let (_, sent) = run(&mut st, &[(1, 0, 1001), (2, 1, 1002), (3, 2, 1003)], (5, step), 10);
         assert_eq!(kinds(&sent), ["push ps-step/PsRoot2 @10", "push ps-step/PsRoot2/PsBlock2 @10"]);
         if let HostEvent::Push { parent, .. } = sent[0] {
             assert_eq!(parent, 5, "the outermost hangs from the thread's range");
         }
         // The program's next step: the same frames reopen under it.
-        let (_, sent) = run(&mut st, &[(1, 0), (2, 1), (3, 2)], (6, step), 20);
+        let (_, sent) = run(&mut st, &[(1, 0, 1001), (2, 1, 1002), (3, 2, 1003)], (6, step), 20);
         assert_eq!(
             kinds(&sent),
             ["pop @15", "pop @15", "push ps-step/PsRoot2 @20", "push ps-step/PsRoot2/PsBlock2 @20"]
@@ -575,23 +649,28 @@ mod tests {
             mem[f + 2] = codes[k] | if k == 0 { 1 } else { 0 };
             mem[f + 5] = if k < 2 { at(f + 10) } else { 0 };
         }
+        // The innermost frame's first local, at +56 (tagged).
+        let local = 0x9000;
+        mem[107] = local | 1;
         // The thread state: a decoy pointer to the second frame, then the
         // current frame at +24.
         let mut direct = mem.clone();
         direct[1] = at(110);
         direct[3] = at(100);
-        let found = calibrate(at(0), &codes, &read_of(direct));
-        assert_eq!(found, Some(Layout { current: 24, cframe: None, code: 16, back: 40 }));
+        let found = calibrate(at(0), &codes, local, &read_of(direct));
+        assert_eq!(found, Some(Layout { current: 24, cframe: None, code: 16, back: 40, local0: 56 }));
         // 3.11/3.12: the thread state points to a cframe whose second word
         // is the current frame.
         let mut indirect = mem.clone();
         indirect[4] = at(50);
         indirect[51] = at(100);
-        let found = calibrate(at(0), &codes, &read_of(indirect));
-        assert_eq!(found, Some(Layout { current: 32, cframe: Some(8), code: 16, back: 40 }));
+        let found = calibrate(at(0), &codes, local, &read_of(indirect));
+        assert_eq!(found, Some(Layout { current: 32, cframe: Some(8), code: 16, back: 40, local0: 56 }));
         // Frames that do not chain as given: nothing.
         let mut wrong = mem;
         wrong[3] = at(100);
-        assert_eq!(calibrate(at(0), &[codes[0], codes[2], codes[1]], &read_of(wrong)), None);
+        assert_eq!(calibrate(at(0), &[codes[0], codes[2], codes[1]], local, &read_of(wrong.clone())), None);
+        // Nor without the first local.
+        assert_eq!(calibrate(at(0), &codes, 0x9100, &read_of(wrong)), None);
     }
 }

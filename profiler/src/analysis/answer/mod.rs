@@ -131,7 +131,10 @@ fn main_range(ranges: &[RangeAnalysis], usable: impl Fn(&RangeAnalysis) -> bool)
     // repeats and holds a good part of its time.
     if best.1.from_hooks {
         let program = own().filter(|(_, g)| !g.from_hooks && g.median_ns.is_some()).max_by_key(key);
-        if let Some(p) = program.filter(|(_, p)| p.wall_ns as f64 >= PROGRAM_STEP_SHARE * best.1.wall_ns as f64) {
+        let steps = |p: &RangeAnalysis| p.count.saturating_add(p.warmup_calls);
+        if let Some(p) = program.filter(|(_, p)| {
+            p.wall_ns as f64 >= PROGRAM_STEP_SHARE * best.1.wall_ns as f64 && steps(p) <= steps(best.1) + 1
+        }) {
             return Some(p);
         }
     }
@@ -152,8 +155,9 @@ fn step_note(ranges: &[RangeAnalysis], g: &RangeAnalysis) -> Option<String> {
 }
 
 /// The share of the hooks' step's time a repeating range of the program's
-/// own holds to be the step instead.
-const PROGRAM_STEP_SHARE: f64 = 0.5;
+/// own, called once a step at most, holds to be the step instead (a range
+/// around the forward alone is not the step).
+const PROGRAM_STEP_SHARE: f64 = 0.8;
 
 /// The parts of a step's idle time, by the causes each gathers.
 pub(crate) const IDLE_PARTS: [(&str, &[usize]); 5] = [
