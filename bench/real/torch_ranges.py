@@ -54,20 +54,28 @@ def llama(batch=8, seq=512):
     return step, params, batch * seq
 
 
-def mlp(batch=32, width=256, layers=8):
-    torch.manual_seed(0)
-    model = nn.Sequential(*[m for _ in range(layers) for m in (nn.Linear(width, width), nn.ReLU())]).cuda()
-    opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
-    x = torch.randn(batch, width, device="cuda")
+def training_step(model, opt, loss_of):
+    """A step: `loss_of()`'s backward, the optimizer's step, gradients
+    cleared; its `model` attribute is `model`."""
 
     def step():
-        loss = model(x).square().mean()
+        loss = loss_of()
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
         return loss
 
     step.model = model
+    return step
+
+
+def mlp(batch=32, width=256, layers=8):
+    torch.manual_seed(0)
+    model = nn.Sequential(*[m for _ in range(layers) for m in (nn.Linear(width, width), nn.ReLU())]).cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
+    x = torch.randn(batch, width, device="cuda")
+
+    step = training_step(model, opt, lambda: model(x).square().mean())
     return step, sum(p.numel() for p in model.parameters()), batch
 
 
@@ -129,14 +137,7 @@ def tiny(vocab=256, hidden=64, layers=8, seq=16):
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=False)
     ids = torch.randint(0, vocab, (1, seq), device="cuda")
 
-    def step():
-        loss = model(input_ids=ids, labels=ids).loss
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        return loss
-
-    step.model = model
+    step = training_step(model, opt, lambda: model(input_ids=ids, labels=ids).loss)
     return step, sum(p.numel() for p in model.parameters()), seq
 
 
@@ -152,14 +153,7 @@ def resnet(batch=4, size=64):
     y = torch.randint(0, 10, (batch,), device="cuda")
     loss_fn = nn.CrossEntropyLoss()
 
-    def step():
-        loss = loss_fn(model(x), y)
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        return loss
-
-    step.model = model
+    step = training_step(model, opt, lambda: loss_fn(model(x), y))
     return step, sum(p.numel() for p in model.parameters()), batch
 
 

@@ -136,92 +136,67 @@ class TorchRanges(unittest.TestCase):
             hooks.uninstall()
         return rec, hooks
 
-    def test_a_range_the_program_opens_every_step_is_the_step_and_one_around_the_loop_is_not(self):
-        torch.manual_seed(0)
-        model = Model()
-        for per_step in (True, False):
-            rec = Recorder()
-            program = {"id": 0, "next": 1}
-
-            def push():
-                program["id"], program["next"] = program["next"], program["next"] + 1
-
-            rec.program_range = lambda: program["id"]
-            hooks = tr.TorchRanges(rec)
-            hooks.install()
-            try:
-                opt = torch.optim.SGD(model.parameters(), lr=0.01)
-                ids = torch.randint(0, 32, (2, 8))
-                if not per_step:
-                    push()  # an `epoch` range around the whole loop
-                for _ in range(4):
-                    if per_step:
-                        push()  # the program's `train_step`
-                    loss = model(ids).sum()
-                    loss.backward()
-                    opt.step()
-                    opt.zero_grad()
-                    if per_step:
-                        program["id"] = 0
-                hooks.close_step()
-            finally:
-                hooks.uninstall()
-            steps = [p for p in rec.entered() if p == "step"]
-            if per_step:
-                # The first step tells that the program's range spans it.
-                self.assertEqual(steps, ["step"], "the program's range is the step: no step over it")
-                self.assertIn("forward", rec.entered())
-                self.assertIn("optimizer", rec.entered())
-            else:
-                # A range around the loop is not a step: the hooks make them.
-                self.assertEqual(len(steps), 4, rec.entered())
-            opened = sum(1 for k, p, _ in rec.events if k == "enter")
-            closed = sum(1 for k, p, _ in rec.events if k == "exit")
-            self.assertEqual(opened, closed, "every range opened is closed")
-
-    def test_a_range_of_the_program_around_the_forward_only_is_not_the_step(self):
+    def steps_under(self, shape, discover=True):
+        """The hooks' `step` ranges over 4 steps of a loop with a range of
+        its own shaped `shape`: "step" (opened each step, closed after the
+        optimizer), "loop" (one around the loop), "forward" (around the
+        forward only), "none"; and the entered ranges. Without `discover`
+        no forward hook runs (as in a compiled forward)."""
         torch.manual_seed(0)
         model = Model()
         rec = Recorder()
         program = {"id": 0, "next": 1}
+
+        def opens():
+            program["id"], program["next"] = program["next"], program["next"] + 1
+
+        def closes():
+            program["id"] = 0
+
         rec.program_range = lambda: program["id"]
         hooks = tr.TorchRanges(rec)
-        hooks.install()
+        hooks.install(discover=discover)
         try:
             opt = torch.optim.SGD(model.parameters(), lr=0.01)
             ids = torch.randint(0, 32, (2, 8))
+            if shape == "loop":
+                opens()
             for _ in range(4):
-                program["id"], program["next"] = program["next"], program["next"] + 1  # `fwd` opens
+                if shape in ("step", "forward"):
+                    opens()
                 loss = model(ids).sum()
-                program["id"] = 0  # `fwd` closes
+                if shape == "forward":
+                    closes()
                 loss.backward()
                 opt.step()
                 opt.zero_grad()
+                if shape == "step":
+                    closes()
             hooks.close_step()
         finally:
             hooks.uninstall()
-        self.assertEqual([p for p in rec.entered() if p == "step"], ["step"] * 4)
+        opened = sum(1 for k, p, _ in rec.events if k == "enter")
+        closed = sum(1 for k, p, _ in rec.events if k == "exit")
+        self.assertEqual(opened, closed, "every range opened is closed")
+        return [p for p in rec.entered() if p == "step"], rec.entered()
+
+    def test_a_range_the_program_opens_every_step_is_the_step(self):
+        steps, entered = self.steps_under("step")
+        # The first step tells that the program's range spans it.
+        self.assertEqual(steps, ["step"], "the program's range is the step: no step over it")
+        self.assertIn("forward", entered)
+        self.assertIn("optimizer", entered)
+
+    def test_a_range_around_the_loop_or_the_forward_only_is_not_the_step(self):
+        for shape in ("loop", "forward"):
+            steps, entered = self.steps_under(shape)
+            self.assertEqual(steps, ["step"] * 4, (shape, entered))
 
     def test_a_backward_after_the_optimizer_step_begins_a_new_step(self):
         # A compiled forward runs no hook: the step must not stay open past
         # the next backward.
-        torch.manual_seed(0)
-        model = Model()
-        rec = Recorder()
-        hooks = tr.TorchRanges(rec)
-        hooks.install(discover=False)
-        try:
-            opt = torch.optim.SGD(model.parameters(), lr=0.01)
-            ids = torch.randint(0, 32, (2, 8))
-            for _ in range(3):
-                loss = model(ids).sum()  # not annotated: no forward hook runs
-                loss.backward()
-                opt.step()
-                opt.zero_grad()
-            hooks.close_step()
-        finally:
-            hooks.uninstall()
-        self.assertEqual([p for p in rec.entered() if p == "step"], ["step"] * 3)
+        steps, _ = self.steps_under("none", discover=False)
+        self.assertEqual(steps, ["step"] * 4)
 
     def test_a_training_loop_gets_step_data_forward_backward_per_module_and_optimizer(self):
         torch.manual_seed(0)
