@@ -1019,4 +1019,41 @@ mod tests {
         assert!(w < 10_000, "ended with its launch, not the session: {w}");
         assert!(wall("stack-test-open-program").expect("the program's") > 900_000_000);
     }
+
+    #[test]
+    fn a_table_row_whose_parent_has_none_is_named_by_its_whole_path() {
+        use crate::aggregate::{AggregateOptions, Aggregator};
+        use crate::decode::KernelActivity;
+        use crate::model::event::HostEvent;
+        let outer = paths().intern(ROOT, 0, "quirk-outer");
+        let inner = paths().intern(outer, 0, "quirk-inner");
+        let next = paths().intern(ROOT, 0, "quirk-next");
+        let report = || {
+            let mut a =
+                Aggregator::new(AggregateOptions::default(), crate::aggregate::devices::DeviceTable::fixed(vec![]));
+            let mut id = 0;
+            for (k, (path, parent)) in [(outer, 0), (inner, 1), (next, 0)].into_iter().enumerate() {
+                let (t, instance) = (k as u64 * 10_000_000, k as u64 + 1);
+                a.host_event(HostEvent::Push { instance, parent, path, tid: 1, ts: t });
+                id += 1;
+                a.host_event(HostEvent::launch(id, 1, path, instance, t + 1_000));
+                a.kernel(&KernelActivity::sample(id, t + 2_000, t + 3_000_000));
+                if path != outer {
+                    a.host_event(HostEvent::Pop { instance, ts: t + 5_000_000 });
+                }
+            }
+            a.host_event(HostEvent::Pop { instance: 1, ts: 15_000_000 });
+            Report::build(a.finish(40_000_000), 0, 40_000_000)
+        };
+        let nested = report().to_table(120);
+        assert!(nested.lines().any(|l| l.starts_with("  quirk-inner")), "{nested}");
+        // The parent's row gone (as a range the table leaves out): the
+        // child is named by its path, at the top.
+        let mut r = report();
+        r.ranges.retain(|g| g.path.to_string() != "quirk-outer");
+        let table = r.to_table(120);
+        assert!(table.lines().any(|l| l.starts_with("quirk-outer/quirk-inner")), "{table}");
+        assert!(!table.lines().any(|l| l.starts_with("  quirk-inner")), "{table}");
+        assert!(table.lines().any(|l| l.starts_with("quirk-outer/quirk-inner   ")), "the verdict table too: {table}");
+    }
 }

@@ -139,9 +139,15 @@ pub(super) fn render(a: &Analysis, width: usize, out: &mut String) {
             order.retain(|g| g.wall_ns >= cut);
             order.truncate(MAX_RANGES);
         }
+        // Each row under its nearest ancestor with a row, named by the
+        // frames below it (see the NVTX table).
+        let rows: rustc_hash::FxHashSet<&str> = order.iter().map(|g| g.path.as_str()).collect();
+        let mut row_depth: rustc_hash::FxHashMap<&str, usize> = Default::default();
         for g in order {
-            let depth = g.path.matches('/').count();
-            let leaf = g.path.rsplit('/').next().unwrap_or("");
+            let parent = g.path.match_indices('/').rev().map(|(i, _)| &g.path[..i]).find(|p| rows.contains(p));
+            let depth = parent.map_or(0, |p| row_depth.get(p).map_or(0, |d| d + 1));
+            row_depth.insert(&g.path, depth);
+            let leaf = parent.map_or(g.path.as_str(), |p| &g.path[p.len() + 1..]);
             let calls = match (g.count, g.warmup_calls) {
                 (c, 0) if c > 1 => format!(" (x{c})"),
                 (_, 0) => String::new(),

@@ -288,19 +288,28 @@ pub fn render(r: &Report, a: &Analysis, width: usize) -> String {
         let mut order: Vec<(usize, &RangeSummary)> =
             own.iter().copied().filter(|(_, g)| shown.contains(&&g.path)).collect();
         order.sort_by_cached_key(|(_, g)| tree_key(&by_path, &g.path));
+        // Rows' indentation by path (ancestors print first, in tree order).
+        let mut row_depth: rustc_hash::FxHashMap<&[RangeFrame], usize> = Default::default();
         for (i, g) in order {
-            let depth = g.path.frames.len().saturating_sub(1);
-            let leaf = g.path.frames.last().map(|f| match f.domain.as_deref() {
+            let frames = &g.path.frames[..];
+            // Under its nearest ancestor with a row: the frames below that
+            // one make its name (all of them where no ancestor has a row),
+            // so a row never reads as nested in the row printed before it.
+            let parent = (1..frames.len()).rev().find(|&n| shown_frames.contains(&frames[..n]));
+            let depth = parent.map_or(0, |n| row_depth.get(&frames[..n]).map_or(n, |d| d + 1));
+            row_depth.insert(frames, depth);
+            let shown_name = |f: &RangeFrame| match f.domain.as_deref() {
                 Some(d) if !crate::model::path::is_gpuscope_domain(d) => format!("{d}::{}", f.name),
                 _ => f.name.clone(),
-            });
+            };
+            let leaf = frames[parent.unwrap_or(0)..].iter().map(shown_name).collect::<Vec<_>>().join("/");
             let calls = match (g.count, g.untraced_count) {
                 (c, 0) if c > 1 => format!(" (x{c})"),
                 (_, 0) => String::new(),
                 (0, u) => format!(" (x{u} untraced)"),
                 (c, u) => format!(" (x{c} +{u} untraced)"),
             };
-            let name = format!("{}{}{}", "  ".repeat(depth), leaf.unwrap_or_default(), calls);
+            let name = format!("{}{}{}", "  ".repeat(depth), leaf, calls);
             let columns = if g.count == 0 && g.untraced_count > 0 {
                 // Never traced: its counted launches and wall time; GPU
                 // time and utilisation need kernel records.
