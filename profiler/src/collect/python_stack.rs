@@ -470,7 +470,19 @@ pub(crate) fn launch_context(
     prev_call_ns: u32,
 ) -> super::nvtx::ThreadContext {
     let generation = GENERATION.load(Ordering::Acquire);
-    if generation == 0 || ctx.library {
+    if generation == 0 {
+        return ctx;
+    }
+    if ctx.library {
+        // A library's launch (inside its NVTX range) is the library's; the
+        // ranges open around it stay open past it.
+        let _ = STACK.try_with(|st| {
+            if let Ok(mut st) = st.try_borrow_mut() {
+                if !st.open.is_empty() {
+                    st.last_ts = ts;
+                }
+            }
+        });
         return ctx;
     }
     let Some(api) = api() else { return ctx };
