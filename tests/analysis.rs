@@ -583,13 +583,8 @@ fn advice_names_the_program_s_framework_and_never_another_s() {
     // No batch copied to the GPU: no data loader to advise on.
     assert!(!t.contains("DataLoader"), "{t}");
     let mut loads = rangeless_host_work(aten, None);
-    loads.memory.memcpy.push(gpuscope::report::CopySummary {
-        kind: "HtoD".into(),
-        count: 200,
-        bytes: 200 << 20,
-        total_ns: 20_000_000,
-        pageable: 0,
-    });
+    let copies = serde_json::json!({"kind": "HtoD", "count": 200, "bytes": 200u64 << 20, "total_ns": 20_000_000u64, "pageable": 0});
+    loads.memory.memcpy.push(serde_json::from_value(copies).expect("a copy summary"));
     // Copies of that size at start-up only (a model moved to the GPU):
     // the loop waits on no copy.
     let t = text(&loads);

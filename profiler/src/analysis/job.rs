@@ -29,6 +29,7 @@ const MIN_ACTION_PCT: f64 = 5.0;
 
 /// The job's answer.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct JobAnswer {
     /// What a step is: the main range the ranks share, or `None` (each
     /// rank's steady state).
@@ -64,6 +65,7 @@ pub struct JobAnswer {
 
 /// One rank's step.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct RankStep {
     /// Its label.
     pub name: String,
@@ -87,6 +89,7 @@ pub struct RankStep {
 
 /// How the job spreads its work, as its collectives tell.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
 pub enum Parallelism {
     /// Gradients all-reduced (DDP, Horovod, DeepSpeed ZeRO-0/1).
     DataParallel,
@@ -98,6 +101,7 @@ pub enum Parallelism {
 
 /// One thing to change for the job.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct JobAction {
     /// What to change.
     pub advice: String,
@@ -332,6 +336,7 @@ fn of_answers(answers: &[(String, Answer)], parallelism: Parallelism) -> Option<
 /// differ. Then a rank's wait at a call is the last rank's (aligned) start
 /// minus its own.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct AlignedWaits {
     /// Collective calls matched on every rank.
     pub calls: u64,
@@ -359,6 +364,7 @@ pub struct AlignedWaits {
 /// kernels began earlier and waited for it, its own ran the transfer alone
 /// (with the others already inside).
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct CollectiveBandwidth {
     /// The collective (`AllReduce`, ...).
     pub collective: &'static str,

@@ -37,6 +37,7 @@ pub const MAX_HEAVY_KERNELS: usize = 12;
 
 /// Everything the analysis says about one report.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct Analysis {
     /// The device's peaks, and where they come from.
     pub peaks: Option<Peaks>,
@@ -61,6 +62,7 @@ pub struct Analysis {
 /// One NVTX range path, its calls after warm-up together (all of them when
 /// warm-up cannot be told apart: see [`crate::report::steady`]).
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct RangeAnalysis {
     /// `outer/inner`.
     pub path: String,
@@ -183,6 +185,7 @@ fn is_zero(v: &u64) -> bool {
 
 /// One heavy kernel.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct KernelAnalysis {
     /// Demangled name.
     pub name: String,

@@ -36,6 +36,7 @@ pub const SCHEMA_VERSION: u32 = 3;
 
 /// Everything a session measured.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[non_exhaustive]
 pub struct Report {
     /// [`SCHEMA_VERSION`] of this report.
     pub schema_version: u32,
@@ -143,6 +144,7 @@ impl std::fmt::Debug for AnalysisCache {
 /// measured at the first launch, and its launch callbacks' time per
 /// launching thread.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[non_exhaustive]
 pub struct ProfilerCost {
     /// The measurement (trace mode).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -192,6 +194,7 @@ impl ProfilerCost {
 
 /// Figures of a range's calls beyond its time: what its host threads did.
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct HostFigures {
     /// CUDA graph launches among its kernel launches.
     #[serde(default)]
@@ -229,6 +232,7 @@ pub struct HostFigures {
 /// threads with ranges of their own open, the one whose outermost range is
 /// the oldest (the training loop's `step`).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[non_exhaustive]
 pub struct CrossThread {
     /// Launches on threads with no range of their own took the lead
     /// thread's ranges (false: strict per-thread NVTX semantics).
@@ -241,6 +245,7 @@ pub struct CrossThread {
 
 /// Statistics of a set of kernel launches.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[non_exhaustive]
 pub struct KernelStats {
     /// Launches.
     pub launches: u64,
@@ -313,6 +318,7 @@ pub struct KernelStats {
 
 /// One kernel name.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[non_exhaustive]
 pub struct KernelSummary {
     /// Demangled name.
     pub name: String,
@@ -327,6 +333,7 @@ pub struct KernelSummary {
 
 /// Kernels of one name launched with a given NVTX path open.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[non_exhaustive]
 pub struct PathKernelSummary {
     /// The open ranges at launch.
     pub path: RangePath,
@@ -343,6 +350,7 @@ pub struct PathKernelSummary {
 
 /// One NVTX path: all instances of a range with that path.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[non_exhaustive]
 pub struct RangeSummary {
     /// The range and its parents.
     pub path: RangePath,
@@ -468,6 +476,7 @@ pub const LOW_OCCUPANCY_PCT: f64 = 20.0;
 
 /// Memory operations.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[non_exhaustive]
 pub struct MemorySummary {
     /// Copies by direction.
     pub memcpy: Vec<CopySummary>,
@@ -492,6 +501,7 @@ pub struct MemorySummary {
 
 /// Copies of one kind.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[non_exhaustive]
 pub struct CopySummary {
     /// "HtoD", "DtoH", "DtoD", ... ("memset" for sets).
     pub kind: String,
@@ -507,6 +517,7 @@ pub struct CopySummary {
 
 /// An NVTX thread name.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[non_exhaustive]
 pub struct ThreadName {
     /// OS thread id.
     pub tid: u32,

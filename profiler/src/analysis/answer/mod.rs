@@ -32,6 +32,7 @@ pub const MAX_ACTIONS: usize = 3;
 
 /// Where part of the main step's time went.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct Part {
     /// "GPU busy", "communication" (communication kernels with no compute
     /// under them: part of the GPU's busy time, told apart), "dispatch",
@@ -47,6 +48,7 @@ pub struct Part {
 
 /// One thing to change, with what it could save.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct Action {
     /// What to change.
     pub advice: String,
@@ -61,6 +63,7 @@ pub struct Action {
 
 /// The answer.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct Answer {
     /// The main step's path; `None`: the session's steady state (no range
     /// of the program's own repeats).
@@ -291,6 +294,7 @@ fn with_devices(mut v: Vec<Action>, uses: &[DeviceUse], findings: &[Finding], ac
 
 /// Another repeated range beside the main one.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct Other {
     /// Its path.
     pub range: String,
