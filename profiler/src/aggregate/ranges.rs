@@ -623,8 +623,7 @@ impl Ranges {
 
 /// Whether `path` is a range gpuscope opened for a Python function.
 fn is_stack_path(path: PathId) -> bool {
-    crate::model::path::paths().path(path).frames.last().and_then(|f| f.domain.as_deref())
-        == Some(crate::model::path::STACK_DOMAIN)
+    crate::model::path::paths().path(path).leaf_domain() == Some(crate::model::path::STACK_DOMAIN)
 }
 
 #[cfg(test)]

@@ -543,8 +543,8 @@ fn range(r: &Report, g: &RangeSummary, w: Option<&Weighted>, peaks: Option<&Peak
         throughput_unit: work.and_then(|(_, u)| u),
         verdict: v,
         path,
-        from_stack: leaf_domain(g) == Some(crate::model::path::STACK_DOMAIN),
-        from_hooks: leaf_domain(g) == Some(crate::model::path::HOOKS_DOMAIN),
+        from_stack: g.path.leaf_domain() == Some(crate::model::path::STACK_DOMAIN),
+        from_hooks: g.path.leaf_domain() == Some(crate::model::path::HOOKS_DOMAIN),
         untraced: false,
         launches: Some(calls.launches),
         comm_ns: calls.comm_ns,
@@ -595,17 +595,12 @@ impl Calls {
     }
 }
 
-/// The NVTX domain of `g`'s innermost frame (`None`: the default domain).
-fn leaf_domain(g: &RangeSummary) -> Option<&str> {
-    g.path.frames.last().and_then(|f| f.domain.as_deref())
-}
-
 /// A range of a library's or framework's NVTX domain: folded into the
 /// range around it (whose figures include it), no verdict of its own.
 fn folded_range(g: &RangeSummary, domain: &str) -> RangeAnalysis {
     RangeAnalysis {
-        from_stack: leaf_domain(g) == Some(crate::model::path::STACK_DOMAIN),
-        from_hooks: leaf_domain(g) == Some(crate::model::path::HOOKS_DOMAIN),
+        from_stack: g.path.leaf_domain() == Some(crate::model::path::STACK_DOMAIN),
+        from_hooks: g.path.leaf_domain() == Some(crate::model::path::HOOKS_DOMAIN),
         path: g.path.to_string(),
         count: g.count,
         wall_ns: g.wall_ns,
@@ -665,8 +660,8 @@ fn untraced_range(g: &RangeSummary, peaks: Option<&Peaks>, counted: bool) -> Ran
     let launches = counted.then(|| s.map_or(g.untraced_launches, |s| s.launches));
     let n = launches.map(|launches| Counted { calls: count, launches, wall_ns });
     RangeAnalysis {
-        from_stack: leaf_domain(g) == Some(crate::model::path::STACK_DOMAIN),
-        from_hooks: leaf_domain(g) == Some(crate::model::path::HOOKS_DOMAIN),
+        from_stack: g.path.leaf_domain() == Some(crate::model::path::STACK_DOMAIN),
+        from_hooks: g.path.leaf_domain() == Some(crate::model::path::HOOKS_DOMAIN),
         path: g.path.to_string(),
         count,
         wall_ns,

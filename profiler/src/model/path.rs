@@ -39,6 +39,12 @@ impl RangePath {
     pub fn is_empty(&self) -> bool {
         self.frames.is_empty()
     }
+
+    /// The NVTX domain of the innermost range (`None`: the default domain,
+    /// or no range).
+    pub fn leaf_domain(&self) -> Option<&str> {
+        self.frames.last().and_then(|f| f.domain.as_deref())
+    }
 }
 
 /// NVIDIA libraries that annotate their calls with NVTX domains of their
@@ -61,7 +67,7 @@ pub const HOOKS_DOMAIN: &str = "gpuscope.hooks";
 
 /// Whether frames of `domain` are shown without its name (gpuscope's own
 /// ranges).
-pub fn is_gpuscope_domain(domain: &str) -> bool {
+fn is_gpuscope_domain(domain: &str) -> bool {
     domain == STACK_DOMAIN || domain == HOOKS_DOMAIN
 }
 
@@ -114,6 +120,17 @@ impl RangePath {
     }
 }
 
+impl std::fmt::Display for RangeFrame {
+    /// `domain::name` for a named domain's range (gpuscope's own shown
+    /// without it), else `name`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if let Some(d) = self.domain.as_deref().filter(|d| !is_gpuscope_domain(d)) {
+            write!(f, "{d}::")?;
+        }
+        f.write_str(&self.name)
+    }
+}
+
 impl std::fmt::Display for RangePath {
     /// `outer/inner`, with frames of named domains as `domain::name`.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -124,10 +141,7 @@ impl std::fmt::Display for RangePath {
             if i > 0 {
                 f.write_str("/")?;
             }
-            if let Some(d) = fr.domain.as_deref().filter(|d| !is_gpuscope_domain(d)) {
-                write!(f, "{d}::")?;
-            }
-            f.write_str(&fr.name)?;
+            write!(f, "{fr}")?;
         }
         Ok(())
     }

@@ -298,11 +298,7 @@ pub fn render(r: &Report, a: &Analysis, width: usize) -> String {
             let parent = (1..frames.len()).rev().find(|&n| shown_frames.contains(&frames[..n]));
             let depth = parent.map_or(0, |n| row_depth.get(&frames[..n]).map_or(n, |d| d + 1));
             row_depth.insert(frames, depth);
-            let shown_name = |f: &RangeFrame| match f.domain.as_deref() {
-                Some(d) if !crate::model::path::is_gpuscope_domain(d) => format!("{d}::{}", f.name),
-                _ => f.name.clone(),
-            };
-            let leaf = frames[parent.unwrap_or(0)..].iter().map(shown_name).collect::<Vec<_>>().join("/");
+            let leaf = frames[parent.unwrap_or(0)..].iter().map(RangeFrame::to_string).collect::<Vec<_>>().join("/");
             let calls = match (g.count, g.untraced_count) {
                 (c, 0) if c > 1 => format!(" (x{c})"),
                 (_, 0) => String::new(),
