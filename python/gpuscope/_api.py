@@ -215,34 +215,14 @@ class profile:
         code = lib().gpuscope_start(ctypes.byref(cfg))
         if code == _native.OK:
             self.profiled = self._running = True
-            env = getattr(sys.modules.get("_gpuscope_torch_ranges"), "ACTIVE", None)
-            if isinstance(self._torch_ranges, tuple) and not getattr(env, "stack", False):
-                # (Modules `gpuscope run --torch-ranges=stack` registered stay.)
-                depth = None if self._torch_ranges[1] == "auto" else self._torch_ranges[1]
-                try:
-                    self._stack = _torch_ranges.StackModules(str(_native.library_path()), depth=depth).install()
-                except BaseException:
-                    # No session may outlive a start that raised.
-                    self._running = False
-                    with _lock:
-                        lib().gpuscope_stop()
-                    raise
-            elif isinstance(self._torch_ranges, tuple):
-                pass
-            elif self._torch_ranges is not None:
-                depth = None if self._torch_ranges == "auto" else self._torch_ranges
-                try:
-                    self._hooks, self._own_hooks = _torch_hooks(depth)
-                except BaseException:
-                    # No session may outlive a start that raised.
-                    self._running = False
-                    with _lock:
-                        lib().gpuscope_stop()
-                    raise
-                # For this block only: hooks installed before keep their own
-                # setting after it.
-                self._sample_memory_before = self._hooks.sample_memory
-                self._hooks.sample_memory = self.device_memory
+            try:
+                self._install_torch_ranges()
+            except BaseException:
+                # No session may outlive a start that raised.
+                self._running = False
+                with _lock:
+                    lib().gpuscope_stop()
+                raise
         elif code in (_native.ERR_NO_GPU, _native.ERR_BUSY, _native.ERR_CUPTI) and not self.strict:
             message = (lib().gpuscope_last_error() or b"").decode("utf-8", "replace")
             self.reason = message
@@ -250,6 +230,23 @@ class profile:
         else:
             check(code)
         return self
+
+    def _install_torch_ranges(self):
+        """`torch_ranges`' modules from the Python stack or hooks, for the
+        block."""
+        if isinstance(self._torch_ranges, tuple):
+            env = getattr(sys.modules.get("_gpuscope_torch_ranges"), "ACTIVE", None)
+            # (Modules `gpuscope run --torch-ranges=stack` registered stay.)
+            if not getattr(env, "stack", False):
+                depth = None if self._torch_ranges[1] == "auto" else self._torch_ranges[1]
+                self._stack = _torch_ranges.StackModules(str(_native.library_path()), depth=depth).install()
+        elif self._torch_ranges is not None:
+            depth = None if self._torch_ranges == "auto" else self._torch_ranges
+            self._hooks, self._own_hooks = _torch_hooks(depth)
+            # For this block only: hooks installed before keep their own
+            # setting after it.
+            self._sample_memory_before = self._hooks.sample_memory
+            self._hooks.sample_memory = self.device_memory
 
     def snapshot(self):
         """The report so far, the session running on (`None` if
