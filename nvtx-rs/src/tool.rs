@@ -8,7 +8,7 @@
 use crate::loader;
 use crate::sys::{self, nvtxDomainHandle_t, nvtxEventAttributes_t, nvtxStringHandle_t};
 use std::borrow::Cow;
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -156,17 +156,54 @@ pub trait Handler: Send + Sync {
 
 static HANDLER: RwLock<Option<Arc<dyn Handler>>> = RwLock::new(None);
 
+/// Changed by every [`set_handler`]: a thread keeps the handler it last
+/// read, with this, and reads it again only when it has changed, so an
+/// event writes nothing that other threads share.
+static HANDLER_GENERATION: AtomicU64 = AtomicU64::new(1);
+
+thread_local! {
+    /// The handler this thread read last, and the generation it read it in.
+    static LOCAL_HANDLER: RefCell<(u64, Option<Arc<dyn Handler>>)> = const { RefCell::new((0, None)) };
+}
+
 /// Installs the handler every NVTX event goes to (`None`: drop events).
+/// A thread holds the handler it used last until its next event (or its
+/// end), so a replaced handler may be dropped that much later.
 pub fn set_handler(handler: Option<Arc<dyn Handler>>) {
-    *HANDLER.write().unwrap_or_else(|e| e.into_inner()) = handler;
+    let mut h = HANDLER.write().unwrap_or_else(|e| e.into_inner());
+    *h = handler;
+    HANDLER_GENERATION.fetch_add(1, Ordering::AcqRel);
 }
 
 fn dispatch(ev: Event<'_>) {
-    let h = HANDLER.read().unwrap_or_else(|e| e.into_inner()).clone();
-    if let Some(h) = h {
-        // The lock is released: the handler may install another handler.
-        // A panic must not unwind into C.
-        let _ = catch_unwind(AssertUnwindSafe(|| h.event(&ev)));
+    let generation = HANDLER_GENERATION.load(Ordering::Acquire);
+    let handled = LOCAL_HANDLER.try_with(|local| {
+        if local.try_borrow().is_ok_and(|l| l.0 != generation) {
+            if let Ok(mut l) = local.try_borrow_mut() {
+                // Read after the generation: a change in between is seen
+                // again at the next event.
+                *l = (generation, HANDLER.read().unwrap_or_else(|e| e.into_inner()).clone());
+            }
+        }
+        // Borrowed shared: a handler that emits NVTX (it must not) still
+        // gets here.
+        let Ok(l) = local.try_borrow() else { return false };
+        if l.0 != generation {
+            return false;
+        }
+        if let Some(h) = &l.1 {
+            // A panic must not unwind into C.
+            let _ = catch_unwind(AssertUnwindSafe(|| h.event(&ev)));
+        }
+        true
+    });
+    if handled != Ok(true) {
+        // This thread's copy is being torn down or replaced: the shared one.
+        let h = HANDLER.read().unwrap_or_else(|e| e.into_inner()).clone();
+        if let Some(h) = h {
+            // The lock is released: the handler may install another handler.
+            let _ = catch_unwind(AssertUnwindSafe(|| h.event(&ev)));
+        }
     }
 }
 
@@ -189,10 +226,24 @@ fn intern(table: &RwLock<Vec<&'static str>>, s: &str) -> usize {
 
 /// The name of a domain (`None` for the default domain or an unknown id).
 pub fn domain_name(id: DomainId) -> Option<&'static str> {
-    if id == 0 {
-        return None;
+    thread_local! {
+        /// The domains as this thread last read them: ids never change
+        /// their name, so a copy is read again only for an id past it.
+        static LOCAL_DOMAINS: RefCell<Vec<&'static str>> = const { RefCell::new(Vec::new()) };
     }
-    DOMAINS.read().unwrap_or_else(|e| e.into_inner()).get(id as usize - 1).copied()
+    let i = (id as usize).checked_sub(1)?;
+    let shared = || DOMAINS.read().unwrap_or_else(|e| e.into_inner()).get(i).copied();
+    LOCAL_DOMAINS
+        .try_with(|local| {
+            let mut l = local.try_borrow_mut().ok()?;
+            if i >= l.len() {
+                l.clone_from(&DOMAINS.read().unwrap_or_else(|e| e.into_inner()));
+            }
+            Some(l.get(i).copied())
+        })
+        .ok()
+        .flatten()
+        .unwrap_or_else(shared)
 }
 
 /// The id of the domain named `name`, made if no program created it: for
