@@ -21,10 +21,21 @@
 //! the other: no holder can slip in after stop has seen the count at zero.
 //! The wait is bounded: a callback still inside after it leaves CUPTI
 //! attached rather than finalizing under it.
+//!
+//! The program's threads hold the collection at every launch and NVTX
+//! event, from many threads at once. Taking the lock, cloning the `Arc`
+//! and counting in the gate wrote three cache lines all threads share, six
+//! times per event. So a thread's hold ([`hold`]) counts itself in a
+//! counter of its own ([`ThreadHolds`]) and reads a plain pointer to the
+//! collection ([`Slot`]); stop's wait covers those counters too, and the
+//! collection is freed only when no thread is counted in one (else it is
+//! left allocated). Holds for threads gpuscope starts ([`Held::again`])
+//! are counted in the gate as before.
 
 use std::ops::Deref;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, RwLock};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 /// Counts the callbacks and threads using a collection; closed by stop.
@@ -51,11 +62,11 @@ impl Gate {
     }
 
     /// Lets no one in from now on, and waits at most `limit` for those
-    /// inside to leave. Whether none is left.
+    /// inside to leave (threads' own holds included). Whether none is left.
     pub(crate) fn close(&self, limit: Duration) -> bool {
         self.closed.store(true, Ordering::SeqCst);
         let began = Instant::now();
-        while self.inside.load(Ordering::SeqCst) != 0 {
+        while self.inside.load(Ordering::SeqCst) != 0 || threads_inside() {
             if began.elapsed() >= limit {
                 return false;
             }
@@ -86,24 +97,133 @@ pub(crate) trait Gated {
     fn gate(&self) -> &Gate;
 }
 
-/// A collection held by a callback or a thread of gpuscope's, counted in
-/// its gate until dropped.
-pub(crate) struct Held<T: Gated> {
-    it: Arc<T>,
+/// One thread's holds in progress: written by its thread (an
+/// uncontended line), read by stop.
+#[derive(Default)]
+pub(crate) struct ThreadHolds {
+    inside: AtomicUsize,
 }
 
+/// Every thread's counter ever made (they are reused, never freed: a
+/// pointer to one stays valid), and those free for a new thread.
+static THREADS: Mutex<Vec<&'static ThreadHolds>> = Mutex::new(Vec::new());
+static FREE: Mutex<Vec<&'static ThreadHolds>> = Mutex::new(Vec::new());
+
+/// The calling thread's counter, given back when the thread ends.
+struct Mine(&'static ThreadHolds);
+
+impl Drop for Mine {
+    fn drop(&mut self) {
+        // A hold still counted (moved to another thread) keeps it.
+        if self.0.inside.load(Ordering::SeqCst) == 0 {
+            FREE.lock().unwrap_or_else(|e| e.into_inner()).push(self.0);
+        }
+    }
+}
+
+thread_local! {
+    static MINE: Mine = Mine({
+        let free = FREE.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        free.unwrap_or_else(|| {
+            let made: &'static ThreadHolds = Box::leak(Box::default());
+            THREADS.lock().unwrap_or_else(|e| e.into_inner()).push(made);
+            made
+        })
+    });
+}
+
+/// Whether any thread is counted inside a hold of its own.
+fn threads_inside() -> bool {
+    THREADS.lock().unwrap_or_else(|e| e.into_inner()).iter().any(|t| t.inside.load(Ordering::SeqCst) != 0)
+}
+
+/// Where the running collection is published: its `Arc`, and the same
+/// collection as a pointer for threads' holds, read with no lock.
+pub(crate) struct Slot<T> {
+    owner: RwLock<Option<Arc<T>>>,
+    current: AtomicPtr<T>,
+}
+
+impl<T> Slot<T> {
+    /// An empty slot.
+    pub(crate) const fn new() -> Self {
+        Slot { owner: RwLock::new(None), current: AtomicPtr::new(std::ptr::null_mut()) }
+    }
+
+    /// The collection, if any (not counted in its gate).
+    pub(crate) fn get(&self) -> Option<Arc<T>> {
+        self.owner.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Publishes `it`, or (`None`) takes the collection out. One taken out
+    /// while a thread's hold may still read it (stop's wait ran out) is
+    /// left allocated rather than freed under that thread.
+    pub(crate) fn set(&self, it: Option<Arc<T>>) {
+        let mut owner = self.owner.write().unwrap_or_else(|e| e.into_inner());
+        // No hold from here on reads the old pointer.
+        self.current.store(it.as_ref().map_or(std::ptr::null_mut(), |a| Arc::as_ptr(a) as *mut T), Ordering::SeqCst);
+        let old = std::mem::replace(&mut *owner, it);
+        drop(owner);
+        if let Some(old) = old {
+            let began = Instant::now();
+            while threads_inside() && began.elapsed() < OLD_WAIT {
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            if threads_inside() {
+                std::mem::forget(old);
+            }
+        }
+    }
+}
+
+/// How long taking a collection out waits for threads' holds of it (stop
+/// has waited for them already).
+const OLD_WAIT: Duration = Duration::from_millis(100);
+
+/// How a [`Held`] is counted.
+enum Counted<T> {
+    /// In the gate, with the `Arc`.
+    Gate(Arc<T>),
+    /// In a thread's counter, with the [`Slot`]'s pointer: valid while
+    /// counted, since the slot frees nothing a counted hold may read.
+    Thread(NonNull<T>, &'static ThreadHolds),
+}
+
+/// A collection held by a callback or a thread of gpuscope's, counted
+/// until dropped.
+pub(crate) struct Held<T: Gated> {
+    it: Counted<T>,
+}
+
+// SAFETY: a hold is the collection's `Arc` or a pointer kept valid by its
+// count (an atomic, right from any thread); `T` is shared between threads
+// either way.
+unsafe impl<T: Gated + Send + Sync> Send for Held<T> {}
+// SAFETY: as above.
+unsafe impl<T: Gated + Send + Sync> Sync for Held<T> {}
+
 impl<T: Gated> Held<T> {
-    /// The `Arc` held (for threads that outlive the holder: they must hold
-    /// it [`again`](Held::again) if they call CUPTI).
-    pub(crate) fn arc(&self) -> &Arc<T> {
-        &self.it
+    /// The collection's `Arc` (for threads that outlive the holder: they
+    /// must hold it [`again`](Held::again) if they call CUPTI).
+    pub(crate) fn arc(&self) -> Arc<T> {
+        match &self.it {
+            Counted::Gate(a) => a.clone(),
+            Counted::Thread(p, _) => {
+                // SAFETY: `p` came from `Arc::as_ptr` of the slot's `Arc`,
+                // which is alive while this hold is counted.
+                unsafe {
+                    Arc::increment_strong_count(p.as_ptr());
+                    Arc::from_raw(p.as_ptr())
+                }
+            }
+        }
     }
 
     /// Another hold of the same collection, for a thread this holder
     /// starts; `None` once the gate has closed.
     pub(crate) fn again(&self) -> Option<Held<T>> {
-        if self.it.gate().enter() {
-            Some(Held { it: self.it.clone() })
+        if self.gate().enter() {
+            Some(Held { it: Counted::Gate(self.arc()) })
         } else {
             None
         }
@@ -114,25 +234,56 @@ impl<T: Gated> Deref for Held<T> {
     type Target = T;
 
     fn deref(&self) -> &T {
-        &self.it
+        match &self.it {
+            Counted::Gate(a) => a,
+            // SAFETY: valid while counted (see `Counted::Thread`).
+            Counted::Thread(p, _) => unsafe { p.as_ref() },
+        }
     }
 }
 
 impl<T: Gated> Drop for Held<T> {
     fn drop(&mut self) {
-        self.it.gate().leave();
+        match &self.it {
+            Counted::Gate(a) => a.gate().leave(),
+            Counted::Thread(_, holds) => {
+                holds.inside.fetch_sub(1, Ordering::SeqCst);
+            }
+        }
     }
 }
 
 /// The collection in `slot`, held, if there is one and its gate is open.
-/// The lock is held only while the `Arc` is cloned.
-pub(crate) fn hold<T: Gated>(slot: &RwLock<Option<Arc<T>>>) -> Option<Held<T>> {
-    let it = slot.read().unwrap_or_else(|e| e.into_inner()).clone()?;
-    // Built only once counted in: a `Held` leaves the gate when dropped.
-    if it.gate().enter() {
-        Some(Held { it })
-    } else {
-        None
+/// Counted in the calling thread's own counter; while the thread's
+/// counter is being torn down, in the gate.
+pub(crate) fn hold<T: Gated>(slot: &Slot<T>) -> Option<Held<T>> {
+    let local = MINE.try_with(|mine| {
+        let holds = mine.0;
+        // Counted before the pointer is read, and the gate after: stop
+        // (closing, then reading the counters) or the slot (clearing the
+        // pointer, then reading them) sees this hold, or it sees theirs.
+        holds.inside.fetch_add(1, Ordering::SeqCst);
+        let p = NonNull::new(slot.current.load(Ordering::SeqCst));
+        // SAFETY: the slot frees nothing a counted hold may read.
+        match p.filter(|p| !unsafe { p.as_ref() }.gate().closed.load(Ordering::SeqCst)) {
+            Some(p) => Some(Held { it: Counted::Thread(p, holds) }),
+            None => {
+                holds.inside.fetch_sub(1, Ordering::SeqCst);
+                None
+            }
+        }
+    });
+    match local {
+        Ok(held) => held,
+        Err(_) => {
+            let it = slot.get()?;
+            // Built only once counted in: a `Held` leaves the gate when dropped.
+            if it.gate().enter() {
+                Some(Held { it: Counted::Gate(it) })
+            } else {
+                None
+            }
+        }
     }
 }
 
@@ -154,9 +305,9 @@ mod tests {
 
     #[test]
     fn a_long_callback_holds_no_lock_and_stop_waits_for_it_before_finalizing() {
-        let slot: &'static RwLock<Option<Arc<Collection>>> = Box::leak(Box::new(RwLock::new(None)));
+        let slot: &'static Slot<Collection> = Box::leak(Box::new(Slot::new()));
         let session = Arc::new(Collection::default());
-        *slot.write().unwrap() = Some(session.clone());
+        slot.set(Some(session.clone()));
         // A callback in a long CUPTI call (a PM sampler's set-up, ~0.4 s).
         let (inside_tx, inside_rx) = mpsc::channel();
         let (finish_tx, finish_rx) = mpsc::channel::<()>();
@@ -172,14 +323,14 @@ mod tests {
         let (done_tx, done_rx) = mpsc::channel();
         std::thread::spawn(move || {
             assert!(hold(slot).is_some(), "a second callback gets the session");
-            *slot.write().unwrap() = None;
+            slot.set(None);
             done_tx.send(()).unwrap();
         });
         done_rx.recv_timeout(Duration::from_secs(5)).expect("the slot was cleared while the long callback ran");
         // Stop closes the gate: it sees the callback still inside and does
         // not finalize under it; no one new gets in.
         assert!(!session.gate.close(Duration::from_millis(50)), "the long callback is still inside");
-        *slot.write().unwrap() = Some(session.clone());
+        slot.set(Some(session.clone()));
         assert!(hold(slot).is_none(), "a callback after the gate closed gets nothing");
         // Once it leaves, stop may finalize.
         finish_tx.send(()).unwrap();
@@ -190,7 +341,8 @@ mod tests {
 
     #[test]
     fn a_hold_taken_again_counts_until_dropped_and_not_after_close() {
-        let slot = RwLock::new(Some(Arc::new(Collection::default())));
+        let slot = Slot::new();
+        slot.set(Some(Arc::new(Collection::default())));
         let first = hold(&slot).unwrap();
         let second = first.again().unwrap();
         drop(first);
@@ -198,7 +350,7 @@ mod tests {
         assert!(!second.gate.close(Duration::ZERO), "stop sees the thread's hold");
         assert!(second.again().is_none(), "no new hold once closed");
         let gate_is_empty_after = {
-            let it = second.arc().clone();
+            let it = second.arc();
             drop(second);
             it.gate.inside.load(Ordering::SeqCst) == 0
         };

@@ -11,6 +11,7 @@ pub(crate) mod debug;
 pub(crate) mod declare;
 pub(crate) mod driver;
 mod held;
+mod lead;
 pub(crate) mod libraries;
 pub(crate) mod metrics;
 pub(crate) mod nvtx;
@@ -31,7 +32,7 @@ use metrics::{MetricSet, Selection};
 use pool::BufferPool;
 use sampling::Sampler;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// What to collect.
@@ -138,7 +139,7 @@ pub(crate) struct Lost {
     pub callback_panics: u64,
 }
 
-static ACTIVE: RwLock<Option<Arc<Collection>>> = RwLock::new(None);
+static ACTIVE: held::Slot<Collection> = held::Slot::new();
 
 /// The next [`Collection::id`] (0 is none).
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
@@ -152,7 +153,7 @@ const CALLBACKS_WAIT: Duration = Duration::from_secs(10);
 /// The running collection, if any (for the session; callbacks and
 /// gpuscope's threads that call CUPTI [`hold`] it instead).
 pub(crate) fn active() -> Option<Arc<Collection>> {
-    ACTIVE.read().unwrap_or_else(|e| e.into_inner()).clone()
+    ACTIVE.get()
 }
 
 /// The running collection, held while a callback or a thread of
@@ -291,7 +292,7 @@ pub(crate) fn start(opts: &CollectOptions) -> Result<(Arc<Collection>, Outputs)>
     if let Some(why) = collection.collector.as_ref().and_then(|c| c.status().disabled) {
         eprintln!("gpuscope: hardware metrics are off for this session: {why}. Tracing continues.");
     }
-    *ACTIVE.write().unwrap_or_else(|e| e.into_inner()) = Some(collection.clone());
+    ACTIVE.set(Some(collection.clone()));
     debug("start: enabling callbacks and activity");
     if let Err(e) = callbacks::enable(cupti, subscriber, opts) {
         if let Err(stopping) = stop(&collection, Ending::Stop) {
@@ -475,7 +476,7 @@ pub(crate) fn set_tracing(s: &Collection, on: bool) -> Option<u64> {
 /// may start.
 pub(crate) fn clear() {
     gpuscope_nvtx::tool::set_handler(None);
-    *ACTIVE.write().unwrap_or_else(|e| e.into_inner()) = None;
+    ACTIVE.set(None);
 }
 
 /// CUPTI's clock now (ns), as activity records read it.

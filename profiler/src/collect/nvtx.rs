@@ -19,16 +19,15 @@
 //! work (a data thread's `load` range) keep it. [`set_inherit`]`(false)`
 //! keeps strict per-thread NVTX semantics instead.
 
+use super::lead::{self, Lead, LeadCell};
 use super::{panic_guard, send_host_event, send_range_event};
 use crate::model::comm::nccl_message_bytes;
 use crate::model::event::HostEvent;
-use crate::model::path::{is_library_domain, paths, PathId, ROOT};
-use crossbeam_utils::atomic::AtomicCell;
+use crate::model::path::{is_library_domain, paths, PathCache, PathId, ROOT};
 use gpuscope_nvtx::tool::{self, DomainId, Event};
 use std::cell::RefCell;
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 #[derive(Clone, Copy)]
 struct Frame {
@@ -60,17 +59,29 @@ pub(crate) struct ThreadContext {
     pub library: bool,
 }
 
-/// A thread's innermost open range of its own, as other threads read it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-struct Lead {
-    /// 0: no lead thread.
-    tid: u32,
-    path: PathId,
-    instance: u64,
-}
-
 fn is_library(domain: DomainId) -> bool {
-    tool::domain_name(domain).is_some_and(is_library_domain)
+    thread_local! {
+        /// Per domain id: 0 not looked up yet, 1 the program's, 2 a library's.
+        static KNOWN: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+    }
+    if domain == 0 {
+        return false;
+    }
+    let look_up = || tool::domain_name(domain).is_some_and(is_library_domain);
+    let cached = KNOWN.try_with(|k| {
+        let mut k = k.try_borrow_mut().ok()?;
+        let i = domain as usize;
+        // Bounded: ids are indexes into the process's domains.
+        if i >= k.len() && i < 4096 {
+            k.resize(i + 1, 0);
+        }
+        let slot = k.get_mut(i)?;
+        if *slot == 0 {
+            *slot = if look_up() { 2 } else { 1 };
+        }
+        Some(*slot == 2)
+    });
+    cached.ok().flatten().unwrap_or_else(look_up)
 }
 
 struct ThreadRanges {
@@ -80,6 +91,14 @@ struct ThreadRanges {
     /// ranges opened on a thread with no range of its own): what inherited
     /// frames hang from.
     base: Option<Lead>,
+    /// Where the thread publishes its innermost range of its own (taken
+    /// at its first).
+    cell: Option<&'static LeadCell>,
+    /// The outermost range of its own the lead thread is chosen by, as
+    /// registered for the thread (its instance), if any.
+    registered: Option<u64>,
+    /// Paths this thread opened recently.
+    paths: PathCache,
 }
 
 impl ThreadRanges {
@@ -130,11 +149,32 @@ impl ThreadRanges {
     }
 }
 
+impl ThreadRanges {
+    /// Publishes the thread's ranges of its own after a push or pop of one:
+    /// its innermost in its cell, and, only when its outermost changed (a
+    /// step began or ended), which thread leads.
+    fn publish_own(&mut self) {
+        let own = self.own();
+        let cell = *self.cell.get_or_insert_with(lead::take_cell);
+        if let Some((_, innermost)) = own {
+            cell.write(innermost);
+        }
+        let outermost = own.map(|(opened, _)| opened);
+        if outermost != self.registered {
+            self.registered = outermost;
+            lead::register(self.tid, outermost.map(|opened| (opened, cell)));
+        }
+    }
+}
+
 impl Drop for ThreadRanges {
     fn drop(&mut self) {
         // A thread that ends inside its ranges leads no more.
-        if self.own().is_some() {
-            publish(self.tid, None);
+        if self.registered.is_some() {
+            lead::register(self.tid, None);
+        }
+        if let Some(cell) = self.cell.take() {
+            lead::give_cell(cell);
         }
     }
 }
@@ -146,6 +186,9 @@ thread_local! {
         tid: unsafe { libc::syscall(libc::SYS_gettid) } as u32,
         frames: Vec::new(),
         base: None,
+        cell: None,
+        registered: None,
+        paths: PathCache::default(),
     });
 }
 
@@ -153,14 +196,6 @@ static NEXT_INSTANCE: AtomicU64 = AtomicU64::new(1);
 
 /// Ranges of other threads are inherited (the default).
 static INHERIT: AtomicBool = AtomicBool::new(true);
-
-/// The lead thread's innermost range of its own, read by launches on
-/// threads with no range: a seqlock read, no lock taken.
-static LEAD: AtomicCell<Lead> = AtomicCell::new(Lead { tid: 0, path: ROOT, instance: 0 });
-
-/// Threads with ranges of their own open: when their outermost opened, and
-/// their innermost. Changed only by pushes and pops of such ranges.
-static OWNERS: Mutex<BTreeMap<u32, (u64, Lead)>> = Mutex::new(BTreeMap::new());
 
 /// Whether threads with no range of their own inherit the lead thread's
 /// (true, the default) or keep strict per-thread NVTX semantics.
@@ -173,20 +208,7 @@ fn lead_for(tid: u32) -> Option<Lead> {
     if !INHERIT.load(Ordering::Relaxed) {
         return None;
     }
-    let l = LEAD.load();
-    (l.tid != 0 && l.tid != tid).then_some(l)
-}
-
-/// Publishes thread `tid`'s ranges of its own after a push or pop of one,
-/// and the lead thread they make.
-fn publish(tid: u32, own: Option<(u64, Lead)>) {
-    let mut owners = OWNERS.lock().unwrap_or_else(|e| e.into_inner());
-    match own {
-        Some(o) => owners.insert(tid, o),
-        None => owners.remove(&tid),
-    };
-    let lead = owners.values().min_by_key(|(opened, _)| *opened).map_or(Lead::default(), |(_, l)| *l);
-    LEAD.store(lead);
+    lead::lead_for(tid)
 }
 
 /// The calling thread's open ranges, for a launch callback.
@@ -233,13 +255,13 @@ fn push(domain: DomainId, name: &str, follows: bool, library: bool) {
             r.base = (follows && c.inherited).then_some(Lead { tid: r.tid, path: c.path, instance: c.instance });
         }
         let parent = r.parent_of(r.frames.len(), library, follows);
-        let node = paths().intern(parent.path, domain, name);
+        let node = r.paths.intern(paths(), parent.path, domain, name);
         let instance = NEXT_INSTANCE.fetch_add(1, Ordering::Relaxed);
         r.frames.push(Frame { domain, node, instance, follows, library, inherited: parent.inherited });
         let tid = r.tid;
         send_range_event(|ts| HostEvent::Push { instance, parent: parent.instance, path: node, tid, ts });
         if !follows && !parent.inherited {
-            publish(tid, r.own());
+            r.publish_own();
         }
     });
 }
@@ -262,7 +284,7 @@ fn pop(domain: DomainId, discard: bool) {
             let f = r.frames[j];
             let parent = r.parent_of(j, f.library, f.follows);
             let name = paths().name(f.node);
-            r.frames[j].node = paths().intern(parent.path, f.domain, &name);
+            r.frames[j].node = r.paths.intern(paths(), parent.path, f.domain, &name);
             r.frames[j].inherited = parent.inherited;
         }
         let inherited = gone.inherited;
@@ -274,7 +296,7 @@ fn pop(domain: DomainId, discard: bool) {
         }
         send_range_event(|ts| HostEvent::Pop { instance: gone.instance, ts });
         if !gone.follows && !inherited {
-            publish(tid, r.own());
+            r.publish_own();
         }
     });
 }
@@ -436,7 +458,7 @@ pub(crate) mod tests {
     }
 
     /// The lead thread is process-wide: these tests take turns.
-    static SERIAL: Mutex<()> = Mutex::new(());
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
     fn path_now() -> String {
         paths().path(current().path).to_string()

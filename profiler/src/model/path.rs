@@ -204,6 +204,9 @@ pub(crate) struct PathTable {
     index: RwLock<Index>,
     /// New paths recorded as `OVER_CAP` since the process started.
     over_cap: std::sync::atomic::AtomicU64,
+    /// The table has reached `max_paths`: new names resolve to `OVER_CAP`
+    /// (and are counted), so callers' caches must not keep them.
+    full: std::sync::atomic::AtomicBool,
     max_paths: usize,
 }
 
@@ -217,6 +220,7 @@ impl PathTable {
             nodes: RwLock::new(vec![Node { parent: ROOT, domain: 0, name: Arc::from("") }]),
             index: RwLock::new(Index::default()),
             over_cap: Default::default(),
+            full: Default::default(),
             max_paths,
         }
     }
@@ -257,6 +261,9 @@ impl PathTable {
         let id = nodes.len() as PathId;
         let made: Arc<str> = Arc::from(made);
         nodes.push(Node { parent, domain, name: made.clone() });
+        if nodes.len() >= self.max_paths {
+            self.full.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
         index.children.entry((parent, domain)).or_default().insert(made, id);
         id
     }
@@ -282,6 +289,11 @@ impl PathTable {
             return Some(*id);
         }
         None
+    }
+
+    /// Whether the table has reached its cap.
+    pub(crate) fn is_full(&self) -> bool {
+        self.full.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// New ranges recorded as `OVER_CAP` since the process started.
@@ -336,6 +348,48 @@ impl PathTable {
 }
 
 /// The process's path table.
+/// A thread's recent [`PathTable::intern`] answers, so that a range opened
+/// again (every step's `forward`) takes no lock shared with other threads:
+/// direct-mapped, [`PathCache::SLOTS`] entries, names compared in full.
+/// Paths never change their id, so entries stay right; none is kept once
+/// the table is full (each opening past the cap is counted).
+pub(crate) struct PathCache {
+    slots: Vec<Option<Cached>>,
+}
+
+/// A cached answer: (parent, domain, name) -> path.
+type Cached = (PathId, DomainId, Box<str>, PathId);
+
+impl Default for PathCache {
+    fn default() -> Self {
+        PathCache { slots: vec![None; Self::SLOTS] }
+    }
+}
+
+impl PathCache {
+    /// Entries a thread keeps.
+    pub(crate) const SLOTS: usize = 256;
+
+    /// [`PathTable::intern`] of `table`, answered from the cache when it
+    /// can be.
+    pub(crate) fn intern(&mut self, table: &PathTable, parent: PathId, domain: DomainId, name: &str) -> PathId {
+        use std::hash::{Hash, Hasher};
+        let mut h = rustc_hash::FxHasher::default();
+        (parent, domain, name).hash(&mut h);
+        let slot = &mut self.slots[h.finish() as usize % Self::SLOTS];
+        if let Some((p, d, n, id)) = slot {
+            if *p == parent && *d == domain && **n == *name {
+                return *id;
+            }
+        }
+        let id = table.intern(parent, domain, name);
+        if !table.is_full() {
+            *slot = Some((parent, domain, name.into(), id));
+        }
+        id
+    }
+}
+
 pub(crate) fn paths() -> &'static PathTable {
     static PATHS: OnceLock<PathTable> = OnceLock::new();
     PATHS.get_or_init(PathTable::new)
@@ -410,5 +464,27 @@ mod tests {
         let shapes: usize = t.index.read().unwrap().shapes.values().map(|m| m.len()).sum();
         assert_eq!(shapes, 0, "names past the cap leave nothing behind");
         assert_eq!(t.over_cap(), 2003);
+    }
+
+    #[test]
+    fn a_thread_s_cache_answers_as_the_table_does_and_keeps_nothing_past_the_cap() {
+        let t = PathTable::with_cap(6);
+        let mut cache = PathCache::default();
+        let step = cache.intern(&t, ROOT, 0, "step");
+        let layer = cache.intern(&t, step, 0, "layer");
+        for _ in 0..3 {
+            assert_eq!(cache.intern(&t, step, 0, "layer"), layer);
+            assert_eq!(cache.intern(&t, step, 1, "layer"), t.intern(step, 1, "layer"), "the domain tells apart");
+            assert_eq!(cache.intern(&t, ROOT, 0, "step"), step);
+        }
+        // More names than slots: evicted entries are asked of the table again.
+        let many: Vec<PathId> = (0..2 * PathCache::SLOTS).map(|i| cache.intern(&t, layer, 0, &format!("n{i}"))).collect();
+        assert!(t.is_full());
+        assert_eq!(many[0], t.intern(layer, 0, "n0"));
+        let before = t.over_cap();
+        cache.intern(&t, layer, 0, "n999");
+        cache.intern(&t, layer, 0, "n999");
+        assert_eq!(t.over_cap(), before + 2, "every opening past the cap is counted");
+        assert_eq!(cache.intern(&t, step, 0, "layer"), layer, "known paths still resolve");
     }
 }
