@@ -232,6 +232,13 @@ pub mod testing {
         p
     }
 
+    /// Routes the process's NVTX events into gpuscope's per-thread range
+    /// stacks, as a session does, without starting one (for benchmarks of
+    /// the NVTX path). Whether NVTX could be attached.
+    pub fn route_nvtx() -> bool {
+        crate::collect::nvtx::install()
+    }
+
     /// An aggregator over fixed devices.
     pub struct Replay {
         agg: Aggregator,

@@ -1,0 +1,98 @@
+//! What an NVTX push+pop costs the thread that makes it under gpuscope, on
+//! one thread and on several at once: with no session (gpuscope keeps the
+//! thread's range stack only) and, where a GPU is present, inside a trace
+//! session (the stack, the range's events to the decoder).
+//!
+//! Each thread opens a `step` range, then pushes and pops `layer` PAIRS
+//! times; a thread's cost is its time over PAIRS. The median thread of
+//! the median of ROUNDS rounds is printed, one line per configuration.
+//!
+//!     cargo run --release --example nvtx_cost [PAIRS] [THREADS...]
+//!
+//! Defaults: 200000 pairs, 1 and 8 threads.
+
+use std::sync::Barrier;
+use std::time::Instant;
+
+const ROUNDS: usize = 5;
+
+/// ns per push+pop on each of `threads` threads started together.
+fn per_pair(threads: usize, pairs: usize) -> Vec<f64> {
+    let barrier = Barrier::new(threads);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(|| {
+                    // Warm: the thread's stack and the paths exist.
+                    for _ in 0..1000 {
+                        drop(gpuscope::nvtx::push("layer"));
+                    }
+                    barrier.wait();
+                    let t0 = Instant::now();
+                    let step = gpuscope::nvtx::push("step");
+                    for _ in 0..pairs {
+                        drop(gpuscope::nvtx::push("layer"));
+                    }
+                    drop(step);
+                    t0.elapsed().as_nanos() as f64 / pairs as f64
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().expect("a benchmark thread panicked")).collect()
+    })
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        0.5 * (v[n / 2 - 1] + v[n / 2])
+    }
+}
+
+fn run(label: &str, threads: &[usize], pairs: usize) {
+    for &t in threads {
+        let rounds: Vec<f64> = (0..ROUNDS).map(|_| median(per_pair(t, pairs))).collect();
+        let (lo, hi) = rounds.iter().fold((f64::MAX, 0f64), |(lo, hi), &x| (lo.min(x), hi.max(x)));
+        println!("{label:<10} {t:>2} threads: {:7.1} ns per push+pop (rounds {lo:.1}-{hi:.1})", median(rounds));
+    }
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let pairs: usize = args.next().map_or(200_000, |a| a.parse().expect("PAIRS: a positive number"));
+    let mut threads: Vec<usize> = args.map(|a| a.parse().expect("THREADS: positive numbers")).collect();
+    if threads.is_empty() {
+        threads = vec![1, 8];
+    }
+    println!("{} CPUs; {pairs} pairs a thread, median of {ROUNDS} rounds", num_cpus());
+    if !gpuscope::testing::route_nvtx() {
+        eprintln!("NVTX could not be attached to gpuscope: nothing to measure");
+        std::process::exit(1);
+    }
+    run("no session", &threads, pairs);
+    if !gpuscope::driver_present() {
+        println!("session: no NVIDIA driver here, not measured");
+        return;
+    }
+    // Room for every event: a drop would make the rest cheaper.
+    let most = 2 * pairs * threads.iter().max().copied().unwrap_or(1) + 4096;
+    let session = match gpuscope::Profiler::new().host_queue(most.next_power_of_two()).quiet(true).start() {
+        Ok(s) => s,
+        Err(e) => {
+            println!("session: not started ({e}), not measured");
+            return;
+        }
+    };
+    run("session", &threads, pairs);
+    match session.stop() {
+        Ok(r) => println!("session: {} host events dropped", r.drops.host_events),
+        Err(e) => println!("session: stop failed: {e}"),
+    }
+}
+
+fn num_cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
