@@ -484,7 +484,7 @@ pub(super) unsafe extern "C" fn api_callback(
             if let Some(s) = hold() {
                 // SAFETY: CUPTI passes the launch function's own params struct.
                 let stream = unsafe { launch_target(domain, cbid, d.functionParams) }.map(|(s, _)| s);
-                calibrate::at_first_launch(s.arc(), d.context, stream.is_some_and(capturing));
+                calibrate::at_first_launch(&s.arc(), d.context, stream.is_some_and(capturing));
             }
         }
         // Held, not locked, for the rest of the callback, which may be long
@@ -492,13 +492,20 @@ pub(super) unsafe extern "C" fn api_callback(
         let Some(s) = hold() else { return };
         if !s.traced.load(std::sync::atomic::Ordering::Relaxed) {
             // Between trace windows: a new device's sampling set-up begun,
-            // and the launch counted for its ranges (no record will come to
-            // join).
+            // and the launch counted for its ranges, the Python stack's
+            // modules included (no record will come to join).
             // Stream-capture callbacks, the other kind that gets here, are
             // on only in metrics mode, which has no windows.
             if enter && !copy && !wait {
                 sample_device_of_launch(&s, d.context);
-                let c = nvtx::current();
+                let c = if python_stack::active() {
+                    // The module ranges end when their last launch returns.
+                    let _ = CALL_ENTERED.try_with(|c| c.set(Some(Instant::now())));
+                    let prev_call_ns = LAST_CALL_NS.try_with(|c| c.replace(0)).unwrap_or(0);
+                    python_stack::launch_context(&s, nvtx::current(), cupti::timestamp(s.cupti), prev_call_ns)
+                } else {
+                    nvtx::current()
+                };
                 let graph = is_graph_launch(domain, cbid);
                 tally::count(s.id, c.path, c.instance, graph, || cupti::timestamp(s.cupti), |e| s.send(e));
             }

@@ -459,7 +459,12 @@ impl Stack {
     }
 }
 
-/// What a traced launch at `ts` on this thread is attributed to: `ctx` (the
+/// Whether any function is registered: launches then walk the stack.
+pub(crate) fn active() -> bool {
+    GENERATION.load(Ordering::Relaxed) != 0
+}
+
+/// What a launch at `ts` on this thread is attributed to: `ctx` (the
 /// thread's NVTX context) or, with registered functions on its Python
 /// stack, the innermost of their ranges under it. `prev_call_ns`: how long
 /// the thread's previous launch call took.
