@@ -5,6 +5,7 @@ use super::advice::{Evidence, LAUNCH_OVERHEAD};
 use super::cost;
 use super::framework::Framework;
 use super::peaks::Peaks;
+use super::rules::FindingKind;
 use super::verdict::{self, Bound, Counted};
 use super::{KernelAnalysis, RangeAnalysis};
 use crate::model::comm::is_comm_kernel;
@@ -30,17 +31,8 @@ pub const INNER_EXPLAINS_PCT: f64 = 80.0;
 /// One thing to change.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Finding {
-    /// host-idle, copies, sync, dispatch (launch gaps and dispatch idle),
-    /// allocator-churn (device memory released and allocated again in the
-    /// steady state),
-    /// waiting, few-sms, tail-wave, low-occupancy, memory-bound,
-    /// busy-but-underused, sms-idle (a range known from PM samples only:
-    /// its SMs idle most of its wall time), near-capacity and
-    /// memory-headroom (device memory at its peak against the device's),
-    /// exposed-communication (communication kernels with no compute under
-    /// them), uneven-devices and devices-take-turns (a process's GPUs
-    /// working unevenly, or one after another).
-    pub kind: &'static str,
+    /// What kind of loss (see [`FindingKind`]).
+    pub kind: FindingKind,
     /// The verdict it explains.
     pub bound: Bound,
     /// The range it is about (`None`: the whole session, or a kernel).
@@ -65,12 +57,12 @@ fn ms(ns: u64) -> String {
 
 /// The idle causes that make findings: (kind, the `model::idle` causes it
 /// sums, verdict, what it means).
-pub(super) const IDLE_CAUSES: [(&str, &[usize], Bound, &str); 5] = [
-    ("host-idle", &[HOST], verdict::HOST, "waiting for the host, which ran code of its own"),
-    ("copies", &[COPY], verdict::HOST, "during copies"),
-    ("sync", &[SYNC], verdict::SYNC, "after host synchronisations"),
-    ("dispatch", &[LAUNCH, DISPATCH], verdict::LAUNCH, "while the host issued kernels one by one"),
-    ("waiting", &[OTHER], verdict::DEPENDENCY, "with work queued behind a dependency"),
+pub(super) const IDLE_CAUSES: [(FindingKind, &[usize], Bound, &str); 5] = [
+    (FindingKind::HostIdle, &[HOST], Bound::Host, "waiting for the host, which ran code of its own"),
+    (FindingKind::Copies, &[COPY], Bound::Host, "during copies"),
+    (FindingKind::Sync, &[SYNC], Bound::Sync, "after host synchronisations"),
+    (FindingKind::Dispatch, &[LAUNCH, DISPATCH], Bound::Launch, "while the host issued kernels one by one"),
+    (FindingKind::Waiting, &[OTHER], Bound::Dependency, "with work queued behind a dependency"),
 ];
 
 /// Copies from or to pageable memory, and all copies: in the steady state
@@ -84,12 +76,12 @@ fn pageable(r: &Report) -> (u64, u64) {
 }
 
 /// The advice for an idle cause of range `g`.
-pub(super) fn idle_advice(kind: &str, e: &Evidence, g: &RangeAnalysis) -> String {
+pub(super) fn idle_advice(kind: &FindingKind, e: &Evidence, g: &RangeAnalysis) -> String {
     match kind {
-        "host-idle" => e.host_work(g),
-        "copies" => e.copies(g),
-        "sync" => e.sync(g),
-        "dispatch" => e.dispatch(g),
+        FindingKind::HostIdle => e.host_work(g),
+        FindingKind::Copies => e.copies(g),
+        FindingKind::Sync => e.sync(g),
+        FindingKind::Dispatch => e.dispatch(g),
         _ => "Queued work waited: look for cross-stream event waits and host functions (cudaLaunchHostFunc) in this range.".into(),
     }
 }
@@ -180,10 +172,10 @@ fn found_steps(r: &Report) -> Option<(&crate::report::SessionSteady, f64)> {
 }
 
 /// Session-wide advice (a program without ranges): no per-call evidence.
-pub(super) fn session_advice(kind: &str, r: &Report, fw: Framework) -> String {
+pub(super) fn session_advice(kind: &FindingKind, r: &Report, fw: Framework) -> String {
     match kind {
-        "host-idle" => fw.host_work(r.forks, copies_batches(r)),
-        "copies" => {
+        FindingKind::HostIdle => fw.host_work(r.forks, copies_batches(r)),
+        FindingKind::Copies => {
             let (pageable, all) = pageable(r);
             if pageable > 0 {
                 format!(
@@ -194,23 +186,27 @@ pub(super) fn session_advice(kind: &str, r: &Report, fw: Framework) -> String {
                 "Overlap copies with compute: issue them on a side stream ahead of use.".into()
             }
         }
-        "sync" => format!(
+        FindingKind::Sync => format!(
             "Take host synchronisations out of the loop ({} in this run): {} per step; read values every N steps.",
             r.memory.synchronizations,
             fw.sync_calls()
         ),
-        "dispatch" if fw == Framework::PyTorch && r.kernels.is_empty() => super::advice::PYTORCH_DISPATCH_UNSEEN.into(),
+        FindingKind::Dispatch if fw == Framework::PyTorch && r.kernels.is_empty() => {
+            super::advice::PYTORCH_DISPATCH_UNSEEN.into()
+        }
         // XLA's runtime makes the copy and waits on its own threads: the
         // program's read shows as a drained queue the next step's dispatch
         // then refills.
-        "dispatch" if fw == Framework::Xla && reads_per_step(r).is_some_and(|n| n >= READS_PER_STEP) => format!(
-            "Read values every N steps, not every step: {:.1} device-to-host copies a step (float() or \
+        FindingKind::Dispatch if fw == Framework::Xla && reads_per_step(r).is_some_and(|n| n >= READS_PER_STEP) => {
+            format!(
+                "Read values every N steps, not every step: {:.1} device-to-host copies a step (float() or \
              jax.device_get() of a device array, printing one) make the host wait for each step before it \
              dispatches the next, so the GPU idles while it does; keep them on the device and read them every N \
              steps.",
-            reads_per_step(r).unwrap_or(0.0),
-        ),
-        "dispatch" if fw == Framework::Xla => match launches_per_found_step(r) {
+                reads_per_step(r).unwrap_or(0.0),
+            )
+        }
+        FindingKind::Dispatch if fw == Framework::Xla => match launches_per_found_step(r) {
             Some(per) if per < ONE_LAUNCH_STEP => format!(
                 "It launches each step as one compiled XLA executable already ({per:.1} launches a step): give each \
                  launch more work (a larger batch), or run several steps per launch (jax.lax.scan or fori_loop over \
@@ -218,7 +214,7 @@ pub(super) fn session_advice(kind: &str, r: &Report, fw: Framework) -> String {
             ),
             _ => fw.launch_overhead().into(),
         },
-        "dispatch" => fw.launch_overhead().into(),
+        FindingKind::Dispatch => fw.launch_overhead().into(),
         _ => "Queued work waited: look for cross-stream event waits and host functions (cudaLaunchHostFunc).".into(),
     }
 }
@@ -228,7 +224,7 @@ pub(super) fn session_advice(kind: &str, r: &Report, fw: Framework) -> String {
 /// cannot say why, so the advice is how to find out, and the likely fix
 /// when its launches come closer together than trace mode's launch gaps.
 fn sampled_idle(g: &RangeAnalysis) -> Option<Finding> {
-    if !g.untraced || ![verdict::IDLE, verdict::LAUNCH, verdict::HOST].contains(&g.verdict.bound) {
+    if !g.untraced || ![Bound::Idle, Bound::Launch, Bound::Host].contains(&g.verdict.bound) {
         return None;
     }
     let eff = g.sm_efficiency_pct?;
@@ -251,8 +247,8 @@ fn sampled_idle(g: &RangeAnalysis) -> Option<Finding> {
         find_out.to_string()
     };
     Some(Finding {
-        kind: "sms-idle",
-        bound: verdict::IDLE,
+        kind: FindingKind::SmsIdle,
+        bound: Bound::Idle,
         range: Some(g.path.clone()),
         kernel: None,
         cost_ns: cost,
@@ -290,8 +286,8 @@ fn exposed_communication(e: &Evidence, ranges: &[RangeAnalysis]) -> Vec<Finding>
             };
             let share = share(g);
             Finding {
-                kind: "exposed-communication",
-                bound: verdict::COMMUNICATION,
+                kind: FindingKind::ExposedCommunication,
+                bound: Bound::Communication,
                 range: Some(g.path.clone()),
                 kernel: None,
                 cost_ns: g.exposed_comm_ns,
@@ -381,7 +377,7 @@ pub(super) fn findings(
         }
         list.sort_by(order);
         for c in list {
-            let (kind, _, bound, what) = IDLE_CAUSES[c.cause];
+            let (kind, _, bound, what) = IDLE_CAUSES[c.cause].clone();
             let g = c.g;
             let calls = if g.count > 1 {
                 format!(" over {} calls, {} per call", g.count, ms(c.cost / g.count))
@@ -389,14 +385,14 @@ pub(super) fn findings(
                 String::new()
             };
             out.push(Finding {
-                kind,
+                kind: kind.clone(),
                 bound,
                 range: Some(g.path.clone()),
                 kernel: None,
                 cost_ns: c.cost,
                 calls: g.count,
                 message: format!("{}: GPU idle {} ({:.0}% of the range{calls}) {what}", g.path, ms(c.cost), c.share),
-                advice: idle_advice(kind, e, g),
+                advice: idle_advice(&kind, e, g),
             });
         }
     }
@@ -416,14 +412,14 @@ pub(super) fn findings(
                 let runtime = kind == "sync" && runtime_syncs(r, e.fw).is_some();
                 if share >= MIN_SHARE_PCT && cost >= MIN_COST_NS && !runtime {
                     out.push(Finding {
-                        kind,
+                        kind: kind.clone(),
                         bound,
                         range: None,
                         kernel: None,
                         cost_ns: cost,
                         calls: 0,
                         message: format!("{what}: GPU idle {} ({share:.0}%) {meaning}", ms(cost)),
-                        advice: session_advice(kind, r, e.fw),
+                        advice: session_advice(&kind, r, e.fw),
                     });
                 }
             }
@@ -438,8 +434,8 @@ pub(super) fn findings(
     for g in r.ranges.iter().filter(|g| g.busy_but_underused && g.library.is_none()) {
         let eff = g.sm_efficiency_pct.unwrap_or(0.0);
         out.push(Finding {
-            kind: "busy-but-underused",
-            bound: verdict::LATENCY,
+            kind: FindingKind::BusyButUnderused,
+            bound: Bound::Latency,
             range: Some(g.path.to_string()),
             kernel: None,
             cost_ns: (g.gpu_busy_ns as f64 * (1.0 - eff / 100.0)) as u64,
@@ -467,8 +463,8 @@ pub(super) fn findings(
             .filter(|e| *e < verdict::FEW_SMS_PCT && k.sm_coverage_pct.is_some_and(|c| c < 100.0)));
         if let Some(used) = few {
             out.push(Finding {
-                kind: "few-sms",
-                bound: verdict::LATENCY,
+                kind: FindingKind::FewSms,
+                bound: Bound::Latency,
                 range: None,
                 kernel: Some(k.name.clone()),
                 cost_ns: (t * (1.0 - used / 100.0)) as u64,
@@ -487,8 +483,8 @@ pub(super) fn findings(
         if let Some(w) = tail {
             let waves = k.waves.unwrap_or(0.0);
             out.push(Finding {
-                kind: "tail-wave",
-                bound: verdict::LATENCY,
+                kind: FindingKind::TailWave,
+                bound: Bound::Latency,
                 range: None,
                 kernel: Some(k.name.clone()),
                 cost_ns: (t * (1.0 - w / 100.0)) as u64,
@@ -499,12 +495,12 @@ pub(super) fn findings(
             continue;
         }
         let Some(v) = &k.verdict else { continue };
-        if v.bound == verdict::LATENCY {
+        if v.bound == Bound::Latency {
             if let Some(o) = k.achieved_occupancy_pct.filter(|o| *o < crate::report::LOW_OCCUPANCY_PCT) {
                 let busy = k.compute_pct.unwrap_or(0.0).max(k.dram_pct.unwrap_or(0.0));
                 out.push(Finding {
-                    kind: "low-occupancy",
-                    bound: verdict::LATENCY,
+                    kind: FindingKind::LowOccupancy,
+                    bound: Bound::Latency,
                     range: None,
                     kernel: Some(k.name.clone()),
                     cost_ns: (t * (1.0 - busy / 100.0)) as u64,
@@ -513,15 +509,15 @@ pub(super) fn findings(
                     advice: "Give the SMs more warps to switch between: fewer registers per thread (__launch_bounds__, -maxrregcount) or less shared memory per block, or more independent work per warp.".into(),
                 });
             }
-        } else if v.bound == verdict::MEMORY {
+        } else if v.bound == Bound::Memory {
             let ai = k.arithmetic_intensity.map(|a| format!(", {a:.1} FLOP/byte")).unwrap_or_default();
             let ridge = peaks
                 .and_then(|p| p.ridge(super::peaks::TENSOR_BF16))
                 .map(|r| format!(" (ridge point {r:.0})"))
                 .unwrap_or_default();
             out.push(Finding {
-                kind: "memory-bound",
-                bound: verdict::MEMORY,
+                kind: FindingKind::MemoryBound,
+                bound: Bound::Memory,
                 range: None,
                 kernel: Some(k.name.clone()),
                 cost_ns: k.gpu_ns,
@@ -536,10 +532,10 @@ pub(super) fn findings(
         }
     }
     out.sort_by(|a, b| b.cost_ns.cmp(&a.cost_ns).then(a.message.cmp(&b.message)));
-    let mut kept: HashMap<&str, usize> = HashMap::default();
+    let mut kept: HashMap<FindingKind, usize> = HashMap::default();
     let before = out.len();
     out.retain(|f| {
-        let n = kept.entry(f.kind).or_default();
+        let n = kept.entry(f.kind.clone()).or_default();
         *n += 1;
         *n <= MAX_PER_KIND
     });
@@ -583,8 +579,8 @@ fn allocator_churn(r: &Report) -> Option<Finding> {
     }
     let secs = s.wall_ns().max(1) as f64 / 1e9;
     Some(Finding {
-        kind: "allocator-churn",
-        bound: verdict::SYNC,
+        kind: FindingKind::AllocatorChurn,
+        bound: Bound::Sync,
         range: None,
         kernel: None,
         cost_ns: 0,
@@ -674,7 +670,7 @@ fn device_memory(r: &Report) -> Vec<Finding> {
         );
         let finding = |kind, message: String, advice: String| Finding {
             kind,
-            bound: verdict::DEVICE_MEMORY,
+            bound: Bound::DeviceMemory,
             range: None,
             kernel: None,
             cost_ns: 0,
@@ -691,7 +687,7 @@ fn device_memory(r: &Report) -> Vec<Finding> {
                 )
             });
             out.push(finding(
-                "near-capacity",
+                FindingKind::NearCapacity,
                 format!("{peak}{cached}"),
                 "Little room is left: a longer sequence, a larger batch or fragmentation can run out of memory. \
                  Keep the peak down with activation checkpointing, a smaller micro-batch with gradient \
@@ -739,7 +735,7 @@ fn device_memory(r: &Report) -> Vec<Finding> {
                 "A larger batch needs less memory per sample first: activation checkpointing, or gradient \
                  accumulation over micro-batches of this size."
             };
-            out.push(finding("memory-headroom", message, advice.into()));
+            out.push(finding(FindingKind::MemoryHeadroom, message, advice.into()));
         }
     }
     out
@@ -817,7 +813,7 @@ mod tests {
         let steady = r.session_steady.as_mut().unwrap();
         (steady.copies, steady.device_to_host_copies) = (Some(300), 300);
         assert!(runtime_syncs(&r, Framework::Xla).is_none());
-        let advice = session_advice("dispatch", &r, Framework::Xla);
+        let advice = session_advice(&FindingKind::Dispatch, &r, Framework::Xla);
         assert!(advice.starts_with("Read values every N steps") && advice.contains("1.0 device-to-host"), "{advice}");
         // A report that did not tell threads apart says nothing of them.
         (r.memory.main_thread_synchronizations, r.memory.main_thread_synchronization_ns) = (None, None);
@@ -837,24 +833,24 @@ mod tests {
         });
         let steady = r.session_steady.as_mut().unwrap();
         (steady.copies, steady.pageable_copies) = (Some(362), 0);
-        let advice = session_advice("copies", &r, Framework::PyTorch);
+        let advice = session_advice(&FindingKind::Copies, &r, Framework::PyTorch);
         assert!(advice.starts_with("Overlap copies"), "{advice}");
         // Pageable in the loop: pin them.
         r.session_steady.as_mut().unwrap().pageable_copies = 300;
-        let advice = session_advice("copies", &r, Framework::PyTorch);
+        let advice = session_advice(&FindingKind::Copies, &r, Framework::PyTorch);
         assert!(advice.starts_with("300 of 362 copies use pageable"), "{advice}");
         // A report that did not count the steady state's copies: the session's.
         r.session_steady.as_mut().unwrap().copies = None;
-        assert!(session_advice("copies", &r, Framework::PyTorch).starts_with("320 of 682"));
+        assert!(session_advice(&FindingKind::Copies, &r, Framework::PyTorch).starts_with("320 of 682"));
     }
 
     #[test]
     fn a_jax_step_launched_as_one_executable_is_not_told_to_jit_its_step() {
-        let once = session_advice("dispatch", &jax_loop(307), Framework::Xla);
+        let once = session_advice(&FindingKind::Dispatch, &jax_loop(307), Framework::Xla);
         assert!(once.contains("one compiled XLA executable already (1.0 launches a step)"), "{once}");
         assert!(!once.contains("under one jax.jit"), "{once}");
         // 38 launches a step: its ops run one by one.
-        let eager = session_advice("dispatch", &jax_loop(300 * 38), Framework::Xla);
+        let eager = session_advice(&FindingKind::Dispatch, &jax_loop(300 * 38), Framework::Xla);
         assert!(eager.contains("under one jax.jit"), "{eager}");
     }
 }
