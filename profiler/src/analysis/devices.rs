@@ -4,8 +4,8 @@
 //! another worked shows here only.
 
 use super::cost;
-use super::findings::{Finding, IDLE_CAUSES};
-use super::rules::FindingKind;
+use super::findings::Finding;
+use super::rules::{FindingKind, IDLE};
 use super::verdict::{self, Bound};
 use crate::model::idle::IdleSplit;
 use crate::model::units::{fmt_ns, saturating_sum};
@@ -46,11 +46,8 @@ impl DeviceUse {
     /// it means, ns).
     pub fn main_idle(&self) -> Option<(FindingKind, Bound, &'static str, u64)> {
         let a = self.idle.to_array();
-        IDLE_CAUSES
-            .iter()
-            .map(|(kind, causes, bound, what)| {
-                (kind.clone(), bound.clone(), *what, saturating_sum(causes.iter().map(|&c| a[c])))
-            })
+        IDLE.iter()
+            .map(|c| (c.kind.clone(), c.bound.clone(), c.meaning, saturating_sum(c.causes.iter().map(|&i| a[i]))))
             .filter(|c| c.3 > 0)
             .max_by_key(|c| c.3)
     }

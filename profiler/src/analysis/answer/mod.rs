@@ -9,8 +9,8 @@ pub(crate) use sampled::wall_verdict;
 
 use super::advice::{self, within};
 use super::devices::DeviceUse;
-use super::findings::{idle_advice, session_advice, session_idle, Finding, IDLE_CAUSES};
-use super::rules::FindingKind;
+use super::findings::{session_idle, Finding};
+use super::rules::{idle_advice, runtime_syncs, session_advice, FindingKind, IDLE};
 use super::verdict::{self, Bound, Verdict};
 use super::KernelAnalysis;
 use super::RangeAnalysis;
@@ -241,7 +241,8 @@ fn actions(
     let a = idle.to_array();
     let pct = |ns: u64| (100.0 * ns as f64 / active_per.max(1) as f64).min(100.0);
     let mut v: Vec<Action> = Vec::new();
-    for (kind, causes, _, _) in IDLE_CAUSES {
+    for cause in IDLE {
+        let (kind, causes) = (cause.kind.clone(), cause.causes);
         let ns = causes.iter().map(|&c| a[c]).fold(0u64, u64::saturating_add) / per.max(1);
         if pct(ns) < MIN_ACTION_PCT {
             continue;
@@ -491,7 +492,7 @@ pub(super) fn answer(
         }),
         _ => String::new(),
     };
-    let runtime_syncs = super::findings::runtime_syncs(r, e.fw);
+    let runtime_syncs = runtime_syncs(r, e.fw);
     let runtime = runtime_syncs.is_some();
     let fallback = |kind: &FindingKind| {
         (*kind != FindingKind::Sync || !runtime)

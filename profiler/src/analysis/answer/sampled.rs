@@ -6,9 +6,8 @@
 
 use super::{Action, Answer, Part, BUSY_SAMPLED, BUSY_UNKNOWN, IDLE_PARTS, MAX_ACTIONS, MIN_ACTION_PCT};
 use crate::analysis::advice::Evidence;
-use crate::analysis::findings::{idle_advice, more_blocks, session_advice, MOVE_FEWER_BYTES};
 use crate::analysis::rates::{self, Rates};
-use crate::analysis::rules::FindingKind;
+use crate::analysis::rules::{idle_advice, more_blocks, session_advice, FindingKind, MOVE_FEWER_BYTES};
 use crate::analysis::verdict::{self, Bound, Counted, Verdict};
 use crate::analysis::{peaks, RangeAnalysis};
 use crate::model::idle::{IdleSplit, COPY, DISPATCH, HOST, LAUNCH, OTHER, SYNC};
@@ -214,7 +213,7 @@ pub(super) fn answer(r: &Report, ranges: &[RangeAnalysis], e: &Evidence) -> Opti
 mod tests {
     use super::*;
     use crate::aggregate::Aggregator;
-    use crate::analysis::{analyze, findings::more_blocks};
+    use crate::analysis::{analyze, rules::more_blocks};
     use crate::model::device::DeviceInfo;
     use crate::model::event::HostEvent;
     use crate::model::occupancy::SmLimits;
