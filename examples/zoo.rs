@@ -64,7 +64,8 @@ fn main() -> ExitCode {
     println!("\nverdicts ({mode} mode):");
     for case in bottlenecks::CASES {
         let want = if mode == "trace" || mode.starts_with("sampling") { Some(case.trace) } else { case.metrics };
-        let got = analysis.ranges.iter().find(|g| g.path == case.range).map_or("(no range)", |g| g.verdict.bound);
+        let got =
+            analysis.ranges.iter().find(|g| g.path == case.range).map_or("(no range)", |g| g.verdict.bound.as_str());
         let mark = match want {
             Some(w) if w == got => "ok",
             Some(_) => {

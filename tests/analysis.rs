@@ -167,7 +167,7 @@ fn timeline_ranges_are_launch_host_sync_or_copy_bound_and_busy_ones_gpu_or_laten
         z.kernel((i, p), c"big", 33_000 * US, 33_005 * US, 33_995 * US, 132 * 8, None);
     });
     let (r, a) = z.finish(34_000 * US);
-    let bound = |p: &str| range(&a, p).verdict.bound;
+    let bound = |p: &str| range(&a, p).verdict.bound.clone();
     assert_eq!(bound("launch"), "launch-bound", "{:?}", range(&a, "launch"));
     assert_eq!(bound("host"), "host-bound", "{:?}", range(&a, "host"));
     assert_eq!(bound("sync"), "sync-bound", "{:?}", range(&a, "sync"));
@@ -192,7 +192,7 @@ fn timeline_ranges_are_launch_host_sync_or_copy_bound_and_busy_ones_gpu_or_laten
     assert_eq!(total + busy, 34_000 * US);
     // Findings: each cause where it happened, with its advice, costliest
     // first; the kernel that fills one SM.
-    let kinds: Vec<(&str, Option<&str>)> = a.findings.iter().map(|f| (f.kind, f.range.as_deref())).collect();
+    let kinds: Vec<(&str, Option<&str>)> = a.findings.iter().map(|f| (f.kind.as_str(), f.range.as_deref())).collect();
     for want in
         [("copies", Some("copies")), ("host-idle", Some("host")), ("dispatch", Some("launch")), ("sync", Some("sync"))]
     {
@@ -522,7 +522,7 @@ fn data_loader_advice_needs_evidence_of_data_loading_and_is_not_given_twice() {
     assert!(h.contains("nothing there looks like data loading") && !h.contains("DataLoader"), "{h}");
     // The answer leads with the step and its host work.
     let ans = host_steps("adv-answer", true, Some(false), 0).answer.unwrap();
-    assert_eq!((ans.range.as_deref(), ans.calls, ans.verdict.bound), (Some("adv-answer"), 5, "host-bound"));
+    assert_eq!((ans.range.as_deref(), ans.calls, ans.verdict.bound.as_str()), (Some("adv-answer"), 5, "host-bound"));
     assert_eq!(
         ans.parts.iter().find(|p| p.what == "host work").map(|p| p.detail.as_str()),
         Some("mostly in adv-answer/data")
@@ -616,7 +616,7 @@ fn library_ranges_fold_into_the_range_around_them_without_a_verdict_or_finding()
     r.ranges.push(lib);
     let a = analyze(&r);
     let g = a.ranges.iter().find(|g| g.path == "fold-step/cuBLAS::gemm").expect("kept in the analysis");
-    assert_eq!((g.verdict.bound, g.library.as_deref()), ("folded", Some("cuBLAS")));
+    assert_eq!((g.verdict.bound.as_str(), g.library.as_deref()), ("folded", Some("cuBLAS")));
     assert!(a.findings.iter().all(|f| f.range.as_deref() != Some("fold-step/cuBLAS::gemm")), "{:#?}", a.findings);
     let t = r.to_table(120);
     assert!(t.contains("1 ranges of libraries' and frameworks' NVTX domains"), "{t}");
@@ -784,7 +784,7 @@ fn exposed_communication_makes_a_step_communication_bound_and_hidden_communicati
     // communication kernel's.
     assert!(a.findings.iter().all(|f| !f.kernel.as_deref().is_some_and(|k| k.contains("nccl"))), "{:#?}", a.findings);
     let k = a.kernels.iter().find(|k| k.name.contains("ncclDevKernel")).expect("the all-reduce is a heavy kernel");
-    assert_eq!(k.verdict.as_ref().map(|v| v.bound), Some("communication"));
+    assert_eq!(k.verdict.as_ref().map(|v| v.bound.as_str()), Some("communication"));
 
     // The same all-reduce under the compute: hidden, not the bound.
     let (r, a) = nccl_steps((0, 8), (2, 7));

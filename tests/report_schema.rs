@@ -594,3 +594,112 @@ fn every_finding_kind_of_the_schema_has_a_row_in_the_concepts_page() {
         .collect();
     assert_eq!(allowed, documented, "schema's finding kinds against docs/concepts/verdicts-and-findings.md");
 }
+
+/// The cells of each row of the concepts page's table under `heading`,
+/// by the row's first cell (without its backticks).
+fn page_rows(heading: &str) -> std::collections::BTreeMap<String, Vec<String>> {
+    const PAGE: &str = include_str!("../docs/concepts/verdicts-and-findings.md");
+    let section = PAGE.split(heading).nth(1).unwrap_or_else(|| panic!("a {heading} section"));
+    let section = section.split("\n#").next().unwrap_or(section);
+    section
+        .lines()
+        .filter(|l| l.starts_with("| `"))
+        .map(|l| {
+            let cells: Vec<String> = l.trim_matches('|').split(" | ").map(|c| c.trim().to_string()).collect();
+            (cells[0].trim_matches('`').to_string(), cells)
+        })
+        .collect()
+}
+
+/// Every enum of the schema holding `member`, as sets.
+fn schema_enums_with(member: &str) -> Vec<BTreeSet<String>> {
+    fn walk(v: &Value, member: &str, out: &mut Vec<BTreeSet<String>>) {
+        match v {
+            Value::Object(m) => {
+                if let Some(Value::Array(values)) = m.get("enum") {
+                    if values.iter().any(|x| x == member) {
+                        out.push(values.iter().filter_map(|x| x.as_str().map(str::to_string)).collect());
+                    }
+                }
+                m.values().for_each(|x| walk(x, member, out));
+            }
+            Value::Array(a) => a.iter().for_each(|x| walk(x, member, out)),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    walk(&schema(), member, &mut out);
+    out
+}
+
+/// The finding rules' registry is what the concepts page and the schema
+/// describe: each rule has its row (kind, verdict, when, cost as the rule
+/// declares them), the schema's finding kinds are the registry's, and
+/// every verdict has a row in the page's Verdicts table and is in each of
+/// the schema's verdict enums. `GPUSCOPE_BLESS=1` writes the registry's
+/// kinds into the schema's finding kind enum.
+#[test]
+fn the_concepts_page_and_the_schema_describe_the_rules_registry() {
+    use gpuscope::analysis::rules::RULES;
+    use gpuscope::analysis::{Bound, FindingKind};
+    let registry: Vec<&str> = RULES.iter().map(|r| r.kind.as_str()).collect();
+    let kinds: BTreeSet<String> = registry.iter().map(|k| k.to_string()).collect();
+    assert_eq!(kinds.len(), RULES.len(), "a kind with two rules: {registry:?}");
+    let declared: BTreeSet<String> = FindingKind::ALL.iter().map(|k| k.to_string()).collect();
+    assert_eq!(kinds, declared, "FindingKind's variants against the rules of RULES");
+    // The page: one row per rule, as the rule declares it.
+    let rows = page_rows("## Findings");
+    for rule in RULES {
+        let kind = rule.kind.as_str();
+        let row = rows.get(kind).unwrap_or_else(|| panic!("no row for `{kind}` in the concepts page's Findings table"));
+        assert_eq!(row.len(), 4, "{row:?}");
+        if let Some(b) = &rule.bound {
+            assert_eq!(row[1], b.as_str(), "`{kind}`'s verdict in the concepts page");
+        }
+        assert_eq!(row[2], rule.when, "`{kind}`'s \"when\" in the concepts page against its rule's `when`");
+        assert_eq!(row[3], rule.cost, "`{kind}`'s \"cost\" in the concepts page against its rule's `cost`");
+        assert!(!rule.reads.is_empty(), "`{kind}` says what it reads");
+    }
+    assert_eq!(rows.keys().cloned().collect::<BTreeSet<_>>(), kinds, "rows of the page without a rule");
+    // The schema's finding kinds.
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/reference/report.schema.json");
+    let listed: Vec<String> = schema()["$defs"]["finding"]["properties"]["kind"]["enum"]
+        .as_array()
+        .expect("an enum of finding kinds")
+        .iter()
+        .map(|k| k.as_str().expect("a kind is a string").to_string())
+        .collect();
+    let allowed: BTreeSet<String> = listed.iter().cloned().collect();
+    if allowed != kinds && std::env::var_os("GPUSCOPE_BLESS").is_some() {
+        // The schema's order kept, new kinds after it.
+        let mut blessed: Vec<&str> = listed.iter().map(String::as_str).filter(|k| kinds.contains(*k)).collect();
+        blessed.extend(registry.iter().filter(|k| !allowed.contains(**k)));
+        std::fs::write(path, with_finding_kinds(SCHEMA, &blessed)).expect("writing the schema");
+    } else {
+        assert_eq!(
+            allowed, kinds,
+            "the schema's finding kinds against RULES (GPUSCOPE_BLESS=1 cargo test -p gpuscope --test \
+             report_schema writes them)"
+        );
+    }
+    // Verdicts.
+    let verdicts: BTreeSet<String> = Bound::ALL.iter().map(|b| b.to_string()).collect();
+    let documented: BTreeSet<String> = page_rows("## Verdicts").into_keys().collect();
+    assert_eq!(documented, verdicts, "the concepts page's Verdicts table against Bound");
+    let enums = schema_enums_with("compute-bound");
+    assert!(enums.len() >= 2, "the schema's verdict enums: {enums:?}");
+    for e in enums {
+        assert_eq!(e, verdicts, "a verdict enum of the schema against Bound");
+    }
+}
+
+/// `schema` with the finding kind enum (the first enum after the Finding
+/// definition's title) listing `kinds`.
+fn with_finding_kinds(schema: &str, kinds: &[&str]) -> String {
+    let at = schema.find("\"title\": \"Finding\"").expect("the Finding definition");
+    let open = at + schema[at..].find("\"enum\": [").expect("its kind enum") + "\"enum\": [".len();
+    let close = open + schema[open..].find(']').expect("the enum's end");
+    let indent = " ".repeat(12);
+    let list = kinds.iter().map(|k| format!("{indent}\"{k}\"")).collect::<Vec<_>>().join(",\n");
+    format!("{}\n{list}\n{}{}", &schema[..open], " ".repeat(10), &schema[close..])
+}

@@ -4,7 +4,8 @@
 //! another worked shows here only.
 
 use super::cost;
-use super::findings::{Finding, IDLE_CAUSES};
+use super::findings::Finding;
+use super::rules::{FindingKind, IDLE};
 use super::verdict::{self, Bound};
 use crate::model::idle::IdleSplit;
 use crate::model::units::{fmt_ns, saturating_sum};
@@ -43,11 +44,10 @@ pub struct DeviceUse {
 impl DeviceUse {
     /// Its largest idle cause: (the finding kind's name, its verdict, what
     /// it means, ns).
-    pub fn main_idle(&self) -> Option<(&'static str, Bound, &'static str, u64)> {
+    pub fn main_idle(&self) -> Option<(FindingKind, Bound, &'static str, u64)> {
         let a = self.idle.to_array();
-        IDLE_CAUSES
-            .iter()
-            .map(|(kind, causes, bound, what)| (*kind, *bound, *what, saturating_sum(causes.iter().map(|&c| a[c]))))
+        IDLE.iter()
+            .map(|c| (c.kind.clone(), c.bound.clone(), c.meaning, saturating_sum(c.causes.iter().map(|&i| a[i]))))
             .filter(|c| c.3 > 0)
             .max_by_key(|c| c.3)
     }
@@ -154,8 +154,8 @@ pub(super) fn split(r: &Report, uses: &[DeviceUse]) -> Option<Finding> {
     let overlap = sum - any;
     let shares = working.iter().map(|u| format!("GPU {} {:.0}%", u.device, u.busy_pct)).collect::<Vec<_>>().join(", ");
     let why = least.main_idle();
-    let idled = why.map_or(String::new(), |(_, _, what, ns)| {
-        format!("; GPU {} idled mostly {what} ({})", least.device, fmt_ns(ns))
+    let idled = why.as_ref().map_or(String::new(), |(_, _, what, ns)| {
+        format!("; GPU {} idled mostly {what} ({})", least.device, fmt_ns(*ns))
     });
     // Taking turns: the others' work hardly overlaps (a GPU beside them
     // running a few small kernels does not make them side by side).
@@ -165,7 +165,7 @@ pub(super) fn split(r: &Report, uses: &[DeviceUse]) -> Option<Finding> {
             return None;
         }
         (
-            "devices-take-turns",
+            FindingKind::DevicesTakeTurns,
             saves,
             format!(
                 "the GPUs took turns over {}: busy {shares}, at the same time only {overlap:.0}% of it (some GPU \
@@ -181,7 +181,7 @@ pub(super) fn split(r: &Report, uses: &[DeviceUse]) -> Option<Finding> {
             return None;
         }
         (
-            "uneven-devices",
+            FindingKind::UnevenDevices,
             busiest.busy_pct - mean,
             format!("the GPUs worked at the same time but unevenly over {}: busy {shares}{idled}", busiest.window),
             "Spread the work evenly over the GPUs: torch.nn.DataParallel scatters inputs, gathers outputs and \
@@ -192,7 +192,7 @@ pub(super) fn split(r: &Report, uses: &[DeviceUse]) -> Option<Finding> {
     let cost_ns = (saves / 100.0 * busiest.wall_ns as f64) as u64;
     Some(Finding {
         kind,
-        bound: why.map_or(verdict::IDLE, |w| w.1),
+        bound: why.map_or(Bound::Idle, |w| w.1),
         range: None,
         kernel: None,
         cost_ns,
@@ -248,7 +248,7 @@ mod tests {
         assert!((uses[1].busy_pct - 31.0).abs() < 1e-9);
         assert_eq!(uses[1].describe(), "busy 31.0% of the session; idle: host 17%, sync 52%");
         let f = split(&r, &uses).expect("a finding");
-        assert_eq!((f.kind, f.bound), ("uneven-devices", verdict::SYNC));
+        assert_eq!((f.kind, f.bound), (FindingKind::UnevenDevices, Bound::Sync));
         // Spread evenly, each would be busy 63%: 32 points of 100 ms.
         assert_eq!(f.cost_ns, 32_000_000);
         assert!(
@@ -272,7 +272,10 @@ mod tests {
         assert!(f.advice.contains("micro-batches"), "{}", f.advice);
         // Balanced, the same: 45% each, one after the other.
         let r = report(&[(0, 55_000_000, 0), (1, 55_000_000, 0)], 90_000_000);
-        assert_eq!(split(&r, &device_use(&r)).map(|f| (f.kind, f.cost_ns)), Some(("devices-take-turns", 45_000_000)));
+        assert_eq!(
+            split(&r, &device_use(&r)).map(|f| (f.kind, f.cost_ns)),
+            Some((FindingKind::DevicesTakeTurns, 45_000_000))
+        );
     }
 
     #[test]
@@ -306,7 +309,7 @@ mod tests {
         // busy 3% while the first stage runs: some GPU busy 80%.
         let r = report(&[(0, 60_000_000, 0), (1, 60_000_000, 0), (2, 97_000_000, 0)], 80_000_000);
         let f = split(&r, &device_use(&r)).expect("a finding");
-        assert_eq!((f.kind, f.cost_ns), ("devices-take-turns", 40_000_000));
+        assert_eq!((f.kind, f.cost_ns), (FindingKind::DevicesTakeTurns, 40_000_000));
     }
 
     #[test]

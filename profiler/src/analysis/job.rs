@@ -16,6 +16,7 @@
 //! its host work (dispatch, data, syncs, copies), or the transfer.
 
 use super::answer::{Answer, BUSY_TRACED};
+use super::verdict::Bound;
 use crate::model::comm::{collective, Collective};
 use crate::report::Report;
 use serde::Serialize;
@@ -263,7 +264,7 @@ fn of_answers(answers: &[(String, Answer)], parallelism: Parallelism) -> Option<
     // The pacing rank's own verdict names communication and the transfer
     // is a large share of the step (a rank's verdict names its
     // communication kernels also where compute hides most of them).
-    let communication = (p.verdict == super::verdict::COMMUNICATION || p.verdict == super::verdict::COMM_KERNEL)
+    let communication = (p.verdict == Bound::Communication.as_str() || p.verdict == Bound::CommKernel.as_str())
         && pct(transfer) >= super::verdict::COMM_BOUND_PCT;
     let pace = if transfer > 0 && (communication || (transfer > p.compute_ns && transfer > p.host_ns)) {
         format!(
@@ -634,7 +635,7 @@ mod tests {
             profiler_ns: None,
             profiler_pct: None,
             parts,
-            verdict: Verdict { bound: "gpu-bound", evidence: String::new() },
+            verdict: Verdict { bound: crate::analysis::Bound::Gpu, evidence: String::new() },
             actions,
             compile_ns: 0,
             others: Vec::new(),
@@ -681,12 +682,12 @@ mod tests {
         // Long all-reduces under compute: each rank's verdict names them,
         // but 2 ms of 100 are exposed.
         let mut a = rank(Some("step"), 90, 2, 8, vec![]);
-        a.verdict.bound = super::super::verdict::COMM_KERNEL;
+        a.verdict.bound = Bound::CommKernel;
         let j = of_answers(&named(vec![a.clone(), a.clone()]), Parallelism::DataParallel).unwrap();
         assert!(j.pace.contains("compute"), "{}", j.pace);
         // 30 of 100 exposed: the transfer sets the pace, though compute is larger.
         let mut b = rank(Some("step"), 60, 30, 10, vec![]);
-        b.verdict.bound = super::super::verdict::COMM_KERNEL;
+        b.verdict.bound = Bound::CommKernel;
         let j = of_answers(&named(vec![b.clone(), b]), Parallelism::DataParallel).unwrap();
         assert!(j.pace.starts_with("exposed communication"), "{}", j.pace);
     }

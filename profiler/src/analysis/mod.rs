@@ -3,6 +3,9 @@
 //! NVTX range and each heavy kernel, how far they are from the device's
 //! peaks, why the GPU idled, and what to change, ranked by what it costs.
 
+#[macro_use]
+mod names;
+
 mod advice;
 pub mod answer;
 pub mod blocks;
@@ -13,12 +16,14 @@ mod framework;
 pub mod job;
 pub mod peaks;
 mod rates;
+pub mod rules;
 pub mod verdict;
 
 pub use findings::{Finding, MAX_PER_KIND as MAX_FINDINGS_PER_KIND};
 pub use peaks::Peaks;
+pub use rules::FindingKind;
 use verdict::Counted;
-pub use verdict::Verdict;
+pub use verdict::{Bound, Verdict};
 
 use crate::model::comm::{collective, is_comm_kernel};
 use crate::model::idle::IdleSplit;
@@ -287,7 +292,7 @@ impl Weighted {
         } else {
             format!("{share:.0}% of its kernel time is {bound} (largest: {evidence})")
         };
-        Some(Verdict { bound, evidence })
+        Some(Verdict { bound: bound.clone(), evidence })
     }
 }
 
@@ -470,7 +475,7 @@ fn range(r: &Report, g: &RangeSummary, w: Option<&Weighted>, peaks: Option<&Peak
     let elsewhere = busy_ns.is_some_and(|b| b > 0 && per_call * (calls.count as f64) < 0.5 * b as f64);
     let gpu_side = if elsewhere {
         Some(Verdict {
-            bound: verdict::GPU,
+            bound: Bound::Gpu,
             evidence: format!(
                 "its own kernels ran {} of the {} the GPU was busy in it; the rest was launched before it or outside it (queued earlier, or by another thread such as PyTorch's autograd worker)",
                 fmt_ns(w.time as u64),
@@ -487,7 +492,7 @@ fn range(r: &Report, g: &RangeSummary, w: Option<&Weighted>, peaks: Option<&Peak
         None => w.mean(i),
     };
     let mut v = verdict::range(shares, utilization_pct, gpu_side.clone(), w.measured > 0.0);
-    if v.bound == verdict::LAUNCH {
+    if v.bound == Bound::Launch {
         v.evidence
             .push_str(&format!("; {}", advice::launch_rate(calls.launches, calls.count, calls.wall_ns, per_call)));
     }
@@ -634,7 +639,7 @@ fn folded_range(g: &RangeSummary, domain: &str) -> RangeAnalysis {
         throughput_per_s: None,
         throughput_unit: None,
         verdict: Verdict {
-            bound: verdict::FOLDED,
+            bound: Bound::Folded,
             evidence: format!("a range of {domain}'s NVTX domain: its time is in the range around it"),
         },
         untraced: false,
@@ -771,10 +776,10 @@ mod tests {
         let (s, u) = (get("analysis-sampled"), get("analysis-unsampled"));
         assert!(s.untraced && s.sampled, "{s:?}");
         assert_eq!(s.sm_efficiency_pct.map(|e| e.round()), Some(80.0));
-        assert_ne!(s.verdict.bound, verdict::UNKNOWN);
+        assert_ne!(s.verdict.bound, Bound::Unknown);
         assert!(u.untraced && !u.sampled, "{u:?}");
         assert_eq!((u.count, u.wall_ns, u.sm_efficiency_pct), (2, 1000, None));
-        assert_eq!(u.verdict.bound, verdict::UNKNOWN, "{:?}", u.verdict);
+        assert_eq!(u.verdict.bound, Bound::Unknown, "{:?}", u.verdict);
         assert!(u.verdict.evidence.contains("none of its 2 instances was traced"), "{}", u.verdict.evidence);
         let table = r.to_table(120);
         assert!(table.contains("unknown"), "{table}");
@@ -834,7 +839,7 @@ mod tests {
         let o = get(&analyze(&old), "cstep");
         assert_eq!(o.launches, None);
         assert!(
-            !o.verdict.evidence.contains("no kernel launch") && o.verdict.bound == verdict::IDLE,
+            !o.verdict.evidence.contains("no kernel launch") && o.verdict.bound == Bound::Idle,
             "not counted is not none: {:?}",
             o.verdict
         );
@@ -863,14 +868,14 @@ mod tests {
     #[test]
     fn sampled_ranges_whose_sms_idle_are_findings_with_the_way_to_the_cause() {
         let kinds = |an: &Analysis| {
-            an.findings.iter().map(|f| (f.kind, f.range.clone().unwrap_or_default())).collect::<Vec<_>>()
+            an.findings.iter().map(|f| (f.kind.clone(), f.range.clone().unwrap_or_default())).collect::<Vec<_>>()
         };
         // fwd is 9 ms of each 10 ms step: it explains the step's idle SMs,
         // which are left to it. 400 launches in 9 ms: one every 22.5 us.
         let dense = untraced_steps("fstep-dense", 9, 400, 10.0);
-        assert_eq!(kinds(&dense), [("sms-idle", "fstep-dense/fwd".to_string())]);
+        assert_eq!(kinds(&dense), [(FindingKind::SmsIdle, "fstep-dense/fwd".to_string())]);
         let f = &dense.findings[0];
-        assert_eq!((f.bound, f.cost_ns), (verdict::IDLE, 40_500_000), "45 ms at 10% SM activity");
+        assert_eq!((&f.bound, f.cost_ns), (&Bound::Idle, 40_500_000), "45 ms at 10% SM activity");
         assert!(f.message.contains("SMs active 10% of its wall time") && f.message.contains("over 5 calls"), "{f:?}");
         assert!(f.message.contains("one every 22.5 us"), "{}", f.message);
         assert!(f.advice.contains("CUDA graph") && f.advice.contains("--trace-windows"), "{}", f.advice);
@@ -879,7 +884,10 @@ mod tests {
         let sparse = untraced_steps("fstep-sparse", 2, 4, 10.0);
         assert_eq!(
             kinds(&sparse),
-            [("sms-idle", "fstep-sparse".to_string()), ("sms-idle", "fstep-sparse/fwd".to_string())]
+            [
+                (FindingKind::SmsIdle, "fstep-sparse".to_string()),
+                (FindingKind::SmsIdle, "fstep-sparse/fwd".to_string())
+            ]
         );
         assert!(!sparse.findings[1].advice.contains("CUDA graph"), "{}", sparse.findings[1].advice);
         // SMs busy: no finding (and the verdict is not gpu-idle).

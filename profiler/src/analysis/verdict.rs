@@ -6,46 +6,48 @@ use crate::model::idle::IdleSplit;
 use crate::model::units::fmt_ns;
 use serde::Serialize;
 
-/// A verdict's name.
-pub type Bound = &'static str;
-
-/// The SMs' math pipes are near their peak.
-pub const COMPUTE: Bound = "compute-bound";
-/// DRAM bandwidth is near its peak.
-pub const MEMORY: Bound = "memory-bound";
-/// Neither is: warps wait on latency, too few SMs or warps are active.
-pub const LATENCY: Bound = "latency-bound";
-/// Busy GPU, kind unknown: no hardware counters (trace mode).
-pub const GPU: Bound = "gpu-bound";
-/// The GPU idles while the host issues kernels one by one: short gaps
-/// between them, or longer ones while the launching thread dispatched
-/// operations back to back (many small ops).
-pub const LAUNCH: Bound = "launch-bound";
-/// The GPU idles because the host queued no work (or was blocked copying).
-pub const HOST: Bound = "host-bound";
-/// The GPU idles after the host synchronised with it.
-pub const SYNC: Bound = "sync-bound";
-/// Work was queued but waited on a dependency.
-pub const DEPENDENCY: Bound = "dependency-bound";
-/// The GPU idled and the report does not say why (schema 1), or (no
-/// kernel records) its SMs were mostly idle, the GPU or under kernels.
-pub const IDLE: Bound = "gpu-idle";
-/// Nothing was measured over the range: no kernel records and no PM
-/// samples (trace windows with sampling stopped or unsupported).
-pub const UNKNOWN: Bound = "unknown";
-/// Communication kernels (NCCL's collectives) run with no compute under
-/// them for a large share of the range's time: it waits on the network and
-/// the other ranks.
-pub const COMMUNICATION: Bound = "communication-bound";
-/// A communication kernel's own verdict: its time is the network's and the
-/// other ranks', so its SM figures say nothing about what to change.
-pub const COMM_KERNEL: Bound = "communication";
-/// Not a bound on time: how much of the device's memory the program uses
-/// (the memory findings' heading).
-pub const DEVICE_MEMORY: Bound = "device-memory";
-/// A library's or framework's internal range (cuBLAS, CCCL, XLA's TSL):
-/// folded into the program's range around it, not judged on its own.
-pub const FOLDED: Bound = "folded";
+named_enum! {
+    /// A verdict's name, as the report writes it.
+    pub enum Bound {
+        /// The SMs' math pipes are near their peak.
+        Compute = "compute-bound",
+        /// DRAM bandwidth is near its peak.
+        Memory = "memory-bound",
+        /// Neither is: warps wait on latency, too few SMs or warps are active.
+        Latency = "latency-bound",
+        /// Busy GPU, kind unknown: no hardware counters (trace mode).
+        Gpu = "gpu-bound",
+        /// The GPU idles while the host issues kernels one by one: short gaps
+        /// between them, or longer ones while the launching thread dispatched
+        /// operations back to back (many small ops).
+        Launch = "launch-bound",
+        /// The GPU idles because the host queued no work (or was blocked copying).
+        Host = "host-bound",
+        /// The GPU idles after the host synchronised with it.
+        Sync = "sync-bound",
+        /// Work was queued but waited on a dependency.
+        Dependency = "dependency-bound",
+        /// Communication kernels (NCCL's collectives) run with no compute under
+        /// them for a large share of the range's time: it waits on the network and
+        /// the other ranks.
+        Communication = "communication-bound",
+        /// The GPU idled and the report does not say why (schema 1), or (no
+        /// kernel records) its SMs were mostly idle, the GPU or under kernels.
+        Idle = "gpu-idle",
+        /// Nothing was measured over the range: no kernel records and no PM
+        /// samples (trace windows with sampling stopped or unsupported).
+        Unknown = "unknown",
+        /// Not a bound on time: how much of the device's memory the program uses
+        /// (the memory findings' heading).
+        DeviceMemory = "device-memory",
+        /// A library's or framework's internal range (cuBLAS, CCCL, XLA's TSL):
+        /// folded into the program's range around it, not judged on its own.
+        Folded = "folded",
+        /// A communication kernel's own verdict: its time is the network's and the
+        /// other ranks', so its SM figures say nothing about what to change.
+        CommKernel = "communication",
+    }
+}
 
 /// The GPU busy at least this share of a range's time (gpuscope's own
 /// measurement excluded) is what bounds it; below, whatever keeps it idle
@@ -87,9 +89,7 @@ pub const TAIL_WAVE_PCT: f64 = 80.0;
 /// A verdict and what decided it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Verdict {
-    /// compute-bound, memory-bound, latency-bound, gpu-bound, launch-bound,
-    /// host-bound, sync-bound, dependency-bound, communication-bound,
-    /// gpu-idle or unknown (a communication kernel's: communication).
+    /// What bounds it (see [`Bound`]).
     pub bound: Bound,
     /// The figures behind it.
     pub evidence: String,
@@ -109,11 +109,11 @@ pub(crate) fn kernel(r: &Rates) -> Option<Verdict> {
             }
             _ => String::new(),
         };
-        return v(LATENCY, format!("SM efficiency {}: most SMs idle while it runs{why}", pct(eff)));
+        return v(Bound::Latency, format!("SM efficiency {}: most SMs idle while it runs{why}", pct(eff)));
     }
     if r.sm_efficiency.is_none() {
         if let Some(c) = r.sm_coverage.filter(|c| *c < LOW_COVERAGE_PCT) {
-            return v(LATENCY, format!("its grid reaches {} of the SMs (launch shape; not measured)", pct(c)));
+            return v(Bound::Latency, format!("its grid reaches {} of the SMs (launch shape; not measured)", pct(c)));
         }
     }
     let (c, m) = (r.compute_pct, r.dram_pct);
@@ -130,7 +130,7 @@ pub(crate) fn kernel(r: &Rates) -> Option<Verdict> {
         };
         let other = if what == "compute" { "DRAM" } else { "compute" };
         return (known >= SOL_BOUND_PCT).then(|| Verdict {
-            bound: if what == "compute" { COMPUTE } else { MEMORY },
+            bound: if what == "compute" { Bound::Compute } else { Bound::Memory },
             evidence: format!("{what} {} of peak ({other} not collected)", pct(known)),
         });
     }
@@ -143,13 +143,13 @@ pub(crate) fn kernel(r: &Rates) -> Option<Verdict> {
                 Some(_) => " (CUDA cores)",
                 None => "",
             };
-            v(COMPUTE, format!("{figures}{pipe}"))
+            v(Bound::Compute, format!("{figures}{pipe}"))
         } else {
-            v(MEMORY, figures)
+            v(Bound::Memory, figures)
         }
     } else {
         let occ = r.occupancy.map(|o| format!(", achieved occupancy {}", pct(o))).unwrap_or_default();
-        v(LATENCY, format!("{figures}: neither near its limit{occ}"))
+        v(Bound::Latency, format!("{figures}: neither near its limit{occ}"))
     }
 }
 
@@ -157,7 +157,7 @@ pub(crate) fn kernel(r: &Rates) -> Option<Verdict> {
 /// empty kernel time as an idle GPU would be a false verdict).
 pub(crate) fn unmeasured(count: u64) -> Verdict {
     Verdict {
-        bound: UNKNOWN,
+        bound: Bound::Unknown,
         evidence: format!(
             "none of its {count} instances was traced and no PM sample covers them (sampling was stopped or not \
              supported): nothing measured"
@@ -221,7 +221,7 @@ pub(crate) fn untraced(r: &Rates, counted: Option<Counted>) -> Verdict {
     let v = |bound, evidence: String| Verdict { bound, evidence: format!("{evidence} ({why})") };
     let launches = counted.map(|n| format!("; {}", n.describe())).unwrap_or_default();
     let Some(eff) = r.sm_efficiency else {
-        return v(UNKNOWN, format!("SM activity was not sampled over it{launches}"));
+        return v(Bound::Unknown, format!("SM activity was not sampled over it{launches}"));
     };
     let known = |x: Option<f64>| x.map_or("-".to_string(), pct);
     let figures = format!("compute {} and DRAM {} of peak", known(r.compute_pct), known(r.dram_pct));
@@ -230,7 +230,7 @@ pub(crate) fn untraced(r: &Rates, counted: Option<Counted>) -> Verdict {
     let (c, m) = (r.compute_pct.unwrap_or(f64::NAN), r.dram_pct.unwrap_or(f64::NAN));
     if c >= SOL_BOUND_PCT || m >= SOL_BOUND_PCT {
         let compute = c >= SOL_BOUND_PCT && (m.is_nan() || c >= m);
-        v(if compute { COMPUTE } else { MEMORY }, format!("{figures}{launches}"))
+        v(if compute { Bound::Compute } else { Bound::Memory }, format!("{figures}{launches}"))
     } else if eff < GPU_BOUND_PCT {
         let likely = if counted.is_some_and(|n| n.dense()) {
             format!("; {DENSE_LAUNCHES} (launch-bound)")
@@ -238,16 +238,16 @@ pub(crate) fn untraced(r: &Rates, counted: Option<Counted>) -> Verdict {
             String::new()
         };
         v(
-            IDLE,
+            Bound::Idle,
             format!(
                 "{active}: an idle GPU and idle SMs under running kernels cannot be told apart without kernel \
                  records (a trace window, or trace mode, splits them){likely}"
             ),
         )
     } else if r.compute_pct.is_none() || r.dram_pct.is_none() {
-        v(GPU, format!("{active}; {figures}: the figure not collected leaves the kind unknown"))
+        v(Bound::Gpu, format!("{active}; {figures}: the figure not collected leaves the kind unknown"))
     } else {
-        v(LATENCY, format!("{active}; {figures}: neither near its limit"))
+        v(Bound::Latency, format!("{active}; {figures}: neither near its limit"))
     }
 }
 
@@ -270,22 +270,22 @@ pub(crate) fn sampled_wall(busy: f64, over_busy: &Rates, counted: Option<Counted
         return match kernel(over_busy) {
             Some(k) => v(k.bound, format!("{head}; {}{launches}", k.evidence)),
             None => v(
-                GPU,
+                Bound::Gpu,
                 format!("{head}{launches}; the SM figures over its busy time do not say compute, memory or latency"),
             ),
         };
     }
     let idle = format!("GPU idle {} of the time", pct(100.0 - busy));
     match counted {
-        Some(n) if n.dense() => v(LAUNCH, format!("{idle}{launches}: {DENSE_LAUNCHES}")),
+        Some(n) if n.dense() => v(Bound::Launch, format!("{idle}{launches}: {DENSE_LAUNCHES}")),
         Some(_) => v(
-            HOST,
+            Bound::Host,
             format!(
                 "{idle}{launches}: the GPU waited for the host between sparse launches (host work, syncs and copies \
                  are not told apart without kernel records)"
             ),
         ),
-        None => v(IDLE, format!("{idle}: launches were not counted, so the host's share is not known")),
+        None => v(Bound::Idle, format!("{idle}: launches were not counted, so the host's share is not known")),
     }
 }
 
@@ -366,11 +366,13 @@ pub(crate) fn range(shares: Option<Shares>, utilization: f64, gpu_side: Option<V
     let Some(s) = shares else {
         // Schema 1: the range's own kernels' utilisation, no idle causes.
         if utilization >= GPU_BOUND_PCT {
-            return gpu_side
-                .unwrap_or(Verdict { bound: GPU, evidence: format!("GPU busy {}; {unknown}", pct(utilization)) });
+            return gpu_side.unwrap_or(Verdict {
+                bound: Bound::Gpu,
+                evidence: format!("GPU busy {}; {unknown}", pct(utilization)),
+            });
         }
         return Verdict {
-            bound: IDLE,
+            bound: Bound::Idle,
             evidence: format!("GPU idle {}; this report (schema 1) does not record why", pct(100.0 - utilization)),
         };
     };
@@ -378,18 +380,23 @@ pub(crate) fn range(shares: Option<Shares>, utilization: f64, gpu_side: Option<V
         let busy = format!("GPU busy {}", pct(s.busy));
         return match gpu_side {
             Some(v) => Verdict { bound: v.bound, evidence: format!("{busy}; {}", v.evidence) },
-            None => Verdict { bound: GPU, evidence: format!("{busy}; {unknown}") },
+            None => Verdict { bound: Bound::Gpu, evidence: format!("{busy}; {unknown}") },
         };
     }
-    let causes = [(HOST, s.host + s.copy), (SYNC, s.sync), (LAUNCH, s.launch + s.dispatch), (DEPENDENCY, s.other)];
-    let (bound, _) = causes.iter().copied().fold((HOST, -1.0), |best, c| if c.1 > best.1 { c } else { best });
+    let causes = [
+        (Bound::Host, s.host + s.copy),
+        (Bound::Sync, s.sync),
+        (Bound::Launch, s.launch + s.dispatch),
+        (Bound::Dependency, s.other),
+    ];
+    let (bound, _) = causes.into_iter().fold((Bound::Host, -1.0), |best, c| if c.1 > best.1 { c } else { best });
     Verdict { bound, evidence: s.describe() }
 }
 
 /// A communication kernel's verdict: `op`, its collective.
 pub(crate) fn comm_kernel(op: &str) -> Verdict {
     Verdict {
-        bound: COMM_KERNEL,
+        bound: Bound::CommKernel,
         evidence: format!(
             "NCCL {op}: its time is spent on transfers and waiting for the other ranks, not on its SMs' work (see \
              the ranges' exposed communication)"
@@ -419,7 +426,7 @@ pub(crate) fn communication(
     }
     let hidden = 100.0 * (1.0 - exposed_ns as f64 / comm_ns.max(exposed_ns) as f64);
     Verdict {
-        bound: COMMUNICATION,
+        bound: Bound::Communication,
         evidence: format!(
             "communication kernels ran {} of its time with no compute under them ({} of their {} overlapped by \
              compute)",
@@ -435,20 +442,35 @@ mod tests {
     use super::*;
 
     #[test]
+    fn verdicts_are_written_as_their_names_and_unknown_ones_read_back_as_written() {
+        assert_eq!(serde_json::to_string(&Bound::Idle).unwrap(), r#""gpu-idle""#);
+        assert_eq!(serde_json::from_str::<Bound>(r#""communication""#).unwrap(), Bound::CommKernel);
+        // A verdict of a later version: kept, and written again as read.
+        let later: Bound = serde_json::from_str(r#""pcie-bound""#).unwrap();
+        assert_eq!(later, Bound::Other("pcie-bound".into()));
+        assert_eq!(serde_json::to_string(&later).unwrap(), r#""pcie-bound""#);
+        for b in Bound::ALL {
+            assert_eq!(&Bound::from_name(b.as_str()), b);
+        }
+        assert_eq!(Bound::Compute, "compute-bound");
+        assert_eq!(Bound::Folded.to_string(), "folded");
+    }
+
+    #[test]
     fn exposed_communication_bounds_a_range_unless_an_idle_cause_takes_more() {
-        let compute = || Verdict { bound: COMPUTE, evidence: "compute 90%".into() };
+        let compute = || Verdict { bound: Bound::Compute, evidence: "compute 90%".into() };
         let busy = Shares::of(1000, &IdleSplit::default());
         // 400 of 1000 ns exposed, 500 of communication.
         let v = communication(compute(), busy, 1000, 500, 400);
-        assert_eq!(v.bound, COMMUNICATION);
+        assert_eq!(v.bound, Bound::Communication);
         assert!(v.evidence.contains("40% of its time") && v.evidence.contains("20% of their"), "{}", v.evidence);
         // Mostly hidden: the verdict stands.
-        assert_eq!(communication(compute(), busy, 1000, 500, 100).bound, COMPUTE);
-        assert_eq!(communication(compute(), busy, 1000, 0, 0).bound, COMPUTE);
+        assert_eq!(communication(compute(), busy, 1000, 500, 100).bound, Bound::Compute);
+        assert_eq!(communication(compute(), busy, 1000, 0, 0).bound, Bound::Compute);
         // The host idled the GPU longer than communication held it.
         let host = Shares::of(1000, &idle(450, 0, 0, 0, 0, 0));
-        assert_eq!(communication(compute(), host, 1000, 400, 300).bound, COMPUTE);
-        assert_eq!(communication(compute(), host, 1000, 600, 500).bound, COMMUNICATION);
+        assert_eq!(communication(compute(), host, 1000, 400, 300).bound, Bound::Compute);
+        assert_eq!(communication(compute(), host, 1000, 600, 500).bound, Bound::Communication);
     }
 
     fn measured(eff: f64, compute: f64, dram: f64) -> Rates {
@@ -470,23 +492,23 @@ mod tests {
         };
         // DRAM near its peak over the whole window bounds it.
         let m = v(40.0, Some(10.0), Some(75.0));
-        assert_eq!(m.bound, MEMORY);
+        assert_eq!(m.bound, Bound::Memory);
         assert!(m.evidence.contains("no kernel records"), "{}", m.evidence);
-        assert_eq!(v(90.0, Some(70.0), Some(10.0)).bound, COMPUTE);
+        assert_eq!(v(90.0, Some(70.0), Some(10.0)).bound, Bound::Compute);
         // SMs busy most of the window, neither unit near its limit.
-        assert_eq!(v(80.0, Some(20.0), Some(10.0)).bound, LATENCY);
-        assert_eq!(v(80.0, None, None).bound, GPU, "no peaks: busy, kind unknown");
+        assert_eq!(v(80.0, Some(20.0), Some(10.0)).bound, Bound::Latency);
+        assert_eq!(v(80.0, None, None).bound, Bound::Gpu, "no peaks: busy, kind unknown");
         // One of them not collected: not "latency-bound at 0%".
         let g = v(80.0, None, Some(30.0));
-        assert_eq!(g.bound, GPU, "{g:?}");
+        assert_eq!(g.bound, Bound::Gpu, "{g:?}");
         assert!(g.evidence.contains("compute - and DRAM 30%"), "{}", g.evidence);
-        assert_eq!(v(80.0, None, Some(75.0)).bound, MEMORY);
+        assert_eq!(v(80.0, None, Some(75.0)).bound, Bound::Memory);
         let none = untraced(&Rates::default(), None);
-        assert_eq!(none.bound, UNKNOWN, "SM activity not sampled: {none:?}");
+        assert_eq!(none.bound, Bound::Unknown, "SM activity not sampled: {none:?}");
         // SMs mostly idle: idle GPU or idle SMs, not told apart.
         for (eff, c, d) in [(12.0, Some(5.0), Some(3.0)), (35.0, Some(20.0), Some(10.0)), (5.0, None, None)] {
             let i = v(eff, c, d);
-            assert_eq!(i.bound, IDLE, "{eff}");
+            assert_eq!(i.bound, Bound::Idle, "{eff}");
             assert!(i.evidence.contains("cannot be told apart"), "{}", i.evidence);
         }
     }
@@ -504,10 +526,10 @@ mod tests {
         assert_eq!(kernel(&r(None, Some(50.0))), None);
         assert_eq!(kernel(&r(Some(40.0), None)), None);
         let m = kernel(&r(None, Some(91.0))).unwrap();
-        assert_eq!(m.bound, MEMORY);
+        assert_eq!(m.bound, Bound::Memory);
         assert!(m.evidence.contains("compute not collected"), "{}", m.evidence);
-        assert_eq!(kernel(&r(Some(95.0), None)).unwrap().bound, COMPUTE);
-        assert_eq!(kernel(&r(Some(40.0), Some(20.0))).unwrap().bound, LATENCY, "both known");
+        assert_eq!(kernel(&r(Some(95.0), None)).unwrap().bound, Bound::Compute);
+        assert_eq!(kernel(&r(Some(40.0), Some(20.0))).unwrap().bound, Bound::Latency, "both known");
     }
 
     #[test]
@@ -521,17 +543,17 @@ mod tests {
         };
         // Busy, DRAM near its peak over the busy time: memory-bound.
         let m = sampled_wall(99.0, &busy(95.0, 91.0), counted(1000, 1_000_000_000));
-        assert_eq!(m.bound, MEMORY);
+        assert_eq!(m.bound, Bound::Memory);
         assert!(m.evidence.starts_with("GPU busy 99%") && m.evidence.contains("no kernel records"), "{}", m.evidence);
         // Busy on 2 of 132 SMs: latency-bound, whatever the launches.
-        assert_eq!(sampled_wall(97.0, &busy(1.5, 0.1), counted(2000, 1_000_000_000)).bound, LATENCY);
+        assert_eq!(sampled_wall(97.0, &busy(1.5, 0.1), counted(2000, 1_000_000_000)).bound, Bound::Latency);
         // Idle: 1455 launches in 52 ms (one every 36 us) are launch overhead.
         let l = sampled_wall(22.0, &busy(80.0, 10.0), counted(14_550, 520_000_000));
-        assert_eq!(l.bound, LAUNCH);
+        assert_eq!(l.bound, Bound::Launch);
         assert!(l.evidence.contains("GPU idle 78%") && l.evidence.contains("one every 35.7 us"), "{}", l.evidence);
         // Idle with sparse launches: the host.
-        assert_eq!(sampled_wall(15.0, &busy(80.0, 10.0), counted(50, 1_430_000_000)).bound, HOST);
-        assert_eq!(sampled_wall(15.0, &busy(80.0, 10.0), None).bound, IDLE);
+        assert_eq!(sampled_wall(15.0, &busy(80.0, 10.0), counted(50, 1_430_000_000)).bound, Bound::Host);
+        assert_eq!(sampled_wall(15.0, &busy(80.0, 10.0), None).bound, Bound::Idle);
     }
 
     #[test]
@@ -542,7 +564,7 @@ mod tests {
         // 254 launches per 9.7 ms step: one every 38 us, denser than
         // trace mode's launch gaps.
         let dense = untraced(&idle, counted(25_400, 970_000_000));
-        assert_eq!(dense.bound, IDLE, "samples cannot tell short kernels from long ones on few SMs");
+        assert_eq!(dense.bound, Bound::Idle, "samples cannot tell short kernels from long ones on few SMs");
         assert!(dense.evidence.contains("254 launches per call, one every 38.2 us"), "{}", dense.evidence);
         assert!(
             dense.evidence.contains("launch-bound") && dense.evidence.contains("launch counts"),
@@ -566,20 +588,20 @@ mod tests {
         let busy =
             Rates { sm_efficiency: Some(95.0), compute_pct: Some(80.0), dram_pct: Some(10.0), ..Default::default() };
         let c = untraced(&busy, counted(25_400, 970_000_000));
-        assert_eq!(c.bound, COMPUTE);
+        assert_eq!(c.bound, Bound::Compute);
         assert!(c.evidence.contains("254 launches per call"), "{}", c.evidence);
     }
 
     #[test]
     fn kernels_are_compute_memory_or_latency_bound_by_the_speed_of_light_rule() {
-        assert_eq!(kernel(&measured(98.8, 95.6, 0.0)).unwrap().bound, COMPUTE);
-        assert_eq!(kernel(&measured(91.7, 3.1, 66.3)).unwrap().bound, MEMORY);
+        assert_eq!(kernel(&measured(98.8, 95.6, 0.0)).unwrap().bound, Bound::Compute);
+        assert_eq!(kernel(&measured(91.7, 3.1, 66.3)).unwrap().bound, Bound::Memory);
         let l = kernel(&measured(95.0, 30.0, 7.0)).unwrap();
-        assert_eq!(l.bound, LATENCY);
+        assert_eq!(l.bound, Bound::Latency);
         assert!(l.evidence.contains("neither near its limit"), "{}", l.evidence);
         // At exactly the threshold, the busier unit bounds it.
-        assert_eq!(kernel(&measured(90.0, 60.0, 59.0)).unwrap().bound, COMPUTE);
-        assert_eq!(kernel(&measured(90.0, 59.9, 59.9)).unwrap().bound, LATENCY);
+        assert_eq!(kernel(&measured(90.0, 60.0, 59.0)).unwrap().bound, Bound::Compute);
+        assert_eq!(kernel(&measured(90.0, 59.9, 59.9)).unwrap().bound, Bound::Latency);
     }
 
     #[test]
@@ -587,7 +609,7 @@ mod tests {
         let mut one_block = measured(0.75, 0.1, 0.0);
         one_block.sm_coverage = Some(100.0 / 132.0);
         let v = kernel(&one_block).unwrap();
-        assert_eq!(v.bound, LATENCY);
+        assert_eq!(v.bound, Bound::Latency);
         assert!(
             v.evidence.contains("SM efficiency 0.75%") && v.evidence.contains("0.76% of the SMs"),
             "{}",
@@ -599,7 +621,7 @@ mod tests {
         assert!(kernel(&tail).unwrap().evidence.contains("last wave is partial"));
         // Trace mode: the launch shape alone.
         let shape = Rates { sm_coverage: Some(0.76), ..Default::default() };
-        assert_eq!(kernel(&shape).unwrap().bound, LATENCY);
+        assert_eq!(kernel(&shape).unwrap().bound, Bound::Latency);
         let full = Rates { sm_coverage: Some(100.0), wave_efficiency: Some(67.0), ..Default::default() };
         assert_eq!(kernel(&full), None, "nothing measured, nothing to say");
     }
@@ -619,20 +641,20 @@ mod tests {
 
     #[test]
     fn an_idle_range_is_bound_by_its_largest_cause_of_idle_time() {
-        let compute = Some(Verdict { bound: COMPUTE, evidence: "compute 90%".into() });
+        let compute = Some(Verdict { bound: Bound::Compute, evidence: "compute 90%".into() });
         // 1000 ns of wall time.
         let v = |i: IdleSplit| range(Shares::of(1000, &i), 0.0, compute.clone(), true);
-        assert_eq!(v(idle(600, 0, 0, 0, 0, 0)).bound, HOST);
-        assert_eq!(v(idle(300, 300, 0, 0, 0, 0)).bound, HOST, "blocking copies are the host's");
-        assert_eq!(v(idle(100, 0, 500, 0, 0, 0)).bound, SYNC);
-        assert_eq!(v(idle(100, 0, 0, 550, 0, 0)).bound, LAUNCH);
-        assert_eq!(v(idle(0, 0, 0, 0, 700, 0)).bound, DEPENDENCY);
+        assert_eq!(v(idle(600, 0, 0, 0, 0, 0)).bound, Bound::Host);
+        assert_eq!(v(idle(300, 300, 0, 0, 0, 0)).bound, Bound::Host, "blocking copies are the host's");
+        assert_eq!(v(idle(100, 0, 500, 0, 0, 0)).bound, Bound::Sync);
+        assert_eq!(v(idle(100, 0, 0, 550, 0, 0)).bound, Bound::Launch);
+        assert_eq!(v(idle(0, 0, 0, 0, 700, 0)).bound, Bound::Dependency);
         let busy = v(idle(100, 0, 0, 300, 0, 0));
-        assert_eq!(busy.bound, COMPUTE, "busy 60%: the GPU side");
+        assert_eq!(busy.bound, Bound::Compute, "busy 60%: the GPU side");
         assert!(busy.evidence.starts_with("GPU busy 60%; compute 90%"), "{}", busy.evidence);
         // gpuscope's own measurement time is left out of the shares.
-        assert_eq!(v(idle(110, 0, 0, 0, 0, 800)).bound, HOST, "110 of 200 ns idle by the host");
-        assert_eq!(v(idle(50, 0, 0, 0, 0, 800)).bound, COMPUTE, "150 of 200 ns busy");
+        assert_eq!(v(idle(110, 0, 0, 0, 0, 800)).bound, Bound::Host, "110 of 200 ns idle by the host");
+        assert_eq!(v(idle(50, 0, 0, 0, 0, 800)).bound, Bound::Compute, "150 of 200 ns busy");
         let e = v(idle(400, 200, 0, 10, 0, 0)).evidence;
         assert_eq!(e, "GPU idle 61%: host 40%, copies 20%, launch gaps 1.0%");
     }
@@ -640,13 +662,13 @@ mod tests {
     #[test]
     fn without_counters_or_idle_causes_the_verdict_says_what_is_missing() {
         let v = range(Shares::of(1000, &IdleSplit::default()), 0.0, None, false);
-        assert_eq!(v.bound, GPU);
+        assert_eq!(v.bound, Bound::Gpu);
         assert!(v.evidence.contains("metrics mode"), "{}", v.evidence);
         let m = range(Shares::of(1000, &IdleSplit::default()), 0.0, None, true);
         assert!(m.evidence.contains("default metric set"), "{}", m.evidence);
         let old = range(None, 30.0, None, false);
-        assert_eq!(old.bound, IDLE);
+        assert_eq!(old.bound, Bound::Idle);
         assert!(old.evidence.contains("schema 1"));
-        assert_eq!(range(None, 95.0, None, false).bound, GPU);
+        assert_eq!(range(None, 95.0, None, false).bound, Bound::Gpu);
     }
 }

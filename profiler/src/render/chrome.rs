@@ -151,7 +151,7 @@ pub fn render(r: &Report, a: &Analysis) -> String {
                 "pid": gpu_pid(m.device), "tid": m.stream, "args": {"bytes": m.bytes}
             }));
         }
-        let bound: HashMap<&str, &str> = a.ranges.iter().map(|g| (g.path.as_str(), g.verdict.bound)).collect();
+        let bound: HashMap<&str, &str> = a.ranges.iter().map(|g| (g.path.as_str(), g.verdict.bound.as_str())).collect();
         for g in &tr.ranges {
             let name = g.path.frames.last().map_or("", |f| f.name.as_str());
             let path = g.path.to_string();

@@ -199,7 +199,7 @@ pub(super) fn render(a: &Analysis, width: usize, out: &mut String) {
         );
         let _ = writeln!(out, "{}", "-".repeat(width.min(name_w + 68)));
         for k in &a.kernels {
-            let bound = k.verdict.as_ref().map_or("-", |v| v.bound);
+            let bound = k.verdict.as_ref().map_or("-", |v| v.bound.as_str());
             let line = format!(
                 "{} {:>9} {:>5} {:>6} {:>5} {:>7} {:>5} {:>8}  {}",
                 super::table::name_cell(out, &k.display_name, name_w, width),
@@ -233,7 +233,7 @@ pub(super) fn render(a: &Analysis, width: usize, out: &mut String) {
     // which costs no time and is always shown.
     let _ = writeln!(out);
     let (memory, time): (Vec<&Finding>, Vec<&Finding>) =
-        a.findings.iter().partition(|f| f.bound == crate::analysis::verdict::DEVICE_MEMORY);
+        a.findings.iter().partition(|f| f.bound == crate::analysis::Bound::DeviceMemory);
     if time.is_empty() {
         let _ = writeln!(out, "Findings: none (no idle cause or kernel inefficiency above the thresholds)");
     } else {

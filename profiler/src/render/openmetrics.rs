@@ -329,7 +329,9 @@ pub(crate) fn render(r: &Report, a: &Analysis, labels: &[(String, String)]) -> S
             r_dram.get_or_create(&f).set(v / 100.0);
         }
         if ra.library.is_none() {
-            r_verdict.get_or_create(&VerdictLabels { path: ra.path.clone(), bound: ra.verdict.bound.into() }).set(1);
+            r_verdict
+                .get_or_create(&VerdictLabels { path: ra.path.clone(), bound: ra.verdict.bound.as_str().into() })
+                .set(1);
         }
     }
 
@@ -353,7 +355,7 @@ pub(crate) fn render(r: &Report, a: &Analysis, labels: &[(String, String)]) -> S
                 .set(ans.gpu_busy_pct / 100.0);
         }
         let verdict = family::<VerdictLabels, Gauge>(&mut reg, "step_verdict", "What bounds the main step: 1 for it");
-        verdict.get_or_create(&VerdictLabels { path: step, bound: ans.verdict.bound.into() }).set(1);
+        verdict.get_or_create(&VerdictLabels { path: step, bound: ans.verdict.bound.as_str().into() }).set(1);
     }
 
     // Every drop counter of the report, by its field name: a field added

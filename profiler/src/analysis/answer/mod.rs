@@ -9,8 +9,9 @@ pub(crate) use sampled::wall_verdict;
 
 use super::advice::{self, within};
 use super::devices::DeviceUse;
-use super::findings::{idle_advice, session_advice, session_idle, Finding, IDLE_CAUSES};
-use super::verdict::{self, Verdict};
+use super::findings::{session_idle, Finding};
+use super::rules::{idle_advice, runtime_syncs, session_advice, FindingKind, IDLE};
+use super::verdict::{self, Bound, Verdict};
 use super::KernelAnalysis;
 use super::RangeAnalysis;
 use crate::model::idle::{IdleSplit, COPY, DISPATCH, HOST, LAUNCH, OTHER, SYNC};
@@ -234,19 +235,20 @@ fn actions(
     per: u64,
     active_per: u64,
     inside: &dyn Fn(&Finding) -> bool,
-    fallback: &dyn Fn(&str) -> Option<(String, String)>,
+    fallback: &dyn Fn(&FindingKind) -> Option<(String, String)>,
     ran_here: &dyn Fn(&str) -> Option<f64>,
 ) -> Vec<Action> {
     let a = idle.to_array();
     let pct = |ns: u64| (100.0 * ns as f64 / active_per.max(1) as f64).min(100.0);
     let mut v: Vec<Action> = Vec::new();
-    for (kind, causes, _, _) in IDLE_CAUSES {
+    for cause in IDLE {
+        let (kind, causes) = (cause.kind.clone(), cause.causes);
         let ns = causes.iter().map(|&c| a[c]).fold(0u64, u64::saturating_add) / per.max(1);
         if pct(ns) < MIN_ACTION_PCT {
             continue;
         }
         let best = findings.iter().filter(|f| f.kind == kind && inside(f)).max_by_key(|f| f.cost_ns);
-        let (advice, why) = match best.map(|f| (f.advice.clone(), f.message.clone())).or_else(|| fallback(kind)) {
+        let (advice, why) = match best.map(|f| (f.advice.clone(), f.message.clone())).or_else(|| fallback(&kind)) {
             Some(a) => a,
             // Nothing the program can change (a runtime's own waits).
             None => continue,
@@ -254,7 +256,8 @@ fn actions(
         v.push(Action { advice, saves_ns: ns, saves_pct: pct(ns), why });
     }
     // Exposed communication: all of it could be hidden under compute.
-    let comm = findings.iter().filter(|f| f.kind == "exposed-communication" && inside(f)).max_by_key(|f| f.cost_ns);
+    let comm =
+        findings.iter().filter(|f| f.kind == FindingKind::ExposedCommunication && inside(f)).max_by_key(|f| f.cost_ns);
     if let Some(f) = comm {
         let ns = f.cost_ns / per.max(1);
         if pct(ns) >= MIN_ACTION_PCT {
@@ -278,7 +281,7 @@ fn actions(
 /// they worked unevenly or took turns: the share of the devices' window its
 /// finding could save, of `active_per` per step.
 fn with_devices(mut v: Vec<Action>, uses: &[DeviceUse], findings: &[Finding], active_per: u64) -> Vec<Action> {
-    let kinds = ["uneven-devices", "devices-take-turns"];
+    let kinds = [FindingKind::UnevenDevices, FindingKind::DevicesTakeTurns];
     let Some(f) = findings.iter().find(|f| kinds.contains(&f.kind)) else { return v };
     // The finding's cost is over the busiest GPU's window.
     let window = uses.iter().max_by(|a, b| a.busy_pct.total_cmp(&b.busy_pct)).map_or(0, |u| u.wall_ns);
@@ -305,7 +308,7 @@ pub struct Other {
     /// GPU busy share, %.
     pub gpu_busy_pct: f64,
     /// What bounds it.
-    pub bound: &'static str,
+    pub bound: Bound,
 }
 
 /// Ranges the answer names beside the main one at most.
@@ -321,20 +324,20 @@ pub const MIN_ACTION_PCT: f64 = 2.0;
 /// at least half of it.
 fn kernels_verdict(kernels: &[(&KernelAnalysis, f64)]) -> Option<Verdict> {
     let total: f64 = kernels.iter().map(|(k, s)| k.gpu_ns as f64 * s).sum();
-    let mut votes: Vec<(&'static str, f64, &KernelAnalysis)> = Vec::new();
+    let mut votes: Vec<(&Bound, f64, &KernelAnalysis)> = Vec::new();
     for (k, s) in kernels {
         let Some(v) = &k.verdict else { continue };
         let t = k.gpu_ns as f64 * s;
-        match votes.iter_mut().find(|x| x.0 == v.bound) {
+        match votes.iter_mut().find(|x| *x.0 == v.bound) {
             Some(x) => x.1 += t,
-            None => votes.push((v.bound, t, k)),
+            None => votes.push((&v.bound, t, k)),
         }
     }
     let (bound, t, k) = votes.into_iter().max_by(|a, b| a.1.total_cmp(&b.1))?;
     let share = 100.0 * t / total.max(1.0);
     let evidence = k.verdict.as_ref().map(|v| v.evidence.clone()).unwrap_or_default();
     (share >= 50.0).then(|| Verdict {
-        bound,
+        bound: bound.clone(),
         evidence: format!("{share:.0}% of its kernel time is {bound} (largest: {}: {evidence})", k.display_name),
     })
 }
@@ -381,7 +384,8 @@ pub(super) fn answer(
             }
         };
         let inside = |f: &Finding| f.range.as_deref().is_some_and(|p| within(&g.path, p));
-        let fallback = |kind: &str| Some((idle_advice(kind, e, g), format!("{}: {}", g.path, g.verdict.evidence)));
+        let fallback =
+            |kind: &FindingKind| Some((idle_advice(kind, e, g), format!("{}: {}", g.path, g.verdict.evidence)));
         // A kernel's share launched inside the main range (its cost is
         // over all its calls, warm-up included).
         let mut time: HashMap<&str, (u64, u64)> = HashMap::default();
@@ -429,7 +433,7 @@ pub(super) fn answer(
                 calls: o.count,
                 per_call_ns: o.median_ns.unwrap_or(0),
                 gpu_busy_pct: o.utilization_pct,
-                bound: o.verdict.bound,
+                bound: o.verdict.bound.clone(),
             })
             .collect();
         return Some(Answer {
@@ -488,10 +492,11 @@ pub(super) fn answer(
         }),
         _ => String::new(),
     };
-    let runtime_syncs = super::findings::runtime_syncs(r, e.fw);
+    let runtime_syncs = runtime_syncs(r, e.fw);
     let runtime = runtime_syncs.is_some();
-    let fallback = |kind: &str| {
-        (kind != "sync" || !runtime).then(|| (session_advice(kind, r, e.fw), format!("{what}: {}", shares.describe())))
+    let fallback = |kind: &FindingKind| {
+        (*kind != FindingKind::Sync || !runtime)
+            .then(|| (session_advice(kind, r, e.fw), format!("{what}: {}", shares.describe())))
     };
     // Steps found from the kernel stream: the steady state's figures per
     // step (its length over the median step's, the number of steps).

@@ -6,9 +6,9 @@
 
 use super::{Action, Answer, Part, BUSY_SAMPLED, BUSY_UNKNOWN, IDLE_PARTS, MAX_ACTIONS, MIN_ACTION_PCT};
 use crate::analysis::advice::Evidence;
-use crate::analysis::findings::{idle_advice, more_blocks, session_advice, MOVE_FEWER_BYTES};
 use crate::analysis::rates::{self, Rates};
-use crate::analysis::verdict::{self, Counted, Verdict};
+use crate::analysis::rules::{idle_advice, more_blocks, session_advice, FindingKind, MOVE_FEWER_BYTES};
+use crate::analysis::verdict::{self, Bound, Counted, Verdict};
 use crate::analysis::{peaks, RangeAnalysis};
 use crate::model::idle::{IdleSplit, COPY, DISPATCH, HOST, LAUNCH, OTHER, SYNC};
 use crate::model::sampled::SampledFigures;
@@ -162,17 +162,17 @@ pub(super) fn answer(r: &Report, ranges: &[RangeAnalysis], e: &Evidence) -> Opti
             });
         }
         parts.sort_by_key(|p| std::cmp::Reverse(p.ns));
-        let advice = |kind: &str| match g {
+        let advice = |kind: &FindingKind| match g {
             Some(g) => idle_advice(kind, e, g),
             None => session_advice(kind, r, e.fw),
         };
         let over = rates::sampled(&over_busy(&f, busy), Rates::default(), p.as_ref());
         let sms = r.devices.first().map_or(0, |d| d.sm_count);
         let action = match v.bound {
-            verdict::LAUNCH => Some((advice("dispatch"), idle_ns)),
-            verdict::HOST => Some((advice("host-idle"), idle_ns)),
-            verdict::MEMORY => Some((MOVE_FEWER_BYTES.to_string(), busy_ns)),
-            verdict::LATENCY => over
+            Bound::Launch => Some((advice(&FindingKind::Dispatch), idle_ns)),
+            Bound::Host => Some((advice(&FindingKind::HostIdle), idle_ns)),
+            Bound::Memory => Some((MOVE_FEWER_BYTES.to_string(), busy_ns)),
+            Bound::Latency => over
                 .sm_efficiency
                 .filter(|e| *e < verdict::FEW_SMS_PCT && sms > 0)
                 .map(|eff| (more_blocks(sms), (busy_ns as f64 * (1.0 - eff / 100.0)) as u64)),
@@ -213,7 +213,7 @@ pub(super) fn answer(r: &Report, ranges: &[RangeAnalysis], e: &Evidence) -> Opti
 mod tests {
     use super::*;
     use crate::aggregate::Aggregator;
-    use crate::analysis::{analyze, findings::more_blocks};
+    use crate::analysis::{analyze, rules::more_blocks};
     use crate::model::device::DeviceInfo;
     use crate::model::event::HostEvent;
     use crate::model::occupancy::SmLimits;
@@ -282,7 +282,7 @@ mod tests {
         let a = answer_of(&r);
         assert_eq!((a.range.as_deref(), a.busy_source), (None, BUSY_SAMPLED));
         assert!((a.gpu_busy_pct - 25.0).abs() < 1.0, "{a:?}");
-        assert_eq!(a.verdict.bound, verdict::LAUNCH, "{:?}", a.verdict);
+        assert_eq!(a.verdict.bound, Bound::Launch, "{:?}", a.verdict);
         assert!((a.warmup_ns as f64 - 1e9).abs() < 0.05e9, "the idle start-up left out: {}", a.warmup_ns);
         let first = a.actions.first().expect("an action");
         assert!(first.advice.contains("launch overhead") && (first.saves_pct - 75.0).abs() < 1.5, "{first:?}");
@@ -303,12 +303,12 @@ mod tests {
     fn busy_gpus_are_judged_on_their_sm_figures_over_the_busy_time() {
         // An elementwise chain: busy 99%, 3.05 GB per 1 ms: 91% of 3.35 TB/s.
         let a = answer_of(&report(1000, 2_000, |t| sample(t, 95.0, 3.05e9, 0.0, 5.0, 99.0)));
-        assert_eq!(a.verdict.bound, verdict::MEMORY, "{:?}", a.verdict);
+        assert_eq!(a.verdict.bound, Bound::Memory, "{:?}", a.verdict);
         assert!(a.verdict.evidence.contains("DRAM 92%"), "{}", a.verdict.evidence);
         assert_eq!(a.actions[0].advice, MOVE_FEWER_BYTES);
         // A kernel on 2 of 132 SMs, always running.
         let a = answer_of(&report(1000, 2_000, |t| sample(t, 1.5, 1e5, 0.0, 50.0, 97.0)));
-        assert_eq!(a.verdict.bound, verdict::LATENCY, "{:?}", a.verdict);
+        assert_eq!(a.verdict.bound, Bound::Latency, "{:?}", a.verdict);
         assert!(a.verdict.evidence.contains("SM efficiency 1.5%"), "{}", a.verdict.evidence);
         assert_eq!(a.actions[0].advice, more_blocks(132));
     }
@@ -335,7 +335,7 @@ mod tests {
             "{f:?}"
         );
         let a = answer_of(&r);
-        assert_eq!(a.verdict.bound, verdict::COMPUTE, "{:?}", a.verdict);
+        assert_eq!(a.verdict.bound, Bound::Compute, "{:?}", a.verdict);
         assert!(a.verdict.evidence.contains("(tensor cores)"), "{}", a.verdict.evidence);
         assert!(a.actions.is_empty(), "nothing to change on a compute-bound GEMM: {:?}", a.actions);
     }
@@ -499,7 +499,7 @@ mod tests {
         assert_eq!(ans.warmup_ns, 2000 * MS);
         // The warm-up's idle 2 s are not in the figures.
         assert!((ans.gpu_busy_pct - 22.0).abs() < 0.5, "{ans:?}");
-        assert_eq!(ans.verdict.bound, verdict::LAUNCH, "{:?}", ans.verdict);
+        assert_eq!(ans.verdict.bound, Bound::Launch, "{:?}", ans.verdict);
         assert!(ans.verdict.evidence.contains("1455 launches per call"), "{}", ans.verdict.evidence);
         let table = r.to_table(120);
         assert!(table.contains("sampled-answer-step: 52.") && table.contains("(median of 10 steps"), "{table}");

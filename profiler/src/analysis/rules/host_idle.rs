@@ -1,0 +1,65 @@
+//! `host-idle`: the GPU idled while the host ran code of its own.
+
+use super::idle::{self, IdleCause};
+use super::{FindingKind, Found, Input, Rule};
+use crate::analysis::advice::Evidence;
+use crate::analysis::framework::Framework;
+use crate::analysis::verdict::Bound;
+use crate::analysis::RangeAnalysis;
+use crate::model::idle::HOST;
+use crate::report::Report;
+
+/// The rule.
+pub static RULE: Rule = Rule {
+    kind: FindingKind::HostIdle,
+    bound: Some(Bound::Host),
+    reads: "each range's idle time of the host-work cause (the session's steady state's without ranges); \
+            data-loading ranges, host-to-device copies and forks for the advice",
+    when: "host work takes at least 10% of a range's active time and 100 us",
+    cost: "the idle time",
+    find,
+};
+
+/// Its idle cause.
+pub(in crate::analysis) static CAUSE: IdleCause = IdleCause {
+    kind: FindingKind::HostIdle,
+    bound: Bound::Host,
+    causes: &[HOST],
+    meaning: "waiting for the host, which ran code of its own",
+    min_share: idle::min_share,
+    range_advice,
+    session_advice,
+    session_actionable: idle::actionable,
+};
+
+fn find(_: &Rule, input: &Input) -> Found {
+    idle::find(&CAUSE, input)
+}
+
+fn range_advice(e: &Evidence, g: &RangeAnalysis) -> String {
+    e.host_work(g)
+}
+
+fn session_advice(r: &Report, fw: Framework) -> String {
+    fw.host_work(r.forks, copies_batches(r))
+}
+
+/// Whether the program copies batches to the GPU in its loop: its steady
+/// state waited on copies, and its host-to-device copies are more than a
+/// few, of a batch's bytes ([`crate::analysis::advice::BATCH_BYTES`]) on
+/// average (the copy summary is the session's: a model moved to the GPU
+/// at start-up copies much, once).
+fn copies_batches(r: &Report) -> bool {
+    let in_loop = r.session_steady.as_ref().is_some_and(|s| s.idle.copy_ns > 0);
+    let (count, bytes) = r
+        .memory
+        .memcpy
+        .iter()
+        .filter(|c| c.kind == "HtoD")
+        .fold((0u64, 0u64), |(n, b), c| (n + c.count, b.saturating_add(c.bytes)));
+    in_loop && count >= MIN_BATCH_COPIES && bytes / count.max(1) >= crate::analysis::advice::BATCH_BYTES
+}
+
+/// Host-to-device copies fewer than this are set-up (weights, constants),
+/// not a loop's batches.
+const MIN_BATCH_COPIES: u64 = 10;
