@@ -32,6 +32,7 @@
 //! left allocated). Holds for threads gpuscope starts ([`Held::again`])
 //! are counted in the gate as before.
 
+use crossbeam_utils::CachePadded;
 use std::ops::Deref;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
@@ -125,7 +126,8 @@ thread_local! {
     static MINE: Mine = Mine({
         let free = FREE.lock().unwrap_or_else(|e| e.into_inner()).pop();
         free.unwrap_or_else(|| {
-            let made: &'static ThreadHolds = Box::leak(Box::default());
+            // A cache line of its own: its thread writes it at every hold.
+            let made: &'static ThreadHolds = Box::leak(Box::new(CachePadded::new(ThreadHolds::default())));
             THREADS.lock().unwrap_or_else(|e| e.into_inner()).push(made);
             made
         })

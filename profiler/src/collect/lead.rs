@@ -12,6 +12,7 @@
 //! there are at most as many as threads that had ranges at once.
 
 use crate::model::path::PathId;
+use crossbeam_utils::CachePadded;
 use std::collections::BTreeMap;
 use std::sync::atomic::{fence, AtomicPtr, AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -77,7 +78,9 @@ static FREE: Mutex<Vec<&'static LeadCell>> = Mutex::new(Vec::new());
 /// A cell for the calling thread: a free one, or a new one (never freed).
 pub(crate) fn take_cell() -> &'static LeadCell {
     let free = FREE.lock().unwrap_or_else(|e| e.into_inner()).pop();
-    free.unwrap_or_else(|| Box::leak(Box::default()))
+    // A cache line of its own: threads write their cells at every push
+    // and pop.
+    free.unwrap_or_else(|| &**Box::leak(Box::new(CachePadded::new(LeadCell::default()))))
 }
 
 /// Gives back the cell of a thread that ends (not registered any more).

@@ -478,7 +478,8 @@ mod tests {
             assert_eq!(cache.intern(&t, ROOT, 0, "step"), step);
         }
         // More names than slots: evicted entries are asked of the table again.
-        let many: Vec<PathId> = (0..2 * PathCache::SLOTS).map(|i| cache.intern(&t, layer, 0, &format!("n{i}"))).collect();
+        let many: Vec<PathId> =
+            (0..2 * PathCache::SLOTS).map(|i| cache.intern(&t, layer, 0, &format!("n{i}"))).collect();
         assert!(t.is_full());
         assert_eq!(many[0], t.intern(layer, 0, "n0"));
         let before = t.over_cap();
