@@ -167,8 +167,9 @@ thread_local! {
 }
 
 /// Installs the handler every NVTX event goes to (`None`: drop events).
-/// A thread holds the handler it used last until its next event (or its
-/// end), so a replaced handler may be dropped that much later.
+/// A thread holds the handler it used last until its next NVTX event or
+/// its end, so a replaced handler is dropped only then: a handler must not
+/// rely on being dropped here (to close a channel, say).
 pub fn set_handler(handler: Option<Arc<dyn Handler>>) {
     let mut h = HANDLER.write().unwrap_or_else(|e| e.into_inner());
     *h = handler;
@@ -179,11 +180,13 @@ fn dispatch(ev: Event<'_>) {
     let generation = HANDLER_GENERATION.load(Ordering::Acquire);
     let handled = LOCAL_HANDLER.try_with(|local| {
         if local.try_borrow().is_ok_and(|l| l.0 != generation) {
-            if let Ok(mut l) = local.try_borrow_mut() {
-                // Read after the generation: a change in between is seen
-                // again at the next event.
-                *l = (generation, HANDLER.read().unwrap_or_else(|e| e.into_inner()).clone());
-            }
+            // Read after the generation: a change in between is seen again
+            // at the next event.
+            let current = HANDLER.read().unwrap_or_else(|e| e.into_inner()).clone();
+            let old = local.try_borrow_mut().ok().map(|mut l| std::mem::replace(&mut *l, (generation, current)));
+            // Dropped with no lock or borrow held: a handler's drop may
+            // install another handler.
+            drop(old);
         }
         // Borrowed shared: a handler that emits NVTX (it must not) still
         // gets here.

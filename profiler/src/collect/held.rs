@@ -144,12 +144,15 @@ fn threads_inside() -> bool {
 pub(crate) struct Slot<T> {
     owner: RwLock<Option<Arc<T>>>,
     current: AtomicPtr<T>,
+    /// Collections taken out while a thread was still counted: freed at a
+    /// later take-out once no thread is.
+    buried: Mutex<Vec<Arc<T>>>,
 }
 
 impl<T> Slot<T> {
     /// An empty slot.
     pub(crate) const fn new() -> Self {
-        Slot { owner: RwLock::new(None), current: AtomicPtr::new(std::ptr::null_mut()) }
+        Slot { owner: RwLock::new(None), current: AtomicPtr::new(std::ptr::null_mut()), buried: Mutex::new(Vec::new()) }
     }
 
     /// The collection, if any (not counted in its gate).
@@ -158,22 +161,28 @@ impl<T> Slot<T> {
     }
 
     /// Publishes `it`, or (`None`) takes the collection out. One taken out
-    /// while a thread's hold may still read it (stop's wait ran out) is
-    /// left allocated rather than freed under that thread.
+    /// while a thread's hold may still read it (stop's wait ran out, or
+    /// another thread was counted in a hold of its own then) is kept
+    /// rather than freed under that thread, and freed at a later take-out
+    /// that finds no thread counted.
     pub(crate) fn set(&self, it: Option<Arc<T>>) {
         let mut owner = self.owner.write().unwrap_or_else(|e| e.into_inner());
         // No hold from here on reads the old pointer.
         self.current.store(it.as_ref().map_or(std::ptr::null_mut(), |a| Arc::as_ptr(a) as *mut T), Ordering::SeqCst);
         let old = std::mem::replace(&mut *owner, it);
         drop(owner);
-        if let Some(old) = old {
-            let began = Instant::now();
-            while threads_inside() && began.elapsed() < OLD_WAIT {
-                std::thread::sleep(Duration::from_micros(200));
-            }
-            if threads_inside() {
-                std::mem::forget(old);
-            }
+        let Some(old) = old else { return };
+        let began = Instant::now();
+        while threads_inside() && began.elapsed() < OLD_WAIT {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        let mut buried = self.buried.lock().unwrap_or_else(|e| e.into_inner());
+        buried.push(old);
+        if !threads_inside() {
+            // Freed outside the lock: their drop may take a while.
+            let freed = std::mem::take(&mut *buried);
+            drop(buried);
+            drop(freed);
         }
     }
 }
@@ -305,8 +314,12 @@ mod tests {
         }
     }
 
+    /// Threads' counters are the process's: tests that hold take turns.
+    static SERIAL: Mutex<()> = Mutex::new(());
+
     #[test]
     fn a_long_callback_holds_no_lock_and_stop_waits_for_it_before_finalizing() {
+        let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
         let slot: &'static Slot<Collection> = Box::leak(Box::new(Slot::new()));
         let session = Arc::new(Collection::default());
         slot.set(Some(session.clone()));
@@ -343,6 +356,7 @@ mod tests {
 
     #[test]
     fn a_hold_taken_again_counts_until_dropped_and_not_after_close() {
+        let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
         let slot = Slot::new();
         slot.set(Some(Arc::new(Collection::default())));
         let first = hold(&slot).unwrap();
@@ -357,5 +371,32 @@ mod tests {
             it.gate.inside.load(Ordering::SeqCst) == 0
         };
         assert!(gate_is_empty_after);
+    }
+
+    #[test]
+    fn a_collection_taken_out_under_a_hold_is_freed_at_a_later_take_out() {
+        let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        let slot: &'static Slot<Collection> = Box::leak(Box::new(Slot::new()));
+        let first = Arc::new(Collection::default());
+        let gone = Arc::downgrade(&first);
+        slot.set(Some(first));
+        let (inside_tx, inside_rx) = mpsc::channel();
+        let (finish_tx, finish_rx) = mpsc::channel::<()>();
+        let holder = std::thread::spawn(move || {
+            let held = hold(slot).expect("a session is running");
+            inside_tx.send(()).unwrap();
+            finish_rx.recv().unwrap();
+            drop(held);
+        });
+        inside_rx.recv().unwrap();
+        slot.set(None);
+        assert!(gone.upgrade().is_some(), "kept while a thread may read it");
+        finish_tx.send(()).unwrap();
+        holder.join().unwrap();
+        slot.set(Some(Arc::new(Collection::default())));
+        // Other tests' holds may be counted for a moment: the take-out waits
+        // for them.
+        slot.set(None);
+        assert!(gone.upgrade().is_none(), "freed once no thread was counted");
     }
 }

@@ -47,12 +47,18 @@ impl LeadCell {
     }
 
     /// What was published last; `None` when a write stayed in progress
-    /// for every try (its thread was descheduled in it).
+    /// for every try (its thread descheduled in it for all of them).
     pub(crate) fn read(&self) -> Option<Lead> {
-        for _ in 0..64 {
+        for attempt in 0..1024 {
             let s1 = self.seq.load(Ordering::Acquire);
             if s1 & 1 == 1 {
-                std::hint::spin_loop();
+                // A write is two stores: past a few spins its thread is off
+                // the CPU, so let it run.
+                if attempt < 64 {
+                    std::hint::spin_loop();
+                } else {
+                    std::thread::yield_now();
+                }
                 continue;
             }
             let (tid_path, instance) = (self.tid_path.load(Ordering::Relaxed), self.instance.load(Ordering::Relaxed));
