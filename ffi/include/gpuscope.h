@@ -144,8 +144,8 @@ typedef struct {
   uint32_t buffer_size;
   // Activity buffers alive at once (1 to 1024; default 64).
   uint32_t max_buffers;
-  // Capacity of the queue of NVTX and launch events (1024 to 16777216;
-  // default 262144).
+  // NVTX and launch events one thread may have waiting for the decoder
+  // (1024 to 16777216; default 262144).
   uint32_t host_queue;
   // Range instances held at once (1 or more; default 100000).
   uint32_t max_live_ranges;

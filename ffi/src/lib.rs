@@ -130,8 +130,8 @@ pub struct gpuscope_config {
     pub buffer_size: u32,
     /// Activity buffers alive at once (1 to 1024; default 64).
     pub max_buffers: u32,
-    /// Capacity of the queue of NVTX and launch events (1024 to 16777216;
-    /// default 262144).
+    /// NVTX and launch events one thread may have waiting for the decoder
+    /// (1024 to 16777216; default 262144).
     pub host_queue: u32,
     /// Range instances held at once (1 or more; default 100000).
     pub max_live_ranges: u32,

@@ -90,7 +90,8 @@ impl Profiler {
         self
     }
 
-    /// Capacity of the queue of NVTX and launch events (default 262144).
+    /// How many NVTX and launch events a thread may have waiting for the
+    /// decoder (default 262144); more are dropped and counted.
     pub fn host_queue(mut self, n: usize) -> Self {
         self.host_queue = n;
         self
@@ -666,7 +667,7 @@ const SAMPLING_FLUSH: Duration = Duration::from_millis(200);
 const LAUNCH_COUNTS: Duration = Duration::from_millis(10);
 
 fn decode_loop(s: Arc<Collection>, opts: AggregateOptions, outputs: Outputs, ctl: Receiver<Control>) {
-    let Outputs { buffers: bufs, host } = outputs;
+    let Outputs { buffers: bufs } = outputs;
     let mut last_flush = std::time::Instant::now();
     let mut last_counts = std::time::Instant::now();
     let windows = opts.trace_windows;
@@ -676,7 +677,10 @@ fn decode_loop(s: Arc<Collection>, opts: AggregateOptions, outputs: Outputs, ctl
     // That window is a metrics pass.
     let mut metrics_pass = false;
     let mut agg = Aggregator::new(opts, DeviceTable::from_driver());
-    let drain_host = |agg: &mut Aggregator| apply_host_events(agg, &mut || host.try_recv().ok());
+    let drain_host = |agg: &mut Aggregator| {
+        let mut events = s.host_events().into_iter();
+        apply_host_events(agg, &mut || events.next())
+    };
     let process = |agg: &mut Aggregator, (p, valid): (usize, usize)| {
         // Launch events precede their kernels' records: apply them first.
         drain_host(agg);

@@ -18,12 +18,13 @@ pub(crate) mod nvtx;
 pub(crate) mod panic_guard;
 pub(crate) mod pool;
 pub(crate) mod python_stack;
+mod queue;
 pub(crate) mod sampling;
 mod tally;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::model::event::HostEvent;
-use crossbeam_channel::{bounded, unbounded, Receiver, Sender, TrySendError};
+use crossbeam_channel::{unbounded, Receiver, Sender};
 use cupti_sys::{self as sys, Cupti};
 use debug::debug;
 use held::{Gate, Gated};
@@ -79,7 +80,8 @@ pub(crate) struct Collection {
     pub(crate) cupti: &'static Cupti,
     pub(crate) pool: BufferPool,
     buf_tx: Sender<(usize, usize)>,
-    host_tx: Sender<HostEvent>,
+    /// Host events, a queue per sending thread.
+    host: queue::HostQueues,
     host_dropped: AtomicU64,
     cupti_dropped: AtomicU64,
     /// CUPTI's clock when collection began.
@@ -122,11 +124,10 @@ unsafe impl Send for Collection {}
 // SAFETY: as above.
 unsafe impl Sync for Collection {}
 
-/// What collection hands on: completed buffers (pointer, valid bytes) and
-/// host events.
+/// What collection hands on: completed buffers (pointer, valid bytes);
+/// host events are drained from the collection ([`Collection::host_events`]).
 pub(crate) struct Outputs {
     pub buffers: Receiver<(usize, usize)>,
-    pub host: Receiver<HostEvent>,
 }
 
 /// Records and events lost in collection, by cause.
@@ -204,9 +205,14 @@ pub(crate) fn send_range_event(make: impl FnOnce(u64) -> HostEvent) {
 impl Collection {
     /// Queues a host event; never blocks (a full queue counts a drop).
     fn send(&self, e: HostEvent) {
-        if let Err(TrySendError::Full(_)) = self.host_tx.try_send(e) {
+        if !self.host.send(e) {
             self.host_dropped.fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    /// Every host event queued so far, merged by time ([`queue`]).
+    pub(crate) fn host_events(&self) -> Vec<HostEvent> {
+        self.host.drain()
     }
 
     /// Queues every thread's launch count between trace windows so far
@@ -264,12 +270,12 @@ pub(crate) fn start(opts: &CollectOptions) -> Result<(Arc<Collection>, Outputs)>
     debug("start: subscribing");
     let subscriber = callbacks::subscribe(cupti)?;
     let (buf_tx, buffers) = unbounded();
-    let (host_tx, host) = bounded(opts.host_queue);
+    let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
     let collection = Arc::new(Collection {
         cupti,
         pool: BufferPool::new(opts.buffer_size, opts.max_buffers),
         buf_tx,
-        host_tx,
+        host: queue::HostQueues::new(id, opts.host_queue),
         host_dropped: AtomicU64::new(0),
         cupti_dropped: AtomicU64::new(0),
         start_ns: cupti::timestamp(cupti),
@@ -284,7 +290,7 @@ pub(crate) fn start(opts: &CollectOptions) -> Result<(Arc<Collection>, Outputs)>
         },
         sampler: opts.sampling.map(|interval| Sampler::new(cupti, interval, opts.exit_handler)),
         pid: std::process::id(),
-        id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+        id,
         calibration: calibrate::Pending::new(opts.calibrate && opts.records),
         panics_before: panic_guard::caught(),
         calls: Gate::default(),
@@ -339,7 +345,7 @@ pub(crate) fn start(opts: &CollectOptions) -> Result<(Arc<Collection>, Outputs)>
     debug("start: NVTX");
     nvtx::install();
     watch_forks();
-    Ok((collection, Outputs { buffers, host }))
+    Ok((collection, Outputs { buffers }))
 }
 
 /// Counts the process's forks while a session runs (PyTorch's DataLoader

@@ -286,7 +286,7 @@ pub const SETTINGS: &[Setting] = &[
     },
     Setting {
         name: "host_queue",
-        meaning: "Capacity of the queue of NVTX and launch events; events that find it full are dropped and counted",
+        meaning: "How many NVTX and launch events one thread may have waiting for the decoder (a queue per thread); events that find its queue full are dropped and counted",
         values: "events, 1024 to 16777216",
         default: Some("262144"),
         rust: Some("Profiler::host_queue"),

@@ -624,7 +624,7 @@ mod tests {
         tiny.launch(1, 32);
         tiny.sync();
         let opts = sampling_options(1_000_000, true);
-        let (c, outputs) = collect::start(&opts).expect("collection starts");
+        let (c, _outputs) = collect::start(&opts).expect("collection starts");
         let sampler = c.sampler.as_ref().expect("sampling mode");
         let collector = c.collector.as_ref().expect("a collector on demand");
         until_sampled(sampler, &mut tiny);
@@ -635,7 +635,7 @@ mod tests {
         }
         tiny.sync();
         let mut values = collector.disarm();
-        let events: Vec<HostEvent> = outputs.host.try_iter().collect();
+        let events: Vec<HostEvent> = c.host_events();
         for e in events {
             if let HostEvent::KernelMetrics { correlation_id, values: v } = e {
                 values.push((correlation_id, v));
