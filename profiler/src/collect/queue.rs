@@ -153,15 +153,17 @@ mod tests {
     fn threads_events_merge_by_time_each_thread_s_in_its_order() {
         let q = Arc::new(HostQueues::new(1, 100));
         q.send(pop(10, 1));
-        std::thread::scope(|s| {
-            s.spawn(|| {
-                q.send(pop(5, 2));
-                q.send(pop(20, 3));
-                // Sent after ts 20 with an earlier time: stays after it.
-                q.send(pop(15, 4));
-                q.send(HostEvent::Discard { instance: 5 });
-            });
-        });
+        let other = q.clone();
+        // Joined, not scoped: its thread-locals are gone when join returns.
+        std::thread::spawn(move || {
+            other.send(pop(5, 2));
+            other.send(pop(20, 3));
+            // Sent after ts 20 with an earlier time: stays after it.
+            other.send(pop(15, 4));
+            other.send(HostEvent::Discard { instance: 5 });
+        })
+        .join()
+        .unwrap();
         q.send(pop(17, 6));
         let order: Vec<u64> = q
             .drain()
