@@ -47,7 +47,17 @@ pub(crate) struct Instance {
     /// When the last launch made inside it (not in a nested range)
     /// returned, ns; 0: none.
     pub last_return: u64,
+    /// The last idle pieces it got while open (start, end, cause), newest
+    /// at `recent_idle_next - 1`: a range closed at an earlier time than
+    /// its close was sent (the Python stack's, which closes when its last
+    /// launch returned, known only at the next launch outside it) gives
+    /// back what they held past its end.
+    pub recent_idle: [Option<(u64, u64, crate::model::idle::Cause)>; RECENT_IDLE],
+    pub recent_idle_next: usize,
 }
+
+/// Idle pieces an open instance remembers (see `Instance::recent_idle`).
+pub(crate) const RECENT_IDLE: usize = 4;
 
 /// A framework allocator's figures at one moment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -273,6 +283,8 @@ impl Ranges {
             discarded: false,
             framework: [None, None],
             last_return: 0,
+            recent_idle: [None; RECENT_IDLE],
+            recent_idle_next: 0,
         };
         self.instances.insert(instance, i);
         self.idle_open.insert((ts, instance));
@@ -293,6 +305,12 @@ impl Ranges {
                 self.closed.remove(&(old, instance));
             }
             self.closed.insert((ts, instance));
+            // Idle time it got while open, past the end it closed at.
+            for (s, e, cause) in std::mem::take(&mut i.recent_idle).into_iter().flatten() {
+                if e > ts {
+                    i.fig.idle[cause] = i.fig.idle[cause].saturating_sub(e - s.max(ts));
+                }
+            }
         }
     }
 
@@ -488,6 +506,10 @@ impl Ranges {
                 let (s, e) = (p.start.max(start), p.end.min(end));
                 if e > s {
                     i.fig.idle[p.cause] = i.fig.idle[p.cause].saturating_add(e - s);
+                    if i.end.is_none() {
+                        i.recent_idle[i.recent_idle_next % RECENT_IDLE] = Some((s, e, p.cause));
+                        i.recent_idle_next = i.recent_idle_next.wrapping_add(1);
+                    }
                 }
             }
         }
@@ -670,5 +692,22 @@ mod tests {
         // No collective: nothing.
         let (s, _) = step(&[(0, 0, 500, false), (1, 0, 500, false)]);
         assert_eq!((s.comm_ns, s.exposed_comm_ns), (0, 0));
+    }
+
+    #[test]
+    fn a_range_closed_earlier_than_its_close_was_sent_gives_back_the_idle_time_past_its_end() {
+        use crate::aggregate::idle::{Piece, NO_KERNEL};
+        use crate::model::idle::{HOST, SYNC};
+        let untraced = Untraced::default();
+        let path = paths().intern(ROOT, 0, "optimizer-like");
+        let mut r = Ranges::new(16);
+        r.push(1, 0, path, 1, 0, &untraced);
+        // Decided while it was open: idle inside it, then after its last
+        // launch returned (at 100), before its close arrives.
+        let piece = |start, end, cause| Piece { start, end, cause, before: NO_KERNEL };
+        r.idle(&[piece(20, 40, SYNC), piece(90, 300, HOST)]);
+        r.pop(1, 100);
+        assert_eq!((r.instances[&1].fig.idle[SYNC], r.instances[&1].fig.idle[HOST]), (20, 10));
+        r.finish(1_000, &untraced);
     }
 }
