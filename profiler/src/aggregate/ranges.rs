@@ -47,17 +47,34 @@ pub(crate) struct Instance {
     /// When the last launch made inside it (not in a nested range)
     /// returned, ns; 0: none.
     pub last_return: u64,
-    /// The last idle pieces it got while open (start, end, cause), newest
-    /// at `recent_idle_next - 1`: a range closed at an earlier time than
-    /// its close was sent (the Python stack's, which closes when its last
-    /// launch returned, known only at the next launch outside it) gives
-    /// back what they held past its end.
-    pub recent_idle: [Option<(u64, u64, crate::model::idle::Cause)>; RECENT_IDLE],
-    pub recent_idle_next: usize,
+    /// Idle time decided while it was open and after its last launch
+    /// returned (start, end, cause): counted once a later launch inside it
+    /// or its close says it was inside. A range may close at an earlier
+    /// time than its close is sent (the Python stack's closes when its last
+    /// launch returned, known only at the next launch outside it): the
+    /// gap after it is not its.
+    pub pending_idle: Vec<(u64, u64, crate::model::idle::Cause)>,
 }
 
-/// Idle pieces an open instance remembers (see `Instance::recent_idle`).
-pub(crate) const RECENT_IDLE: usize = 4;
+/// Idle pieces an open instance holds undecided; past it the oldest is
+/// counted.
+const PENDING_IDLE: usize = 64;
+
+impl Instance {
+    /// Counts its pending idle time up to `until`; with `close`, forgets
+    /// the rest.
+    fn settle_idle(&mut self, until: u64, close: bool) {
+        let fig = &mut self.fig;
+        self.pending_idle.retain_mut(|(s, e, cause)| {
+            let upto = (*e).min(until);
+            if upto > *s {
+                fig.idle[*cause] = fig.idle[*cause].saturating_add(upto - *s);
+                *s = upto;
+            }
+            !close && *e > *s
+        });
+    }
+}
 
 /// A framework allocator's figures at one moment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -283,8 +300,7 @@ impl Ranges {
             discarded: false,
             framework: [None, None],
             last_return: 0,
-            recent_idle: [None; RECENT_IDLE],
-            recent_idle_next: 0,
+            pending_idle: Vec::new(),
         };
         self.instances.insert(instance, i);
         self.idle_open.insert((ts, instance));
@@ -305,12 +321,7 @@ impl Ranges {
                 self.closed.remove(&(old, instance));
             }
             self.closed.insert((ts, instance));
-            // Idle time it got while open, past the end it closed at.
-            for (s, e, cause) in std::mem::take(&mut i.recent_idle).into_iter().flatten() {
-                if e > ts {
-                    i.fig.idle[cause] = i.fig.idle[cause].saturating_sub(e - s.max(ts));
-                }
-            }
+            i.settle_idle(ts, true);
         }
     }
 
@@ -340,6 +351,9 @@ impl Ranges {
     pub(crate) fn launch(&mut self, instance: u64, ts: u64, graph: bool, callback_ns: u64, call_ns: u64) {
         if let Some(i) = self.instances.get_mut(&instance) {
             i.last_return = ts.saturating_add(call_ns.max(callback_ns));
+            if !i.pending_idle.is_empty() {
+                i.settle_idle(ts, false);
+            }
         }
         self.for_each_enclosing(instance, |i| {
             i.fig.launches += 1;
@@ -504,11 +518,19 @@ impl Ranges {
             let first = pieces.partition_point(|p| p.end <= start);
             for p in pieces[first..].iter().take_while(|p| p.start < end) {
                 let (s, e) = (p.start.max(start), p.end.min(end));
-                if e > s {
-                    i.fig.idle[p.cause] = i.fig.idle[p.cause].saturating_add(e - s);
-                    if i.end.is_none() {
-                        i.recent_idle[i.recent_idle_next % RECENT_IDLE] = Some((s, e, p.cause));
-                        i.recent_idle_next = i.recent_idle_next.wrapping_add(1);
+                if e <= s {
+                    continue;
+                }
+                // Open: what lies after its last launch's return waits.
+                let sure = if i.end.is_some() { e } else { e.min(i.last_return) };
+                if sure > s {
+                    i.fig.idle[p.cause] = i.fig.idle[p.cause].saturating_add(sure - s);
+                }
+                if e > sure.max(s) {
+                    i.pending_idle.push((sure.max(s), e, p.cause));
+                    if i.pending_idle.len() > PENDING_IDLE {
+                        let (s, e, cause) = i.pending_idle.remove(0);
+                        i.fig.idle[cause] = i.fig.idle[cause].saturating_add(e - s);
                     }
                 }
             }
@@ -581,7 +603,7 @@ impl Ranges {
         done
     }
 
-    fn finish_instance(&mut self, id: u64, i: Instance, session_end: u64, untraced: &Untraced) -> Finished {
+    fn finish_instance(&mut self, id: u64, mut i: Instance, session_end: u64, untraced: &Untraced) -> Finished {
         self.idle_open.remove(&(i.start, id));
         if let Some(e) = i.end {
             self.closed.remove(&(e, id));
@@ -593,6 +615,7 @@ impl Ranges {
         // it was open only until the thread's next launch outside it.
         let open_end = if i.last_return > 0 && is_stack_path(i.path) { i.last_return } else { session_end };
         let end = i.end.unwrap_or(open_end).max(i.start);
+        i.settle_idle(end, true);
         fold(self.by_path.entry(i.path).or_default(), &i, end, untraced);
         Finished { path: i.path, tid: i.tid, start: i.start, end, discarded: i.discarded }
     }
@@ -708,6 +731,15 @@ mod tests {
         r.idle(&[piece(20, 40, SYNC), piece(90, 300, HOST)]);
         r.pop(1, 100);
         assert_eq!((r.instances[&1].fig.idle[SYNC], r.instances[&1].fig.idle[HOST]), (20, 10));
-        r.finish(1_000, &untraced);
+        // A gap after a launch that a later launch inside shows was inside.
+        r.push(2, 0, path, 1, 1_000, &untraced);
+        r.launch(2, 1_010, false, 0, 5);
+        r.idle(&[piece(1_015, 1_050, HOST), piece(1_060, 2_000, HOST)]);
+        assert_eq!(r.instances[&2].fig.idle[HOST], 0, "after its last launch: undecided");
+        r.launch(2, 1_055, false, 0, 5);
+        assert_eq!(r.instances[&2].fig.idle[HOST], 35);
+        r.pop(2, 1_100);
+        assert_eq!(r.instances[&2].fig.idle[HOST], 35 + 40);
+        r.finish(3_000, &untraced);
     }
 }
