@@ -588,11 +588,9 @@ impl Ranges {
     /// [`Ranges::retire`] cannot keep up, e.g. a timeline held undecided.
     fn evict(&mut self, untraced: &Untraced) -> Vec<Finished> {
         let n = (self.max_live / 10).max(1);
-        let mut victims: Vec<u64> = self.instances.iter().filter(|(_, i)| i.end.is_some()).map(|(id, _)| *id).collect();
-        if victims.len() > n {
-            victims.select_nth_unstable(n);
-            victims.truncate(n);
-        }
+        // The earliest closed (instance ids are not in time order across
+        // threads).
+        let victims: Vec<u64> = self.closed.iter().take(n).map(|&(_, id)| id).collect();
         let mut done = Vec::new();
         for id in victims {
             if let Some(i) = self.instances.remove(&id) {
@@ -640,7 +638,7 @@ impl Ranges {
     pub(crate) fn finish(&mut self, end_ns: u64, untraced: &Untraced) -> Vec<Finished> {
         let mut done = Vec::new();
         let mut open: Vec<(u64, Instance)> = std::mem::take(&mut self.instances).into_iter().collect();
-        open.sort_unstable_by_key(|(id, _)| *id);
+        open.sort_unstable_by_key(|(id, i)| (i.start, *id));
         for (id, i) in open {
             done.push(self.finish_instance(id, i, end_ns, untraced));
         }

@@ -74,12 +74,21 @@ impl LeadCell {
 /// The lead thread's cell (null: no thread has ranges of its own open).
 static LEAD: AtomicPtr<LeadCell> = AtomicPtr::new(std::ptr::null_mut());
 
-/// Threads with ranges of their own open: their outermost range's instance
+/// Threads with ranges of their own open: when their outermost range opened
 /// (the oldest leads) and their cell.
 static OWNERS: Mutex<BTreeMap<u32, (u64, &'static LeadCell)>> = Mutex::new(BTreeMap::new());
 
 /// Cells of threads that ended, for the next threads to use.
 static FREE: Mutex<Vec<&'static LeadCell>> = Mutex::new(Vec::new());
+
+/// Orders threads' outermost ranges by when they opened.
+static OPENED: AtomicU64 = AtomicU64::new(1);
+
+/// A key later than every one taken before: when a thread's outermost
+/// range opened, for [`register`].
+pub(crate) fn opened_now() -> u64 {
+    OPENED.fetch_add(1, Ordering::Relaxed)
+}
 
 /// A cell for the calling thread: a free one, or a new one (never freed).
 pub(crate) fn take_cell() -> &'static LeadCell {
@@ -95,8 +104,8 @@ pub(crate) fn give_cell(cell: &'static LeadCell) {
     FREE.lock().unwrap_or_else(|e| e.into_inner()).push(cell);
 }
 
-/// Registers thread `tid`'s outermost range of its own (its instance, and
-/// its cell; `None`: it has none open now), and points [`LEAD`] at the
+/// Registers thread `tid`'s outermost range of its own (when it opened, from
+/// [`opened_now`], and its cell; `None`: it has none open now), and points [`LEAD`] at the
 /// thread whose outermost is the oldest.
 pub(crate) fn register(tid: u32, own: Option<(u64, &'static LeadCell)>) {
     let mut owners = OWNERS.lock().unwrap_or_else(|e| e.into_inner());

@@ -25,7 +25,7 @@ use crate::model::comm::nccl_message_bytes;
 use crate::model::event::HostEvent;
 use crate::model::path::{is_library_domain, paths, PathCache, PathId, ROOT};
 use gpuscope_nvtx::tool::{self, DomainId, Event};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -139,8 +139,8 @@ impl ThreadRanges {
         }
     }
 
-    /// The innermost open range of the thread's own, and when its
-    /// outermost one opened (`None`: it has none, or they are inherited).
+    /// The innermost open range of the thread's own, and its outermost
+    /// one's instance (`None`: it has none, or they are inherited).
     fn own(&self) -> Option<(u64, Lead)> {
         let mine = |f: &&Frame| !f.follows && !f.inherited;
         let first = self.frames.iter().find(mine)?;
@@ -159,10 +159,12 @@ impl ThreadRanges {
         if let Some((_, innermost)) = own {
             cell.write(innermost);
         }
-        let outermost = own.map(|(opened, _)| opened);
+        let outermost = own.map(|(outer, _)| outer);
         if outermost != self.registered {
             self.registered = outermost;
-            lead::register(self.tid, outermost.map(|opened| (opened, cell)));
+            // Instance ids come in blocks per thread: the order in which
+            // threads' outermost ranges opened is taken here.
+            lead::register(self.tid, outermost.map(|_| (lead::opened_now(), cell)));
         }
     }
 }
@@ -192,7 +194,17 @@ thread_local! {
     });
 }
 
+/// The next block of range instance ids a thread takes.
 static NEXT_INSTANCE: AtomicU64 = AtomicU64::new(1);
+
+/// Instance ids a thread takes at once: one shared write per this many
+/// ranges instead of one per range.
+const INSTANCE_BLOCK: u64 = 1024;
+
+thread_local! {
+    /// The calling thread's next instance id and the end of its block.
+    static INSTANCES: Cell<(u64, u64)> = const { Cell::new((0, 0)) };
+}
 
 /// Ranges of other threads are inherited (the default).
 static INHERIT: AtomicBool = AtomicBool::new(true);
@@ -237,9 +249,23 @@ pub(crate) fn program_range_here() -> u64 {
         .unwrap_or(0)
 }
 
-/// A new range instance id, unique in the process.
+/// A new range instance id, unique in the process (increasing on each
+/// thread; not in time order across threads).
 pub(crate) fn next_instance() -> u64 {
-    NEXT_INSTANCE.fetch_add(1, Ordering::Relaxed)
+    let block = || {
+        let first = NEXT_INSTANCE.fetch_add(INSTANCE_BLOCK, Ordering::Relaxed);
+        (first, first + INSTANCE_BLOCK)
+    };
+    INSTANCES
+        .try_with(|c| {
+            let (mut next, mut end) = c.get();
+            if next >= end {
+                (next, end) = block();
+            }
+            c.set((next + 1, end));
+            next
+        })
+        .unwrap_or_else(|_| block().0)
 }
 
 fn push(domain: DomainId, name: &str, follows: bool, library: bool) {
@@ -256,7 +282,7 @@ fn push(domain: DomainId, name: &str, follows: bool, library: bool) {
         }
         let parent = r.parent_of(r.frames.len(), library, follows);
         let node = r.paths.intern(paths(), parent.path, domain, name);
-        let instance = NEXT_INSTANCE.fetch_add(1, Ordering::Relaxed);
+        let instance = next_instance();
         r.frames.push(Frame { domain, node, instance, follows, library, inherited: parent.inherited });
         let tid = r.tid;
         send_range_event(|ts| HostEvent::Push { instance, parent: parent.instance, path: node, tid, ts });
