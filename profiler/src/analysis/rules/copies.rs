@@ -1,7 +1,7 @@
 //! `copies`: the GPU idled during copies.
 
 use super::idle::{self, IdleCause};
-use super::{FindingKind, Found, Input, Rule};
+use super::{FindingKind, Rule};
 use crate::analysis::advice::Evidence;
 use crate::analysis::findings::{MIN_PAGEABLE_SHARE_PCT, MIN_SHARE_PCT};
 use crate::analysis::framework::Framework;
@@ -18,7 +18,7 @@ pub static RULE: Rule = Rule {
             without ranges)",
     when: "copies take at least 10% (1% when the range copies from pageable memory) and 100 us",
     cost: "the idle time",
-    find,
+    find: idle::find_rule,
 };
 
 /// Its idle cause.
@@ -32,10 +32,6 @@ pub(in crate::analysis) static CAUSE: IdleCause = IdleCause {
     session_advice,
     session_actionable: idle::actionable,
 };
-
-fn find(_: &Rule, input: &Input) -> Found {
-    idle::find(&CAUSE, input)
-}
 
 /// Copies from pageable memory are a finding from a smaller share:
 /// pinning costs nothing and a blocking copy stops the host running ahead.

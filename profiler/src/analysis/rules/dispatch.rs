@@ -2,7 +2,7 @@
 //! (launch gaps and dispatch idle).
 
 use super::idle::{self, IdleCause};
-use super::{FindingKind, Found, Input, Rule};
+use super::{FindingKind, Rule};
 use crate::analysis::advice::{Evidence, PYTORCH_DISPATCH_UNSEEN};
 use crate::analysis::framework::Framework;
 use crate::analysis::verdict::Bound;
@@ -19,7 +19,7 @@ pub static RULE: Rule = Rule {
             per step)",
     when: "launch gaps and dispatch, at least 10% and 100 us",
     cost: "the idle time",
-    find,
+    find: idle::find_rule,
 };
 
 /// Its idle cause.
@@ -33,10 +33,6 @@ pub(in crate::analysis) static CAUSE: IdleCause = IdleCause {
     session_advice,
     session_actionable: idle::actionable,
 };
-
-fn find(_: &Rule, input: &Input) -> Found {
-    idle::find(&CAUSE, input)
-}
 
 fn range_advice(e: &Evidence, g: &RangeAnalysis) -> String {
     e.dispatch(g)

@@ -1,7 +1,7 @@
 //! `host-idle`: the GPU idled while the host ran code of its own.
 
 use super::idle::{self, IdleCause};
-use super::{FindingKind, Found, Input, Rule};
+use super::{FindingKind, Rule};
 use crate::analysis::advice::Evidence;
 use crate::analysis::framework::Framework;
 use crate::analysis::verdict::Bound;
@@ -17,7 +17,7 @@ pub static RULE: Rule = Rule {
             data-loading ranges, host-to-device copies and forks for the advice",
     when: "host work takes at least 10% of a range's active time and 100 us",
     cost: "the idle time",
-    find,
+    find: idle::find_rule,
 };
 
 /// Its idle cause.
@@ -31,10 +31,6 @@ pub(in crate::analysis) static CAUSE: IdleCause = IdleCause {
     session_advice,
     session_actionable: idle::actionable,
 };
-
-fn find(_: &Rule, input: &Input) -> Found {
-    idle::find(&CAUSE, input)
-}
 
 fn range_advice(e: &Evidence, g: &RangeAnalysis) -> String {
     e.host_work(g)

@@ -2,7 +2,7 @@
 //! session's when the program has no ranges of its own, and the step
 //! figures their advice reads. Not a rule of its own.
 
-use super::{waiting, Found, Input, IDLE};
+use super::{waiting, Found, Input, Rule, IDLE};
 use crate::analysis::advice::Evidence;
 use crate::analysis::findings::{
     self, session_idle, short_stack_range, Finding, INNER_EXPLAINS_PCT, MAX_PER_KIND, MIN_COST_NS, MIN_SHARE_PCT,
@@ -93,6 +93,15 @@ pub(super) fn without_explained<'a, T>(
             (inner as f64) < cost(i) as f64 * INNER_EXPLAINS_PCT / 100.0
         })
         .collect()
+}
+
+/// The findings of an idle-cause rule: those of the cause of its kind in
+/// [`IDLE`].
+pub(super) fn find_rule(rule: &Rule, input: &Input) -> Found {
+    match IDLE.iter().find(|c| c.kind == rule.kind) {
+        Some(c) => find(c, input),
+        None => (Vec::new(), 0),
+    }
 }
 
 /// The findings of idle cause `c`: per range, over the calls after

@@ -173,4 +173,12 @@ mod tests {
             assert_eq!(&FindingKind::from_name(k.as_str()), k);
         }
     }
+
+    #[test]
+    fn every_idle_cause_has_its_rule_with_the_same_verdict() {
+        for c in IDLE {
+            let rule = RULES.iter().find(|r| r.kind == c.kind).expect("a rule of the cause's kind");
+            assert_eq!(rule.bound.as_ref(), Some(&c.bound), "{}", c.kind.as_str());
+        }
+    }
 }

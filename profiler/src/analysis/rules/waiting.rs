@@ -1,7 +1,7 @@
 //! `waiting`: queued work waited behind a dependency.
 
 use super::idle::{self, IdleCause};
-use super::{FindingKind, Found, Input, Rule};
+use super::{FindingKind, Rule};
 use crate::analysis::advice::Evidence;
 use crate::analysis::framework::Framework;
 use crate::analysis::verdict::Bound;
@@ -16,7 +16,7 @@ pub static RULE: Rule = Rule {
     reads: "each range's idle time with work queued (the session's steady state's without ranges)",
     when: "queued work waiting, at least 10% and 100 us",
     cost: "the idle time",
-    find,
+    find: idle::find_rule,
 };
 
 /// Its idle cause.
@@ -30,10 +30,6 @@ pub(in crate::analysis) static CAUSE: IdleCause = IdleCause {
     session_advice,
     session_actionable: idle::actionable,
 };
-
-fn find(_: &Rule, input: &Input) -> Found {
-    idle::find(&CAUSE, input)
-}
 
 fn range_advice(_: &Evidence, _: &RangeAnalysis) -> String {
     "Queued work waited: look for cross-stream event waits and host functions (cudaLaunchHostFunc) in this range."
