@@ -40,13 +40,13 @@ impl Queue {
         true
     }
 
-    /// Takes its events into `into`, each with its merge key and `queue`.
-    fn take(&self, queue: usize, into: &mut Vec<(u64, usize, HostEvent)>) {
+    /// Takes its events into `into`, each with its merge key.
+    fn take(&self, into: &mut Vec<(u64, HostEvent)>) {
         let mut key = self.key.load(Ordering::Relaxed);
         while let Some(e) = self.events.pop() {
             self.waiting.fetch_sub(1, Ordering::Relaxed);
             key = key.max(sent_at(&e).unwrap_or(key));
-            into.push((key, queue, e));
+            into.push((key, e));
         }
         self.key.store(key, Ordering::Relaxed);
     }
@@ -119,19 +119,19 @@ impl HostQueues {
     pub(crate) fn drain(&self) -> Vec<HostEvent> {
         let queues: Vec<Arc<Queue>> = self.queues.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let mut taken = Vec::new();
-        for (i, q) in queues.iter().chain(std::iter::once(&self.shared)).enumerate() {
-            q.take(i, &mut taken);
+        for q in queues.iter().chain(std::iter::once(&self.shared)) {
+            q.take(&mut taken);
         }
         drop(queues);
         // Stable: a thread's events, in order and with keys that never
         // decrease, stay in order.
-        taken.sort_by_key(|(key, _, _)| *key);
+        taken.sort_by_key(|(key, _)| *key);
         self.queues.lock().unwrap_or_else(|p| p.into_inner()).retain(|q| {
             // Only this list holds it: its thread ended (or moved to
             // another session) and nothing waits in it.
             Arc::strong_count(q) > 1 || q.waiting.load(Ordering::Relaxed) > 0
         });
-        taken.into_iter().map(|(_, _, e)| e).collect()
+        taken.into_iter().map(|(_, e)| e).collect()
     }
 
     /// Threads with a queue now.
