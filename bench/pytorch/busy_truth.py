@@ -6,8 +6,9 @@ profiled ones (kernels run as long traced as not).
     PYTHONPATH=python GPUSCOPE_LIB=libgpuscope.so python3 bench/pytorch/busy_truth.py --model gpt
 
 Plain blocks and profiled sessions alternate (`--rounds`); each session is
-one `gpuscope.profile()` over `--steps` steps with an NVTX range `step`.
-Prints one JSON line per session and a summary line.
+one `gpuscope.profile()` over `--steps` steps with an NVTX range `step`, in
+each of `--modes` (trace first: its kernels give the GPU time per step).
+Prints one JSON line per session and a summary line per mode.
 """
 import argparse
 import json
@@ -46,51 +47,69 @@ def block(step, n):
     return 1e3 * (time.perf_counter() - t0) / n
 
 
+MODES = {
+    "trace": dict(mode="trace"),
+    "sampling": dict(mode="sampling"),
+    "always-on": dict(mode="sampling", trace_windows=(0, 1000)),
+}
+
+
 if __name__ == "__main__":
     p = argparse.ArgumentParser()
     p.add_argument("--model", default="gpt", choices=["gpt", "llama"])
     p.add_argument("--steps", type=int, default=40)
     p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--modes", default="trace",
+                   help="comma-separated: trace, sampling, always-on (trace first: its kernels are the truth)")
     p.add_argument("--out", default=None)
     a = p.parse_args()
+    modes = a.modes.split(",")
+    if modes[0] != "trace" or any(m not in MODES for m in modes):
+        p.error(f"--modes {a.modes!r}: trace first, then any of {', '.join(MODES)}")
     step = model(a.model)
     block(step, 10)
     plain = [block(step, a.steps)]
     rows = []
     for r in range(a.rounds):
-        with gpuscope.profile(mode="trace") as prof:
-            traced_ms = block(step, a.steps)
-        plain.append(block(step, a.steps))
-        d = prof.report.data
-        ans = d.get("answer") or {}
-        g = next(x for x in d["ranges"] if [f["name"] for f in x["path"]["frames"]] == ["step"])
-        s = g.get("steady") or {}
-        calls = s.get("calls") or g["count"]
-        busy_ms = (s.get("in_window_ns") if s else g["gpu_busy_ns"]) / calls / 1e6
-        plain_ms = statistics.mean(plain[-2:])
-        cal = (d.get("profiler_cost") or {}).get("calibration") or {}
-        threads = (d.get("profiler_cost") or {}).get("threads") or []
-        row = {
-            "model": a.model,
-            "round": r,
-            "plain_step_ms": round(plain_ms, 3),
-            "traced_step_ms": round(traced_ms, 3),
-            "added_ms_measured": round(traced_ms - plain_ms, 3),
-            "added_ms_gpuscope": (ans.get("profiler_ns") or 0) / 1e6,
-            "gpu_busy_ms_per_step": round(busy_ms, 3),
-            "truth_busy_pct": round(100 * busy_ms / plain_ms, 1),
-            "gpuscope_busy_pct": round(ans.get("gpu_busy_pct", 0), 1),
-            "raw_busy_pct": round(100 * busy_ms / traced_ms, 1),
-            "launches_per_step": round(s.get("launches", 0) / max(calls, 1), 1),
-            "warmup_calls": s.get("warmup_calls"),
-            "calibration": cal,
-            "launch_call_ns": [round(t["call_ns"] / max(t["calls_timed"], 1)) for t in threads[:3]],
-            "callback_ns": [round(t["callback_ns"] / max(t["launches"], 1)) for t in threads[:3]],
-            "verdict": (ans.get("verdict") or {}).get("bound"),
-        }
-        rows.append(row)
-        print(json.dumps(row), flush=True)
-    diff = [r["gpuscope_busy_pct"] - r["truth_busy_pct"] for r in rows]
-    print(json.dumps({"model": a.model, "busy_points_off": diff, "within_5": all(abs(x) <= 5 for x in diff)}))
+        busy_ms = None
+        for mode in modes:
+            with gpuscope.profile(**MODES[mode]) as prof:
+                profiled_ms = block(step, a.steps)
+            plain.append(block(step, a.steps))
+            d = prof.report.data
+            ans = d.get("answer") or {}
+            plain_ms = statistics.mean(plain[-2:])
+            row = {"model": a.model, "round": r, "mode": mode, "plain_step_ms": round(plain_ms, 3),
+                   "profiled_step_ms": round(profiled_ms, 3),
+                   "gpuscope_busy_pct": round(ans.get("gpu_busy_pct") or 0, 1),
+                   "verdict": (ans.get("verdict") or {}).get("bound"),
+                   "first_action": ((ans.get("actions") or [{}])[0].get("advice") or "")[:60]}
+            if mode == "trace":
+                # Kernels run as long traced as not: their time per step
+                # over the plain step is the truth for every mode.
+                g = next(x for x in d["ranges"] if [f["name"] for f in x["path"]["frames"]] == ["step"])
+                s = g.get("steady") or {}
+                calls = s.get("calls") or g["count"]
+                busy_ms = (s.get("in_window_ns") if s else g["gpu_busy_ns"]) / calls / 1e6
+                cal = (d.get("profiler_cost") or {}).get("calibration") or {}
+                threads = (d.get("profiler_cost") or {}).get("threads") or []
+                row.update({
+                    "added_ms_measured": round(profiled_ms - plain_ms, 3),
+                    "added_ms_gpuscope": (ans.get("profiler_ns") or 0) / 1e6,
+                    "gpu_busy_ms_per_step": round(busy_ms, 3),
+                    "raw_busy_pct": round(100 * busy_ms / profiled_ms, 1),
+                    "launches_per_step": round(s.get("launches", 0) / max(calls, 1), 1),
+                    "warmup_calls": s.get("warmup_calls"),
+                    "calibration": cal,
+                    "launch_call_ns": [round(t["call_ns"] / max(t["calls_timed"], 1)) for t in threads[:3]],
+                    "callback_ns": [round(t["callback_ns"] / max(t["launches"], 1)) for t in threads[:3]],
+                })
+            row["truth_busy_pct"] = round(100 * busy_ms / plain_ms, 1)
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    for mode in modes:
+        diff = [r["gpuscope_busy_pct"] - r["truth_busy_pct"] for r in rows if r["mode"] == mode]
+        print(json.dumps({"model": a.model, "mode": mode, "busy_points_off": diff,
+                          "within_5": all(abs(x) <= 5 for x in diff)}))
     if a.out:
         json.dump(rows, open(a.out, "w"), indent=1)

@@ -271,10 +271,15 @@ pub(super) fn enable(cupti: &'static Cupti, sub: sys::CUpti_SubscriberHandle, p:
             }
         }
     };
-    let lists =
-        [(sys::CUPTI_CB_DOMAIN_DRIVER_API, DRIVER_LAUNCHES), (sys::CUPTI_CB_DOMAIN_RUNTIME_API, RUNTIME_LAUNCHES)];
+    // Every runtime launch reaches a driver launch call too. Its runtime
+    // call is needed only to join kernel records (they carry the runtime
+    // call's correlation id); a session that starts without them (trace
+    // windows of 0) pays CUPTI for half the callbacks a launch.
+    let lists = [(sys::CUPTI_CB_DOMAIN_DRIVER_API, DRIVER_LAUNCHES)]
+        .into_iter()
+        .chain(p.records.then_some((sys::CUPTI_CB_DOMAIN_RUNTIME_API, RUNTIME_LAUNCHES)));
     // Sampling mode finds devices in use at their first launch.
-    for (domain, list) in lists.into_iter().filter(|_| p.attribution || p.sampling.is_some()) {
+    for (domain, list) in lists.filter(|_| p.attribution || p.sampling.is_some()) {
         for &cbid in list {
             on(domain, cbid)?;
         }
