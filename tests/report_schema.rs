@@ -284,7 +284,7 @@ fn every_field() -> Report {
         "callback_ns": 1000, "hook_ns": 100, "allocations": 5, "releases": 5, "call_ns": 20000, "calls_timed": 8,
         "sampled": sampled.clone(), "comm_ns": 4000000u64, "exposed_comm_ns": 1000000u64,
         "steps": { "kernels_per_step": 2, "steps_seen": 9, "median_ns": 5000000u64, "p90_ns": 5100000u64,
-                   "match_pct": 100.0 }
+                   "match_pct": 100.0, "from_launches": true }
     });
     v["memory"]["main_thread_synchronizations"] = json!(1);
     v["memory"]["main_thread_synchronization_ns"] = json!(1000);
@@ -363,11 +363,19 @@ fn steps_found() -> Report {
     let mut v: Value = serde_json::from_str(&every_field().to_json()).expect("JSON");
     v["ranges"] = json!([]);
     v["start_end_ranges"] = json!([]);
+    // Found from kernel records, then from the launches logged without
+    // them.
+    v["session_steady"]["steps"]["from_launches"] = json!(false);
     let text = serde_json::to_string(&v).expect("JSON");
     let r = Report::from_json(&text).expect("the report reads back");
     assert!(gpuscope::analysis::analyze(&r).answer.is_some_and(|a| a.found_steps.is_some()), "steps found");
     let table = r.to_table(100);
     assert!(table.contains("steps found from its kernels (2 kernels repeat): 5.00 ms"), "{table}");
+    v["session_steady"]["steps"]["from_launches"] = json!(true);
+    let text = serde_json::to_string(&v).expect("JSON");
+    let r = Report::from_json(&text).expect("the report reads back");
+    let table = r.to_table(100);
+    assert!(table.contains("steps found from its launches (2 launches repeat): 5.00 ms"), "{table}");
     r
 }
 

@@ -147,6 +147,10 @@ pub(crate) struct Aggregate {
     /// The last compute kernels: (start, name id, [`lane`]), in arrival
     /// order.
     pub kernel_stream: Vec<(u64, u32, u32)>,
+    /// The last launches made without kernel records: (time, function id,
+    /// launching thread's lane), in order (each thread's; threads in
+    /// batches).
+    pub launch_stream: Vec<(u64, u32, u32)>,
     /// Each GPU's busy time, idle time by cause and bins (with one GPU,
     /// the session's).
     pub per_device: Vec<(u32, u64, [u64; CAUSES], Timeline)>,
@@ -219,6 +223,11 @@ pub(crate) struct Aggregator {
     /// The last kernels (start, name, [`lane`]), at most [`KERNEL_STREAM`]:
     /// steps are found in them (`report::steps`).
     kernel_stream: std::collections::VecDeque<(u64, u32, u32)>,
+    /// The last launches logged without kernel records, at most
+    /// [`KERNEL_STREAM`], and the ids of the functions they launched (at
+    /// most [`KERNEL_STREAM`]; later ones share [`u32::MAX`]).
+    launch_stream: std::collections::VecDeque<(u64, u32, u32)>,
+    launch_functions: FxHashMap<u64, u32>,
     thread_names: BTreeMap<u32, String>,
     trace: Option<Trace>,
     trace_kernel_paths: Vec<PathId>,
@@ -262,6 +271,8 @@ impl Aggregator {
             timeline: Timeline::new(opts.start_ns),
             session_comm: comm::SessionComm::default(),
             kernel_stream: std::collections::VecDeque::new(),
+            launch_stream: std::collections::VecDeque::new(),
+            launch_functions: FxHashMap::default(),
             thread_names: BTreeMap::new(),
             trace: (opts.trace_cap > 0).then(Trace::default),
             opts,
@@ -424,6 +435,22 @@ impl Aggregator {
                 self.untraced_launches = self.untraced_launches.saturating_add(launches);
                 self.timeline.counted_launches(start, end, launches);
                 self.ranges.untraced_launches(path, instance, launches, graphs);
+            }
+            HostEvent::LaunchLog { lane, entries } => {
+                for (ts, function) in entries {
+                    let next = self.launch_functions.len() as u32;
+                    let id = match self.launch_functions.get(&function) {
+                        Some(&id) => id,
+                        None if (next as usize) < KERNEL_STREAM => {
+                            *self.launch_functions.entry(function).or_insert(next)
+                        }
+                        None => u32::MAX,
+                    };
+                    if self.launch_stream.len() == KERNEL_STREAM {
+                        self.launch_stream.pop_front();
+                    }
+                    self.launch_stream.push_back((ts, id, lane));
+                }
             }
             HostEvent::CommMessage { tid, bytes, ts } => {
                 if self.comm_messages.len() >= MAX_COMM_THREADS && !self.comm_messages.contains_key(&tid) {
@@ -922,6 +949,7 @@ impl Aggregator {
             calibration: self.calibration.clone(),
             forks: self.forks,
             kernel_stream: self.kernel_stream.iter().copied().collect(),
+            launch_stream: self.launch_stream.iter().copied().collect(),
             timeline: {
                 // The communication spans not handed out yet, into a copy.
                 let mut t = self.timeline.clone();

@@ -512,7 +512,10 @@ pub(super) unsafe extern "C" fn api_callback(
                     nvtx::current()
                 };
                 let graph = is_graph_launch(domain, cbid);
-                tally::count(s.id, c.path, c.instance, graph, || cupti::timestamp(s.cupti), |e| s.send(e));
+                // SAFETY: CUPTI passes the launch function's own params struct.
+                let function =
+                    unsafe { launched_function(domain, cbid, d.functionParams) }.unwrap_or(d.symbolName as u64);
+                tally::count(s.id, c.path, c.instance, graph, function, || cupti::timestamp(s.cupti), |e| s.send(e));
             }
             return;
         }
@@ -707,6 +710,51 @@ fn context_destroying(s: &Collection, ctx: sys::CUcontext) {
             s.send(HostEvent::KernelMetrics { correlation_id, values });
         }
     }
+}
+
+/// What a launch API call launches, as a number the same for every launch
+/// of it: the kernel's function handle (or the runtime's host stub), a
+/// graph launch's executable graph; `None` for launch APIs whose
+/// parameters gpuscope does not decode.
+///
+/// # Safety
+/// `params` is the `functionParams` CUPTI passed for `(domain, cbid)`.
+unsafe fn launched_function(domain: u32, cbid: u32, params: *const c_void) -> Option<u64> {
+    if params.is_null() {
+        return None;
+    }
+    // SAFETY (all reads): per this function's contract, `params` points to
+    // the `<api>_params` struct of this callback id.
+    let handle = unsafe {
+        match (domain, cbid) {
+            (sys::CUPTI_CB_DOMAIN_DRIVER_API, sys::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel)
+            | (sys::CUPTI_CB_DOMAIN_DRIVER_API, sys::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz) => {
+                (*(params as *const sys::cuLaunchKernel_params)).f as u64
+            }
+            (sys::CUPTI_CB_DOMAIN_DRIVER_API, sys::CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel)
+            | (sys::CUPTI_CB_DOMAIN_DRIVER_API, sys::CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz) => {
+                (*(params as *const sys::cuLaunchCooperativeKernel_params)).f as u64
+            }
+            (sys::CUPTI_CB_DOMAIN_DRIVER_API, sys::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx)
+            | (sys::CUPTI_CB_DOMAIN_DRIVER_API, sys::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz) => {
+                (*(params as *const sys::cuLaunchKernelEx_params)).f as u64
+            }
+            (sys::CUPTI_CB_DOMAIN_DRIVER_API, sys::CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch)
+            | (sys::CUPTI_CB_DOMAIN_DRIVER_API, sys::CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz) => {
+                (*(params as *const sys::cuGraphLaunch_params)).hGraph as u64
+            }
+            (sys::CUPTI_CB_DOMAIN_RUNTIME_API, sys::CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000)
+            | (sys::CUPTI_CB_DOMAIN_RUNTIME_API, sys::CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000) => {
+                (*(params as *const sys::cudaLaunchKernel_v7000_params)).func as u64
+            }
+            (sys::CUPTI_CB_DOMAIN_RUNTIME_API, sys::CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060)
+            | (sys::CUPTI_CB_DOMAIN_RUNTIME_API, sys::CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060) => {
+                (*(params as *const sys::cudaLaunchKernelExC_v11060_params)).func as u64
+            }
+            _ => return None,
+        }
+    };
+    Some(handle)
 }
 
 /// The stream a kernel launch API call targets and the number of thread

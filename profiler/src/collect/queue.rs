@@ -66,6 +66,7 @@ fn sent_at(e: &HostEvent) -> Option<u64> {
         | Forked { ts }
         | OwnCost { ts, .. } => Some(*ts),
         UntracedLaunches { end, .. } | HostCopy { end, .. } | HostWait { end, .. } | Overhead { end, .. } => Some(*end),
+        LaunchLog { entries, .. } => entries.last().map(|e| e.0),
         _ => None,
     }
 }

@@ -46,6 +46,12 @@ pub enum HostEvent {
     /// the session's bins.
     /// `graphs` of them were CUDA graph launches.
     UntracedLaunches { path: PathId, instance: u64, launches: u64, graphs: u64, start: u64, end: u64 },
+    /// A thread's launches between trace windows, in order: (time, the
+    /// launched function's handle: the same for every launch of one
+    /// kernel, 0 where unknown). `lane` tells the thread's apart from
+    /// other threads'. Steps are found in them where no kernel record was
+    /// taken.
+    LaunchLog { lane: u32, entries: Vec<(u64, u64)> },
     /// Thread `tid` called NCCL for a collective (or send, receive) of
     /// `bytes` (its message size, from NCCL's NVTX payload) at `ts`: the
     /// thread's next communication kernel launched after it moves them

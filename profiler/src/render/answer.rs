@@ -22,17 +22,20 @@ pub(super) fn render(a: &Answer, width: usize, out: &mut String) {
             )
         }
         None => match &a.found_steps {
-            Some(f) => format!(
-                "no range of the program's own; steps found from its kernels ({} kernel{} repeat{}): {} per \
+            Some(f) => {
+                let (one, many) = if f.from_launches { ("launch", "launches") } else { ("kernel", "kernels") };
+                format!(
+                    "no range of the program's own; steps found from its {many} ({} {} repeat{}): {} per \
                  step (median of {}, p90 {}), GPU busy {busy} [{}]",
-                f.kernels_per_step,
-                if f.kernels_per_step == 1 { "" } else { "s" },
-                if f.kernels_per_step == 1 { "s" } else { "" },
-                fmt_ns(f.median_ns),
-                f.steps_seen,
-                fmt_ns(f.p90_ns),
-                a.verdict.bound
-            ),
+                    f.kernels_per_step,
+                    if f.kernels_per_step == 1 { one } else { many },
+                    if f.kernels_per_step == 1 { "s" } else { "" },
+                    fmt_ns(f.median_ns),
+                    f.steps_seen,
+                    fmt_ns(f.p90_ns),
+                    a.verdict.bound
+                )
+            }
             None => format!(
                 "no range of the program's own: its steady state, {}, GPU busy {busy} [{}]",
                 fmt_ns(a.per_step_ns),
@@ -54,8 +57,12 @@ pub(super) fn render(a: &Answer, width: usize, out: &mut String) {
             fmt_ns(a.warmup_ns)
         ));
     } else if a.range.is_none() && a.warmup_ns > 0 {
-        let why = if a.found_steps.is_some() {
-            "steps found from the kernels that repeat; an NVTX range around the step"
+        let why = if let Some(f) = &a.found_steps {
+            if f.from_launches {
+                "steps found from the launches that repeat; an NVTX range around the step"
+            } else {
+                "steps found from the kernels that repeat; an NVTX range around the step"
+            }
         } else {
             "no NVTX ranges: add some around the step"
         };

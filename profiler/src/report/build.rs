@@ -195,15 +195,22 @@ impl Report {
             main_thread_synchronization_ns: a.main_syncs.map(|m| m.1),
             devices: a.device_memory.clone(),
         };
+        // Without kernel records in it, the steady state's steps are found
+        // from the launches logged between trace windows.
+        let find = |start: u64, end: u64| {
+            super::steps::find(&a.kernel_stream, start, end).or_else(|| {
+                super::steps::find(&a.launch_stream, start, end).map(|f| super::FoundSteps { from_launches: true, ..f })
+            })
+        };
         let session_steady = steady::of_session(&a.timeline, start_ns, end_ns).map(|mut s| {
-            s.steps = super::steps::find(&a.kernel_stream, s.start_ns, s.end_ns);
+            s.steps = find(s.start_ns, s.end_ns);
             // A loop that began well after the steady state did (other work
             // before it looked steady): the steady state is the loop's.
             let late =
                 s.steps.filter(|f| f.late && f.first_ns > s.start_ns.saturating_add(s.wall_ns() / LATE_LOOP_DIV));
             if let Some(f) = late {
                 if let Some(mut from) = steady::of_session_from(&a.timeline, start_ns, end_ns, f.first_ns) {
-                    from.steps = super::steps::find(&a.kernel_stream, from.start_ns, from.end_ns).or(Some(f));
+                    from.steps = find(from.start_ns, from.end_ns).or(Some(f));
                     if from.settled || !s.settled {
                         s = from;
                     }

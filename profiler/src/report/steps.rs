@@ -27,6 +27,12 @@
 //! - its time is the median and 90th percentile of the spans between those
 //!   beginnings.
 //!
+//! Without kernel records (trace windows of 0) the same rule runs over the
+//! launches each thread logged between windows (their launched function
+//! for the name, the launching thread for the stream, the launch's time
+//! for the kernel's): in a steady loop the host launches with the step's
+//! period too.
+//!
 //! It fails where nothing repeats: kernels that depend on data (dynamic
 //! shapes choosing other kernels, MoE routing), steps of varying length
 //! (generation with a growing cache picks other kernels every few tokens),
@@ -67,6 +73,10 @@ pub struct FoundSteps {
     /// begin after the steady state does).
     #[serde(default)]
     pub first_ns: u64,
+    /// Found from the launches the host made (no kernel records: trace
+    /// windows of 0), their times the launches', not the kernels'.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub from_launches: bool,
     /// The loop began after the stretch examined did, which reached back
     /// to the steady state's start (not written: the report's steady state
     /// is trimmed to the loop already).
@@ -158,6 +168,7 @@ pub(crate) fn find(stream: &[(u64, u32, u32)], start: u64, end: u64) -> Option<F
         match_pct,
         first_ns: begins[0],
         late,
+        from_launches: false,
     })
 }
 

@@ -104,15 +104,19 @@ pub(super) fn answer(r: &Report, ranges: &[RangeAnalysis], e: &Evidence) -> Opti
             // The steady state's own launches, placed in time as they were
             // counted (none there: no kernel launch, whatever start-up made).
             let counted = counted_total.map(|_| Counted { calls: 0, launches: s.launches, wall_ns: s.wall_ns() });
-            (None, s.sampled?, 1, s.wall_ns(), counted, s.startup_ns.saturating_add(s.shutdown_ns))
+            // Steps found from the launches: the steady state's figures per
+            // step, as with kernel records.
+            let steps = s.steps.map_or(1, |f| ((s.wall_ns() as f64 / f.median_ns.max(1) as f64).round() as u64).max(1));
+            (None, s.sampled?, steps, s.wall_ns(), counted, s.startup_ns.saturating_add(s.shutdown_ns))
         }
     };
+    let found = if g.is_none() { r.session_steady.and_then(|s| s.steps) } else { None };
     let v = match g {
         Some(g) => g.verdict.clone(),
         None => wall_verdict(&f, p.as_ref(), counted),
     };
     let per = wall / calls;
-    let median = g.and_then(|g| g.median_ns);
+    let median = g.and_then(|g| g.median_ns).or(found.map(|f| f.median_ns));
     let traced = TracedIdle::of(r, main.map(|(i, _)| i));
     let mut notes = vec![format!(
         "{}: {}",
@@ -188,11 +192,11 @@ pub(super) fn answer(r: &Report, ranges: &[RangeAnalysis], e: &Evidence) -> Opti
     }
     Some(Answer {
         range: g.map(|g| g.path.clone()),
-        calls: if g.is_some() { calls } else { 0 },
+        calls: if g.is_some() || found.is_some() { calls } else { 0 },
         warmup_calls: g.map_or(0, |g| g.warmup_calls),
         warmup_ns,
         per_step_ns: median.unwrap_or(per),
-        p90_ns: g.and_then(|g| g.p90_ns),
+        p90_ns: g.and_then(|g| g.p90_ns).or(found.map(|f| f.p90_ns)),
         gpu_busy_pct: f.gpu_busy_pct.unwrap_or(0.0),
         busy_source: if f.gpu_busy_pct.is_some() { BUSY_SAMPLED } else { BUSY_UNKNOWN },
         per_step_mean: g.is_some() && median.is_none(),
@@ -204,7 +208,7 @@ pub(super) fn answer(r: &Report, ranges: &[RangeAnalysis], e: &Evidence) -> Opti
         actions,
         compile_ns: 0,
         others: Vec::new(),
-        found_steps: None,
+        found_steps: found,
         nvtx_example: e.fw.nvtx_example(),
     })
 }
@@ -237,6 +241,10 @@ mod tests {
     /// A window-0 report on an H100: 1 s of start-up with the GPU idle,
     /// then `steady_ms` of `f(t)` samples, `launches` counted.
     fn report(steady_ms: u64, launches: u64, f: impl Fn(u64) -> Sample) -> Report {
+        finish(aggregator(steady_ms, launches, f), steady_ms)
+    }
+
+    fn aggregator(steady_ms: u64, launches: u64, f: impl Fn(u64) -> Sample) -> Aggregator {
         let mut a = Aggregator::windows_of_zero();
         let idle: Vec<Sample> = (0..1000).map(|i| sample(i * MS, 0.0, 0.0, 0.0, 0.0, 0.0)).collect();
         a.samples(&idle);
@@ -265,6 +273,10 @@ mod tests {
                 end: to,
             });
         }
+        a
+    }
+
+    fn finish(a: Aggregator, steady_ms: u64) -> Report {
         let end = (1000 + steady_ms) * MS;
         let mut r = Report::build(a.finish(end), 0, end);
         r.devices = vec![DeviceInfo::new(0, "NVIDIA H100 80GB HBM3", 132, SmLimits::SM_90)];
@@ -297,6 +309,31 @@ mod tests {
         torch.frameworks = vec!["torch".into()];
         let first = &answer_of(&torch).actions[0].advice;
         assert!(first.contains("if it is not compiled yet"), "{first}");
+    }
+
+    #[test]
+    fn steps_are_found_from_the_launches_logged_without_kernel_records() {
+        // The same session, its 40,000 launches logged: steps of 20 ms, each
+        // 400 launches of 400 kernels one every 40 us, then 4 ms of host work.
+        let mut a = aggregator(2000, 40_000, |t| sample(t, 20.0, 1e6, 0.0, 10.0, 25.0));
+        let log: Vec<(u64, u64)> = (0..40_000u64)
+            .map(|i| ((1000 * MS) + (i / 400) * 20 * MS + (i % 400) * 40_000, 0x7f00 + i % 400))
+            .collect();
+        for batch in log.chunks(256) {
+            a.host_event(HostEvent::LaunchLog { lane: 3, entries: batch.to_vec() });
+        }
+        let r = finish(a, 2000);
+        let a = answer_of(&r);
+        let f = a.found_steps.expect("steps found from the launches");
+        assert!(f.from_launches && f.kernels_per_step == 400, "{f:?}");
+        assert_eq!((a.per_step_ns, a.p90_ns), (20 * MS, Some(20 * MS)));
+        assert!((95..=100).contains(&a.calls), "{} steps", a.calls);
+        assert!((a.gpu_busy_pct - 25.0).abs() < 1.0 && a.verdict.bound == Bound::Launch, "{a:?}");
+        let table = r.to_table(120);
+        assert!(table.contains("steps found from its launches (400 launches repeat): 20.00 ms per step"), "{table}");
+        // A JSON round trip keeps where the steps came from.
+        let back = Report::from_json(&r.to_json()).expect("reads back");
+        assert!(back.session_steady.and_then(|s| s.steps).is_some_and(|s| s.from_launches));
     }
 
     #[test]
