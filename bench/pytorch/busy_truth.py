@@ -7,7 +7,9 @@ profiled ones (kernels run as long traced as not).
 
 Plain blocks and profiled sessions alternate (`--rounds`); each session is
 one `gpuscope.profile()` over `--steps` steps with an NVTX range `step`, in
-each of `--modes` (trace first: its kernels give the GPU time per step).
+each of `--modes` (trace first: its kernels give the GPU time per step;
+a sampling or always-on session last, one round: no session can start in
+the process after one).
 Prints one JSON line per session and a summary line per mode.
 """
 import argparse
@@ -60,12 +62,16 @@ if __name__ == "__main__":
     p.add_argument("--steps", type=int, default=40)
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--modes", default="trace",
-                   help="comma-separated: trace, sampling, always-on (trace first: its kernels are the truth)")
+                   help="trace, or trace and one of sampling, always-on (trace first: its kernels are the truth)")
     p.add_argument("--out", default=None)
     a = p.parse_args()
     modes = a.modes.split(",")
-    if modes[0] != "trace" or any(m not in MODES for m in modes):
-        p.error(f"--modes {a.modes!r}: trace first, then any of {', '.join(MODES)}")
+    if modes[0] != "trace" or any(m not in MODES for m in modes) or len(modes) > 2:
+        p.error(f"--modes {a.modes!r}: trace, then at most one of {', '.join(MODES)}")
+    if len(modes) == 2 and modes[1] != "trace" and a.rounds != 1:
+        # CUPTI 13.0: after PM sampling no other session can start in the
+        # process (kernel records would be on another clock).
+        p.error("a sampling or always-on session must be the process's last: --rounds 1, and run more processes")
     step = model(a.model)
     block(step, 10)
     plain = [block(step, a.steps)]
