@@ -196,10 +196,16 @@ impl Report {
             devices: a.device_memory.clone(),
         };
         // Without kernel records in it, the steady state's steps are found
-        // from the launches logged between trace windows.
+        // from the launches logged between trace windows: every thread's in
+        // one stream, as one stream runs the kernels (PyTorch's backward
+        // launches from autograd's thread, its forward from the program's),
+        // else the busiest thread's.
+        let merged: Vec<(u64, u32, u32)> = a.launch_stream.iter().map(|&(t, f, _)| (t, f, 0)).collect();
         let find = |start: u64, end: u64| {
             super::steps::find(&a.kernel_stream, start, end).or_else(|| {
-                super::steps::find(&a.launch_stream, start, end).map(|f| super::FoundSteps { from_launches: true, ..f })
+                super::steps::find(&merged, start, end)
+                    .or_else(|| super::steps::find(&a.launch_stream, start, end))
+                    .map(|f| super::FoundSteps { from_launches: true, ..f })
             })
         };
         let session_steady = steady::of_session(&a.timeline, start_ns, end_ns).map(|mut s| {

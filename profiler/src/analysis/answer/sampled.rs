@@ -314,13 +314,20 @@ mod tests {
     #[test]
     fn steps_are_found_from_the_launches_logged_without_kernel_records() {
         // The same session, its 40,000 launches logged: steps of 20 ms, each
-        // 400 launches of 400 kernels one every 40 us, then 4 ms of host work.
+        // 400 launches of 400 kernels one every 40 us, then 4 ms of host work;
+        // the first 250 from one thread (forward), the rest from another
+        // (backward, on autograd's thread).
         let mut a = aggregator(2000, 40_000, |t| sample(t, 20.0, 1e6, 0.0, 10.0, 25.0));
-        let log: Vec<(u64, u64)> = (0..40_000u64)
-            .map(|i| ((1000 * MS) + (i / 400) * 20 * MS + (i % 400) * 40_000, 0x7f00 + i % 400))
-            .collect();
-        for batch in log.chunks(256) {
-            a.host_event(HostEvent::LaunchLog { lane: 3, entries: batch.to_vec() });
+        let log = |lane: u32| -> Vec<(u64, u64)> {
+            (0..40_000u64)
+                .filter(|i| (i % 400 < 250) == (lane == 3))
+                .map(|i| ((1000 * MS) + (i / 400) * 20 * MS + (i % 400) * 40_000, 0x7f00 + i % 400))
+                .collect()
+        };
+        for lane in [3, 4] {
+            for batch in log(lane).chunks(256) {
+                a.host_event(HostEvent::LaunchLog { lane, entries: batch.to_vec() });
+            }
         }
         let r = finish(a, 2000);
         let a = answer_of(&r);
