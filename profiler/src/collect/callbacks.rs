@@ -512,9 +512,7 @@ pub(super) unsafe extern "C" fn api_callback(
                     nvtx::current()
                 };
                 let graph = is_graph_launch(domain, cbid);
-                // SAFETY: CUPTI passes the launch function's own params struct.
-                let function =
-                    unsafe { launched_function(domain, cbid, d.functionParams) }.unwrap_or(d.symbolName as u64);
+                let function = launched_kernel(domain, cbid, d);
                 tally::count(s.id, c.path, c.instance, graph, function, || cupti::timestamp(s.cupti), |e| s.send(e));
             }
             return;
@@ -712,6 +710,53 @@ fn context_destroying(s: &Collection, ctx: sys::CUcontext) {
     }
 }
 
+thread_local! {
+    /// Function handles this thread launched, and their kernels' ids
+    /// ([`launched_kernel`]); cleared when full.
+    static KERNEL_IDS: std::cell::RefCell<rustc_hash::FxHashMap<u64, u64>> = Default::default();
+}
+
+/// Handles a thread keeps the kernel ids of.
+const KERNEL_IDS_MAX: usize = 4096;
+
+/// A number for the kernel a launch runs, the same for each of its
+/// launches: its name's hash (cuBLAS launches one kernel through several
+/// function handles, one per module it loaded it into), found once per
+/// handle; a graph launch's executable graph; the handle where CUPTI gives
+/// no name.
+fn launched_kernel(domain: u32, cbid: u32, d: &sys::CUpti_CallbackData) -> u64 {
+    // SAFETY: CUPTI passes the launch function's own params struct.
+    let handle = unsafe { launched_function(domain, cbid, d.functionParams) }.unwrap_or(0);
+    let name = || {
+        if d.symbolName.is_null() {
+            return handle;
+        }
+        // SAFETY: for launch callbacks CUPTI points `symbolName` at the
+        // kernel's NUL-terminated name, valid for the callback.
+        let bytes = unsafe { std::ffi::CStr::from_ptr(d.symbolName) }.to_bytes();
+        let mut h = rustc_hash::FxHasher::default();
+        std::hash::Hash::hash(bytes, &mut h);
+        std::hash::Hasher::finish(&h)
+    };
+    if handle == 0 {
+        return name();
+    }
+    KERNEL_IDS
+        .try_with(|ids| {
+            let mut ids = ids.borrow_mut();
+            if let Some(&id) = ids.get(&handle) {
+                return id;
+            }
+            if ids.len() >= KERNEL_IDS_MAX {
+                ids.clear();
+            }
+            let id = name();
+            ids.insert(handle, id);
+            id
+        })
+        .unwrap_or(handle)
+}
+
 /// What a launch API call launches, as a number the same for every launch
 /// of it: the kernel's function handle (or the runtime's host stub), a
 /// graph launch's executable graph; `None` for launch APIs whose
@@ -899,6 +944,31 @@ pub(crate) mod tests {
     #[test]
     fn each_callback_catches_its_panic_and_buffer_requested_leaves_no_buffer() {
         call_each_callback_with_a_fault();
+    }
+
+    #[test]
+    fn a_kernel_launched_through_two_handles_has_one_id_and_a_graph_its_own() {
+        let driver = sys::CUPTI_CB_DOMAIN_DRIVER_API;
+        let launch = |f: usize, name: Option<&std::ffi::CStr>| {
+            // SAFETY: plain C structs, all-zero valid.
+            let mut p: sys::cuLaunchKernel_params = unsafe { std::mem::zeroed() };
+            p.f = f as sys::CUfunction;
+            let mut d: sys::CUpti_CallbackData = unsafe { std::mem::zeroed() };
+            d.functionParams = (&p as *const sys::cuLaunchKernel_params).cast();
+            d.symbolName = name.map_or(std::ptr::null(), |n| n.as_ptr());
+            launched_kernel(driver, sys::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &d)
+        };
+        let gemm = launch(0x1000, Some(c"sm90_xmma_gemm"));
+        assert_eq!(launch(0x2000, Some(c"sm90_xmma_gemm")), gemm, "one kernel, two modules' handles");
+        assert_eq!(launch(0x1000, Some(c"sm90_xmma_gemm")), gemm, "found again by its handle");
+        assert_ne!(launch(0x3000, Some(c"elementwise")), gemm);
+        assert_eq!(launch(0x4000, None), 0x4000, "no name: the handle");
+        // SAFETY: as above.
+        let mut g: sys::cuGraphLaunch_params = unsafe { std::mem::zeroed() };
+        g.hGraph = 0x5000 as sys::CUgraphExec;
+        let mut d: sys::CUpti_CallbackData = unsafe { std::mem::zeroed() };
+        d.functionParams = (&g as *const sys::cuGraphLaunch_params).cast();
+        assert_eq!(launched_kernel(driver, sys::CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch, &d), 0x5000);
     }
 
     #[test]
