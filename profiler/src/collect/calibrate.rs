@@ -18,7 +18,7 @@
 
 use super::callbacks::activity_kinds;
 use super::debug::debug;
-use super::driver::{driver, with_current};
+use super::driver::{self, with_current};
 use super::panic_guard;
 use super::Collection;
 use crate::model::event::HostEvent;
@@ -32,8 +32,8 @@ use std::time::{Duration, Instant};
 pub(crate) const KERNEL: &str = "gpuscope_calibration";
 
 /// PTX of the empty kernel (JIT-compiled by the driver for the device).
-const PTX: &[u8] =
-    b".version 7.0\n.target sm_70\n.address_size 64\n\n.visible .entry gpuscope_calibration()\n{\n\tret;\n}\n\0";
+const PTX: &std::ffi::CStr =
+    c".version 7.0\n.target sm_70\n.address_size 64\n\n.visible .entry gpuscope_calibration()\n{\n\tret;\n}\n";
 
 /// Launches timed with and without records.
 const TIMED: usize = 256;
@@ -91,60 +91,43 @@ static LOADED: Mutex<Vec<(usize, usize)>> = Mutex::new(Vec::new());
 /// context's id, not its address: a context made after another was
 /// destroyed may have its address, where the old function is invalid.
 fn function(ctx: usize) -> Result<sys::CUfunction, String> {
-    let d = driver().ok_or("no CUDA driver")?;
-    let mut id = 0u64;
-    // SAFETY: a live context (current here); valid out pointer.
-    let rc = unsafe { (d.cu_ctx_get_id)(ctx as sys::CUcontext, &mut id) };
-    if rc != 0 {
-        return Err(format!("the context's id is unknown (CUDA error {rc})"));
-    }
+    // SAFETY: a live context (current here).
+    let id =
+        unsafe { driver::ctx_id(ctx as sys::CUcontext) }.map_err(|e| format!("the context's id is unknown ({e})"))?;
     let mut loaded = LOADED.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(&(_, f)) = loaded.iter().find(|(c, _)| *c == id as usize) {
         return Ok(f as sys::CUfunction);
     }
-    let mut module: sys::CUmodule = std::ptr::null_mut();
-    // SAFETY: PTX is NUL-terminated text; `module` is a valid out pointer;
-    // the context is current (with_current).
-    let rc = unsafe { (d.cu_module_load_data)(&mut module, PTX.as_ptr().cast()) };
-    if rc != 0 {
-        return Err(format!("loading the calibration kernel failed (CUDA error {rc})"));
-    }
-    let mut f: sys::CUfunction = std::ptr::null_mut();
-    // SAFETY: a module just loaded; the name is NUL-terminated.
-    let rc = unsafe { (d.cu_module_get_function)(&mut f, module, c"gpuscope_calibration".as_ptr()) };
-    if rc != 0 {
-        return Err(format!("finding the calibration kernel failed (CUDA error {rc})"));
-    }
+    // The context is current (with_current).
+    let module = driver::module_load_ptx(PTX).map_err(|e| format!("loading the calibration kernel failed ({e})"))?;
+    // SAFETY: a module just loaded into the current context.
+    let f = unsafe { driver::module_function(module, c"gpuscope_calibration") }
+        .map_err(|e| format!("finding the calibration kernel failed ({e})"))?;
     loaded.push((id as usize, f as usize));
     Ok(f)
 }
 
 /// Median host time of `n` launches of `f` into `stream`, ns.
 fn timed(f: sys::CUfunction, stream: sys::CUstream, n: usize) -> Result<u64, String> {
-    let d = driver().ok_or("no CUDA driver")?;
     let launch = || {
         // SAFETY: `f` takes no parameters; a live stream of this context.
-        unsafe { (d.cu_launch_kernel)(f, 1, 1, 1, 32, 1, 1, 0, stream, std::ptr::null_mut(), std::ptr::null_mut()) }
+        unsafe { driver::launch_no_params(f, 32, stream) }
+            .map_err(|e| format!("launching the calibration kernel failed ({e})"))
     };
     for _ in 0..WARM {
-        let rc = launch();
-        if rc != 0 {
-            return Err(format!("launching the calibration kernel failed (CUDA error {rc})"));
-        }
+        launch()?;
     }
-    // SAFETY: a live stream.
-    unsafe { (d.cu_stream_synchronize)(stream) };
+    // SAFETY: a live stream. A failure shows in the launches after it.
+    let _ = unsafe { driver::stream_synchronize(stream) };
     let mut t = Vec::with_capacity(n);
     for _ in 0..n {
         let t0 = Instant::now();
-        let rc = launch();
+        let r = launch();
         t.push(t0.elapsed().as_nanos() as u64);
-        if rc != 0 {
-            return Err(format!("launching the calibration kernel failed (CUDA error {rc})"));
-        }
+        r?;
     }
     // SAFETY: as above.
-    unsafe { (d.cu_stream_synchronize)(stream) };
+    unsafe { driver::stream_synchronize(stream) }.map_err(|e| format!("the calibration kernels failed ({e})"))?;
     t.sort_unstable();
     Ok(t[n / 2])
 }
@@ -153,20 +136,14 @@ fn timed(f: sys::CUfunction, stream: sys::CUstream, n: usize) -> Result<u64, Str
 /// with. The context is current. `Err`: why not (records are then enabled
 /// by the caller).
 fn measure(s: &Collection, ctx: usize) -> Result<(u64, u64), String> {
-    let d = driver().ok_or("no CUDA driver")?;
     let f = function(ctx)?;
-    let mut stream: sys::CUstream = std::ptr::null_mut();
-    // SAFETY: valid out pointer; 1 = CU_STREAM_NON_BLOCKING (no implicit
-    // wait on the program's default stream).
-    if unsafe { (d.cu_stream_create)(&mut stream, 1) } != 0 {
-        return Err("creating a stream failed".into());
-    }
+    let stream = driver::stream_create_non_blocking().map_err(|e| format!("creating a stream failed ({e})"))?;
     let r = timed(f, stream, TIMED).and_then(|plain| {
         records_on(s)?;
         Ok((plain, timed(f, stream, TIMED)?))
     });
     // SAFETY: our stream, its work synchronised.
-    unsafe { (d.cu_stream_destroy)(stream) };
+    let _ = unsafe { driver::stream_destroy(stream) };
     r
 }
 

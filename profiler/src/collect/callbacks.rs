@@ -601,11 +601,9 @@ pub(super) fn last_call_ns() -> u32 {
 /// Whether `stream` is being captured into a graph (or its state cannot be
 /// read).
 fn capturing(stream: sys::CUstream) -> bool {
-    let Some(d) = driver::driver() else { return true };
-    let mut status = 0;
-    // SAFETY: a stream the program launches into; a valid out pointer.
-    let rc = unsafe { (d.cu_stream_is_capturing)(stream, &mut status) };
-    rc != 0 || status != 0
+    // SAFETY: a stream the program launches into.
+    let status = unsafe { driver::stream_capture_status(stream) };
+    status != Ok(0)
 }
 
 /// A context was created: set up its range profiler on a thread of its
@@ -696,10 +694,9 @@ pub(super) fn prepare_sampling(
 fn context_destroying(s: &Collection, ctx: sys::CUcontext) {
     debug("context destroy: flush");
     if !ctx.is_null() {
-        if let Some(d) = driver::driver() {
-            // SAFETY: CUPTI passes a context that is still alive at
-            // DESTROY_STARTING; the call has no pointer arguments.
-            with_current(ctx as usize, || unsafe { (d.cu_ctx_synchronize)() });
+        // CUPTI passes a context that is still alive at DESTROY_STARTING.
+        if let Err(e) = with_current(ctx as usize, driver::ctx_synchronize) {
+            debug(&format!("context destroy: synchronising: {e}"));
         }
     }
     s.flush(true);

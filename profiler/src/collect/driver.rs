@@ -1,5 +1,7 @@
-//! The few CUDA driver calls gpuscope makes itself: loading libcuda,
-//! making a context current, and reading a device's attributes.
+//! The few CUDA driver calls gpuscope makes itself, as a result layer:
+//! each call's `CUresult` becomes a `Result` ([`CudaError`]), and the
+//! `unsafe` of calling through libcuda's pointers stays here. Calls taking
+//! a raw handle are `unsafe fn`s whose contract is the handle's validity.
 
 use crate::model::device::DeviceInfo;
 use crate::model::occupancy::SmLimits;
@@ -9,6 +11,164 @@ use std::sync::OnceLock;
 /// What gpuscope says, wherever it is asked to profile, when the NVIDIA
 /// driver library does not load.
 pub const NO_DRIVER: &str = "no NVIDIA driver found (libcuda.so.1 is not loadable), so there is no GPU to profile";
+
+/// A CUDA driver call that failed: its `CUresult`, or no driver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct CudaError(pub i32);
+
+/// `CUDA_ERROR_NOT_INITIALIZED`: before the program's `cuInit`.
+pub(crate) const NOT_INITIALIZED: CudaError = CudaError(3);
+
+/// What stands for a driver that did not load (not a `CUresult`).
+const NO_LIBCUDA: CudaError = CudaError(-1);
+
+impl std::fmt::Display for CudaError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            NO_LIBCUDA => f.write_str("no CUDA driver"),
+            CudaError(rc) => write!(f, "CUDA error {rc}"),
+        }
+    }
+}
+
+/// Driver results as `Result`s.
+pub(crate) type CudaResult<T> = std::result::Result<T, CudaError>;
+
+fn check(rc: cupti_sys::driver::CUresult) -> CudaResult<()> {
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(CudaError(rc))
+    }
+}
+
+fn loaded() -> CudaResult<&'static Driver> {
+    driver().ok_or(NO_LIBCUDA)
+}
+
+/// The device of the calling thread's current context.
+pub(crate) fn ctx_device() -> CudaResult<i32> {
+    let d = loaded()?;
+    let mut dev = 0;
+    // SAFETY: the out pointer is a valid local; without a current context
+    // the call fails and nothing is read.
+    check(unsafe { (d.cu_ctx_get_device)(&mut dev) })?;
+    Ok(dev)
+}
+
+/// Devices the driver sees; [`NOT_INITIALIZED`] before the program's
+/// `cuInit` (nothing is initialised by asking).
+pub(crate) fn device_count() -> CudaResult<i32> {
+    let d = loaded()?;
+    let mut n = 0;
+    // SAFETY: the out pointer is a valid local.
+    check(unsafe { (d.cu_device_get_count)(&mut n) })?;
+    Ok(n)
+}
+
+/// Whether `stream` is being captured into a graph: 0 (no), 1 (active), 2
+/// (invalidated).
+///
+/// # Safety
+/// `stream` is a live stream handle (or null, the legacy default stream).
+pub(crate) unsafe fn stream_capture_status(stream: cupti_sys::CUstream) -> CudaResult<i32> {
+    let d = loaded()?;
+    let mut status = 0;
+    // SAFETY: a valid out pointer; the stream per this function's contract.
+    check(unsafe { (d.cu_stream_is_capturing)(stream, &mut status) })?;
+    Ok(status)
+}
+
+/// Waits for the calling thread's current context's work.
+pub(crate) fn ctx_synchronize() -> CudaResult<()> {
+    let d = loaded()?;
+    // SAFETY: no arguments; acts on the current context (fails without).
+    check(unsafe { (d.cu_ctx_synchronize)() })
+}
+
+/// A context's id, unique for the life of the process.
+///
+/// # Safety
+/// `ctx` is a live context.
+pub(crate) unsafe fn ctx_id(ctx: cupti_sys::CUcontext) -> CudaResult<u64> {
+    let d = loaded()?;
+    let mut id = 0u64;
+    // SAFETY: a valid out pointer; the context per this function's contract.
+    check(unsafe { (d.cu_ctx_get_id)(ctx, &mut id) })?;
+    Ok(id)
+}
+
+/// Loads a module from PTX text into the current context.
+pub(crate) fn module_load_ptx(ptx: &std::ffi::CStr) -> CudaResult<cupti_sys::CUmodule> {
+    let d = loaded()?;
+    let mut module: cupti_sys::CUmodule = std::ptr::null_mut();
+    // SAFETY: NUL-terminated text; a valid out pointer.
+    check(unsafe { (d.cu_module_load_data)(&mut module, ptx.as_ptr().cast()) })?;
+    Ok(module)
+}
+
+/// The function `name` of `module`.
+///
+/// # Safety
+/// `module` is a loaded module of a live context.
+pub(crate) unsafe fn module_function(
+    module: cupti_sys::CUmodule,
+    name: &std::ffi::CStr,
+) -> CudaResult<cupti_sys::CUfunction> {
+    let d = loaded()?;
+    let mut f: cupti_sys::CUfunction = std::ptr::null_mut();
+    // SAFETY: a valid out pointer, a NUL-terminated name; the module per
+    // this function's contract.
+    check(unsafe { (d.cu_module_get_function)(&mut f, module, name.as_ptr()) })?;
+    Ok(f)
+}
+
+/// Launches `f`, which takes no parameters, as one block of `threads`
+/// threads into `stream`.
+///
+/// # Safety
+/// `f` is a function of the current context taking no parameters, and
+/// `stream` a live stream of it.
+pub(crate) unsafe fn launch_no_params(
+    f: cupti_sys::CUfunction,
+    threads: u32,
+    stream: cupti_sys::CUstream,
+) -> CudaResult<()> {
+    let d = loaded()?;
+    let none = std::ptr::null_mut();
+    // SAFETY: per this function's contract; no parameters, so null arrays.
+    check(unsafe { (d.cu_launch_kernel)(f, 1, 1, 1, threads, 1, 1, 0, stream, none, none) })
+}
+
+/// Waits for `stream`'s work.
+///
+/// # Safety
+/// `stream` is a live stream.
+pub(crate) unsafe fn stream_synchronize(stream: cupti_sys::CUstream) -> CudaResult<()> {
+    let d = loaded()?;
+    // SAFETY: per this function's contract.
+    check(unsafe { (d.cu_stream_synchronize)(stream) })
+}
+
+/// A new stream of the current context that does not wait on the legacy
+/// default stream (`CU_STREAM_NON_BLOCKING`).
+pub(crate) fn stream_create_non_blocking() -> CudaResult<cupti_sys::CUstream> {
+    let d = loaded()?;
+    let mut stream: cupti_sys::CUstream = std::ptr::null_mut();
+    // SAFETY: a valid out pointer; 1 = CU_STREAM_NON_BLOCKING.
+    check(unsafe { (d.cu_stream_create)(&mut stream, 1) })?;
+    Ok(stream)
+}
+
+/// Destroys `stream`.
+///
+/// # Safety
+/// `stream` is a stream gpuscope created, not used after this.
+pub(crate) unsafe fn stream_destroy(stream: cupti_sys::CUstream) -> CudaResult<()> {
+    let d = loaded()?;
+    // SAFETY: per this function's contract.
+    check(unsafe { (d.cu_stream_destroy)(stream) })
+}
 
 /// libcuda, loaded once.
 pub(crate) fn driver() -> Option<&'static Driver> {

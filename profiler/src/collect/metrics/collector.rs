@@ -548,12 +548,11 @@ impl Collector {
             st.status.time_ns.setup_host += t.elapsed().as_nanos() as u64;
         }
         if !st.contexts.contains_key(&key) {
-            let driver = driver::driver().ok_or_else(|| {
-                Error::new(crate::error::ErrorKind::LibraryNotFound, "libcuda.so.1 could not be loaded")
-            })?;
-            let mut dev = 0;
-            // SAFETY: out pointer valid; the launch's context is current.
-            unsafe { (driver.cu_ctx_get_device)(&mut dev) };
+            if driver::driver().is_none() {
+                return Err(Error::new(crate::error::ErrorKind::LibraryNotFound, "libcuda.so.1 could not be loaded"));
+            }
+            // The launch's context is current.
+            let dev = driver::ctx_device().unwrap_or(0);
             rangeprof::device_supported(self.cupti, dev)?;
             if !st.hosts.contains_key(&dev) {
                 let t = Instant::now();
@@ -620,18 +619,16 @@ impl Collector {
     }
 
     fn build_hosts(&self) -> Option<(HashMap<i32, Host>, u64)> {
-        let d = driver::driver()?;
         let deadline = Instant::now() + Duration::from_secs(60);
         let devices = loop {
-            let mut n = 0;
-            // SAFETY: out pointer valid. Before cuInit this returns
-            // CUDA_ERROR_NOT_INITIALIZED (3) and initialises nothing.
-            match unsafe { (d.cu_device_get_count)(&mut n) } {
-                0 => break n,
-                3 if Instant::now() < deadline && !self.shutting.load(Ordering::Relaxed) => {
+            // Before the program's cuInit: not initialised (nothing is by
+            // asking).
+            match driver::device_count() {
+                Ok(n) => break n,
+                Err(driver::NOT_INITIALIZED) if Instant::now() < deadline && !self.shutting.load(Ordering::Relaxed) => {
                     std::thread::sleep(Duration::from_millis(1))
                 }
-                _ => return None,
+                Err(_) => return None,
             }
         };
         debug("metrics: the program initialised the driver; building the metric configuration");
@@ -892,13 +889,11 @@ impl Collector {
             }
             return Pick::Never;
         };
-        let mut capture = 0;
-        if let Some(d) = driver::driver() {
+        let capture = match driver::driver() {
+            None => 0,
             // SAFETY: `stream` is the launch's own stream handle.
-            if unsafe { (d.cu_stream_is_capturing)(stream, &mut capture) } != 0 {
-                capture = -1;
-            }
-        }
+            Some(_) => unsafe { driver::stream_capture_status(stream) }.unwrap_or(-1),
+        };
         if capture != 0 {
             if pick == Pick::Selected {
                 st.status.skipped_capturing += 1;

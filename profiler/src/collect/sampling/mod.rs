@@ -118,12 +118,7 @@ extern "C" fn wait_for_set_up() {
 /// The device of the calling thread's current context (one of the 64 a
 /// sampler tells apart).
 fn current_device() -> Option<u32> {
-    let d = driver::driver()?;
-    let mut dev = 0;
-    // SAFETY: the out pointer is a valid local; without a current context
-    // the call fails and nothing is read.
-    let rc = unsafe { (d.cu_ctx_get_device)(&mut dev) };
-    (rc == 0 && (0..64).contains(&dev)).then_some(dev as u32)
+    driver::ctx_device().ok().filter(|dev| (0..64).contains(dev)).map(|dev| dev as u32)
 }
 
 /// PM sampling of one session.
