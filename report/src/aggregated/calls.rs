@@ -127,11 +127,13 @@ impl WallHistogram {
         BUCKET_RATIO.powf(b as f64 + 0.5).round() as u64
     }
 
+    /// Counts a call of `ns`.
     pub fn add(&mut self, ns: u64) {
         *self.buckets.entry(Self::bucket(ns)).or_default() += 1;
         self.count += 1;
     }
 
+    /// Takes away a call of `ns` counted before.
     pub fn remove(&mut self, ns: u64) {
         let b = Self::bucket(ns);
         if let Some(n) = self.buckets.get_mut(&b) {
@@ -168,7 +170,9 @@ impl WallHistogram {
 /// One call: when it opened and what it measured.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Call {
+    /// When it opened, ns.
     pub start: u64,
+    /// What it measured.
     pub figures: Figures,
 }
 

@@ -10,29 +10,40 @@ use std::collections::BTreeMap;
 /// (`u128`: a record's three grid dimensions may multiply past `u64`).
 #[derive(Debug, Clone, Copy)]
 pub struct Grid {
+    /// Blocks of the grid.
     pub blocks: u128,
+    /// SMs of the device it ran on.
     pub sms: u32,
 }
 
 /// Running totals of a set of launches.
 #[derive(Debug, Clone, Default)]
 pub struct KernelAcc {
+    /// Launches.
     pub launches: u64,
+    /// Their summed GPU time, ns.
     pub total: u64,
+    /// The shortest launch, ns.
     pub min: u64,
+    /// The longest launch, ns.
     pub max: u64,
     /// When the first launch started and the last ended, ns.
     pub first_start: u64,
+    /// See `first_start`.
     pub last_end: u64,
     /// Theoretical occupancy times duration, and the duration it covers.
     pub occ_weighted: f64,
+    /// See `occ_weighted`.
     pub occ_time: u64,
     /// Time under each occupancy limiter (`Limiter as usize`).
     pub limiter_time: [u64; 4],
     /// Measured launches, and their values weighted by measured duration.
     pub profiled: u64,
+    /// See `profiled`: achieved occupancy.
     pub achieved_weighted: f64,
+    /// See `profiled`: SM efficiency.
     pub efficiency_weighted: f64,
+    /// See `profiled`: the measured duration the values are weighted by.
     pub metric_time: f64,
     /// Every measured value by metric name: summed for additive counters
     /// (`.sum`), weighted by measured duration for the rest.
@@ -40,13 +51,17 @@ pub struct KernelAcc {
     /// Share of SMs the grid reaches, and wave efficiency, each times
     /// duration, and the duration they cover.
     pub coverage_weighted: f64,
+    /// See `coverage_weighted`: wave efficiency.
     pub waves_weighted: f64,
+    /// See `coverage_weighted`: waves.
     pub wave_count_weighted: f64,
+    /// See `coverage_weighted`: the duration they cover.
     pub grid_time: u64,
     /// Sampling mode: every launch's shares of the samples it overlaps
     /// (for range figures), and the samples wholly inside launches long
     /// enough for a figure of their own.
     pub sampled: SampledAcc,
+    /// See `sampled`.
     pub sampled_own: SampledAcc,
     /// Host work in the idle gaps its launches ended, ns.
     pub host_before: u64,

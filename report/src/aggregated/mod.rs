@@ -27,6 +27,7 @@ pub struct Aggregate {
     pub metrics_mode: bool,
     /// Sampling mode: how sampling went, with the join's losses.
     pub sampling: Option<SamplingStatus>,
+    /// The devices kernels ran on.
     pub devices: Vec<DeviceInfo>,
     /// Per kernel name.
     pub kernels: Vec<(String, KernelAcc)>,
@@ -38,7 +39,9 @@ pub struct Aggregate {
     pub start_end_ranges: Vec<(RangePath, RangeAcc)>,
     /// Copies by kind name, sets, host waits.
     pub memcpy: Vec<(&'static str, CopyAcc)>,
+    /// See `memcpy`.
     pub memset: CopyAcc,
+    /// See `memcpy`: count, ns.
     pub syncs: (u64, u64),
     /// Of which on the process's main thread, where every one's thread
     /// was known.
@@ -47,8 +50,11 @@ pub struct Aggregate {
     pub device_memory: Vec<DeviceMemory>,
     /// Device memory per range path.
     pub range_memory: Vec<(RangePath, RangeMemory)>,
+    /// Names of the program's threads by thread id.
     pub thread_names: Vec<(u32, String)>,
+    /// The records kept one by one, when a trace was asked for.
     pub trace: Option<Trace>,
+    /// What did not make it into the totals, by cause.
     pub drops: Drops,
     /// CUPTI's own kernels (metrics mode): count, ns.
     pub profiler_kernels: (u64, u64),
@@ -118,15 +124,20 @@ pub fn lane(device: u32, stream: u32) -> u32 {
 /// Running totals of one kind of copy (or of sets).
 #[derive(Debug, Clone, Default)]
 pub struct CopyAcc {
+    /// Operations.
     pub count: u64,
+    /// Their bytes.
     pub bytes: u64,
+    /// Their summed GPU time, ns.
     pub ns: u64,
+    /// Copies from or to pageable host memory among them.
     pub pageable: u64,
 }
 
 /// Running totals of the finished instances of one path.
 #[derive(Debug, Clone, Default)]
 pub struct RangeAcc {
+    /// Traced instances.
     pub count: u64,
     /// Sums over the traced instances.
     pub total: Figures,
@@ -180,8 +191,11 @@ impl RangeAcc {
 /// A classified piece of idle time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Piece {
+    /// Where it starts, ns.
     pub start: u64,
+    /// Where it ends, ns.
     pub end: u64,
+    /// Its cause (`model::idle` order).
     pub cause: Cause,
     /// The kernel whose launch ended the gap (a kernel name id;
     /// [`NO_KERNEL`]: unknown): host work before it is the program's

@@ -107,10 +107,12 @@ pub struct Timeline {
     pub start: u64,
     /// Every bin's width, ns.
     pub width: u64,
+    /// The bins, from `start` on.
     pub bins: Vec<Bin>,
 }
 
 impl Timeline {
+    /// No bin yet, bin 0 starting at `start`.
     pub fn new(start: u64) -> Self {
         Timeline { start, width: FIRST_WIDTH_NS, bins: Vec::new() }
     }
@@ -257,6 +259,7 @@ impl Timeline {
         }
     }
 
+    /// A kernel ran from `start` to `end`.
     pub fn kernel(&mut self, start: u64, end: u64) {
         self.spread(start, end, |b, ns| b.kernel_ns = b.kernel_ns.saturating_add(ns));
     }
@@ -286,6 +289,7 @@ impl Timeline {
         out
     }
 
+    /// Idle time, spread over the bins by cause.
     pub fn idle(&mut self, pieces: &[Piece]) {
         for p in pieces {
             self.spread(p.start, p.end, |b, ns| b.idle[p.cause] = b.idle[p.cause].saturating_add(ns));

@@ -46,6 +46,7 @@ impl SmLimits {
         reserved_smem_per_block: 1024,
     };
 
+    /// Warps an SM holds at most.
     pub fn max_warps(&self) -> u32 {
         self.max_threads_per_sm / self.warp_size
     }
