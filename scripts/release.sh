@@ -8,7 +8,7 @@
 #                            the wheel, built from that sdist by setuptools-rust
 #                            with cargo-zigbuild against glibc 2.17, retagged
 #                            and checked by auditwheel; twine checks both;
-#   OUT/crates/*.crate       the five crates, each built from its own archive
+#   OUT/crates/*.crate       the six crates, each built from its own archive
 #                            as crates.io will (cargo package).
 #
 # Nothing is uploaded. GPUSCOPE_ALLOW_DIRTY=1 packages uncommitted changes
@@ -69,7 +69,7 @@ echo "== crates"
 # it once under CARGO_HOME and keeps what it compiled of it in the target
 # folder, so sources or builds left by an earlier run of the same version
 # would stand in for the new ones. Both start afresh.
-for crate in cupti-sys gpuscope-nvtx gpuscope gpuscope-ffi gpuscope-cli; do
+for crate in cupti-sys gpuscope-nvtx gpuscope-report gpuscope gpuscope-ffi gpuscope-cli; do
   rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/"$crate-$crates"
 done
 # Verification is a full second build of every dependency: without debug

@@ -1,24 +1,33 @@
-//! The crate reads as one pipeline: collect -> decode -> attribute ->
-//! aggregate -> report -> analysis -> render, with the session that runs it
-//! and the environment configuration on top. Every stage (a folder or file
-//! of `profiler/src`) may name, through `crate::`, only itself, the stages
-//! before it, and `error` and `model` (the data the stages share). This test
-//! reads the sources and fails on any `crate::` path that reaches forward.
+//! Each crate reads as one pipeline. The runtime (`profiler/src`): collect
+//! -> decode -> attribute -> aggregate, then the report crate's report ->
+//! analysis -> render, with the session that runs it and the environment
+//! configuration on top. The report crate (`report/src`): model ->
+//! aggregated (what the runtime's aggregation hands over) -> report ->
+//! analysis -> render. Every stage (a folder or file of a crate's `src`)
+//! may name, through `crate::` (and in the runtime `gpuscope_report::`),
+//! only itself, the stages before it, and `error` and `model` (the data the
+//! stages share). This test reads the sources and fails on any path that
+//! reaches forward. The report crate depends on nothing of the runtime's.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-/// Stages in pipeline order.
+/// The runtime's stages in pipeline order. The report crate's stages
+/// (reached as `crate::report` or `gpuscope_report::report`, ...) come
+/// after aggregation; what aggregation hands them (`aggregated`, the
+/// report crate's) comes before it, as the types it fills.
 const ORDER: &[&str] = &[
     "error",
     "model",
     "collect",
     "decode",
     "attribute",
+    "aggregated",
     "aggregate",
     "report",
     "analysis",
     "render",
+    "report_tests",
     "control",
     "serve",
     "session",
@@ -26,8 +35,18 @@ const ORDER: &[&str] = &[
     "lib",
 ];
 
-fn rank(stage: &str) -> Option<usize> {
-    ORDER.iter().position(|s| *s == stage)
+/// The report crate's stages in pipeline order.
+const REPORT_ORDER: &[&str] = &["error", "model", "aggregated", "report", "analysis", "render", "lib"];
+
+/// Names of a later stage that a file may use, and why.
+const ALLOWED: &[(&str, &str, &str)] = &[(
+    "report/mod.rs",
+    "analysis",
+    "a report holds its analysis once computed (`analysis::Analysis`, the cache's type); the analysis stage fills it",
+)];
+
+fn rank_in(order: &[&str], stage: &str) -> Option<usize> {
+    order.iter().position(|s| *s == stage)
 }
 
 fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -41,15 +60,22 @@ fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// The top-level module names a source refers to as `crate::NAME` or
-/// `crate::{NAME, ...}`, outside comments.
-fn crate_refs(text: &str) -> BTreeSet<String> {
+/// The top-level module names a source refers to as `PREFIX::NAME` or
+/// `PREFIX::{NAME, ...}` (`PREFIX`: `crate`, and `gpuscope_report` for the
+/// runtime), outside comments.
+fn refs_of(text: &str, prefix: &str) -> BTreeSet<String> {
     let mut refs = BTreeSet::new();
+    let prefix = format!("{prefix}::");
     for line in text.lines() {
         let code = line.split("//").next().unwrap_or("");
         let mut rest = code;
-        while let Some(i) = rest.find("crate::") {
-            rest = &rest[i + "crate::".len()..];
+        while let Some(i) = rest.find(&prefix) {
+            // `gpuscope_report::` only as a whole word.
+            let whole = rest[..i].chars().next_back().map_or(true, |c| !(c.is_alphanumeric() || c == '_'));
+            rest = &rest[i + prefix.len()..];
+            if !whole {
+                continue;
+            }
             if let Some(group) = rest.strip_prefix('{') {
                 let end = group.find('}').unwrap_or(group.len());
                 for item in group[..end].split(',') {
@@ -67,26 +93,59 @@ fn crate_refs(text: &str) -> BTreeSet<String> {
     refs
 }
 
-#[test]
-fn every_stage_names_only_the_stages_before_it() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+fn crate_refs(text: &str) -> BTreeSet<String> {
+    refs_of(text, "crate")
+}
+
+/// The paths of `src` (a crate's sources) that name a later stage of
+/// `order` through one of `prefixes`.
+fn against_the_order(src: &Path, order: &[&str], prefixes: &[&str]) -> Vec<String> {
     let mut files = Vec::new();
-    sources(&src, &mut files);
+    sources(src, &mut files);
     let mut wrong = Vec::new();
     for f in &files {
-        let rel = f.strip_prefix(&src).unwrap();
+        let rel = f.strip_prefix(src).unwrap();
         let first = rel.components().next().unwrap().as_os_str().to_string_lossy().trim_end_matches(".rs").to_string();
-        let own = rank(&first).unwrap_or_else(|| panic!("{}: not a known stage; add it to ORDER", rel.display()));
-        for name in crate_refs(&std::fs::read_to_string(f).unwrap()) {
-            match rank(&name) {
-                Some(r) if r <= own || name == "error" || name == "model" => {}
-                Some(_) => wrong.push(format!("{} names crate::{name}, a later stage", rel.display())),
-                None => wrong
-                    .push(format!("{} names crate::{name}, not a stage (name the item by its stage)", rel.display())),
+        let own =
+            rank_in(order, &first).unwrap_or_else(|| panic!("{}: not a known stage; add it to ORDER", rel.display()));
+        let text = std::fs::read_to_string(f).unwrap();
+        for prefix in prefixes {
+            for name in refs_of(&text, prefix) {
+                let allowed = ALLOWED.iter().any(|(file, n, _)| Path::new(file) == rel && *n == name);
+                match rank_in(order, &name) {
+                    Some(r) if r <= own || name == "error" || name == "model" || allowed => {}
+                    Some(_) => wrong.push(format!("{} names {prefix}::{name}, a later stage", rel.display())),
+                    None if *prefix != "crate" && name.chars().next().is_some_and(|c| c.is_uppercase()) => {}
+                    None => wrong.push(format!(
+                        "{} names {prefix}::{name}, not a stage (name the item by its stage)",
+                        rel.display()
+                    )),
+                }
             }
         }
     }
+    wrong
+}
+
+#[test]
+fn every_stage_names_only_the_stages_before_it() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut wrong = against_the_order(&root.join("profiler/src"), ORDER, &["crate", "gpuscope_report"]);
+    wrong.extend(against_the_order(&root.join("report/src"), REPORT_ORDER, &["crate"]));
     assert!(wrong.is_empty(), "imports against the pipeline order:\n{}", wrong.join("\n"));
+}
+
+#[test]
+fn the_report_crate_depends_on_nothing_of_the_runtime_and_has_no_unsafe_code() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let manifest = std::fs::read_to_string(root.join("report/Cargo.toml")).unwrap();
+    let deps = manifest.split("[dependencies]").nth(1).expect("report/Cargo.toml has dependencies");
+    let deps = deps.split("\n[").next().unwrap();
+    for runtime in ["cupti-sys", "libloading", "libc", "gpuscope-nvtx", "gpuscope =", "gpuscope.workspace"] {
+        assert!(!deps.contains(runtime), "gpuscope-report depends on {runtime}: {deps}");
+    }
+    let lib = std::fs::read_to_string(root.join("report/src/lib.rs")).unwrap();
+    assert!(lib.contains("#![forbid(unsafe_code)]"), "report/src/lib.rs forbids unsafe code");
 }
 
 #[test]

@@ -888,7 +888,7 @@ fn the_rank_that_waits_least_in_collectives_is_the_one_the_others_wait_for() {
 fn the_grafana_dashboard_queries_series_gpuscope_writes() {
     let dashboard: serde_json::Value =
         serde_json::from_str(include_str!("../docs/guides/grafana/gpuscope-dashboard.json")).expect("dashboard JSON");
-    let source = include_str!("../profiler/src/render/openmetrics.rs");
+    let source = include_str!("../report/src/render/openmetrics.rs");
     // `family::<..>(&mut reg, "name", ..)` and `reg.register("name", ..)`.
     let mut families = std::collections::HashSet::new();
     for marker in ["&mut reg,", "reg.register("] {

@@ -10,7 +10,9 @@ mod torch_hooks;
 
 use clap::{Parser, Subcommand};
 use gpuscope::config::{Setting, SETTINGS};
-use gpuscope::{Format, Report};
+// Reading, rendering, comparing and merging reports: the report crate's.
+use gpuscope_report::report::{Declared, JobReport};
+use gpuscope_report::{Format, Report};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
@@ -103,9 +105,9 @@ enum Cmd {
     },
 }
 
-/// A table width within [`gpuscope::TABLE_WIDTHS`].
+/// A table width within [`gpuscope_report::TABLE_WIDTHS`].
 fn parse_width(s: &str) -> Result<usize, String> {
-    let w = gpuscope::TABLE_WIDTHS;
+    let w = gpuscope_report::TABLE_WIDTHS;
     s.trim()
         .parse::<usize>()
         .ok()
@@ -255,7 +257,7 @@ fn load(path: &Path) -> Result<Report, String> {
 }
 
 /// `--flops` and `--work` checked as their `GPUSCOPE_*` variables are.
-fn declarations(flops: Option<String>, work: Option<String>) -> Result<Vec<gpuscope::report::Declared>, String> {
+fn declarations(flops: Option<String>, work: Option<String>) -> Result<Vec<Declared>, String> {
     let vars = |k: &str| match k {
         "GPUSCOPE_FLOPS" => flops.clone(),
         "GPUSCOPE_WORK" => work.clone(),
@@ -267,7 +269,7 @@ fn declarations(flops: Option<String>, work: Option<String>) -> Result<Vec<gpusc
 }
 
 /// Adds declarations to a loaded report, replacing those of the same range.
-fn declare(r: &mut Report, declared: &[gpuscope::report::Declared]) {
+fn declare(r: &mut Report, declared: &[Declared]) {
     for d in declared {
         match r.declared.iter_mut().find(|x| x.range == d.range) {
             Some(x) => {
@@ -479,8 +481,8 @@ fn run(cmd: Cmd) -> Result<ExitCode, String> {
                     })
                     .collect();
                 let width = terminal_width();
-                let job = gpuscope::report::JobReport::merge(&ranks);
-                let answer = gpuscope::analysis::job::answer(&ranks).map(|a| a.to_table(width) + "\n");
+                let job = JobReport::merge(&ranks);
+                let answer = gpuscope_report::analysis::job::answer(&ranks).map(|a| a.to_table(width) + "\n");
                 stdout(&format!("{}{}", answer.unwrap_or_default(), job.to_table(width)))?;
             } else {
                 for (path, rep) in &used {
@@ -504,8 +506,8 @@ fn run(cmd: Cmd) -> Result<ExitCode, String> {
             };
             let text = if merge {
                 let ranks = rank_reports(&files, &read)?;
-                let job = gpuscope::report::JobReport::merge(&ranks);
-                let answer = gpuscope::analysis::job::answer(&ranks);
+                let job = JobReport::merge(&ranks);
+                let answer = gpuscope_report::analysis::job::answer(&ranks);
                 match format.as_str() {
                     "table" => match &answer {
                         Some(a) => format!("{}\n{}", a.to_table(width), job.to_table(width)),
@@ -525,7 +527,7 @@ fn run(cmd: Cmd) -> Result<ExitCode, String> {
                 }
                 read(&files[0])?.compare(&read(&files[1])?, width)
             } else {
-                let f: Format = format.parse().map_err(|e: gpuscope::Error| e.to_string())?;
+                let f: Format = format.parse().map_err(|e: gpuscope_report::Error| e.to_string())?;
                 let r = read(&files[0])?;
                 if f == Format::Table {
                     r.to_table(width)

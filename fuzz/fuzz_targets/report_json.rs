@@ -3,12 +3,12 @@
 //! `gpuscope report` and `--compare` do.
 #![no_main]
 
-use gpuscope::Report;
+use gpuscope_report::Report;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|text: &str| {
     let Ok(r) = Report::from_json(text) else { return };
-    let _ = gpuscope::analysis::analyze(&r);
+    let _ = gpuscope_report::analysis::analyze(&r);
     let _ = (r.to_table(100), r.to_json(), r.to_csv(), r.to_chrome_trace(), r.to_openmetrics(), r.compare(&r, 80));
-    let _ = gpuscope::report::JobReport::merge(&[("a".into(), r.clone()), ("b".into(), r)]);
+    let _ = gpuscope_report::report::JobReport::merge(&[("a".into(), r.clone()), ("b".into(), r)]);
 });

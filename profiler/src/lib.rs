@@ -24,22 +24,28 @@
 
 #![warn(missing_docs)]
 
-// The pipeline: collect -> decode -> attribute -> aggregate -> report ->
-// analysis -> render, run by the session and configured from the
-// environment by config. Each stage imports only the stages before it (and
-// `error` and `model`, the data they share); `tests/architecture.rs` checks
-// it.
+// The pipeline: collect -> decode -> attribute -> aggregate, then the
+// report crate's report -> analysis -> render (`gpuscope-report`), run by
+// the session and configured from the environment by config. Each stage
+// imports only the stages before it (and `error` and `model`, the data they
+// share); `tests/architecture.rs` checks it.
 mod aggregate;
-pub mod analysis;
+pub use gpuscope_report::analysis;
 mod attribute;
 mod collect;
 pub mod config;
 pub mod control;
 mod decode;
-mod error;
+/// gpuscope's error type: the report crate's, so that one type says what
+/// failed whether profiling or reading a report did.
+mod error {
+    pub use gpuscope_report::{Error, ErrorKind, Result};
+}
 mod model;
-mod render;
-pub mod report;
+use gpuscope_report::render;
+pub use gpuscope_report::report;
+#[cfg(test)]
+mod report_tests;
 mod serve;
 mod session;
 

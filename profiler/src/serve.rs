@@ -245,7 +245,7 @@ mod prometheus_server {
             eprintln!("skipped: no prometheus binary (PROMETHEUS_BIN or PATH)");
             return;
         };
-        let report = crate::render::openmetrics::tests::always_on(3);
+        let report = crate::report_tests::openmetrics::always_on(3);
         let labels = vec![("hpc_job".to_string(), "4242".to_string())];
         let text = report.to_openmetrics_labelled(&labels);
         let endpoint = MetricsServer::start("127.0.0.1:0", Box::new(move || Ok(text.clone()))).expect("endpoint");

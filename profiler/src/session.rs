@@ -1102,7 +1102,7 @@ fn stop_active_at(ending: Ending) -> std::result::Result<(Report, Written), Stop
             }
             // The caller may edit the report (declare FLOPs): it analyses
             // afresh rather than from the analysis this write made.
-            report.analysis = Default::default();
+            report.forget_analysis();
             written = Written::To(path);
         }
     }
@@ -1286,14 +1286,10 @@ mod tests {
         assert!(ranges_only.launched_nothing(), "ranges without launches are still nothing to report");
         let mut with_kernel = empty.clone();
         with_kernel.ranges.clear();
-        let mut k = crate::report::KernelSummary {
-            name: "k".into(),
-            display_name: "k".into(),
-            stats: serde_json::from_str(
-                r#"{"launches":1,"total_ns":10,"mean_ns":10,"min_ns":10,"max_ns":10,"theoretical_occupancy_pct":null,"occupancy_limiter":null}"#,
-            )
-            .unwrap(),
-        };
+        let mut k: crate::report::KernelSummary = serde_json::from_str(
+            r#"{"name":"k","display_name":"k","launches":1,"total_ns":10,"mean_ns":10,"min_ns":10,"max_ns":10,"theoretical_occupancy_pct":null,"occupancy_limiter":null}"#,
+        )
+        .unwrap();
         k.stats.launches = 1;
         with_kernel.kernels.push(k);
         assert!(!with_kernel.launched_nothing());

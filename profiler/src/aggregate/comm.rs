@@ -74,16 +74,7 @@ impl CommOverlap {
     }
 }
 
-/// Which union a span handed out by [`SessionComm`] belongs to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Union {
-    /// Every kernel of a device that ran communication.
-    All,
-    /// Its compute kernels.
-    Compute,
-    /// Its communication kernels.
-    Comm,
-}
+pub(crate) use gpuscope_report::aggregated::Union;
 
 /// The session's communication and its exposed part, over time: per
 /// device, from its first communication kernel on, the three unions of

@@ -25,12 +25,7 @@ use crate::model::idle::{Cause, COPY, DISPATCH, HOST, LAUNCH, OTHER, PROFILER, S
 use rustc_hash::FxHashMap;
 use std::collections::VecDeque;
 
-/// Gaps no longer than this, from one kernel's end to the next one's start,
-/// are launch overhead: a CUDA launch costs the host a few microseconds and
-/// a PyTorch eager op 10-30 us of Python and dispatcher time, and kernels
-/// start 2-5 us after their launch. These are the gaps CUDA graphs and
-/// `torch.compile` remove; longer ones are the host doing other work.
-pub const LAUNCH_GAP_NS: u64 = 50_000;
+pub use crate::model::idle::LAUNCH_GAP_NS;
 
 /// After a synchronisation returns, a host that launches again within this
 /// long was only waiting on it (the next few ops' dispatch); idle time
@@ -56,20 +51,7 @@ const MAX_PENDING: usize = 1 << 20;
 /// Graph launches waited for at once (an empty graph delivers no kernel).
 const MAX_PENDING_GRAPHS: usize = 4096;
 
-/// A classified piece of idle time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Piece {
-    pub start: u64,
-    pub end: u64,
-    pub cause: Cause,
-    /// The kernel whose launch ended the gap (a kernel name id;
-    /// [`NO_KERNEL`]: unknown): host work before it is the program's
-    /// code that ran ahead of that launch.
-    pub before: u32,
-}
-
-/// No kernel known (see [`Piece::before`]).
-pub(crate) const NO_KERNEL: u32 = u32::MAX;
+pub(crate) use gpuscope_report::aggregated::{Piece, NO_KERNEL};
 
 /// When the program's threads last left CUDA calls (launches, blocking
 /// copies and synchronisations), any thread: the framework hands work

@@ -3,14 +3,7 @@
 use crate::decode::{MemcpyActivity, MemsetActivity, SyncActivity};
 use std::collections::BTreeMap;
 
-/// Running totals of one kind of copy (or of sets).
-#[derive(Debug, Clone, Default)]
-pub(crate) struct CopyAcc {
-    pub count: u64,
-    pub bytes: u64,
-    pub ns: u64,
-    pub pageable: u64,
-}
+pub(crate) use gpuscope_report::aggregated::CopyAcc;
 
 /// All memory operations and host waits.
 #[derive(Debug, Default)]

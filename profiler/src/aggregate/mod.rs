@@ -4,26 +4,25 @@
 //! number of launches. [`Aggregator::finish`] hands the totals to the report
 //! stage.
 
-pub(crate) mod calls;
+pub(crate) use gpuscope_report::aggregated::calls;
 pub(crate) mod comm;
 pub(crate) mod device_memory;
 pub(crate) mod devices;
 mod graph_nodes;
 pub(crate) mod idle;
 pub(crate) mod interval;
-pub(crate) mod kernels;
+pub(crate) use gpuscope_report::aggregated::kernels;
 pub(crate) mod memory;
 mod names;
 pub mod occupancy;
 pub(crate) mod per_device;
 pub(crate) mod ranges;
 pub(crate) mod sampled;
-pub(crate) mod timeline;
+pub(crate) use gpuscope_report::aggregated::timeline;
 pub(crate) mod windows;
 
 use crate::attribute::{Attributed, Attributor, LaunchInfo, Own};
 use crate::decode::{Activity, KernelActivity, RecordCursor};
-use crate::model::device::DeviceInfo;
 use crate::model::drops::Drops;
 use crate::model::event::HostEvent;
 use crate::model::idle::CAUSES;
@@ -37,7 +36,7 @@ use kernels::{Grid, KernelAcc};
 use memory::{copy_kind_name, MemoryAcc};
 use names::KernelNames;
 use occupancy::LaunchShape;
-use ranges::{Finished, RangeAcc, Ranges};
+use ranges::{Finished, Ranges};
 use rustc_hash::FxHashMap;
 use sampled::{Joined, SampleJoin};
 use std::collections::BTreeMap;
@@ -89,72 +88,13 @@ impl Default for AggregateOptions {
 /// dozens of steps of a thousand kernels.
 pub(crate) const KERNEL_STREAM: usize = 1 << 16;
 
-/// A kernel's device and stream as one number: the steps are found from
-/// one stream's kernels (a device's streams interleave differently every
-/// step: FSDP's all-gather copies, side streams).
-pub(crate) fn lane(device: u32, stream: u32) -> u32 {
-    (device << 20) | (stream & 0xF_FFFF)
-}
+pub(crate) use gpuscope_report::aggregated::lane;
 
 /// Samples that may wait per device for the timeline to be decided: ~2.6 s
 /// at a 10 us interval, 26 s at the default 100 us; ~11 MB.
 const MAX_WAITING_SAMPLES: usize = 1 << 18;
 
-/// What aggregation folded, with names and paths resolved, for the report.
-pub(crate) struct Aggregate {
-    /// Metrics mode: values were measured.
-    pub metrics_mode: bool,
-    /// Sampling mode: how sampling went, with the join's losses.
-    pub sampling: Option<SamplingStatus>,
-    pub devices: Vec<DeviceInfo>,
-    /// Per kernel name.
-    pub kernels: Vec<(String, KernelAcc)>,
-    /// Per (NVTX path, kernel name).
-    pub path_kernels: Vec<(RangePath, String, KernelAcc)>,
-    /// Push/pop ranges by path.
-    pub ranges: Vec<(RangePath, RangeAcc)>,
-    /// Start/end ranges by name.
-    pub start_end_ranges: Vec<(RangePath, RangeAcc)>,
-    /// Copies by kind name, sets, host waits.
-    pub memcpy: Vec<(&'static str, memory::CopyAcc)>,
-    pub memset: memory::CopyAcc,
-    pub syncs: (u64, u64),
-    /// Of which on the process's main thread, where every one's thread
-    /// was known.
-    pub main_syncs: Option<(u64, u64)>,
-    /// Device memory per device.
-    pub device_memory: Vec<crate::model::device_memory::DeviceMemory>,
-    /// Device memory per range path.
-    pub range_memory: Vec<(RangePath, crate::model::device_memory::RangeMemory)>,
-    pub thread_names: Vec<(u32, String)>,
-    pub trace: Option<Trace>,
-    pub drops: Drops,
-    /// CUPTI's own kernels (metrics mode): count, ns.
-    pub profiler_kernels: (u64, u64),
-    /// GPU idle time of the whole session by cause (`model::idle` order).
-    pub idle: [u64; CAUSES],
-    /// Kernels attributed to the lead thread's ranges: count, ns.
-    pub cross_thread: (u64, u64),
-    /// gpuscope's own cost per launching thread.
-    pub threads: Vec<ThreadCost>,
-    /// CUPTI's per-launch record cost as measured at the first launch, or
-    /// why it was not.
-    pub calibration: Result<Calibration, String>,
-    /// Children the process forked while the session ran.
-    pub forks: u64,
-    /// The session in bins.
-    pub timeline: Timeline,
-    /// The last compute kernels: (start, name id, [`lane`]), in arrival
-    /// order.
-    pub kernel_stream: Vec<(u64, u32, u32)>,
-    /// The last launches made without kernel records: (time, function id,
-    /// launching thread's lane), in order (each thread's; threads in
-    /// batches).
-    pub launch_stream: Vec<(u64, u32, u32)>,
-    /// Each GPU's busy time, idle time by cause and bins (with one GPU,
-    /// the session's).
-    pub per_device: Vec<(u32, u64, [u64; CAUSES], Timeline)>,
-}
+pub(crate) use gpuscope_report::aggregated::Aggregate;
 
 /// Threads per block of a record's block dimensions (negative ones read as
 /// 0). A product past `u32::MAX` is no block a device runs: it reads as
@@ -977,6 +917,7 @@ impl Aggregator {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::device::DeviceInfo;
     use crate::model::path::ROOT;
     use device_memory::TRIM_EVERY;
 

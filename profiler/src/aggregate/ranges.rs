@@ -1,12 +1,11 @@
 //! NVTX range instances while they are open (and until their kernels have
 //! run), summed per path once finished.
 
-use super::calls::{CallLog, Figures};
+use super::calls::Figures;
 use super::comm::CommOverlap;
 use super::idle::Piece;
 use super::interval::IntervalUnion;
 use super::windows::Untraced;
-use crate::model::device_memory::FrameworkMemory;
 use crate::model::path::{paths, PathId};
 use crate::model::sampled::{Sample, SampledAcc};
 use rustc_hash::FxHashMap;
@@ -87,58 +86,7 @@ pub(crate) struct FrameworkSample {
     pub peak: u64,
 }
 
-/// Running totals of the finished instances of one path.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct RangeAcc {
-    pub count: u64,
-    /// Sums over the traced instances.
-    pub total: Figures,
-    /// Each traced instance's figures: the first ones, and every wall time.
-    pub calls: CallLog,
-    /// Sampling mode: samples over the windows, on the devices the
-    /// instances' kernels ran on (all sampled devices for an instance with
-    /// none).
-    pub sampled_wall: SampledAcc,
-    /// A framework allocator's figures over the instances that reported
-    /// them.
-    pub framework: Option<FrameworkMemory>,
-    /// Sampling mode's trace windows: instances that touched an untraced
-    /// stretch. They count here and in `sampled_wall` only, not in the
-    /// figures above, which need every kernel of the instance.
-    pub untraced_count: u64,
-    /// Their wall time, ns.
-    pub untraced_wall: u64,
-    /// Their launches: traced ones, and those counted between windows
-    /// ([`Ranges::untraced_launches`]).
-    pub untraced_launches: u64,
-    /// Of their launches, CUDA graph launches counted with them.
-    pub untraced_graph_launches: u64,
-    /// Their wall times (the first ones each, and every one's), to tell
-    /// warm-up apart as traced calls do.
-    pub untraced_calls: CallLog,
-    /// The samples over each of the first of them, in the order of
-    /// `untraced_calls.first`: warm-up's are taken out of `sampled_wall`.
-    pub untraced_sampled_first: Vec<SampledAcc>,
-    /// Instances' wall time by how many devices ran their kernels (the
-    /// last entry: that many or more; instances without kernels are not
-    /// counted), ns.
-    pub gpus: [u64; 17],
-}
-
-impl RangeAcc {
-    /// How many devices ran its instances' kernels for most of its time
-    /// (0: none ran any): a short warm-up call that touched another GPU
-    /// does not count, long calls count for their length.
-    pub(crate) fn usual_gpus(&self) -> u32 {
-        let mut best = (0, 0u64);
-        for (n, &ns) in self.gpus.iter().enumerate() {
-            if ns > 0 && ns >= best.1 {
-                best = (n as u32, ns);
-            }
-        }
-        best.0
-    }
-}
+pub(crate) use gpuscope_report::aggregated::RangeAcc;
 
 /// A finished instance, for the trace and its device memory.
 pub(crate) struct Finished {

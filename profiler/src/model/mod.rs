@@ -1,19 +1,10 @@
-//! Data that several pipeline stages share: NVTX paths, the host events
-//! collection hands on, device and occupancy descriptions, metric values.
-//! Plain types and small helpers; no CUPTI.
+//! Data that several pipeline stages share. Most of it is the report's
+//! (`gpuscope_report::model`: devices, occupancy, metric values, NVTX
+//! paths as the report names them); the runtime adds the host events
+//! collection hands on and the process's table of interned paths.
 
-pub mod comm;
-pub mod declared;
-pub mod device;
-pub mod device_memory;
-pub mod drops;
+pub use gpuscope_report::model::{
+    comm, declared, device, device_memory, drops, idle, metrics, names, occupancy, profiler_cost, sampled, trace,
+};
 pub mod event;
-pub mod idle;
-pub mod metrics;
-pub mod names;
-pub mod occupancy;
 pub mod path;
-pub mod profiler_cost;
-pub mod sampled;
-pub mod trace;
-pub mod units;

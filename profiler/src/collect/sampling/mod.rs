@@ -62,10 +62,7 @@ pub(crate) fn trace_windows_valid(window_ns: u64, period_ns: u64) -> bool {
         && window_ns < period_ns
 }
 
-/// At process exit, the last samples are decoded for at most this long
-/// (from the exit handler gpuscope registers once CUDA is initialised);
-/// what is left after it is reported lost (`tail_lost`).
-pub const EXIT_DECODE_BOUND: std::time::Duration = std::time::Duration::from_secs(2);
+pub use crate::model::sampled::EXIT_DECODE_BOUND;
 
 /// Whole samples inside a kernel for a figure of its own.
 pub const MIN_KERNEL_SAMPLES: u32 = 4;

@@ -1,0 +1,214 @@
+//! The answer from PM samples and launch counts, for sessions that took no
+//! kernel record (trace windows of 0, the always-on setting): GPU busy from
+//! the graphics engine's active cycles, the SM figures over the busy time,
+//! and the idle time's likely cause from how close together the host
+//! launched.
+
+use super::{Action, Answer, Part, BUSY_SAMPLED, BUSY_UNKNOWN, IDLE_PARTS, MAX_ACTIONS, MIN_ACTION_PCT};
+use crate::analysis::advice::Evidence;
+use crate::analysis::rates::{self, Rates};
+use crate::analysis::rules::{idle_advice, more_blocks, session_advice, FindingKind, MOVE_FEWER_BYTES};
+use crate::analysis::verdict::{self, Bound, Counted, Verdict};
+use crate::analysis::{peaks, RangeAnalysis};
+use crate::model::idle::{IdleSplit, COPY, DISPATCH, HOST, LAUNCH, OTHER, SYNC};
+use crate::model::sampled::SampledFigures;
+use crate::report::Report;
+
+/// The figures of a wall window over its busy part: SM efficiency and
+/// DRAM bandwidth divided by the share of it the engine was active
+/// (`busy`, %); shares of active cycles (occupancy, pipes) stay as they
+/// are.
+pub(crate) fn over_busy(f: &SampledFigures, busy: f64) -> SampledFigures {
+    let k = if busy > 0.0 { 100.0 / busy } else { 1.0 };
+    SampledFigures {
+        sm_efficiency_pct: f.sm_efficiency_pct.map(|e| (e * k).min(100.0)),
+        dram_gb_per_s: f.dram_gb_per_s.map(|d| d * k),
+        ..*f
+    }
+}
+
+/// What bounds a wall window known from its samples `f` and launch counts:
+/// [`verdict::sampled_wall`] when the engine's activity was sampled, else
+/// [`verdict::untraced`] (SM figures over the wall time only).
+pub(crate) fn wall_verdict(f: &SampledFigures, peaks: Option<&peaks::Peaks>, counted: Option<Counted>) -> Verdict {
+    match f.gpu_busy_pct {
+        Some(b) => verdict::sampled_wall(b, &rates::sampled(&over_busy(f, b), Rates::default(), peaks), counted),
+        None => verdict::untraced(&rates::sampled(f, Rates::default(), peaks), counted),
+    }
+}
+
+/// The idle split by cause of what trace windows asked for traced (the
+/// main range's traced calls, or the session's traced time), to be scaled
+/// to the idle time the samples found.
+struct TracedIdle {
+    split: IdleSplit,
+    traced_ns: u64,
+    /// What was traced, for the note.
+    of: String,
+}
+
+impl TracedIdle {
+    fn of(r: &Report, main: Option<usize>) -> Option<Self> {
+        let w = r.sampling.as_ref()?.trace_windows.as_ref()?;
+        if w.traced_ns == 0 {
+            return None;
+        }
+        let (split, of) = match main {
+            Some(i) => {
+                let g = r.ranges.get(i)?;
+                // `count` holds the traced calls only.
+                let traced = g.count;
+                (g.idle?, format!("its {traced} traced call{}", if traced == 1 { "" } else { "s" }))
+            }
+            None => (r.idle?, "the traced time".to_string()),
+        };
+        let idle = [HOST, SYNC, COPY, LAUNCH, DISPATCH, OTHER].iter().map(|&c| split.to_array()[c]).sum::<u64>();
+        (idle > 0).then_some(TracedIdle { split, traced_ns: w.traced_ns, of })
+    }
+
+    /// `idle_ns` of each of `per` ns split as the traced idle time was.
+    fn parts(&self, idle_ns: u64, per: u64) -> Vec<Part> {
+        let a = self.split.to_array();
+        let total = [HOST, SYNC, COPY, LAUNCH, DISPATCH, OTHER].iter().map(|&c| a[c]).sum::<u64>().max(1) as f64;
+        let mut v = Vec::new();
+        for (what, causes) in IDLE_PARTS {
+            let share = causes.iter().map(|&c| a[c]).sum::<u64>() as f64 / total;
+            let ns = (idle_ns as f64 * share) as u64;
+            let pct = 100.0 * ns as f64 / per.max(1) as f64;
+            if pct >= 0.5 {
+                let detail = format!("{:.0}% of the idle time, as traced in the windows", 100.0 * share);
+                v.push(Part { what, ns, pct, detail });
+            }
+        }
+        v
+    }
+}
+
+/// The answer of a session without kernel records: for the range of the
+/// program's own with most wall time (its calls' mean), or without ranges
+/// for the session's steady state.
+pub(super) fn answer(r: &Report, ranges: &[RangeAnalysis], e: &Evidence) -> Option<Answer> {
+    let p = r.devices.first().and_then(peaks::peaks);
+    // The main step, as with kernel records, among the sampled ranges.
+    let main = super::main_range(ranges, |g| g.untraced && g.sampled);
+    let counted_total = r.sampling.as_ref().and_then(|s| s.trace_windows.as_ref()).and_then(|w| w.untraced_launches);
+    let (g, f, calls, wall, counted, warmup_ns) = match main {
+        Some((i, g)) => {
+            let s = r.ranges.get(i)?;
+            let f = s.sampled_wall_steady.or(s.sampled_wall)?;
+            let counted = g.launches.map(|launches| Counted { calls: g.count, launches, wall_ns: g.wall_ns });
+            (Some(g), f, g.count.max(1), g.wall_ns, counted, g.warmup_wall_ns)
+        }
+        None => {
+            let s = r.session_steady?;
+            // The steady state's own launches, placed in time as they were
+            // counted (none there: no kernel launch, whatever start-up made).
+            let counted = counted_total.map(|_| Counted { calls: 0, launches: s.launches, wall_ns: s.wall_ns() });
+            // Steps found from the launches: the steady state's figures per
+            // step, as with kernel records.
+            let steps = s.steps.map_or(1, |f| ((s.wall_ns() as f64 / f.median_ns.max(1) as f64).round() as u64).max(1));
+            (None, s.sampled?, steps, s.wall_ns(), counted, s.startup_ns.saturating_add(s.shutdown_ns))
+        }
+    };
+    let found = if g.is_none() { r.session_steady.and_then(|s| s.steps) } else { None };
+    let v = match g {
+        Some(g) => g.verdict.clone(),
+        None => wall_verdict(&f, p.as_ref(), counted),
+    };
+    let per = wall / calls;
+    let median = g.and_then(|g| g.median_ns).or(found.map(|f| f.median_ns));
+    let traced = TracedIdle::of(r, main.map(|(i, _)| i));
+    let mut notes = vec![format!(
+        "{}: {}",
+        match &traced {
+            Some(t) => format!(
+                "kernel records only in trace windows asked for ({} traced): the idle time is split by cause as \
+                 in {}, scaled to the rest",
+                crate::model::units::fmt_ns(t.traced_ns),
+                t.of
+            ),
+            None => "no kernel records (trace windows of 0); a trace window (gpuscope trigger PID --trace 5s) or \
+                     trace mode splits the idle time by cause"
+                .to_string(),
+        },
+        match (f.gpu_busy_pct, &traced) {
+            (Some(_), Some(_)) =>
+                "GPU busy is the graphics engine's active share from PM samples (DCGM's GR_ENGINE_ACTIVE, \
+                        what nvidia-smi calls utilization)",
+            (Some(_), None) =>
+                "GPU busy is the graphics engine's active share from PM samples (DCGM's GR_ENGINE_ACTIVE, \
+                        what nvidia-smi calls utilization), its cause judged from the host's launch counts",
+            (None, _) => "GPU busy not measured (this GPU's PM sampling has no graphics-engine counter)",
+        }
+    )];
+    if g.is_some() && median.is_none() {
+        notes.push(format!(
+            "per step: the mean of its {calls} calls, warm-up included (too few, or too unlike, to tell warm-up \
+             apart)"
+        ));
+    }
+    let mut parts = Vec::new();
+    let mut actions = Vec::new();
+    if let Some(busy) = f.gpu_busy_pct {
+        let busy_ns = (per as f64 * busy / 100.0) as u64;
+        let idle_ns = per.saturating_sub(busy_ns);
+        let launches = counted.map_or("launches not counted".to_string(), |n| n.describe());
+        parts.push(Part { what: "GPU busy", ns: busy_ns, pct: busy, detail: String::new() });
+        let scaled = traced.filter(|_| 100.0 - busy >= 0.5).map(|t| t.parts(idle_ns, per)).unwrap_or_default();
+        if !scaled.is_empty() {
+            parts.extend(scaled);
+        } else if 100.0 - busy >= 0.5 {
+            parts.push(Part {
+                what: "GPU idle",
+                ns: idle_ns,
+                pct: 100.0 - busy,
+                detail: format!("cause not traced; {launches}"),
+            });
+        }
+        parts.sort_by_key(|p| std::cmp::Reverse(p.ns));
+        let advice = |kind: &FindingKind| match g {
+            Some(g) => idle_advice(kind, e, g),
+            None => session_advice(kind, r, e.fw),
+        };
+        let over = rates::sampled(&over_busy(&f, busy), Rates::default(), p.as_ref());
+        let sms = r.devices.first().map_or(0, |d| d.sm_count);
+        let action = match v.bound {
+            Bound::Launch => Some((advice(&FindingKind::Dispatch), idle_ns)),
+            Bound::Host => Some((advice(&FindingKind::HostIdle), idle_ns)),
+            Bound::Memory => Some((MOVE_FEWER_BYTES.to_string(), busy_ns)),
+            Bound::Latency => over
+                .sm_efficiency
+                .filter(|e| *e < verdict::FEW_SMS_PCT && sms > 0)
+                .map(|eff| (more_blocks(sms), (busy_ns as f64 * (1.0 - eff / 100.0)) as u64)),
+            _ => None,
+        };
+        if let Some((advice, ns)) = action {
+            let pct = 100.0 * ns as f64 / per.max(1) as f64;
+            if pct >= MIN_ACTION_PCT {
+                actions.push(Action { advice, saves_ns: ns, saves_pct: pct, why: v.evidence.clone() });
+            }
+        }
+        actions.truncate(MAX_ACTIONS);
+    }
+    Some(Answer {
+        range: g.map(|g| g.path.clone()),
+        calls: if g.is_some() || found.is_some() { calls } else { 0 },
+        warmup_calls: g.map_or(0, |g| g.warmup_calls),
+        warmup_ns,
+        per_step_ns: median.unwrap_or(per),
+        p90_ns: g.and_then(|g| g.p90_ns).or(found.map(|f| f.p90_ns)),
+        gpu_busy_pct: f.gpu_busy_pct.unwrap_or(0.0),
+        busy_source: if f.gpu_busy_pct.is_some() { BUSY_SAMPLED } else { BUSY_UNKNOWN },
+        per_step_mean: g.is_some() && median.is_none(),
+        notes,
+        profiler_ns: None,
+        profiler_pct: None,
+        parts,
+        verdict: v,
+        actions,
+        compile_ns: 0,
+        others: Vec::new(),
+        found_steps: found,
+        nvtx_example: e.fw.nvtx_example(),
+    })
+}

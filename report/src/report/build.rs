@@ -1,0 +1,283 @@
+//! From aggregation's running totals to the report's summaries.
+
+use super::*;
+use crate::aggregated::calls::Figures;
+use crate::aggregated::kernels::{additive, KernelAcc};
+use crate::aggregated::Aggregate;
+use crate::aggregated::CopyAcc;
+use crate::aggregated::RangeAcc;
+use crate::model::device::DeviceTime;
+use crate::model::sampled::SampledAcc;
+
+use std::collections::HashMap;
+
+fn stats(a: &KernelAcc) -> KernelStats {
+    let mut s = exact_stats(a);
+    s.sampled = a.sampled_own.figures();
+    if let (0, Some(f)) = (a.profiled, &s.sampled) {
+        s.sm_efficiency_pct = f.sm_efficiency_pct;
+        s.achieved_occupancy_pct = f.achieved_occupancy_pct;
+        s.metrics_sampled = true;
+    }
+    s
+}
+
+fn exact_stats(a: &KernelAcc) -> KernelStats {
+    let lim = [Limiter::Warps, Limiter::Registers, Limiter::SharedMemory, Limiter::Blocks];
+    let best = (0..4).max_by_key(|&i| a.limiter_time[i]).filter(|&i| a.limiter_time[i] > 0);
+    KernelStats {
+        launches: a.launches,
+        total_ns: a.total,
+        mean_ns: a.total.checked_div(a.launches).unwrap_or(0),
+        min_ns: a.min,
+        max_ns: a.max,
+        theoretical_occupancy_pct: (a.occ_time > 0).then(|| a.occ_weighted / a.occ_time as f64),
+        occupancy_limiter: best.map(|i| lim[i]),
+        profiled_launches: a.profiled,
+        achieved_occupancy_pct: (a.profiled > 0).then(|| a.achieved_weighted / a.metric_time),
+        sm_efficiency_pct: (a.profiled > 0).then(|| a.efficiency_weighted / a.metric_time),
+        counters: a
+            .counters
+            .iter()
+            .map(|(n, v)| (n.clone(), if additive(n) { *v } else { v / a.metric_time }))
+            .collect(),
+        measured_ns: if a.profiled > 0 { a.metric_time } else { 0.0 },
+        sm_coverage_pct: (a.grid_time > 0).then(|| 100.0 * a.coverage_weighted / a.grid_time as f64),
+        wave_efficiency_pct: (a.grid_time > 0).then(|| 100.0 * a.waves_weighted / a.grid_time as f64),
+        waves: (a.grid_time > 0).then(|| a.wave_count_weighted / a.grid_time as f64),
+        sampled: None,
+        metrics_sampled: false,
+        first_ns: a.first_start,
+        last_ns: a.last_end,
+        host_before_ns: a.host_before,
+    }
+}
+
+/// The untraced instances' steady state, and their samples without the
+/// warm-up instances'.
+fn untraced_steady(a: &RangeAcc) -> (Option<Steady>, Option<SampledFigures>) {
+    let total = Figures {
+        wall: a.untraced_wall,
+        launches: a.untraced_launches,
+        graph_launches: a.untraced_graph_launches,
+        ..Default::default()
+    };
+    let Some(s) = steady::of_range(a.untraced_count, &total, &a.untraced_calls) else { return (None, None) };
+    let w = s.warmup_calls as usize;
+    if w == 0 || w > a.untraced_sampled_first.len() {
+        return (Some(s), None);
+    }
+    let mut sampled = a.sampled_wall;
+    for warm in &a.untraced_sampled_first[..w] {
+        sampled.remove(warm);
+    }
+    (Some(s), sampled.figures())
+}
+
+fn range(path: RangePath, a: &RangeAcc, idle: bool) -> RangeSummary {
+    let t = &a.total;
+    let (untraced_steady, sampled_wall_steady) = untraced_steady(a);
+    RangeSummary {
+        library: path.internal_domain().map(str::to_string),
+        path,
+        count: a.count,
+        wall_ns: t.wall,
+        gpu_busy_ns: t.busy,
+        gpu_utilization_pct: if t.wall > 0 { 100.0 * t.in_window as f64 / t.wall as f64 } else { 0.0 },
+        kernel_launches: t.launches,
+        sm_efficiency_pct: None,
+        achieved_occupancy_pct: None,
+        busy_but_underused: false,
+        idle: idle.then(|| IdleSplit::from_array(t.idle)),
+        sampled: None,
+        sampled_wall: a.sampled_wall.figures(),
+        metrics_sampled: false,
+        untraced_count: a.untraced_count,
+        untraced_wall_ns: a.untraced_wall,
+        untraced_launches: a.untraced_launches,
+        untraced_steady,
+        sampled_wall_steady,
+        host: steady::host_figures(t),
+        steady: if idle { steady::of_range(a.count, t, &a.calls) } else { None },
+        first_calls_ns: a.calls.first.iter().map(|c| c.figures.wall).collect(),
+        counted_flops: t.mflops as f64 * 1e6,
+        memory: a.framework.clone().map(|f| RangeMemory { framework: Some(f), ..Default::default() }),
+        comm_ns: t.comm_ns,
+        exposed_comm_ns: t.exposed_comm_ns,
+        gpus: a.usual_gpus() as u64,
+    }
+}
+
+fn copies(kind: &str, a: &CopyAcc) -> CopySummary {
+    CopySummary { kind: kind.to_string(), count: a.count, bytes: a.bytes, total_ns: a.ns, pageable: a.pageable }
+}
+
+/// Measured values of each range: its measured kernels and those of the
+/// ranges nested in it, weighted by measured GPU time. Each (path, kernel)
+/// adds to every prefix of its path: linear in paths times depth.
+fn range_metrics(ranges: &mut [RangeSummary], path_kernels: &[(RangePath, String, KernelAcc)]) {
+    let mut sums: HashMap<&[RangeFrame], (f64, f64, f64, SampledAcc)> = HashMap::new();
+    for (p, _, a) in path_kernels.iter().filter(|(_, _, a)| a.profiled > 0 || a.sampled.covered_ns > 0.0) {
+        let figures = a.sampled.figures();
+        for n in 1..=p.frames.len() {
+            let s = sums.entry(&p.frames[..n]).or_default();
+            s.0 += a.achieved_weighted;
+            s.1 += a.efficiency_weighted;
+            s.2 += a.metric_time;
+            if let Some(f) = &figures {
+                s.3.add_figures(f);
+            }
+        }
+    }
+    for g in ranges {
+        let Some((ach, eff, w, sampled)) = sums.get(g.path.frames.as_slice()) else { continue };
+        g.sampled = sampled.figures();
+        let (ach, eff) = if *w > 0.0 {
+            (Some(ach / w), Some(eff / w))
+        } else if let Some(f) = &g.sampled {
+            g.metrics_sampled = true;
+            (f.achieved_occupancy_pct, f.sm_efficiency_pct)
+        } else {
+            continue;
+        };
+        g.achieved_occupancy_pct = ach;
+        g.sm_efficiency_pct = eff;
+        g.busy_but_underused = g.gpu_utilization_pct >= BUSY_PCT
+            && (eff.is_some_and(|e| e < LOW_SM_EFFICIENCY_PCT) || ach.is_some_and(|a| a < LOW_OCCUPANCY_PCT));
+    }
+}
+
+/// A loop found to begin later than a tenth of the way into the steady
+/// state trims the steady state to it.
+const LATE_LOOP_DIV: u64 = 10;
+
+impl Report {
+    /// The report of what aggregation folded between `start_ns` and
+    /// `end_ns`.
+    #[doc(hidden)]
+    pub fn build(a: Aggregate, start_ns: u64, end_ns: u64) -> Report {
+        let mut kernels: Vec<KernelSummary> = a
+            .kernels
+            .iter()
+            .map(|(n, k)| KernelSummary { name: n.clone(), display_name: String::new(), stats: stats(k) })
+            .collect();
+        kernels.sort_by(|a, b| b.stats.total_ns.cmp(&a.stats.total_ns).then(a.name.cmp(&b.name)));
+        let mut path_kernels: Vec<PathKernelSummary> = a
+            .path_kernels
+            .iter()
+            .map(|(p, n, k)| PathKernelSummary {
+                path: p.clone(),
+                name: n.clone(),
+                display_name: String::new(),
+                stats: stats(k),
+            })
+            .collect();
+        path_kernels.sort_by(|a, b| a.path.cmp(&b.path).then(b.stats.total_ns.cmp(&a.stats.total_ns)));
+        let mut ranges: Vec<RangeSummary> = a.ranges.iter().map(|(p, r)| range(p.clone(), r, true)).collect();
+        ranges.sort_by(|a, b| a.path.cmp(&b.path));
+        range_metrics(&mut ranges, &a.path_kernels);
+        let mut start_end_ranges: Vec<RangeSummary> =
+            a.start_end_ranges.iter().map(|(p, r)| range(p.clone(), r, false)).collect();
+        start_end_ranges.sort_by(|a, b| a.path.cmp(&b.path));
+        let memory_by_path: std::collections::HashMap<&RangePath, &RangeMemory> =
+            a.range_memory.iter().map(|(p, m)| (p, m)).collect();
+        for r in ranges.iter_mut().chain(start_end_ranges.iter_mut()) {
+            if let Some(m) = memory_by_path.get(&r.path) {
+                let framework = r.memory.take().and_then(|m| m.framework);
+                r.memory = Some(RangeMemory { framework, ..(*m).clone() });
+            }
+        }
+        let memory = MemorySummary {
+            memcpy: a.memcpy.iter().map(|(k, c)| copies(k, c)).collect(),
+            memset: CopySummary { pageable: 0, ..copies("memset", &a.memset) },
+            synchronizations: a.syncs.0,
+            synchronization_ns: a.syncs.1,
+            main_thread_synchronizations: a.main_syncs.map(|m| m.0),
+            main_thread_synchronization_ns: a.main_syncs.map(|m| m.1),
+            devices: a.device_memory.clone(),
+        };
+        // Without kernel records in it, the steady state's steps are found
+        // from the launches logged between trace windows: every thread's in
+        // one stream, as one stream runs the kernels (PyTorch's backward
+        // launches from autograd's thread, its forward from the program's),
+        // else the busiest thread's.
+        let merged: Vec<(u64, u32, u32)> = a.launch_stream.iter().map(|&(t, f, _)| (t, f, 0)).collect();
+        let find = |start: u64, end: u64| {
+            super::steps::find(&a.kernel_stream, start, end).or_else(|| {
+                super::steps::find(&merged, start, end)
+                    .or_else(|| super::steps::find(&a.launch_stream, start, end))
+                    .map(|f| super::FoundSteps { from_launches: true, ..f })
+            })
+        };
+        let session_steady = steady::of_session(&a.timeline, start_ns, end_ns).map(|mut s| {
+            s.steps = find(s.start_ns, s.end_ns);
+            // A loop that began well after the steady state did (other work
+            // before it looked steady): the steady state is the loop's.
+            let late =
+                s.steps.filter(|f| f.late && f.first_ns > s.start_ns.saturating_add(s.wall_ns() / LATE_LOOP_DIV));
+            if let Some(f) = late {
+                if let Some(mut from) = steady::of_session_from(&a.timeline, start_ns, end_ns, f.first_ns) {
+                    from.steps = find(from.start_ns, from.end_ns).or(Some(f));
+                    if from.settled || !s.settled {
+                        s = from;
+                    }
+                }
+            }
+            s
+        });
+        let device_time = a
+            .per_device
+            .iter()
+            .map(|(device, busy_ns, total, timeline)| DeviceTime {
+                device: *device,
+                busy_ns: *busy_ns,
+                idle: IdleSplit::from_array(*total),
+                steady_idle: session_steady
+                    .as_ref()
+                    .map(|s| IdleSplit::from_array(timeline.idle_between(s.start_ns, s.end_ns, end_ns))),
+            })
+            .collect();
+        let mut report = Report {
+            schema_version: SCHEMA_VERSION,
+            gpuscope_version: env!("CARGO_PKG_VERSION").to_string(),
+            mode: if a.metrics_mode {
+                "metrics"
+            } else if a.sampling.is_some() {
+                "sampling"
+            } else {
+                "trace"
+            }
+            .into(),
+            sampling: a.sampling,
+            metrics: None,
+            profiler_kernels: a.profiler_kernels.0,
+            profiler_kernel_ns: a.profiler_kernels.1,
+            start_ns,
+            end_ns,
+            devices: a.devices,
+            kernels,
+            ranges,
+            path_kernels,
+            start_end_ranges,
+            memory,
+            drops: a.drops,
+            thread_names: a.thread_names.into_iter().map(|(tid, name)| ThreadName { tid, name }).collect(),
+            trace: a.trace,
+            idle: Some(IdleSplit::from_array(a.idle)),
+            declared: Vec::new(),
+            cross_thread: CrossThread { inherit: false, kernels: a.cross_thread.0, kernel_ns: a.cross_thread.1 },
+            profiler_cost: ProfilerCost {
+                calibration: a.calibration.as_ref().ok().copied(),
+                not_calibrated: a.calibration.err(),
+                threads: a.threads,
+            },
+            forks: a.forks,
+            frameworks: Vec::new(),
+            session_steady,
+            device_time,
+            analysis: Default::default(),
+        };
+        report.fill_display_names();
+        report
+    }
+}

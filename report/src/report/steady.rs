@@ -1,0 +1,519 @@
+//! Steady state: a range's calls without its warm-up, and the session
+//! without its start-up and shutdown.
+//!
+//! **Warm-up calls.** The first calls of a range often do one-time work:
+//! cuBLAS and cuDNN set-up and autotuning, the caching allocator growing,
+//! `torch.compile` compiling, CUDA graphs being captured, XLA compiling. A
+//! range's reference time is the median wall time of its later calls (all
+//! but the first half of the first [`FIRST_CALLS`](crate::report) kept one
+//! by one). Its warm-up is the calls before the first run of
+//! [`SETTLE_CALLS`] consecutive calls each taking at most [`SETTLED`] times
+//! the reference; at most half of the calls. A range needs
+//! [`MIN_CALLS`] calls for this; with fewer, or when no such run comes,
+//! every call counts.
+//!
+//! **The session's steady state** (for programs without ranges): the same
+//! rule over the session's time bins: a bin is steady when its launches,
+//! or its kernel time, are within a factor of [`BIN_BAND`] of the
+//! [`REFERENCE_QUANTILE_PCT`]th percentile of the active bins'; the steady
+//! state runs from the first run of [`SETTLE_CALLS`] steady bins to the
+//! last; before it is start-up (imports, model set-up, compilation), after
+//! it shutdown.
+
+use super::{HostFigures, IdleSplit, SampledFigures};
+use crate::aggregated::calls::{CallLog, Figures};
+use crate::aggregated::timeline::{Bin, Timeline};
+use serde::{Deserialize, Serialize};
+
+/// Calls a range needs before warm-up is told apart.
+pub const MIN_CALLS: u64 = 4;
+/// Consecutive calls (or bins) within the band that end warm-up.
+pub const SETTLE_CALLS: usize = 3;
+/// A call taking at most this many times the reference is settled.
+pub const SETTLED: f64 = 1.5;
+/// A bin with launches within this factor of the reference (either way)
+/// is steady.
+pub const BIN_BAND: f64 = 2.0;
+/// The session's reference bin: this percentile of the active bins.
+pub const REFERENCE_QUANTILE_PCT: usize = 90;
+/// Without kernel records, a bin is active when the engine's sampled
+/// activity in it is at least the busiest bin's over this.
+pub const SAMPLED_FLOOR: u64 = 20;
+
+/// A range's calls after warm-up.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
+pub struct Steady {
+    /// Calls counted (all but the warm-up ones).
+    pub calls: u64,
+    /// Warm-up calls left out, and their wall time, ns.
+    pub warmup_calls: u64,
+    /// See `warmup_calls`.
+    pub warmup_wall_ns: u64,
+    /// A run of settled calls was found (false: per-call times never
+    /// settled, and every call counts).
+    pub settled: bool,
+    /// Median and 90th percentile wall time per call, ns (to 2%).
+    pub median_ns: u64,
+    /// See `median_ns`.
+    pub p90_ns: u64,
+    /// Wall time of these calls, ns.
+    pub wall_ns: u64,
+    /// Their kernels' GPU time (union), ns, and the part inside their
+    /// windows.
+    pub gpu_busy_ns: u64,
+    /// See `gpu_busy_ns`.
+    pub in_window_ns: u64,
+    /// Kernel launch calls.
+    pub launches: u64,
+    /// GPU idle time in them by cause.
+    pub idle: IdleSplit,
+    /// What their host threads did.
+    pub host: HostFigures,
+    /// Model FLOPs counted in them from operand shapes (PyTorch's automatic
+    /// ranges), nested ranges included.
+    #[serde(default, skip_serializing_if = "super::is_zero_f64")]
+    pub counted_flops: f64,
+    /// Communication kernels' time in them, and its exposed part (see
+    /// [`super::RangeSummary::comm_ns`]), ns.
+    #[serde(default, skip_serializing_if = "super::is_zero")]
+    pub comm_ns: u64,
+    /// See `comm_ns`.
+    #[serde(default, skip_serializing_if = "super::is_zero")]
+    pub exposed_comm_ns: u64,
+}
+
+impl Steady {
+    /// Share of their wall time with a kernel running, %.
+    pub fn utilization_pct(&self) -> f64 {
+        if self.wall_ns == 0 {
+            0.0
+        } else {
+            100.0 * self.in_window_ns as f64 / self.wall_ns as f64
+        }
+    }
+}
+
+/// The host figures of aggregated [`Figures`].
+pub(crate) fn host_figures(f: &Figures) -> HostFigures {
+    HostFigures {
+        graph_launches: f.graph_launches,
+        callback_ns: f.callback_ns,
+        hook_ns: f.hook_ns,
+        launch_call_ns: f.call_ns,
+        calls_timed: f.calls_timed,
+        syncs: f.syncs,
+        sync_ns: f.sync_ns,
+        copies: f.copies,
+        h2d_bytes: f.h2d_bytes,
+        pageable_copies: f.pageable,
+        d2h_copies: f.d2h,
+    }
+}
+
+fn median(mut v: Vec<u64>) -> Option<u64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_unstable();
+    Some(v[v.len() / 2])
+}
+
+/// How many leading `walls` are warm-up against `reference`, looking at
+/// most `limit` calls in (`None`: no run of settled calls begins there).
+/// `all`: `walls` are every call, so a shorter run at their end counts.
+pub fn warmup_calls(walls: &[u64], reference: u64, limit: usize, all: bool) -> Option<usize> {
+    let settled = |w: u64| w as f64 <= SETTLED * reference as f64;
+    (0..=limit.min(walls.len())).find(|&i| {
+        let run = &walls[i..walls.len().min(i + SETTLE_CALLS)];
+        let whole = run.len() == SETTLE_CALLS || (all && !run.is_empty());
+        whole && run.iter().all(|&w| settled(w))
+    })
+}
+
+/// The steady state of a range with `count` calls totalling `total`.
+pub(crate) fn of_range(count: u64, total: &Figures, log: &CallLog) -> Option<Steady> {
+    if count < MIN_CALLS {
+        return None;
+    }
+    let first = &log.first;
+    let walls: Vec<u64> = first.iter().map(|c| c.figures.wall).collect();
+    // The reference: every call but the first half of those kept.
+    let skip = (walls.len() / 2).min(count as usize / 2);
+    let reference = if count as usize == walls.len() {
+        median(walls[skip..].to_vec())?
+    } else {
+        let mut later = log.walls.clone();
+        for &w in &walls[..skip] {
+            later.remove(w);
+        }
+        later.quantile(0.5)?
+    };
+    let limit = (count as usize / 2).min(walls.len());
+    let found = warmup_calls(&walls, reference, limit, count as usize == walls.len());
+    let w = found.unwrap_or(0);
+    let mut steady = *total;
+    let mut hist = log.walls.clone();
+    let mut warm_wall = 0u64;
+    for c in &first[..w] {
+        steady.sub(&c.figures);
+        hist.remove(c.figures.wall);
+        warm_wall = warm_wall.saturating_add(c.figures.wall);
+    }
+    Some(Steady {
+        calls: count - w as u64,
+        warmup_calls: w as u64,
+        warmup_wall_ns: warm_wall,
+        settled: found.is_some(),
+        median_ns: hist.quantile(0.5).unwrap_or(0),
+        p90_ns: hist.quantile(0.9).unwrap_or(0),
+        wall_ns: steady.wall,
+        gpu_busy_ns: steady.busy,
+        in_window_ns: steady.in_window,
+        launches: steady.launches,
+        idle: IdleSplit::from_array(steady.idle),
+        host: host_figures(&steady),
+        counted_flops: steady.mflops as f64 * 1e6,
+        comm_ns: steady.comm_ns,
+        exposed_comm_ns: steady.exposed_comm_ns,
+    })
+}
+
+/// The session without start-up and shutdown, from its time bins.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
+pub struct SessionSteady {
+    /// Where it begins and ends, ns on the session's clock.
+    pub start_ns: u64,
+    /// See `start_ns`.
+    pub end_ns: u64,
+    /// Session time before it (start-up, compilation, warm-up), ns.
+    pub startup_ns: u64,
+    /// Session time after it (shutdown, or work of another kind), ns.
+    pub shutdown_ns: u64,
+    /// A run of steady bins was found (false: activity never settled; the
+    /// span from the first launch to the last is taken).
+    pub settled: bool,
+    /// Launch calls in it.
+    pub launches: u64,
+    /// Kernel time in it (summed over kernels), ns.
+    pub kernel_ns: u64,
+    /// GPU idle time in it by cause.
+    pub idle: IdleSplit,
+    /// gpuscope's launch-callback time in it, ns.
+    pub callback_ns: u64,
+    /// A framework integration's hook time in it, ns.
+    #[serde(default)]
+    pub hook_ns: u64,
+    /// Device memory allocations and releases in it (allocation records).
+    #[serde(default)]
+    pub allocations: u64,
+    /// See `allocations`.
+    #[serde(default)]
+    pub releases: u64,
+    /// Copies started in it (`None` in reports that did not count them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub copies: Option<u64>,
+    /// Of which from or to pageable host memory.
+    #[serde(default)]
+    pub pageable_copies: u64,
+    /// Of which device to host (the program reading results).
+    #[serde(default)]
+    pub device_to_host_copies: u64,
+    /// Launch-call time in it over the calls timed, ns.
+    #[serde(default)]
+    pub call_ns: u64,
+    /// See `call_ns`.
+    #[serde(default)]
+    pub calls_timed: u64,
+    /// PM samples over it (sampling mode): GPU busy and the SM figures
+    /// where no kernel record was taken.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sampled: Option<SampledFigures>,
+    /// Communication kernels' time in it, and the part of it with no
+    /// compute kernel of the same device under it, ns (devices summed; see
+    /// [`super::RangeSummary::exposed_comm_ns`]).
+    #[serde(default, skip_serializing_if = "super::is_zero")]
+    pub comm_ns: u64,
+    /// See `comm_ns`.
+    #[serde(default, skip_serializing_if = "super::is_zero")]
+    pub exposed_comm_ns: u64,
+    /// Steps found from its kernel stream (no range around the step
+    /// needed; [`super::steps`] says how), where its kernels repeat.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steps: Option<super::FoundSteps>,
+}
+
+impl SessionSteady {
+    /// Its length, ns.
+    pub fn wall_ns(&self) -> u64 {
+        self.end_ns.saturating_sub(self.start_ns)
+    }
+}
+
+/// The session's steady state from its bins; `None` without launches,
+/// kernels or sampled engine activity.
+#[doc(hidden)]
+pub fn of_session(t: &Timeline, start_ns: u64, end_ns: u64) -> Option<SessionSteady> {
+    of_session_from(t, start_ns, end_ns, 0)
+}
+
+/// [`of_session`] over the bins from the one holding `from_ns` on: the
+/// steady state once a loop found in it began.
+pub(crate) fn of_session_from(t: &Timeline, start_ns: u64, end_ns: u64, from_ns: u64) -> Option<SessionSteady> {
+    let first_bin = (from_ns.saturating_sub(t.start) / t.width.max(1)) as usize;
+    // Sampled engine activity counts from a twentieth of the busiest bin's:
+    // start-up keeps the engine faintly active (context creation, copies,
+    // a framework's autotuning) for seconds.
+    // Only without kernel records (trace windows of 0): with them, the
+    // kernels' time says it as in trace mode.
+    let untraced = t.bins.iter().all(|b| b.kernel_ns == 0);
+    let busiest = if untraced { t.bins.iter().map(Bin::sampled_busy_ns).max().unwrap_or(0) } else { 0 };
+    let floor = (busiest / SAMPLED_FLOOR).max(1);
+    let sampled_busy = |b: &Bin| Some(b.sampled_busy_ns()).filter(|&v| untraced && v >= floor).unwrap_or(0);
+    let active: Vec<usize> = (first_bin.min(t.bins.len())..t.bins.len())
+        .filter(|&i| t.bins[i].launches > 0 || t.bins[i].kernel_ns > 0 || sampled_busy(&t.bins[i]) > 0)
+        .collect();
+    let (&a, &z) = (active.first()?, active.last()?);
+    // Launches per bin, and kernel time per bin: a program that queues its
+    // work ahead launches in a few bins while its kernels fill the rest.
+    // The reference is the busy end of the active bins: a short training
+    // run after a long compilation is the busiest part, not the median.
+    let reference = |f: fn(&crate::aggregated::timeline::Bin) -> u64| {
+        let mut v: Vec<u64> = (a..=z).map(|i| f(&t.bins[i])).filter(|&v| v > 0).collect();
+        v.sort_unstable();
+        v.get(v.len() * REFERENCE_QUANTILE_PCT / 100).copied()
+    };
+    // Without kernel records (trace windows of 0), the engine's sampled
+    // activity stands for the kernels' time.
+    let (launches, kernels) = (reference(|b| b.launches), reference(|b| b.kernel_ns));
+    let sampled = {
+        let mut v: Vec<u64> = (a..=z).map(|i| sampled_busy(&t.bins[i])).filter(|&v| v > 0).collect();
+        v.sort_unstable();
+        v.get(v.len() * REFERENCE_QUANTILE_PCT / 100).copied()
+    };
+    let near =
+        |v: u64, r: Option<u64>| r.is_some_and(|r| v as f64 >= r as f64 / BIN_BAND && v as f64 <= r as f64 * BIN_BAND);
+    // A framework compiling (XLA's passes, its autotuning launching kernels)
+    // for half a bin or more is start-up, whatever its launches look like.
+    let compiling = |b: &Bin| b.compile_ns.saturating_mul(2) >= t.width;
+    let in_band = |i: usize| {
+        let b = &t.bins[i];
+        !compiling(b) && (near(b.launches, launches) || near(b.kernel_ns, kernels) || near(sampled_busy(b), sampled))
+    };
+    let run = |i: usize| (i..i + SETTLE_CALLS).all(|j| j <= z && in_band(j));
+    let first = (a..=z).find(|&i| run(i));
+    let last = (a..=z).rev().find(|&j| j + 1 >= SETTLE_CALLS && run(j + 1 - SETTLE_CALLS));
+    let (s, e, settled) = match (first, last) {
+        (Some(s), Some(e)) if e >= s => (s, e, true),
+        _ => (a, z, false),
+    };
+    let mut out = SessionSteady { settled, ..Default::default() };
+    let mut idle = [0u64; crate::model::idle::CAUSES];
+    let mut sampled = crate::model::sampled::SampledAcc::default();
+    let (mut comm_all, mut comm_compute) = (0u64, 0u64);
+    for b in &t.bins[s..=e] {
+        sampled.merge(&b.sampled);
+        comm_all = comm_all.saturating_add(b.comm_all_ns);
+        comm_compute = comm_compute.saturating_add(b.comm_compute_ns);
+        out.comm_ns = out.comm_ns.saturating_add(b.comm_ns);
+        out.launches = out.launches.saturating_add(b.launches);
+        out.kernel_ns = out.kernel_ns.saturating_add(b.kernel_ns);
+        out.callback_ns = out.callback_ns.saturating_add(b.callback_ns);
+        out.hook_ns = out.hook_ns.saturating_add(b.hook_ns);
+        out.allocations = out.allocations.saturating_add(b.allocations);
+        out.releases = out.releases.saturating_add(b.releases);
+        out.copies = Some(out.copies.unwrap_or(0).saturating_add(b.copies));
+        out.pageable_copies = out.pageable_copies.saturating_add(b.pageable_copies);
+        out.device_to_host_copies = out.device_to_host_copies.saturating_add(b.device_to_host_copies);
+        out.call_ns = out.call_ns.saturating_add(b.call_ns);
+        out.calls_timed = out.calls_timed.saturating_add(b.calls_timed);
+        for (x, y) in idle.iter_mut().zip(b.idle) {
+            *x = x.saturating_add(y);
+        }
+    }
+    out.idle = IdleSplit::from_array(idle);
+    out.sampled = sampled.figures();
+    out.exposed_comm_ns = comm_all.saturating_sub(comm_compute).min(out.comm_ns);
+    let bin_start = |i: u64| t.start.saturating_add(i.saturating_mul(t.width));
+    out.start_ns = bin_start(s as u64).max(start_ns);
+    out.end_ns = bin_start(e as u64 + 1).min(end_ns).max(out.start_ns);
+    out.startup_ns = out.start_ns.saturating_sub(start_ns);
+    out.shutdown_ns = end_ns.saturating_sub(out.end_ns);
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::aggregated::calls::Figures;
+
+    fn log_of(walls: &[u64]) -> (Figures, CallLog) {
+        let mut total = Figures::default();
+        let mut log = CallLog::default();
+        for (i, &w) in walls.iter().enumerate() {
+            let f = Figures { wall: w, launches: 10, in_window: w / 2, ..Default::default() };
+            total.add(&f);
+            log.add(i as u64 * 1_000_000_000, &f);
+        }
+        (total, log)
+    }
+
+    #[test]
+    fn warm_up_is_the_calls_before_three_settled_ones() {
+        // Compilation, graph capture, then 0.31 ms replays.
+        let mut walls = vec![5_200_000_000, 640_000_000, 900_000];
+        walls.extend(std::iter::repeat_n(310_000, 40));
+        let (total, log) = log_of(&walls);
+        let s = of_range(walls.len() as u64, &total, &log).unwrap();
+        assert_eq!((s.calls, s.warmup_calls, s.settled), (40, 3, true));
+        assert_eq!(s.warmup_wall_ns, 5_200_000_000 + 640_000_000 + 900_000);
+        assert_eq!(s.wall_ns, 40 * 310_000);
+        assert_eq!(s.launches, 400);
+        assert!((s.median_ns as f64 / 310_000.0 - 1.0).abs() < 0.02, "{}", s.median_ns);
+        assert!((s.utilization_pct() - 50.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn no_warm_up_when_calls_are_alike_or_too_few_and_a_late_slow_call_is_not_warm_up() {
+        let (total, log) = log_of(&[100, 101, 99, 100, 300, 100, 100, 100]);
+        let s = of_range(8, &total, &log).unwrap();
+        assert_eq!((s.warmup_calls, s.calls), (0, 8), "the slow 5th call is steady state");
+        let (total, log) = log_of(&[5000, 100, 100]);
+        assert_eq!(of_range(3, &total, &log), None, "three calls cannot tell");
+        // No run of three settled calls in the first half: every call counts.
+        let walls = [10_000, 100, 10_000, 100, 10_000, 100, 10_000, 100, 100, 100];
+        let (total, log) = log_of(&walls);
+        let s = of_range(10, &total, &log).unwrap();
+        assert_eq!((s.warmup_calls, s.settled), (0, false));
+    }
+
+    #[test]
+    fn the_reference_comes_from_the_histogram_beyond_the_calls_kept() {
+        // 1000 calls: 10 slow ones, then 990 at 1 ms.
+        let mut walls = vec![50_000_000; 10];
+        walls.extend(std::iter::repeat_n(1_000_000, 990));
+        let (total, log) = log_of(&walls);
+        let s = of_range(1000, &total, &log).unwrap();
+        assert_eq!((s.warmup_calls, s.calls), (10, 990));
+        assert_eq!(s.wall_ns, 990_000_000);
+    }
+
+    #[test]
+    fn the_session_s_steady_state_leaves_out_start_up_and_shutdown_bins() {
+        let mut t = Timeline::new(0);
+        // 2 s of start-up with a few launches, 3 s of steady launching,
+        // then a quiet 1 s.
+        for ms in (0..2000).step_by(100) {
+            t.launch(ms * 1_000_000, 0, 0);
+        }
+        for us in (2_000_000..5_000_000u64).step_by(100) {
+            t.launch(us * 1_000, 10, 0);
+        }
+        t.launch(5_500_000_000, 0, 0);
+        let s = of_session(&t, 0, 6_000_000_000).unwrap();
+        assert!(s.settled);
+        assert_eq!(s.start_ns, 2_000_000_000);
+        assert_eq!(s.end_ns, 5_000_000_000);
+        assert_eq!((s.startup_ns, s.shutdown_ns), (2_000_000_000, 1_000_000_000));
+        assert_eq!(s.launches, 30_000);
+        assert_eq!(s.callback_ns, 300_000);
+        assert_eq!(of_session(&Timeline::new(0), 0, 10), None);
+    }
+
+    #[test]
+    fn a_short_busy_run_after_a_long_compilation_is_the_steady_state() {
+        // 8 s of compilation with a few kernels every 100 ms, then 0.4 s of
+        // training with the GPU busy.
+        let mut t = Timeline::new(0);
+        for ms in (0..8000u64).step_by(100) {
+            t.launch(ms * 1_000_000, 0, 0);
+            t.kernel(ms * 1_000_000, ms * 1_000_000 + 2_000_000);
+        }
+        for us in (8_000_000..8_400_000u64).step_by(100) {
+            t.launch(us * 1_000, 0, 0);
+        }
+        t.kernel(8_000_000_000, 8_400_000_000);
+        let s = of_session(&t, 0, 9_000_000_000).unwrap();
+        assert!(s.settled);
+        assert!(s.start_ns >= 7_960_000_000 && s.end_ns <= 8_440_000_000, "{s:?}");
+    }
+
+    #[test]
+    fn autotuning_inside_compilation_ranges_is_start_up_though_it_launches_like_the_loop() {
+        // 6 s of XLA compilation whose autotuning launches kernels as
+        // densely as the loop does, then 0.6 s of training.
+        let dense = || {
+            let mut t = Timeline::new(0);
+            for us in (0..6_600_000u64).step_by(100) {
+                t.launch(us * 1_000, 0, 0);
+                t.kernel(us * 1_000, us * 1_000 + 80_000);
+            }
+            t
+        };
+        let mut t = dense();
+        t.compile(0, 6_000_000_000);
+        let s = of_session(&t, 0, 6_600_000_000).unwrap();
+        assert!(s.start_ns >= 6_000_000_000, "{s:?}");
+        // Without the compilation range the same launches look steady throughout.
+        assert!(of_session(&dense(), 0, 6_600_000_000).unwrap().start_ns < 1_000_000_000);
+    }
+
+    #[test]
+    fn work_queued_ahead_is_steady_by_its_kernels_not_its_launches() {
+        // 300 launches in the first millisecond, their kernels 137 ms long.
+        let mut t = Timeline::new(0);
+        for i in 0..300u64 {
+            t.launch(i * 3_000, 0, 0);
+        }
+        t.kernel(500_000, 137_500_000);
+        let s = of_session(&t, 0, 300_000_000).unwrap();
+        assert!(s.settled);
+        assert_eq!((s.start_ns, s.end_ns), (0, 140_000_000));
+        assert_eq!(s.launches, 300);
+    }
+
+    #[test]
+    fn without_kernel_records_the_sampled_engine_activity_finds_the_steady_state() {
+        use crate::model::sampled::Sample;
+        // 2 s of start-up with the engine idle, 3 s active 60%, 1 s idle:
+        // no launch or kernel record at all (trace windows of 0).
+        let mut t = Timeline::new(0);
+        t.samples(&Sample::flat_every(1_000_000, 0, 0, 2_000_000_000, 0.0, 0.0));
+        t.samples(&Sample::flat_every(1_000_000, 0, 2_000_000_000, 5_000_000_000, 60.0, 30.0));
+        t.samples(&Sample::flat_every(1_000_000, 0, 5_000_000_000, 6_000_000_000, 0.0, 0.0));
+        let s = of_session(&t, 0, 6_000_000_000).expect("sampled activity");
+        assert!(s.settled);
+        assert!(s.start_ns >= 1_950_000_000 && s.start_ns <= 2_000_000_000, "{s:?}");
+        assert!(s.end_ns >= 5_000_000_000 && s.end_ns <= 5_050_000_000, "{s:?}");
+        let f = s.sampled.expect("figures over it");
+        assert!((f.gpu_busy_pct.unwrap() - 60.0).abs() < 2.0, "{f:?}");
+        assert_eq!(s.launches, 0);
+    }
+
+    #[test]
+    fn faint_start_up_activity_does_not_stretch_a_sampled_steady_state() {
+        use crate::model::sampled::Sample;
+        // XLA's 6.7 s of compilation: the engine faintly active (1%), with
+        // an autotuning burst now and then; then 0.36 s of steps at 100%.
+        let mut t = Timeline::new(0);
+        for ms in 0..6_700u64 {
+            let busy = if ms % 500 == 0 { 60.0 } else { 1.0 };
+            t.samples(&[Sample::flat(0, ms * 1_000_000, (ms + 1) * 1_000_000, busy, 10.0)]);
+        }
+        t.samples(&Sample::flat_every(1_000_000, 0, 6_700_000_000, 7_060_000_000, 100.0, 40.0));
+        let s = of_session(&t, 0, 7_100_000_000).expect("sampled activity");
+        assert!(s.settled, "{s:?}");
+        assert!(s.start_ns >= 6_600_000_000 && s.end_ns <= 7_100_000_000, "{s:?}");
+        let busy = s.sampled.and_then(|f| f.gpu_busy_pct).unwrap();
+        assert!(busy > 85.0, "{busy}");
+    }
+
+    #[test]
+    fn a_session_at_the_top_of_the_clock_ends_there() {
+        let start = u64::MAX - 10;
+        let mut t = Timeline::new(start);
+        t.launch(start, 0, 0);
+        t.kernel(start, u64::MAX);
+        let s = of_session(&t, start, u64::MAX).expect("launches");
+        assert_eq!((s.start_ns, s.end_ns, s.launches, s.kernel_ns), (start, u64::MAX, 1, 10));
+    }
+}
