@@ -153,3 +153,78 @@ fn the_checker_sees_grouped_and_plain_paths_but_not_comments() {
     let refs = crate_refs("use crate::{model::path, collect};\nlet x = crate::render::fmt_ns(1); // crate::session\n");
     assert_eq!(refs.into_iter().collect::<Vec<_>>(), vec!["collect", "model", "render"]);
 }
+
+/// Types whose statics hold state that changes (interior mutability).
+const MUTABLE: &[&str] =
+    &["Mutex", "RwLock", "Atomic", "OnceLock", "OnceCell", "Cell", "LazyLock", "Lazy", "Once", "UnsafeCell", "Slots"];
+
+/// The statics with interior mutability and the thread-locals of the
+/// sources under `dir` (test modules left out), as (file, name), the file
+/// relative to `root`.
+fn process_state(root: &Path, dir: &str) -> Vec<(String, String)> {
+    let mut files = Vec::new();
+    sources(&root.join(dir), &mut files);
+    files.sort();
+    let mut out = Vec::new();
+    for f in files {
+        let text = std::fs::read_to_string(&f).unwrap();
+        let text = text.split("#[cfg(test)]").next().unwrap_or("");
+        let rel = f.strip_prefix(root).unwrap().to_string_lossy().replace('\\', "/");
+        let mut thread_local = false;
+        for line in text.lines() {
+            let l = line.trim();
+            if l.starts_with("thread_local!") {
+                thread_local = true;
+                continue;
+            }
+            let l = ["pub(crate) ", "pub(super) ", "pub "].iter().fold(l, |l, p| l.strip_prefix(p).unwrap_or(l));
+            if let Some(decl) = l.strip_prefix("static ") {
+                let decl = decl.strip_prefix("mut ").map_or(decl, |d| d);
+                if let Some((name, ty)) = decl.split_once(':') {
+                    let name = name.trim();
+                    let named = !name.is_empty()
+                        && name.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
+                    let mutable = l.contains("static mut ") || MUTABLE.iter().any(|m| ty.contains(m));
+                    if named && (thread_local || mutable) {
+                        out.push((rel.clone(), name.to_string()));
+                    }
+                }
+            }
+            if thread_local && l.starts_with('}') {
+                thread_local = false;
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn the_process_wide_state_is_listed_in_one_file_and_the_report_crate_has_none() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let root = root.canonicalize().unwrap();
+    assert_eq!(process_state(&root, "report/src"), [], "gpuscope-report holds no process-wide state");
+    let mut found: Vec<(String, String)> =
+        ["profiler/src", "nvtx-rs/src", "ffi/src"].iter().flat_map(|d| process_state(&root, d)).collect();
+    found.sort();
+    let list = std::fs::read_to_string(root.join("docs/contributing/global-state.md")).unwrap();
+    let mut listed: Vec<(String, String)> = list
+        .lines()
+        .filter_map(|l| {
+            let mut cells = l.strip_prefix("| `")?.split("` | `");
+            let file = cells.next()?.to_string();
+            let name = cells.next()?.split('`').next()?.to_string();
+            Some((file, name))
+        })
+        .collect();
+    listed.sort();
+    let missing: Vec<_> = found.iter().filter(|f| !listed.contains(f)).collect();
+    let stale: Vec<_> = listed.iter().filter(|l| !found.contains(l)).collect();
+    assert!(
+        missing.is_empty() && stale.is_empty() && found.len() == listed.len(),
+        "docs/contributing/global-state.md against the code: not listed {missing:?}; listed but gone {stale:?}"
+    );
+    // The scan sees what it must: statics and thread-locals, not constants.
+    assert!(found.iter().any(|(f, n)| f == "profiler/src/session.rs" && n == "RUNNING"));
+    assert!(found.iter().any(|(f, n)| f == "profiler/src/collect/callbacks.rs" && n == "IN_RUNTIME_CALL"));
+    assert!(!found.iter().any(|(_, n)| n == "PRELOAD_INIT"), "an immutable static is not state");
+}
