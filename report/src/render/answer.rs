@@ -24,14 +24,20 @@ pub(super) fn render(a: &Answer, width: usize, out: &mut String) {
         None => match &a.found_steps {
             Some(f) => {
                 let (one, many) = if f.from_launches { ("launch", "launches") } else { ("kernel", "kernels") };
+                // Launches' periods by their mean (the host runs ahead in
+                // bursts), kernels' by their median.
+                let by = if f.from_launches && f.mean_ns > 0 {
+                    format!("mean of {}, median {}", f.steps_seen, fmt_ns(f.median_ns))
+                } else {
+                    format!("median of {}", f.steps_seen)
+                };
                 format!(
                     "no range of the program's own; steps found from its {many} ({} {} repeat{}): {} per \
-                 step (median of {}, p90 {}), GPU busy {busy} [{}]",
+                     step ({by}, p90 {}), GPU busy {busy} [{}]",
                     f.kernels_per_step,
                     if f.kernels_per_step == 1 { one } else { many },
                     if f.kernels_per_step == 1 { "s" } else { "" },
-                    fmt_ns(f.median_ns),
-                    f.steps_seen,
+                    fmt_ns(a.per_step_ns),
                     fmt_ns(f.p90_ns),
                     a.verdict.bound
                 )

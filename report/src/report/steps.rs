@@ -73,6 +73,12 @@ pub struct FoundSteps {
     /// begin after the steady state does).
     #[serde(default)]
     pub first_ns: u64,
+    /// Mean time per step over the steps seen, ns: the long-run period.
+    /// With launches, the host's period varies where it runs ahead of the
+    /// GPU in bursts (a data loader's batches), so their median can be
+    /// far from the step; their mean is not.
+    #[serde(default, skip_serializing_if = "super::is_zero")]
+    pub mean_ns: u64,
     /// Found from the launches the host made (no kernel records: trace
     /// windows of 0), their times the launches', not the kernels'.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -167,6 +173,7 @@ pub(crate) fn find(stream: &[(u64, u32, u32)], start: u64, end: u64) -> Option<F
         p90_ns: at(90),
         match_pct,
         first_ns: begins[0],
+        mean_ns: begins[begins.len() - 1].saturating_sub(begins[0]) / spans.len() as u64,
         late,
         from_launches: false,
     })

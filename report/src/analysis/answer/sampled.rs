@@ -84,6 +84,16 @@ impl TracedIdle {
     }
 }
 
+/// A step's time of steps found: the mean of the launches' periods (the
+/// median of kernels').
+fn step_ns(f: &crate::report::FoundSteps) -> u64 {
+    if f.from_launches && f.mean_ns > 0 {
+        f.mean_ns
+    } else {
+        f.median_ns
+    }
+}
+
 /// The answer of a session without kernel records: for the range of the
 /// program's own with most wall time (its calls' mean), or without ranges
 /// for the session's steady state.
@@ -105,8 +115,9 @@ pub(super) fn answer(r: &Report, ranges: &[RangeAnalysis], e: &Evidence) -> Opti
             // counted (none there: no kernel launch, whatever start-up made).
             let counted = counted_total.map(|_| Counted { calls: 0, launches: s.launches, wall_ns: s.wall_ns() });
             // Steps found from the launches: the steady state's figures per
-            // step, as with kernel records.
-            let steps = s.steps.map_or(1, |f| ((s.wall_ns() as f64 / f.median_ns.max(1) as f64).round() as u64).max(1));
+            // step, as with kernel records; the host's launch period by its
+            // mean (its median drifts where the host runs ahead in bursts).
+            let steps = s.steps.map_or(1, |f| ((s.wall_ns() as f64 / step_ns(&f).max(1) as f64).round() as u64).max(1));
             (None, s.sampled?, steps, s.wall_ns(), counted, s.startup_ns.saturating_add(s.shutdown_ns))
         }
     };
@@ -116,7 +127,7 @@ pub(super) fn answer(r: &Report, ranges: &[RangeAnalysis], e: &Evidence) -> Opti
         None => wall_verdict(&f, p.as_ref(), counted),
     };
     let per = wall / calls;
-    let median = g.and_then(|g| g.median_ns).or(found.map(|f| f.median_ns));
+    let median = g.and_then(|g| g.median_ns).or(found.map(|f| step_ns(&f)));
     let traced = TracedIdle::of(r, main.map(|(i, _)| i));
     let mut notes = vec![format!(
         "{}: {}",
