@@ -131,12 +131,7 @@ fn steps_are_found_from_the_launches_logged_without_kernel_records() {
     assert!((95..=100).contains(&a.calls), "{} steps", a.calls);
     assert!((a.gpu_busy_pct - 25.0).abs() < 1.0 && a.verdict.bound == Bound::Launch, "{a:?}");
     let table = r.to_table(120);
-    assert!(
-        table.contains(
-            "steps found from its launches (400 launches repeat): 19.96 ms per step (mean"
-        ),
-        "{table}"
-    );
+    assert!(table.contains("steps found from its launches (400 launches repeat): 19.96 ms per step (mean"), "{table}");
     // A JSON round trip keeps where the steps came from.
     let back = Report::from_json(&r.to_json()).expect("reads back");
     assert!(back.session_steady.and_then(|s| s.steps).is_some_and(|s| s.from_launches));
