@@ -168,14 +168,38 @@ fn process_state(root: &Path, dir: &str) -> Vec<(String, String)> {
     let mut out = Vec::new();
     for f in files {
         let text = std::fs::read_to_string(&f).unwrap();
-        let text = text.split("#[cfg(test)]").next().unwrap_or("");
+        // Up to the test module (a `#[cfg(test)]` item elsewhere stays).
+        let lines: Vec<&str> = text.lines().collect();
+        let end = (0..lines.len())
+            .find(|&i| {
+                lines[i].trim() == "#[cfg(test)]"
+                    && lines[i + 1..].iter().find(|l| !l.trim().is_empty()).is_some_and(|l| l.contains("mod "))
+            })
+            .unwrap_or(lines.len());
         let rel = f.strip_prefix(root).unwrap().to_string_lossy().replace('\\', "/");
         let mut thread_local = false;
-        for line in text.lines() {
-            let l = line.trim();
-            if l.starts_with("thread_local!") {
-                thread_local = true;
+        // After `#[cfg(test)]`: the next item is the tests' (a thread-local
+        // block is skipped to its end).
+        let (mut test_item, mut skipping) = (false, false);
+        for line in &lines[..end] {
+            let mut l = line.trim();
+            if l == "#[cfg(test)]" {
+                test_item = true;
                 continue;
+            }
+            if skipping {
+                skipping = !l.starts_with('}');
+                continue;
+            }
+            if std::mem::take(&mut test_item) && !l.is_empty() {
+                skipping = l.starts_with("thread_local!") && !l.ends_with(';');
+                continue;
+            }
+            let one_line = l.starts_with("thread_local!") && l.ends_with(';');
+            if let Some(rest) = l.strip_prefix("thread_local!") {
+                thread_local = true;
+                // `thread_local!(static X: T = ...);` on one line.
+                l = rest.trim_start_matches(['(', '{', ' ']);
             }
             let l = ["pub(crate) ", "pub(super) ", "pub "].iter().fold(l, |l, p| l.strip_prefix(p).unwrap_or(l));
             if let Some(decl) = l.strip_prefix("static ") {
@@ -190,7 +214,7 @@ fn process_state(root: &Path, dir: &str) -> Vec<(String, String)> {
                     }
                 }
             }
-            if thread_local && l.starts_with('}') {
+            if one_line || (thread_local && l.starts_with('}')) {
                 thread_local = false;
             }
         }
@@ -227,4 +251,8 @@ fn the_process_wide_state_is_listed_in_one_file_and_the_report_crate_has_none() 
     assert!(found.iter().any(|(f, n)| f == "profiler/src/session.rs" && n == "RUNNING"));
     assert!(found.iter().any(|(f, n)| f == "profiler/src/collect/callbacks.rs" && n == "IN_RUNTIME_CALL"));
     assert!(!found.iter().any(|(_, n)| n == "PRELOAD_INIT"), "an immutable static is not state");
+    assert!(
+        found.iter().any(|(f, n)| f == "profiler/src/decode/mod.rs" && n == "KERNEL_SIZE"),
+        "a static after a #[cfg(test)] item that is not the test module"
+    );
 }

@@ -271,10 +271,13 @@ pub(super) fn enable(cupti: &'static Cupti, sub: sys::CUpti_SubscriberHandle, p:
             }
         }
     };
-    // Every runtime launch reaches a driver launch call too. Its runtime
-    // call is needed only to join kernel records (they carry the runtime
-    // call's correlation id); a session that starts without them (trace
-    // windows of 0) pays CUPTI for half the callbacks a launch.
+    // Every runtime launch reaches a driver launch call too, with the
+    // correlation id its kernel record carries (a trace window asked of a
+    // session without records joins through it:
+    // python/tests/test_gpu_windows.py); a session that starts without
+    // records (trace windows of 0) pays CUPTI for half the callbacks a
+    // launch. Sessions with records keep the runtime's launch calls, whose
+    // parameters and call time gpuscope reads.
     let lists = [(sys::CUPTI_CB_DOMAIN_DRIVER_API, DRIVER_LAUNCHES)]
         .into_iter()
         .chain(p.records.then_some((sys::CUPTI_CB_DOMAIN_RUNTIME_API, RUNTIME_LAUNCHES)));
@@ -370,9 +373,10 @@ pub(crate) fn activity_kinds(cupti: &'static Cupti, kinds: &[u32], on: bool) -> 
 }
 
 thread_local! {
-    // Set while a runtime call is in progress on this thread, so the
-    // driver call it makes is not recorded a second time.
-    static IN_RUNTIME_CALL: Cell<bool> = const { Cell::new(false) };
+    // Set while a runtime call is in progress on this thread (to the
+    // session epoch it began in; 0: none), so the driver call it makes is
+    // not recorded a second time.
+    static IN_RUNTIME_CALL: Cell<u64> = const { Cell::new(0) };
     // When this thread entered the copy or synchronisation call it is
     // blocked in (one at a time: the driver calls a runtime call makes are
     // skipped, IN_RUNTIME_CALL).
@@ -435,9 +439,7 @@ pub(super) unsafe extern "C" fn api_callback(
         // SAFETY: for the API domains CUPTI passes a CUpti_CallbackData.
         let d = unsafe { &*(data as *const sys::CUpti_CallbackData) };
         let enter = d.callbackSite == sys::CUPTI_API_ENTER;
-        if domain == sys::CUPTI_CB_DOMAIN_RUNTIME_API {
-            let _ = IN_RUNTIME_CALL.try_with(|f| f.set(enter));
-        } else if IN_RUNTIME_CALL.try_with(|f| f.get()).unwrap_or(false) {
+        if inside_runtime_call(domain, enter, super::session_epoch()) {
             return;
         }
         if !enter && collector::take_unmeasured_here() {
@@ -590,6 +592,19 @@ pub(super) unsafe extern "C" fn api_callback(
             prev_call_ns,
         });
     });
+}
+
+/// Marks the calling thread's runtime calls (entered, exited) in session
+/// `epoch`, and tells whether a driver call is one a runtime call of this
+/// session makes (recorded with it, not again). The mark holds its epoch:
+/// a runtime call whose exit a stopped session never saw hides no driver
+/// launch of the next session.
+fn inside_runtime_call(domain: u32, enter: bool, epoch: u64) -> bool {
+    if domain == sys::CUPTI_CB_DOMAIN_RUNTIME_API {
+        let _ = IN_RUNTIME_CALL.try_with(|f| f.set(if enter { epoch } else { 0 }));
+        return false;
+    }
+    IN_RUNTIME_CALL.try_with(|f| f.get() == epoch).unwrap_or(false)
 }
 
 /// How long the calling thread's last launch call took, ns (0: none
@@ -789,6 +804,10 @@ unsafe fn launched_function(domain: u32, cbid: u32, params: *const c_void) -> Op
             | (sys::CUPTI_CB_DOMAIN_RUNTIME_API, sys::CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000) => {
                 (*(params as *const sys::cudaLaunchKernel_v7000_params)).func as u64
             }
+            (sys::CUPTI_CB_DOMAIN_RUNTIME_API, sys::CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000)
+            | (sys::CUPTI_CB_DOMAIN_RUNTIME_API, sys::CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000) => {
+                (*(params as *const sys::cudaGraphLaunch_v10000_params)).graphExec as u64
+            }
             (sys::CUPTI_CB_DOMAIN_RUNTIME_API, sys::CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060)
             | (sys::CUPTI_CB_DOMAIN_RUNTIME_API, sys::CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060) => {
                 (*(params as *const sys::cudaLaunchKernelExC_v11060_params)).func as u64
@@ -944,6 +963,18 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn a_runtime_call_left_open_by_a_stopped_session_hides_no_launch_of_the_next() {
+        let (runtime, driver) = (sys::CUPTI_CB_DOMAIN_RUNTIME_API, sys::CUPTI_CB_DOMAIN_DRIVER_API);
+        assert!(!inside_runtime_call(runtime, true, 5));
+        assert!(inside_runtime_call(driver, true, 5), "the runtime call's own driver call");
+        // Session 5 stopped before the call's exit; session 6 subscribes no
+        // runtime launches.
+        assert!(!inside_runtime_call(driver, true, 6));
+        assert!(!inside_runtime_call(runtime, false, 6));
+        assert!(!inside_runtime_call(driver, true, 6));
+    }
+
+    #[test]
     fn a_kernel_launched_through_two_handles_has_one_id_and_a_graph_its_own() {
         let driver = sys::CUPTI_CB_DOMAIN_DRIVER_API;
         let launch = |f: usize, name: Option<&std::ffi::CStr>| {
@@ -957,7 +988,7 @@ pub(crate) mod tests {
         };
         let gemm = launch(0x1000, Some(c"sm90_xmma_gemm"));
         assert_eq!(launch(0x2000, Some(c"sm90_xmma_gemm")), gemm, "one kernel, two modules' handles");
-        assert_eq!(launch(0x1000, Some(c"sm90_xmma_gemm")), gemm, "found again by its handle");
+        assert_eq!(launch(0x1000, Some(c"not read")), gemm, "found again by its handle, its name not read");
         assert_ne!(launch(0x3000, Some(c"elementwise")), gemm);
         assert_eq!(launch(0x4000, None), 0x4000, "no name: the handle");
         // SAFETY: as above.

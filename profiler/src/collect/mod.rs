@@ -145,6 +145,12 @@ static ACTIVE: held::Slot<Collection> = held::Slot::new();
 /// The next [`Collection::id`] (0 is none).
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
+/// A number that changes when a session starts (never 0): per-thread flags
+/// set in one session are told from the next's.
+pub(super) fn session_epoch() -> u64 {
+    NEXT_ID.load(Ordering::Relaxed)
+}
+
 /// Serialises [`start`]s: the slot's lock is not held while CUPTI loads.
 static STARTING: Mutex<()> = Mutex::new(());
 

@@ -6,7 +6,7 @@
 //! the launch-bound PyTorch loop (1.09x of plain steps against 1.02x
 //! without it), so each thread keeps a running count for its
 //! current path instead, and sends it only when the path changes and when
-//! the decoder collects every thread's count (every second, at a snapshot
+//! the decoder collects every thread's count (every 10 ms, at a snapshot
 //! and at the session's end). Counts go to paths, not range
 //! instances: one sent late, after its instance closed, still lands on the
 //! right ranges. Each launch is also logged (its time and function), and
@@ -64,7 +64,9 @@ impl Tally {
     /// The count of `session` so far, and its log when `log` is set.
     fn take(&self, session: u64, end: u64, log: bool) -> [Option<HostEvent>; 2] {
         let mut st = self.lock();
-        let entries = (log && st.log_session == session && !st.log.is_empty()).then(|| std::mem::take(&mut st.log));
+        // Copied out on the decoder's side: the thread keeps its buffer, so
+        // its next launch allocates nothing.
+        let entries = (log && st.log_session == session && !st.log.is_empty()).then(|| st.log.drain(..).collect());
         let logged = entries.map(|entries| HostEvent::LaunchLog { lane: self.lane, entries });
         let c = &mut st.count;
         if c.session != session || c.launches == 0 {
@@ -141,7 +143,7 @@ pub(super) fn flush(session: u64, end: u64, send: impl FnMut(HostEvent)) {
 }
 
 /// Sends every thread's count and log for `session` so far, and forgets
-/// ended threads (the decoder: every second, and before it reads the host
+/// ended threads (the decoder: every 10 ms, and before it reads the host
 /// queue for a snapshot or the session's end).
 pub(crate) fn collect(session: u64, end: u64, send: impl FnMut(HostEvent)) {
     let taken: Vec<HostEvent> = {

@@ -210,7 +210,7 @@ pub(super) fn answer(r: &Report, ranges: &[RangeAnalysis], e: &Evidence) -> Opti
         p90_ns: g.and_then(|g| g.p90_ns).or(found.map(|f| f.p90_ns)),
         gpu_busy_pct: f.gpu_busy_pct.unwrap_or(0.0),
         busy_source: if f.gpu_busy_pct.is_some() { BUSY_SAMPLED } else { BUSY_UNKNOWN },
-        per_step_mean: g.is_some() && median.is_none(),
+        per_step_mean: (g.is_some() && median.is_none()) || found.is_some_and(|f| step_ns(&f) != f.median_ns),
         notes,
         profiler_ns: None,
         profiler_pct: None,
