@@ -24,9 +24,7 @@ pub(super) fn render(a: &Answer, width: usize, out: &mut String) {
         None => match &a.found_steps {
             Some(f) => {
                 let (one, many) = if f.from_launches { ("launch", "launches") } else { ("kernel", "kernels") };
-                // Launches' periods by their mean (the host runs ahead in
-                // bursts), kernels' by their median.
-                let by = if f.from_launches && f.mean_ns > 0 {
+                let by = if f.by_mean() {
                     format!("mean of {}, median {}", f.steps_seen, fmt_ns(f.median_ns))
                 } else {
                     format!("median of {}", f.steps_seen)

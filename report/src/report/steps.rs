@@ -90,6 +90,23 @@ pub struct FoundSteps {
     pub late: bool,
 }
 
+impl FoundSteps {
+    /// Whether a step's time is the mean period: launches' (the host runs
+    /// ahead in bursts), where computed; kernels' go by their median.
+    pub fn by_mean(&self) -> bool {
+        self.from_launches && self.mean_ns > 0
+    }
+
+    /// A step's time, ns: the mean or the median period ([`Self::by_mean`]).
+    pub fn step_ns(&self) -> u64 {
+        if self.by_mean() {
+            self.mean_ns
+        } else {
+            self.median_ns
+        }
+    }
+}
+
 /// The steps of `stream` (kernel start, name id, lane: device and stream;
 /// in arrival order) inside `[start, end)`, if its kernels repeat.
 pub(crate) fn find(stream: &[(u64, u32, u32)], start: u64, end: u64) -> Option<FoundSteps> {

@@ -84,16 +84,6 @@ impl TracedIdle {
     }
 }
 
-/// A step's time of steps found: the mean of the launches' periods (the
-/// median of kernels').
-fn step_ns(f: &crate::report::FoundSteps) -> u64 {
-    if f.from_launches && f.mean_ns > 0 {
-        f.mean_ns
-    } else {
-        f.median_ns
-    }
-}
-
 /// The answer of a session without kernel records: for the range of the
 /// program's own with most wall time (its calls' mean), or without ranges
 /// for the session's steady state.
@@ -117,7 +107,7 @@ pub(super) fn answer(r: &Report, ranges: &[RangeAnalysis], e: &Evidence) -> Opti
             // Steps found from the launches: the steady state's figures per
             // step, as with kernel records; the host's launch period by its
             // mean (its median drifts where the host runs ahead in bursts).
-            let steps = s.steps.map_or(1, |f| ((s.wall_ns() as f64 / step_ns(&f).max(1) as f64).round() as u64).max(1));
+            let steps = s.steps.map_or(1, |f| ((s.wall_ns() as f64 / f.step_ns().max(1) as f64).round() as u64).max(1));
             (None, s.sampled?, steps, s.wall_ns(), counted, s.startup_ns.saturating_add(s.shutdown_ns))
         }
     };
@@ -127,7 +117,7 @@ pub(super) fn answer(r: &Report, ranges: &[RangeAnalysis], e: &Evidence) -> Opti
         None => wall_verdict(&f, p.as_ref(), counted),
     };
     let per = wall / calls;
-    let median = g.and_then(|g| g.median_ns).or(found.map(|f| step_ns(&f)));
+    let median = g.and_then(|g| g.median_ns).or(found.map(|f| f.step_ns()));
     let traced = TracedIdle::of(r, main.map(|(i, _)| i));
     let mut notes = vec![format!(
         "{}: {}",
@@ -210,7 +200,7 @@ pub(super) fn answer(r: &Report, ranges: &[RangeAnalysis], e: &Evidence) -> Opti
         p90_ns: g.and_then(|g| g.p90_ns).or(found.map(|f| f.p90_ns)),
         gpu_busy_pct: f.gpu_busy_pct.unwrap_or(0.0),
         busy_source: if f.gpu_busy_pct.is_some() { BUSY_SAMPLED } else { BUSY_UNKNOWN },
-        per_step_mean: (g.is_some() && median.is_none()) || found.is_some_and(|f| step_ns(&f) != f.median_ns),
+        per_step_mean: (g.is_some() && median.is_none()) || found.is_some_and(|f| f.by_mean()),
         notes,
         profiler_ns: None,
         profiler_pct: None,
