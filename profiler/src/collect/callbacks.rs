@@ -981,6 +981,7 @@ pub(crate) mod tests {
             // SAFETY: plain C structs, all-zero valid.
             let mut p: sys::cuLaunchKernel_params = unsafe { std::mem::zeroed() };
             p.f = f as sys::CUfunction;
+            // SAFETY: as above.
             let mut d: sys::CUpti_CallbackData = unsafe { std::mem::zeroed() };
             d.functionParams = (&p as *const sys::cuLaunchKernel_params).cast();
             d.symbolName = name.map_or(std::ptr::null(), |n| n.as_ptr());
@@ -994,6 +995,7 @@ pub(crate) mod tests {
         // SAFETY: as above.
         let mut g: sys::cuGraphLaunch_params = unsafe { std::mem::zeroed() };
         g.hGraph = 0x5000 as sys::CUgraphExec;
+        // SAFETY: as above.
         let mut d: sys::CUpti_CallbackData = unsafe { std::mem::zeroed() };
         d.functionParams = (&g as *const sys::cuGraphLaunch_params).cast();
         assert_eq!(launched_kernel(driver, sys::CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch, &d), 0x5000);
