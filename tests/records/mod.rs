@@ -137,3 +137,33 @@ pub fn memory2(alloc: bool, address: u64, bytes: u64, ts: u64) -> Vec<u8> {
     r.timestamp = ts;
     bytes_of(&r)
 }
+
+/// A kernel record with the launch shape and resources of a real launch:
+/// `grid` blocks of `block` threads, `regs` registers a thread, `smem`
+/// bytes of shared memory a block.
+#[allow(clippy::too_many_arguments)]
+pub fn kernel_shaped(
+    name: &'static CStr,
+    corr: u32,
+    start: u64,
+    end: u64,
+    grid: i32,
+    block: i32,
+    regs: u16,
+    smem: i32,
+) -> Vec<u8> {
+    // SAFETY: an all-zero CUpti_ActivityKernel10 is a valid value.
+    let mut r: sys::CUpti_ActivityKernel10 = unsafe { std::mem::zeroed() };
+    r.kind = sys::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+    r.name = gpuscope::testing::kernel_name(name);
+    r.correlationId = corr;
+    (r.start, r.end) = (start, end);
+    r.streamId = 7;
+    r.contextId = 1;
+    (r.gridX, r.gridY, r.gridZ) = (grid, 1, 1);
+    (r.blockX, r.blockY, r.blockZ) = (block, 1, 1);
+    r.registersPerThread = regs;
+    r.staticSharedMemory = smem;
+    r.sharedMemoryExecuted = 228 * 1024;
+    bytes_of(&r)
+}

@@ -93,7 +93,7 @@ pub const SETTINGS: &[Setting] = &[
     Setting {
         name: "metrics",
         meaning: "Metrics mode: the counters measured, on top of the default set",
-        values: "sets (default, dram, flops, tensor, roofline) or metric names like lts__t_bytes.sum, comma-separated",
+        values: "sets (default, dram, flops, tensor, roofline, checklist) or metric names like lts__t_bytes.sum, comma-separated",
         default: Some("default"),
         rust: Some("Profiler::metrics, MetricSet::parse"),
         env: Some("GPUSCOPE_METRICS"),

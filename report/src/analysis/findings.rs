@@ -67,7 +67,8 @@ pub(super) fn findings(
     kernels: &[KernelAnalysis],
     peaks: Option<&Peaks>,
 ) -> (Vec<Finding>, usize) {
-    let input = Input { e, ranges, kernels, peaks };
+    let stats = e.r.kernels.iter().map(|k| (k.name.as_str(), &k.stats)).collect();
+    let input = Input { e, ranges, kernels, peaks, stats };
     let mut out = Vec::new();
     let mut omitted = 0;
     for rule in RULES {

@@ -46,6 +46,96 @@ pub const FMA_OPS: [(&str, f64, &str); 9] = [
     ("smsp__sass_thread_inst_executed_op_hfma_pred_on.sum", 4.0, "fma_fp16"),
 ];
 
+/// Global load sectors (32 bytes each) the L1 cache was asked for.
+pub const GLOBAL_LD_SECTORS: &str = "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum";
+/// Global load requests (one per warp instruction).
+pub const GLOBAL_LD_REQUESTS: &str = "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum";
+/// Bytes the threads' global loads asked for (instrumented).
+pub const GLOBAL_LD_BYTES: &str = "smsp__sass_data_bytes_mem_global_op_ld.sum";
+/// Global store sectors.
+pub const GLOBAL_ST_SECTORS: &str = "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum";
+/// Global store requests.
+pub const GLOBAL_ST_REQUESTS: &str = "l1tex__t_requests_pipe_lsu_mem_global_op_st.sum";
+/// Bytes the threads' global stores wrote (instrumented).
+pub const GLOBAL_ST_BYTES: &str = "smsp__sass_data_bytes_mem_global_op_st.sum";
+/// Shared-memory load requests (warp instructions).
+pub const SHARED_LD_REQUESTS: &str = "smsp__inst_executed_op_shared_ld.sum";
+/// Shared-memory load wavefronts (passes through the banks).
+pub const SHARED_LD_WAVEFRONTS: &str = "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum";
+/// Shared-memory load bank conflicts.
+pub const SHARED_LD_CONFLICTS: &str = "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum";
+/// Shared-memory store requests.
+pub const SHARED_ST_REQUESTS: &str = "smsp__inst_executed_op_shared_st.sum";
+/// Shared-memory store wavefronts.
+pub const SHARED_ST_WAVEFRONTS: &str = "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum";
+/// Shared-memory store bank conflicts.
+pub const SHARED_ST_CONFLICTS: &str = "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum";
+/// L2 hit rate of all sectors, %.
+pub const L2_HIT_RATE: &str = "lts__t_sector_hit_rate.pct";
+/// Share of active cycles the FMA pipe worked, %.
+pub const FMA_PIPE_ACTIVE: &str = "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active";
+/// Why warps did not issue: per reason, warps stalled for it per issued
+/// instruction (ncu's warp state statistics), with ncu's name for it.
+pub const WARP_STALLS: [(&str, &str); 17] = [
+    ("long_scoreboard", "smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio"),
+    ("barrier", "smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio"),
+    ("short_scoreboard", "smsp__average_warps_issue_stalled_short_scoreboard_per_issue_active.ratio"),
+    ("mio_throttle", "smsp__average_warps_issue_stalled_mio_throttle_per_issue_active.ratio"),
+    ("lg_throttle", "smsp__average_warps_issue_stalled_lg_throttle_per_issue_active.ratio"),
+    ("wait", "smsp__average_warps_issue_stalled_wait_per_issue_active.ratio"),
+    ("math_pipe_throttle", "smsp__average_warps_issue_stalled_math_pipe_throttle_per_issue_active.ratio"),
+    ("not_selected", "smsp__average_warps_issue_stalled_not_selected_per_issue_active.ratio"),
+    ("membar", "smsp__average_warps_issue_stalled_membar_per_issue_active.ratio"),
+    ("branch_resolving", "smsp__average_warps_issue_stalled_branch_resolving_per_issue_active.ratio"),
+    ("no_instruction", "smsp__average_warps_issue_stalled_no_instruction_per_issue_active.ratio"),
+    ("dispatch_stall", "smsp__average_warps_issue_stalled_dispatch_stall_per_issue_active.ratio"),
+    ("drain", "smsp__average_warps_issue_stalled_drain_per_issue_active.ratio"),
+    ("imc_miss", "smsp__average_warps_issue_stalled_imc_miss_per_issue_active.ratio"),
+    ("tex_throttle", "smsp__average_warps_issue_stalled_tex_throttle_per_issue_active.ratio"),
+    ("sleeping", "smsp__average_warps_issue_stalled_sleeping_per_issue_active.ratio"),
+    ("misc", "smsp__average_warps_issue_stalled_misc_per_issue_active.ratio"),
+];
+/// FP32 fused multiply-adds, thread instructions (instrumented): matrix
+/// work on the FMA pipes.
+pub const FFMA_INSTS: &str = FMA_OPS[2].0;
+/// What the kernel checklist reads, on top of the default set: global
+/// access (coalescing), shared-memory banks, L2 hits, the FMA pipe, FP32
+/// FMAs and the warp stall reasons. Nine replay passes on H100.
+pub const CHECKLIST: [&str; 32] = [
+    GLOBAL_LD_SECTORS,
+    GLOBAL_LD_REQUESTS,
+    GLOBAL_LD_BYTES,
+    GLOBAL_ST_SECTORS,
+    GLOBAL_ST_REQUESTS,
+    GLOBAL_ST_BYTES,
+    SHARED_LD_REQUESTS,
+    SHARED_LD_WAVEFRONTS,
+    SHARED_LD_CONFLICTS,
+    SHARED_ST_REQUESTS,
+    SHARED_ST_WAVEFRONTS,
+    SHARED_ST_CONFLICTS,
+    L2_HIT_RATE,
+    FMA_PIPE_ACTIVE,
+    FFMA_INSTS,
+    WARP_STALLS[0].1,
+    WARP_STALLS[1].1,
+    WARP_STALLS[2].1,
+    WARP_STALLS[3].1,
+    WARP_STALLS[4].1,
+    WARP_STALLS[5].1,
+    WARP_STALLS[6].1,
+    WARP_STALLS[7].1,
+    WARP_STALLS[8].1,
+    WARP_STALLS[9].1,
+    WARP_STALLS[10].1,
+    WARP_STALLS[11].1,
+    WARP_STALLS[12].1,
+    WARP_STALLS[13].1,
+    WARP_STALLS[14].1,
+    WARP_STALLS[15].1,
+    WARP_STALLS[16].1,
+];
+
 /// What was measured on one kernel launch.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct KernelMetrics {

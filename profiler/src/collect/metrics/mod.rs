@@ -67,6 +67,14 @@ impl MetricSet {
         TENSOR_OPS.iter().fold(self, |s, (m, _)| s.with(m))
     }
 
+    /// Adds what the kernel checklist reads (`crate::model::metrics::CHECKLIST`):
+    /// global-access coalescing, shared-memory bank conflicts, L2 hits, the
+    /// FMA pipe, FP32 FMAs and the warp stall reasons. Nine replay passes
+    /// on H100.
+    pub fn with_checklist(self) -> Self {
+        crate::model::metrics::CHECKLIST.iter().fold(self, |s, m| s.with(m))
+    }
+
     /// Adds a raw metric name (checked against the GPU at session start).
     pub fn with(mut self, name: &str) -> Self {
         if !self.names.iter().any(|n| n == name) {
@@ -77,7 +85,7 @@ impl MetricSet {
 
     /// Parses `GPUSCOPE_METRICS`-style text: comma-separated `flops` (FMA
     /// pipe FLOPs), `tensor` (tensor-core FLOPs per type), `roofline` (both),
-    /// `dram`, or metric names (`unit__counter.rollup...`).
+    /// `checklist` (the kernel checklist's counters), `dram`, or metric names (`unit__counter.rollup...`).
     pub fn parse(spec: &str) -> Result<Self> {
         let mut s = MetricSet::default();
         for item in spec.split(',').map(str::trim).filter(|i| !i.is_empty()) {
@@ -87,11 +95,12 @@ impl MetricSet {
                 "flops" => s.with_flops(),
                 "tensor" => s.with_tensor(),
                 "roofline" => s.with_flops().with_tensor(),
+                "checklist" => s.with_checklist(),
                 raw if raw.contains("__") && raw.chars().all(|c| c.is_ascii_alphanumeric() || "_.".contains(c)) => s.with(raw),
                 other => {
                     return Err(Error::new(
                         ErrorKind::InvalidConfig,
-                        format!("unknown metric set {other:?}; allowed: default, dram, flops, tensor, roofline, or a metric name like lts__t_bytes.sum"),
+                        format!("unknown metric set {other:?}; allowed: default, dram, flops, tensor, roofline, checklist, or a metric name like lts__t_bytes.sum"),
                     ))
                 }
             };

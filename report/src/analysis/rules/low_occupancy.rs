@@ -1,6 +1,6 @@
 //! `low-occupancy`: a latency-bound kernel with few warps per SM.
 
-use super::{few_sms, tail_wave, FindingKind, Found, Input, Rule};
+use super::{checklist, few_sms, tail_wave, FindingKind, Found, Input, Rule};
 use crate::analysis::findings::Finding;
 use crate::analysis::verdict::Bound;
 
@@ -17,6 +17,8 @@ pub static RULE: Rule = Rule {
 fn find(rule: &Rule, input: &Input) -> Found {
     let out = few_sms::judged(input)
         .filter(|k| few_sms::used(k).is_none() && tail_wave::filled(k).is_none())
+        // The limiter, where the checklist names it, says more.
+        .filter(|k| checklist::stats(input, k).and_then(|s| checklist::limited(k, s)).is_none())
         .filter_map(|k| {
             let v = k.verdict.as_ref().filter(|v| v.bound == Bound::Latency)?;
             let o = k.achieved_occupancy_pct.filter(|o| *o < crate::report::LOW_OCCUPANCY_PCT)?;

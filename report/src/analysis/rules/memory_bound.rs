@@ -1,6 +1,6 @@
 //! `memory-bound`: a memory-bound kernel.
 
-use super::{few_sms, tail_wave, FindingKind, Found, Input, Rule};
+use super::{checklist, few_sms, tail_wave, FindingKind, Found, Input, Rule};
 use crate::analysis::findings::{ms, Finding};
 use crate::analysis::verdict::Bound;
 
@@ -18,6 +18,8 @@ fn find(rule: &Rule, input: &Input) -> Found {
     let out = few_sms::judged(input)
         .filter(|k| few_sms::used(k).is_none() && tail_wave::filled(k).is_none())
         .filter(|k| k.verdict.as_ref().is_some_and(|v| v.bound == Bound::Memory))
+        // Uncoalesced access, where the checklist finds it, is the cause.
+        .filter(|k| checklist::stats(input, k).and_then(checklist::uncoalesced).is_none())
         .map(|k| {
             let ai = k.arithmetic_intensity.map(|a| format!(", {a:.1} FLOP/byte")).unwrap_or_default();
             let ridge = input

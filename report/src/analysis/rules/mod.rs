@@ -15,24 +15,30 @@ use super::verdict::Bound;
 use super::{KernelAnalysis, RangeAnalysis};
 
 mod allocator_churn;
+mod bank_conflicts;
 mod busy_but_underused;
+pub(super) mod checklist;
 mod copies;
 mod device_memory;
 mod devices_take_turns;
 mod dispatch;
 mod exposed_communication;
 mod few_sms;
+mod fp32_matmul;
 mod host_idle;
 pub(in crate::analysis) mod idle;
 mod low_occupancy;
 mod memory_bound;
 mod memory_headroom;
 mod near_capacity;
+mod occupancy_limit;
 mod sms_idle;
 mod sync;
 mod tail_wave;
+mod uncoalesced_access;
 mod uneven_devices;
 mod waiting;
+mod warp_stalls;
 
 #[doc(hidden)]
 pub use few_sms::more_blocks;
@@ -60,8 +66,13 @@ pub static RULES: &[&Rule] = &[
     &exposed_communication::RULE,
     &few_sms::RULE,
     &tail_wave::RULE,
+    &occupancy_limit::RULE,
     &low_occupancy::RULE,
     &memory_bound::RULE,
+    &uncoalesced_access::RULE,
+    &bank_conflicts::RULE,
+    &fp32_matmul::RULE,
+    &warp_stalls::RULE,
 ];
 
 /// The idle causes that make findings, in the order the answer lists
@@ -92,6 +103,8 @@ pub(super) struct Input<'a> {
     pub ranges: &'a [RangeAnalysis],
     pub kernels: &'a [KernelAnalysis],
     pub peaks: Option<&'a Peaks>,
+    /// The report's kernels' figures by name (their counters).
+    pub stats: rustc_hash::FxHashMap<&'a str, &'a crate::report::KernelStats>,
 }
 
 /// A rule's findings, and how many smaller ones it left out.
@@ -143,6 +156,18 @@ named_enum! {
         LowOccupancy = "low-occupancy",
         /// A memory-bound kernel.
         MemoryBound = "memory-bound",
+        /// A kernel's global loads or stores fetch sectors whose bytes go
+        /// unused.
+        UncoalescedAccess = "uncoalesced-access",
+        /// A kernel's shared-memory accesses serialised by bank conflicts.
+        BankConflicts = "bank-conflicts",
+        /// A latency-bound kernel held to few warps by registers, shared
+        /// memory or block size.
+        OccupancyLimit = "occupancy-limit",
+        /// A matrix product on the FMA pipes, the tensor cores idle.
+        Fp32Matmul = "fp32-matmul",
+        /// What a kernel's warps wait for.
+        WarpStalls = "warp-stalls",
         /// A range nvidia-smi calls busy whose SMs are underused.
         BusyButUnderused = "busy-but-underused",
         /// A range known from PM samples only whose SMs idle most of its

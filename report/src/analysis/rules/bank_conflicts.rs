@@ -1,0 +1,45 @@
+//! `bank-conflicts`: shared-memory accesses serialised by bank conflicts.
+
+use super::{checklist, few_sms, FindingKind, Found, Input, Rule};
+use crate::analysis::findings::{ms, Finding};
+
+/// The rule.
+pub static RULE: Rule = Rule {
+    kind: FindingKind::BankConflicts,
+    bound: None,
+    reads: "each measured kernel's shared-memory requests, wavefronts and bank conflicts (metrics mode, --metrics \
+            checklist)",
+    when: "a kernel whose shared loads or stores average one bank conflict or more per request, conflicts being at \
+           least 25% of the wavefronts",
+    cost: "its GPU time times the conflicts' share of the wavefronts",
+    find,
+};
+
+fn find(rule: &Rule, input: &Input) -> Found {
+    let out = few_sms::judged(input)
+        .filter_map(|k| {
+            let c = checklist::conflicted(checklist::stats(input, k)?)?;
+            Some(Finding {
+                kernel: Some(k.name.clone()),
+                bound: k.verdict.as_ref().map(|v| v.bound.clone()).unwrap_or_else(|| rule.verdict()),
+                cost_ns: (k.gpu_ns as f64 * c.conflict_pct / 100.0) as u64,
+                ..rule.finding(
+                    format!(
+                        "{}: shared-memory {} with {:.1}-way bank conflicts ({:.0}% of the wavefronts are conflicts), \
+                         {} of GPU time",
+                        k.display_name,
+                        c.what,
+                        c.ways,
+                        c.conflict_pct,
+                        ms(k.gpu_ns)
+                    ),
+                    ADVICE.into(),
+                )
+            })
+        })
+        .collect();
+    (out, 0)
+}
+
+const ADVICE: &str = "Spread a warp's accesses over the 32 banks: pad shared arrays by one element per row \
+                      (tile[32][33]), or swizzle the index, so a column's elements fall in different banks.";

@@ -1,0 +1,184 @@
+//! The kernel checklist's measurements (metrics mode with `--metrics
+//! checklist`): what each of its rules reads from a kernel's counters, in
+//! one place, so that a rule can leave a kernel to a more specific one.
+//! Thresholds follow Nsight Compute's rules where it has one (the
+//! differences are in `docs/concepts/verdicts-and-findings.md`).
+
+use super::Input;
+use crate::analysis::verdict::Bound;
+use crate::analysis::KernelAnalysis;
+use crate::model::metrics::{
+    FFMA_INSTS, FMA_PIPE_ACTIVE, GLOBAL_LD_BYTES, GLOBAL_LD_REQUESTS, GLOBAL_LD_SECTORS, GLOBAL_ST_BYTES,
+    GLOBAL_ST_REQUESTS, GLOBAL_ST_SECTORS, SHARED_LD_CONFLICTS, SHARED_LD_REQUESTS, SHARED_LD_WAVEFRONTS,
+    SHARED_ST_CONFLICTS, SHARED_ST_REQUESTS, SHARED_ST_WAVEFRONTS, TENSOR_ACTIVE, WARP_STALLS,
+};
+use crate::model::occupancy::Limiter;
+use crate::report::KernelStats;
+use std::collections::BTreeMap;
+
+/// Global accesses are uncoalesced when at most this share of the bytes
+/// their sectors carry is used (ncu flagged 50% and 12.5% on the suite).
+pub const COALESCED_USE_PCT: f64 = 60.0;
+/// Without the instrumented byte counts the access width is unknown: a
+/// warp's widest access (16 bytes a thread) needs 16 sectors, so only more
+/// than this many per request is surely uncoalesced.
+pub const WIDEST_SECTORS_PER_REQUEST: f64 = 16.0;
+/// Shared-memory accesses conflict when each request takes at least one
+/// extra pass through the banks on average (2-way), and the conflicts are
+/// at least this share of the passes. ncu also flags milder conflicts
+/// (1.1-way), which the H100's counters show in conflict-free code too.
+pub const CONFLICT_SHARE_PCT: f64 = 25.0;
+/// Theoretical occupancy at or under this, limited by a resource the
+/// launch or the compiler sets, is a finding for a latency-bound kernel.
+pub const LIMITED_OCCUPANCY_PCT: f64 = 50.0;
+/// ... when the kernel reaches most of it (below, the gap is imbalance).
+pub const REACHED_SHARE: f64 = 0.7;
+/// A matrix product on the FMA pipes: tensor pipe at most this active, %.
+pub const IDLE_TENSOR_PCT: f64 = 1.0;
+/// ... with the FMA pipe at least this active, %.
+pub const BUSY_FMA_PCT: f64 = 10.0;
+/// A stall reason names a latency-bound kernel's cause at this share of
+/// its stalls, %.
+pub const DOMINANT_STALL_PCT: f64 = 40.0;
+/// Warps waiting at barriers are a finding at this share of the stalls
+/// whatever the verdict (ncu: sibling warps diverge before the barrier).
+pub const BARRIER_STALL_PCT: f64 = 30.0;
+
+/// A kernel's counters and launch figures, when it was measured.
+pub(super) fn stats<'a>(input: &Input<'a>, k: &KernelAnalysis) -> Option<&'a KernelStats> {
+    input.stats.get(k.name.as_str()).copied().filter(|s| s.profiled_launches > 0)
+}
+
+fn get(c: &BTreeMap<String, f64>, name: &str) -> Option<f64> {
+    c.get(name).copied().filter(|v| v.is_finite())
+}
+
+/// Global loads or stores that fetch more sectors than their bytes need.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Uncoalesced {
+    /// "loads" or "stores".
+    pub what: &'static str,
+    pub sectors_per_request: f64,
+    /// Sectors a request needs for its bytes (`None`: bytes not counted).
+    pub ideal: Option<f64>,
+    /// Share of the fetched bytes used, %.
+    pub used_pct: f64,
+}
+
+/// A direction (loads or stores) is judged when it moves at least this
+/// share of the kernel's global sectors: a GEMM's few output stores are
+/// not its problem.
+pub const MIN_SECTOR_SHARE: f64 = 0.1;
+
+/// The worse of a kernel's global loads and stores, if uncoalesced.
+pub(super) fn uncoalesced(s: &KernelStats) -> Option<Uncoalesced> {
+    let c = &s.counters;
+    let all = get(c, GLOBAL_LD_SECTORS).unwrap_or(0.0) + get(c, GLOBAL_ST_SECTORS).unwrap_or(0.0);
+    let one = |what, sectors, requests, bytes| {
+        let (sectors, requests) = (get(c, sectors)?, get(c, requests)?);
+        if requests < 1.0 || sectors < requests || sectors < MIN_SECTOR_SHARE * all {
+            return None;
+        }
+        let spr = sectors / requests;
+        match get(c, bytes).filter(|b| *b > 0.0) {
+            Some(b) => {
+                let used_pct = (100.0 * b / (sectors * 32.0)).min(100.0);
+                let ideal = (b / requests / 32.0).max(1.0);
+                (used_pct <= COALESCED_USE_PCT).then_some(Uncoalesced {
+                    what,
+                    sectors_per_request: spr,
+                    ideal: Some(ideal),
+                    used_pct,
+                })
+            }
+            None => (spr > WIDEST_SECTORS_PER_REQUEST).then(|| Uncoalesced {
+                what,
+                sectors_per_request: spr,
+                ideal: None,
+                used_pct: 100.0 * WIDEST_SECTORS_PER_REQUEST / spr,
+            }),
+        }
+    };
+    let ld = one("loads", GLOBAL_LD_SECTORS, GLOBAL_LD_REQUESTS, GLOBAL_LD_BYTES);
+    let st = one("stores", GLOBAL_ST_SECTORS, GLOBAL_ST_REQUESTS, GLOBAL_ST_BYTES);
+    [ld, st].into_iter().flatten().min_by(|a, b| a.used_pct.total_cmp(&b.used_pct))
+}
+
+/// Shared-memory loads or stores serialised by bank conflicts.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Conflicted {
+    /// "loads" or "stores".
+    pub what: &'static str,
+    /// Passes through the banks per request (1: none).
+    pub ways: f64,
+    /// Share of the passes that were conflicts, %.
+    pub conflict_pct: f64,
+}
+
+/// The worse of a kernel's shared loads and stores, if conflicted.
+pub(super) fn conflicted(s: &KernelStats) -> Option<Conflicted> {
+    let c = &s.counters;
+    let one = |what, requests, wavefronts, conflicts| {
+        let (r, w, k) = (get(c, requests)?, get(c, wavefronts)?, get(c, conflicts)?);
+        if r < 1.0 || w <= 0.0 {
+            return None;
+        }
+        let conflict_pct = 100.0 * (k / w).min(1.0);
+        (k / r >= 1.0 && conflict_pct >= CONFLICT_SHARE_PCT).then_some(Conflicted { what, ways: w / r, conflict_pct })
+    };
+    let ld = one("loads", SHARED_LD_REQUESTS, SHARED_LD_WAVEFRONTS, SHARED_LD_CONFLICTS);
+    let st = one("stores", SHARED_ST_REQUESTS, SHARED_ST_WAVEFRONTS, SHARED_ST_CONFLICTS);
+    [ld, st].into_iter().flatten().max_by(|a, b| a.conflict_pct.total_cmp(&b.conflict_pct))
+}
+
+/// A latency-bound kernel held to a low theoretical occupancy by a limit
+/// its launch or compilation sets: the limiter and the occupancy.
+pub(super) fn limited(k: &KernelAnalysis, s: &KernelStats) -> Option<(Limiter, f64)> {
+    let limiter = s.occupancy_limiter.filter(|l| *l != Limiter::Warps)?;
+    let theoretical = s.theoretical_occupancy_pct.filter(|t| *t <= LIMITED_OCCUPANCY_PCT)?;
+    let achieved = k.achieved_occupancy_pct?;
+    let latency = k.verdict.as_ref().is_some_and(|v| v.bound == Bound::Latency);
+    (latency && achieved >= REACHED_SHARE * theoretical).then_some((limiter, theoretical))
+}
+
+/// A matrix product (by its name) run on the FMA pipes with the tensor
+/// cores idle: the FMA pipe's and the tensor pipe's activity, %.
+pub(super) fn fp32_matmul(k: &KernelAnalysis, s: &KernelStats) -> Option<(f64, f64)> {
+    let name = k.name.to_ascii_lowercase();
+    let product = ["gemm", "matmul", "conv"].iter().any(|w| name.contains(w)) && !name.contains("gemv");
+    // Names that say a narrower type or FP64 are other advice.
+    let other_type =
+        ["tf32", "bf16", "f16", "fp16", "half", "int8", "i8", "fp8", "e4m3", "dgemm", "f64", "double", "complex"]
+            .iter()
+            .any(|w| name.contains(w));
+    if !product || other_type {
+        return None;
+    }
+    let c = &s.counters;
+    let tensor = get(c, TENSOR_ACTIVE)?;
+    let fma = get(c, FMA_PIPE_ACTIVE)?;
+    let ffma = get(c, FFMA_INSTS);
+    (tensor <= IDLE_TENSOR_PCT && fma >= BUSY_FMA_PCT && ffma.map_or(true, |n| n > 0.0)).then_some((fma, tensor))
+}
+
+/// A checklist cause more specific than a stall reason.
+pub(super) fn specific(k: &KernelAnalysis, s: &KernelStats) -> bool {
+    uncoalesced(s).is_some() || conflicted(s).is_some() || limited(k, s).is_some() || fp32_matmul(k, s).is_some()
+}
+
+/// The kernel's stall reasons, largest first, as shares of its stalls, %
+/// (the issuing warp's own "selected" cycle left out).
+pub(super) fn stalls(s: &KernelStats) -> Vec<(&'static str, f64)> {
+    let mut v: Vec<(&'static str, f64)> = WARP_STALLS
+        .iter()
+        .filter_map(|(reason, metric)| Some((*reason, get(&s.counters, metric)?)))
+        .filter(|(_, x)| *x > 0.0)
+        .collect();
+    let total: f64 = v.iter().map(|(_, x)| x).sum();
+    if total <= 0.0 {
+        return Vec::new();
+    }
+    v.iter_mut().for_each(|(_, x)| *x = 100.0 * *x / total);
+    v.sort_by(|a, b| b.1.total_cmp(&a.1));
+    v
+}

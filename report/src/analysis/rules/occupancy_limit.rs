@@ -1,0 +1,66 @@
+//! `occupancy-limit`: a latency-bound kernel held to few warps by its
+//! registers, shared memory or block size.
+
+use super::{checklist, few_sms, FindingKind, Found, Input, Rule};
+use crate::analysis::findings::{ms, Finding};
+use crate::analysis::verdict::Bound;
+use crate::model::occupancy::Limiter;
+
+/// The rule.
+pub static RULE: Rule = Rule {
+    kind: FindingKind::OccupancyLimit,
+    bound: Some(Bound::Latency),
+    reads: "each measured latency-bound kernel's theoretical occupancy and its limiter (from its launch and \
+            compiled resources) and its achieved occupancy (metrics mode)",
+    when: "a latency-bound kernel whose theoretical occupancy is 50% or less, limited by registers, shared memory or \
+           blocks per SM, and which reaches 70% of it",
+    cost: "GPU time not spent near a limit",
+    find,
+};
+
+fn find(rule: &Rule, input: &Input) -> Found {
+    let out = few_sms::judged(input)
+        .filter_map(|k| {
+            let (limiter, theoretical) = checklist::limited(k, checklist::stats(input, k)?)?;
+            let busy = k.compute_pct.unwrap_or(0.0).max(k.dram_pct.unwrap_or(0.0));
+            let by = match limiter {
+                Limiter::Registers => "registers per thread",
+                Limiter::SharedMemory => "shared memory per block",
+                Limiter::Blocks => "the blocks an SM holds (32): its blocks are small",
+                Limiter::Warps => return None,
+            };
+            Some(Finding {
+                kernel: Some(k.name.clone()),
+                cost_ns: (k.gpu_ns as f64 * (1.0 - busy / 100.0)) as u64,
+                ..rule.finding(
+                    format!(
+                        "{}: latency-bound, theoretical occupancy {theoretical:.0}% limited by {by} (achieved {:.0}%), \
+                         {} of GPU time",
+                        k.display_name,
+                        k.achieved_occupancy_pct.unwrap_or(0.0),
+                        ms(k.gpu_ns)
+                    ),
+                    advice(limiter).into(),
+                )
+            })
+        })
+        .collect();
+    (out, 0)
+}
+
+fn advice(l: Limiter) -> &'static str {
+    match l {
+        Limiter::Registers => {
+            "Use fewer registers per thread: cap them with __launch_bounds__(threads, minBlocksPerSM) or \
+             -maxrregcount, or keep fewer values live (smaller unrolled arrays, recompute instead of keeping)."
+        }
+        Limiter::SharedMemory => {
+            "Use less shared memory per block (smaller tiles), or let the SM give more to shared memory \
+             (cudaFuncSetAttribute with cudaFuncAttributePreferredSharedMemoryCarveout)."
+        }
+        Limiter::Blocks | Limiter::Warps => {
+            "Launch larger blocks (128-256 threads): an SM holds at most 32 blocks, so small ones leave its warp \
+             slots empty."
+        }
+    }
+}

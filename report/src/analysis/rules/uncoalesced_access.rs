@@ -1,0 +1,54 @@
+//! `uncoalesced-access`: global loads or stores that fetch sectors whose
+//! bytes the threads do not use.
+
+use super::checklist::{self, Uncoalesced};
+use super::{few_sms, FindingKind, Found, Input, Rule};
+use crate::analysis::findings::{ms, Finding};
+
+/// The rule.
+pub static RULE: Rule = Rule {
+    kind: FindingKind::UncoalescedAccess,
+    bound: None,
+    reads: "each measured kernel's global load and store sectors and requests, and the bytes its threads asked for \
+            (metrics mode, --metrics checklist)",
+    when: "a kernel whose global loads or stores (10% of its sectors or more) use at most 60% of the bytes of the sectors they fetch (without \
+           the byte counts: more than 16 sectors per request)",
+    cost: "its GPU time times the unused share of the fetched bytes",
+    find,
+};
+
+fn find(rule: &Rule, input: &Input) -> Found {
+    let out = few_sms::judged(input)
+        .filter_map(|k| {
+            let s = checklist::stats(input, k)?;
+            let u = checklist::uncoalesced(s)?;
+            Some(Finding {
+                kernel: Some(k.name.clone()),
+                bound: k.verdict.as_ref().map(|v| v.bound.clone()).unwrap_or_else(|| rule.verdict()),
+                cost_ns: (k.gpu_ns as f64 * (1.0 - u.used_pct / 100.0)) as u64,
+                ..rule.finding(message(&k.display_name, &u, k.gpu_ns), ADVICE.into())
+            })
+        })
+        .collect();
+    (out, 0)
+}
+
+fn message(name: &str, u: &Uncoalesced, gpu_ns: u64) -> String {
+    let (what, spr) = (u.what, u.sectors_per_request);
+    match u.ideal {
+        Some(ideal) => format!(
+            "{name}: uncoalesced global {what}: {spr:.1} sectors per request where {ideal:.1} would do ({:.0}% of the \
+             fetched bytes used), {} of GPU time",
+            u.used_pct,
+            ms(gpu_ns)
+        ),
+        None => format!(
+            "{name}: uncoalesced global {what}: {spr:.1} sectors per request, more than the widest access needs (16), \
+             {} of GPU time",
+            ms(gpu_ns)
+        ),
+    }
+}
+
+const ADVICE: &str = "Make neighbouring threads touch neighbouring addresses: index by threadIdx.x along the \
+                      contiguous dimension, transpose through shared memory, or store the data structure-of-arrays.";
