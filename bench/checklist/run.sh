@@ -21,5 +21,8 @@ echo "gpuscope default metrics: $(t /dev/null gpuscope run --mode metrics --quie
 # ncu measures the same launches gpuscope does (the first 3 of each kernel).
 echo "ncu --set full: $(t "$out/ncu_full.txt" ncu --clock-control none --set full --kernel-name 'regex:^(?!fill)' --launch-count 30 "$out/checklist" "$launches") s" | tee -a "$out/times.txt"
 echo "ncu default set: $(t /dev/null ncu --clock-control none --kernel-name 'regex:^(?!fill)' --launch-count 30 "$out/checklist" "$launches") s" | tee -a "$out/times.txt"
+# ncu on the same counters gpuscope measured (its report lists them).
+same=$(python3 -c "import json,sys; print(','.join(json.load(open(sys.argv[1]))['metrics']['metrics']))" "$out/gpuscope.json")
+echo "ncu, gpuscope's counters: $(t "$out/ncu_same.csv" ncu --clock-control none --metrics "$same" --csv --kernel-name 'regex:^(?!fill)' --launch-count 30 "$out/checklist" "$launches") s" | tee -a "$out/times.txt"
 python3 "$here/compare.py" "$out/gpuscope.json" "$out/ncu_full.txt" | tee "$out/compare.txt"
 python3 "$here/fixture.py" "$out/gpuscope.json" "$out/checklist-suite.json"

@@ -85,7 +85,8 @@ enum Cmd {
     /// Ask a running always-on process (--mode sampling --trace-windows ...)
     /// for a trace window now (kernel records for that long), or a metrics
     /// pass (kernel records, and hardware metrics of the first launches of
-    /// each kernel launched in it; PM sampling pauses meanwhile): in its
+    /// each kernel launched in it, the set its --metrics names, e.g.
+    /// checklist; PM sampling pauses meanwhile): in its
     /// report at exit and its next scrapes. Same user only.
     #[command(after_help = "Exit status 1 when the process refused (a window asked for is still open, it \
         traces every kernel already, or its counters cannot be had) or runs no always-on session.\n\nExamples:\n  \

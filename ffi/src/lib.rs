@@ -351,6 +351,12 @@ fn profiler_from(c: &gpuscope_config) -> Result<Profiler, c_int> {
         }
         GPUSCOPE_MODE_SAMPLING => {
             let windows = (c.trace_window_ms, c.trace_period_ms) != (0, 0);
+            // With trace windows: what a metrics pass asked of the live
+            // process measures (without, refused as metrics mode's).
+            // SAFETY: the caller passes NULL or a C string.
+            if let Some(m) = unsafe { opt_str(c.metrics, "metrics")? }.filter(|m| !m.is_empty()) {
+                p = p.metrics(MetricSet::parse(m).map_err(|e| code(&e))?);
+            }
             let us = match c.sampling_interval_us {
                 0 => (profiler::sampling::default_interval_ns(windows) / 1000) as u32,
                 us => us,

@@ -136,7 +136,10 @@ impl Profiler {
 
     /// Metrics mode: measure `set` with hardware counters on the launches
     /// [`Profiler::select`] picks (default: the first 3 of each kernel).
-    /// Each measured launch is replayed once per pass and serialised.
+    /// Each measured launch is replayed once per pass and serialised. With
+    /// [`Profiler::sampling`] and [`Profiler::trace_windows`] (always-on),
+    /// `set` is what a metrics pass asked of the live process measures
+    /// (`gpuscope trigger PID --metrics 2s`; default: [`MetricSet::default`]).
     pub fn metrics(mut self, set: MetricSet) -> Self {
         self.metrics = Some(set);
         self
@@ -252,7 +255,7 @@ impl Profiler {
         self
     }
 
-    fn validate(&self) -> Result<()> {
+    pub(crate) fn validate(&self) -> Result<()> {
         let bad = |what: &str, v: usize, allowed: &str| {
             Err(Error::new(ErrorKind::InvalidConfig, format!("{what} = {v} is out of range; allowed: {allowed}")))
         };
@@ -282,10 +285,11 @@ impl Profiler {
                     format!("sampling interval = {ns} ns is out of range; allowed: 1 us to 100 ms"),
                 ));
             }
-            if self.metrics.is_some() {
+            if self.metrics.is_some() && self.trace_windows.is_none() {
                 return Err(Error::new(
                     ErrorKind::InvalidConfig,
-                    "sampling and metrics mode cannot run together (both need the GPU's counters); pick one",
+                    "sampling and metrics mode cannot run together (both need the GPU's counters); pick one, or \
+                     add trace windows: then the metrics are what a pass asked of the live process measures",
                 ));
             }
         }
@@ -336,8 +340,9 @@ impl Profiler {
             records: !matches!(self.trace_windows, Some((0, _))),
             attribution: self.attribution,
             host_waits: self.sync_records,
-            metrics: self.metrics.clone().map(|m| (m, self.selection.clone())),
-            metrics_on_demand: self.metrics.is_none() && self.sampling.is_some() && self.trace_windows.is_some(),
+            metrics: self.metrics.clone().filter(|_| self.sampling.is_none()).map(|m| (m, self.selection.clone())),
+            metrics_on_demand: (self.sampling.is_some() && self.trace_windows.is_some())
+                .then(|| self.metrics.clone().unwrap_or_default()),
             sampling: self.sampling,
             exit_handler: Some(at_exit_after_cuda),
             // Trace mode measures what its records cost; metrics and

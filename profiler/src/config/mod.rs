@@ -215,8 +215,10 @@ impl EnvConfig {
         let (mode_var, mode) = value(get, "mode");
         // Set in another mode, these would do nothing, which the user did
         // not ask for.
+        // Always-on mode measures the metric set when a pass is asked of it.
+        let on_demand = mode == "sampling" && lookup(get, "trace_windows").is_some();
         if mode != "metrics" {
-            for name in METRICS_ONLY {
+            for name in METRICS_ONLY.iter().filter(|n| !(on_demand && **n == "metrics")) {
                 if let Some((var, v)) = lookup(get, name) {
                     return Err(Error::new(
                         ErrorKind::InvalidConfig,
@@ -226,8 +228,9 @@ impl EnvConfig {
             }
         }
         let metrics = match mode.as_str() {
-            "trace" | "sampling" => None,
-            "metrics" => {
+            "trace" => None,
+            "sampling" if !on_demand || lookup(get, "metrics").is_none() => None,
+            "metrics" | "sampling" => {
                 let (var, m) = value(get, "metrics");
                 Some(
                     MetricSet::parse(&m)
@@ -573,6 +576,27 @@ mod tests {
         assert!(c.selection.matches("gemm_kernel", "train/fwd/attn"));
         assert!(!c.selection.matches("softmax", "train/fwd"));
         assert!(c.selection.picks(4) && !c.selection.picks(5));
+    }
+
+    #[test]
+    fn always_on_mode_reads_the_set_a_metrics_pass_measures_and_plain_sampling_refuses_it() {
+        let on =
+            [("GPUSCOPE_MODE", "sampling"), ("GPUSCOPE_TRACE_WINDOWS", "0/1000"), ("GPUSCOPE_METRICS", "checklist")];
+        let c = cfg(&on).unwrap();
+        assert!(c
+            .metrics
+            .as_ref()
+            .unwrap()
+            .names()
+            .iter()
+            .any(|n| n == "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum"));
+        // The profiler takes it as the on-demand set: no error.
+        assert!(c.profiler().validate().is_ok(), "the profiler takes it");
+        let e = cfg(&on[..1].iter().chain(&on[2..]).copied().collect::<Vec<_>>()).unwrap_err();
+        assert!(e.message().contains("needs metrics mode"), "{}", e.message());
+        // Other metrics-mode settings stay metrics mode's.
+        let e = cfg(&[on[0], on[1], ("GPUSCOPE_LAUNCH_COUNT", "5")]).unwrap_err();
+        assert!(e.message().contains("needs metrics mode"), "{}", e.message());
     }
 
     #[test]

@@ -92,7 +92,8 @@ pub const SETTINGS: &[Setting] = &[
     },
     Setting {
         name: "metrics",
-        meaning: "Metrics mode: the counters measured, on top of the default set",
+        meaning: "Metrics mode: the counters measured, on top of the default set; always-on mode (sampling with \
+                  trace windows): what a metrics pass asked of the live process measures",
         values: "sets (default, dram, flops, tensor, roofline, checklist) or metric names like lts__t_bytes.sum, comma-separated",
         default: Some("default"),
         rust: Some("Profiler::metrics, MetricSet::parse"),
