@@ -209,3 +209,18 @@ fn mild_bank_conflicts_are_not_a_finding() {
     assert_eq!(conflicts(0.13), Vec::<String>::new());
     assert_eq!(conflicts(1.0), ["bank-conflicts"]);
 }
+
+#[test]
+fn a_library_kernel_s_occupancy_and_stalls_are_no_advice_for_the_program() {
+    // registers_limited's counters and shape under a cuBLAS kernel's name.
+    let mut k = suite().into_iter().find(|k| k.name == "registers_limited").unwrap();
+    k.name = "sm90_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize128x128x16_cublas".into();
+    let (_, a) = replay(std::slice::from_ref(&k));
+    // An fp32 GEMM of cuBLAS's with the tensor cores idle: the fix is a
+    // setting (TF32), not its registers.
+    assert_eq!(causes(&a, &k.name), ["fp32-matmul"]);
+    // Its own kernel gets the limiter.
+    k.name = "registers_limited".into();
+    let (_, a) = replay(&[k]);
+    assert_eq!(causes(&a, "registers_limited"), ["occupancy-limit"]);
+}

@@ -9,8 +9,8 @@ pub static RULE: Rule = Rule {
     bound: None,
     reads: "each measured kernel's shared-memory requests, wavefronts and bank conflicts (metrics mode, --metrics \
             checklist)",
-    when: "a kernel whose shared loads or stores average one bank conflict or more per request, conflicts being at \
-           least 25% of the wavefronts",
+    when: "a kernel of the program's own whose shared loads or stores average one bank conflict or more per \
+           request, conflicts being at least 25% of the wavefronts",
     cost: "its GPU time times the conflicts' share of the wavefronts",
     find,
 };
@@ -18,7 +18,7 @@ pub static RULE: Rule = Rule {
 fn find(rule: &Rule, input: &Input) -> Found {
     let out = few_sms::judged(input)
         .filter_map(|k| {
-            let c = checklist::conflicted(checklist::stats(input, k)?)?;
+            let c = checklist::conflicted(k, checklist::stats(input, k)?)?;
             Some(Finding {
                 kernel: Some(k.name.clone()),
                 bound: k.verdict.as_ref().map(|v| v.bound.clone()).unwrap_or_else(|| rule.verdict()),

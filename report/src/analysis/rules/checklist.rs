@@ -44,6 +44,19 @@ pub const DOMINANT_STALL_PCT: f64 = 40.0;
 /// whatever the verdict (ncu: sibling warps diverge before the barrier).
 pub const BARRIER_STALL_PCT: f64 = 30.0;
 
+/// A kernel of NVIDIA's libraries (cuBLAS, cuDNN, CUTLASS): its occupancy,
+/// shared-memory layout and stalls are the library's design, not advice
+/// for the program (its fp32 GEMMs still get `fp32-matmul`, whose fix is a
+/// setting, and its coalescing the program's strides).
+pub(super) fn vendor_library(name: &str) -> bool {
+    let n = name.to_ascii_lowercase();
+    const WORDS: [&str; 9] =
+        ["xmma", "cutlass", "nvjet", "cublas", "cudnn", "gemv2", "gemmsn", "splitkreduce", "implicit_convolve"];
+    const ARCHES: [&str; 10] =
+        ["ampere_", "volta_", "turing_", "maxwell_", "sm75_", "sm80_", "sm86_", "sm89_", "sm90_", "sm100_"];
+    WORDS.iter().any(|w| n.contains(w)) || ARCHES.iter().any(|a| n.starts_with(a))
+}
+
 /// A kernel's counters and launch figures, when it was measured.
 pub(super) fn stats<'a>(input: &Input<'a>, k: &KernelAnalysis) -> Option<&'a KernelStats> {
     input.stats.get(k.name.as_str()).copied().filter(|s| s.profiled_launches > 0)
@@ -116,7 +129,10 @@ pub(super) struct Conflicted {
 }
 
 /// The worse of a kernel's shared loads and stores, if conflicted.
-pub(super) fn conflicted(s: &KernelStats) -> Option<Conflicted> {
+pub(super) fn conflicted(k: &KernelAnalysis, s: &KernelStats) -> Option<Conflicted> {
+    if vendor_library(&k.name) {
+        return None;
+    }
     let c = &s.counters;
     let one = |what, requests, wavefronts, conflicts| {
         let (r, w, k) = (get(c, requests)?, get(c, wavefronts)?, get(c, conflicts)?);
@@ -134,6 +150,9 @@ pub(super) fn conflicted(s: &KernelStats) -> Option<Conflicted> {
 /// A latency-bound kernel held to a low theoretical occupancy by a limit
 /// its launch or compilation sets: the limiter and the occupancy.
 pub(super) fn limited(k: &KernelAnalysis, s: &KernelStats) -> Option<(Limiter, f64)> {
+    if vendor_library(&k.name) {
+        return None;
+    }
     let limiter = s.occupancy_limiter.filter(|l| *l != Limiter::Warps)?;
     let theoretical = s.theoretical_occupancy_pct.filter(|t| *t <= LIMITED_OCCUPANCY_PCT)?;
     let achieved = k.achieved_occupancy_pct?;
@@ -163,7 +182,7 @@ pub(super) fn fp32_matmul(k: &KernelAnalysis, s: &KernelStats) -> Option<(f64, f
 
 /// A checklist cause more specific than a stall reason.
 pub(super) fn specific(k: &KernelAnalysis, s: &KernelStats) -> bool {
-    uncoalesced(s).is_some() || conflicted(s).is_some() || limited(k, s).is_some() || fp32_matmul(k, s).is_some()
+    uncoalesced(s).is_some() || conflicted(k, s).is_some() || limited(k, s).is_some() || fp32_matmul(k, s).is_some()
 }
 
 /// The kernel's stall reasons, largest first, as shares of its stalls, %

@@ -12,8 +12,8 @@ pub static RULE: Rule = Rule {
     bound: Some(Bound::Latency),
     reads: "each measured latency-bound kernel's theoretical occupancy and its limiter (from its launch and \
             compiled resources) and its achieved occupancy (metrics mode)",
-    when: "a latency-bound kernel whose theoretical occupancy is 50% or less, limited by registers, shared memory or \
-           blocks per SM, and which reaches 70% of it",
+    when: "a latency-bound kernel of the program's own (not cuBLAS, cuDNN or CUTLASS) whose theoretical occupancy is \
+           50% or less, limited by registers, shared memory or blocks per SM, and which reaches 70% of it",
     cost: "GPU time not spent near a limit",
     find,
 };

@@ -11,8 +11,8 @@ pub static RULE: Rule = Rule {
     bound: None,
     reads: "each measured kernel's warp stall reasons per issued instruction, as ncu names them (metrics mode, \
             --metrics checklist), and its verdict",
-    when: "warps waiting at barriers for 30% of the stalls or more; or a latency-bound kernel with no more specific \
-           cause whose largest stall reason is 40% of the stalls or more",
+    when: "a kernel of the program's own with no more specific cause: warps waiting at barriers for 30% of the \
+           stalls or more, or latency-bound with its largest stall reason at 40% of the stalls or more",
     cost: "its GPU time times the reason's share of the stalls, times the share not spent near a limit",
     find,
 };
@@ -21,7 +21,7 @@ fn find(rule: &Rule, input: &Input) -> Found {
     let out = few_sms::judged(input)
         .filter_map(|k| {
             let s = checklist::stats(input, k)?;
-            if checklist::specific(k, s) {
+            if checklist::specific(k, s) || checklist::vendor_library(&k.name) {
                 return None;
             }
             let stalls = checklist::stalls(s);
