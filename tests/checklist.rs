@@ -224,3 +224,21 @@ fn a_library_kernel_s_occupancy_and_stalls_are_no_advice_for_the_program() {
     let (_, a) = replay(&[k]);
     assert_eq!(causes(&a, "registers_limited"), ["occupancy-limit"]);
 }
+
+#[test]
+fn byte_counts_that_read_zero_are_said_and_coalescing_falls_back_to_sectors_per_request() {
+    use gpuscope_report::model::metrics::{GLOBAL_LD_BYTES, GLOBAL_ST_BYTES};
+    // As a pass asked of a live process measured them: no instrumentation.
+    let mut kernels = suite();
+    for k in &mut kernels {
+        k.values.insert(GLOBAL_LD_BYTES.into(), 0.0);
+        k.values.insert(GLOBAL_ST_BYTES.into(), 0.0);
+    }
+    let (_, a) = replay(&kernels);
+    assert_eq!(causes(&a, "strided_copy"), ["uncoalesced-access"]);
+    let f = a.findings.iter().find(|f| f.kind == "uncoalesced-access").unwrap();
+    assert!(f.message.contains("32.0 sectors per request, more than the widest access needs (16)"), "{}", f.message);
+    assert!(a.notes.iter().any(|n| n.contains("byte counts (smsp__sass_*) read 0")), "{:?}", a.notes);
+    let (_, a) = replay(&suite());
+    assert!(!a.notes.iter().any(|n| n.contains("smsp__sass_")), "{:?}", a.notes);
+}

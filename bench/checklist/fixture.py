@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes tests/data/checklist/suite.json from a gpuscope metrics-mode report
-of examples/cuda/checklist.cu (`--metrics checklist --keep-trace on`): each
+of examples/cuda/checklist.cu (`--metrics checklist --keep-trace 100000`): each
 suite kernel's launch shape and resources (from its first kernel record) and
 its counters per measured launch (the mean of its measured launches), which
 tests/checklist.rs replays through the analysis.

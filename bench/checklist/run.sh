@@ -16,7 +16,7 @@ grep -E "Function properties|Used" "$out/nvcc.txt"
 # t LOG CMD...: runs CMD with its output in LOG, prints its seconds.
 t() { local log=$1; shift; /usr/bin/time -f %e -o "$out/.t" "$@" > "$log" 2>&1; cat "$out/.t"; }
 echo "plain: $(t /dev/null "$out/checklist" "$launches") s, $(t /dev/null "$out/checklist" "$launches") s" | tee "$out/times.txt"
-echo "gpuscope checklist: $(t "$out/gpuscope.txt" gpuscope run --mode metrics --metrics checklist --keep-trace on -o "$out/gpuscope.json" -- "$out/checklist" "$launches") s" | tee -a "$out/times.txt"
+echo "gpuscope checklist: $(t "$out/gpuscope.txt" gpuscope run --mode metrics --metrics checklist --keep-trace 100000 -o "$out/gpuscope.json" -- "$out/checklist" "$launches") s" | tee -a "$out/times.txt"
 echo "gpuscope default metrics: $(t /dev/null gpuscope run --mode metrics --quiet -o "$out/gpuscope-default.json" -- "$out/checklist" "$launches") s" | tee -a "$out/times.txt"
 # ncu measures the same launches gpuscope does (the first 3 of each kernel).
 echo "ncu --set full: $(t "$out/ncu_full.txt" ncu --clock-control none --set full --kernel-name 'regex:^(?!fill)' --launch-count 30 "$out/checklist" "$launches") s" | tee -a "$out/times.txt"

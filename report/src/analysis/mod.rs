@@ -364,6 +364,13 @@ pub fn analyze(r: &Report) -> Analysis {
             "hardware MFU needs FLOP counters: --metrics tensor (tensor cores; 7 replay passes) or roofline".into(),
         );
     }
+    if r.kernels.iter().any(|k| rules::checklist::bytes_uncounted(&k.stats)) {
+        notes.push(
+            "the instrumented byte counts (smsp__sass_*) read 0 where loads were counted, as in a metrics pass asked \
+             of a live process: coalescing is judged from sectors per request alone (more than 16)"
+                .into(),
+        );
+    }
     if r.schema_version < 2 {
         notes.push(format!(
             "schema-{} report: GPU idle causes were not recorded; utilisation counts each range's own kernels only",

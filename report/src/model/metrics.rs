@@ -95,13 +95,10 @@ pub const WARP_STALLS: [(&str, &str); 17] = [
     ("sleeping", "smsp__average_warps_issue_stalled_sleeping_per_issue_active.ratio"),
     ("misc", "smsp__average_warps_issue_stalled_misc_per_issue_active.ratio"),
 ];
-/// FP32 fused multiply-adds, thread instructions (instrumented): matrix
-/// work on the FMA pipes.
-pub const FFMA_INSTS: &str = FMA_OPS[2].0;
 /// What the kernel checklist reads, on top of the default set: global
-/// access (coalescing), shared-memory banks, L2 hits, the FMA pipe, FP32
-/// FMAs and the warp stall reasons. Nine replay passes on H100.
-pub const CHECKLIST: [&str; 32] = [
+/// access (coalescing), shared-memory banks, L2 hits, the FMA pipe and the
+/// warp stall reasons.
+pub const CHECKLIST: [&str; 31] = [
     GLOBAL_LD_SECTORS,
     GLOBAL_LD_REQUESTS,
     GLOBAL_LD_BYTES,
@@ -116,7 +113,6 @@ pub const CHECKLIST: [&str; 32] = [
     SHARED_ST_CONFLICTS,
     L2_HIT_RATE,
     FMA_PIPE_ACTIVE,
-    FFMA_INSTS,
     WARP_STALLS[0].1,
     WARP_STALLS[1].1,
     WARP_STALLS[2].1,

@@ -8,9 +8,9 @@ use super::Input;
 use crate::analysis::verdict::Bound;
 use crate::analysis::KernelAnalysis;
 use crate::model::metrics::{
-    FFMA_INSTS, FMA_PIPE_ACTIVE, GLOBAL_LD_BYTES, GLOBAL_LD_REQUESTS, GLOBAL_LD_SECTORS, GLOBAL_ST_BYTES,
-    GLOBAL_ST_REQUESTS, GLOBAL_ST_SECTORS, SHARED_LD_CONFLICTS, SHARED_LD_REQUESTS, SHARED_LD_WAVEFRONTS,
-    SHARED_ST_CONFLICTS, SHARED_ST_REQUESTS, SHARED_ST_WAVEFRONTS, TENSOR_ACTIVE, WARP_STALLS,
+    FMA_PIPE_ACTIVE, GLOBAL_LD_BYTES, GLOBAL_LD_REQUESTS, GLOBAL_LD_SECTORS, GLOBAL_ST_BYTES, GLOBAL_ST_REQUESTS,
+    GLOBAL_ST_SECTORS, SHARED_LD_CONFLICTS, SHARED_LD_REQUESTS, SHARED_LD_WAVEFRONTS, SHARED_ST_CONFLICTS,
+    SHARED_ST_REQUESTS, SHARED_ST_WAVEFRONTS, TENSOR_ACTIVE, WARP_STALLS,
 };
 use crate::model::occupancy::Limiter;
 use crate::report::KernelStats;
@@ -64,6 +64,13 @@ pub(super) fn stats<'a>(input: &Input<'a>, k: &KernelAnalysis) -> Option<&'a Ker
 
 fn get(c: &BTreeMap<String, f64>, name: &str) -> Option<f64> {
     c.get(name).copied().filter(|v| v.is_finite())
+}
+
+/// Whether the instrumented byte counts were asked for and read 0 where
+/// global loads were counted (a pass asked of a live process).
+pub(in crate::analysis) fn bytes_uncounted(s: &KernelStats) -> bool {
+    let c = &s.counters;
+    get(c, GLOBAL_LD_BYTES) == Some(0.0) && get(c, GLOBAL_LD_SECTORS).is_some_and(|x| x > 0.0)
 }
 
 /// Global loads or stores that fetch more sectors than their bytes need.
@@ -176,8 +183,7 @@ pub(super) fn fp32_matmul(k: &KernelAnalysis, s: &KernelStats) -> Option<(f64, f
     let c = &s.counters;
     let tensor = get(c, TENSOR_ACTIVE)?;
     let fma = get(c, FMA_PIPE_ACTIVE)?;
-    let ffma = get(c, FFMA_INSTS);
-    (tensor <= IDLE_TENSOR_PCT && fma >= BUSY_FMA_PCT && ffma.map_or(true, |n| n > 0.0)).then_some((fma, tensor))
+    (tensor <= IDLE_TENSOR_PCT && fma >= BUSY_FMA_PCT).then_some((fma, tensor))
 }
 
 /// A checklist cause more specific than a stall reason.

@@ -17,7 +17,7 @@ use super::{KernelAnalysis, RangeAnalysis};
 mod allocator_churn;
 mod bank_conflicts;
 mod busy_but_underused;
-pub(super) mod checklist;
+pub(in crate::analysis) mod checklist;
 mod copies;
 mod device_memory;
 mod devices_take_turns;
