@@ -158,41 +158,30 @@ fn copy_with(f: impl Fn(&mut BTreeMap<String, f64>)) -> Vec<String> {
 }
 
 #[test]
-fn coalescing_is_judged_from_the_bytes_asked_for_or_else_only_beyond_the_widest_access() {
-    use gpuscope_report::model::metrics::{GLOBAL_LD_BYTES, GLOBAL_LD_REQUESTS, GLOBAL_LD_SECTORS};
-    // 16-byte loads, coalesced: 16 sectors a request, every byte used.
-    let vector = |c: &mut BTreeMap<String, f64>| {
-        let r = c[GLOBAL_LD_REQUESTS];
-        c.insert(GLOBAL_LD_SECTORS.into(), 16.0 * r);
-        c.insert(GLOBAL_LD_BYTES.into(), 16.0 * 32.0 * r);
+fn coalescing_is_judged_from_the_share_of_bytes_used_or_else_only_beyond_the_widest_access() {
+    use gpuscope_report::model::metrics::{GLOBAL_LD_REQUESTS, GLOBAL_LD_SECTORS, GLOBAL_LD_USE};
+    // 16 sectors a request: 16-byte loads, coalesced, use every byte.
+    let sectors = |per_request: f64, used: Option<f64>| {
+        copy_with(move |c| {
+            let r = c[GLOBAL_LD_REQUESTS];
+            c.insert(GLOBAL_LD_SECTORS.into(), per_request * r);
+            match used {
+                Some(u) => c.insert(GLOBAL_LD_USE.into(), u),
+                None => c.remove(GLOBAL_LD_USE),
+            };
+        })
     };
-    assert_eq!(copy_with(vector), Vec::<String>::new());
+    assert_eq!(sectors(16.0, Some(100.0)), Vec::<String>::new());
     // The same sectors for 4-byte loads: a quarter used.
-    assert_eq!(
-        copy_with(|c| {
-            vector(c);
-            let r = c[GLOBAL_LD_REQUESTS];
-            c.insert(GLOBAL_LD_BYTES.into(), 128.0 * r);
-        }),
-        ["uncoalesced-access"]
-    );
-    // Without the byte counts, 16 sectors a request could be either: no
-    // finding; 32 can only be uncoalesced.
-    assert_eq!(
-        copy_with(|c| {
-            vector(c);
-            c.remove(GLOBAL_LD_BYTES);
-        }),
-        Vec::<String>::new()
-    );
-    assert_eq!(
-        copy_with(|c| {
-            let r = c[GLOBAL_LD_REQUESTS];
-            c.insert(GLOBAL_LD_SECTORS.into(), 32.0 * r);
-            c.remove(GLOBAL_LD_BYTES);
-        }),
-        ["uncoalesced-access"]
-    );
+    assert_eq!(sectors(16.0, Some(25.0)), ["uncoalesced-access"]);
+    // At the threshold (60% used) and just above it.
+    assert_eq!(sectors(8.0, Some(60.0)), ["uncoalesced-access"]);
+    assert_eq!(sectors(8.0, Some(60.5)), Vec::<String>::new());
+    // Not measured (or read 0, as on demand): 16 sectors a request could be
+    // either; more can only be uncoalesced.
+    assert_eq!(sectors(16.0, None), Vec::<String>::new());
+    assert_eq!(sectors(16.0, Some(0.0)), Vec::<String>::new());
+    assert_eq!(sectors(16.5, None), ["uncoalesced-access"]);
 }
 
 #[test]
@@ -226,19 +215,19 @@ fn a_library_kernel_s_occupancy_and_stalls_are_no_advice_for_the_program() {
 }
 
 #[test]
-fn byte_counts_that_read_zero_are_said_and_coalescing_falls_back_to_sectors_per_request() {
-    use gpuscope_report::model::metrics::{GLOBAL_LD_BYTES, GLOBAL_ST_BYTES};
+fn a_used_share_that_reads_zero_is_said_and_coalescing_falls_back_to_sectors_per_request() {
+    use gpuscope_report::model::metrics::{GLOBAL_LD_USE, GLOBAL_ST_USE};
     // As a pass asked of a live process measured them: no instrumentation.
     let mut kernels = suite();
     for k in &mut kernels {
-        k.values.insert(GLOBAL_LD_BYTES.into(), 0.0);
-        k.values.insert(GLOBAL_ST_BYTES.into(), 0.0);
+        k.values.insert(GLOBAL_LD_USE.into(), 0.0);
+        k.values.insert(GLOBAL_ST_USE.into(), 0.0);
     }
     let (_, a) = replay(&kernels);
     assert_eq!(causes(&a, "strided_copy"), ["uncoalesced-access"]);
     let f = a.findings.iter().find(|f| f.kind == "uncoalesced-access").unwrap();
     assert!(f.message.contains("32.0 sectors per request, more than the widest access needs (16)"), "{}", f.message);
-    assert!(a.notes.iter().any(|n| n.contains("byte counts (smsp__sass_*) read 0")), "{:?}", a.notes);
+    assert!(a.notes.iter().any(|n| n.contains("used bytes (smsp__sass_*) read 0")), "{:?}", a.notes);
     let (_, a) = replay(&suite());
     assert!(!a.notes.iter().any(|n| n.contains("smsp__sass_")), "{:?}", a.notes);
 }

@@ -366,8 +366,8 @@ pub fn analyze(r: &Report) -> Analysis {
     }
     if r.kernels.iter().any(|k| rules::checklist::bytes_uncounted(&k.stats)) {
         notes.push(
-            "the instrumented byte counts (smsp__sass_*) read 0 where loads were counted, as in a metrics pass asked \
-             of a live process: coalescing is judged from sectors per request alone (more than 16)"
+            "the instrumented share of used bytes (smsp__sass_*) read 0 where loads were counted, as in a metrics pass \
+             asked of a live process: coalescing is judged from sectors per request alone (more than 16)"
                 .into(),
         );
     }

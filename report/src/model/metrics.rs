@@ -50,14 +50,16 @@ pub const FMA_OPS: [(&str, f64, &str); 9] = [
 pub const GLOBAL_LD_SECTORS: &str = "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum";
 /// Global load requests (one per warp instruction).
 pub const GLOBAL_LD_REQUESTS: &str = "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum";
-/// Bytes the threads' global loads asked for (instrumented).
-pub const GLOBAL_LD_BYTES: &str = "smsp__sass_data_bytes_mem_global_op_ld.sum";
+/// Share of the bytes of the sectors global loads fetched that the threads
+/// asked for, % (instrumented; Nsight Compute's figure behind its global
+/// access pattern rule).
+pub const GLOBAL_LD_USE: &str = "smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.pct";
 /// Global store sectors.
 pub const GLOBAL_ST_SECTORS: &str = "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum";
 /// Global store requests.
 pub const GLOBAL_ST_REQUESTS: &str = "l1tex__t_requests_pipe_lsu_mem_global_op_st.sum";
-/// Bytes the threads' global stores wrote (instrumented).
-pub const GLOBAL_ST_BYTES: &str = "smsp__sass_data_bytes_mem_global_op_st.sum";
+/// The same for global stores, %.
+pub const GLOBAL_ST_USE: &str = "smsp__sass_average_data_bytes_per_sector_mem_global_op_st.pct";
 /// Shared-memory load requests (warp instructions).
 pub const SHARED_LD_REQUESTS: &str = "smsp__inst_executed_op_shared_ld.sum";
 /// Shared-memory load wavefronts (passes through the banks).
@@ -101,10 +103,10 @@ pub const WARP_STALLS: [(&str, &str); 17] = [
 pub const CHECKLIST: [&str; 31] = [
     GLOBAL_LD_SECTORS,
     GLOBAL_LD_REQUESTS,
-    GLOBAL_LD_BYTES,
+    GLOBAL_LD_USE,
     GLOBAL_ST_SECTORS,
     GLOBAL_ST_REQUESTS,
-    GLOBAL_ST_BYTES,
+    GLOBAL_ST_USE,
     SHARED_LD_REQUESTS,
     SHARED_LD_WAVEFRONTS,
     SHARED_LD_CONFLICTS,

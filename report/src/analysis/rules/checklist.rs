@@ -8,7 +8,7 @@ use super::Input;
 use crate::analysis::verdict::Bound;
 use crate::analysis::KernelAnalysis;
 use crate::model::metrics::{
-    FMA_PIPE_ACTIVE, GLOBAL_LD_BYTES, GLOBAL_LD_REQUESTS, GLOBAL_LD_SECTORS, GLOBAL_ST_BYTES, GLOBAL_ST_REQUESTS,
+    FMA_PIPE_ACTIVE, GLOBAL_LD_USE, GLOBAL_LD_REQUESTS, GLOBAL_LD_SECTORS, GLOBAL_ST_USE, GLOBAL_ST_REQUESTS,
     GLOBAL_ST_SECTORS, SHARED_LD_CONFLICTS, SHARED_LD_REQUESTS, SHARED_LD_WAVEFRONTS, SHARED_ST_CONFLICTS,
     SHARED_ST_REQUESTS, SHARED_ST_WAVEFRONTS, TENSOR_ACTIVE, WARP_STALLS,
 };
@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 /// Global accesses are uncoalesced when at most this share of the bytes
 /// their sectors carry is used (ncu flagged 50% and 12.5% on the suite).
 pub const COALESCED_USE_PCT: f64 = 60.0;
-/// Without the instrumented byte counts the access width is unknown: a
+/// Without the instrumented share of used bytes the access width is unknown: a
 /// warp's widest access (16 bytes a thread) needs 16 sectors, so only more
 /// than this many per request is surely uncoalesced.
 pub const WIDEST_SECTORS_PER_REQUEST: f64 = 16.0;
@@ -66,11 +66,11 @@ fn get(c: &BTreeMap<String, f64>, name: &str) -> Option<f64> {
     c.get(name).copied().filter(|v| v.is_finite())
 }
 
-/// Whether the instrumented byte counts were asked for and read 0 where
-/// global loads were counted (a pass asked of a live process).
+/// Whether the instrumented share of used bytes was asked for and read 0
+/// where global loads were counted (a pass asked of a live process).
 pub(in crate::analysis) fn bytes_uncounted(s: &KernelStats) -> bool {
     let c = &s.counters;
-    get(c, GLOBAL_LD_BYTES) == Some(0.0) && get(c, GLOBAL_LD_SECTORS).is_some_and(|x| x > 0.0)
+    get(c, GLOBAL_LD_USE) == Some(0.0) && get(c, GLOBAL_LD_SECTORS).is_some_and(|x| x > 0.0)
 }
 
 /// Global loads or stores that fetch more sectors than their bytes need.
@@ -94,16 +94,16 @@ pub const MIN_SECTOR_SHARE: f64 = 0.1;
 pub(super) fn uncoalesced(s: &KernelStats) -> Option<Uncoalesced> {
     let c = &s.counters;
     let all = get(c, GLOBAL_LD_SECTORS).unwrap_or(0.0) + get(c, GLOBAL_ST_SECTORS).unwrap_or(0.0);
-    let one = |what, sectors, requests, bytes| {
+    let one = |what, sectors, requests, used| {
         let (sectors, requests) = (get(c, sectors)?, get(c, requests)?);
         if requests < 1.0 || sectors < requests || sectors < MIN_SECTOR_SHARE * all {
             return None;
         }
         let spr = sectors / requests;
-        match get(c, bytes).filter(|b| *b > 0.0) {
-            Some(b) => {
-                let used_pct = (100.0 * b / (sectors * 32.0)).min(100.0);
-                let ideal = (b / requests / 32.0).max(1.0);
+        match get(c, used).filter(|u| *u > 0.0) {
+            Some(u) => {
+                let used_pct = u.min(100.0);
+                let ideal = (spr * used_pct / 100.0).max(1.0);
                 (used_pct <= COALESCED_USE_PCT).then_some(Uncoalesced {
                     what,
                     sectors_per_request: spr,
@@ -119,8 +119,8 @@ pub(super) fn uncoalesced(s: &KernelStats) -> Option<Uncoalesced> {
             }),
         }
     };
-    let ld = one("loads", GLOBAL_LD_SECTORS, GLOBAL_LD_REQUESTS, GLOBAL_LD_BYTES);
-    let st = one("stores", GLOBAL_ST_SECTORS, GLOBAL_ST_REQUESTS, GLOBAL_ST_BYTES);
+    let ld = one("loads", GLOBAL_LD_SECTORS, GLOBAL_LD_REQUESTS, GLOBAL_LD_USE);
+    let st = one("stores", GLOBAL_ST_SECTORS, GLOBAL_ST_REQUESTS, GLOBAL_ST_USE);
     [ld, st].into_iter().flatten().min_by(|a, b| a.used_pct.total_cmp(&b.used_pct))
 }
 

@@ -9,10 +9,10 @@ use crate::analysis::findings::{ms, Finding};
 pub static RULE: Rule = Rule {
     kind: FindingKind::UncoalescedAccess,
     bound: None,
-    reads: "each measured kernel's global load and store sectors and requests, and the bytes its threads asked for \
-            (metrics mode, --metrics checklist)",
+    reads: "each measured kernel's global load and store sectors and requests, and the share of the fetched bytes \
+            its threads asked for (metrics mode, --metrics checklist)",
     when: "a kernel whose global loads or stores (10% of its sectors or more) use at most 60% of the bytes of the sectors they fetch (without \
-           the byte counts: more than 16 sectors per request)",
+           that share measured: more than 16 sectors per request)",
     cost: "its GPU time times the unused share of the fetched bytes",
     find,
 };
