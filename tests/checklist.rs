@@ -231,3 +231,80 @@ fn a_used_share_that_reads_zero_is_said_and_coalescing_falls_back_to_sectors_per
     let (_, a) = replay(&suite());
     assert!(!a.notes.iter().any(|n| n.contains("smsp__sass_")), "{:?}", a.notes);
 }
+
+/// The checklist causes of the suite's `name` with `f` applied to its
+/// counters first.
+fn causes_of(name: &str, f: impl Fn(&mut Measured)) -> Vec<String> {
+    let mut k = suite().into_iter().find(|k| k.name == name).unwrap();
+    f(&mut k);
+    let (_, a) = replay(&[k]);
+    causes(&a, name)
+}
+
+#[test]
+fn each_rule_fires_at_its_threshold_and_not_just_short_of_it() {
+    use gpuscope_report::model::metrics::{
+        ACHIEVED_OCCUPANCY, FMA_PIPE_ACTIVE, SHARED_LD_CONFLICTS, SHARED_LD_REQUESTS, SHARED_LD_WAVEFRONTS,
+        TENSOR_ACTIVE, WARP_STALLS,
+    };
+    let none = Vec::<String>::new();
+    // Bank conflicts: one a request on average and a quarter of the
+    // wavefronts (4 requests, 4 conflicts of 16 wavefronts).
+    let conflicts = |per_request: f64, wavefronts_per_request: f64| {
+        causes_of("transpose_padded", move |k| {
+            k.values.insert(SHARED_LD_REQUESTS.into(), 1e6);
+            k.values.insert(SHARED_LD_WAVEFRONTS.into(), 1e6 * wavefronts_per_request);
+            k.values.insert(SHARED_LD_CONFLICTS.into(), 1e6 * per_request);
+        })
+    };
+    assert_eq!(conflicts(1.0, 4.0), ["bank-conflicts"]);
+    assert_eq!(conflicts(0.99, 3.96), none);
+    assert_eq!(conflicts(1.0, 4.01), none, "under 25% of the wavefronts");
+    // Occupancy: theoretical 50% or less (registers: 64 a thread, blocks
+    // of 256 -> 50%; 48 -> 62.5%), reached to 70%.
+    let limited = |regs: u16, achieved: f64| {
+        causes_of("registers_limited", move |k| {
+            k.regs = regs;
+            k.values.insert(ACHIEVED_OCCUPANCY.into(), achieved);
+        })
+    };
+    assert_eq!(limited(64, 35.0), ["occupancy-limit"]);
+    // Short of either, the chain's stalls are named instead.
+    assert_eq!(limited(48, 44.0), ["warp-stalls"], "theoretical 62.5%");
+    assert_eq!(limited(64, 34.9), ["warp-stalls"], "under 70% of the theoretical 50%");
+    // fp32 matmul: tensor pipe at most 1%, FMA pipe at least 10%.
+    let matmul = |tensor: f64, fma: f64| {
+        causes_of("sgemm_fma", move |k| {
+            k.values.insert(TENSOR_ACTIVE.into(), tensor);
+            k.values.insert(FMA_PIPE_ACTIVE.into(), fma);
+        })
+    };
+    assert_eq!(matmul(1.0, 10.0), ["fp32-matmul"]);
+    // Short of it, what its warps wait for (the MIO queue) is named.
+    assert_eq!(matmul(1.01, 10.0), ["warp-stalls"]);
+    assert_eq!(matmul(1.0, 9.99), ["warp-stalls"]);
+    // Stalls: barriers at 30% of the stalls; another reason at 40% on a
+    // latency-bound kernel (coalesced_copy: latency-bound at about half of
+    // the DRAM peak).
+    let stalled = |name: &str, reason: &str, share: f64| {
+        let reason = reason.to_string();
+        causes_of(name, move |k| {
+            for (r, m) in WARP_STALLS {
+                // The rest spread over three others, each smaller.
+                let rest = ["not_selected", "wait", "math_pipe_throttle"];
+                let v = if r == reason {
+                    share
+                } else if rest.contains(&r) {
+                    (100.0 - share) / 3.0
+                } else {
+                    0.0
+                };
+                k.values.insert(m.into(), v);
+            }
+        })
+    };
+    assert_eq!(stalled("barrier_heavy", "barrier", 30.0), ["warp-stalls"]);
+    assert_eq!(stalled("barrier_heavy", "barrier", 29.9), none);
+    assert_eq!(stalled("coalesced_copy", "long_scoreboard", 40.0), ["warp-stalls"]);
+    assert_eq!(stalled("coalesced_copy", "long_scoreboard", 39.9), none);
+}

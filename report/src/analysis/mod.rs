@@ -364,12 +364,13 @@ pub fn analyze(r: &Report) -> Analysis {
             "hardware MFU needs FLOP counters: --metrics tensor (tensor cores; 7 replay passes) or roofline".into(),
         );
     }
-    if r.kernels.iter().any(|k| rules::checklist::bytes_uncounted(&k.stats)) {
-        notes.push(
-            "the instrumented share of used bytes (smsp__sass_*) read 0 where loads were counted, as in a metrics pass \
-             asked of a live process: coalescing is judged from sectors per request alone (more than 16)"
-                .into(),
-        );
+    let uncounted = r.kernels.iter().filter(|k| rules::checklist::bytes_uncounted(&k.stats)).count();
+    if uncounted > 0 {
+        notes.push(format!(
+            "the instrumented share of used bytes (smsp__sass_*) read 0 for {uncounted} kernel(s) whose global loads \
+             were counted (loads it does not see, such as cp.async copies; in a pass asked of a live process, every \
+             kernel's): their coalescing is judged from sectors per request alone (more than 16)"
+        ));
     }
     if r.schema_version < 2 {
         notes.push(format!(
