@@ -17,7 +17,10 @@ const CHECKLIST: [&str; 5] = ["uncoalesced-access", "bank-conflicts", "occupancy
 
 /// One kernel of the suite: its launch shape and its counters per launch.
 struct Measured {
+    /// The suite's label for it.
     name: String,
+    /// Its name as CUPTI gave it (cuBLAS names its own).
+    kernel: String,
     mean_ns: u64,
     grid: i32,
     block: i32,
@@ -35,6 +38,7 @@ fn suite() -> Vec<Measured> {
         .iter()
         .map(|k| Measured {
             name: k["name"].as_str().unwrap().to_string(),
+            kernel: k["kernel"].as_str().or(k["name"].as_str()).unwrap().to_string(),
             mean_ns: k["mean_ns"].as_u64().unwrap(),
             grid: k["grid"].as_i64().unwrap() as i32,
             block: k["block"].as_i64().unwrap() as i32,
@@ -53,7 +57,7 @@ fn replay(kernels: &[Measured]) -> (Report, Analysis) {
     let (mut corr, mut t) = (1u32, 1_000_000u64);
     for k in kernels {
         // Leaked: a record's name lives as long as the replay reads it.
-        let name: &'static std::ffi::CStr = Box::leak(CString::new(k.name.clone()).unwrap().into_boxed_c_str());
+        let name: &'static std::ffi::CStr = Box::leak(CString::new(k.kernel.clone()).unwrap().into_boxed_c_str());
         for _ in 0..3 {
             rp.host_event(HostEvent::Launch {
                 correlation_id: corr,
@@ -88,10 +92,13 @@ fn replay(kernels: &[Measured]) -> (Report, Analysis) {
     (r, a)
 }
 
-fn causes(a: &Analysis, kernel: &str) -> Vec<String> {
+/// The checklist causes of the kernel labelled `label` in the suite (or
+/// named so).
+fn causes(a: &Analysis, label: &str) -> Vec<String> {
+    let kernel = suite().into_iter().find(|k| k.name == label).map_or(label.to_string(), |k| k.kernel);
     a.findings
         .iter()
-        .filter(|f| f.kernel.as_deref() == Some(kernel) && CHECKLIST.contains(&f.kind.as_str()))
+        .filter(|f| f.kernel.as_deref() == Some(kernel.as_str()) && CHECKLIST.contains(&f.kind.as_str()))
         .map(|f| f.kind.as_str().to_string())
         .collect()
 }
@@ -123,8 +130,9 @@ fn each_planted_kernel_gets_its_cause_and_no_other_and_the_twins_none_of_them() 
         }
     }
     // The evidence says how far from the ideal, in ncu's terms.
-    let msg = |kind: &str, kernel: &str| {
-        let f = a.findings.iter().find(|f| f.kind == kind && f.kernel.as_deref() == Some(kernel));
+    let msg = |kind: &str, label: &str| {
+        let kernel = suite.iter().find(|k| k.name == label).unwrap().kernel.clone();
+        let f = a.findings.iter().find(|f| f.kind == kind && f.kernel.as_deref() == Some(kernel.as_str()));
         f.map(|f| f.message.clone()).unwrap_or_default()
     };
     let said = [
@@ -138,10 +146,11 @@ fn each_planted_kernel_gets_its_cause_and_no_other_and_the_twins_none_of_them() 
         assert!(msg(kind, kernel).contains(text), "{kind} on {kernel}: {}", msg(kind, kernel));
     }
     // The specific cause replaces the generic ones on the same kernel.
-    for (kind, kernel) in [("memory-bound", "strided_copy"), ("low-occupancy", "registers_limited")] {
+    for (kind, label) in [("memory-bound", "strided_copy"), ("low-occupancy", "registers_limited")] {
+        let kernel = suite.iter().find(|k| k.name == label).unwrap().kernel.clone();
         assert!(
-            !a.findings.iter().any(|f| f.kind == kind && f.kernel.as_deref() == Some(kernel)),
-            "{kind} on {kernel}"
+            !a.findings.iter().any(|f| f.kind == kind && f.kernel.as_deref() == Some(kernel.as_str())),
+            "{kind} on {label}"
         );
     }
     // The table shows them.
@@ -204,12 +213,14 @@ fn a_library_kernel_s_occupancy_and_stalls_are_no_advice_for_the_program() {
     // registers_limited's counters and shape under a cuBLAS kernel's name.
     let mut k = suite().into_iter().find(|k| k.name == "registers_limited").unwrap();
     k.name = "sm90_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize128x128x16_cublas".into();
+    k.kernel = k.name.clone();
     let (_, a) = replay(std::slice::from_ref(&k));
     // An fp32 GEMM of cuBLAS's with the tensor cores idle: the fix is a
     // setting (TF32), not its registers.
     assert_eq!(causes(&a, &k.name), ["fp32-matmul"]);
     // Its own kernel gets the limiter.
     k.name = "registers_limited".into();
+    k.kernel = suite().into_iter().find(|k| k.name == "registers_limited").unwrap().kernel;
     let (_, a) = replay(&[k]);
     assert_eq!(causes(&a, "registers_limited"), ["occupancy-limit"]);
 }
@@ -237,8 +248,9 @@ fn a_used_share_that_reads_zero_is_said_and_coalescing_falls_back_to_sectors_per
 fn causes_of(name: &str, f: impl Fn(&mut Measured)) -> Vec<String> {
     let mut k = suite().into_iter().find(|k| k.name == name).unwrap();
     f(&mut k);
+    let kernel = k.kernel.clone();
     let (_, a) = replay(&[k]);
-    causes(&a, name)
+    causes(&a, &kernel)
 }
 
 #[test]
@@ -307,4 +319,114 @@ fn each_rule_fires_at_its_threshold_and_not_just_short_of_it() {
     assert_eq!(stalled("barrier_heavy", "barrier", 29.9), none);
     assert_eq!(stalled("coalesced_copy", "long_scoreboard", 40.0), ["warp-stalls"]);
     assert_eq!(stalled("coalesced_copy", "long_scoreboard", 39.9), none);
+}
+
+#[test]
+fn a_kernel_gets_one_checklist_cause_the_costliest() {
+    use gpuscope_report::model::metrics::{SHARED_LD_CONFLICTS, SHARED_LD_REQUESTS, SHARED_LD_WAVEFRONTS};
+    // The strided copy with conflicted shared loads as well: the
+    // uncoalesced loads waste 78% of its sectors, the conflicts are 30%
+    // of its wavefronts.
+    let both = causes_of("strided_copy", |k| {
+        k.values.insert(SHARED_LD_REQUESTS.into(), 1e6);
+        k.values.insert(SHARED_LD_WAVEFRONTS.into(), 1e6 / 0.7);
+        k.values.insert(SHARED_LD_CONFLICTS.into(), 1e6 / 0.7 * 0.3);
+    });
+    assert_eq!(both, ["uncoalesced-access"]);
+    // Conflicts that cost more win.
+    let both = causes_of("strided_copy", |k| {
+        k.values.insert(SHARED_LD_REQUESTS.into(), 1e6);
+        k.values.insert(SHARED_LD_WAVEFRONTS.into(), 32e6);
+        k.values.insert(SHARED_LD_CONFLICTS.into(), 31e6);
+    });
+    assert_eq!(both, ["bank-conflicts"]);
+}
+
+#[test]
+fn uncoalesced_access_is_judged_per_direction_on_its_share_of_the_traffic_and_not_on_compute_bound_kernels() {
+    use gpuscope_report::model::metrics::{GLOBAL_ST_REQUESTS, GLOBAL_ST_SECTORS, GLOBAL_ST_USE, ISSUE_ACTIVE};
+    // The padded transpose's stores made uncoalesced (12.5% used): found as
+    // stores while they carry 10% of its sectors or more.
+    let stores = |sectors_per_request: f64| {
+        causes_of("transpose_padded", move |k| {
+            let r = k.values[GLOBAL_ST_REQUESTS];
+            k.values.insert(GLOBAL_ST_SECTORS.into(), sectors_per_request * r);
+            k.values.insert(GLOBAL_ST_USE.into(), 12.5);
+        })
+    };
+    assert_eq!(stores(32.0), ["uncoalesced-access"]);
+    let msg = {
+        let mut k = suite().into_iter().find(|k| k.name == "transpose_padded").unwrap();
+        let r = k.values[GLOBAL_ST_REQUESTS];
+        k.values.insert(GLOBAL_ST_SECTORS.into(), 32.0 * r);
+        k.values.insert(GLOBAL_ST_USE.into(), 12.5);
+        let (_, a) = replay(&[k]);
+        a.findings.iter().find(|f| f.kind == "uncoalesced-access").unwrap().message.clone()
+    };
+    assert!(msg.contains("uncoalesced global stores"), "{msg}");
+    // The loads carry 4 sectors a request: stores of 0.4 a request are
+    // under a tenth of the sectors.
+    assert_eq!(stores(0.4), Vec::<String>::new());
+    // A compute-bound kernel's waste is not its time: none.
+    let busy = causes_of("strided_copy", |k| {
+        k.values.insert(ISSUE_ACTIVE.into(), 95.0);
+        k.values.insert("dram__bytes_read.sum".into(), 0.0);
+        k.values.insert("dram__bytes_write.sum".into(), 0.0);
+    });
+    assert_eq!(busy, Vec::<String>::new());
+}
+
+#[test]
+fn a_library_s_conflicts_and_stalls_are_not_the_program_s_and_names_that_only_look_like_products_are_not_products() {
+    // The conflicted transpose and the barrier kernel under library names.
+    for (label, library) in
+        [("transpose_conflicted", "cutlass_80_tensorop_transpose"), ("barrier_heavy", "cudnn_barrier_kernel")]
+    {
+        let got = causes_of(label, |k| {
+            k.kernel = library.into();
+            k.name = library.into();
+        });
+        assert_eq!(got, Vec::<String>::new(), "{library}");
+    }
+    // sgemm_fma's counters under Inductor's name for a type conversion, and
+    // under a TF32 GEMM's name: no product on the FMA pipes.
+    for name in ["triton_poi_fused_add_convert_element_type_mul_0", "sm80_xmma_gemm_tf32f32_tf32f32_f32_nn"] {
+        let got = causes_of("sgemm_fma", |k| {
+            k.kernel = name.into();
+            k.name = name.into();
+        });
+        assert!(!got.contains(&"fp32-matmul".to_string()), "{name}: {got:?}");
+    }
+    // A convolution's name is a product.
+    let got = causes_of("sgemm_fma", |k| {
+        k.kernel = "implicit_convolve_sgemm".into();
+        k.name = "implicit_convolve_sgemm".into();
+    });
+    assert_eq!(got, ["fp32-matmul"]);
+}
+
+#[test]
+fn the_limiter_is_named_for_shared_memory_and_for_small_blocks() {
+    use gpuscope_report::model::metrics::ACHIEVED_OCCUPANCY;
+    let message = |f: &dyn Fn(&mut Measured)| {
+        let mut k = suite().into_iter().find(|k| k.name == "registers_limited").unwrap();
+        f(&mut k);
+        let (_, a) = replay(&[k]);
+        a.findings.iter().find(|f| f.kind == "occupancy-limit").map(|f| f.message.clone()).unwrap_or_default()
+    };
+    // 24 registers, 100 KiB of shared memory a block: 2 blocks of 8 warps.
+    let smem = message(&|k| {
+        k.regs = 24;
+        k.smem = 100 * 1024;
+        k.values.insert(ACHIEVED_OCCUPANCY.into(), 24.0);
+    });
+    assert!(smem.contains("limited by shared memory per block"), "{smem}");
+    // Blocks of 32 threads: 32 blocks of one warp, half the SM's 64.
+    let blocks = message(&|k| {
+        k.regs = 24;
+        k.block = 32;
+        k.grid = 132 * 32 * 4;
+        k.values.insert(ACHIEVED_OCCUPANCY.into(), 48.0);
+    });
+    assert!(blocks.contains("limited by the blocks an SM holds"), "{blocks}");
 }

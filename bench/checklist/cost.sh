@@ -6,7 +6,8 @@
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd); out=$(cd "$1" && pwd); l1=${2:-2}; l2=${3:-4}
 exe="$out/checklist"; [ -x "$exe" ] || { echo "no $exe: run run.sh OUT first"; exit 1; }
-t() { /usr/bin/time -f %e -o "$out/.t" "$@" > /dev/null 2>&1; cat "$out/.t"; }
+# t CMD...: CMD's seconds, or "failed" (a failed run is no figure).
+t() { if /usr/bin/time -f %e -o "$out/.t" "$@" > /dev/null 2>&1; then cat "$out/.t"; else echo failed; fi; }
 same=$(python3 -c "import json,sys; print(','.join(json.load(open(sys.argv[1]))['metrics']['metrics']))" "$out/gpuscope.json")
 for l in $l1 $l2; do
   echo "$l plain $(t "$exe" $l)"
@@ -20,11 +21,13 @@ out, l1, l2 = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 t = {}
 for line in open(f"{out}/cost.txt"):
     l, tool, s = line.split()
+    if s == "failed":
+        sys.exit(f"{tool} at {l} launches failed: no figure")
     t[(int(l), tool)] = float(s)
 # Launches measured at each length: gpuscope's from its report (fills
-# included), ncu's the suite's 11 kernels a round.
+# included), ncu's the suite's 10 a round (9 kernels and cuBLAS's GEMM).
 g = {l: json.load(open(f"{out}/cost-{l}.json"))["metrics"]["profiled_launches"] for l in (l1, l2)}
-n = {l: 11 * l for l in (l1, l2)}
+n = {l: 10 * l for l in (l1, l2)}
 plain = (t[(l2, "plain")] - t[(l1, "plain")])
 gs = (t[(l2, "gpuscope")] - t[(l1, "gpuscope")] - plain) / (g[l2] - g[l1])
 for tool in ("ncu-same", "ncu-full"):

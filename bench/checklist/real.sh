@@ -6,8 +6,10 @@
 #   bench/checklist/real.sh OUT [N]
 # NCU=0 skips ncu (the table then shows gpuscope's side only).
 set -uo pipefail
+shopt -s nullglob
 here=$(cd "$(dirname "$0")" && pwd); out=$(mkdir -p "$1" && cd "$1" && pwd); n=${2:-6}
 prog=(python3 "$here/gpt2_fp32.py" --steps 2)
+rm -f "$out"/ncu-*.txt
 /usr/bin/time -f "gpuscope %e s" -o "$out/time.txt" gpuscope run --mode metrics --metrics checklist --launch-count 1 \
   -o "$out/gpuscope.json" -- "${prog[@]}" > "$out/gpuscope.txt" 2>&1
 cat "$out/time.txt"

@@ -15,7 +15,7 @@ nvcc -O3 -arch=sm_90 -lineinfo -Xptxas -v -o "$out/checklist" "$src" -lcublas > 
   || { cat "$out/nvcc.txt"; exit 1; }
 grep -E "Function properties|Used" "$out/nvcc.txt"
 # t LOG CMD...: runs CMD with its output in LOG, prints its seconds.
-t() { local log=$1; shift; /usr/bin/time -f %e -o "$out/.t" "$@" > "$log" 2>&1; cat "$out/.t"; }
+t() { local log=$1; shift; if /usr/bin/time -f %e -o "$out/.t" "$@" > "$log" 2>&1; then cat "$out/.t"; else echo "failed (see $log)"; fi; }
 echo "plain: $(t /dev/null "$out/checklist" "$launches") s, $(t /dev/null "$out/checklist" "$launches") s" | tee "$out/times.txt"
 echo "gpuscope checklist: $(t "$out/gpuscope.txt" gpuscope run --mode metrics --metrics checklist --keep-trace 100000 -o "$out/gpuscope.json" -- "$out/checklist" "$launches") s" | tee -a "$out/times.txt"
 echo "gpuscope default metrics: $(t /dev/null gpuscope run --mode metrics --quiet -o "$out/gpuscope-default.json" -- "$out/checklist" "$launches") s" | tee -a "$out/times.txt"

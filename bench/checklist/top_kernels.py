@@ -14,15 +14,25 @@ STALL = "smsp__average_warps_issue_stalled_"
 
 
 def base(name):
-    """The function's own name: what ncu's --kernel-name matches."""
-    n = re.sub(r"\(.*$", "", name)
-    depth, out = 0, ""
-    for ch in n:  # drop template arguments
+    """The function's own name: what ncu's --kernel-name matches (template
+    arguments, parameters, return type and namespaces dropped)."""
+    out, depth = "", 0
+    for ch in name:  # template arguments
         depth += ch == "<"
         if depth == 0:
             out += ch
         depth -= ch == ">"
-    return out.split("::")[-1].split()[-1]
+    out = out.strip()
+    if out.endswith(")"):  # the parameter list: from its matching "("
+        depth = 0
+        for i in range(len(out) - 1, -1, -1):
+            depth += out[i] == ")"
+            depth -= out[i] == "("
+            if depth == 0:
+                out = out[:i]
+                break
+    out = out.split("::")[-1].strip()
+    return out.split()[-1] if out.split() else name
 
 
 def ncu_rules(paths):

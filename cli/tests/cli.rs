@@ -288,7 +288,8 @@ fn run_checks_options_before_running_anything() {
     refused(&["--trace-windows", "100/1000"], "--trace-windows \"100/1000\" needs sampling mode (--mode sampling)");
     refused(
         &["--kernel-filter", "gemm"],
-        "--kernel-filter \"gemm\" needs metrics mode (--mode metrics); the mode is trace",
+        "--kernel-filter \"gemm\" needs metrics mode (--mode metrics), or trace windows (--trace-windows 0/1000, in \
+         sampling mode) for the passes asked of a live process; the mode is trace",
     );
     refused(&["--keep-trace", "lots"], "--keep-trace \"lots\" is not valid");
     // An older name, named as typed.

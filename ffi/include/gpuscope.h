@@ -101,7 +101,9 @@ typedef struct {
   // Metrics mode: the first N launches of each kernel are measured (1 or
   // more, default 3; `GPUSCOPE_LAUNCH_COUNT_ALL`: every launch).
   uint32_t launch_count;
-  // Metrics mode: comma-separated metric sets/names ("dram,flops"), or NULL.
+  // Metrics mode: comma-separated metric sets/names ("dram,flops"), or
+  // NULL; in sampling mode with trace windows, what a metrics pass asked
+  // of the live process measures.
   const char *metrics;
   // Metrics mode: regex on kernel names, or NULL.
   const char *kernel_filter;

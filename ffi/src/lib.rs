@@ -87,7 +87,9 @@ pub struct gpuscope_config {
     /// Metrics mode: the first N launches of each kernel are measured (1 or
     /// more, default 3; `GPUSCOPE_LAUNCH_COUNT_ALL`: every launch).
     pub launch_count: u32,
-    /// Metrics mode: comma-separated metric sets/names ("dram,flops"), or NULL.
+    /// Metrics mode: comma-separated metric sets/names ("dram,flops"), or
+    /// NULL; in sampling mode with trace windows, what a metrics pass asked
+    /// of the live process measures.
     pub metrics: *const c_char,
     /// Metrics mode: regex on kernel names, or NULL.
     pub kernel_filter: *const c_char,

@@ -189,7 +189,9 @@ impl Profiler {
 
     /// Which launches metrics mode measures (at least the first launch of
     /// each kernel that passes its filters: [`Selection::first`] of 1 or
-    /// more, or [`Selection::all`]).
+    /// more, or [`Selection::all`]); in always-on mode, which launches a
+    /// metrics pass asked of the live process measures, counted from the
+    /// pass.
     pub fn select(mut self, selection: Selection) -> Self {
         self.selection = selection;
         self
@@ -342,7 +344,7 @@ impl Profiler {
             host_waits: self.sync_records,
             metrics: self.metrics.clone().filter(|_| self.sampling.is_none()).map(|m| (m, self.selection.clone())),
             metrics_on_demand: (self.sampling.is_some() && self.trace_windows.is_some())
-                .then(|| self.metrics.clone().unwrap_or_default()),
+                .then(|| (self.metrics.clone().unwrap_or_default(), self.selection.clone())),
             sampling: self.sampling,
             exit_handler: Some(at_exit_after_cuda),
             // Trace mode measures what its records cost; metrics and

@@ -110,7 +110,10 @@ class profile:
     "sampling" (plus device-wide counters sampled every
     `sampling_interval_us`; `trace_windows=(window_ms, period_ms)` traces
     kernels only part of the time; `(0, 1000)`: never, the cheapest setting
-    to leave on). `output`: also write the report there (format from
+    to leave on). With `trace_windows`, `metrics` and the selection are
+    what a metrics pass asked of the live process (`gpuscope trigger PID
+    --metrics 5s`) measures; `metrics="checklist"` names why its heavy
+    kernels are slow. `output`: also write the report there (format from
     `format` or the suffix). Without a GPU, driver or CUPTI, or when
     another profiler holds CUPTI, it warns (`GpuscopeWarning`) and the
     block runs unprofiled, or raises `GpuscopeError` with `strict=True`.

@@ -61,7 +61,7 @@ pub(crate) struct CollectOptions {
     /// Always-on (sampling with trace windows): metrics passes may be asked
     /// for while the session runs (a collector that measures nothing until
     /// then).
-    pub metrics_on_demand: Option<MetricSet>,
+    pub metrics_on_demand: Option<(MetricSet, Selection)>,
     /// Sampling mode: PM sampling every this many ns.
     pub sampling: Option<u64>,
     /// Registered with `atexit` once per process, when the first device's
@@ -292,7 +292,7 @@ pub(crate) fn start(opts: &CollectOptions) -> Result<(Arc<Collection>, Outputs)>
         switching: Mutex::new(()),
         collector: match &opts.metrics {
             Some((m, s)) => Some(Collector::new(cupti, m.clone(), s.clone())),
-            None => opts.metrics_on_demand.clone().map(|m| Collector::on_demand(cupti, m)),
+            None => opts.metrics_on_demand.clone().map(|(m, s)| Collector::on_demand(cupti, m, s)),
         },
         sampler: opts.sampling.map(|interval| Sampler::new(cupti, interval, opts.exit_handler)),
         pid: std::process::id(),

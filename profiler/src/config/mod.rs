@@ -17,8 +17,10 @@ use std::path::PathBuf;
 
 pub use crate::session::{expand_output, rank, RANK_VARIABLES};
 
-/// Settings only metrics mode reads (the registry's names): set in another
-/// mode, the environment's parser refuses them.
+/// Settings only metrics mode reads, and always-on mode (sampling with
+/// trace windows) for the metrics passes asked of the live process (the
+/// registry's names): set in another mode, the environment's parser
+/// refuses them.
 pub const METRICS_ONLY: [&str; 6] =
     ["metrics", "kernel_filter", "nvtx_filter", "launch_count", "every", "metrics_batch"];
 
@@ -26,7 +28,8 @@ pub const METRICS_ONLY: [&str; 6] =
 /// [`SETTINGS`] of the same name.
 #[derive(Debug, Clone)]
 pub struct EnvConfig {
-    /// `mode` and `metrics`: the metrics of metrics mode.
+    /// `mode` and `metrics`: the metrics of metrics mode, or of the passes
+    /// asked of an always-on session.
     pub metrics: Option<MetricSet>,
     /// `sampling_interval`, ns, in sampling mode.
     pub sampling: Option<u64>,
@@ -217,12 +220,16 @@ impl EnvConfig {
         // not ask for.
         // Always-on mode measures the metric set when a pass is asked of it.
         let on_demand = mode == "sampling" && lookup(get, "trace_windows").is_some();
-        if mode != "metrics" {
-            for name in METRICS_ONLY.iter().filter(|n| !(on_demand && **n == "metrics")) {
+        if mode != "metrics" && !on_demand {
+            for name in METRICS_ONLY {
                 if let Some((var, v)) = lookup(get, name) {
                     return Err(Error::new(
                         ErrorKind::InvalidConfig,
-                        format!("{var}={v:?} needs metrics mode ({mode_var}=metrics); the mode is {mode}"),
+                        format!(
+                            "{var}={v:?} needs metrics mode ({mode_var}=metrics), or trace windows \
+                             (GPUSCOPE_TRACE_WINDOWS=0/1000, in sampling mode) for the passes asked of a live \
+                             process; the mode is {mode}"
+                        ),
                     ));
                 }
             }
@@ -416,7 +423,10 @@ impl EnvConfig {
             .host_queue(self.host_queue)
             .max_live_ranges(self.max_live_ranges);
         if let Some(m) = &self.metrics {
-            p = p.metrics(m.clone()).select(self.selection.clone());
+            p = p.metrics(m.clone());
+        }
+        if self.metrics.is_some() || self.trace_windows.is_some() {
+            p = p.select(self.selection.clone());
         }
         if let Some(ns) = self.sampling {
             p = p.sampling(std::time::Duration::from_nanos(ns));
@@ -594,8 +604,12 @@ mod tests {
         assert!(c.profiler().validate().is_ok(), "the profiler takes it");
         let e = cfg(&on[..1].iter().chain(&on[2..]).copied().collect::<Vec<_>>()).unwrap_err();
         assert!(e.message().contains("needs metrics mode"), "{}", e.message());
-        // Other metrics-mode settings stay metrics mode's.
-        let e = cfg(&[on[0], on[1], ("GPUSCOPE_LAUNCH_COUNT", "5")]).unwrap_err();
+        assert!(e.message().contains("or trace windows (GPUSCOPE_TRACE_WINDOWS=0/1000"), "{}", e.message());
+        // The pass's selection too.
+        let c = cfg(&[on[0], on[1], ("GPUSCOPE_KERNELS", "^gemm"), ("GPUSCOPE_LAUNCH_COUNT", "1")]).unwrap();
+        assert!(c.selection.matches("gemm_kernel", "") && !c.selection.matches("softmax", ""));
+        assert!(c.selection.picks(0) && !c.selection.picks(1));
+        let e = cfg(&[on[0], ("GPUSCOPE_LAUNCH_COUNT", "5")]).unwrap_err();
         assert!(e.message().contains("needs metrics mode"), "{}", e.message());
     }
 
@@ -683,7 +697,11 @@ mod tests {
         for var in ["GPUSCOPE_METRICS", "GPUSCOPE_KERNEL_FILTER", "GPUSCOPE_NVTX_FILTER", "GPUSCOPE_LAUNCH_COUNT"] {
             assert_eq!(
                 e(&[(var, "3")]),
-                format!("{var}=\"3\" needs metrics mode (GPUSCOPE_MODE=metrics); the mode is trace")
+                format!(
+                    "{var}=\"3\" needs metrics mode (GPUSCOPE_MODE=metrics), or trace windows \
+                     (GPUSCOPE_TRACE_WINDOWS=0/1000, in sampling mode) for the passes asked of a live process; the \
+                     mode is trace"
+                )
             );
         }
         assert!(e(&[metrics, ("GPUSCOPE_METRICS_BATCH", "0")])
@@ -693,7 +711,7 @@ mod tests {
             .ends_with("GPUSCOPE_DEBUG=\"true\" is not valid; allowed: 1 (on) or 0 (off)"));
         assert!(cfg(&[("GPUSCOPE_DEBUG", "1")]).is_ok());
         assert!(e(&[("GPUSCOPE_MODE", "sampling"), ("GPUSCOPE_EVERY", "10")])
-            .contains("GPUSCOPE_EVERY=\"10\" needs metrics mode (GPUSCOPE_MODE=metrics); the mode is sampling"));
+            .contains("GPUSCOPE_EVERY=\"10\" needs metrics mode (GPUSCOPE_MODE=metrics), or trace windows"));
         assert!(e(&[("GPUSCOPE_MODE", "metrics"), ("GPUSCOPE_METRICS", "tensors")])
             .starts_with("GPUSCOPE_METRICS=\"tensors\""));
         assert!(e(&[("GPUSCOPE_KERNELS", "(")]).starts_with("GPUSCOPE_KERNELS=\"(\""));

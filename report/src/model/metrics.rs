@@ -72,8 +72,6 @@ pub const SHARED_ST_REQUESTS: &str = "smsp__inst_executed_op_shared_st.sum";
 pub const SHARED_ST_WAVEFRONTS: &str = "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum";
 /// Shared-memory store bank conflicts.
 pub const SHARED_ST_CONFLICTS: &str = "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum";
-/// L2 hit rate of all sectors, %.
-pub const L2_HIT_RATE: &str = "lts__t_sector_hit_rate.pct";
 /// Share of active cycles the FMA pipe worked, %.
 pub const FMA_PIPE_ACTIVE: &str = "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active";
 /// Why warps did not issue: per reason, warps stalled for it per issued
@@ -98,9 +96,9 @@ pub const WARP_STALLS: [(&str, &str); 17] = [
     ("misc", "smsp__average_warps_issue_stalled_misc_per_issue_active.ratio"),
 ];
 /// What the kernel checklist reads, on top of the default set: global
-/// access (coalescing), shared-memory banks, L2 hits, the FMA pipe and the
-/// warp stall reasons.
-pub const CHECKLIST: [&str; 31] = [
+/// access (coalescing), shared-memory banks, the FMA pipe and the warp stall
+/// reasons.
+pub const CHECKLIST: [&str; 30] = [
     GLOBAL_LD_SECTORS,
     GLOBAL_LD_REQUESTS,
     GLOBAL_LD_USE,
@@ -113,7 +111,6 @@ pub const CHECKLIST: [&str; 31] = [
     SHARED_ST_REQUESTS,
     SHARED_ST_WAVEFRONTS,
     SHARED_ST_CONFLICTS,
-    L2_HIT_RATE,
     FMA_PIPE_ACTIVE,
     WARP_STALLS[0].1,
     WARP_STALLS[1].1,

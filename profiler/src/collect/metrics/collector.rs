@@ -422,8 +422,8 @@ impl Collector {
     /// A collector of the default metrics for passes asked for while an
     /// always-on session runs ([`Collector::arm`], [`Collector::disarm`]):
     /// it measures nothing until armed.
-    pub(crate) fn on_demand(cupti: &'static Cupti, set: MetricSet) -> Self {
-        let mut c = Collector::new(cupti, set, Selection::default());
+    pub(crate) fn on_demand(cupti: &'static Cupti, set: MetricSet, selection: Selection) -> Self {
+        let mut c = Collector::new(cupti, set, selection);
         c.armed = AtomicBool::new(false);
         c.on_demand = true;
         // No host-setup thread: a pass builds the configuration it needs.

@@ -68,8 +68,8 @@ impl MetricSet {
     }
 
     /// Adds what the kernel checklist reads (`crate::model::metrics::CHECKLIST`):
-    /// global-access coalescing, shared-memory bank conflicts, L2 hits, the
-    /// FMA pipe and the warp stall reasons. Nine replay passes on H100 and
+    /// global-access coalescing, shared-memory bank conflicts, the FMA pipe
+    /// and the warp stall reasons. Nine replay passes on H100 and
     /// H200 with the default set.
     pub fn with_checklist(self) -> Self {
         crate::model::metrics::CHECKLIST.iter().fold(self, |s, m| s.with(m))

@@ -563,7 +563,7 @@ mod tests {
             attribution: true,
             host_waits: false,
             metrics: None,
-            metrics_on_demand: on_demand.then(crate::collect::metrics::MetricSet::default),
+            metrics_on_demand: on_demand.then(Default::default),
             sampling: Some(interval_ns),
             exit_handler: None,
             calibrate: false,

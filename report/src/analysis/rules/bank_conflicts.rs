@@ -10,7 +10,7 @@ pub static RULE: Rule = Rule {
     reads: "each measured kernel's shared-memory requests, wavefronts and bank conflicts (metrics mode, --metrics \
             checklist)",
     when: "a kernel of the program's own whose shared loads or stores average one bank conflict or more per \
-           request, conflicts being at least 25% of the wavefronts",
+           request, conflicts being at least 25% of the wavefronts, where this is its costliest checklist cause",
     cost: "its GPU time times the conflicts' share of the wavefronts",
     find,
 };
@@ -18,11 +18,12 @@ pub static RULE: Rule = Rule {
 fn find(rule: &Rule, input: &Input) -> Found {
     let out = few_sms::judged(input)
         .filter_map(|k| {
+            let (FindingKind::BankConflicts, cost_ns) = checklist::chosen(input, k)? else { return None };
             let c = checklist::conflicted(k, checklist::stats(input, k)?)?;
             Some(Finding {
                 kernel: Some(k.name.clone()),
                 bound: k.verdict.as_ref().map(|v| v.bound.clone()).unwrap_or_else(|| rule.verdict()),
-                cost_ns: (k.gpu_ns as f64 * c.conflict_pct / 100.0) as u64,
+                cost_ns,
                 ..rule.finding(
                     format!(
                         "{}: shared-memory {} with {:.1}-way bank conflicts ({:.0}% of the wavefronts are conflicts), \

@@ -1,10 +1,12 @@
 //! The kernel checklist's measurements (metrics mode with `--metrics
-//! checklist`): what each of its rules reads from a kernel's counters, in
-//! one place, so that a rule can leave a kernel to a more specific one.
+//! checklist`): what each of its rules reads from a kernel's counters and
+//! what each cause costs, in one place, so that a kernel gets one cause:
+//! the costliest of those that apply ([`chosen`]).
 //! Thresholds follow Nsight Compute's rules where it has one (the
 //! differences are in `docs/concepts/verdicts-and-findings.md`).
 
-use super::Input;
+use super::{few_sms, tail_wave, FindingKind, Input};
+use crate::analysis::peaks::{Peaks, FMA_FP32, TENSOR_TF32};
 use crate::analysis::verdict::Bound;
 use crate::analysis::KernelAnalysis;
 use crate::model::metrics::{
@@ -83,8 +85,15 @@ pub(super) struct Uncoalesced {
     pub ideal: Option<f64>,
     /// Share of the fetched bytes used, %.
     pub used_pct: f64,
+    /// Sectors fetched for nothing, as a share of all the kernel's global
+    /// sectors (loads and stores).
+    pub wasted_share: f64,
 }
 
+/// A memory-bound kernel whose uncoalesced access wastes at least this share
+/// of its global sectors gets the coalescing finding instead of
+/// `memory-bound`.
+pub const MOSTLY_WASTED: f64 = 0.5;
 /// A direction (loads or stores) is judged when it moves at least this
 /// share of the kernel's global sectors: a GEMM's few output stores are
 /// not its problem.
@@ -109,19 +118,24 @@ pub(super) fn uncoalesced(s: &KernelStats) -> Option<Uncoalesced> {
                     sectors_per_request: spr,
                     ideal: Some(ideal),
                     used_pct,
+                    wasted_share: sectors * (1.0 - used_pct / 100.0) / all,
                 })
             }
-            None => (spr > WIDEST_SECTORS_PER_REQUEST).then(|| Uncoalesced {
-                what,
-                sectors_per_request: spr,
-                ideal: None,
-                used_pct: 100.0 * WIDEST_SECTORS_PER_REQUEST / spr,
+            None => (spr > WIDEST_SECTORS_PER_REQUEST).then(|| {
+                let used_pct = 100.0 * WIDEST_SECTORS_PER_REQUEST / spr;
+                Uncoalesced {
+                    what,
+                    sectors_per_request: spr,
+                    ideal: None,
+                    used_pct,
+                    wasted_share: sectors * (1.0 - used_pct / 100.0) / all,
+                }
             }),
         }
     };
     let ld = one("loads", GLOBAL_LD_SECTORS, GLOBAL_LD_REQUESTS, GLOBAL_LD_USE);
     let st = one("stores", GLOBAL_ST_SECTORS, GLOBAL_ST_REQUESTS, GLOBAL_ST_USE);
-    [ld, st].into_iter().flatten().min_by(|a, b| a.used_pct.total_cmp(&b.used_pct))
+    [ld, st].into_iter().flatten().max_by(|a, b| a.wasted_share.total_cmp(&b.wasted_share))
 }
 
 /// Shared-memory loads or stores serialised by bank conflicts.
@@ -129,7 +143,9 @@ pub(super) fn uncoalesced(s: &KernelStats) -> Option<Uncoalesced> {
 pub(super) struct Conflicted {
     /// "loads" or "stores".
     pub what: &'static str,
-    /// Passes through the banks per request (1: none).
+    /// Conflicting accesses per request, counted as ncu does: 1 + the
+    /// conflicts per request (1: none; a 16-byte access's 4 wavefronts
+    /// are not conflicts).
     pub ways: f64,
     /// Share of the passes that were conflicts, %.
     pub conflict_pct: f64,
@@ -147,7 +163,11 @@ pub(super) fn conflicted(k: &KernelAnalysis, s: &KernelStats) -> Option<Conflict
             return None;
         }
         let conflict_pct = 100.0 * (k / w).min(1.0);
-        (k / r >= 1.0 && conflict_pct >= CONFLICT_SHARE_PCT).then_some(Conflicted { what, ways: w / r, conflict_pct })
+        (k / r >= 1.0 && conflict_pct >= CONFLICT_SHARE_PCT).then_some(Conflicted {
+            what,
+            ways: 1.0 + k / r,
+            conflict_pct,
+        })
     };
     let ld = one("loads", SHARED_LD_REQUESTS, SHARED_LD_WAVEFRONTS, SHARED_LD_CONFLICTS);
     let st = one("stores", SHARED_ST_REQUESTS, SHARED_ST_WAVEFRONTS, SHARED_ST_CONFLICTS);
@@ -157,7 +177,8 @@ pub(super) fn conflicted(k: &KernelAnalysis, s: &KernelStats) -> Option<Conflict
 /// A latency-bound kernel held to a low theoretical occupancy by a limit
 /// its launch or compilation sets: the limiter and the occupancy.
 pub(super) fn limited(k: &KernelAnalysis, s: &KernelStats) -> Option<(Limiter, f64)> {
-    if vendor_library(&k.name) {
+    // A grid too small for the GPU is its own cause (few-sms, tail-wave).
+    if vendor_library(&k.name) || few_sms::used(k).is_some() || tail_wave::filled(k).is_some() {
         return None;
     }
     let limiter = s.occupancy_limiter.filter(|l| *l != Limiter::Warps)?;
@@ -171,7 +192,9 @@ pub(super) fn limited(k: &KernelAnalysis, s: &KernelStats) -> Option<(Limiter, f
 /// cores idle: the FMA pipe's and the tensor pipe's activity, %.
 pub(super) fn fp32_matmul(k: &KernelAnalysis, s: &KernelStats) -> Option<(f64, f64)> {
     let name = k.name.to_ascii_lowercase();
-    let product = ["gemm", "matmul", "conv"].iter().any(|w| name.contains(w)) && !name.contains("gemv");
+    // Not "conv" alone: Inductor's kernels convert element types.
+    const PRODUCTS: [&str; 9] = ["gemm", "matmul", "convolve", "conv1d", "conv2d", "conv3d", "fprop", "dgrad", "wgrad"];
+    let product = PRODUCTS.iter().any(|w| name.contains(w)) && !name.contains("gemv");
     // Names that say a narrower type or FP64 are other advice.
     let other_type =
         ["tf32", "bf16", "f16", "fp16", "half", "int8", "i8", "fp8", "e4m3", "dgemm", "f64", "double", "complex"]
@@ -186,9 +209,58 @@ pub(super) fn fp32_matmul(k: &KernelAnalysis, s: &KernelStats) -> Option<(f64, f
     (tensor <= IDLE_TENSOR_PCT && fma >= BUSY_FMA_PCT).then_some((fma, tensor))
 }
 
-/// A checklist cause more specific than a stall reason.
-pub(super) fn specific(k: &KernelAnalysis, s: &KernelStats) -> bool {
-    uncoalesced(s).is_some() || conflicted(k, s).is_some() || limited(k, s).is_some() || fp32_matmul(k, s).is_some()
+/// How far from any limit the kernel runs: 1 - its busier of compute and
+/// DRAM throughput (what more warps or fewer stalls could use).
+fn idle_share(k: &KernelAnalysis) -> f64 {
+    1.0 - k.compute_pct.unwrap_or(0.0).max(k.dram_pct.unwrap_or(0.0)).clamp(0.0, 100.0) / 100.0
+}
+
+/// What uncoalesced access costs: the kernel's time times the share of its
+/// global sectors fetched for nothing; nothing where memory does not bound
+/// it (a compute-bound kernel's waste is not its time).
+pub(super) fn uncoalesced_cost(k: &KernelAnalysis, u: &Uncoalesced) -> u64 {
+    let compute = k.verdict.as_ref().is_some_and(|v| v.bound == Bound::Compute);
+    if compute {
+        return 0;
+    }
+    (k.gpu_ns as f64 * u.wasted_share.clamp(0.0, 1.0)) as u64
+}
+
+/// What bank conflicts cost: the kernel's time times their share of the
+/// wavefronts.
+pub(super) fn conflicts_cost(k: &KernelAnalysis, c: &Conflicted) -> u64 {
+    (k.gpu_ns as f64 * c.conflict_pct / 100.0) as u64
+}
+
+/// What a binding occupancy limit costs: the time not spent near a limit.
+pub(super) fn limited_cost(k: &KernelAnalysis) -> u64 {
+    (k.gpu_ns as f64 * idle_share(k)) as u64
+}
+
+/// What an fp32 product on the FMA pipes costs: its time less what the
+/// TF32 tensor cores' peak would take (half its time without peaks).
+pub(super) fn matmul_cost(k: &KernelAnalysis, peaks: Option<&Peaks>) -> u64 {
+    let speedup =
+        peaks.and_then(|p| Some(p.flops(TENSOR_TF32)? / p.flops(FMA_FP32)?)).filter(|r| *r > 1.0).unwrap_or(2.0);
+    (k.gpu_ns as f64 * (1.0 - 1.0 / speedup)) as u64
+}
+
+/// The one checklist cause a measured kernel gets, of the four that name a
+/// change (a stall reason is named only without any of them): the
+/// costliest that applies, with its cost.
+pub(super) fn chosen(input: &Input, k: &KernelAnalysis) -> Option<(FindingKind, u64)> {
+    let s = stats(input, k)?;
+    let causes = [
+        uncoalesced(s).map(|u| (FindingKind::UncoalescedAccess, uncoalesced_cost(k, &u))),
+        conflicted(k, s).map(|c| (FindingKind::BankConflicts, conflicts_cost(k, &c))),
+        limited(k, s).map(|_| (FindingKind::OccupancyLimit, limited_cost(k))),
+        fp32_matmul(k, s).map(|_| (FindingKind::Fp32Matmul, matmul_cost(k, input.peaks))),
+    ];
+    // The first of equal costs: the order above.
+    causes.into_iter().flatten().filter(|(_, cost)| *cost > 0).fold(None, |best, c| match best {
+        Some(b) if b.1 >= c.1 => Some(b),
+        _ => Some(c),
+    })
 }
 
 /// The kernel's stall reasons, largest first, as shares of its stalls, %

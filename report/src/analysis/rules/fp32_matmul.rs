@@ -3,30 +3,29 @@
 
 use super::{checklist, few_sms, FindingKind, Found, Input, Rule};
 use crate::analysis::findings::{ms, Finding};
-use crate::analysis::peaks::{FMA_FP32, TENSOR_TF32};
 
 /// The rule.
 pub static RULE: Rule = Rule {
     kind: FindingKind::Fp32Matmul,
     bound: None,
-    reads: "each measured kernel whose name says a matrix product (gemm, matmul, conv; not a narrower type): its \
-            tensor and FMA pipes' activity (metrics mode, --metrics checklist)",
-    when: "a matrix-product kernel with the tensor pipe at most 1% active and the FMA pipe at least 10%",
+    reads: "each measured kernel whose name says a matrix product (gemm, matmul, a convolution; not a narrower type): \
+            its tensor and FMA pipes' activity (metrics mode, --metrics checklist)",
+    when:
+        "a matrix-product kernel with the tensor pipe at most 1% active and the FMA pipe at least 10%, where this is \
+           its costliest checklist cause",
     cost: "its GPU time less what the tensor cores' TF32 peak would take",
     find,
 };
 
 fn find(rule: &Rule, input: &Input) -> Found {
-    // TF32 tensor cores run several times the FP32 FMA pipes' peak.
-    let speedup =
-        input.peaks.and_then(|p| Some(p.flops(TENSOR_TF32)? / p.flops(FMA_FP32)?)).filter(|r| *r > 1.0).unwrap_or(2.0);
     let out = few_sms::judged(input)
         .filter_map(|k| {
+            let (FindingKind::Fp32Matmul, cost_ns) = checklist::chosen(input, k)? else { return None };
             let (fma, tensor) = checklist::fp32_matmul(k, checklist::stats(input, k)?)?;
             Some(Finding {
                 kernel: Some(k.name.clone()),
                 bound: k.verdict.as_ref().map(|v| v.bound.clone()).unwrap_or_else(|| rule.verdict()),
-                cost_ns: (k.gpu_ns as f64 * (1.0 - 1.0 / speedup)) as u64,
+                cost_ns,
                 ..rule.finding(
                     format!(
                         "{}: a matrix product on the FMA pipes (FMA pipe {fma:.0}% active, tensor cores {tensor:.1}%), \
@@ -43,6 +42,7 @@ fn find(rule: &Rule, input: &Input) -> Found {
 }
 
 const ADVICE: &str = "Run it on the tensor cores: TF32 keeps fp32 data (PyTorch: \
-                      torch.set_float32_matmul_precision('high'); cuBLAS: CUBLAS_COMPUTE_32F_FAST_TF32; JAX: \
+                      torch.set_float32_matmul_precision('high'), and torch.backends.cudnn.allow_tf32 = True for \
+                      convolutions; cuBLAS: CUBLAS_COMPUTE_32F_FAST_TF32; JAX: \
                       jax.default_matmul_precision('tensorfloat32')), or bf16/fp16 inputs (autocast); in a kernel of \
                       your own, WMMA/MMA instructions or CUTLASS.";

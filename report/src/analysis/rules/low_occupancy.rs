@@ -9,7 +9,7 @@ pub static RULE: Rule = Rule {
     kind: FindingKind::LowOccupancy,
     bound: Some(Bound::Latency),
     reads: "each latency-bound kernel's achieved occupancy and compute and DRAM throughput (metrics mode)",
-    when: "a latency-bound kernel with achieved occupancy under 20%",
+    when: "a latency-bound kernel of the program's own with achieved occupancy under 20%",
     cost: "GPU time not spent near a limit",
     find,
 };
@@ -19,6 +19,8 @@ fn find(rule: &Rule, input: &Input) -> Found {
         .filter(|k| few_sms::used(k).is_none() && tail_wave::filled(k).is_none())
         // The limiter, where the checklist names it, says more.
         .filter(|k| checklist::stats(input, k).and_then(|s| checklist::limited(k, s)).is_none())
+        // A library's occupancy is its design.
+        .filter(|k| !checklist::vendor_library(&k.name))
         .filter_map(|k| {
             let v = k.verdict.as_ref().filter(|v| v.bound == Bound::Latency)?;
             let o = k.achieved_occupancy_pct.filter(|o| *o < crate::report::LOW_OCCUPANCY_PCT)?;

@@ -18,8 +18,13 @@ fn find(rule: &Rule, input: &Input) -> Found {
     let out = few_sms::judged(input)
         .filter(|k| few_sms::used(k).is_none() && tail_wave::filled(k).is_none())
         .filter(|k| k.verdict.as_ref().is_some_and(|v| v.bound == Bound::Memory))
-        // Uncoalesced access, where the checklist finds it, is the cause.
-        .filter(|k| checklist::stats(input, k).and_then(checklist::uncoalesced).is_none())
+        // Uncoalesced access, where the checklist finds it and it wastes most
+        // of the kernel's traffic, is the cause.
+        .filter(|k| {
+            let chosen = checklist::chosen(input, k).is_some_and(|(c, _)| c == FindingKind::UncoalescedAccess);
+            let waste = checklist::stats(input, k).and_then(checklist::uncoalesced).map_or(0.0, |u| u.wasted_share);
+            !(chosen && waste >= checklist::MOSTLY_WASTED)
+        })
         .map(|k| {
             let ai = k.arithmetic_intensity.map(|a| format!(", {a:.1} FLOP/byte")).unwrap_or_default();
             let ridge = input

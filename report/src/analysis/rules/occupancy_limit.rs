@@ -12,8 +12,9 @@ pub static RULE: Rule = Rule {
     bound: Some(Bound::Latency),
     reads: "each measured latency-bound kernel's theoretical occupancy and its limiter (from its launch and \
             compiled resources) and its achieved occupancy (metrics mode)",
-    when: "a latency-bound kernel of the program's own (not cuBLAS, cuDNN or CUTLASS) whose theoretical occupancy is \
-           50% or less, limited by registers, shared memory or blocks per SM, and which reaches 70% of it",
+    when: "a latency-bound kernel of the program's own (not cuBLAS, cuDNN or CUTLASS) whose grid fills the GPU and \
+           whose theoretical occupancy is 50% or less, limited by registers, shared memory or blocks per SM, and which \
+           reaches 70% of it, where this is its costliest checklist cause",
     cost: "GPU time not spent near a limit",
     find,
 };
@@ -21,17 +22,17 @@ pub static RULE: Rule = Rule {
 fn find(rule: &Rule, input: &Input) -> Found {
     let out = few_sms::judged(input)
         .filter_map(|k| {
+            let (FindingKind::OccupancyLimit, cost_ns) = checklist::chosen(input, k)? else { return None };
             let (limiter, theoretical) = checklist::limited(k, checklist::stats(input, k)?)?;
-            let busy = k.compute_pct.unwrap_or(0.0).max(k.dram_pct.unwrap_or(0.0));
             let by = match limiter {
                 Limiter::Registers => "registers per thread",
                 Limiter::SharedMemory => "shared memory per block",
-                Limiter::Blocks => "the blocks an SM holds (32): its blocks are small",
+                Limiter::Blocks => "the blocks an SM holds at once: its blocks are small",
                 Limiter::Warps => return None,
             };
             Some(Finding {
                 kernel: Some(k.name.clone()),
-                cost_ns: (k.gpu_ns as f64 * (1.0 - busy / 100.0)) as u64,
+                cost_ns,
                 ..rule.finding(
                     format!(
                         "{}: latency-bound, theoretical occupancy {theoretical:.0}% limited by {by} (achieved {:.0}%), \
@@ -59,8 +60,8 @@ fn advice(l: Limiter) -> &'static str {
              (cudaFuncSetAttribute with cudaFuncAttributePreferredSharedMemoryCarveout)."
         }
         Limiter::Blocks | Limiter::Warps => {
-            "Launch larger blocks (128-256 threads): an SM holds at most 32 blocks, so small ones leave its warp \
-             slots empty."
+            "Launch larger blocks (128-256 threads): an SM holds a fixed number of blocks (32 on H100 and H200, 16 or \
+             24 on some others), so small ones leave its warp slots empty."
         }
     }
 }

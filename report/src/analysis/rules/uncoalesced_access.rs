@@ -11,22 +11,24 @@ pub static RULE: Rule = Rule {
     bound: None,
     reads: "each measured kernel's global load and store sectors and requests, and the share of the fetched bytes \
             its threads asked for (metrics mode, --metrics checklist)",
-    when: "a kernel whose global loads or stores (10% of its sectors or more) use at most 60% of the bytes of the sectors they fetch (without \
-           that share measured: more than 16 sectors per request)",
-    cost: "its GPU time times the unused share of the fetched bytes",
+    when: "a kernel not compute-bound whose global loads or stores (10% of its sectors or more) use at most 60% of \
+           the bytes of the sectors they fetch (without that share measured: more than 16 sectors per request), \
+           where this is its costliest checklist cause",
+    cost: "its GPU time times the share of its global sectors fetched for nothing",
     find,
 };
 
 fn find(rule: &Rule, input: &Input) -> Found {
     let out = few_sms::judged(input)
         .filter_map(|k| {
-            let s = checklist::stats(input, k)?;
-            let u = checklist::uncoalesced(s)?;
+            let (FindingKind::UncoalescedAccess, cost_ns) = checklist::chosen(input, k)? else { return None };
+            let u = checklist::uncoalesced(checklist::stats(input, k)?)?;
+            let advice = if checklist::vendor_library(&k.name) { LIBRARY_ADVICE } else { ADVICE };
             Some(Finding {
                 kernel: Some(k.name.clone()),
                 bound: k.verdict.as_ref().map(|v| v.bound.clone()).unwrap_or_else(|| rule.verdict()),
-                cost_ns: (k.gpu_ns as f64 * (1.0 - u.used_pct / 100.0)) as u64,
-                ..rule.finding(message(&k.display_name, &u, k.gpu_ns), ADVICE.into())
+                cost_ns,
+                ..rule.finding(message(&k.display_name, &u, k.gpu_ns), advice.into())
             })
         })
         .collect();
@@ -52,3 +54,8 @@ fn message(name: &str, u: &Uncoalesced, gpu_ns: u64) -> String {
 
 const ADVICE: &str = "Make neighbouring threads touch neighbouring addresses: index by threadIdx.x along the \
                       contiguous dimension, transpose through shared memory, or store the data structure-of-arrays.";
+
+/// A library's kernel reads what the program hands it: its layout.
+const LIBRARY_ADVICE: &str = "The library reads its operands strided as the program lays them out: pass contiguous \
+                              tensors (.contiguous()), channels_last for convolutions, or the transpose flags \
+                              instead of transposed copies.";

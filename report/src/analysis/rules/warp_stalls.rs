@@ -21,7 +21,7 @@ fn find(rule: &Rule, input: &Input) -> Found {
     let out = few_sms::judged(input)
         .filter_map(|k| {
             let s = checklist::stats(input, k)?;
-            if checklist::specific(k, s) || checklist::vendor_library(&k.name) {
+            if checklist::chosen(input, k).is_some() || checklist::vendor_library(&k.name) {
                 return None;
             }
             let stalls = checklist::stalls(s);
@@ -31,7 +31,7 @@ fn find(rule: &Rule, input: &Input) -> Found {
             let (reason, share) =
                 barrier.or(stalls.first().filter(|(_, p)| latency && *p >= checklist::DOMINANT_STALL_PCT)).copied()?;
             let (what, advice) = explain(reason)?;
-            let busy = k.compute_pct.unwrap_or(0.0).max(k.dram_pct.unwrap_or(0.0)).min(100.0);
+            let busy = k.compute_pct.unwrap_or(0.0).max(k.dram_pct.unwrap_or(0.0)).clamp(0.0, 100.0);
             Some(Finding {
                 kernel: Some(k.name.clone()),
                 bound: k.verdict.as_ref().map(|v| v.bound.clone()).unwrap_or_else(|| rule.verdict()),
