@@ -24,7 +24,7 @@ pub(crate) mod windows;
 use crate::attribute::{Attributed, Attributor, LaunchInfo, Own};
 use crate::decode::{Activity, KernelActivity, RecordCursor};
 use crate::model::drops::Drops;
-use crate::model::event::HostEvent;
+use crate::model::event::{HostEvent, COMM_LAUNCH};
 use crate::model::idle::CAUSES;
 use crate::model::path::{paths, PathId, RangePath};
 use crate::model::profiler_cost::{Calibration, ThreadCost, MAX_TIMED_CALL_NS};
@@ -377,7 +377,8 @@ impl Aggregator {
                 self.ranges.untraced_launches(path, instance, launches, graphs);
             }
             HostEvent::LaunchLog { lane, entries } => {
-                for (ts, function) in entries {
+                // Steps are found from compute launches, as from records.
+                for (ts, function) in entries.into_iter().filter(|(_, f)| f & COMM_LAUNCH == 0) {
                     let next = self.launch_functions.len() as u32;
                     let id = match self.launch_functions.get(&function) {
                         Some(&id) => id,

@@ -15,7 +15,7 @@ use super::held::Held;
 use super::metrics::collector::{self, LaunchSite, Measured};
 use super::{active, hold, nvtx, panic_guard, python_stack, tally, CollectOptions, Collection};
 use crate::error::Result;
-use crate::model::event::HostEvent;
+use crate::model::event::{HostEvent, COMM_LAUNCH};
 use crate::model::path::PathId;
 use cupti_sys::{self as sys, Cupti};
 use std::cell::Cell;
@@ -748,7 +748,8 @@ fn launched_kernel(domain: u32, cbid: u32, d: &sys::CUpti_CallbackData) -> u64 {
         let bytes = unsafe { std::ffi::CStr::from_ptr(d.symbolName) }.to_bytes();
         let mut h = rustc_hash::FxHasher::default();
         std::hash::Hash::hash(bytes, &mut h);
-        std::hash::Hasher::finish(&h)
+        let comm = std::str::from_utf8(bytes).is_ok_and(crate::model::comm::is_comm_kernel);
+        std::hash::Hasher::finish(&h) & !COMM_LAUNCH | if comm { COMM_LAUNCH } else { 0 }
     };
     if handle == 0 {
         return name();
@@ -992,6 +993,11 @@ pub(crate) mod tests {
         assert_eq!(launch(0x1000, Some(c"not read")), gemm, "found again by its handle, its name not read");
         assert_ne!(launch(0x3000, Some(c"elementwise")), gemm);
         assert_eq!(launch(0x4000, None), 0x4000, "no name: the handle");
+        // NCCL's kernels are marked: steps are not found from them.
+        assert_eq!(gemm & COMM_LAUNCH, 0);
+        let nccl =
+            launch(0x6000, Some(c"_Z28ncclDevKernel_AllReduce_Sum_f32_RING_LLP24ncclDevKernelArgsStorageILm4096EE"));
+        assert_eq!(nccl & COMM_LAUNCH, COMM_LAUNCH, "{nccl:x}");
         // SAFETY: as above.
         let mut g: sys::cuGraphLaunch_params = unsafe { std::mem::zeroed() };
         g.hGraph = 0x5000 as sys::CUgraphExec;

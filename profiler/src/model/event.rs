@@ -3,6 +3,11 @@
 
 use super::path::PathId;
 
+/// Set in a [`HostEvent::LaunchLog`] id: the launch is a communication
+/// kernel's (NCCL's), which steps are not found from (as with kernel
+/// records: a rank's collectives wait on the others).
+pub const COMM_LAUNCH: u64 = 1 << 63;
+
 /// What the NVTX handler and launch callbacks report, in the order they
 /// happened on each thread. Times are ns on CUPTI's clock; `instance` ids
 /// name one opening of a range, `path` ids an interned NVTX path.
@@ -47,10 +52,10 @@ pub enum HostEvent {
     /// `graphs` of them were CUDA graph launches.
     UntracedLaunches { path: PathId, instance: u64, launches: u64, graphs: u64, start: u64, end: u64 },
     /// A thread's launches between trace windows, in order: (time, the
-    /// launched function's handle: the same for every launch of one
-    /// kernel, 0 where unknown). `lane` tells the thread's apart from
-    /// other threads'. Steps are found in them where no kernel record was
-    /// taken.
+    /// launched kernel's id: the same for every launch of one kernel, 0
+    /// where unknown; [`COMM_LAUNCH`] set for a communication kernel's).
+    /// `lane` tells the thread's apart from other threads'. Steps are
+    /// found in them where no kernel record was taken.
     LaunchLog { lane: u32, entries: Vec<(u64, u64)> },
     /// Thread `tid` called NCCL for a collective (or send, receive) of
     /// `bytes` (its message size, from NCCL's NVTX payload) at `ts`: the

@@ -8,7 +8,7 @@ use crate::analysis::rules::MOVE_FEWER_BYTES;
 use crate::analysis::Bound;
 use crate::analysis::{analyze, rules::more_blocks};
 use crate::model::device::DeviceInfo;
-use crate::model::event::HostEvent;
+use crate::model::event::{HostEvent, COMM_LAUNCH};
 use crate::model::occupancy::SmLimits;
 use crate::model::path::{paths, ROOT};
 use crate::model::sampled::Sample;
@@ -135,6 +135,31 @@ fn steps_are_found_from_the_launches_logged_without_kernel_records() {
     // A JSON round trip keeps where the steps came from.
     let back = Report::from_json(&r.to_json()).expect("reads back");
     assert!(back.session_steady.and_then(|s| s.steps).is_some_and(|s| s.from_launches));
+}
+
+#[test]
+fn a_rank_s_communication_launches_do_not_hide_its_steps() {
+    // A DDP rank: 100 steps of 300 compute launches, one every 60 us; its
+    // all-reduces (marked communication) launch as buckets fill, 1 to 4 a
+    // step at times that move from step to step.
+    let mut a = aggregator(2000, 30_000, |t| sample(t, 40.0, 1e6, 0.0, 20.0, 60.0));
+    let mut log = Vec::new();
+    for step in 0..100u64 {
+        let begin = 1000 * MS + step * 20 * MS;
+        for i in 0..300u64 {
+            log.push((begin + i * 60_000, 0x7f00 + i));
+            if i % (50 + step % 7 * 20) == 17 {
+                log.push((begin + i * 60_000 + 1_000, COMM_LAUNCH | (0xcc00 + step % 3)));
+            }
+        }
+    }
+    for batch in log.chunks(256) {
+        a.host_event(HostEvent::LaunchLog { lane: 1, entries: batch.to_vec() });
+    }
+    let r = finish(a, 2000);
+    let f = answer_of(&r).found_steps.expect("steps found from the compute launches");
+    assert!(f.from_launches && f.kernels_per_step == 300, "{f:?}");
+    assert!(f.mean_ns.abs_diff(20 * MS) < MS / 10, "{f:?}");
 }
 
 #[test]
