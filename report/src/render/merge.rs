@@ -104,7 +104,7 @@ pub(super) fn render_answer(a: &JobAnswer, width: usize) -> String {
     let mut out = String::new();
     let head = match (&a.step, a.per_second) {
         (Some(s), false) => format!("`{s}`, {} per step", fmt_ns(a.step_ns)),
-        (None, false) => format!("steps found from each rank's kernels, {} per step", fmt_ns(a.step_ns)),
+        (None, false) => format!("steps found in what each rank repeats, {} per step", fmt_ns(a.step_ns)),
         _ => "each rank's steady state, figures per second of it".to_string(),
     };
     let _ = writeln!(out, "== Answer for the job: {} ranks, {head}", a.ranks.len());
