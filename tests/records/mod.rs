@@ -98,19 +98,7 @@ pub fn sync(start: u64, end: u64) -> Vec<u8> {
 
 /// A kernel record with a grid of `grid` blocks of `block` threads.
 pub fn kernel_grid(name: &'static CStr, corr: u32, start: u64, end: u64, grid: i32, block: i32) -> Vec<u8> {
-    // SAFETY: an all-zero CUpti_ActivityKernel10 is a valid value.
-    let mut r: sys::CUpti_ActivityKernel10 = unsafe { std::mem::zeroed() };
-    r.kind = sys::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
-    r.name = gpuscope::testing::kernel_name(name);
-    r.correlationId = corr;
-    (r.start, r.end) = (start, end);
-    r.streamId = 7;
-    r.contextId = 1;
-    (r.gridX, r.gridY, r.gridZ) = (grid, 1, 1);
-    (r.blockX, r.blockY, r.blockZ) = (block, 1, 1);
-    r.registersPerThread = 32;
-    r.sharedMemoryExecuted = 228 * 1024;
-    bytes_of(&r)
+    kernel_shaped(name, corr, start, end, grid, block, 32, 0)
 }
 
 /// A host-to-device copy from pinned memory.

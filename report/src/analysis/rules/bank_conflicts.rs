@@ -1,7 +1,7 @@
 //! `bank-conflicts`: shared-memory accesses serialised by bank conflicts.
 
 use super::{checklist, few_sms, FindingKind, Found, Input, Rule};
-use crate::analysis::findings::{ms, Finding};
+use crate::analysis::findings::ms;
 
 /// The rule.
 pub static RULE: Rule = Rule {
@@ -20,23 +20,20 @@ fn find(rule: &Rule, input: &Input) -> Found {
         .filter_map(|k| {
             let (FindingKind::BankConflicts, cost_ns) = checklist::chosen(input, k)? else { return None };
             let c = checklist::conflicted(k, checklist::stats(input, k)?)?;
-            Some(Finding {
-                kernel: Some(k.name.clone()),
-                bound: k.verdict.as_ref().map(|v| v.bound.clone()).unwrap_or_else(|| rule.verdict()),
+            Some(rule.kernel_finding(
+                k,
                 cost_ns,
-                ..rule.finding(
-                    format!(
-                        "{}: shared-memory {} with {:.1}-way bank conflicts ({:.0}% of the wavefronts are conflicts), \
+                format!(
+                    "{}: shared-memory {} with {:.1}-way bank conflicts ({:.0}% of the wavefronts are conflicts), \
                          {} of GPU time",
-                        k.display_name,
-                        c.what,
-                        c.ways,
-                        c.conflict_pct,
-                        ms(k.gpu_ns)
-                    ),
-                    ADVICE.into(),
-                )
-            })
+                    k.display_name,
+                    c.what,
+                    c.ways,
+                    c.conflict_pct,
+                    ms(k.gpu_ns)
+                ),
+                ADVICE.into(),
+            ))
         })
         .collect();
     (out, 0)

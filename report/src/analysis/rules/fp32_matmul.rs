@@ -2,7 +2,7 @@
 //! idle.
 
 use super::{checklist, few_sms, FindingKind, Found, Input, Rule};
-use crate::analysis::findings::{ms, Finding};
+use crate::analysis::findings::ms;
 
 /// The rule.
 pub static RULE: Rule = Rule {
@@ -22,20 +22,17 @@ fn find(rule: &Rule, input: &Input) -> Found {
         .filter_map(|k| {
             let (FindingKind::Fp32Matmul, cost_ns) = checklist::chosen(input, k)? else { return None };
             let (fma, tensor) = checklist::fp32_matmul(k, checklist::stats(input, k)?)?;
-            Some(Finding {
-                kernel: Some(k.name.clone()),
-                bound: k.verdict.as_ref().map(|v| v.bound.clone()).unwrap_or_else(|| rule.verdict()),
+            Some(rule.kernel_finding(
+                k,
                 cost_ns,
-                ..rule.finding(
-                    format!(
-                        "{}: a matrix product on the FMA pipes (FMA pipe {fma:.0}% active, tensor cores {tensor:.1}%), \
+                format!(
+                    "{}: a matrix product on the FMA pipes (FMA pipe {fma:.0}% active, tensor cores {tensor:.1}%), \
                          {} of GPU time",
-                        k.display_name,
-                        ms(k.gpu_ns)
-                    ),
-                    ADVICE.into(),
-                )
-            })
+                    k.display_name,
+                    ms(k.gpu_ns)
+                ),
+                ADVICE.into(),
+            ))
         })
         .collect();
     (out, 0)

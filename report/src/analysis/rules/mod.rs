@@ -116,6 +116,16 @@ impl Rule {
         self.bound.clone().unwrap_or(Bound::Unknown)
     }
 
+    /// A finding of this rule about kernel `k`, costing `cost_ns`: of its
+    /// verdict, or of the kernel's where the rule has none.
+    fn kernel_finding(&self, k: &KernelAnalysis, cost_ns: u64, message: String, advice: String) -> Finding {
+        let bound = match (&self.bound, &k.verdict) {
+            (None, Some(v)) => v.bound.clone(),
+            _ => self.verdict(),
+        };
+        Finding { kernel: Some(k.name.clone()), bound, cost_ns, ..self.finding(message, advice) }
+    }
+
     /// A finding of this rule with no range or kernel, not costed.
     fn finding(&self, message: String, advice: String) -> Finding {
         Finding {

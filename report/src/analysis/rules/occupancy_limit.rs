@@ -2,7 +2,7 @@
 //! registers, shared memory or block size.
 
 use super::{checklist, few_sms, FindingKind, Found, Input, Rule};
-use crate::analysis::findings::{ms, Finding};
+use crate::analysis::findings::ms;
 use crate::analysis::verdict::Bound;
 use crate::model::occupancy::Limiter;
 
@@ -30,20 +30,18 @@ fn find(rule: &Rule, input: &Input) -> Found {
                 Limiter::Blocks => "the blocks an SM holds at once: its blocks are small",
                 Limiter::Warps => return None,
             };
-            Some(Finding {
-                kernel: Some(k.name.clone()),
+            Some(rule.kernel_finding(
+                k,
                 cost_ns,
-                ..rule.finding(
-                    format!(
-                        "{}: latency-bound, theoretical occupancy {theoretical:.0}% limited by {by} (achieved {:.0}%), \
+                format!(
+                    "{}: latency-bound, theoretical occupancy {theoretical:.0}% limited by {by} (achieved {:.0}%), \
                          {} of GPU time",
-                        k.display_name,
-                        k.achieved_occupancy_pct.unwrap_or(0.0),
-                        ms(k.gpu_ns)
-                    ),
-                    advice(limiter).into(),
-                )
-            })
+                    k.display_name,
+                    k.achieved_occupancy_pct.unwrap_or(0.0),
+                    ms(k.gpu_ns)
+                ),
+                advice(limiter).into(),
+            ))
         })
         .collect();
     (out, 0)

@@ -3,7 +3,7 @@
 
 use super::checklist::{self, Uncoalesced};
 use super::{few_sms, FindingKind, Found, Input, Rule};
-use crate::analysis::findings::{ms, Finding};
+use crate::analysis::findings::ms;
 
 /// The rule.
 pub static RULE: Rule = Rule {
@@ -24,12 +24,7 @@ fn find(rule: &Rule, input: &Input) -> Found {
             let (FindingKind::UncoalescedAccess, cost_ns) = checklist::chosen(input, k)? else { return None };
             let u = checklist::uncoalesced(checklist::stats(input, k)?)?;
             let advice = if checklist::vendor_library(&k.name) { LIBRARY_ADVICE } else { ADVICE };
-            Some(Finding {
-                kernel: Some(k.name.clone()),
-                bound: k.verdict.as_ref().map(|v| v.bound.clone()).unwrap_or_else(|| rule.verdict()),
-                cost_ns,
-                ..rule.finding(message(&k.display_name, &u, k.gpu_ns), advice.into())
-            })
+            Some(rule.kernel_finding(k, cost_ns, message(&k.display_name, &u, k.gpu_ns), advice.into()))
         })
         .collect();
     (out, 0)

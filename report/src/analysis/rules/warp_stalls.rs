@@ -2,7 +2,7 @@
 //! cause of the checklist explains it.
 
 use super::{checklist, few_sms, FindingKind, Found, Input, Rule};
-use crate::analysis::findings::{ms, Finding};
+use crate::analysis::findings::ms;
 use crate::analysis::verdict::Bound;
 
 /// The rule.
@@ -32,19 +32,16 @@ fn find(rule: &Rule, input: &Input) -> Found {
                 barrier.or(stalls.first().filter(|(_, p)| latency && *p >= checklist::DOMINANT_STALL_PCT)).copied()?;
             let (what, advice) = explain(reason)?;
             let busy = k.compute_pct.unwrap_or(0.0).max(k.dram_pct.unwrap_or(0.0)).clamp(0.0, 100.0);
-            Some(Finding {
-                kernel: Some(k.name.clone()),
-                bound: k.verdict.as_ref().map(|v| v.bound.clone()).unwrap_or_else(|| rule.verdict()),
-                cost_ns: (k.gpu_ns as f64 * share / 100.0 * (1.0 - busy / 100.0)) as u64,
-                ..rule.finding(
-                    format!(
-                        "{}: warps {what} ({reason}) {share:.0}% of their stalled cycles, {} of GPU time",
-                        k.display_name,
-                        ms(k.gpu_ns)
-                    ),
-                    advice.into(),
-                )
-            })
+            Some(rule.kernel_finding(
+                k,
+                (k.gpu_ns as f64 * share / 100.0 * (1.0 - busy / 100.0)) as u64,
+                format!(
+                    "{}: warps {what} ({reason}) {share:.0}% of their stalled cycles, {} of GPU time",
+                    k.display_name,
+                    ms(k.gpu_ns)
+                ),
+                advice.into(),
+            ))
         })
         .collect();
     (out, 0)
