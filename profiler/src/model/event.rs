@@ -53,7 +53,7 @@ pub enum HostEvent {
     UntracedLaunches { path: PathId, instance: u64, launches: u64, graphs: u64, start: u64, end: u64 },
     /// A thread's launches between trace windows, in order: (time, the
     /// launched kernel's id: the same for every launch of one kernel, 0
-    /// where unknown; [`COMM_LAUNCH`] set for a communication kernel's).
+    /// where unknown; its top bit set for a communication kernel's).
     /// `lane` tells the thread's apart from other threads'. Steps are
     /// found in them where no kernel record was taken.
     LaunchLog { lane: u32, entries: Vec<(u64, u64)> },
