@@ -9,12 +9,19 @@ import time
 import torch
 
 
-class Config(ctypes.Structure):
-    """gpuscope_config of ffi/include/gpuscope.h."""
-    _fields_ = [("struct_size", ctypes.c_uint32), ("mode", ctypes.c_uint32), ("keep_trace", ctypes.c_uint32),
-                ("launch_count", ctypes.c_uint32), ("metrics", ctypes.c_char_p), ("kernel_filter", ctypes.c_char_p),
-                ("nvtx_filter", ctypes.c_char_p), ("sampling_interval_us", ctypes.c_uint32),
-                ("trace_window_ms", ctypes.c_uint32), ("trace_period_ms", ctypes.c_uint32)]
+def _package_config():
+    """gpuscope_config as the package keeps it (checked against the header
+    by python/tests/test_header.py), loaded from its file alone (importing
+    the package would make it the NVTX tool)."""
+    import importlib.util
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python", "gpuscope", "_native.py")
+    spec = importlib.util.spec_from_file_location("_gpuscope_native", path)
+    native = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(native)
+    return native.Config
+
+
+Config = _package_config()
 
 
 def load(path):
@@ -51,7 +58,7 @@ def config(gs, name):
     if kind == "none":
         return None
     c = Config()
-    gs.gpuscope_config_init(ctypes.byref(c))
+    gs.gpuscope_config_init_sized(ctypes.byref(c), ctypes.sizeof(c))
     if kind == "trace":
         return c
     if kind not in ("sampling", "windows"):

@@ -149,7 +149,7 @@ int main(int argc, char** argv) {
   std::vector<double> before, during, after;
   for (int b = 0; b < blocks; ++b) before.push_back(block());
 
-  typedef int (*init_fn)(gpuscope_config*);
+  typedef int (*init_fn)(gpuscope_config*, size_t);
   typedef int (*start_fn)(const gpuscope_config*);
   typedef int (*stop_fn)(void);
   typedef const char* (*err_fn)(void);
@@ -174,13 +174,13 @@ int main(int argc, char** argv) {
       fprintf(stderr, "cannot load gpuscope: %s\n", dlerror());
       return 1;
     }
-    auto init = (init_fn)dlsym(h, "gpuscope_config_init");
+    auto init = (init_fn)dlsym(h, "gpuscope_config_init_sized");
     auto start = (start_fn)dlsym(h, "gpuscope_start");
     stop = (stop_fn)dlsym(h, "gpuscope_stop");
     last_error = (err_fn)dlsym(h, "gpuscope_last_error");
     gpuscope_config c;
     memset(&c, 0, sizeof c);
-    init(&c);
+    init(&c, sizeof(c));
     if (config.rfind("always-on", 0) == 0) {
       // always-on:US: another sampling interval than 1 ms.
       c.mode = GPUSCOPE_MODE_SAMPLING;

@@ -161,9 +161,19 @@ typedef struct {
 extern "C" {
 #endif // __cplusplus
 
-// Fills `config` with the defaults (trace mode, first 3 launches per
-// kernel in metrics mode; docs/reference/configuration.md lists them).
-// Thread-safe.
+// Fills the first `size` bytes of `config`, the caller's
+// `sizeof(gpuscope_config)`, with the defaults (trace mode, first 3
+// launches per kernel in metrics mode; docs/reference/configuration.md
+// lists them), and `struct_size` with the size filled: a program built
+// against an older, shorter header gets its own fields, and the library
+// writes nothing past them. The header's `gpuscope_config_init(config)`
+// macro passes the size. Thread-safe.
+int gpuscope_config_init_sized(gpuscope_config *config, size_t size);
+
+// `gpuscope_config_init` as programs built against gpuscope 0.1.0 call
+// it: fills that version's fields only (its config is no longer), so it
+// never writes past an older caller's struct. The header maps the name to
+// [`gpuscope_config_init_sized`] with the caller's size.
 int gpuscope_config_init(gpuscope_config *config);
 
 // Starts the process's session. `config` may be NULL (defaults).
@@ -298,3 +308,8 @@ const char *gpuscope_version(void);
 #endif  // __cplusplus
 
 #endif  /* GPUSCOPE_H */
+
+/* gpuscope_config_init(&cfg) fills the caller's own struct, of its
+ * header's size: a program built against this header keeps working with a
+ * later library, whose config may be longer. */
+#define gpuscope_config_init(config) gpuscope_config_init_sized((config), sizeof(*(config)))

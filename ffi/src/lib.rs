@@ -207,20 +207,47 @@ unsafe fn opt_str<'a>(p: *const c_char, what: &str) -> Result<Option<&'a str>, c
     }
 }
 
-/// Fills `config` with the defaults (trace mode, first 3 launches per
-/// kernel in metrics mode; docs/reference/configuration.md lists them).
-/// Thread-safe.
+/// Fills the first `size` bytes of `config`, the caller's
+/// `sizeof(gpuscope_config)`, with the defaults (trace mode, first 3
+/// launches per kernel in metrics mode; docs/reference/configuration.md
+/// lists them), and `struct_size` with the size filled: a program built
+/// against an older, shorter header gets its own fields, and the library
+/// writes nothing past them. The header's `gpuscope_config_init(config)`
+/// macro passes the size. Thread-safe.
 #[no_mangle]
-pub unsafe extern "C" fn gpuscope_config_init(config: *mut gpuscope_config) -> c_int {
+pub unsafe extern "C" fn gpuscope_config_init_sized(config: *mut gpuscope_config, size: usize) -> c_int {
     guard(|| {
         if config.is_null() {
             set_error("gpuscope_config_init: config is NULL");
             return GPUSCOPE_ERR_INVALID;
         }
-        // SAFETY: non-null, and the caller provides a gpuscope_config.
-        unsafe { config.write(default_config()) };
+        if size < CONFIG_SIZE_V1 {
+            set_error(&format!(
+                "gpuscope_config_init: a config of {size} bytes; allowed: {CONFIG_SIZE_V1} or more (sizeof(gpuscope_config))"
+            ));
+            return GPUSCOPE_ERR_INVALID;
+        }
+        let n = size.min(std::mem::size_of::<gpuscope_config>());
+        let mut defaults = default_config();
+        defaults.struct_size = n as u32;
+        // SAFETY: non-null, and the caller's struct holds `size` >= `n`
+        // writable bytes (the contract); `defaults` is a whole config; the
+        // two do not overlap.
+        unsafe {
+            std::ptr::copy_nonoverlapping(&defaults as *const gpuscope_config as *const u8, config as *mut u8, n)
+        };
         GPUSCOPE_OK
     })
+}
+
+/// `gpuscope_config_init` as programs built against gpuscope 0.1.0 call
+/// it: fills that version's fields only (its config is no longer), so it
+/// never writes past an older caller's struct. The header maps the name to
+/// [`gpuscope_config_init_sized`] with the caller's size.
+#[no_mangle]
+pub unsafe extern "C" fn gpuscope_config_init(config: *mut gpuscope_config) -> c_int {
+    // SAFETY: the caller's config is at least 0.1.0's, CONFIG_SIZE_V1 bytes.
+    unsafe { gpuscope_config_init_sized(config, CONFIG_SIZE_V1) }
 }
 
 /// The defaults `gpuscope_config_init` writes: those of the settings
@@ -851,6 +878,35 @@ pub extern "C" fn gpuscope_version() -> *const c_char {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn init_writes_no_byte_past_the_caller_s_struct() {
+        let whole = std::mem::size_of::<gpuscope_config>();
+        for (size, legacy) in [(CONFIG_SIZE_V1, true), (CONFIG_SIZE_V1 + 4, false), (whole, false)] {
+            // The caller's struct, then bytes that are not its own.
+            let mut bytes = vec![0xabu8; whole + 16];
+            let config = bytes.as_mut_ptr() as *mut gpuscope_config;
+            // SAFETY: `bytes` holds more than `size` writable bytes.
+            let code = unsafe {
+                if legacy {
+                    gpuscope_config_init(config)
+                } else {
+                    gpuscope_config_init_sized(config, size)
+                }
+            };
+            assert_eq!(code, GPUSCOPE_OK);
+            assert!(bytes[size..].iter().all(|&b| b == 0xab), "written past {size} bytes");
+            // SAFETY: struct_size bytes were written.
+            let c = unsafe { read_config(bytes.as_ptr() as *const gpuscope_config) };
+            assert_eq!(c.struct_size as usize, size);
+            assert!(profiler_from(&c).is_ok());
+        }
+        let mut small = [0u8; 8];
+        // SAFETY: 8 writable bytes; refused before writing.
+        let code = unsafe { gpuscope_config_init_sized(small.as_mut_ptr() as *mut gpuscope_config, 8) };
+        assert_eq!(code, GPUSCOPE_ERR_INVALID);
+        assert!(last_error().contains("a config of 8 bytes; allowed:"), "{}", last_error());
+    }
 
     #[test]
     fn a_config_of_an_older_header_reads_its_own_bytes_and_defaults_the_rest() {

@@ -173,7 +173,7 @@ class profile:
 
     def _config(self):
         cfg = _native.Config()
-        check(lib().gpuscope_config_init(ctypes.byref(cfg)))
+        check(_native.init_config(cfg))
         if cfg.struct_size != ctypes.sizeof(_native.Config):
             raise GpuscopeError(_native.ERR_INTERNAL,
                                 f"this gpuscope package and its library {_native.library_path()} disagree on the "

@@ -29,7 +29,7 @@ class GpuscopeWarning(UserWarning):
 
 
 class Config(ctypes.Structure):
-    """`gpuscope_config`; `gpuscope_config_init` checks its size."""
+    """`gpuscope_config`; `init_config` fills it, of its own size."""
 
     _fields_ = [
         ("struct_size", ctypes.c_uint32),
@@ -54,6 +54,12 @@ class Config(ctypes.Structure):
         ("max_live_ranges", ctypes.c_uint32),
         ("prometheus", ctypes.c_char_p),
     ]
+
+
+def init_config(cfg):
+    """Fills `cfg` (a `Config`) with the library's defaults, no byte past
+    its own size (`gpuscope_config_init_sized`)."""
+    return lib().gpuscope_config_init_sized(ctypes.byref(cfg), ctypes.sizeof(cfg))
 
 
 def library_path():
@@ -117,7 +123,7 @@ def lib():
             handle = ctypes.CDLL(str(path))
         except OSError as e:
             raise GpuscopeError(ERR_INTERNAL, f"gpuscope's library could not be loaded from {path}: {e}") from None
-        handle.gpuscope_config_init.argtypes = [ctypes.POINTER(Config)]
+        handle.gpuscope_config_init_sized.argtypes = [ctypes.POINTER(Config), ctypes.c_size_t]
         handle.gpuscope_start.argtypes = [ctypes.POINTER(Config)]
         handle.gpuscope_write_report.argtypes = [ctypes.c_char_p, ctypes.c_int]
         handle.gpuscope_declare_flops.argtypes = [ctypes.c_char_p, ctypes.c_double]

@@ -47,7 +47,7 @@ class Package(unittest.TestCase):
         # The library fills the struct: its size and defaults are its own,
         # not values this test set (the field layout: test_header.py).
         cfg = _native.Config()
-        _native.check(_native.lib().gpuscope_config_init(ctypes.byref(cfg)))
+        _native.check(_native.init_config(cfg))
         self.assertEqual(cfg.struct_size, ctypes.sizeof(_native.Config))
         self.assertEqual((cfg.mode, cfg.launch_count, cfg.keep_trace), (_native.MODES["trace"], 3, 0))
         self.assertEqual((cfg.trace_window_ms, cfg.trace_period_ms, cfg.sampling_interval_us), (0, 0, 0))

@@ -20,7 +20,7 @@ def fields(cfg):
 
 def library_defaults():
     cfg = _native.Config()
-    _native.check(_native.lib().gpuscope_config_init(ctypes.byref(cfg)))
+    _native.check(_native.init_config(cfg))
     return fields(cfg)
 
 
