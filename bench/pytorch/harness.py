@@ -58,7 +58,12 @@ def config(gs, name):
     if kind == "none":
         return None
     c = Config()
-    gs.gpuscope_config_init_sized(ctypes.byref(c), ctypes.sizeof(c))
+    init = getattr(gs, "gpuscope_config_init_sized", None)  # libraries before it: the legacy call
+    if init is None:
+        gs.gpuscope_config_init(ctypes.byref(c))
+    else:
+        init.argtypes = [ctypes.POINTER(Config), ctypes.c_size_t]
+        init(ctypes.byref(c), ctypes.sizeof(c))
     if kind == "trace":
         return c
     if kind not in ("sampling", "windows"):

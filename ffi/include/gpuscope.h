@@ -170,10 +170,11 @@ extern "C" {
 // macro passes the size. Thread-safe.
 int gpuscope_config_init_sized(gpuscope_config *config, size_t size);
 
-// `gpuscope_config_init` as programs built against gpuscope 0.1.0 call
-// it: fills that version's fields only (its config is no longer), so it
-// never writes past an older caller's struct. The header maps the name to
-// [`gpuscope_config_init_sized`] with the caller's size.
+// `gpuscope_config_init` as programs built against gpuscope 0.1.0's
+// header call it (and as `dlsym` or a function pointer finds it): fills
+// 0.1.0's fields, never more, so a later, longer config is not written
+// past an older program's struct. The header's `gpuscope_config_init`
+// macro calls `gpuscope_config_init_sized` with the header's size.
 int gpuscope_config_init(gpuscope_config *config);
 
 // Starts the process's session. `config` may be NULL (defaults).
@@ -312,4 +313,4 @@ const char *gpuscope_version(void);
 /* gpuscope_config_init(&cfg) fills the caller's own struct, of its
  * header's size: a program built against this header keeps working with a
  * later library, whose config may be longer. */
-#define gpuscope_config_init(config) gpuscope_config_init_sized((config), sizeof(*(config)))
+#define gpuscope_config_init(config) gpuscope_config_init_sized((config), sizeof(gpuscope_config))

@@ -148,6 +148,19 @@ pub struct gpuscope_config {
 /// any later, shorter version do).
 const CONFIG_SIZE_V1: usize = std::mem::offset_of!(gpuscope_config, trace_window_ms);
 
+/// Size of `gpuscope_config` in gpuscope 0.1.0, the first release: what
+/// programs built against its header pass (frozen; later versions append).
+const CONFIG_SIZE_0_1_0: usize = 104;
+
+// Fields are appended whole: the struct ends with its last field, so an
+// older caller's `sizeof` never takes in trailing padding that a later
+// field would be read from.
+const _: () = assert!(
+    std::mem::size_of::<gpuscope_config>()
+        == std::mem::offset_of!(gpuscope_config, prometheus) + std::mem::size_of::<*const c_char>()
+);
+const _: () = assert!(std::mem::size_of::<gpuscope_config>() >= CONFIG_SIZE_0_1_0);
+
 thread_local! {
     static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
 }
@@ -240,14 +253,15 @@ pub unsafe extern "C" fn gpuscope_config_init_sized(config: *mut gpuscope_config
     })
 }
 
-/// `gpuscope_config_init` as programs built against gpuscope 0.1.0 call
-/// it: fills that version's fields only (its config is no longer), so it
-/// never writes past an older caller's struct. The header maps the name to
-/// [`gpuscope_config_init_sized`] with the caller's size.
+/// `gpuscope_config_init` as programs built against gpuscope 0.1.0's
+/// header call it (and as `dlsym` or a function pointer finds it): fills
+/// 0.1.0's fields, never more, so a later, longer config is not written
+/// past an older program's struct. The header's `gpuscope_config_init`
+/// macro calls `gpuscope_config_init_sized` with the header's size.
 #[no_mangle]
 pub unsafe extern "C" fn gpuscope_config_init(config: *mut gpuscope_config) -> c_int {
-    // SAFETY: the caller's config is at least 0.1.0's, CONFIG_SIZE_V1 bytes.
-    unsafe { gpuscope_config_init_sized(config, CONFIG_SIZE_V1) }
+    // SAFETY: a caller of this symbol has at least 0.1.0's config.
+    unsafe { gpuscope_config_init_sized(config, CONFIG_SIZE_0_1_0) }
 }
 
 /// The defaults `gpuscope_config_init` writes: those of the settings
@@ -882,7 +896,9 @@ mod tests {
     #[test]
     fn init_writes_no_byte_past_the_caller_s_struct() {
         let whole = std::mem::size_of::<gpuscope_config>();
-        for (size, legacy) in [(CONFIG_SIZE_V1, true), (CONFIG_SIZE_V1 + 4, false), (whole, false)] {
+        for (size, legacy) in
+            [(CONFIG_SIZE_0_1_0, true), (CONFIG_SIZE_V1, false), (CONFIG_SIZE_V1 + 4, false), (whole, false)]
+        {
             // The caller's struct, then bytes that are not its own.
             let mut bytes = vec![0xabu8; whole + 16];
             let config = bytes.as_mut_ptr() as *mut gpuscope_config;

@@ -58,8 +58,12 @@ class Config(ctypes.Structure):
 
 def init_config(cfg):
     """Fills `cfg` (a `Config`) with the library's defaults, no byte past
-    its own size (`gpuscope_config_init_sized`)."""
-    return lib().gpuscope_config_init_sized(ctypes.byref(cfg), ctypes.sizeof(cfg))
+    its own size (`gpuscope_config_init_sized`; a library before it has
+    only `gpuscope_config_init`, which fills the same 0.1.0 layout)."""
+    init = getattr(lib(), "gpuscope_config_init_sized", None)
+    if init is None:
+        return lib().gpuscope_config_init(ctypes.byref(cfg))
+    return init(ctypes.byref(cfg), ctypes.sizeof(cfg))
 
 
 def library_path():
@@ -123,7 +127,8 @@ def lib():
             handle = ctypes.CDLL(str(path))
         except OSError as e:
             raise GpuscopeError(ERR_INTERNAL, f"gpuscope's library could not be loaded from {path}: {e}") from None
-        handle.gpuscope_config_init_sized.argtypes = [ctypes.POINTER(Config), ctypes.c_size_t]
+        if hasattr(handle, "gpuscope_config_init_sized"):
+            handle.gpuscope_config_init_sized.argtypes = [ctypes.POINTER(Config), ctypes.c_size_t]
         handle.gpuscope_start.argtypes = [ctypes.POINTER(Config)]
         handle.gpuscope_write_report.argtypes = [ctypes.c_char_p, ctypes.c_int]
         handle.gpuscope_declare_flops.argtypes = [ctypes.c_char_p, ctypes.c_double]
