@@ -211,14 +211,14 @@ pub(super) fn fp32_matmul(k: &KernelAnalysis, s: &KernelStats) -> Option<(f64, f
 
 /// How far from any limit the kernel runs: 1 - its busier of compute and
 /// DRAM throughput (what more warps or fewer stalls could use).
-fn idle_share(k: &KernelAnalysis) -> f64 {
+pub(super) fn idle_share(k: &KernelAnalysis) -> f64 {
     1.0 - k.compute_pct.unwrap_or(0.0).max(k.dram_pct.unwrap_or(0.0)).clamp(0.0, 100.0) / 100.0
 }
 
 /// What uncoalesced access costs: the kernel's time times the share of its
 /// global sectors fetched for nothing; nothing where memory does not bound
 /// it (a compute-bound kernel's waste is not its time).
-pub(super) fn uncoalesced_cost(k: &KernelAnalysis, u: &Uncoalesced) -> u64 {
+fn uncoalesced_cost(k: &KernelAnalysis, u: &Uncoalesced) -> u64 {
     let compute = k.verdict.as_ref().is_some_and(|v| v.bound == Bound::Compute);
     if compute {
         return 0;
@@ -226,20 +226,9 @@ pub(super) fn uncoalesced_cost(k: &KernelAnalysis, u: &Uncoalesced) -> u64 {
     (k.gpu_ns as f64 * u.wasted_share.clamp(0.0, 1.0)) as u64
 }
 
-/// What bank conflicts cost: the kernel's time times their share of the
-/// wavefronts.
-pub(super) fn conflicts_cost(k: &KernelAnalysis, c: &Conflicted) -> u64 {
-    (k.gpu_ns as f64 * c.conflict_pct / 100.0) as u64
-}
-
-/// What a binding occupancy limit costs: the time not spent near a limit.
-pub(super) fn limited_cost(k: &KernelAnalysis) -> u64 {
-    (k.gpu_ns as f64 * idle_share(k)) as u64
-}
-
 /// What an fp32 product on the FMA pipes costs: its time less what the
 /// TF32 tensor cores' peak would take (half its time without peaks).
-pub(super) fn matmul_cost(k: &KernelAnalysis, peaks: Option<&Peaks>) -> u64 {
+fn matmul_cost(k: &KernelAnalysis, peaks: Option<&Peaks>) -> u64 {
     let speedup =
         peaks.and_then(|p| Some(p.flops(TENSOR_TF32)? / p.flops(FMA_FP32)?)).filter(|r| *r > 1.0).unwrap_or(2.0);
     (k.gpu_ns as f64 * (1.0 - 1.0 / speedup)) as u64
@@ -252,8 +241,10 @@ pub(super) fn chosen(input: &Input, k: &KernelAnalysis) -> Option<(FindingKind, 
     let s = stats(input, k)?;
     let causes = [
         uncoalesced(s).map(|u| (FindingKind::UncoalescedAccess, uncoalesced_cost(k, &u))),
-        conflicted(k, s).map(|c| (FindingKind::BankConflicts, conflicts_cost(k, &c))),
-        limited(k, s).map(|_| (FindingKind::OccupancyLimit, limited_cost(k))),
+        // Conflicts: their share of the wavefronts; a binding limit: the
+        // time not spent near any limit.
+        conflicted(k, s).map(|c| (FindingKind::BankConflicts, (k.gpu_ns as f64 * c.conflict_pct / 100.0) as u64)),
+        limited(k, s).map(|_| (FindingKind::OccupancyLimit, (k.gpu_ns as f64 * idle_share(k)) as u64)),
         fp32_matmul(k, s).map(|_| (FindingKind::Fp32Matmul, matmul_cost(k, input.peaks))),
     ];
     // The first of equal costs: the order above.

@@ -1,7 +1,7 @@
 //! `few-sms`: a kernel whose grid leaves most SMs idle.
 
 use super::{FindingKind, Found, Input, Rule};
-use crate::analysis::findings::{ms, Finding, MIN_COST_NS};
+use crate::analysis::findings::{ms, MIN_COST_NS};
 use crate::analysis::verdict::{self, Bound};
 use crate::analysis::KernelAnalysis;
 use crate::model::comm::is_comm_kernel;
@@ -38,18 +38,16 @@ fn find(rule: &Rule, input: &Input) -> Found {
     let out = judged(input)
         .filter_map(|k| {
             let used = used(k)?;
-            Some(Finding {
-                kernel: Some(k.name.clone()),
-                cost_ns: (k.gpu_ns as f64 * (1.0 - used / 100.0)) as u64,
-                ..rule.finding(
-                    format!(
-                        "{}: its grid keeps {used:.1}% of the {sms} SMs busy ({} of GPU time)",
-                        k.display_name,
-                        ms(k.gpu_ns)
-                    ),
-                    more_blocks(sms),
-                )
-            })
+            Some(rule.kernel_finding(
+                k,
+                (k.gpu_ns as f64 * (1.0 - used / 100.0)) as u64,
+                format!(
+                    "{}: its grid keeps {used:.1}% of the {sms} SMs busy ({} of GPU time)",
+                    k.display_name,
+                    ms(k.gpu_ns)
+                ),
+                more_blocks(sms),
+            ))
         })
         .collect();
     (out, 0)

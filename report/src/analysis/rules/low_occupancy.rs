@@ -1,7 +1,6 @@
 //! `low-occupancy`: a latency-bound kernel with few warps per SM.
 
 use super::{checklist, few_sms, tail_wave, FindingKind, Found, Input, Rule};
-use crate::analysis::findings::Finding;
 use crate::analysis::verdict::Bound;
 
 /// The rule.
@@ -25,14 +24,12 @@ fn find(rule: &Rule, input: &Input) -> Found {
             let v = k.verdict.as_ref().filter(|v| v.bound == Bound::Latency)?;
             let o = k.achieved_occupancy_pct.filter(|o| *o < crate::report::LOW_OCCUPANCY_PCT)?;
             let busy = k.compute_pct.unwrap_or(0.0).max(k.dram_pct.unwrap_or(0.0));
-            Some(Finding {
-                kernel: Some(k.name.clone()),
-                cost_ns: (k.gpu_ns as f64 * (1.0 - busy / 100.0)) as u64,
-                ..rule.finding(
-                    format!("{}: latency-bound at {o:.0}% achieved occupancy ({})", k.display_name, v.evidence),
-                    ADVICE.into(),
-                )
-            })
+            Some(rule.kernel_finding(
+                k,
+                (k.gpu_ns as f64 * (1.0 - busy / 100.0)) as u64,
+                format!("{}: latency-bound at {o:.0}% achieved occupancy ({})", k.display_name, v.evidence),
+                ADVICE.into(),
+            ))
         })
         .collect();
     (out, 0)

@@ -1,7 +1,7 @@
 //! `memory-bound`: a memory-bound kernel.
 
 use super::{checklist, few_sms, tail_wave, FindingKind, Found, Input, Rule};
-use crate::analysis::findings::{ms, Finding};
+use crate::analysis::findings::ms;
 use crate::analysis::verdict::Bound;
 
 /// The rule.
@@ -32,19 +32,17 @@ fn find(rule: &Rule, input: &Input) -> Found {
                 .and_then(|p| p.ridge(crate::analysis::peaks::TENSOR_BF16))
                 .map(|r| format!(" (ridge point {r:.0})"))
                 .unwrap_or_default();
-            Finding {
-                kernel: Some(k.name.clone()),
-                cost_ns: k.gpu_ns,
-                ..rule.finding(
-                    format!(
-                        "{}: memory-bound, DRAM at {:.0}% of peak{ai}{ridge}, {} of GPU time",
-                        k.display_name,
-                        k.dram_pct.unwrap_or(0.0),
-                        ms(k.gpu_ns)
-                    ),
-                    MOVE_FEWER_BYTES.into(),
-                )
-            }
+            rule.kernel_finding(
+                k,
+                k.gpu_ns,
+                format!(
+                    "{}: memory-bound, DRAM at {:.0}% of peak{ai}{ridge}, {} of GPU time",
+                    k.display_name,
+                    k.dram_pct.unwrap_or(0.0),
+                    ms(k.gpu_ns)
+                ),
+                MOVE_FEWER_BYTES.into(),
+            )
         })
         .collect();
     (out, 0)

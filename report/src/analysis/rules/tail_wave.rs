@@ -1,7 +1,6 @@
 //! `tail-wave`: a kernel whose last wave of blocks runs partly empty.
 
 use super::{few_sms, FindingKind, Found, Input, Rule};
-use crate::analysis::findings::Finding;
 use crate::analysis::verdict::{self, Bound};
 use crate::analysis::KernelAnalysis;
 
@@ -30,19 +29,17 @@ fn find(rule: &Rule, input: &Input) -> Found {
         .filter_map(|k| {
             let w = filled(k)?;
             let waves = k.waves.unwrap_or(0.0);
-            Some(Finding {
-                kernel: Some(k.name.clone()),
-                cost_ns: (k.gpu_ns as f64 * (1.0 - w / 100.0)) as u64,
-                ..rule.finding(
-                    format!(
-                        "{}: {waves:.2} waves of blocks, so the last one runs partly empty: the grid fills {w:.0}% \
+            Some(rule.kernel_finding(
+                k,
+                (k.gpu_ns as f64 * (1.0 - w / 100.0)) as u64,
+                format!(
+                    "{}: {waves:.2} waves of blocks, so the last one runs partly empty: the grid fills {w:.0}% \
                          of the block slots of its {} waves",
-                        k.display_name,
-                        waves.ceil()
-                    ),
-                    ADVICE.into(),
-                )
-            })
+                    k.display_name,
+                    waves.ceil()
+                ),
+                ADVICE.into(),
+            ))
         })
         .collect();
     (out, 0)

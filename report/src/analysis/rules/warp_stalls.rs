@@ -31,10 +31,9 @@ fn find(rule: &Rule, input: &Input) -> Found {
             let (reason, share) =
                 barrier.or(stalls.first().filter(|(_, p)| latency && *p >= checklist::DOMINANT_STALL_PCT)).copied()?;
             let (what, advice) = explain(reason)?;
-            let busy = k.compute_pct.unwrap_or(0.0).max(k.dram_pct.unwrap_or(0.0)).clamp(0.0, 100.0);
             Some(rule.kernel_finding(
                 k,
-                (k.gpu_ns as f64 * share / 100.0 * (1.0 - busy / 100.0)) as u64,
+                (k.gpu_ns as f64 * share / 100.0 * checklist::idle_share(k)) as u64,
                 format!(
                     "{}: warps {what} ({reason}) {share:.0}% of their stalled cycles, {} of GPU time",
                     k.display_name,
