@@ -10,7 +10,10 @@ import json
 import re
 import sys
 
-# kernel -> the cause planted in it (None: a clean twin).
+import fixture
+
+# kernel -> the cause planted in it (None: a clean twin), for each of
+# fixture.SUITE.
 PLANTED = {
     "strided_copy": "uncoalesced-access",
     "coalesced_copy": None,
@@ -38,12 +41,8 @@ STALL_SHARE = r"This stall type represents about ([0-9.]+)% of the total"
 
 
 def short(name):
-    """The suite's name for a kernel (fixture.py's)."""
-    f = re.split(r"[ (]", name.strip(), maxsplit=1)[0]
-    if f in PLANTED:
-        return f
-    low = name.lower()
-    return "cublas_tf32_gemm" if "gemm" in low and "sgemm_fma" not in low else f
+    """The suite's name for a kernel (fixture.py's), else its own."""
+    return fixture.short(name) or re.split(r"[ (]", name.strip(), maxsplit=1)[0]
 
 
 def ncu_rules(path):

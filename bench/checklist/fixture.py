@@ -8,6 +8,7 @@ tests/checklist.rs replays through the analysis.
     python3 bench/checklist/fixture.py REPORT.json [OUT.json]
 """
 import json
+import re
 import sys
 
 SUITE = ["strided_copy", "coalesced_copy", "transpose_conflicted", "transpose_padded", "registers_limited",
@@ -15,9 +16,10 @@ SUITE = ["strided_copy", "coalesced_copy", "transpose_conflicted", "transpose_pa
 
 
 def short(name):
-    """The suite's name for a kernel: its function, or the twin's label for
-    cuBLAS's TF32 GEMM (named by cuBLAS)."""
-    f = name.split("(")[0]
+    """The suite's name for a kernel (a report's name, or ncu's "name
+    (grid)x(block)"): its function, or the twin's label for cuBLAS's TF32
+    GEMM (named by cuBLAS); None for a kernel not of the suite."""
+    f = re.split(r"[ (]", name.strip(), maxsplit=1)[0]
     if f in SUITE:
         return f
     low = name.lower()
