@@ -677,13 +677,10 @@ fn allocation_records_give_each_devices_peak_and_churn_in_the_steady_state_a_fin
     let t = r.to_table(120);
     assert!(t.contains("GPU 0 memory: peak 1.25 GiB of 140.40 GiB"), "{t}");
     // Churn in the steady state makes a finding; none without releases.
-    let steady = |allocations, releases| gpuscope::report::SessionSteady {
-        start_ns: 10 * MS,
-        end_ns: 70 * MS,
-        settled: true,
-        allocations,
-        releases,
-        ..Default::default()
+    let steady = |allocations, releases| {
+        let mut s = gpuscope::report::SessionSteady::default();
+        (s.start_ns, s.end_ns, s.settled, s.allocations, s.releases) = (10 * MS, 70 * MS, true, allocations, releases);
+        s
     };
     r.session_steady = Some(steady(30, 30));
     let a = analyze(&r);

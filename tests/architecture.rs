@@ -32,6 +32,7 @@ const ORDER: &[&str] = &[
     "serve",
     "session",
     "config",
+    "integration",
     "lib",
 ];
 

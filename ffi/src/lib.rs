@@ -677,7 +677,7 @@ pub unsafe extern "C" fn gpuscope_range_enter(name: *const c_char, flags: u32) -
             set_error(&format!("gpuscope_range_enter: flags {flags:#x}; allowed: 0 or GPUSCOPE_RANGE_FOLLOW (1)"));
             return GPUSCOPE_ERR_INVALID;
         }
-        profiler::enter_range(name, flags & GPUSCOPE_RANGE_FOLLOW != 0);
+        profiler::integration::enter_range(name, flags & GPUSCOPE_RANGE_FOLLOW != 0);
         GPUSCOPE_OK
     })
 }
@@ -691,7 +691,7 @@ pub extern "C" fn gpuscope_range_exit(flags: u32) -> c_int {
             set_error(&format!("gpuscope_range_exit: flags {flags:#x}; allowed: 0 or GPUSCOPE_RANGE_DISCARD (2)"));
             return GPUSCOPE_ERR_INVALID;
         }
-        profiler::exit_range(flags & GPUSCOPE_RANGE_DISCARD != 0);
+        profiler::integration::exit_range(flags & GPUSCOPE_RANGE_DISCARD != 0);
         GPUSCOPE_OK
     })
 }
@@ -707,7 +707,7 @@ pub extern "C" fn gpuscope_range_flops(flops: f64) -> c_int {
             set_error(&format!("gpuscope_range_flops: {flops} FLOPs; allowed: a finite number of 0 or more"));
             return GPUSCOPE_ERR_INVALID;
         }
-        profiler::add_range_flops(flops);
+        profiler::integration::add_range_flops(flops);
         GPUSCOPE_OK
     })
 }
@@ -720,7 +720,7 @@ pub extern "C" fn gpuscope_range_flops(flops: f64) -> c_int {
 #[no_mangle]
 pub extern "C" fn gpuscope_range_cost(ns: u64) -> c_int {
     guard(|| {
-        profiler::add_own_cost(ns);
+        profiler::integration::add_own_cost(ns);
         GPUSCOPE_OK
     })
 }
@@ -732,7 +732,7 @@ pub extern "C" fn gpuscope_range_cost(ns: u64) -> c_int {
 /// marks its steps itself (a new id at each step).
 #[no_mangle]
 pub extern "C" fn gpuscope_program_range() -> u64 {
-    catch_unwind(profiler::program_range_here).unwrap_or(0)
+    catch_unwind(profiler::integration::program_range_here).unwrap_or(0)
 }
 
 /// `gpuscope_python_functions` flag: the walk up a launching thread's
@@ -802,9 +802,13 @@ pub unsafe extern "C" fn gpuscope_python_functions(
                 set_error(&format!("gpuscope_python_functions: code 0 for {name:?}; allowed: a code object's address"));
                 return GPUSCOPE_ERR_INVALID;
             }
-            functions.push(profiler::PythonFunction { code, name, root: flag & GPUSCOPE_FUNCTION_ROOT != 0 });
+            functions.push(profiler::integration::PythonFunction {
+                code,
+                name,
+                root: flag & GPUSCOPE_FUNCTION_ROOT != 0,
+            });
         }
-        match profiler::attribute_python_functions(&functions, levels as usize, here, here_first_local) {
+        match profiler::integration::attribute_python_functions(&functions, levels as usize, here, here_first_local) {
             Ok(()) => GPUSCOPE_OK,
             Err(e) => code(&e),
         }
@@ -828,7 +832,7 @@ pub unsafe extern "C" fn gpuscope_python_functions_here(buf: *mut c_char, len: u
             set_error("gpuscope_python_functions_here: NULL buffer with a length; allowed: a buffer of `len` bytes, or a length of 0");
             return GPUSCOPE_ERR_INVALID;
         }
-        let text = profiler::python_functions_here().join("/");
+        let text = profiler::integration::python_functions_here().join("/");
         if len > 0 {
             let n = text.len().min(len - 1);
             // SAFETY: per this function's contract, `buf` has `len` bytes;
@@ -865,7 +869,12 @@ pub extern "C" fn gpuscope_range_framework_memory(
             ));
             return GPUSCOPE_ERR_INVALID;
         }
-        profiler::range_framework_memory(at == GPUSCOPE_AT_END, allocated_bytes, reserved_bytes, peak_allocated_bytes);
+        profiler::integration::range_framework_memory(
+            at == GPUSCOPE_AT_END,
+            allocated_bytes,
+            reserved_bytes,
+            peak_allocated_bytes,
+        );
         GPUSCOPE_OK
     })
 }

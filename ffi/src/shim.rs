@@ -129,7 +129,7 @@ pub unsafe extern "C" fn InitializeInjectionNvtx2(
     get_export_table: gpuscope_nvtx::sys::NvtxGetExportTableFunc_t,
 ) -> c_int {
     catch_unwind(|| {
-        profiler::install_nvtx_handler();
+        profiler::integration::install_nvtx_handler();
         // SAFETY: forwarded as received from the NVTX copy.
         unsafe { gpuscope_nvtx::tool::initialize_injection(get_export_table) }
     })

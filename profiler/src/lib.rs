@@ -29,13 +29,29 @@
 // the session and configured from the environment by config. Each stage
 // imports only the stages before it (and `error` and `model`, the data they
 // share); `tests/architecture.rs` checks it.
+/// A module for gpuscope's own command, C library, fuzz targets and tests:
+/// public with the `internal` feature (no stability promise), private to
+/// the crate without it.
+macro_rules! internal_mod {
+    ($(#[$attr:meta])* mod $name:ident $($body:tt)*) => {
+        $(#[$attr])*
+        #[cfg(feature = "internal")]
+        pub mod $name $($body)*
+        $(#[$attr])*
+        #[cfg(not(feature = "internal"))]
+        #[allow(dead_code, unused_imports)]
+        pub(crate) mod $name $($body)*
+    };
+}
+
 mod aggregate;
 pub use gpuscope_report::analysis;
 mod attribute;
 mod collect;
-pub mod config;
-pub mod control;
+internal_mod! { mod config; }
+internal_mod! { mod control; }
 mod decode;
+internal_mod! { mod integration; }
 /// gpuscope's error type: the report crate's, so that one type says what
 /// failed whether profiling or reading a report did.
 mod error {
@@ -86,119 +102,14 @@ pub mod occupancy {
 }
 pub use occupancy::{Limiter, Occupancy};
 
-/// CUPTI activity records as gpuscope decodes them.
-pub mod activity {
-    pub use crate::decode::{
-        decode, record_size, Activity, DecodeError, KernelActivity, LayoutCursor, MemcpyActivity, MemsetActivity,
-        RecordCursor, SyncActivity,
-    };
-}
-
-/// Routes NVTX events of this process into gpuscope's per-thread range
-/// stacks now, before any session: for injection shims, whose NVTX tool is
-/// attached when the program first calls NVTX. `Profiler::start` does this
-/// too.
-pub fn install_nvtx_handler() {
-    collect::nvtx::install_handler();
-}
-
-/// Opens a range on the calling thread straight in gpuscope's range stacks,
-/// for framework integrations that open ranges for the program (gpuscope's
-/// PyTorch hooks): cheaper than an NVTX call, and other NVTX tools do not
-/// see it. Close it with [`exit_range`] on the same thread. `follow`: the
-/// range continues the lead thread's work (a module's backward on
-/// autograd's worker thread): on a thread with no range of its own it
-/// nests under the ranges of the training loop's thread.
-pub fn enter_range(name: &str, follow: bool) {
-    collect::nvtx::enter(name, follow);
-}
-
-/// An id of the calling thread's innermost open NVTX range of the
-/// program's own (not a library's, not one opened by [`enter_range`]), or
-/// 0 where none is open: a framework integration asks it to tell whether
-/// the program marks its steps itself (a new id at each step).
-pub fn program_range_here() -> u64 {
-    collect::nvtx::program_range_here()
-}
-
-/// A Python function whose frames name the launches made inside them
-/// (for [`attribute_python_functions`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PythonFunction {
-    /// The address of its code object (`id(f.__code__)`); the caller keeps
-    /// the code object alive while it is registered.
-    pub code: usize,
-    /// The name of its ranges (a module's class name).
-    pub name: String,
-    /// Frames above its frame are not looked at (a model's outermost
-    /// module, an optimizer's `step`).
-    pub root: bool,
-}
-
-/// Attributes launches to the Python functions on the launching thread's
-/// stack: at each traced launch on a thread holding the GIL, the frames of
-/// `functions` on its stack (outermost `levels` of them, 1 to 16) make
-/// ranges under the thread's own, open from the first launch inside a
-/// call to the end of the last one. No call per function call: a walk of
-/// the frames at each launch. An empty `functions` turns it off. `here`:
-/// the code objects' addresses of the caller's innermost Python frames,
-/// innermost first, three or more, each called from the next by Python
-/// (the interpreter's frame layout is found from them); `first_local`: the
-/// address of the innermost one's first local variable. For framework
-/// integrations (gpuscope's PyTorch modules without hooks); only in a
-/// Python process.
-pub fn attribute_python_functions(
-    functions: &[PythonFunction],
-    levels: usize,
-    here: &[usize],
-    first_local: usize,
-) -> Result<()> {
-    let fs = functions
-        .iter()
-        .map(|f| collect::python_stack::Function { code: f.code, name: f.name.as_str().into(), root: f.root })
-        .collect();
-    collect::python_stack::register(fs, levels, here, first_local).map_err(|e| Error::new(ErrorKind::InvalidConfig, e))
-}
-
-/// The names of the registered Python functions ([`attribute_python_functions`])
-/// on the calling thread's Python stack, outermost first: the ranges a
-/// launch made here would be attributed to, under the thread's own.
-pub fn python_functions_here() -> Vec<String> {
-    collect::python_stack::names_here().iter().map(|n| n.to_string()).collect()
-}
-
-/// Closes the calling thread's innermost range opened by [`enter_range`]
-/// (never one of the program's own NVTX ranges). `discard`: leave this opening
-/// of it out of the report (it did none of the work it names: a `step`
-/// opened by a data fetch that found the end of the data).
-pub fn exit_range(discard: bool) {
-    collect::nvtx::exit(discard);
-}
-
-/// Counts `flops` model FLOPs (computed from operand shapes) for the
-/// calling thread's innermost open range and every range around it: the
-/// report gives their model FLOPs utilisation without declared FLOPs.
-/// Declared FLOPs ([`declare_flops`]) win over counted ones.
-pub fn add_range_flops(flops: f64) {
-    collect::nvtx::add_flops(flops);
-}
-
-/// Counts `ns` of the calling thread's time as gpuscope's own cost, for
-/// its innermost open range and those around it: the time a framework
-/// integration's hooks (PyTorch's automatic ranges) took. Like the cost of
-/// gpuscope's launch callbacks, it is taken out of the host's share of
-/// idle GPU time before verdicts.
-pub fn add_own_cost(ns: u64) {
-    collect::nvtx::add_own_cost(ns);
-}
-
-/// Reports a framework allocator's figures (PyTorch's caching allocator:
-/// bytes in use by tensors, bytes held from the device, and the high-water
-/// mark of bytes in use) at the start (`at_end` false) or the end of the
-/// calling thread's innermost open range: the report shows, per range,
-/// what its calls kept and the highest use reached inside them.
-pub fn range_framework_memory(at_end: bool, allocated: u64, reserved: u64, peak: u64) {
-    collect::nvtx::framework_memory(at_end, allocated, reserved, peak);
+internal_mod! {
+    /// CUPTI activity records as gpuscope decodes them.
+    mod activity {
+        pub use crate::decode::{
+            decode, record_size, Activity, DecodeError, KernelActivity, LayoutCursor, MemcpyActivity,
+            MemsetActivity, RecordCursor, SyncActivity,
+        };
+    }
 }
 
 pub use collect::driver::NO_DRIVER;
@@ -209,10 +120,10 @@ pub fn driver_present() -> bool {
     collect::driver::driver().is_some()
 }
 
+internal_mod! {
 /// CPU-only entry points for tests and tools: fold synthetic activity
 /// buffers and host events into a report without CUPTI.
-#[doc(hidden)]
-pub mod testing {
+mod testing {
     use crate::aggregate::devices::DeviceTable;
     use crate::aggregate::{AggregateOptions, Aggregator};
     use crate::decode::Activity;
@@ -374,4 +285,5 @@ pub mod testing {
             assert!(r.kernels.iter().all(|k| k.name == "(unnamed kernel)"), "no random pointer was followed");
         }
     }
+}
 }

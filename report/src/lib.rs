@@ -22,6 +22,21 @@
 // aggregated (what the runtime's aggregation hands over) -> report ->
 // analysis -> render. Each names only the stages before it (and `error`);
 // `tests/architecture.rs` checks it.
+/// A module for gpuscope's own runtime tests, command and schema checks:
+/// public with the `internal` feature (no stability promise), private to
+/// the crate without it.
+macro_rules! internal_mod {
+    ($(#[$attr:meta])* mod $name:ident $($body:tt)*) => {
+        $(#[$attr])*
+        #[cfg(feature = "internal")]
+        pub mod $name $($body)*
+        $(#[$attr])*
+        #[cfg(not(feature = "internal"))]
+        #[allow(dead_code, unused_imports)]
+        pub(crate) mod $name $($body)*
+    };
+}
+
 #[doc(hidden)]
 pub mod aggregated;
 pub mod analysis;

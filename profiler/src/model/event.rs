@@ -118,6 +118,7 @@ impl HostEvent {
     /// A plain kernel launch by thread `tid` at `ts` inside range `instance`
     /// of `path` (0 and the root path: none): no graph, not measured, on
     /// the thread's own ranges, untimed (replayed events and tests).
+    #[cfg_attr(not(feature = "internal"), allow(dead_code))]
     pub fn launch(correlation_id: u32, tid: u32, path: PathId, instance: u64, ts: u64) -> HostEvent {
         HostEvent::Launch {
             correlation_id,

@@ -11,6 +11,7 @@ use serde::Serialize;
 
 /// One group of repeated ranges.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct BlockGroup {
     /// The members' path with each index that varies written as its range
     /// (`step/forward/model/layers.0-7/mlp`).

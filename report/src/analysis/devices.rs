@@ -23,6 +23,7 @@ pub const UNEVEN_MIN_POINTS: f64 = 10.0;
 
 /// One GPU's use over the steady state (or the session).
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct DeviceUse {
     /// The device's ordinal.
     pub device: u32,

@@ -29,6 +29,7 @@ pub const INNER_EXPLAINS_PCT: f64 = 80.0;
 
 /// One thing to change.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct Finding {
     /// What kind of loss (see [`FindingKind`]).
     pub kind: FindingKind,

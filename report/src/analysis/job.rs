@@ -10,7 +10,7 @@
 //! - a rank's wait for the others = its exposed communication − the
 //!   transfer;
 //! - the straggler = the rank with the least exposed communication, named
-//!   when the others wait at least [`STRAGGLER_WAIT_PCT`] of a step for it.
+//!   when the others wait at least 5% of a step for it.
 //!
 //! What sets the job's pace is the straggler's largest part: its compute,
 //! its host work (dispatch, data, syncs, copies), or the transfer.
@@ -23,7 +23,7 @@ use serde::Serialize;
 
 /// The others' wait for a rank, as a share of the step, from which that
 /// rank is named the straggler: below, noise between ranks.
-pub const STRAGGLER_WAIT_PCT: f64 = 5.0;
+pub(crate) const STRAGGLER_WAIT_PCT: f64 = 5.0;
 
 /// A share of the step below which a part of it is not worth an action.
 const MIN_ACTION_PCT: f64 = 5.0;

@@ -7,19 +7,24 @@
 mod names;
 
 mod advice;
-pub mod answer;
-pub mod blocks;
-pub mod cost;
-pub mod devices;
+internal_mod! { mod answer; }
+internal_mod! { mod blocks; }
+internal_mod! { mod cost; }
+internal_mod! { mod devices; }
 mod findings;
 mod framework;
 pub mod job;
 pub mod peaks;
 mod rates;
-pub mod rules;
-pub mod verdict;
+internal_mod! { mod rules; }
+internal_mod! { mod verdict; }
 
-pub use findings::{Finding, MAX_PER_KIND as MAX_FINDINGS_PER_KIND};
+pub use answer::{Action, Answer, Other, Part, BUSY_SAMPLED, BUSY_TRACED, BUSY_UNKNOWN};
+pub use blocks::BlockGroup;
+pub use devices::DeviceUse;
+pub use findings::Finding;
+#[cfg(feature = "internal")]
+pub use findings::MAX_PER_KIND as MAX_FINDINGS_PER_KIND;
 pub use peaks::Peaks;
 pub use rules::FindingKind;
 use verdict::Counted;
@@ -36,9 +41,9 @@ use serde::Serialize;
 
 /// Kernels with at least this share of all kernel time get a verdict of
 /// their own (the rest are too small to change the picture).
-pub const HEAVY_KERNEL_PCT: f64 = 3.0;
+pub(crate) const HEAVY_KERNEL_PCT: f64 = 3.0;
 /// At most this many heavy kernels.
-pub const MAX_HEAVY_KERNELS: usize = 12;
+pub(crate) const MAX_HEAVY_KERNELS: usize = 12;
 
 /// Everything the analysis says about one report.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -48,8 +53,7 @@ pub struct Analysis {
     pub peaks: Option<Peaks>,
     /// One per push/pop range path, in the report's order.
     pub ranges: Vec<RangeAnalysis>,
-    /// Kernels with at least [`HEAVY_KERNEL_PCT`] of kernel time, most
-    /// first.
+    /// Kernels with at least 3% of kernel time, most first (at most 12).
     pub kernels: Vec<KernelAnalysis>,
     /// What to change, most costly first.
     pub findings: Vec<Finding>,
@@ -65,7 +69,7 @@ pub struct Analysis {
 }
 
 /// One NVTX range path, its calls after warm-up together (all of them when
-/// warm-up cannot be told apart: see [`crate::report::steady`]).
+/// warm-up cannot be told apart: see [`crate::report::Steady`]).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[non_exhaustive]
 pub struct RangeAnalysis {

@@ -35,6 +35,7 @@ pub const PIPES: [Pipe; 9] =
 
 /// Peaks of one device.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct Peaks {
     /// Where the figures come from: a datasheet (named, with its address)
     /// or the computation from the device's attributes.

@@ -88,6 +88,7 @@ pub const TAIL_WAVE_PCT: f64 = 80.0;
 
 /// A verdict and what decided it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct Verdict {
     /// What bounds it (see [`Bound`]).
     pub bound: Bound,

@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 
 /// The reports of a job's ranks, side by side.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[non_exhaustive]
 pub struct JobReport {
     /// The ranks, in the order given.
     pub ranks: Vec<RankSummary>,
@@ -24,6 +25,7 @@ pub struct JobReport {
 
 /// One rank's report in brief.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[non_exhaustive]
 pub struct RankSummary {
     /// Its label (the report's file name without `.json`).
     pub name: String,
@@ -37,6 +39,7 @@ pub struct RankSummary {
 
 /// One range path across the ranks.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[non_exhaustive]
 pub struct JobRange {
     /// The range and its parents.
     pub path: RangePath,
@@ -72,6 +75,7 @@ pub const STRAGGLER_WAIT_PCT: f64 = 5.0;
 
 /// One rank's figures for a range.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[non_exhaustive]
 pub struct RankRange {
     /// Times entered.
     pub count: u64,

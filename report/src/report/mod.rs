@@ -4,8 +4,8 @@
 
 mod build;
 mod merge;
-pub mod steady;
-pub mod steps;
+internal_mod! { mod steady; }
+internal_mod! { mod steps; }
 
 pub use crate::model::declared::Declared;
 pub use crate::model::device::DeviceInfo;
@@ -374,9 +374,8 @@ pub struct RangeSummary {
     #[serde(default)]
     pub achieved_occupancy_pct: Option<f64>,
     /// The case `nvidia-smi` hides: the GPU looked busy (utilisation of at
-    /// least [`BUSY_PCT`]) while its SMs were underused (SM efficiency under
-    /// [`LOW_SM_EFFICIENCY_PCT`] or achieved occupancy under
-    /// [`LOW_OCCUPANCY_PCT`]).
+    /// least 90%) while its SMs were underused (SM efficiency under 50% or
+    /// achieved occupancy under 20%).
     #[serde(default)]
     pub busy_but_underused: bool,
     /// Sampling mode: figures from the PM samples over its kernels' run
@@ -410,7 +409,7 @@ pub struct RangeSummary {
     #[serde(default, skip_serializing_if = "is_zero")]
     pub untraced_launches: u64,
     /// Those instances without their warm-up ones (told apart by wall time
-    /// as traced calls are; see [`steady`]): calls, wall times, median and
+    /// as traced calls are; see [`Steady`]): calls, wall times, median and
     /// p90 (the kernel figures are 0: none were recorded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub untraced_steady: Option<Steady>,
@@ -422,7 +421,7 @@ pub struct RangeSummary {
     /// copies (all traced calls).
     #[serde(default)]
     pub host: HostFigures,
-    /// Its calls without the warm-up ones (see [`steady`]), when it has
+    /// Its calls without the warm-up ones (see [`Steady`]), when it has
     /// enough calls to tell.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub steady: Option<Steady>,
@@ -468,11 +467,11 @@ fn is_zero_f64(v: &f64) -> bool {
 }
 
 /// Utilisation from which a range counts as busy, %.
-pub const BUSY_PCT: f64 = 90.0;
+pub(crate) const BUSY_PCT: f64 = 90.0;
 /// SM efficiency under which a busy range is flagged, %.
-pub const LOW_SM_EFFICIENCY_PCT: f64 = 50.0;
+pub(crate) const LOW_SM_EFFICIENCY_PCT: f64 = 50.0;
 /// Achieved occupancy under which a busy range is flagged, %.
-pub const LOW_OCCUPANCY_PCT: f64 = 20.0;
+pub(crate) const LOW_OCCUPANCY_PCT: f64 = 20.0;
 
 /// Memory operations.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]

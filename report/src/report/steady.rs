@@ -40,8 +40,10 @@ pub const REFERENCE_QUANTILE_PCT: usize = 90;
 /// activity in it is at least the busiest bin's over this.
 pub const SAMPLED_FLOOR: u64 = 20;
 
-/// A range's calls after warm-up.
+/// A range's calls after warm-up (how warm-up is told apart: "Steady
+/// calls" in docs/concepts/figures.md).
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
+#[non_exhaustive]
 pub struct Steady {
     /// Calls counted (all but the warm-up ones).
     pub calls: u64,
@@ -180,6 +182,7 @@ pub(crate) fn of_range(count: u64, total: &Figures, log: &CallLog) -> Option<Ste
 
 /// The session without start-up and shutdown, from its time bins.
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
+#[non_exhaustive]
 pub struct SessionSteady {
     /// Where it begins and ends, ns on the session's clock.
     pub start_ns: u64,
@@ -237,7 +240,7 @@ pub struct SessionSteady {
     #[serde(default, skip_serializing_if = "super::is_zero")]
     pub exposed_comm_ns: u64,
     /// Steps found from its kernel stream (no range around the step
-    /// needed; [`super::steps`] says how), where its kernels repeat.
+    /// needed; [`super::FoundSteps`] says how), where its kernels repeat.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub steps: Option<super::FoundSteps>,
 }

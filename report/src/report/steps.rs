@@ -56,8 +56,10 @@ pub const MIN_SHARE_PCT: u64 = 25;
 /// Candidate periods tried at most.
 const MAX_CANDIDATES: usize = 256;
 
-/// Steps found from the kernel stream.
+/// Steps found from the kernel stream (the rule and its failure cases:
+/// "Steps found" in docs/concepts/figures.md).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct FoundSteps {
     /// Kernels per step.
     pub kernels_per_step: u64,
