@@ -84,6 +84,9 @@ pub struct RankStep {
     /// GPU idle: the host's dispatch, its own work, syncs, copies and
     /// waits on other streams, ns per step.
     pub host_ns: u64,
+    /// gpuscope's own time on its host, ns per step (`None`: not
+    /// measured), already out of `host_ns`.
+    pub profiler_ns: Option<u64>,
     /// Its own verdict.
     pub verdict: String,
 }
@@ -232,6 +235,7 @@ fn of_answers(answers: &[(String, Answer)], parallelism: Parallelism) -> Option<
             exposed_comm_ns: comm_measured.then(|| scale(a, part(a, &["communication"]))),
             wait_ns: None,
             host_ns: scale(a, part(a, &["dispatch", "host work", "sync", "copies", "waiting"])),
+            profiler_ns: a.profiler_ns.map(|p| scale(a, p)),
             verdict: a.verdict.bound.to_string(),
         })
         .collect();
@@ -253,7 +257,30 @@ fn of_answers(answers: &[(String, Answer)], parallelism: Parallelism) -> Option<
         w.get(w.len().saturating_sub(1) / 2).copied().unwrap_or(0)
     };
     let pct = |ns: u64| 100.0 * ns as f64 / step_ns.max(1) as f64;
-    let straggler = least.filter(|&i| ranks.len() > 1 && pct(others_wait(i)) >= STRAGGLER_WAIT_PCT);
+    let mut straggler = least.filter(|&i| ranks.len() > 1 && pct(others_wait(i)) >= STRAGGLER_WAIT_PCT);
+    // gpuscope's own cost on the last rank's host beyond the others' is a
+    // lateness the job does not have without gpuscope: where it makes up
+    // half of the others' wait or more, no rank is blamed.
+    if let Some(i) = straggler {
+        let mut theirs: Vec<u64> =
+            ranks.iter().enumerate().filter(|&(j, _)| j != i).map(|(_, r)| r.profiler_ns.unwrap_or(0)).collect();
+        theirs.sort_unstable();
+        let median = theirs.get(theirs.len().saturating_sub(1) / 2).copied().unwrap_or(0);
+        let extra = ranks[i].profiler_ns.unwrap_or(0).saturating_sub(median);
+        let wait = others_wait(i);
+        if extra.saturating_mul(2) >= wait {
+            notes.push(format!(
+                "{} arrives last at the collectives (the others wait {} {}), but gpuscope's own cost on its host is \
+                 {} {} more than on the others': that lateness is gpuscope's, so no rank is named a straggler",
+                ranks[i].name,
+                fmt(wait),
+                if per_second { "a second" } else { "per step" },
+                fmt(extra),
+                if per_second { "a second" } else { "per step" },
+            ));
+            straggler = None;
+        }
+    }
     let straggler_cost_ns = straggler.map_or(0, others_wait);
     // Whose parts set the pace: the straggler's, else the slowest rank's.
     let pacer = straggler.or_else(|| (0..ranks.len()).max_by_key(|&i| ranks[i].step_ns)).unwrap_or(0);
@@ -663,6 +690,34 @@ mod tests {
         assert!(a.pace.starts_with("rank1's compute"), "{}", a.pace);
         assert!(a.actions[0].advice.starts_with("Balance the work per rank"), "{:?}", a.actions);
         assert_eq!(a.actions[0].saves_ns, 11 * MS);
+    }
+
+    #[test]
+    fn a_rank_late_by_gpuscope_s_own_cost_is_not_named_a_straggler() {
+        // Balanced ranks; gpuscope's callbacks cost rank 1's host 9 ms a
+        // step more than rank 0's, so rank 0 waits 8 ms at the collectives.
+        let with_cost = |mut a: Answer, ms: u64| {
+            a.profiler_ns = Some(ms * MS);
+            a
+        };
+        let ranks = |own1| {
+            named(vec![
+                with_cost(rank(Some("step"), 30, 10, 2, vec![]), 3),
+                with_cost(rank(Some("step"), 30, 2, 10, vec![]), own1),
+            ])
+        };
+        let a = of_answers(&ranks(12), Parallelism::Sharded).unwrap();
+        assert_eq!((a.straggler, a.straggler_cost_ns), (None, 0));
+        assert_eq!(a.ranks[1].profiler_ns, Some(12 * MS));
+        assert!(
+            a.notes.iter().any(|n| n.contains("rank1 arrives last") && n.contains("9.00 ms per step more")),
+            "{:?}",
+            a.notes
+        );
+        assert!(!a.actions.iter().any(|x| x.advice.starts_with(BALANCE_ADVICE)), "{:?}", a.actions);
+        // Its own cost as the others': the wait is the program's.
+        let b = of_answers(&ranks(3), Parallelism::Sharded).unwrap();
+        assert_eq!((b.straggler, b.straggler_cost_ns), (Some(1), 8 * MS));
     }
 
     #[test]

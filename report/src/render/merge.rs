@@ -120,26 +120,28 @@ pub(super) fn render_answer(a: &JobAnswer, width: usize) -> String {
     let name_w = a.ranks.iter().map(|r| r.name.chars().count()).max().unwrap_or(4).clamp(4, 24);
     let _ = writeln!(
         out,
-        "   {:<name_w$} {:>10} {:>10} {:>12} {:>10} {:>10}  verdict",
+        "   {:<name_w$} {:>10} {:>10} {:>12} {:>10} {:>10} {:>10}  verdict",
         "rank",
         if a.per_second { "steady" } else { "step" },
         "compute",
         "exposed comm",
         "waiting",
-        "host"
+        "host",
+        "gpuscope"
     );
     let opt = |v: Option<u64>| v.map_or("-".to_string(), fmt_ns);
     for (i, r) in a.ranks.iter().enumerate() {
         let mark = if a.straggler == Some(i) { "  (the others wait for it)" } else { "" };
         let _ = writeln!(
             out,
-            "   {:<name_w$} {:>10} {:>10} {:>12} {:>10} {:>10}  {}{mark}",
+            "   {:<name_w$} {:>10} {:>10} {:>12} {:>10} {:>10} {:>10}  {}{mark}",
             fit(&r.name, name_w),
             fmt_ns(r.step_ns),
             fmt_ns(r.compute_ns),
             opt(r.exposed_comm_ns),
             opt(r.wait_ns),
             fmt_ns(r.host_ns),
+            opt(r.profiler_ns),
             r.verdict
         );
     }
