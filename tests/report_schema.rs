@@ -291,6 +291,7 @@ fn every_field() -> Report {
     v["trace"]["kernels"][0]["message_bytes"] = json!(1u64 << 20);
     v["profiler_cost"]["not_calibrated"] = json!("an example reason");
     v["frameworks"] = json!(["torch"]);
+    v["host"] = json!("node-1");
     for key in [
         "graph_nodes_over_cap",
         "live_allocations_over_cap",

@@ -12,6 +12,7 @@
 
 mod bindings;
 pub mod driver;
+pub mod nvml;
 
 pub use bindings::*;
 

@@ -18,6 +18,8 @@ pub fn h200() -> DeviceInfo {
         memory_bus_bits: Some(6144),
         memory_bytes: Some(150_754_820_096),
         uuid: Some("GPU-5c7a3f1e-2b9d-4e8a-9f10-7d6c5b4a3e21".into()),
+        nvlinks: Some(18),
+        pcie: Some((5, 16)),
     }
 }
 

@@ -234,6 +234,12 @@ pub(crate) fn query(ordinal: u32) -> Option<DeviceInfo> {
     unsafe { (d.cu_device_get_name)(name.as_mut_ptr(), name.len() as i32, dev) };
     // SAFETY: the driver NUL-terminates within the buffer (zeroed anyway).
     let name = unsafe { std::ffi::CStr::from_ptr(name.as_ptr()) }.to_string_lossy().into_owned();
+    let uuid = d.cu_device_get_uuid.and_then(|get_uuid| {
+        let mut b = [0u8; 16];
+        // SAFETY: out pointer is 16 bytes, a CUuuid; `dev` is valid.
+        (unsafe { get_uuid(&mut b, dev) } == 0).then(|| crate::model::device::gpu_uuid(&b))
+    });
+    let links = uuid.as_deref().and_then(super::links::links);
     Some(DeviceInfo {
         id: ordinal,
         name,
@@ -247,10 +253,8 @@ pub(crate) fn query(ordinal: u32) -> Option<DeviceInfo> {
             // SAFETY: out pointer is a valid local; `dev` is a valid device.
             (unsafe { (d.cu_device_total_mem)(&mut bytes, dev) } == 0).then_some(bytes as u64)
         },
-        uuid: d.cu_device_get_uuid.and_then(|get_uuid| {
-            let mut b = [0u8; 16];
-            // SAFETY: out pointer is 16 bytes, a CUuuid; `dev` is valid.
-            (unsafe { get_uuid(&mut b, dev) } == 0).then(|| crate::model::device::gpu_uuid(&b))
-        }),
+        uuid,
+        nvlinks: links.map(|l| l.nvlinks),
+        pcie: links.map(|l| l.pcie).filter(|p| p.0 > 0 && p.1 > 0),
     })
 }

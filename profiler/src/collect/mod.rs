@@ -13,6 +13,7 @@ pub(crate) mod driver;
 mod held;
 mod lead;
 pub(crate) mod libraries;
+mod links;
 pub(crate) mod metrics;
 pub(crate) mod nvtx;
 pub(crate) mod panic_guard;

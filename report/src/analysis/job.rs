@@ -126,6 +126,7 @@ pub fn answer(ranks: &[(String, Report)]) -> Option<JobAnswer> {
     let mut a = of_answers(&answers, parallelism(&reports))?;
     if let Some(w) = &aligned {
         confirm_straggler(&mut a, w);
+        a.notes.extend(slow_link_note(w));
     }
     a.aligned = aligned;
     Some(a)
@@ -384,6 +385,11 @@ pub struct AlignedWaits {
     /// first (at most eight).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub bandwidth: Vec<CollectiveBandwidth>,
+    /// The peak the bus bandwidth compares with, where every rank ran on
+    /// one host and its report gives its GPU's links: the slowest rank's
+    /// link and its bandwidth per direction, GB/s.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub link: Option<(&'static str, f64)>,
 }
 
 /// The bandwidth a kind of collective reached over the job's calls of one
@@ -408,6 +414,9 @@ pub struct CollectiveBandwidth {
     /// Bus bandwidth (nccl-tests' `busbw`: what each rank's links carried,
     /// comparable to their peak), GB/s.
     pub bus_gb_per_s: f64,
+    /// The bus bandwidth's share of the link's peak ([`AlignedWaits::link`]), %.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub link_pct: Option<f64>,
 }
 
 /// [`AlignedWaits`] of these ranks' kept kernel records, `None` unless
@@ -508,6 +517,12 @@ pub fn aligned_waits(reports: &[&Report]) -> Option<AlignedWaits> {
     // The sizes that took the most transfer time.
     bandwidth.sort_by_key(|b| std::cmp::Reverse(b.transfer_ns));
     bandwidth.truncate(MAX_BANDWIDTH_ROWS);
+    let link = link_of(reports);
+    if let Some((_, peak)) = link {
+        for b in &mut bandwidth {
+            b.link_pct = Some(100.0 * b.bus_gb_per_s / peak);
+        }
+    }
     Some(AlignedWaits {
         calls: calls as u64,
         offset_ns,
@@ -516,7 +531,62 @@ pub fn aligned_waits(reports: &[&Report]) -> Option<AlignedWaits> {
         blame_ns,
         span_ns: end.saturating_sub(first),
         bandwidth,
+        link,
     })
+}
+
+/// The link the ranks' collectives run over and its peak per direction:
+/// the slowest of the ranks' GPUs' ([`super::peaks::link_peak`]), where
+/// every report names the same host (across hosts the network sets the
+/// peak, which gpuscope does not read) and gives its GPU's links.
+fn link_of(reports: &[&Report]) -> Option<(&'static str, f64)> {
+    let host = reports.first()?.host.as_deref()?;
+    if reports.iter().any(|r| r.host.as_deref() != Some(host)) {
+        return None;
+    }
+    reports
+        .iter()
+        .map(|r| r.devices.iter().map(super::peaks::link_peak).min_by(cmp_peak).flatten())
+        .collect::<Option<Vec<_>>>()?
+        .into_iter()
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+}
+
+fn cmp_peak(a: &Option<(&'static str, f64)>, b: &Option<(&'static str, f64)>) -> std::cmp::Ordering {
+    // A device without link figures makes the rank's unknown.
+    match (a, b) {
+        (None, _) => std::cmp::Ordering::Less,
+        (_, None) => std::cmp::Ordering::Greater,
+        (Some(x), Some(y)) => x.1.total_cmp(&y.1),
+    }
+}
+
+/// Messages from this size are bound by the links' bandwidth, not by
+/// latency: a 1 GiB all-reduce reached 70-80% of NVLink's peak on 2 and 4
+/// H100s, 62.5 MiB FSDP gathers 51-56%.
+const LINK_CHECK_BYTES: u64 = 128 << 20;
+
+/// Share of the link's peak under which such messages run far below it, %.
+const SLOW_LINK_PCT: f64 = 50.0;
+
+/// A note for collectives of large messages that run far below their
+/// link's peak.
+fn slow_link_note(w: &AlignedWaits) -> Option<String> {
+    let (link, peak) = w.link?;
+    let b = w
+        .bandwidth
+        .iter()
+        .filter(|b| b.message_bytes >= LINK_CHECK_BYTES && b.link_pct.is_some_and(|p| p < SLOW_LINK_PCT))
+        .max_by_key(|b| b.transfer_ns)?;
+    Some(format!(
+        "{} of {}: bus bandwidth {:.0} GB/s, {:.0}% of {link}'s {peak:.0} GB/s, where messages this large reach \
+         70-80%: check the transport NCCL chose (NCCL_DEBUG=INFO: P2P over {link}, not SHM or the network; \
+         NCCL_P2P_DISABLE unset) and the topology (nvidia-smi topo -m)",
+        b.collective,
+        crate::model::units::fmt_bytes(b.message_bytes),
+        b.bus_gb_per_s,
+        b.link_pct.unwrap_or(0.0),
+    ))
 }
 
 /// Collective kinds and message sizes whose bandwidth is kept, at most.
@@ -551,6 +621,7 @@ fn collective_bandwidth(
         transfer_ns: ns,
         algorithm_gb_per_s: algorithm,
         bus_gb_per_s: algorithm * op.bus_factor(ranks)?,
+        link_pct: None,
     })
 }
 
@@ -787,6 +858,59 @@ mod tests {
     }
 
     #[test]
+    fn large_messages_far_below_the_link_s_peak_get_a_note_and_only_on_one_host() {
+        use crate::model::device::DeviceInfo;
+        use crate::model::occupancy::SmLimits;
+        let report = |host: &str, nvlinks| {
+            let mut r = Report::build(crate::aggregated::Aggregate::empty(), 0, 1);
+            let mut d = DeviceInfo::new(0, "NVIDIA H200", 132, SmLimits::SM_90);
+            (d.nvlinks, d.pcie) = (Some(nvlinks), Some((5, 16)));
+            r.devices = vec![d];
+            r.host = Some(host.into());
+            r
+        };
+        let (a, b) = (report("node1", 18), report("node1", 18));
+        assert_eq!(link_of(&[&a, &b]), Some(("NVLink", 450.0)));
+        // One rank over PCIe only: the slowest link sets the peak.
+        let c = report("node1", 0);
+        assert_eq!(link_of(&[&a, &c]).map(|l| l.0), Some("PCIe"));
+        // Across hosts the network sets it: not known.
+        assert_eq!(link_of(&[&a, &report("node2", 18)]), None);
+        let mut old = report("node1", 18);
+        old.devices[0].nvlinks = None;
+        old.devices[0].pcie = None;
+        assert_eq!(link_of(&[&a, &old]), None, "a report without link figures");
+        let row = |bytes: u64, bus: f64| CollectiveBandwidth {
+            collective: "AllReduce",
+            calls: 20,
+            message_bytes: bytes,
+            transfer_ns: 1_000,
+            algorithm_gb_per_s: bus,
+            bus_gb_per_s: bus,
+            link_pct: Some(100.0 * bus / 450.0),
+        };
+        let mut w = AlignedWaits {
+            calls: 20,
+            offset_ns: vec![0, 0],
+            wait_ns: vec![0, 0],
+            last: vec![10, 10],
+            blame_ns: vec![0, 0],
+            span_ns: 1,
+            bandwidth: vec![row(1 << 30, 120.0), row(12 << 20, 90.0)],
+            link: Some(("NVLink", 450.0)),
+        };
+        let note = slow_link_note(&w).expect("1 GiB at 27% of the peak");
+        assert!(note.starts_with("AllReduce of 1.00 GiB: bus bandwidth 120 GB/s, 27% of NVLink's 450 GB/s"), "{note}");
+        assert!(note.contains("NCCL_DEBUG=INFO"), "{note}");
+        // Healthy large messages; small ones are latency-bound, not checked.
+        w.bandwidth = vec![row(1 << 30, 330.0), row(12 << 20, 90.0)];
+        assert_eq!(slow_link_note(&w), None);
+        w.link = None;
+        w.bandwidth = vec![row(1 << 30, 120.0)];
+        assert_eq!(slow_link_note(&w), None, "no peak known");
+    }
+
+    #[test]
     fn a_straggler_is_named_only_where_the_others_wait_for_it_at_the_collectives() {
         // Rank 1 waits least: the exposed-communication rule names it.
         let v = vec![rank(Some("step"), 30, 11, 1, vec![]), rank(Some("step"), 30, 1, 1, vec![])];
@@ -800,6 +924,7 @@ mod tests {
             blame_ns,
             span_ns: 1,
             bandwidth: Vec::new(),
+            link: None,
         };
         // The others waited for it at most calls: it stays.
         let mut a = named_one.clone();

@@ -297,10 +297,47 @@ pub fn peaks(d: &DeviceInfo) -> Option<Peaks> {
         .or_else(|| computed(d))
 }
 
+/// A GPU's peak bandwidth to its peers, per direction, GB/s, and the
+/// link that carries it: its active NVLinks at the nominal rate of its
+/// architecture's NVLink generation (per link and direction: 20 GB/s on
+/// compute capability 6, 25 on 7 to 9, 50 on 10), else its PCIe link
+/// (per lane and direction: 0.25, 0.5, 0.985, 1.969, 3.938, 7.563 GB/s
+/// for generations 1 to 6). `None` where the report does not give the
+/// links (NVML missing, or an older report).
+pub fn link_peak(d: &DeviceInfo) -> Option<(&'static str, f64)> {
+    let per_link = match d.limits.cc_major {
+        6 => 20.0,
+        7..=9 => 25.0,
+        10 => 50.0,
+        _ => 0.0,
+    };
+    if let Some(n) = d.nvlinks.filter(|&n| n > 0 && per_link > 0.0) {
+        return Some(("NVLink", n as f64 * per_link));
+    }
+    let (generation, lanes) = d.pcie?;
+    let per_lane = [0.25, 0.5, 0.985, 1.969, 3.938, 7.563].get((generation as usize).checked_sub(1)?).copied()?;
+    (lanes > 0).then_some(("PCIe", per_lane * lanes as f64))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::model::occupancy::SmLimits;
+
+    #[test]
+    fn links_peak_at_their_generation_s_rate() {
+        let mut h200 = dev("NVIDIA H200", 132, (9, 0), None);
+        assert_eq!(link_peak(&h200), None, "no link figures in the report");
+        h200.nvlinks = Some(18);
+        h200.pcie = Some((5, 16));
+        assert_eq!(link_peak(&h200), Some(("NVLink", 450.0)));
+        h200.nvlinks = Some(0);
+        let (link, gb) = link_peak(&h200).unwrap();
+        assert_eq!(link, "PCIe");
+        assert!((gb - 63.0).abs() < 0.1, "{gb}");
+        h200.pcie = Some((9, 16));
+        assert_eq!(link_peak(&h200), None, "a generation gpuscope does not know");
+    }
 
     fn dev(name: &str, sms: u32, cc: (u32, u32), clocks: Option<(u32, u32, u32)>) -> DeviceInfo {
         let mut d = DeviceInfo::new(0, name, sms, SmLimits { cc_major: cc.0, cc_minor: cc.1, ..SmLimits::SM_90 });

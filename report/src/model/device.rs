@@ -33,6 +33,12 @@ pub struct DeviceInfo {
     /// instance's UUID, which DCGM does not label its series with.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub uuid: Option<String>,
+    /// Active NVLinks to its peers (NVML's link state; 0: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nvlinks: Option<u32>,
+    /// Its PCIe link's highest generation and lanes (NVML's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pcie: Option<(u32, u32)>,
 }
 
 /// A UUID's 16 bytes as `GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`.
@@ -54,6 +60,8 @@ impl DeviceInfo {
             memory_bus_bits: None,
             memory_bytes: None,
             uuid: None,
+            nvlinks: None,
+            pcie: None,
         }
     }
 }

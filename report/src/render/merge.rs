@@ -166,9 +166,13 @@ pub(super) fn render_answer(a: &JobAnswer, width: usize) -> String {
         out.push_str(&super::diagnosis::wrap(&text, width, "   ", "     "));
         // Smaller messages are bound by latency, not bandwidth.
         for b in w.bandwidth.iter().filter(|b| b.message_bytes >= BANDWIDTH_MIN_BYTES) {
+            let of_peak = match (w.link, b.link_pct) {
+                (Some((link, peak)), Some(pct)) => format!("{pct:.0}% of {link}'s {peak:.0} GB/s; "),
+                _ => String::new(),
+            };
             let text = format!(
-                "{}: {} calls of {}: bus bandwidth {:.0} GB/s (algorithm {:.0} GB/s), each timed on the rank that \
-                 arrived last",
+                "{}: {} calls of {}: bus bandwidth {:.0} GB/s ({of_peak}algorithm {:.0} GB/s), each timed on the \
+                 rank that arrived last",
                 b.collective,
                 b.calls,
                 fmt_bytes(b.message_bytes),

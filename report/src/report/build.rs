@@ -273,6 +273,7 @@ impl Report {
             },
             forks: a.forks,
             frameworks: Vec::new(),
+            host: None,
             session_steady,
             device_time,
             analysis: Default::default(),

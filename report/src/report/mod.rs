@@ -101,6 +101,9 @@ pub struct Report {
     /// terms when no kernel name says which framework ran.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub frameworks: Vec<String>,
+    /// The host's name: a job's ranks on one host share its links.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
     /// The session's steady state: its time without start-up, compilation
     /// and shutdown, found from its activity over time (for programs
     /// without ranges to count calls of).
