@@ -157,8 +157,11 @@ fn confirm_straggler(a: &mut JobAnswer, w: &AlignedWaits) {
 
 /// Share of the margins by which the last rank to arrive at a collective
 /// was late (over the next latest) that must be one rank's for it to be
-/// named the straggler, %.
-const STRAGGLER_BLAME_PCT: f64 = 50.0;
+/// named the straggler, %: two thirds. FSDP's two ranks, balanced by
+/// construction, split them 61/39 in one run (and which rank held more
+/// changed from run to run); a rank given twice the work arrived last at
+/// 88% of the calls.
+const STRAGGLER_BLAME_PCT: f64 = 200.0 / 3.0;
 
 /// How the straggler's action begins.
 const BALANCE_ADVICE: &str = "Balance the work per rank";
@@ -930,7 +933,12 @@ mod tests {
         let mut a = named_one.clone();
         confirm_straggler(&mut a, &waits(vec![10 * MS, 90 * MS]));
         assert_eq!(a.straggler, Some(1));
-        // The ranks took turns keeping each other waiting: no straggler.
+        // The ranks took turns keeping each other waiting: no straggler,
+        // also at FSDP's 61/39 (an H200 run whose ranks are balanced by
+        // construction).
+        let mut b = named_one.clone();
+        confirm_straggler(&mut b, &waits(vec![1676 * MS, 2597 * MS]));
+        assert_eq!(b.straggler, None);
         let mut a = named_one;
         confirm_straggler(&mut a, &waits(vec![60 * MS, 40 * MS]));
         assert_eq!((a.straggler, a.straggler_cost_ns), (None, 0));
