@@ -19,14 +19,22 @@ mod rss;
 use rss::rss_mb;
 #[path = "../tests/records/mod.rs"]
 mod records;
-use gpuscope::report::DeviceInfo;
 use gpuscope::testing::{HostEvent, Replay};
 use records::*;
 
 fn main() {
     let env = |name: &str, default: u64| std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default);
     let devices = env("DEVICES", 1).clamp(1, 64) as u32;
-    let mut rp = Replay::new((0..devices).map(|id| DeviceInfo { id, ..h200() }).collect(), 0);
+    let mut rp = Replay::new(
+        (0..devices)
+            .map(|id| {
+                let mut d = h200();
+                d.id = id;
+                d
+            })
+            .collect(),
+        0,
+    );
     let stress = rp.path(&["stress"]);
     let batch = rp.path(&["stress", "batch"]);
     let tick = rp.path(&["stress", "batch", "tick"]);

@@ -33,6 +33,8 @@ const ORDER: &[&str] = &[
     "session",
     "config",
     "integration",
+    "activity",
+    "testing",
     "lib",
 ];
 

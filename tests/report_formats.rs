@@ -645,7 +645,8 @@ fn tables_of_any_width_render_within_the_allowed_widths() {
 
 #[test]
 fn the_chrome_trace_gives_the_last_device_ordinal_a_process_of_its_own() {
-    let last = gpuscope::report::DeviceInfo { id: u32::MAX, ..h200() };
+    let mut last = h200();
+    last.id = u32::MAX;
     let mut rp = Replay::new(vec![last], 10);
     let k = K { name: c"k", corr: 9, start: 2_000, end: 3_000, block: 128, regs: 32, dyn_smem: 0, stream: 7 };
     let mut bytes = kernel(&k);

@@ -104,7 +104,9 @@ fn copy(i: &mut Input) -> Vec<u8> {
 }
 
 fn device(id: u32, limits: SmLimits, sm_count: u32) -> DeviceInfo {
-    DeviceInfo { clock_khz: Some(1_980_000), ..DeviceInfo::new(id, "NVIDIA H100", sm_count, limits) }
+    let mut d = DeviceInfo::new(id, "NVIDIA H100", sm_count, limits);
+    d.clock_khz = Some(1_980_000);
+    d
 }
 
 fn float(i: &mut Input) -> f64 {

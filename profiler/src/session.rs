@@ -954,7 +954,7 @@ fn add_host_side(report: &mut Report, s: &Collection) {
     report.metrics = s.collector.as_ref().map(|c| c.status()).filter(|m| m.passes_on_demand > 0 || !is_on_demand(s));
     report.declared = collect::declare::all();
     report.frameworks = collect::libraries::frameworks_loaded();
-    report.host = collect::libraries::host_name();
+    report.host = collect::host::host_name();
 }
 
 fn is_on_demand(s: &Collection) -> bool {

@@ -8,19 +8,15 @@ use gpuscope::report::DeviceInfo;
 use std::ffi::CStr;
 
 pub fn h200() -> DeviceInfo {
-    DeviceInfo {
-        id: 0,
-        name: "NVIDIA H200".into(),
-        sm_count: 132,
-        limits: SmLimits::SM_90,
-        clock_khz: Some(1_980_000),
-        memory_clock_khz: Some(3_201_000),
-        memory_bus_bits: Some(6144),
-        memory_bytes: Some(150_754_820_096),
-        uuid: Some("GPU-5c7a3f1e-2b9d-4e8a-9f10-7d6c5b4a3e21".into()),
-        nvlinks: Some(18),
-        pcie: Some((5, 16)),
-    }
+    let mut d = DeviceInfo::new(0, "NVIDIA H200", 132, SmLimits::SM_90);
+    d.clock_khz = Some(1_980_000);
+    d.memory_clock_khz = Some(3_201_000);
+    d.memory_bus_bits = Some(6144);
+    d.memory_bytes = Some(150_754_820_096);
+    d.uuid = Some("GPU-5c7a3f1e-2b9d-4e8a-9f10-7d6c5b4a3e21".into());
+    d.nvlinks = Some(18);
+    d.pcie = Some((5, 16));
+    d
 }
 
 pub fn bytes_of<T: Copy>(v: &T) -> Vec<u8> {

@@ -240,21 +240,17 @@ pub(crate) fn query(ordinal: u32) -> Option<DeviceInfo> {
         (unsafe { get_uuid(&mut b, dev) } == 0).then(|| crate::model::device::gpu_uuid(&b))
     });
     let links = uuid.as_deref().and_then(super::links::links);
-    Some(DeviceInfo {
-        id: ordinal,
-        name,
-        sm_count: attr(s::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?,
-        limits,
-        clock_khz: attr(s::CU_DEVICE_ATTRIBUTE_CLOCK_RATE),
-        memory_clock_khz: attr(s::CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE),
-        memory_bus_bits: attr(s::CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH),
-        memory_bytes: {
-            let mut bytes = 0usize;
-            // SAFETY: out pointer is a valid local; `dev` is a valid device.
-            (unsafe { (d.cu_device_total_mem)(&mut bytes, dev) } == 0).then_some(bytes as u64)
-        },
-        uuid,
-        nvlinks: links.map(|l| l.nvlinks),
-        pcie: links.map(|l| l.pcie).filter(|p| p.0 > 0 && p.1 > 0),
-    })
+    let mut info = DeviceInfo::new(ordinal, name, attr(s::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?, limits);
+    info.clock_khz = attr(s::CU_DEVICE_ATTRIBUTE_CLOCK_RATE);
+    info.memory_clock_khz = attr(s::CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE);
+    info.memory_bus_bits = attr(s::CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH);
+    info.memory_bytes = {
+        let mut bytes = 0usize;
+        // SAFETY: out pointer is a valid local; `dev` is a valid device.
+        (unsafe { (d.cu_device_total_mem)(&mut bytes, dev) } == 0).then_some(bytes as u64)
+    };
+    info.nvlinks = links.and_then(|l| l.nvlinks);
+    info.pcie = links.and_then(|l| l.pcie);
+    info.uuid = uuid;
+    Some(info)
 }

@@ -1,6 +1,6 @@
-//! What the process runs in: which frameworks' libraries it has loaded
-//! (what names a framework when no kernel record does, trace windows of 0,
-//! so advice is in its terms), and the host's name.
+//! Which frameworks' libraries the process has loaded: what names a
+//! framework when no kernel record does (trace windows of 0), so advice is
+//! in its terms.
 
 use std::io::BufRead;
 
@@ -41,17 +41,6 @@ pub(crate) fn frameworks_loaded() -> Vec<String> {
         Ok(f) => frameworks_in(std::io::BufReader::new(f)),
         Err(_) => Vec::new(),
     }
-}
-
-/// This host's name (`gethostname`); `None` if it cannot be read.
-pub(crate) fn host_name() -> Option<String> {
-    let mut buf = [0u8; 256];
-    // SAFETY: the buffer holds `buf.len()` bytes, as passed.
-    if unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } != 0 {
-        return None;
-    }
-    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    Some(String::from_utf8_lossy(&buf[..end]).into_owned()).filter(|h| !h.is_empty())
 }
 
 #[cfg(test)]

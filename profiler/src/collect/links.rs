@@ -1,9 +1,14 @@
-//! A GPU's links to its peers, from NVML: active NVLinks and the PCIe
-//! link, for the peak a collective's bus bandwidth is compared with. The
-//! `unsafe` of calling through NVML's pointers stays here.
+//! A GPU's links to its peers, from NVML: NVLinks to an NVSwitch and the
+//! PCIe link, for the peak a collective's bus bandwidth is compared with.
+//! The `unsafe` of calling through NVML's pointers stays here. Called on
+//! gpuscope's decoder thread when a device is first seen (NVML's start
+//! took 10 ms on an H200 host), never on a thread of the program's.
 
 use crate::collect::debug::debug;
-use cupti_sys::nvml::{Nvml, NvmlDevice, NVML_FEATURE_ENABLED, NVML_NVLINK_MAX_LINKS};
+use cupti_sys::nvml::{
+    Nvml, NvmlDevice, NVML_ERROR_INVALID_ARGUMENT, NVML_ERROR_NOT_SUPPORTED, NVML_FEATURE_ENABLED,
+    NVML_NVLINK_DEVICE_TYPE_SWITCH, NVML_NVLINK_MAX_LINKS,
+};
 use std::sync::OnceLock;
 
 /// NVML, loaded and initialised once per process; `None` where it is
@@ -24,14 +29,15 @@ fn nvml() -> Option<&'static Nvml> {
     .as_ref()
 }
 
-/// A device's links: active NVLinks and its PCIe link's generation and
-/// lanes.
+/// A device's links.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct Links {
-    /// Active NVLinks.
-    pub nvlinks: u32,
-    /// PCIe generation and lanes (0: unknown).
-    pub pcie: (u32, u32),
+    /// Active NVLinks, all to NVSwitches; `None` where NVML could not
+    /// tell, or some go straight to another GPU (the peak between two GPUs
+    /// of a mesh depends on which links join them).
+    pub nvlinks: Option<u32>,
+    /// PCIe generation and lanes, where NVML gives them.
+    pub pcie: Option<(u32, u32)>,
 }
 
 /// The links of the GPU with this UUID (`GPU-...`); `None` where NVML
@@ -44,17 +50,38 @@ pub(crate) fn links(uuid: &str) -> Option<Links> {
     if unsafe { (n.device_by_uuid)(uuid.as_ptr(), &mut dev) } != 0 {
         return None;
     }
-    let nvlinks = (0..NVML_NVLINK_MAX_LINKS)
-        .filter(|&l| {
-            let mut on = 0;
-            // SAFETY: `dev` came from NVML; a valid out pointer. Links the
-            // GPU lacks return an error (not counted).
-            (unsafe { (n.nvlink_state)(dev, l, &mut on) } == 0) && on == NVML_FEATURE_ENABLED
-        })
-        .count() as u32;
     let (mut generation, mut width) = (0, 0);
-    // SAFETY: as above.
+    // SAFETY: `dev` came from NVML; valid out pointers.
     let pcie_ok =
         unsafe { (n.max_pcie_generation)(dev, &mut generation) == 0 && (n.max_pcie_width)(dev, &mut width) == 0 };
-    Some(Links { nvlinks, pcie: if pcie_ok { (generation, width) } else { (0, 0) } })
+    Some(Links {
+        nvlinks: nvlinks(n, dev),
+        pcie: (pcie_ok && generation > 0 && width > 0).then_some((generation, width)),
+    })
+}
+
+/// Active NVLinks of `dev`, if all go to NVSwitches.
+fn nvlinks(n: &Nvml, dev: NvmlDevice) -> Option<u32> {
+    let mut active = 0;
+    for l in 0..NVML_NVLINK_MAX_LINKS {
+        let mut on = 0;
+        // SAFETY: `dev` came from NVML; a valid out pointer.
+        match unsafe { (n.nvlink_state)(dev, l, &mut on) } {
+            0 if on == NVML_FEATURE_ENABLED => {}
+            0 => continue,
+            // Links the GPU lacks, or no NVLink at all.
+            NVML_ERROR_INVALID_ARGUMENT | NVML_ERROR_NOT_SUPPORTED => continue,
+            rc => {
+                debug(&format!("NVLink {l}'s state: NVML error {rc}"));
+                return None;
+            }
+        }
+        let mut kind = 0;
+        // SAFETY: as above.
+        if unsafe { (n.nvlink_remote_type)(dev, l, &mut kind) } != 0 || kind != NVML_NVLINK_DEVICE_TYPE_SWITCH {
+            return None;
+        }
+        active += 1;
+    }
+    Some(active)
 }

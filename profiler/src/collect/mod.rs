@@ -11,6 +11,7 @@ pub(crate) mod debug;
 pub(crate) mod declare;
 pub(crate) mod driver;
 mod held;
+pub(crate) mod host;
 mod lead;
 pub(crate) mod libraries;
 mod links;

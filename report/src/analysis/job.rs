@@ -16,6 +16,7 @@
 //! its host work (dispatch, data, syncs, copies), or the transfer.
 
 use super::answer::{Answer, BUSY_TRACED};
+use super::peaks::LinkPeak;
 use super::verdict::Bound;
 use crate::model::comm::{collective, Collective};
 use crate::report::Report;
@@ -85,7 +86,7 @@ pub struct RankStep {
     /// waits on other streams, ns per step.
     pub host_ns: u64,
     /// gpuscope's own time on its host, ns per step (`None`: not
-    /// measured), already out of `host_ns`.
+    /// measured, or none), already out of `host_ns`.
     pub profiler_ns: Option<u64>,
     /// Its own verdict.
     pub verdict: String,
@@ -134,7 +135,7 @@ pub fn answer(ranks: &[(String, Report)]) -> Option<JobAnswer> {
 
 /// The rank that waits least is the straggler only where the collectives
 /// agree: of the margins by which the last rank to arrive at each call
-/// was late (over the next latest), most are its. Ranks that take turns
+/// was late (over the next latest), two thirds or more are its. Ranks that take turns
 /// arriving last (their hosts
 /// issue the collectives unevenly) pace the job together: no straggler,
 /// and a note that says so.
@@ -261,37 +262,36 @@ fn of_answers(answers: &[(String, Answer)], parallelism: Parallelism) -> Option<
         w.get(w.len().saturating_sub(1) / 2).copied().unwrap_or(0)
     };
     let pct = |ns: u64| 100.0 * ns as f64 / step_ns.max(1) as f64;
+    let per = if per_second { "a second" } else { "per step" };
     let mut straggler = least.filter(|&i| ranks.len() > 1 && pct(others_wait(i)) >= STRAGGLER_WAIT_PCT);
+    let mut straggler_cost_ns = straggler.map_or(0, others_wait);
     // gpuscope's own cost on the last rank's host beyond the others' is a
-    // lateness the job does not have without gpuscope: where it makes up
-    // half of the others' wait or more, no rank is blamed.
-    if let Some(i) = straggler {
+    // lateness the job does not have without gpuscope: it comes off the
+    // others' wait, and what is left must still name the rank.
+    if let (Some(i), Some(own)) = (straggler, ranks.get(straggler.unwrap_or(0)).and_then(|r| r.profiler_ns)) {
         let mut theirs: Vec<u64> =
-            ranks.iter().enumerate().filter(|&(j, _)| j != i).map(|(_, r)| r.profiler_ns.unwrap_or(0)).collect();
+            ranks.iter().enumerate().filter(|&(j, _)| j != i).filter_map(|(_, r)| r.profiler_ns).collect();
         theirs.sort_unstable();
-        let median = theirs.get(theirs.len().saturating_sub(1) / 2).copied().unwrap_or(0);
-        let extra = ranks[i].profiler_ns.unwrap_or(0).saturating_sub(median);
-        let wait = others_wait(i);
-        if extra.saturating_mul(2) >= wait {
+        let extra = theirs.get(theirs.len().saturating_sub(1) / 2).map_or(0, |&m| own.saturating_sub(m));
+        if extra > 0 {
+            let residual = straggler_cost_ns.saturating_sub(extra);
+            let named = pct(residual) >= STRAGGLER_WAIT_PCT;
             notes.push(format!(
-                "{} arrives last at the collectives (the others wait {} {}), but gpuscope's own cost on its host is \
-                 {} {} more than on the others': that lateness is gpuscope's, so no rank is named a straggler",
+                "{} arrives last at the collectives (the others wait {} {per}), of which gpuscope's own cost on its \
+                 host makes {} (beyond the others'){}",
                 ranks[i].name,
-                fmt(wait),
-                if per_second { "a second" } else { "per step" },
+                fmt(straggler_cost_ns),
                 fmt(extra),
-                if per_second { "a second" } else { "per step" },
+                if named { ": the rest is the program's" } else { ": no rank is named a straggler" },
             ));
-            straggler = None;
+            (straggler, straggler_cost_ns) = if named { (Some(i), residual) } else { (None, 0) };
         }
     }
-    let straggler_cost_ns = straggler.map_or(0, others_wait);
     // Whose parts set the pace: the straggler's, else the slowest rank's.
     let pacer = straggler.or_else(|| (0..ranks.len()).max_by_key(|&i| ranks[i].step_ns)).unwrap_or(0);
     let p = &ranks[pacer];
     let transfer = transfer_ns.unwrap_or(0);
     let who = if ranks.len() > 1 { format!("{}'s ", p.name) } else { String::new() };
-    let per = if per_second { "a second" } else { "per step" };
     // The pacing rank's own verdict names communication and the transfer
     // is a large share of the step (a rank's verdict names its
     // communication kernels also where compute hides most of them).
@@ -392,7 +392,7 @@ pub struct AlignedWaits {
     /// one host and its report gives its GPU's links: the slowest rank's
     /// link and its bandwidth per direction, GB/s.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub link: Option<(&'static str, f64)>,
+    pub link: Option<LinkPeak>,
 }
 
 /// The bandwidth a kind of collective reached over the job's calls of one
@@ -521,9 +521,12 @@ pub fn aligned_waits(reports: &[&Report]) -> Option<AlignedWaits> {
     bandwidth.sort_by_key(|b| std::cmp::Reverse(b.transfer_ns));
     bandwidth.truncate(MAX_BANDWIDTH_ROWS);
     let link = link_of(reports);
-    if let Some((_, peak)) = link {
+    if let Some(peak) = link {
         for b in &mut bandwidth {
-            b.link_pct = Some(100.0 * b.bus_gb_per_s / peak);
+            // Over the peak, the peak is wrong (links gpuscope misread):
+            // no share rather than a false one.
+            let pct = 100.0 * b.bus_gb_per_s / peak.gb_per_s;
+            b.link_pct = (pct <= MAX_LINK_PCT).then_some(pct);
         }
     }
     Some(AlignedWaits {
@@ -542,7 +545,7 @@ pub fn aligned_waits(reports: &[&Report]) -> Option<AlignedWaits> {
 /// the slowest of the ranks' GPUs' ([`super::peaks::link_peak`]), where
 /// every report names the same host (across hosts the network sets the
 /// peak, which gpuscope does not read) and gives its GPU's links.
-fn link_of(reports: &[&Report]) -> Option<(&'static str, f64)> {
+fn link_of(reports: &[&Report]) -> Option<LinkPeak> {
     let host = reports.first()?.host.as_deref()?;
     if reports.iter().any(|r| r.host.as_deref() != Some(host)) {
         return None;
@@ -552,17 +555,21 @@ fn link_of(reports: &[&Report]) -> Option<(&'static str, f64)> {
         .map(|r| r.devices.iter().map(super::peaks::link_peak).min_by(cmp_peak).flatten())
         .collect::<Option<Vec<_>>>()?
         .into_iter()
-        .min_by(|a, b| a.1.total_cmp(&b.1))
+        .min_by(|a, b| a.gb_per_s.total_cmp(&b.gb_per_s))
 }
 
-fn cmp_peak(a: &Option<(&'static str, f64)>, b: &Option<(&'static str, f64)>) -> std::cmp::Ordering {
+fn cmp_peak(a: &Option<LinkPeak>, b: &Option<LinkPeak>) -> std::cmp::Ordering {
     // A device without link figures makes the rank's unknown.
     match (a, b) {
         (None, _) => std::cmp::Ordering::Less,
         (_, None) => std::cmp::Ordering::Greater,
-        (Some(x), Some(y)) => x.1.total_cmp(&y.1),
+        (Some(x), Some(y)) => x.gb_per_s.total_cmp(&y.gb_per_s),
     }
 }
+
+/// A bus bandwidth more than this share of the link's peak says the peak
+/// is wrong, %.
+const MAX_LINK_PCT: f64 = 105.0;
 
 /// Messages from this size are bound by the links' bandwidth, not by
 /// latency: a 1 GiB all-reduce reached 70-80% of NVLink's peak on 2 and 4
@@ -573,9 +580,10 @@ const LINK_CHECK_BYTES: u64 = 128 << 20;
 const SLOW_LINK_PCT: f64 = 50.0;
 
 /// A note for collectives of large messages that run far below their
-/// link's peak.
+/// NVLinks' peak (over PCIe, NCCL may rightly go through host memory:
+/// no note).
 fn slow_link_note(w: &AlignedWaits) -> Option<String> {
-    let (link, peak) = w.link?;
+    let LinkPeak { link, gb_per_s: peak, .. } = w.link.filter(|l| l.link == "NVLink")?;
     let b = w
         .bandwidth
         .iter()
@@ -784,7 +792,9 @@ mod tests {
         assert_eq!((a.straggler, a.straggler_cost_ns), (None, 0));
         assert_eq!(a.ranks[1].profiler_ns, Some(12 * MS));
         assert!(
-            a.notes.iter().any(|n| n.contains("rank1 arrives last") && n.contains("9.00 ms per step more")),
+            a.notes.iter().any(|n| n.contains("rank1 arrives last")
+                && n.contains("makes 9.00 ms")
+                && n.contains("no rank is named")),
             "{:?}",
             a.notes
         );
@@ -792,6 +802,15 @@ mod tests {
         // Its own cost as the others': the wait is the program's.
         let b = of_answers(&ranks(3), Parallelism::Sharded).unwrap();
         assert_eq!((b.straggler, b.straggler_cost_ns), (Some(1), 8 * MS));
+        // 2 ms of its 8 ms lateness is gpuscope's: the rest still names it.
+        let c = of_answers(&ranks(5), Parallelism::Sharded).unwrap();
+        assert_eq!((c.straggler, c.straggler_cost_ns), (Some(1), 6 * MS));
+        assert!(c.notes.iter().any(|n| n.contains("the rest is the program's")), "{:?}", c.notes);
+        // The others' cost not measured: nothing is taken off.
+        let mut d = ranks(12);
+        d[0].1.profiler_ns = None;
+        let d = of_answers(&d, Parallelism::Sharded).unwrap();
+        assert_eq!((d.straggler, d.straggler_cost_ns), (Some(1), 8 * MS));
     }
 
     #[test]
@@ -873,10 +892,10 @@ mod tests {
             r
         };
         let (a, b) = (report("node1", 18), report("node1", 18));
-        assert_eq!(link_of(&[&a, &b]), Some(("NVLink", 450.0)));
+        assert_eq!(link_of(&[&a, &b]), Some(LinkPeak { link: "NVLink", gb_per_s: 450.0 }));
         // One rank over PCIe only: the slowest link sets the peak.
         let c = report("node1", 0);
-        assert_eq!(link_of(&[&a, &c]).map(|l| l.0), Some("PCIe"));
+        assert_eq!(link_of(&[&a, &c]).map(|l| l.link), Some("PCIe"));
         // Across hosts the network sets it: not known.
         assert_eq!(link_of(&[&a, &report("node2", 18)]), None);
         let mut old = report("node1", 18);
@@ -900,7 +919,7 @@ mod tests {
             blame_ns: vec![0, 0],
             span_ns: 1,
             bandwidth: vec![row(1 << 30, 120.0), row(12 << 20, 90.0)],
-            link: Some(("NVLink", 450.0)),
+            link: Some(LinkPeak { link: "NVLink", gb_per_s: 450.0 }),
         };
         let note = slow_link_note(&w).expect("1 GiB at 27% of the peak");
         assert!(note.starts_with("AllReduce of 1.00 GiB: bus bandwidth 120 GB/s, 27% of NVLink's 450 GB/s"), "{note}");
@@ -908,8 +927,10 @@ mod tests {
         // Healthy large messages; small ones are latency-bound, not checked.
         w.bandwidth = vec![row(1 << 30, 330.0), row(12 << 20, 90.0)];
         assert_eq!(slow_link_note(&w), None);
+        w.bandwidth = vec![row(1 << 30, 20.0)];
+        w.link = Some(LinkPeak { link: "PCIe", gb_per_s: 63.0 });
+        assert_eq!(slow_link_note(&w), None, "over PCIe, host memory may be NCCL's right choice");
         w.link = None;
-        w.bandwidth = vec![row(1 << 30, 120.0)];
         assert_eq!(slow_link_note(&w), None, "no peak known");
     }
 

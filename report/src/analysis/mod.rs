@@ -25,7 +25,7 @@ pub use devices::DeviceUse;
 pub use findings::Finding;
 #[cfg(feature = "internal")]
 pub use findings::MAX_PER_KIND as MAX_FINDINGS_PER_KIND;
-pub use peaks::Peaks;
+pub use peaks::{LinkPeak, Peaks};
 pub use rules::FindingKind;
 use verdict::Counted;
 pub use verdict::{Bound, Verdict};

@@ -297,26 +297,39 @@ pub fn peaks(d: &DeviceInfo) -> Option<Peaks> {
         .or_else(|| computed(d))
 }
 
-/// A GPU's peak bandwidth to its peers, per direction, GB/s, and the
-/// link that carries it: its active NVLinks at the nominal rate of its
-/// architecture's NVLink generation (per link and direction: 20 GB/s on
-/// compute capability 6, 25 on 7 to 9, 50 on 10), else its PCIe link
-/// (per lane and direction: 0.25, 0.5, 0.985, 1.969, 3.938, 7.563 GB/s
-/// for generations 1 to 6). `None` where the report does not give the
-/// links (NVML missing, or an older report).
-pub fn link_peak(d: &DeviceInfo) -> Option<(&'static str, f64)> {
-    let per_link = match d.limits.cc_major {
-        6 => 20.0,
-        7..=9 => 25.0,
-        10 => 50.0,
-        _ => 0.0,
-    };
-    if let Some(n) = d.nvlinks.filter(|&n| n > 0 && per_link > 0.0) {
-        return Some(("NVLink", n as f64 * per_link));
+/// The peak bandwidth of a GPU's links to its peers.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct LinkPeak {
+    /// "NVLink" or "PCIe".
+    pub link: &'static str,
+    /// Per direction, GB/s.
+    pub gb_per_s: f64,
+}
+
+/// A GPU's peak bandwidth to its peers: its NVLinks to NVSwitches at the
+/// nominal rate of its architecture's NVLink generation (per link and
+/// direction: 20 GB/s on compute capability 6.x, 14.0625 on 8.6 and 8.9,
+/// 25 on the other 7.x to 9.x, 50 on 10.x); with none, its PCIe link (per
+/// lane and direction: 0.25, 0.5, 0.985, 1.969, 3.938, 7.563 GB/s for
+/// generations 1 to 6). `None` where the report does not say (NVML
+/// missing, NVLinks straight to other GPUs, an older report) or gpuscope
+/// does not know the generation's rate.
+pub fn link_peak(d: &DeviceInfo) -> Option<LinkPeak> {
+    let nvlinks = d.nvlinks?;
+    if nvlinks > 0 {
+        let per_link = match (d.limits.cc_major, d.limits.cc_minor) {
+            (6, _) => 20.0,
+            (8, 6) | (8, 9) => 14.0625,
+            (7..=9, _) => 25.0,
+            (10, _) => 50.0,
+            _ => return None,
+        };
+        return Some(LinkPeak { link: "NVLink", gb_per_s: nvlinks as f64 * per_link });
     }
     let (generation, lanes) = d.pcie?;
     let per_lane = [0.25, 0.5, 0.985, 1.969, 3.938, 7.563].get((generation as usize).checked_sub(1)?).copied()?;
-    (lanes > 0).then_some(("PCIe", per_lane * lanes as f64))
+    (lanes > 0).then_some(LinkPeak { link: "PCIe", gb_per_s: per_lane * lanes as f64 })
 }
 
 #[cfg(test)]
@@ -328,15 +341,22 @@ mod tests {
     fn links_peak_at_their_generation_s_rate() {
         let mut h200 = dev("NVIDIA H200", 132, (9, 0), None);
         assert_eq!(link_peak(&h200), None, "no link figures in the report");
-        h200.nvlinks = Some(18);
         h200.pcie = Some((5, 16));
-        assert_eq!(link_peak(&h200), Some(("NVLink", 450.0)));
+        assert_eq!(link_peak(&h200), None, "NVLinks unknown: PCIe may not be the link used");
+        h200.nvlinks = Some(18);
+        assert_eq!(link_peak(&h200), Some(LinkPeak { link: "NVLink", gb_per_s: 450.0 }));
         h200.nvlinks = Some(0);
-        let (link, gb) = link_peak(&h200).unwrap();
-        assert_eq!(link, "PCIe");
-        assert!((gb - 63.0).abs() < 0.1, "{gb}");
+        let p = link_peak(&h200).unwrap();
+        assert_eq!(p.link, "PCIe");
+        assert!((p.gb_per_s - 63.0).abs() < 0.1, "{}", p.gb_per_s);
         h200.pcie = Some((9, 16));
         assert_eq!(link_peak(&h200), None, "a generation gpuscope does not know");
+        let mut a40 = dev("NVIDIA A40", 84, (8, 6), None);
+        a40.nvlinks = Some(4);
+        assert_eq!(link_peak(&a40).map(|p| p.gb_per_s), Some(56.25));
+        let mut future = dev("NVIDIA X", 200, (11, 0), None);
+        future.nvlinks = Some(18);
+        assert_eq!(link_peak(&future), None, "an NVLink generation gpuscope does not know");
     }
 
     fn dev(name: &str, sms: u32, cc: (u32, u32), clocks: Option<(u32, u32, u32)>) -> DeviceInfo {

@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 /// A GPU.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[non_exhaustive]
 pub struct DeviceInfo {
     /// Ordinal.
     pub id: u32,
@@ -33,7 +34,8 @@ pub struct DeviceInfo {
     /// instance's UUID, which DCGM does not label its series with.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub uuid: Option<String>,
-    /// Active NVLinks to its peers (NVML's link state; 0: none).
+    /// Active NVLinks, all to NVSwitches (NVML's; 0: none; absent: not
+    /// known, or some go straight to another GPU).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nvlinks: Option<u32>,
     /// Its PCIe link's highest generation and lanes (NVML's).

@@ -167,7 +167,7 @@ pub(super) fn render_answer(a: &JobAnswer, width: usize) -> String {
         // Smaller messages are bound by latency, not bandwidth.
         for b in w.bandwidth.iter().filter(|b| b.message_bytes >= BANDWIDTH_MIN_BYTES) {
             let of_peak = match (w.link, b.link_pct) {
-                (Some((link, peak)), Some(pct)) => format!("{pct:.0}% of {link}'s {peak:.0} GB/s; "),
+                (Some(l), Some(pct)) => format!("{pct:.0}% of {}'s {:.0} GB/s; ", l.link, l.gb_per_s),
                 _ => String::new(),
             };
             let text = format!(
