@@ -268,6 +268,12 @@ impl<T: Gated> Drop for Held<T> {
 /// Counted in the calling thread's own counter; while the thread's
 /// counter is being torn down, in the gate.
 pub(crate) fn hold<T: Gated>(slot: &Slot<T>) -> Option<Held<T>> {
+    // No collection: nothing to count in (the common case between
+    // sessions, on every NVTX event and launch). One published meanwhile
+    // misses this event, as it would have after counting.
+    if slot.current.load(Ordering::Acquire).is_null() {
+        return None;
+    }
     let local = MINE.try_with(|mine| {
         let holds = mine.0;
         // Counted before the pointer is read, and the gate after: stop
