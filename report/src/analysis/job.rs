@@ -167,6 +167,13 @@ const STRAGGLER_BLAME_PCT: f64 = 200.0 / 3.0;
 /// How the straggler's action begins.
 const BALANCE_ADVICE: &str = "Balance the work per rank";
 
+/// The median of `value` over the ranks other than `i` that have it.
+fn others_median(ranks: &[RankStep], i: usize, value: impl Fn(&RankStep) -> Option<u64>) -> Option<u64> {
+    let mut v: Vec<u64> = ranks.iter().enumerate().filter(|&(j, _)| j != i).filter_map(|(_, r)| value(r)).collect();
+    v.sort_unstable();
+    v.get(v.len().checked_sub(1)? / 2).copied()
+}
+
 /// How the job spreads its work, from the collectives its ranks ran.
 fn parallelism(reports: &[&Report]) -> Parallelism {
     let time = |op: Collective| -> u64 {
@@ -255,12 +262,7 @@ fn of_answers(answers: &[(String, Answer)], parallelism: Parallelism) -> Option<
     let least = transfer_ns.and_then(|t| ranks.iter().position(|r| r.exposed_comm_ns == Some(t)));
     // The others' median wait: one rank whose own host slowed (it then
     // waits less) does not pull the cost down.
-    let others_wait = |i: usize| {
-        let mut w: Vec<u64> =
-            ranks.iter().enumerate().filter(|&(j, _)| j != i).filter_map(|(_, r)| r.wait_ns).collect();
-        w.sort_unstable();
-        w.get(w.len().saturating_sub(1) / 2).copied().unwrap_or(0)
-    };
+    let others_wait = |i: usize| others_median(&ranks, i, |r| r.wait_ns).unwrap_or(0);
     let pct = |ns: u64| 100.0 * ns as f64 / step_ns.max(1) as f64;
     let per = if per_second { "a second" } else { "per step" };
     let mut straggler = least.filter(|&i| ranks.len() > 1 && pct(others_wait(i)) >= STRAGGLER_WAIT_PCT);
@@ -268,11 +270,8 @@ fn of_answers(answers: &[(String, Answer)], parallelism: Parallelism) -> Option<
     // gpuscope's own cost on the last rank's host beyond the others' is a
     // lateness the job does not have without gpuscope: it comes off the
     // others' wait, and what is left must still name the rank.
-    if let (Some(i), Some(own)) = (straggler, ranks.get(straggler.unwrap_or(0)).and_then(|r| r.profiler_ns)) {
-        let mut theirs: Vec<u64> =
-            ranks.iter().enumerate().filter(|&(j, _)| j != i).filter_map(|(_, r)| r.profiler_ns).collect();
-        theirs.sort_unstable();
-        let extra = theirs.get(theirs.len().saturating_sub(1) / 2).map_or(0, |&m| own.saturating_sub(m));
+    if let Some((i, own)) = straggler.and_then(|i| Some((i, ranks[i].profiler_ns?))) {
+        let extra = others_median(&ranks, i, |r| r.profiler_ns).map_or(0, |m| own.saturating_sub(m));
         if extra > 0 {
             let residual = straggler_cost_ns.saturating_sub(extra);
             let named = pct(residual) >= STRAGGLER_WAIT_PCT;
@@ -550,21 +549,20 @@ fn link_of(reports: &[&Report]) -> Option<LinkPeak> {
     if reports.iter().any(|r| r.host.as_deref() != Some(host)) {
         return None;
     }
-    reports
-        .iter()
-        .map(|r| r.devices.iter().map(super::peaks::link_peak).min_by(cmp_peak).flatten())
-        .collect::<Option<Vec<_>>>()?
-        .into_iter()
-        .min_by(|a, b| a.gb_per_s.total_cmp(&b.gb_per_s))
-}
-
-fn cmp_peak(a: &Option<LinkPeak>, b: &Option<LinkPeak>) -> std::cmp::Ordering {
-    // A device without link figures makes the rank's unknown.
-    match (a, b) {
-        (None, _) => std::cmp::Ordering::Less,
-        (_, None) => std::cmp::Ordering::Greater,
-        (Some(x), Some(y)) => x.gb_per_s.total_cmp(&y.gb_per_s),
+    let mut slowest: Option<LinkPeak> = None;
+    for r in reports {
+        // A rank with no device, or one without link figures: unknown.
+        if r.devices.is_empty() {
+            return None;
+        }
+        for d in &r.devices {
+            let p = super::peaks::link_peak(d)?;
+            if !slowest.is_some_and(|s| s.gb_per_s <= p.gb_per_s) {
+                slowest = Some(p);
+            }
+        }
     }
+    slowest
 }
 
 /// A bus bandwidth more than this share of the link's peak says the peak
