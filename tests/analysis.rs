@@ -589,9 +589,21 @@ fn advice_names_the_program_s_framework_and_never_another_s() {
     // the loop waits on no copy.
     let t = text(&loads);
     assert!(!t.contains("DataLoader"), "copies outside the loop: {t}");
-    loads.session_steady.as_mut().expect("a steady state").idle.copy_ns = 20_000_000;
+    // The loop waits on a small copy of its own (a scalar a step): still
+    // no batches, the large copies were start-up's.
+    let steady = loads.session_steady.as_mut().expect("a steady state");
+    (steady.idle.copy_ns, steady.copies) = (20_000_000, Some(100));
+    let t = text(&loads);
+    assert!(!t.contains("DataLoader"), "a small copy in the loop, the model's move at start-up: {t}");
+    loads.session_steady.as_mut().expect("a steady state").batch_copies = 100;
     let t = text(&loads);
     assert!(t.contains("DataLoader(num_workers>0)"), "a batch a step copied in the loop: {t}");
+    // A report that did not count the steady state's copies: the session's
+    // summary, when the loop waited on copies.
+    let steady = loads.session_steady.as_mut().expect("a steady state");
+    (steady.copies, steady.batch_copies) = (None, 0);
+    let t = text(&loads);
+    assert!(t.contains("DataLoader(num_workers>0)"), "an older report: {t}");
     // XLA's ranges: JAX's words, no PyTorch.
     let t = text(&rangeless_host_work(c"loop_add_fusion", Some("TSL")));
     assert!(t.contains("nvtx.annotate(\"step\")"), "{t}");

@@ -639,10 +639,9 @@ impl Aggregator {
             Activity::Memcpy(m) => {
                 self.memory.copy(m);
                 let d2h = m.copy_kind as u32 == cupti_sys::CUPTI_ACTIVITY_MEMCPY_KIND_DTOH;
-                self.timeline.copy(m.start, memory::is_pageable(m), d2h);
+                let h2d = if m.copy_kind as u32 == cupti_sys::CUPTI_ACTIVITY_MEMCPY_KIND_HTOD { m.bytes } else { 0 };
+                self.timeline.copy(m.start, memory::is_pageable(m), d2h, h2d);
                 if let Some(instance) = self.copy_calls.remove(&m.correlation_id) {
-                    let h2d =
-                        if m.copy_kind as u32 == cupti_sys::CUPTI_ACTIVITY_MEMCPY_KIND_HTOD { m.bytes } else { 0 };
                     self.ranges.copy(instance, h2d, d2h, memory::is_pageable(m));
                 }
                 self.gpu_copy(m.device, m.start, m.end);

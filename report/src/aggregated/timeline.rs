@@ -6,6 +6,7 @@
 //! merge and the width doubles.
 
 use super::Piece;
+use crate::analysis::BATCH_BYTES;
 use crate::model::idle::CAUSES;
 use crate::model::sampled::{Sample, SampledAcc};
 
@@ -40,6 +41,10 @@ pub struct Bin {
     pub pageable_copies: u64,
     /// Of which device to host.
     pub device_to_host_copies: u64,
+    /// Of which host to device, of a batch's bytes or more (64 KiB): a
+    /// loop's inputs, where the session's copy summary also holds a model's
+    /// move at start-up.
+    pub batch_copies: u64,
     /// Time inside a framework's compilation ranges (XLA's), summed over
     /// threads, ns: start-up, whatever the launches in it look like
     /// (autotuning launches kernels).
@@ -87,6 +92,7 @@ impl Bin {
         self.copies = self.copies.saturating_add(o.copies);
         self.pageable_copies = self.pageable_copies.saturating_add(o.pageable_copies);
         self.device_to_host_copies = self.device_to_host_copies.saturating_add(o.device_to_host_copies);
+        self.batch_copies = self.batch_copies.saturating_add(o.batch_copies);
         self.compile_ns = self.compile_ns.saturating_add(o.compile_ns);
         self.call_ns = self.call_ns.saturating_add(o.call_ns);
         self.calls_timed = self.calls_timed.saturating_add(o.calls_timed);
@@ -208,12 +214,14 @@ impl Timeline {
         }
     }
 
-    /// A copy that started at `ts`.
-    pub fn copy(&mut self, ts: u64, pageable: bool, device_to_host: bool) {
+    /// A copy that started at `ts`; `host_to_device_bytes` is 0 for copies
+    /// of other kinds.
+    pub fn copy(&mut self, ts: u64, pageable: bool, device_to_host: bool, host_to_device_bytes: u64) {
         if let Some(b) = self.at(ts) {
             b.copies += 1;
             b.pageable_copies += pageable as u64;
             b.device_to_host_copies += device_to_host as u64;
+            b.batch_copies += (host_to_device_bytes >= BATCH_BYTES) as u64;
         }
     }
 

@@ -7,6 +7,7 @@
 mod names;
 
 mod advice;
+pub(crate) use advice::BATCH_BYTES;
 internal_mod! { mod answer; }
 internal_mod! { mod blocks; }
 internal_mod! { mod cost; }

@@ -41,21 +41,25 @@ fn session_advice(r: &Report, fw: Framework) -> String {
 }
 
 /// Whether the program copies batches to the GPU in its loop: its steady
-/// state waited on copies, and its host-to-device copies are more than a
-/// few, of a batch's bytes ([`crate::analysis::advice::BATCH_BYTES`]) on
-/// average (the copy summary is the session's: a model moved to the GPU
-/// at start-up copies much, once).
+/// state holds more than a few host-to-device copies of a batch's bytes
+/// ([`crate::analysis::advice::BATCH_BYTES`]) or more. Reports that did not
+/// count the steady state's copies fall back to the session's copy summary,
+/// when the steady state waited on copies (the summary also holds a model's
+/// move to the GPU at start-up).
 fn copies_batches(r: &Report) -> bool {
-    let in_loop = r.session_steady.as_ref().is_some_and(|s| s.idle.copy_ns > 0);
+    let Some(s) = r.session_steady.as_ref() else { return false };
+    if s.copies.is_some() {
+        return s.batch_copies >= MIN_BATCH_COPIES;
+    }
     let (count, bytes) = r
         .memory
         .memcpy
         .iter()
         .filter(|c| c.kind == "HtoD")
         .fold((0u64, 0u64), |(n, b), c| (n + c.count, b.saturating_add(c.bytes)));
-    in_loop && count >= MIN_BATCH_COPIES && bytes / count.max(1) >= crate::analysis::advice::BATCH_BYTES
+    s.idle.copy_ns > 0 && count >= MIN_BATCH_COPIES && bytes / count.max(1) >= crate::analysis::advice::BATCH_BYTES
 }
 
-/// Host-to-device copies fewer than this are set-up (weights, constants),
-/// not a loop's batches.
+/// Batch-sized host-to-device copies fewer than this are set-up (weights,
+/// constants), not a loop's batches.
 const MIN_BATCH_COPIES: u64 = 10;
