@@ -6,6 +6,10 @@
 #
 #   bench/real/modes.sh OUT NAME...       MODES="trace win0" to run fewer
 #
+# Modes: trace, sampling, win0 (always-on), and for PyTorch programs stack
+# (trace with --torch-ranges=stack) and hooks (trace with --torch-ranges);
+# programs of other frameworks skip the last two.
+#
 # Needs gpuscope (and its libgpuscope.so) on PATH, python3 with the
 # frameworks, nvcc for `cuda`. EXPECTED.md says what each should get.
 set -uo pipefail
@@ -29,6 +33,7 @@ declare -A CMD=(
   [flaxsync]="flax_cnn.py --sync"
   [resnet8n]="resnet_loader.py --workers 8 --warmup 25 --no-ranges"
 )
+NOT_TORCH=" jax jaxsync flax flaxsync cuda cudan cupy cupyshort "
 cd "$out"
 for n in "$@"; do
   if [ "$n" = cuda ] || [ "$n" = cudan ]; then
@@ -46,6 +51,9 @@ for n in "$@"; do
       trace) a=();;
       sampling) a=(--mode sampling);;
       win0) a=(--mode sampling --trace-windows 0/1000);;
+      stack|hooks)
+        [[ $NOT_TORCH == *" $n "* ]] && continue
+        a=(--torch-ranges); [ "$m" = stack ] && a=(--torch-ranges=stack);;
       *) echo "unknown mode $m" >&2; exit 2;;
     esac
     timeout "${T:-200}" gpuscope run "${a[@]}" -o "$n.$m.json" -- "${P[@]}" > "$n.$m.txt" 2>&1

@@ -2,6 +2,12 @@
 answer (main step, time per step, GPU busy and where it came from, verdict,
 first action), with how PM sampling went.
 
+Where the report has kernel records, the busy truth beside it: the GPU's
+busy time per step that run measured (its busy share of the step with
+gpuscope's own time taken out) over the plain run's step, and the
+difference in points. Per-token steps of a `generate()` call are compared
+with the plain call's time over its tokens.
+
     python3 modes_summary.py OUT
 """
 import glob
@@ -20,11 +26,18 @@ for f in sorted(glob.glob(os.path.join(out, "*.json"))):
         continue
     a = r.get("answer") or {}
     plain = os.path.join(out, name.split(".")[0] + ".plain.txt")
-    step = "-"
+    step, plain_ms = "-", None
     if os.path.exists(plain):
         m = re.findall(r"SUITE (\{.*\})", open(plain).read())
         if m:
-            step = f"{json.loads(m[-1]).get('step_ms')} ms"
+            suite = json.loads(m[-1])
+            step = f"{suite.get('step_ms')} ms"
+            plain_ms = suite.get("step_ms")
+            fs0 = a.get("found_steps")
+            per_token = suite.get("tokens_per_call")
+            if plain_ms and per_token and a.get("per_step_ns", 0) < 0.5 * plain_ms * 1e6:
+                plain_ms /= per_token
+                step += f" ({plain_ms:.3f} a token)"
     first = (a.get("actions") or [{}])[0]
     action = f"{first.get('advice', '-')[:70]} ({first.get('saves_pct', 0):.0f}%)" if first else "-"
     print(
@@ -32,6 +45,16 @@ for f in sorted(glob.glob(os.path.join(out, "*.json"))):
         f"{a.get('per_step_ns', 0) / 1e6:.2f} ms, busy {a.get('gpu_busy_pct', 0):.0f}% "
         f"({a.get('busy_source', '-')}) [{(a.get('verdict') or {}).get('bound')}] {action}"
     )
+    if plain_ms and a.get("busy_source") == "kernel records" and a.get("per_step_ns"):
+        own = a.get("profiler_ns") or 0
+        busy_ms = a.get("gpu_busy_pct", 0) / 100 * max(a["per_step_ns"] - own, 0) / 1e6
+        truth = 100 * busy_ms / plain_ms
+        diff = a.get("gpu_busy_pct", 0) - truth
+        flag = "" if abs(diff) <= 5 else "  ** over 5 points"
+        print(
+            f"{'':26} busy truth {truth:.0f}% ({busy_ms:.3f} ms of GPU time a step over the plain "
+            f"{plain_ms:.3f} ms); gpuscope {diff:+.1f} points; own time {own / 1e6:.2f} ms a step{flag}"
+        )
     fs = a.get("found_steps")
     if fs:
         print(
