@@ -424,9 +424,11 @@ fn gpuscope_s_own_launch_cost_is_taken_out_of_the_host_s_idle_time_before_judgin
     assert_eq!(g.count, 20);
     // Launch calls took 9 us against a plain 4 us: 5 us each, 50 us a step
     // (more than records' 1 us + the callbacks' 0.2 us).
+    // The GPU waited for every launch: each one's cost is idle time of
+    // gpuscope's, decided gap by gap.
     assert_eq!(g.profiler_ns, Some(20 * 10 * 5_000));
     assert_eq!(g.idle.unwrap().profiler_ns, 20 * 10 * 5_000);
-    assert_eq!(g.idle_measured.unwrap().profiler_ns, 0);
+    assert_eq!(g.idle_measured.unwrap().profiler_ns, 20 * 10 * 5_000, "in the idle time as measured");
     // 50 us of kernels in 150 us without gpuscope: a third busy.
     assert!((g.utilization_pct - 100.0 / 3.0).abs() < 0.5, "{}", g.utilization_pct);
     assert_eq!(g.verdict.bound, "launch-bound");
@@ -441,6 +443,54 @@ fn gpuscope_s_own_launch_cost_is_taken_out_of_the_host_s_idle_time_before_judgin
     // Untimed launch calls: the calibration's record cost and the callbacks.
     let b = launch_bound_steps(0);
     assert_eq!(range(&b, "cost-step").profiler_ns, Some(20 * 10 * (1_000 + 200)));
+}
+
+#[test]
+fn gpuscope_s_cost_before_the_host_waits_for_the_gpu_is_no_idle_time_of_its_own() {
+    // Each 400 us step: 10 launches 1 us apart (each 5 us slower traced)
+    // queue 15 us kernels back to back; the host waits for them in a
+    // synchronisation, then works 248 us before the next step (XLA's
+    // runtime). The GPU idles ~250 us a step, as it would without
+    // gpuscope but for the 5 us by which the next step's first launch
+    // came later.
+    let mut rp = Replay::new(vec![h200()], 0);
+    let step = rp.path(&["wait-step"]);
+    rp.host_event(HostEvent::Calibrated { record_ns: 1_000, plain_ns: 4_000, traced_ns: 5_000 });
+    let mut records = Vec::new();
+    let mut corr = 1;
+    for s in 0..20u64 {
+        let t0 = s * 400 * US;
+        rp.host_event(HostEvent::Push { instance: s + 1, parent: 0, path: step, tid: 1, ts: t0 });
+        for l in 0..10u64 {
+            let ts = t0 + l * US;
+            rp.host_event(HostEvent::Launch {
+                correlation_id: corr,
+                tid: 1,
+                path: step,
+                instance: s + 1,
+                graph: false,
+                profiled: false,
+                inherited: false,
+                ts,
+                cost_ns: 200,
+                prev_call_ns: 9_000,
+            });
+            let start = t0 + 2 * US + l * 15 * US;
+            records.extend(kernel_grid(c"queued", corr, start, start + 15 * US, 132 * 8, 256));
+            corr += 1;
+        }
+        rp.host_event(HostEvent::HostWait { start: t0 + 60 * US, end: t0 + 152 * US, instance: s + 1, main: true });
+        rp.host_event(HostEvent::Pop { instance: s + 1, ts: t0 + 400 * US });
+    }
+    rp.buffer(&records);
+    let a = analyze(&rp.finish(0, 20 * 400 * US));
+    let g = range(&a, "wait-step");
+    let idle = g.idle.expect("idle figures");
+    // One launch's 5 us a step, not the ten launches' 50 us.
+    let per_step = idle.profiler_ns / g.count;
+    assert!((4_000..=6_000).contains(&per_step), "{per_step} ns a step: {idle:?}");
+    // 150 us of kernels in a 195 us step without gpuscope's 5 us.
+    assert!((g.utilization_pct - 150.0 / 395.0 * 100.0).abs() < 2.0, "{}", g.utilization_pct);
 }
 
 /// A kernel launch on thread 1 at `ts`, in range instance `instance` of

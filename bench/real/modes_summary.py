@@ -47,7 +47,11 @@ for f in sorted(glob.glob(os.path.join(out, "*.json"))):
     )
     if plain_ms and a.get("busy_source") == "kernel records" and a.get("per_step_ns"):
         own = a.get("profiler_ns") or 0
-        busy_ms = a.get("gpu_busy_pct", 0) / 100 * max(a["per_step_ns"] - own, 0) / 1e6
+        parts = {p["what"]: p["ns"] for p in a.get("parts", [])}
+        busy_ns = parts.get("GPU busy", 0) + parts.get("communication", 0)
+        if not busy_ns:
+            busy_ns = a.get("gpu_busy_pct", 0) / 100 * max(a["per_step_ns"] - own, 0)
+        busy_ms = busy_ns / 1e6
         truth = 100 * busy_ms / plain_ms
         diff = a.get("gpu_busy_pct", 0) - truth
         flag = "" if abs(diff) <= 5 else "  ** over 5 points"

@@ -19,6 +19,7 @@
 //!    kernel was queued (launch latency when short, a dependency on
 //!    something else when long).
 
+use super::host_delay::HostDelay;
 use super::windows::Untraced;
 use crate::model::idle::DISPATCH_NS;
 use crate::model::idle::{Cause, COPY, DISPATCH, HOST, LAUNCH, OTHER, PROFILER, SYNC};
@@ -284,6 +285,9 @@ pub(crate) struct IdleTracker {
     syncs: Intervals,
     copies: Intervals,
     overhead: Intervals,
+    /// How far gpuscope's cost has delayed the host: the part of a gap
+    /// ended by a launch that is gpuscope's.
+    delay: HostDelay,
     /// Decided time some kernel ran, ns.
     pub busy_ns: u64,
     /// Kernels that arrived after their time was decided (counted, and
@@ -306,6 +310,7 @@ impl IdleTracker {
             syncs: Intervals::default(),
             copies: Intervals::default(),
             overhead: Intervals::default(),
+            delay: HostDelay::default(),
             busy_ns: 0,
             late_kernels: 0,
             untraced_gaps: 0,
@@ -377,9 +382,17 @@ impl IdleTracker {
 
     /// The host waited in a synchronisation over `[start, end)`.
     pub(crate) fn sync(&mut self, start: u64, end: u64) {
+        self.delay.wait(start, end);
         if end > self.done_until {
             self.syncs.add(start, end);
         }
+    }
+
+    /// gpuscope's own cost held a program's thread `ns` at `ts` (a traced
+    /// launch call's added time, a hook): the host's later calls come that
+    /// much later until it next waits for the GPU.
+    pub(crate) fn host_cost(&mut self, ts: u64, ns: u64) {
+        self.delay.cost(ts, ns);
     }
 
     /// A copy ran on the GPU, or the host was blocked in a copy call.
@@ -435,6 +448,7 @@ impl IdleTracker {
             syncs: self.syncs.clone(),
             copies: self.copies.clone(),
             overhead: self.overhead.clone(),
+            delay: self.delay.clone(),
             ..IdleTracker::new(start_ns)
         }
     }
@@ -500,6 +514,9 @@ impl IdleTracker {
             }
         }
         let t = self.done_until;
+        // Every later gap ends after it: the delay's points before are
+        // applied now rather than kept.
+        self.delay.at(t);
         self.syncs.forget_before(t);
         self.copies.forget_before(t);
         self.overhead.forget_before(t);
@@ -547,37 +564,52 @@ impl IdleTracker {
         // The host was waiting in a synchronisation when the GPU ran dry:
         // nothing could be queued behind the work it waited for.
         let shadow = self.syncs.around(g0).map(|(_, end)| (g0, end.max(g0).saturating_add(SYNC_RESUME_NS).min(g1)));
+        let mut host_parts = Vec::new();
         for (a, b) in rest {
-            let parts = match shadow {
+            match shadow {
                 Some((s, e)) if e > a && s < b => {
                     emit(a.max(s), b.min(e), SYNC);
-                    minus(a, b, &[(s, e)])
+                    host_parts.extend(minus(a, b, &[(s, e)]));
                 }
-                _ => vec![(a, b)],
-            };
-            for (a, b) in parts {
-                if last {
-                    // The program did something else until the session
-                    // ended.
-                    emit(a, b, HOST);
-                    continue;
-                }
-                let split = next_launch.map_or(b, |l| l.ts.clamp(a, b));
-                // Before the launch: the host had not launched yet. Short:
-                // launch overhead; since the program's previous CUDA call,
-                // when that was just before: dispatch; the rest host work.
-                match next_launch {
-                    _ if gap <= LAUNCH_GAP_NS => emit(a, split, LAUNCH),
-                    Some(l) if l.dispatched() => {
-                        let from = l.since().clamp(a, split);
-                        emit(a, from, HOST);
-                        emit(from, split, DISPATCH);
-                    }
-                    _ => emit(a, split, HOST),
-                }
-                // After it: the kernel was queued.
-                emit(split, b, if gap <= LAUNCH_GAP_NS || b - split <= LAUNCH_GAP_NS { LAUNCH } else { OTHER });
+                _ => host_parts.push((a, b)),
             }
+        }
+        if last {
+            // The program did something else until the session ended.
+            for (a, b) in host_parts {
+                emit(a, b, HOST);
+            }
+            return;
+        }
+        let split_of = |a: u64, b: u64| next_launch.map_or(b, |l| l.ts.clamp(a, b));
+        // The host had not launched yet before the launch: gpuscope's for
+        // as long as its cost had delayed the host by then, the latest part.
+        let waited: u64 = host_parts.iter().map(|&(a, b)| split_of(a, b) - a).sum();
+        let mut theirs = next_launch.map_or(0, |l| self.delay.at(l.ts)).min(waited);
+        self.delay.spend(theirs);
+        let mut own = vec![0u64; host_parts.len()];
+        for (i, &(a, b)) in host_parts.iter().enumerate().rev() {
+            own[i] = theirs.min(split_of(a, b) - a);
+            theirs -= own[i];
+        }
+        for (&(a, b), own) in host_parts.iter().zip(own) {
+            let split = split_of(a, b);
+            let host_end = split - own;
+            // Before that: short, launch overhead; since the program's
+            // previous CUDA call, when that was just before: dispatch; the
+            // rest host work.
+            match next_launch {
+                _ if gap <= LAUNCH_GAP_NS => emit(a, host_end, LAUNCH),
+                Some(l) if l.dispatched() => {
+                    let from = l.since().clamp(a, host_end);
+                    emit(a, from, HOST);
+                    emit(from, host_end, DISPATCH);
+                }
+                _ => emit(a, host_end, HOST),
+            }
+            emit(host_end, split, PROFILER);
+            // After it: the kernel was queued.
+            emit(split, b, if gap <= LAUNCH_GAP_NS || b - split <= LAUNCH_GAP_NS { LAUNCH } else { OTHER });
         }
     }
 }

@@ -9,6 +9,7 @@ pub(crate) mod comm;
 pub(crate) mod device_memory;
 pub(crate) mod devices;
 mod graph_nodes;
+mod host_delay;
 pub(crate) mod idle;
 pub(crate) mod interval;
 pub(crate) use gpuscope_report::aggregated::kernels;
@@ -363,6 +364,9 @@ impl Aggregator {
             } => {
                 let prev_call_ns = if prev_call_ns as u64 > MAX_TIMED_CALL_NS { 0 } else { prev_call_ns };
                 self.thread_cost(tid).add(cost_ns as u64, prev_call_ns as u64);
+                let added = self.launch_cost(cost_ns as u64, prev_call_ns as u64);
+                self.idle.host_cost(ts, added);
+                self.per_device.host_cost(ts, added);
                 let since = self.recent.before(ts);
                 self.recent.add(ts);
                 let info = LaunchInfo { tid, path, instance, profiled, ts, graph, seen: true, inherited, since };
@@ -448,6 +452,8 @@ impl Aggregator {
             }
             HostEvent::Alloc { correlation_id, path } => self.device_memory.call(correlation_id, path),
             HostEvent::OwnCost { tid, instance, ns, ts } => {
+                self.idle.host_cost(ts, ns);
+                self.per_device.host_cost(ts, ns);
                 self.thread_cost(tid).add_own(ns);
                 self.ranges.own_cost(instance, ns);
                 self.timeline.own_cost(ts, ns);
@@ -669,6 +675,23 @@ impl Aggregator {
         }
     }
 
+    /// What gpuscope and CUPTI added to one launch call, ns: the larger of
+    /// CUPTI's record cost (the calibration's) with gpuscope's callback
+    /// time, and the previous call's time over a plain launch's, as
+    /// [`ProfilerCost::added_ns`](gpuscope_report::report::ProfilerCost::added_ns)
+    /// takes them over many launches; the callback time alone without a
+    /// calibration.
+    fn launch_cost(&self, callback_ns: u64, prev_call_ns: u64) -> u64 {
+        match &self.calibration {
+            Ok(c) => {
+                let records = (c.record_ns as u64).saturating_add(callback_ns);
+                let call = if prev_call_ns > 0 { prev_call_ns.saturating_sub(c.plain_ns as u64) } else { 0 };
+                records.max(call)
+            }
+            Err(_) => callback_ns,
+        }
+    }
+
     /// The host waited in a synchronisation: the session's and every
     /// GPU's gaps then are its wait.
     fn host_sync(&mut self, start: u64, end: u64) {
@@ -887,6 +910,7 @@ impl Aggregator {
                 t
             },
             calibration: self.calibration.clone(),
+            cost_in_idle: true,
             forks: self.forks,
             kernel_stream: self.kernel_stream.iter().copied().collect(),
             launch_stream: self.launch_stream.iter().copied().collect(),

@@ -135,6 +135,14 @@ impl PerDevice {
         }
     }
 
+    /// gpuscope's own cost held a program's thread `ns` at `ts` (see
+    /// [`IdleTracker::host_cost`]).
+    pub(crate) fn host_cost(&mut self, ts: u64, ns: u64) {
+        for d in self.devices.values_mut() {
+            d.idle.host_cost(ts, ns);
+        }
+    }
+
     /// gpuscope's own measurement held a thread over `[start, end)`.
     pub(crate) fn overhead(&mut self, start: u64, end: u64) {
         for d in self.devices.values_mut() {

@@ -67,6 +67,10 @@ pub struct Aggregate {
     /// CUPTI's per-launch record cost as measured at the first launch, or
     /// why it was not.
     pub calibration: Result<Calibration, String>,
+    /// gpuscope's cost is in `idle` and the pieces already, as the
+    /// profiler's share, decided gap by gap (see
+    /// [`crate::report::ProfilerCost::in_idle`]).
+    pub cost_in_idle: bool,
     /// Children the process forked while the session ran.
     pub forks: u64,
     /// The session in bins.
@@ -110,6 +114,7 @@ impl Aggregate {
             cross_thread: (0, 0),
             threads: Vec::new(),
             calibration: Err("no kernel was launched in the session".to_string()),
+            cost_in_idle: false,
             forks: 0,
             timeline: Timeline::new(0),
             kernel_stream: Vec::new(),

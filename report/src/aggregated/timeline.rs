@@ -6,9 +6,11 @@
 //! merge and the width doubles.
 
 use super::Piece;
-use crate::analysis::BATCH_BYTES;
 use crate::model::idle::CAUSES;
 use crate::model::sampled::{Sample, SampledAcc};
+
+/// Host-to-device bytes per call from which copies are a batch's worth.
+pub(crate) const BATCH_BYTES: u64 = 64 << 10;
 
 /// Bins kept at most.
 pub const MAX_BINS: usize = 256;

@@ -25,8 +25,7 @@ pub(super) const LAUNCH_OVERHEAD: &str = "Cut per-kernel launch overhead: captur
 /// Range names that say they load data (compared without case).
 const DATA_NAMES: &[&str] = &["data", "load", "batch", "input", "fetch", "prefetch", "dataloader", "sample"];
 
-/// Host-to-device bytes per call from which copies are a batch's worth.
-pub const BATCH_BYTES: u64 = 64 << 10;
+pub(crate) use crate::aggregated::timeline::BATCH_BYTES;
 
 /// `1250 launches per call, one every 21.8 us; kernels average 16.6 us`.
 pub(super) fn launch_rate(launches: u64, calls: u64, wall_ns: u64, kernel_ns_per_call: f64) -> String {

@@ -10,6 +10,45 @@
 //! dependency) keeps its time.
 
 use crate::model::idle::{IdleSplit, DISPATCH, HOST, LAUNCH, PROFILER};
+use crate::report::ProfilerCost;
+
+/// `idle` with gpuscope's cost taken out: where the report decided it gap
+/// by gap ([`ProfilerCost::in_idle`]) it is in already, else `added_ns` is
+/// moved by [`remove`].
+pub fn taken_out(c: &ProfilerCost, idle: IdleSplit, added_ns: Option<u64>) -> IdleSplit {
+    if c.in_idle {
+        idle
+    } else {
+        remove(idle, added_ns.unwrap_or(0))
+    }
+}
+
+/// As [`taken_out`] with `f` times the cost (the estimate's margin): where
+/// it is in the idle time already, its share scaled, what comes off given
+/// back to host work.
+pub fn scaled(c: &ProfilerCost, idle: IdleSplit, added_ns: u64, f: f64) -> IdleSplit {
+    if !c.in_idle {
+        return remove(idle, (added_ns as f64 * f) as u64);
+    }
+    let own = idle.profiler_ns;
+    let want = (own as f64 * f) as u64;
+    if want >= own {
+        return remove(idle, want - own);
+    }
+    let mut a = idle.to_array();
+    a[PROFILER] = want;
+    a[HOST] = a[HOST].saturating_add(own - want);
+    IdleSplit::from_array(a)
+}
+
+/// The cost taken out of `idle` by [`taken_out`], ns.
+pub fn taken(c: &ProfilerCost, idle: &IdleSplit, added_ns: Option<u64>) -> Option<u64> {
+    if c.in_idle {
+        Some(idle.profiler_ns)
+    } else {
+        added_ns
+    }
+}
 
 /// How far the estimate of gpuscope's cost may be off, either way, as a
 /// share of it: CUPTI's cost is measured on an empty kernel launched in a

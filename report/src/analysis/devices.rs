@@ -84,7 +84,7 @@ pub fn device_use(r: &Report) -> Vec<DeviceUse> {
         .iter()
         .map(|t| {
             let (window, wall_ns, idle) = match (steady, t.steady_idle, traced) {
-                (Some(s), Some(idle), _) => ("the steady state", s.wall_ns(), cost::remove(idle, added.unwrap_or(0))),
+                (Some(s), Some(idle), _) => ("the steady state", s.wall_ns(), cost::taken_out(&r.profiler_cost, idle, added)),
                 (_, _, Some(traced)) => ("the traced time", traced.max(t.busy_ns), t.idle),
                 // The time decided so far: busy or idle.
                 _ => ("the session", t.busy_ns.saturating_add(t.idle.total()), t.idle),

@@ -118,7 +118,7 @@ pub(super) fn session_idle(r: &Report) -> Option<(IdleSplit, u64, String)> {
             } else {
                 "the session".to_string()
             };
-            Some((cost::remove(s.idle, added), s.wall_ns(), what))
+            Some((cost::taken_out(&r.profiler_cost, s.idle, Some(added)), s.wall_ns(), what))
         }
         None => r.idle.map(|i| (i, r.timeline_ns(), "the session".to_string())),
     }

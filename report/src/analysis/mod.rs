@@ -7,7 +7,6 @@
 mod names;
 
 mod advice;
-pub(crate) use advice::BATCH_BYTES;
 internal_mod! { mod answer; }
 internal_mod! { mod blocks; }
 internal_mod! { mod cost; }
@@ -442,7 +441,7 @@ fn range(r: &Report, g: &RangeSummary, w: Option<&Weighted>, peaks: Option<&Peak
     let calls = Calls::of(g);
     let h = &calls.host;
     let added = r.profiler_cost.added_ns(calls.launches, h.callback_ns, h.launch_call_ns, h.calls_timed, h.hook_ns);
-    let idle = calls.idle.map(|i| cost::remove(i, added.unwrap_or(0)));
+    let idle = calls.idle.map(|i| cost::taken_out(&r.profiler_cost, i, added));
     let profiler = idle.map_or(0, |i| i.profiler_ns);
     let active_ns = calls.wall_ns.saturating_sub(profiler);
     let shares = idle.as_ref().and_then(|i| verdict::Shares::of(calls.wall_ns, i));
@@ -504,10 +503,12 @@ fn range(r: &Report, g: &RangeSummary, w: Option<&Weighted>, peaks: Option<&Peak
         v.evidence
             .push_str(&format!("; {}", advice::launch_rate(calls.launches, calls.count, calls.wall_ns, per_call)));
     }
-    if let (Some(a), Some(measured)) = (added.filter(|a| *a > 0), calls.idle) {
+    let taken =
+        calls.idle.and_then(|i| cost::taken(&r.profiler_cost, &cost::taken_out(&r.profiler_cost, i, added), added));
+    if let (Some(a), Some(measured)) = (taken.filter(|a| *a > 0), calls.idle) {
         // Within the estimate's margin, would the verdict hold?
         let other = [1.0 - cost::MARGIN, 1.0 + cost::MARGIN].into_iter().find_map(|f| {
-            let i = cost::remove(measured, (a as f64 * f) as u64);
+            let i = cost::scaled(&r.profiler_cost, measured, a, f);
             let s = verdict::Shares::of(calls.wall_ns, &i);
             let b = verdict::range(s, s.map_or(0.0, |s| s.busy), gpu_side.clone(), w.measured > 0.0).bound;
             (b != v.bound).then_some(b)
@@ -529,7 +530,7 @@ fn range(r: &Report, g: &RangeSummary, w: Option<&Weighted>, peaks: Option<&Peak
         warmup_wall_ns: g.steady.map_or(0, |s| s.warmup_wall_ns),
         median_ns: g.steady.map(|s| s.median_ns),
         p90_ns: g.steady.map(|s| s.p90_ns),
-        profiler_ns: added,
+        profiler_ns: if r.profiler_cost.in_idle { taken } else { added },
         idle_measured: calls.idle,
         host: calls.host,
         library: None,

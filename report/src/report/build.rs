@@ -270,6 +270,7 @@ impl Report {
                 calibration: a.calibration.as_ref().ok().copied(),
                 not_calibrated: a.calibration.err(),
                 threads: a.threads,
+                in_idle: a.cost_in_idle,
             },
             forks: a.forks,
             frameworks: Vec::new(),

@@ -158,6 +158,13 @@ pub struct ProfilerCost {
     /// Per launching thread, most launches first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub threads: Vec<ThreadCost>,
+    /// gpuscope's cost is in the idle time already, as the profiler's
+    /// share: each gap ended by a launch got as much of it as had delayed
+    /// the host since it last waited for the GPU. Reports without it: the
+    /// cost is taken out of the host's idle causes as a whole
+    /// ([`ProfilerCost::added_ns`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub in_idle: bool,
 }
 
 impl ProfilerCost {
