@@ -40,8 +40,33 @@ pub(super) fn launch_rate(launches: u64, calls: u64, wall_ns: u64, kernel_ns_per
 
 /// Whether a range's last name says it loads data.
 fn is_data_range(path: &str) -> bool {
-    let leaf = path.rsplit('/').next().unwrap_or("").to_ascii_lowercase();
-    DATA_NAMES.iter().any(|d| leaf.contains(d))
+    // By word, from its start: `load_batch`, `DataLoader` and `fetch` are
+    // data ranges; a module named `downsample` or `payload` is not.
+    let leaf = path.rsplit('/').next().unwrap_or("");
+    words(leaf).any(|w| DATA_NAMES.iter().any(|d| w.starts_with(d)))
+}
+
+/// The words of a name, lowercase: split at anything not a letter or
+/// digit, and where a lowercase letter meets an uppercase one.
+fn words(name: &str) -> impl Iterator<Item = String> + '_ {
+    let mut out = Vec::new();
+    let mut word = String::new();
+    let mut prev_lower = false;
+    for c in name.chars() {
+        if !c.is_ascii_alphanumeric() || (prev_lower && c.is_ascii_uppercase()) {
+            if !word.is_empty() {
+                out.push(std::mem::take(&mut word));
+            }
+        }
+        prev_lower = c.is_ascii_lowercase() || c.is_ascii_digit();
+        if c.is_ascii_alphanumeric() {
+            word.push(c.to_ascii_lowercase());
+        }
+    }
+    if !word.is_empty() {
+        out.push(word);
+    }
+    out.into_iter()
 }
 
 /// Whether `inner` is `outer` or a range nested in it.
@@ -283,6 +308,9 @@ mod tests {
         assert!(is_data_range("step/data"));
         assert!(is_data_range("train/LoadBatch"));
         assert!(!is_data_range("data/forward"), "the last name counts");
+        assert!(is_data_range("step/DataLoader") && is_data_range("fetch_batch") && is_data_range("prefetch"));
+        // By word: ResNet's `downsample` modules load no data.
+        assert!(!is_data_range("step/forward/layer3/0/downsample") && !is_data_range("payload"));
         assert!(within("step", "step/data") && within("step", "step") && !within("step", "steps"));
         assert_eq!(
             launch_rate(2500, 2, 54_400_000, 20_800_000.0),
