@@ -53,10 +53,9 @@ fn words(name: &str) -> impl Iterator<Item = String> + '_ {
     let mut word = String::new();
     let mut prev_lower = false;
     for c in name.chars() {
-        if !c.is_ascii_alphanumeric() || (prev_lower && c.is_ascii_uppercase()) {
-            if !word.is_empty() {
-                out.push(std::mem::take(&mut word));
-            }
+        let boundary = !c.is_ascii_alphanumeric() || (prev_lower && c.is_ascii_uppercase());
+        if boundary && !word.is_empty() {
+            out.push(std::mem::take(&mut word));
         }
         prev_lower = c.is_ascii_lowercase() || c.is_ascii_digit();
         if c.is_ascii_alphanumeric() {
