@@ -25,8 +25,37 @@ import torch
 here = os.path.dirname(os.path.abspath(__file__))
 
 
+def resnet_step():
+    """ResNet-50 in bf16 fed by 8 DataLoader workers (pinned memory), as
+    bench/real/resnet_loader.py, with a loader that never runs out."""
+    sys.path.insert(0, os.path.join(here, "..", "real"))
+    import torch.nn.functional as F
+    import torchvision
+    from torch.utils.data import DataLoader
+    from resnet_loader import Images
+
+    net = torchvision.models.resnet50().cuda().to(memory_format=torch.channels_last)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
+    it = iter(DataLoader(Images(10**7), batch_size=64, num_workers=8, pin_memory=True))
+
+    def step():
+        with torch.cuda.nvtx.range("step"):
+            x, y = next(it)
+            x = x.cuda(non_blocking=True).to(memory_format=torch.channels_last)
+            y = y.cuda(non_blocking=True)
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                loss = F.cross_entropy(net(x), y)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+
+    return step
+
+
 def model(name):
     """A training step taking no arguments, with NVTX ranges step/..."""
+    if name == "resnet":
+        return resnet_step()
     if name == "gpt":
         sys.path.insert(0, os.path.join(here, "..", "..", "examples", "python"))
         from gpt_train import build
@@ -53,22 +82,24 @@ MODES = {
     "trace": dict(mode="trace"),
     "sampling": dict(mode="sampling"),
     "always-on": dict(mode="sampling", trace_windows=(0, 1000)),
+    "stack": dict(mode="trace", torch_ranges="stack"),
+    "hooks": dict(mode="trace", torch_ranges=True),
 }
 
 
 if __name__ == "__main__":
     p = argparse.ArgumentParser()
-    p.add_argument("--model", default="gpt", choices=["gpt", "llama"])
+    p.add_argument("--model", default="gpt", choices=["gpt", "llama", "resnet"])
     p.add_argument("--steps", type=int, default=40)
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--modes", default="trace",
-                   help="trace, or trace and one of sampling, always-on (trace first: its kernels are the truth)")
+                   help="trace, or trace and one of sampling, always-on, stack, hooks (trace first: its kernels are the truth)")
     p.add_argument("--out", default=None)
     a = p.parse_args()
     modes = a.modes.split(",")
     if modes[0] != "trace" or any(m not in MODES for m in modes) or len(modes) > 2:
         p.error(f"--modes {a.modes!r}: trace, then at most one of {', '.join(MODES)}")
-    if len(modes) == 2 and modes[1] != "trace" and a.rounds != 1:
+    if len(modes) == 2 and modes[1] in ("sampling", "always-on") and a.rounds != 1:
         # CUPTI 13.0: after PM sampling no other session can start in the
         # process (kernel records would be on another clock).
         p.error("a sampling or always-on session must be the process's last: --rounds 1, and run more processes")
