@@ -281,7 +281,7 @@ fn run_checks_options_before_running_anything() {
         "--launch-count \"0\" is not valid; allowed: 1 or more, or all",
     );
     refused(&["--device-memory", "maybe"], "--device-memory \"maybe\" is not valid; allowed: on, off");
-    refused(&["--max-buffers", "0"], "--max-buffers \"0\" is not valid; allowed: 1 to 1024");
+    refused(&["--max-buffers", "0"], "--max-buffers \"0\" is not valid; allowed: buffers, 1 to 1024");
     refused(&["--mode", "sampling", "--sampling-interval", "0"], "--sampling-interval \"0\" is not valid");
     refused(&["--mode", "sampling", "--trace-windows", "5/1000"], "--trace-windows \"5/1000\" is not valid");
     refused(&["--flops", "garbage"], "--flops \"garbage\" is not valid");

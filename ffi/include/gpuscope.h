@@ -155,6 +155,12 @@ typedef struct {
   // Prometheus: "HOST:PORT", or ":PORT" for every interface ("{rank}"
   // is replaced by the process's rank); NULL or "" (default): none.
   const char *prometheus;
+  // More settings by name, `NAME=VALUE` comma-separated
+  // ("sync_records=off,max_buffers=128"): any switch or count of the
+  // settings reference (docs/reference/configuration.md), applied after
+  // the fields above; NULL or "" (default): none. Settings added in
+  // later versions come this way, without a field of their own.
+  const char *settings;
 } gpuscope_config;
 
 #ifdef __cplusplus

@@ -141,6 +141,12 @@ pub struct gpuscope_config {
     /// Prometheus: "HOST:PORT", or ":PORT" for every interface ("{rank}"
     /// is replaced by the process's rank); NULL or "" (default): none.
     pub prometheus: *const c_char,
+    /// More settings by name, `NAME=VALUE` comma-separated
+    /// ("sync_records=off,max_buffers=128"): any switch or count of the
+    /// settings reference (docs/reference/configuration.md), applied after
+    /// the fields above; NULL or "" (default): none. Settings added in
+    /// later versions come this way, without a field of their own.
+    pub settings: *const c_char,
 }
 
 /// Size of `gpuscope_config` before the trace-window fields: callers built
@@ -157,7 +163,7 @@ const CONFIG_SIZE_0_1_0: usize = 104;
 // field would be read from.
 const _: () = assert!(
     std::mem::size_of::<gpuscope_config>()
-        == std::mem::offset_of!(gpuscope_config, prometheus) + std::mem::size_of::<*const c_char>()
+        == std::mem::offset_of!(gpuscope_config, settings) + std::mem::size_of::<*const c_char>()
 );
 const _: () = assert!(std::mem::size_of::<gpuscope_config>() >= CONFIG_SIZE_0_1_0);
 
@@ -290,6 +296,7 @@ fn default_config() -> gpuscope_config {
         host_queue: default_of("host_queue"),
         max_live_ranges: default_of("max_live_ranges"),
         prometheus: std::ptr::null(),
+        settings: std::ptr::null(),
     }
 }
 
@@ -380,6 +387,10 @@ fn profiler_from(c: &gpuscope_config) -> Result<Profiler, c_int> {
         .select(selection);
     if let Some(addr) = prometheus.filter(|a| !a.is_empty()) {
         p = p.prometheus(addr);
+    }
+    // SAFETY: the caller passes NULL or a C string.
+    if let Some(list) = unsafe { opt_str(c.settings, "gpuscope_config.settings")? } {
+        p = profiler::config::apply_all(p, "gpuscope_config.settings", list).map_err(|e| code(&e))?;
     }
     if (c.trace_window_ms, c.trace_period_ms) != (0, 0) {
         let ms = |v: u32| std::time::Duration::from_millis(v as u64);
@@ -997,7 +1008,7 @@ mod tests {
     fn bad_sizes_and_endpoints_are_refused_naming_the_field() {
         for (set, says) in [
             ((|c: &mut gpuscope_config| c.max_buffers = 0) as fn(&mut gpuscope_config), "max_buffers = 0"),
-            (|c| c.buffer_size = 1000, "buffer_size = 1000 is out of range; allowed: 64 KiB to 256 MiB"),
+            (|c| c.buffer_size = 1000, "buffer_size = 1000 is out of range; allowed: bytes: 64 KiB to 256 MiB"),
             (|c| c.sync_records = 5, "gpuscope_config.sync_records = 5; allowed: 0 (off) or 1 (on)"),
             (|c| c.prometheus = c"9400".as_ptr(), "prometheus = \"9400\" is not valid; allowed: HOST:PORT"),
         ] {
@@ -1005,6 +1016,25 @@ mod tests {
             set(&mut c);
             // SAFETY: a whole, initialised config.
             assert_eq!(unsafe { gpuscope_start(&c) }, GPUSCOPE_ERR_INVALID, "{says}");
+            assert!(last_error().contains(says), "{}", last_error());
+        }
+    }
+
+    #[test]
+    fn settings_given_by_name_are_applied_and_bad_ones_refused_naming_what_was_typed() {
+        let mut c = default_config();
+        c.settings = c"sync_records=off, max_buffers=128,cross_thread_ranges=strict".as_ptr();
+        let want = Profiler::new().sync_records(false).max_buffers(128).cross_thread_ranges(false);
+        assert_eq!(format!("{:?}", profiler_from(&c).unwrap()), format!("{want:?}"));
+        for (list, says) in [
+            (c"sync_record=off", "\"sync_record\" is not a setting given by name (did you mean sync_records?)"),
+            (c"max_buffers=0", "gpuscope_config.settings max_buffers=\"0\" is not valid; allowed: buffers, 1 to 1024"),
+            (c"device_memory=maybe", "device_memory=\"maybe\" is not valid; allowed: on, off"),
+            (c"mode=metrics", "\"mode\" is not a setting given by name"),
+            (c"quiet", "allowed: NAME=VALUE, comma-separated"),
+        ] {
+            c.settings = list.as_ptr();
+            assert_eq!(profiler_from(&c).err(), Some(GPUSCOPE_ERR_INVALID), "{list:?}");
             assert!(last_error().contains(says), "{}", last_error());
         }
     }

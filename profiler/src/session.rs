@@ -261,10 +261,19 @@ impl Profiler {
         let bad = |what: &str, v: usize, allowed: &str| {
             Err(Error::new(ErrorKind::InvalidConfig, format!("{what} = {v} is out of range; allowed: {allowed}")))
         };
-        let capacity = [self.buffer_size, self.max_buffers, self.host_queue, self.max_live_ranges];
-        for ((name, allowed, ok), v) in CAPACITY.iter().zip(capacity) {
-            if !ok(v) {
-                return bad(name, v, allowed);
+        let capacity = [
+            ("buffer_size", self.buffer_size),
+            ("max_buffers", self.max_buffers),
+            ("host_queue", self.host_queue),
+            ("max_live_ranges", self.max_live_ranges),
+        ];
+        for (name, v) in capacity {
+            if let Some(s) = crate::config::setting(name) {
+                if let crate::config::Kind::Count { ok, .. } = s.kind {
+                    if !ok(v) {
+                        return bad(name, v, s.values);
+                    }
+                }
             }
         }
         // Each kernel's first launch is left out only by a count of 0 (short
@@ -1000,19 +1009,6 @@ pub(crate) fn listen_addr(v: &str) -> Option<String> {
     Some(format!("{host}:{port}"))
 }
 
-/// The capacity options: each one's name, what it allows (in words, for
-/// messages) and the check of a value.
-pub(crate) type Capacity = (&'static str, &'static str, fn(usize) -> bool);
-
-/// The capacity options in the order `buffer_size`, `max_buffers`,
-/// `host_queue`, `max_live_ranges`.
-pub(crate) const CAPACITY: [Capacity; 4] = [
-    ("buffer_size", "64 KiB to 256 MiB, a multiple of 8", |b| (64 << 10..=256 << 20).contains(&b) && b % 8 == 0),
-    ("max_buffers", "1 to 1024", |n| (1..=1024).contains(&n)),
-    ("host_queue", "1024 to 16777216", |n| (1024..=1 << 24).contains(&n)),
-    ("max_live_ranges", "1 or more", |n| n >= 1),
-];
-
 /// The ranges the path table refused while the session ran.
 fn add_paths_over_cap(report: &mut Report, before: u64) {
     report.drops.ranges_over_path_cap = crate::model::path::paths().over_cap().saturating_sub(before);
@@ -1363,7 +1359,7 @@ mod tests {
         let rank_4 = |v: &str| (v == "RANK").then(|| "4".to_string());
         assert_eq!(listen_addr(&expand_output(":9{rank}00", 1, &rank_4)).as_deref(), Some("0.0.0.0:9400"));
         let m = refused(Profiler::new().max_buffers(0));
-        assert_eq!(m, "max_buffers = 0 is out of range; allowed: 1 to 1024");
+        assert_eq!(m, "max_buffers = 0 is out of range; allowed: buffers, 1 to 1024");
     }
 
     #[test]

@@ -256,8 +256,13 @@ fn header() -> (Vec<String>, BTreeSet<String>, BTreeMap<String, String>) {
 fn every_c_field_is_a_setting_and_every_c_name_exists() {
     let (fields, functions, constants) = header();
     let named: BTreeSet<&str> = SETTINGS.iter().flat_map(|s| items(s.c)).collect();
-    for f in fields.iter().filter(|f| *f != "struct_size") {
+    // `settings` carries switches and counts by name.
+    for f in fields.iter().filter(|f| *f != "struct_size" && *f != "settings") {
         assert!(named.contains(f.as_str()), "gpuscope_config.{f} is no setting's C name");
+    }
+    assert!(fields.iter().any(|f| f == "settings"), "gpuscope_config.settings");
+    for s in SETTINGS.iter().filter(|s| items(s.c).contains(&"settings")) {
+        assert!(s.by_name(), "{} is given through gpuscope_config.settings, so read from the registry", s.name);
     }
     for item in named {
         let known = if let Some(f) = item.strip_suffix("()") {
@@ -312,13 +317,20 @@ fn every_python_keyword_is_a_setting_with_its_default() {
         };
         assert_eq!(Some(written.as_str()), documented, "profile({k}={default}) against the registry");
     }
-    for item in named {
-        let known = match item.strip_suffix("()") {
-            Some(f) => api.contains(&format!("\ndef {f}(")),
-            None => keywords.iter().any(|(k, _)| k == item),
-        };
-        assert!(known, "{item}, a setting's Python name, is not in gpuscope/_api.py");
+    // Switches and counts applied from the registry are keywords by name
+    // (`**settings`) without one of their own.
+    let by_name = api.contains("strict=False,\n                 **settings):");
+    assert!(by_name, "profile(**settings) in gpuscope/_api.py");
+    for s in SETTINGS {
+        for item in items(s.python) {
+            let known = match item.strip_suffix("()") {
+                Some(f) => api.contains(&format!("\ndef {f}(")),
+                None => keywords.iter().any(|(k, _)| k == item) || (s.by_name() && item == s.name),
+            };
+            assert!(known, "{item}, a setting's Python name, is not in gpuscope/_api.py");
+        }
     }
+    let _ = named;
     let native = read("python/gpuscope/_native.py");
     let formats = native.lines().find_map(|l| l.strip_prefix("FORMATS = {")).expect("FORMATS in _native.py");
     let formats: Vec<String> = formats

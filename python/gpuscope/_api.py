@@ -126,14 +126,17 @@ class profile:
     `sync_records`, `launch_attribution` and `cross_thread_ranges` and the
     bounds `keep_trace`, `buffer_size`, `max_buffers`, `host_queue` and
     `max_live_ranges` are those of every interface (unset: the library's
-    defaults; docs/reference/configuration.md). After the block, `report`
-    holds the report (`None` if unprofiled)."""
+    defaults; docs/reference/configuration.md). Any other switch or count of
+    that reference can be given by its name too (`**settings`, e.g.
+    `sync_records=False`), checked by the library when the block starts.
+    After the block, `report` holds the report (`None` if unprofiled)."""
 
     def __init__(self, mode="trace", output=None, format=None, *, metrics=None, kernel_filter=None,
                  nvtx_filter=None, launch_count=None, every=None, keep_trace=None, sampling_interval_us=None,
                  trace_windows=None, torch_ranges=None, device_memory=True, memory_records=True,
                  sync_records=True, launch_attribution=True, cross_thread_ranges=True, buffer_size=None,
-                 max_buffers=None, host_queue=None, max_live_ranges=None, prometheus=None, strict=False):
+                 max_buffers=None, host_queue=None, max_live_ranges=None, prometheus=None, strict=False,
+                 **settings):
         if mode not in MODES:
             raise ValueError(f"mode {mode!r} is not a gpuscope mode; allowed: {', '.join(MODES)}")
         self.mode = mode
@@ -161,6 +164,13 @@ class profile:
             if on not in (True, False):
                 raise ValueError(f"{name}={on!r}; allowed: True or False")
         self.device_memory = device_memory
+        self._settings = {}
+        for name, value in settings.items():
+            if isinstance(value, bool):
+                value = "on" if value else "off"
+            elif not isinstance(value, (int, str)) or "," in str(value) or "=" in str(value):
+                raise ValueError(f"{name}={value!r} is not valid; allowed: True, False or a whole number")
+            self._settings[name] = str(value)
         #: The report, after the session stopped (`None` when nothing was
         #: profiled: `reason` says why).
         self.report = None
@@ -207,6 +217,10 @@ class profile:
             cfg.trace_window_ms, cfg.trace_period_ms = window, period
         for name, on in self._switches.items():
             setattr(cfg, name, int(on))
+        if self._settings:
+            # Checked, with the nearest name for a misspelt one, by the
+            # library's settings registry.
+            cfg.settings = ",".join(f"{k}={v}" for k, v in self._settings.items()).encode()
         return cfg
 
     def start(self):

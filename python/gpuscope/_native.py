@@ -53,6 +53,7 @@ class Config(ctypes.Structure):
         ("host_queue", ctypes.c_uint32),
         ("max_live_ranges", ctypes.c_uint32),
         ("prometheus", ctypes.c_char_p),
+        ("settings", ctypes.c_char_p),
     ]
 
 

@@ -38,13 +38,24 @@ class Settings(unittest.TestCase):
         self.assertEqual((got["mode"], got["metrics"], got["kernel_filter"], got["nvtx_filter"], got["prometheus"]),
                          (_native.MODES["metrics"], b"dram", b"gemm", b"train", b":9400"))
 
+    def test_other_settings_go_by_name_and_the_library_checks_them(self):
+        cfg = gpuscope.profile(quiet=True, host_queue=4096)._config()
+        self.assertEqual(cfg.settings, b"quiet=on")
+        self.assertEqual(cfg.host_queue, 4096, "a keyword of its own still sets its field")
+        with self.assertRaises(gpuscope.GpuscopeError) as e:
+            gpuscope.profile(sync_record=False).start()
+        self.assertEqual(e.exception.code, _native.ERR_INVALID)
+        self.assertIn('"sync_record" is not a setting given by name (did you mean sync_records?)', str(e.exception))
+        with self.assertRaisesRegex(ValueError, r"quiet=2.5 is not valid; allowed: True, False or a whole number"):
+            gpuscope.profile(quiet=2.5)
+
     def test_launch_count_all_is_the_library_s_constant(self):
         cfg = gpuscope.profile(mode="metrics", launch_count="all")._config()
         self.assertEqual(cfg.launch_count, _native.LAUNCH_COUNT_ALL)
 
     def test_bad_values_are_refused_as_in_c_naming_the_setting(self):
         for kwargs, says in [
-            (dict(max_buffers=0), "max_buffers = 0 is out of range; allowed: 1 to 1024"),
+            (dict(max_buffers=0), "max_buffers = 0 is out of range; allowed: buffers, 1 to 1024"),
             (dict(prometheus="9400"), 'prometheus = "9400" is not valid; allowed: HOST:PORT'),
         ]:
             with self.assertRaises(gpuscope.GpuscopeError, msg=kwargs) as e:

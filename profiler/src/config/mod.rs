@@ -5,14 +5,14 @@
 
 mod settings;
 
-pub use settings::{setting, Older, Setting, SETTINGS};
+pub use settings::{setting, Kind, Older, Setting, SETTINGS};
 
 use crate::collect::declare::{declare_flops, declare_work};
 use crate::collect::metrics::{MetricSet, Selection};
 use crate::error::{Error, ErrorKind, Result};
 use crate::model::declared::Declared;
 use crate::render::Format;
-use crate::session::{listen_addr, Profiler, CAPACITY, PROMETHEUS_ALLOWED};
+use crate::session::{listen_addr, Profiler, PROMETHEUS_ALLOWED};
 use std::path::PathBuf;
 
 pub use crate::session::{expand_output, rank, RANK_VARIABLES};
@@ -41,33 +41,17 @@ pub struct EnvConfig {
     pub output: PathBuf,
     /// `format`.
     pub format: Format,
-    /// `quiet`.
-    pub quiet: bool,
     /// `prometheus`, as an address to bind (`{rank}` filled in).
     pub prometheus: Option<String>,
-    /// `keep_trace`.
-    pub keep_trace: usize,
     /// `flops` and `work`, for [`crate::declare_flops`] and
     /// [`crate::declare_work`].
     pub declared: Vec<Declared>,
-    /// `cross_thread_ranges`.
-    pub cross_thread_ranges: bool,
-    /// `device_memory`.
-    pub device_memory: bool,
-    /// `memory_records`.
-    pub memory_records: bool,
-    /// `sync_records`.
-    pub sync_records: bool,
-    /// `launch_attribution`.
-    pub launch_attribution: bool,
-    /// `buffer_size`, bytes.
-    pub buffer_size: usize,
-    /// `max_buffers`.
-    pub max_buffers: usize,
-    /// `host_queue`.
-    pub host_queue: usize,
-    /// `max_live_ranges`.
-    pub max_live_ranges: usize,
+    /// The settings read from the registry alone
+    /// ([`Setting::by_name`]), each as given or its default, applied
+    /// to a new profiler.
+    pub registry: Profiler,
+    /// `quiet` (in `registry` too: read for the shim's own messages).
+    pub quiet: bool,
 }
 
 fn invalid(var: &str, value: &str, allowed: &str) -> Error {
@@ -90,25 +74,58 @@ fn value(get: &dyn Fn(&str) -> Option<String>, name: &str) -> (&'static str, Str
     })
 }
 
-/// A switch: `on` or `off` (`1`, `0`; empty: the default), or one of
-/// `also`'s words.
-fn switch(get: &dyn Fn(&str) -> Option<String>, name: &str, also: &[(&str, bool)]) -> Result<bool> {
-    let (var, v) = match lookup(get, name) {
-        Some((_, v)) if v.trim().is_empty() => value(&|_| None, name),
-        Some(found) => found,
-        None => value(get, name),
-    };
-    match v.trim() {
-        "on" | "1" => Ok(true),
-        "off" | "0" => Ok(false),
-        word => match also.iter().find(|(w, _)| *w == word) {
-            Some((_, on)) => Ok(*on),
-            None => {
-                let words: Vec<&str> = ["on", "off"].into_iter().chain(also.iter().map(|(w, _)| *w)).collect();
-                Err(invalid(var, &v, &words.join(", ")))
-            }
+/// Applies `value` of `s`, a setting read from the registry alone
+/// ([`Setting::by_name`]), to `p`; `what` is how the user named it
+/// (a variable, a C or Python name), for the message when it is refused.
+pub fn apply(p: Profiler, s: &Setting, what: &str, value: &str) -> Result<Profiler> {
+    let v = value.trim();
+    match s.kind {
+        Kind::Switch { set, words } => match v.to_ascii_lowercase().as_str() {
+            "on" | "1" => Ok(set(p, true)),
+            "off" | "0" => Ok(set(p, false)),
+            word => match words.iter().find(|(w, _)| *w == word) {
+                Some((_, on)) => Ok(set(p, *on)),
+                None => {
+                    let all: Vec<&str> = ["on", "off"].into_iter().chain(words.iter().map(|(w, _)| *w)).collect();
+                    Err(invalid(what, value, &all.join(", ")))
+                }
+            },
         },
+        Kind::Count { set, ok } => match v.parse::<usize>() {
+            Ok(n) if ok(n) => Ok(set(p, n)),
+            _ => Err(invalid(what, value, s.values)),
+        },
+        Kind::Own => {
+            Err(Error::new(ErrorKind::InvalidConfig, format!("{what}: {} is not a setting given by name", s.name)))
+        }
     }
+}
+
+/// Applies `NAME=VALUE` pairs, comma-separated, of settings read from the
+/// registry alone (C's `settings` string, Python's keywords); `whose`
+/// names the interface in messages (`gpuscope_config.settings`). An
+/// unknown name is refused with the nearest.
+pub fn apply_all(mut p: Profiler, whose: &str, list: &str) -> Result<Profiler> {
+    for item in list.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+        let Some((name, value)) = item.split_once('=') else {
+            return Err(invalid(whose, list, "NAME=VALUE, comma-separated (e.g. sync_records=off,max_buffers=128)"));
+        };
+        let name = name.trim();
+        let Some(s) = setting(name).filter(|s| s.by_name()) else {
+            let names: Vec<String> =
+                SETTINGS.iter().filter(|s| s.by_name()).map(|s| s.name.to_string()).collect();
+            let near = crate::collect::metrics::closest(name, &names, 1).pop().unwrap_or_default();
+            return Err(Error::new(
+                ErrorKind::InvalidConfig,
+                format!(
+                    "{whose}: {name:?} is not a setting given by name (did you mean {near}?); allowed: {}",
+                    names.join(", ")
+                ),
+            ));
+        };
+        p = apply(p, s, &format!("{whose} {name}"), value)?;
+    }
+    Ok(p)
 }
 
 /// `RANGE=AMOUNT[:UNIT]`, comma- or semicolon-separated; `unit`: whether a
@@ -313,10 +330,12 @@ impl EnvConfig {
                 return Err(invalid(var, &v, "1 (on) or 0 (off)"));
             }
         }
-        let quiet = switch(get, "quiet", &[])?;
-        let (var, t) = value(get, "keep_trace");
-        let keep_trace =
-            t.trim().parse().map_err(|_| invalid(var, &t, "a count of records to keep, e.g. 100000 (0: none)"))?;
+        let mut registry = Profiler::new();
+        for s in SETTINGS.iter().filter(|s| s.by_name()) {
+            let (var, v) = value(get, s.name);
+            registry = apply(registry, s, var, &v)?;
+        }
+        let quiet = matches!(value(get, "quiet").1.trim(), "on" | "1");
         let (var, template) = value(get, "output");
         if template.trim().is_empty() {
             return Err(invalid(var, &template, "a file path; {pid} and {rank} are replaced"));
@@ -358,39 +377,7 @@ impl EnvConfig {
         if let Some((_, v)) = lookup(get, "torch_ranges") {
             torch_ranges_on(&v)?;
         }
-        // The older variable's words.
-        let cross_thread_ranges = switch(get, "cross_thread_ranges", &[("inherit", true), ("strict", false)])?;
-        let device_memory = switch(get, "device_memory", &[])?;
-        let memory_records = switch(get, "memory_records", &[])?;
-        let sync_records = switch(get, "sync_records", &[])?;
-        let launch_attribution = switch(get, "launch_attribution", &[])?;
-        let mut capacity = [0; CAPACITY.len()];
-        for (slot, (name, allowed, ok)) in capacity.iter_mut().zip(CAPACITY) {
-            let (var, v) = value(get, name);
-            *slot = v.trim().parse().ok().filter(|n| ok(*n)).ok_or_else(|| invalid(var, &v, allowed))?;
-        }
-        let [buffer_size, max_buffers, host_queue, max_live_ranges] = capacity;
-        Ok(EnvConfig {
-            metrics,
-            sampling,
-            trace_windows,
-            selection,
-            output,
-            format,
-            quiet,
-            prometheus,
-            keep_trace,
-            declared,
-            cross_thread_ranges,
-            device_memory,
-            memory_records,
-            sync_records,
-            launch_attribution,
-            buffer_size,
-            max_buffers,
-            host_queue,
-            max_live_ranges,
-        })
+        Ok(EnvConfig { metrics, sampling, trace_windows, selection, output, format, prometheus, declared, registry, quiet })
     }
 
     /// Registers `GPUSCOPE_FLOPS` and `GPUSCOPE_WORK` (values already
@@ -409,19 +396,7 @@ impl EnvConfig {
 
     /// The profiler these settings describe.
     pub fn profiler(&self) -> Profiler {
-        let mut p = Profiler::new()
-            .keep_trace(self.keep_trace)
-            .output(&self.output, self.format)
-            .quiet(self.quiet)
-            .cross_thread_ranges(self.cross_thread_ranges)
-            .device_memory(self.device_memory)
-            .memory_records(self.memory_records)
-            .sync_records(self.sync_records)
-            .launch_attribution(self.launch_attribution)
-            .buffer_size(self.buffer_size)
-            .max_buffers(self.max_buffers)
-            .host_queue(self.host_queue)
-            .max_live_ranges(self.max_live_ranges);
+        let mut p = self.registry.clone().output(&self.output, self.format);
         if let Some(m) = &self.metrics {
             p = p.metrics(m.clone());
         }
@@ -613,6 +588,16 @@ mod tests {
         assert!(e.message().contains("needs metrics mode"), "{}", e.message());
     }
 
+    /// The profiler the registry's settings made.
+    fn shown(c: &EnvConfig) -> String {
+        format!("{:?}", c.registry)
+    }
+
+    /// The registry's defaults, changed by `f`.
+    fn with(f: impl FnOnce(Profiler) -> Profiler) -> String {
+        format!("{:?}", f(cfg(&[]).unwrap().registry))
+    }
+
     #[test]
     fn older_names_are_read_and_named_in_messages_and_the_current_name_wins() {
         let c = cfg(&[
@@ -622,13 +607,14 @@ mod tests {
             ("GPUSCOPE_NVTX", "train"),
         ])
         .unwrap();
-        assert_eq!(c.keep_trace, 7);
+        assert_eq!(shown(&c), with(|p| p.keep_trace(7)));
         assert!(c.selection.matches("gemm_kernel", "train/fwd") && !c.selection.matches("softmax", "train"));
         assert!(!c.selection.matches("gemm_kernel", "eval"));
         let c = cfg(&[("GPUSCOPE_TRACE", "7"), ("GPUSCOPE_KEEP_TRACE", "9")]).unwrap();
-        assert_eq!(c.keep_trace, 9, "the current name wins");
-        assert!(!cfg(&[("GPUSCOPE_THREAD_RANGES", "strict")]).unwrap().cross_thread_ranges);
-        assert!(!cfg(&[("GPUSCOPE_CROSS_THREAD_RANGES", "off")]).unwrap().cross_thread_ranges);
+        assert_eq!(shown(&c), with(|p| p.keep_trace(9)), "the current name wins");
+        let strict = with(|p| p.cross_thread_ranges(false));
+        assert_eq!(shown(&cfg(&[("GPUSCOPE_THREAD_RANGES", "strict")]).unwrap()), strict);
+        assert_eq!(shown(&cfg(&[("GPUSCOPE_CROSS_THREAD_RANGES", "off")]).unwrap()), strict);
         let m = cfg(&[("GPUSCOPE_TRACE", "lots")]).unwrap_err().to_string();
         assert!(m.starts_with("GPUSCOPE_TRACE=\"lots\" is not valid"), "the variable as set: {m}");
         let m = cfg(&[("GPUSCOPE_THREAD_RANGES", "loose")]).unwrap_err().to_string();
@@ -639,11 +625,12 @@ mod tests {
     fn switches_take_on_off_1_0_and_empty_is_the_default() {
         for (v, on) in [("on", true), ("1", true), ("off", false), ("0", false), ("", true)] {
             let c = cfg(&[("GPUSCOPE_SYNC_RECORDS", v), ("GPUSCOPE_MEMORY_RECORDS", v)]).unwrap();
-            assert_eq!((c.sync_records, c.memory_records), (on, on), "{v:?}");
+            assert_eq!(shown(&c), with(|p| p.sync_records(on).memory_records(on)), "{v:?}");
         }
         assert!(cfg(&[("GPUSCOPE_QUIET", "on")]).unwrap().quiet);
         assert!(!cfg(&[("GPUSCOPE_QUIET", "")]).unwrap().quiet);
-        assert!(!cfg(&[("GPUSCOPE_LAUNCH_ATTRIBUTION", "off")]).unwrap().launch_attribution);
+        let off = cfg(&[("GPUSCOPE_LAUNCH_ATTRIBUTION", "off")]).unwrap();
+        assert_eq!(shown(&off), with(|p| p.launch_attribution(false)));
     }
 
     #[test]
@@ -659,7 +646,7 @@ mod tests {
         ])
         .unwrap();
         assert!(c.selection.picks(1) && !c.selection.picks(2) && c.selection.picks(11));
-        assert_eq!((c.buffer_size, c.max_buffers, c.host_queue, c.max_live_ranges), (65536, 8, 4096, 5));
+        assert_eq!(shown(&c), with(|p| p.buffer_size(65536).max_buffers(8).host_queue(4096).max_live_ranges(5)));
     }
 
     #[test]
@@ -716,7 +703,7 @@ mod tests {
             .starts_with("GPUSCOPE_METRICS=\"tensors\""));
         assert!(e(&[("GPUSCOPE_KERNELS", "(")]).starts_with("GPUSCOPE_KERNELS=\"(\""));
         assert_eq!(e(&[("GPUSCOPE_QUIET", "yes")]), "GPUSCOPE_QUIET=\"yes\" is not valid; allowed: on, off");
-        assert!(e(&[("GPUSCOPE_BUFFER_SIZE", "1000")]).ends_with("allowed: 64 KiB to 256 MiB, a multiple of 8"));
+        assert!(e(&[("GPUSCOPE_BUFFER_SIZE", "1000")]).ends_with("allowed: bytes: 64 KiB to 256 MiB, a multiple of 8"));
         assert!(e(&[("GPUSCOPE_MAX_BUFFERS", "0")]).starts_with("GPUSCOPE_MAX_BUFFERS=\"0\" is not valid"));
         assert_eq!(
             e(&[("GPUSCOPE_FLOPS", "step")]),

@@ -1,6 +1,11 @@
 //! Every setting, with its name in each interface: the one list the
 //! environment's parser and `gpuscope run`'s flags are made from, and that
-//! `docs/reference/configuration.md` is checked against.
+//! `docs/reference/configuration.md` is checked against. A setting of kind
+//! [`Kind::Switch`] or [`Kind::Count`] is parsed, checked and applied from
+//! its entry alone, in every interface: the environment, `gpuscope run`'s
+//! flag, C's `settings` string and Python's keyword.
+
+use crate::session::Profiler;
 
 /// One setting and its name in each interface. Names share one root:
 /// `keep_trace` is `Profiler::keep_trace`, `GPUSCOPE_KEEP_TRACE`,
@@ -39,6 +44,31 @@ pub struct Setting {
     pub python: Option<&'static str>,
     /// Older names, still read.
     pub older: &'static [Older],
+    /// How its value is read and applied.
+    pub kind: Kind,
+}
+
+/// How a setting's value is read and applied.
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub enum Kind {
+    /// Read by code of its own (modes, metric sets, paths, windows).
+    Own,
+    /// `on` or `off` (`1`, `0`, and `words`), applied by `set`.
+    Switch {
+        /// Applies the value.
+        set: fn(Profiler, bool) -> Profiler,
+        /// More words and what they mean (older spellings).
+        words: &'static [(&'static str, bool)],
+    },
+    /// A count where `ok` holds ([`Setting::values`] says where), applied
+    /// by `set`.
+    Count {
+        /// Applies the value.
+        set: fn(Profiler, usize) -> Profiler,
+        /// Whether a value is allowed.
+        ok: fn(usize) -> bool,
+    },
 }
 
 /// An older name of a setting's variable and flag: still accepted, the
@@ -66,6 +96,7 @@ const NONE: Setting = Setting {
     c: None,
     python: None,
     older: &[],
+    kind: Kind::Own,
 };
 
 /// A switch: `on` or `off` (`1` and `0` too) in the environment and on the
@@ -196,6 +227,7 @@ pub const SETTINGS: &[Setting] = &[
         c: Some("keep_trace"),
         python: Some("keep_trace"),
         older: &[Older { env: "GPUSCOPE_TRACE", flag: "--trace" }],
+        kind: Kind::Count { set: Profiler::keep_trace, ok: |_| true },
         ..NONE
     },
     Setting {
@@ -207,6 +239,7 @@ pub const SETTINGS: &[Setting] = &[
         flag: Some("--device-memory"),
         c: Some("device_memory"),
         python: Some("device_memory"),
+        kind: Kind::Switch { set: Profiler::device_memory, words: &[] },
         ..SWITCH
     },
     Setting {
@@ -218,6 +251,7 @@ pub const SETTINGS: &[Setting] = &[
         flag: Some("--memory-records"),
         c: Some("memory_records"),
         python: Some("memory_records"),
+        kind: Kind::Switch { set: Profiler::memory_records, words: &[] },
         ..SWITCH
     },
     Setting {
@@ -229,6 +263,7 @@ pub const SETTINGS: &[Setting] = &[
         flag: Some("--sync-records"),
         c: Some("sync_records"),
         python: Some("sync_records"),
+        kind: Kind::Switch { set: Profiler::sync_records, words: &[] },
         ..SWITCH
     },
     Setting {
@@ -241,6 +276,7 @@ pub const SETTINGS: &[Setting] = &[
         flag: Some("--launch-attribution"),
         c: Some("launch_attribution"),
         python: Some("launch_attribution"),
+        kind: Kind::Switch { set: Profiler::launch_attribution, words: &[] },
         ..SWITCH
     },
     Setting {
@@ -256,6 +292,7 @@ pub const SETTINGS: &[Setting] = &[
         c: Some("cross_thread_ranges"),
         python: Some("cross_thread_ranges"),
         older: &[Older { env: "GPUSCOPE_THREAD_RANGES", flag: "--thread-ranges" }],
+        kind: Kind::Switch { set: Profiler::cross_thread_ranges, words: &[("inherit", true), ("strict", false)] },
         ..SWITCH
     },
     Setting {
@@ -269,6 +306,7 @@ pub const SETTINGS: &[Setting] = &[
         value_name: "BYTES",
         c: Some("buffer_size"),
         python: Some("buffer_size"),
+        kind: Kind::Count { set: Profiler::buffer_size, ok: |b| (64 << 10..=256 << 20).contains(&b) && b % 8 == 0 },
         ..NONE
     },
     Setting {
@@ -283,6 +321,7 @@ pub const SETTINGS: &[Setting] = &[
         value_name: "N",
         c: Some("max_buffers"),
         python: Some("max_buffers"),
+        kind: Kind::Count { set: Profiler::max_buffers, ok: |n| (1..=1024).contains(&n) },
         ..NONE
     },
     Setting {
@@ -296,6 +335,7 @@ pub const SETTINGS: &[Setting] = &[
         value_name: "N",
         c: Some("host_queue"),
         python: Some("host_queue"),
+        kind: Kind::Count { set: Profiler::host_queue, ok: |n| (1024..=1 << 24).contains(&n) },
         ..NONE
     },
     Setting {
@@ -309,6 +349,7 @@ pub const SETTINGS: &[Setting] = &[
         value_name: "N",
         c: Some("max_live_ranges"),
         python: Some("max_live_ranges"),
+        kind: Kind::Count { set: Profiler::max_live_ranges, ok: |n| n >= 1 },
         ..NONE
     },
     Setting {
@@ -345,6 +386,7 @@ pub const SETTINGS: &[Setting] = &[
         env: Some("GPUSCOPE_QUIET"),
         flag: Some("--quiet"),
         short: Some('q'),
+        kind: Kind::Switch { set: Profiler::quiet, words: &[] },
         ..SWITCH
     },
     Setting {
@@ -450,6 +492,12 @@ pub const SETTINGS: &[Setting] = &[
 ];
 
 impl Setting {
+    /// Whether it can be given by name: read and applied from its entry alone
+    /// ([`Kind::Switch`], [`Kind::Count`]).
+    pub fn by_name(&self) -> bool {
+        !matches!(self.kind, Kind::Own)
+    }
+
     /// Every variable it goes by: its own, then its older names.
     pub fn env_names(&self) -> impl Iterator<Item = &'static str> + '_ {
         self.env.into_iter().chain(self.older.iter().map(|o| o.env))
