@@ -38,6 +38,7 @@ pub struct Profiler {
     sync_records: bool,
     attribution: bool,
     inherit_ranges: bool,
+    calibrate: bool,
     metrics: Option<MetricSet>,
     selection: Selection,
     sampling: Option<u64>,
@@ -60,6 +61,7 @@ impl Default for Profiler {
             sync_records: true,
             attribution: true,
             inherit_ranges: true,
+            calibrate: true,
             metrics: None,
             selection: Selection::default(),
             sampling: None,
@@ -257,6 +259,16 @@ impl Profiler {
         self
     }
 
+    /// Trace mode: measure what CUPTI's kernel records add to a launch call
+    /// at the first launch, which waits for it (up to 2 s), so that
+    /// gpuscope's own cost is taken out of idle time (default on). Off: the
+    /// first launch does not wait, and only gpuscope's callback time is
+    /// taken out (GPU busy reads lower on launch-bound programs).
+    pub fn calibrate(mut self, on: bool) -> Self {
+        self.calibrate = on;
+        self
+    }
+
     pub(crate) fn validate(&self) -> Result<()> {
         let bad = |what: &str, v: usize, allowed: &str| {
             Err(Error::new(ErrorKind::InvalidConfig, format!("{what} = {v} is out of range; allowed: {allowed}")))
@@ -359,7 +371,7 @@ impl Profiler {
             // Trace mode measures what its records cost; metrics and
             // sampling mode count their own overhead.
             // (It needs the launch callbacks to find the first launch.)
-            calibrate: self.metrics.is_none() && self.sampling.is_none() && self.attribution,
+            calibrate: self.calibrate && self.metrics.is_none() && self.sampling.is_none() && self.attribution,
         };
         collect::nvtx::set_inherit(self.inherit_ranges);
         let cuda_first = collect::cuda_in_use();
@@ -416,6 +428,7 @@ impl Profiler {
             output: self.output.clone(),
             quiet: self.quiet,
             inherit_ranges: self.inherit_ranges,
+            calibrate: self.calibrate,
             exporter: None,
             control: None,
             started: std::time::SystemTime::now(),
@@ -629,6 +642,9 @@ struct Running {
     output: Option<(PathBuf, Format)>,
     quiet: bool,
     inherit_ranges: bool,
+    /// Trace mode's first-launch calibration was asked for (`false`:
+    /// turned off, which the report says).
+    calibrate: bool,
     exporter: Option<MetricsServer>,
     /// The local control socket of a session with trace windows.
     control: Option<crate::control::ControlSocket>,
@@ -937,9 +953,13 @@ fn ask(demand: Demand) -> std::result::Result<String, String> {
 
 /// The running session's report so far (see [`Session::snapshot`]).
 fn snapshot() -> Result<Report> {
-    let run = RUNNING.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|r| (r.ctl_tx.clone(), r.paths_over_cap));
+    let run = RUNNING
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_ref()
+        .map(|r| (r.ctl_tx.clone(), r.paths_over_cap, r.calibrate));
     let no_session = || Error::new(ErrorKind::NotRunning, "no gpuscope session is running");
-    let (ctl, paths_over_cap) = run.ok_or_else(no_session)?;
+    let (ctl, paths_over_cap, calibrate) = run.ok_or_else(no_session)?;
     let (tx, rx) = bounded(1);
     ctl.send(Control::Snapshot(tx)).map_err(|_| no_session())?;
     let mut report = rx.recv_timeout(SNAPSHOT_WAIT).map_err(|e| match e {
@@ -952,6 +972,7 @@ fn snapshot() -> Result<Report> {
     if let Some(s) = collect::active() {
         add_host_side(&mut report, &s);
     }
+    say_calibrate_off(&mut report.profiler_cost, calibrate);
     add_paths_over_cap(&mut report, paths_over_cap);
     Ok(report)
 }
@@ -1007,6 +1028,18 @@ pub(crate) fn listen_addr(v: &str) -> Option<String> {
     port.parse::<u16>().ok()?;
     let host = if host.is_empty() { "0.0.0.0" } else { host };
     Some(format!("{host}:{port}"))
+}
+
+/// Why a session with `calibrate` off has no calibration.
+const CALIBRATE_OFF: &str = "turned off (calibrate=off): CUPTI's record cost is not measured, and only gpuscope's \
+                             callback time is taken out of idle time";
+
+/// A report of a session with `calibrate` off says why it has no
+/// calibration.
+fn say_calibrate_off(cost: &mut gpuscope_report::report::ProfilerCost, calibrate: bool) {
+    if !calibrate && cost.calibration.is_none() {
+        cost.not_calibrated = Some(CALIBRATE_OFF.into());
+    }
 }
 
 /// The ranges the path table refused while the session ran.
@@ -1092,6 +1125,7 @@ fn stop_active_at(ending: Ending) -> std::result::Result<(Report, Written), Stop
     }
     let mut report = finish(run.collection, run.decoder, run.ctl_tx, ending)?;
     report.cross_thread.inherit = run.inherit_ranges;
+    say_calibrate_off(&mut report.profiler_cost, run.calibrate);
     add_paths_over_cap(&mut report, run.paths_over_cap);
     let mut written = Written::No;
     if let Some((path, format)) = &run.output {
@@ -1231,6 +1265,28 @@ fn register_atexit(cuda_first: bool) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn calibrate_off_reaches_the_profiler_from_every_interface_and_the_report_says_so() {
+        let off = format!("{:?}", Profiler::new().calibrate(false));
+        assert!(off.contains("calibrate: false"), "{off}");
+        // C's settings string and Python's keyword.
+        let by_name = crate::config::apply_all(Profiler::new(), "gpuscope_config.settings", "calibrate=off").unwrap();
+        assert_eq!(format!("{by_name:?}"), off);
+        // The environment (and gpuscope run's flag, which sets it).
+        let get = |k: &str| (k == "GPUSCOPE_CALIBRATE").then(|| "off".to_string());
+        let env = crate::config::EnvConfig::from_vars(&get, 1).unwrap().registry;
+        assert!(format!("{env:?}").contains("calibrate: false"));
+        let bad = |k: &str| (k == "GPUSCOPE_CALIBRATE").then(|| "later".to_string());
+        let e = crate::config::EnvConfig::from_vars(&bad, 1).unwrap_err().to_string();
+        assert_eq!(e, "GPUSCOPE_CALIBRATE=\"later\" is not valid; allowed: on, off");
+        let mut c = gpuscope_report::report::ProfilerCost::default();
+        c.not_calibrated = Some("no kernel was launched in the session".into());
+        say_calibrate_off(&mut c, true);
+        assert_eq!(c.not_calibrated.as_deref(), Some("no kernel was launched in the session"), "on: as it was");
+        say_calibrate_off(&mut c, false);
+        assert!(c.not_calibrated.as_deref().is_some_and(|w| w.contains("calibrate=off")));
+    }
 
     #[test]
     fn a_window_on_demand_traces_for_its_length_one_at_a_time() {

@@ -296,6 +296,20 @@ pub const SETTINGS: &[Setting] = &[
         ..SWITCH
     },
     Setting {
+        name: "calibrate",
+        meaning: "Trace mode: the first launch waits (up to 2 s) while gpuscope measures what CUPTI's kernel records \
+                  add to a launch call, to take its own cost out of idle time; off: no wait, only gpuscope's callback \
+                  time taken out",
+        default: Some("on"),
+        rust: Some("Profiler::calibrate"),
+        env: Some("GPUSCOPE_CALIBRATE"),
+        flag: Some("--calibrate"),
+        c: Some("settings"),
+        python: Some("calibrate"),
+        kind: Kind::Switch { set: Profiler::calibrate, words: &[] },
+        ..SWITCH
+    },
+    Setting {
         name: "buffer_size",
         meaning: "Bytes per CUPTI activity buffer",
         values: "bytes: 64 KiB to 256 MiB, a multiple of 8",
