@@ -445,14 +445,16 @@ fn gpuscope_s_own_launch_cost_is_taken_out_of_the_host_s_idle_time_before_judgin
     assert_eq!(range(&b, "cost-step").profiler_ns, Some(20 * 10 * (1_000 + 200)));
 }
 
-#[test]
-fn gpuscope_s_cost_before_the_host_waits_for_the_gpu_is_no_idle_time_of_its_own() {
+/// Steps whose host queues 10 launches and waits for their kernels, in a
+/// synchronisation (`sync`) or, without one, in its next launch call,
+/// which blocks (a full launch queue); the `wait-step` range's analysis.
+fn queue_and_wait_steps(sync: bool) -> RangeAnalysis {
     // Each 400 us step: 10 launches 1 us apart (each 5 us slower traced)
     // queue 15 us kernels back to back; the host waits for them in a
     // synchronisation, then works 248 us before the next step (XLA's
     // runtime). The GPU idles ~250 us a step, as it would without
     // gpuscope but for the 5 us by which the next step's first launch
-    // came later.
+    // came later: 150 us of kernels in a 395 us step.
     let mut rp = Replay::new(vec![h200()], 0);
     let step = rp.path(&["wait-step"]);
     rp.host_event(HostEvent::Calibrated { record_ns: 1_000, plain_ns: 4_000, traced_ns: 5_000 });
@@ -473,24 +475,37 @@ fn gpuscope_s_cost_before_the_host_waits_for_the_gpu_is_no_idle_time_of_its_own(
                 inherited: false,
                 ts,
                 cost_ns: 200,
-                prev_call_ns: 9_000,
+                // Without a synchronisation, the step's first launch call
+                // comes after the previous one blocked.
+                prev_call_ns: if !sync && l == 0 && s > 0 { 92_000 } else { 9_000 },
             });
             let start = t0 + 2 * US + l * 15 * US;
             records.extend(kernel_grid(c"queued", corr, start, start + 15 * US, 132 * 8, 256));
             corr += 1;
         }
-        rp.host_event(HostEvent::HostWait { start: t0 + 60 * US, end: t0 + 152 * US, instance: s + 1, main: true });
+        if sync {
+            rp.host_event(HostEvent::HostWait { start: t0 + 60 * US, end: t0 + 152 * US, instance: s + 1, main: true });
+        }
         rp.host_event(HostEvent::Pop { instance: s + 1, ts: t0 + 400 * US });
     }
     rp.buffer(&records);
     let a = analyze(&rp.finish(0, 20 * 400 * US));
-    let g = range(&a, "wait-step");
-    let idle = g.idle.expect("idle figures");
-    // One launch's 5 us a step, not the ten launches' 50 us.
-    let per_step = idle.profiler_ns / g.count;
-    assert!((4_000..=6_000).contains(&per_step), "{per_step} ns a step: {idle:?}");
-    // 150 us of kernels in a 195 us step without gpuscope's 5 us.
-    assert!((g.utilization_pct - 150.0 / 395.0 * 100.0).abs() < 2.0, "{}", g.utilization_pct);
+    range(&a, "wait-step").clone()
+}
+
+#[test]
+fn gpuscope_s_cost_before_the_host_waits_for_the_gpu_is_no_idle_time_of_its_own() {
+    for sync in [true, false] {
+        let g = queue_and_wait_steps(sync);
+        let idle = g.idle.expect("idle figures");
+        // One launch's cost a step, not the ten launches' 50 us: 5 us
+        // after a synchronisation; after a blocked launch call, its records
+        // and callback (1.2 us), its own call time being the wait.
+        let per_step = idle.profiler_ns / g.count;
+        let one = if sync { 4_000..=6_000 } else { 1_000..=1_400 };
+        assert!(one.contains(&per_step), "sync {sync}: {per_step} ns a step: {idle:?}");
+        assert!((g.utilization_pct - 150.0 / 395.0 * 100.0).abs() < 2.0, "sync {sync}: {}", g.utilization_pct);
+    }
 }
 
 /// A kernel launch on thread 1 at `ts`, in range instance `instance` of
@@ -643,15 +658,15 @@ fn advice_names_the_program_s_framework_and_never_another_s() {
     // no batches, the large copies were start-up's.
     let steady = loads.session_steady.as_mut().expect("a steady state");
     (steady.idle.copy_ns, steady.copies) = (20_000_000, Some(100));
+    assert_eq!(steady.batch_copies, Some(0), "counted by the aggregator");
     let t = text(&loads);
     assert!(!t.contains("DataLoader"), "a small copy in the loop, the model's move at start-up: {t}");
-    loads.session_steady.as_mut().expect("a steady state").batch_copies = 100;
+    loads.session_steady.as_mut().expect("a steady state").batch_copies = Some(100);
     let t = text(&loads);
     assert!(t.contains("DataLoader(num_workers>0)"), "a batch a step copied in the loop: {t}");
-    // A report that did not count the steady state's copies: the session's
-    // summary, when the loop waited on copies.
-    let steady = loads.session_steady.as_mut().expect("a steady state");
-    (steady.copies, steady.batch_copies) = (None, 0);
+    // A report that did not count the steady state's batch copies: the
+    // session's summary, when the loop waited on copies.
+    loads.session_steady.as_mut().expect("a steady state").batch_copies = None;
     let t = text(&loads);
     assert!(t.contains("DataLoader(num_workers>0)"), "an older report: {t}");
     // XLA's ranges: JAX's words, no PyTorch.

@@ -33,7 +33,6 @@ for f in sorted(glob.glob(os.path.join(out, "*.json"))):
             suite = json.loads(m[-1])
             step = f"{suite.get('step_ms')} ms"
             plain_ms = suite.get("step_ms")
-            fs0 = a.get("found_steps")
             per_token = suite.get("tokens_per_call")
             if plain_ms and per_token and a.get("per_step_ns", 0) < 0.5 * plain_ms * 1e6:
                 plain_ms /= per_token

@@ -1030,7 +1030,10 @@ mod tests {
             (c"sync_record=off", "\"sync_record\" is not a setting given by name (did you mean sync_records?)"),
             (c"max_buffers=0", "gpuscope_config.settings max_buffers=\"0\" is not valid; allowed: buffers, 1 to 1024"),
             (c"device_memory=maybe", "device_memory=\"maybe\" is not valid; allowed: on, off"),
-            (c"mode=metrics", "\"mode\" is not a setting given by name"),
+            (
+                c"mode=metrics",
+                "\"mode\" is not given by name: it has its own field or keyword (C: mode, GPUSCOPE_MODE_*)",
+            ),
             (c"quiet", "allowed: NAME=VALUE, comma-separated"),
         ] {
             c.settings = list.as_ptr();

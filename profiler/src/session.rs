@@ -401,6 +401,7 @@ impl Profiler {
             trace_windows,
             trace_windows_off,
             max_pending_launches: pending_launches_bound(self.buffer_size, self.max_buffers),
+            host_delay: self.sync_records && (self.metrics.is_none() || self.sampling.is_some()),
         };
         let (ctl_tx, ctl_rx) = unbounded();
         let decoder = {
@@ -428,7 +429,8 @@ impl Profiler {
             output: self.output.clone(),
             quiet: self.quiet,
             inherit_ranges: self.inherit_ranges,
-            calibrate: self.calibrate,
+            // Only trace mode calibrates: another mode's reason stands.
+            calibrate: self.calibrate || self.metrics.is_some() || self.sampling.is_some(),
             exporter: None,
             control: None,
             started: std::time::SystemTime::now(),

@@ -20,9 +20,10 @@ use std::collections::VecDeque;
 /// stream's returns within a few microseconds).
 pub(crate) const WAITED_NS: u64 = 20_000;
 
-/// Cost points kept before they are applied; past it the oldest is
-/// applied early (its time is long decided).
-const MAX_POINTS: usize = 1 << 14;
+/// Cost points kept before they are applied (1 MiB); past it the oldest
+/// is applied early, charged to a gap it may follow (at a launch rate the
+/// kernel records lag that far behind).
+const MAX_POINTS: usize = 1 << 16;
 
 /// A point's cost that marks a wait for the GPU instead.
 const WAIT: u64 = u64::MAX;
@@ -55,10 +56,20 @@ impl HostDelay {
         }
     }
 
+    /// The host was held in a call until `t` for as long as a wait (a
+    /// launch call blocked on a full launch queue): the GPU set its pace.
+    pub(crate) fn waited_at(&mut self, t: u64) {
+        self.insert(t, WAIT);
+    }
+
     fn insert(&mut self, ts: u64, ns: u64) {
         if ts < self.applied_until {
-            // Late (another thread's queue): its time is decided.
-            self.apply(ns);
+            // Late (another thread's queue): its time is decided. A cost
+            // still delays what follows; a wait would clear costs that
+            // came after it, so it is left out (charging more, not less).
+            if ns != WAIT {
+                self.apply(ns);
+            }
             return;
         }
         if self.points.len() >= MAX_POINTS {
@@ -130,6 +141,10 @@ mod tests {
         assert_eq!(d.at(30 + WAITED_NS), 4, "the wait cleared the first two");
         d.cost(5, 8);
         assert_eq!(d.at(40 + WAITED_NS), 12, "a late point applies at once");
+        d.wait(0, 1 + WAITED_NS);
+        assert_eq!(d.at(50 + WAITED_NS), 12, "a late wait clears nothing that came after it");
+        d.waited_at(60 + WAITED_NS);
+        assert_eq!(d.at(60 + WAITED_NS), 0, "a launch call that blocked");
     }
 
     #[test]

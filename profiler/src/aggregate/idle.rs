@@ -395,6 +395,12 @@ impl IdleTracker {
         self.delay.cost(ts, ns);
     }
 
+    /// A program's launch call ending at `ts` blocked as long as a wait
+    /// for the GPU (a full launch queue): the delay is gone.
+    pub(crate) fn host_waited(&mut self, ts: u64) {
+        self.delay.waited_at(ts);
+    }
+
     /// A copy ran on the GPU, or the host was blocked in a copy call.
     pub(crate) fn copy(&mut self, start: u64, end: u64) {
         if end > self.done_until {

@@ -67,6 +67,11 @@ pub(crate) struct AggregateOptions {
     pub trace_windows: Option<(u64, u64)>,
     /// Trace windows were asked for and not used: why (the report says).
     pub trace_windows_off: Option<String>,
+    /// gpuscope's cost is charged gap by gap from the host's delay
+    /// ([`host_delay`]): the host's waits are recorded (sync records on)
+    /// and the session is not in metrics mode (whose measurements are
+    /// timed as overhead). Otherwise the report takes it out as a whole.
+    pub host_delay: bool,
 }
 
 impl Default for AggregateOptions {
@@ -78,6 +83,7 @@ impl Default for AggregateOptions {
             max_pending_launches: 1 << 20,
             metric_names: Vec::new(),
             metrics_on_demand: false,
+            host_delay: true,
             sampling: false,
             trace_windows: None,
             trace_windows_off: None,
@@ -362,11 +368,20 @@ impl Aggregator {
                 cost_ns,
                 prev_call_ns,
             } => {
+                // The thread's previous launch call blocked (a full launch
+                // queue): it waited for the GPU, which set the pace.
+                let blocked = prev_call_ns as u64 >= host_delay::WAITED_NS;
                 let prev_call_ns = if prev_call_ns as u64 > MAX_TIMED_CALL_NS { 0 } else { prev_call_ns };
                 self.thread_cost(tid).add(cost_ns as u64, prev_call_ns as u64);
-                let added = self.launch_cost(cost_ns as u64, prev_call_ns as u64);
-                self.idle.host_cost(ts, added);
-                self.per_device.host_cost(ts, added);
+                if self.opts.host_delay {
+                    if blocked {
+                        self.idle.host_waited(ts);
+                        self.per_device.host_waited(ts);
+                    }
+                    let added = self.launch_cost(cost_ns as u64, if blocked { 0 } else { prev_call_ns as u64 });
+                    self.idle.host_cost(ts, added);
+                    self.per_device.host_cost(ts, added);
+                }
                 let since = self.recent.before(ts);
                 self.recent.add(ts);
                 let info = LaunchInfo { tid, path, instance, profiled, ts, graph, seen: true, inherited, since };
@@ -452,8 +467,10 @@ impl Aggregator {
             }
             HostEvent::Alloc { correlation_id, path } => self.device_memory.call(correlation_id, path),
             HostEvent::OwnCost { tid, instance, ns, ts } => {
-                self.idle.host_cost(ts, ns);
-                self.per_device.host_cost(ts, ns);
+                if self.opts.host_delay {
+                    self.idle.host_cost(ts, ns);
+                    self.per_device.host_cost(ts, ns);
+                }
                 self.thread_cost(tid).add_own(ns);
                 self.ranges.own_cost(instance, ns);
                 self.timeline.own_cost(ts, ns);
@@ -910,7 +927,7 @@ impl Aggregator {
                 t
             },
             calibration: self.calibration.clone(),
-            cost_in_idle: true,
+            cost_in_idle: self.opts.host_delay,
             forks: self.forks,
             kernel_stream: self.kernel_stream.iter().copied().collect(),
             launch_stream: self.launch_stream.iter().copied().collect(),

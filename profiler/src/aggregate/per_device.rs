@@ -143,6 +143,13 @@ impl PerDevice {
         }
     }
 
+    /// See [`IdleTracker::host_waited`].
+    pub(crate) fn host_waited(&mut self, ts: u64) {
+        for d in self.devices.values_mut() {
+            d.idle.host_waited(ts);
+        }
+    }
+
     /// gpuscope's own measurement held a thread over `[start, end)`.
     pub(crate) fn overhead(&mut self, start: u64, end: u64) {
         for d in self.devices.values_mut() {

@@ -80,7 +80,7 @@ fn value(get: &dyn Fn(&str) -> Option<String>, name: &str) -> (&'static str, Str
 pub fn apply(p: Profiler, s: &Setting, what: &str, value: &str) -> Result<Profiler> {
     let v = value.trim();
     match s.kind {
-        Kind::Switch { set, words } => match v.to_ascii_lowercase().as_str() {
+        Kind::Switch { set, words } => match v {
             "on" | "1" => Ok(set(p, true)),
             "off" | "0" => Ok(set(p, false)),
             word => match words.iter().find(|(w, _)| *w == word) {
@@ -111,6 +111,15 @@ pub fn apply_all(mut p: Profiler, whose: &str, list: &str) -> Result<Profiler> {
             return Err(invalid(whose, list, "NAME=VALUE, comma-separated (e.g. sync_records=off,max_buffers=128)"));
         };
         let name = name.trim();
+        if let Some(own) = setting(name).filter(|s| !s.by_name()) {
+            return Err(Error::new(
+                ErrorKind::InvalidConfig,
+                format!(
+                    "{whose}: {name:?} is not given by name: it has its own field or keyword{}",
+                    own.c.map(|c| format!(" (C: {c})")).unwrap_or_default()
+                ),
+            ));
+        }
         let Some(s) = setting(name).filter(|s| s.by_name()) else {
             let names: Vec<String> =
                 SETTINGS.iter().filter(|s| s.by_name()).map(|s| s.name.to_string()).collect();

@@ -87,12 +87,15 @@ pub struct RangeAnalysis {
     pub median_ns: Option<u64>,
     /// See `median_ns`.
     pub p90_ns: Option<u64>,
-    /// gpuscope's own time in these calls (CUPTI's measured per-launch
-    /// cost and gpuscope's callbacks), taken out of the host's idle time
-    /// before judging: `idle` is without it, `idle_measured` with it, ns.
+    /// gpuscope's own time in these calls that the GPU waited for (CUPTI's
+    /// measured per-launch cost and gpuscope's callbacks), left out before
+    /// judging, ns; in older reports its whole cost, taken out of the
+    /// host's idle time.
     pub profiler_ns: Option<u64>,
-    /// GPU idle time by cause as measured, before gpuscope's cost was
-    /// taken out.
+    /// GPU idle time by cause as the report holds it: with gpuscope's cost
+    /// in its profiler share already where
+    /// [`crate::report::ProfilerCost::in_idle`], else before it was taken
+    /// out.
     pub idle_measured: Option<IdleSplit>,
     /// What its threads did in these calls.
     pub host: crate::report::HostFigures,

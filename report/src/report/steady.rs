@@ -222,9 +222,9 @@ pub struct SessionSteady {
     #[serde(default)]
     pub device_to_host_copies: u64,
     /// Of which host to device, of a batch's bytes or more (64 KiB): a
-    /// loop's inputs.
-    #[serde(default)]
-    pub batch_copies: u64,
+    /// loop's inputs (`None` in reports that did not count them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch_copies: Option<u64>,
     /// Launch-call time in it over the calls timed, ns.
     #[serde(default)]
     pub call_ns: u64,
@@ -331,7 +331,7 @@ pub(crate) fn of_session_from(t: &Timeline, start_ns: u64, end_ns: u64, from_ns:
         out.copies = Some(out.copies.unwrap_or(0).saturating_add(b.copies));
         out.pageable_copies = out.pageable_copies.saturating_add(b.pageable_copies);
         out.device_to_host_copies = out.device_to_host_copies.saturating_add(b.device_to_host_copies);
-        out.batch_copies = out.batch_copies.saturating_add(b.batch_copies);
+        out.batch_copies = Some(out.batch_copies.unwrap_or(0).saturating_add(b.batch_copies));
         out.call_ns = out.call_ns.saturating_add(b.call_ns);
         out.calls_timed = out.calls_timed.saturating_add(b.calls_timed);
         for (x, y) in idle.iter_mut().zip(b.idle) {

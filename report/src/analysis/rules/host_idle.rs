@@ -48,8 +48,8 @@ fn session_advice(r: &Report, fw: Framework) -> String {
 /// move to the GPU at start-up).
 fn copies_batches(r: &Report) -> bool {
     let Some(s) = r.session_steady.as_ref() else { return false };
-    if s.copies.is_some() {
-        return s.batch_copies >= MIN_BATCH_COPIES;
+    if let Some(n) = s.batch_copies {
+        return n >= MIN_BATCH_COPIES;
     }
     let (count, bytes) = r
         .memory
