@@ -244,6 +244,11 @@ class profile:
             message = (lib().gpuscope_last_error() or b"").decode("utf-8", "replace")
             self.reason = message
             warnings.warn(f"gpuscope: {message}. The program runs on unprofiled.", GpuscopeWarning, stacklevel=3)
+        elif code == _native.ERR_INVALID and self._settings:
+            message = (lib().gpuscope_last_error() or b"").decode("utf-8", "replace")
+            # The keywords given by name went through the C settings string:
+            # named as the caller typed them.
+            raise GpuscopeError(code, message.replace("gpuscope_config.settings", "profile() keyword"))
         else:
             check(code)
         return self

@@ -45,7 +45,11 @@ class Settings(unittest.TestCase):
         with self.assertRaises(gpuscope.GpuscopeError) as e:
             gpuscope.profile(sync_record=False).start()
         self.assertEqual(e.exception.code, _native.ERR_INVALID)
-        self.assertIn('"sync_record" is not a setting given by name (did you mean sync_records?)', str(e.exception))
+        self.assertIn('profile() keyword: "sync_record" is not a setting given by name (did you mean sync_records?)',
+                      str(e.exception))
+        with self.assertRaisesRegex(gpuscope.GpuscopeError,
+                                    r'profile\(\) keyword calibrate="maybe" is not valid; allowed: on, off'):
+            gpuscope.profile(calibrate="maybe").start()
         with self.assertRaisesRegex(ValueError, r"quiet=2.5 is not valid; allowed: True, False or a whole number"):
             gpuscope.profile(quiet=2.5)
 
