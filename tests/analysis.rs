@@ -380,14 +380,31 @@ fn a_finding_split_among_inner_ranges_is_left_to_them() {
     assert!(host.contains(&"run/a") && host.contains(&"run/b") && !host.contains(&"run"), "{host:?}");
 }
 
+/// A replay on an H200 whose calibration measured a plain launch call at
+/// 4 us and records adding 1 us, and the path of a range `name`.
+fn calibrated(name: &str) -> (Replay, u32) {
+    let mut rp = Replay::new(vec![h200()], 0);
+    let path = rp.path(&[name]);
+    rp.host_event(HostEvent::Calibrated { record_ns: 1_000, plain_ns: 4_000, traced_ns: 5_000 });
+    (rp, path)
+}
+
+/// A kernel launch on thread 1 at `ts` whose callback took 200 ns, the
+/// thread's previous launch call having taken `prev_call_ns`.
+fn timed_launch(correlation_id: u32, path: u32, instance: u64, ts: u64, prev_call_ns: u32) -> HostEvent {
+    let mut e = HostEvent::launch(correlation_id, 1, path, instance, ts);
+    if let HostEvent::Launch { cost_ns, prev_call_ns: prev, .. } = &mut e {
+        (*cost_ns, *prev) = (200, prev_call_ns);
+    }
+    e
+}
+
 /// A launch-bound step of 10 launches 20 us apart whose 5 us kernels leave
 /// the GPU idle the rest of the time, each launch call timed at
 /// `call_ns`, in a session whose calibration measured a plain launch call
 /// at 4 us and records adding 1 us.
 fn launch_bound_steps(call_ns: u32) -> Analysis {
-    let mut rp = Replay::new(vec![h200()], 0);
-    let step = rp.path(&["cost-step"]);
-    rp.host_event(HostEvent::Calibrated { record_ns: 1_000, plain_ns: 4_000, traced_ns: 5_000 });
+    let (mut rp, step) = calibrated("cost-step");
     let mut records = Vec::new();
     let mut corr = 1;
     for s in 0..20u64 {
@@ -395,18 +412,7 @@ fn launch_bound_steps(call_ns: u32) -> Analysis {
         rp.host_event(HostEvent::Push { instance: s + 1, parent: 0, path: step, tid: 1, ts: t0 });
         for l in 0..10u64 {
             let ts = t0 + l * 20 * US;
-            rp.host_event(HostEvent::Launch {
-                correlation_id: corr,
-                tid: 1,
-                path: step,
-                instance: s + 1,
-                graph: false,
-                profiled: false,
-                inherited: false,
-                ts,
-                cost_ns: 200,
-                prev_call_ns: call_ns,
-            });
+            rp.host_event(timed_launch(corr, step, s + 1, ts, call_ns));
             records.extend(kernel_grid(c"small", corr, ts + 2 * US, ts + 7 * US, 132, 256));
             corr += 1;
         }
@@ -455,9 +461,7 @@ fn queue_and_wait_steps(sync: bool) -> RangeAnalysis {
     // runtime). The GPU idles ~250 us a step, as it would without
     // gpuscope but for the 5 us by which the next step's first launch
     // came later: 150 us of kernels in a 395 us step.
-    let mut rp = Replay::new(vec![h200()], 0);
-    let step = rp.path(&["wait-step"]);
-    rp.host_event(HostEvent::Calibrated { record_ns: 1_000, plain_ns: 4_000, traced_ns: 5_000 });
+    let (mut rp, step) = calibrated("wait-step");
     let mut records = Vec::new();
     let mut corr = 1;
     for s in 0..20u64 {
@@ -465,20 +469,10 @@ fn queue_and_wait_steps(sync: bool) -> RangeAnalysis {
         rp.host_event(HostEvent::Push { instance: s + 1, parent: 0, path: step, tid: 1, ts: t0 });
         for l in 0..10u64 {
             let ts = t0 + l * US;
-            rp.host_event(HostEvent::Launch {
-                correlation_id: corr,
-                tid: 1,
-                path: step,
-                instance: s + 1,
-                graph: false,
-                profiled: false,
-                inherited: false,
-                ts,
-                cost_ns: 200,
-                // Without a synchronisation, the step's first launch call
-                // comes after the previous one blocked.
-                prev_call_ns: if !sync && l == 0 && s > 0 { 92_000 } else { 9_000 },
-            });
+            // Without a synchronisation, the step's first launch call comes
+            // after the previous one blocked.
+            let prev_call_ns = if !sync && l == 0 && s > 0 { 92_000 } else { 9_000 };
+            rp.host_event(timed_launch(corr, step, s + 1, ts, prev_call_ns));
             let start = t0 + 2 * US + l * 15 * US;
             records.extend(kernel_grid(c"queued", corr, start, start + 15 * US, 132 * 8, 256));
             corr += 1;
