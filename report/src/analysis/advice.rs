@@ -43,8 +43,16 @@ fn is_data_range(path: &str) -> bool {
     // By word, from its start: `load_batch`, `DataLoader` and `fetch` are
     // data ranges; a module named `downsample` or `payload` is not.
     let leaf = path.rsplit('/').next().unwrap_or("");
-    words(leaf).any(|w| DATA_NAMES.iter().any(|d| w.starts_with(d)))
+    let words: Vec<String> = words(leaf).collect();
+    // A model's layers named after their input (`input_layernorm`,
+    // `BatchNorm2d`) load nothing.
+    let layer = words.iter().any(|w| LAYER_WORDS.iter().any(|l| w.contains(l)));
+    !layer && words.iter().any(|w| DATA_NAMES.iter().any(|d| w.starts_with(d)))
 }
+
+/// Words of module names that make a range a model's layer, not data
+/// loading.
+const LAYER_WORDS: &[&str] = &["norm", "layer", "conv", "linear", "proj", "attn", "attention", "embed", "mlp"];
 
 /// The words of a name, lowercase: split at anything not a letter or
 /// digit, and where a lowercase letter meets an uppercase one.
@@ -310,6 +318,9 @@ mod tests {
         assert!(is_data_range("step/DataLoader") && is_data_range("fetch_batch") && is_data_range("prefetch"));
         // By word: ResNet's `downsample` modules load no data.
         assert!(!is_data_range("step/forward/layer3/0/downsample") && !is_data_range("payload"));
+        // Layers named after their input.
+        assert!(!is_data_range("step/forward/layers.0/input_layernorm") && !is_data_range("forward/BatchNorm2d"));
+        assert!(is_data_range("input_pipeline") && is_data_range("next_batch"));
         assert!(within("step", "step/data") && within("step", "step") && !within("step", "steps"));
         assert_eq!(
             launch_rate(2500, 2, 54_400_000, 20_800_000.0),
