@@ -401,7 +401,9 @@ impl Profiler {
             trace_windows,
             trace_windows_off,
             max_pending_launches: pending_launches_bound(self.buffer_size, self.max_buffers),
-            host_delay: self.sync_records && (self.metrics.is_none() || self.sampling.is_some()),
+            host_delay: self.sync_records
+                && (self.metrics.is_none() || self.sampling.is_some())
+                && (self.attribution || self.sampling.is_some()),
         };
         let (ctl_tx, ctl_rx) = unbounded();
         let decoder = {

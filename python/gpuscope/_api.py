@@ -248,7 +248,8 @@ class profile:
             message = (lib().gpuscope_last_error() or b"").decode("utf-8", "replace")
             # The keywords given by name went through the C settings string:
             # named as the caller typed them.
-            raise GpuscopeError(code, message.replace("gpuscope_config.settings", "profile() keyword"))
+            raise GpuscopeError(code, message.replace("gpuscope_config.settings", "profile() keyword")
+                                or f"gpuscope error {code}")
         else:
             check(code)
         return self

@@ -370,7 +370,10 @@ impl Aggregator {
             } => {
                 // The thread's previous launch call blocked (a full launch
                 // queue): it waited for the GPU, which set the pace.
-                let blocked = prev_call_ns as u64 >= host_delay::WAITED_NS;
+                // (Less what gpuscope and CUPTI added to it: a slow callback
+                // is no wait.)
+                let own = self.launch_cost(cost_ns as u64, 0);
+                let blocked = (prev_call_ns as u64).saturating_sub(own) >= host_delay::WAITED_NS;
                 let prev_call_ns = if prev_call_ns as u64 > MAX_TIMED_CALL_NS { 0 } else { prev_call_ns };
                 self.thread_cost(tid).add(cost_ns as u64, prev_call_ns as u64);
                 if self.opts.host_delay {

@@ -46,13 +46,16 @@ fn is_data_range(path: &str) -> bool {
     let words: Vec<String> = words(leaf).collect();
     // A model's layers named after their input (`input_layernorm`,
     // `BatchNorm2d`) load nothing.
-    let layer = words.iter().any(|w| LAYER_WORDS.iter().any(|l| w.contains(l)));
+    let layer = words.iter().any(|w| {
+        w.trim_end_matches(|c: char| c.is_ascii_digit() || c == 'd').ends_with("norm")
+            || LAYER_WORDS.contains(&w.as_str())
+    });
     !layer && words.iter().any(|w| DATA_NAMES.iter().any(|d| w.starts_with(d)))
 }
 
 /// Words of module names that make a range a model's layer, not data
 /// loading.
-const LAYER_WORDS: &[&str] = &["norm", "layer", "conv", "linear", "proj", "attn", "attention", "embed", "mlp"];
+const LAYER_WORDS: &[&str] = &["layer", "conv", "linear", "proj", "attn", "attention", "mlp"];
 
 /// The words of a name, lowercase: split at anything not a letter or
 /// digit, and where a lowercase letter meets an uppercase one.
@@ -321,6 +324,7 @@ mod tests {
         // Layers named after their input.
         assert!(!is_data_range("step/forward/layers.0/input_layernorm") && !is_data_range("forward/BatchNorm2d"));
         assert!(is_data_range("input_pipeline") && is_data_range("next_batch"));
+        assert!(is_data_range("normalize_batch") && is_data_range("load_embeddings"));
         assert!(within("step", "step/data") && within("step", "step") && !within("step", "steps"));
         assert_eq!(
             launch_rate(2500, 2, 54_400_000, 20_800_000.0),
