@@ -7,7 +7,8 @@
  * floor_start(kinds, callbacks) enables the activity kinds in `kinds` (bit
  * 1 kernels, 2 memcpy, 4 memset, 8 synchronization) and, with a callback
  * that only counts, the API callbacks in `callbacks` (bit 1 driver
- * launches, 2 runtime launches, 4 copies of both APIs). Completed buffers
+ * launches, 2 runtime launches, 4 copies of both APIs, 8 every call of
+ * both APIs, counted per call: floor_census reads the counts). Completed buffers
  * are walked and their records counted, nothing more. floor_kinds(kinds)
  * switches the activity kinds to `kinds` while CUPTI stays attached (as
  * gpuscope's trace windows do), flushing what was recorded. floor_stop()
@@ -25,6 +26,9 @@ static CUpti_SubscriberHandle sub;
 static int subscribed;
 static unsigned kinds_on;
 static volatile uint64_t records, driver_calls, runtime_calls;
+/* Calls per callback id, per API (bit 8 of floor_start's callbacks). */
+#define IDS 2048
+static uint64_t census[2][IDS];
 
 static void CUPTIAPI requested(uint8_t **buf, size_t *size, size_t *max) {
   *buf = aligned_alloc(8, BUF);
@@ -41,6 +45,9 @@ static void CUPTIAPI completed(CUcontext c, uint32_t s, uint8_t *buf, size_t siz
 }
 
 static void CUPTIAPI on_api(void *u, CUpti_CallbackDomain d, CUpti_CallbackId id, const void *data) {
+  const CUpti_CallbackData *cb = data;
+  if (cb && cb->callbackSite == CUPTI_API_ENTER && id < IDS)
+    __atomic_add_fetch(&census[d == CUPTI_CB_DOMAIN_DRIVER_API][id], 1, __ATOMIC_RELAXED);
   if (d == CUPTI_CB_DOMAIN_DRIVER_API)
     __atomic_add_fetch(&driver_calls, 1, __ATOMIC_RELAXED);
   else
@@ -86,6 +93,7 @@ static const CUpti_ActivityKind KINDS[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL
 
 int floor_start(unsigned kinds, unsigned callbacks) {
   records = driver_calls = runtime_calls = 0;
+  for (size_t i = 0; i < IDS; i++) census[0][i] = census[1][i] = 0;
   if (callbacks) {
     CHECK(cuptiSubscribe(&sub, on_api, NULL));
     subscribed = 1;
@@ -97,6 +105,10 @@ int floor_start(unsigned kinds, unsigned callbacks) {
       cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API, RUNTIME_COPIES[i]);
     for (size_t i = 0; (callbacks & 4) && i < N(DRIVER_COPIES); i++)
       cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_DRIVER_API, DRIVER_COPIES[i]);
+    if (callbacks & 8) {
+      CHECK(cuptiEnableDomain(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API));
+      CHECK(cuptiEnableDomain(1, sub, CUPTI_CB_DOMAIN_DRIVER_API));
+    }
   }
   CHECK(cuptiActivityRegisterCallbacks(requested, completed));
   kinds_on = kinds;
@@ -135,4 +147,25 @@ int floor_stop(uint64_t *out_records, uint64_t *out_driver, uint64_t *out_runtim
   *out_driver = driver_calls;
   *out_runtime = runtime_calls;
   return 0;
+}
+
+/* The calls counted by API (0 runtime, 1 driver): up to `n` (id, count)
+ * pairs of the ids called, into `out`; returns how many. */
+int floor_census(int api, uint64_t *out, int n) {
+  int k = 0;
+  for (size_t i = 0; i < IDS && k < n; i++)
+    if (census[api & 1][i]) {
+      out[2 * k] = i;
+      out[2 * k + 1] = census[api & 1][i];
+      k++;
+    }
+  return k;
+}
+
+/* The name of callback id `id` of API `api` (0 runtime, 1 driver). */
+const char *floor_name(int api, unsigned id) {
+  const char *name = NULL;
+  if (cuptiGetCallbackName(api ? CUPTI_CB_DOMAIN_DRIVER_API : CUPTI_CB_DOMAIN_RUNTIME_API, id, &name) != CUPTI_SUCCESS)
+    return "?";
+  return name;
 }
