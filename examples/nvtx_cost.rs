@@ -10,6 +10,11 @@
 //!     cargo run --release --example nvtx_cost [PAIRS] [THREADS...]
 //!
 //! Defaults: 200000 pairs, 1 and 8 threads.
+//!
+//! In a session it also times, alone on one thread, the parts an event
+//! is made of: CUPTI's timestamp (each event's time), the system clocks,
+//! a pair of sequentially consistent counter updates (a hold of the
+//! session) and a push into a lock-free queue (the event to the decoder).
 
 use std::sync::Barrier;
 use std::time::Instant;
@@ -75,6 +80,7 @@ fn main() {
     run("no session", &threads, pairs);
     if !gpuscope::driver_present() {
         println!("session: no NVIDIA driver here, not measured");
+        parts();
         return;
     }
     // Room for every event: a drop would make the rest cheaper.
@@ -87,10 +93,62 @@ fn main() {
         }
     };
     run("session", &threads, pairs);
+    parts();
     match session.stop() {
         Ok(r) => println!("session: {} host events dropped", r.drops.host_events),
         Err(e) => println!("session: stop failed: {e}"),
     }
+}
+
+/// ns per call of `f`, best of 5 rounds of `n` calls.
+fn per_call(n: usize, mut f: impl FnMut()) -> f64 {
+    (0..5)
+        .map(|_| {
+            let t0 = Instant::now();
+            for _ in 0..n {
+                f();
+            }
+            t0.elapsed().as_nanos() as f64 / n as f64
+        })
+        .fold(f64::MAX, f64::min)
+}
+
+/// The parts of an event's cost, each alone on this thread.
+fn parts() {
+    use std::hint::black_box;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    const N: usize = 1_000_000;
+    let clock = |id: libc::clockid_t| {
+        per_call(N, || {
+            let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+            // SAFETY: a valid clock id and a local out value.
+            unsafe { libc::clock_gettime(id, &mut t) };
+            black_box(t);
+        })
+    };
+    let cupti = cupti_sys::load_cupti().ok();
+    let timestamp = cupti.as_ref().and_then(|c| c.cuptiGetTimestamp.as_ref().ok()).map(|&f| {
+        per_call(N, || {
+            let mut t = 0u64;
+            // SAFETY: a valid out pointer; CUPTI is loaded (the session's).
+            unsafe { f(&mut t) };
+            black_box(t);
+        })
+    });
+    let counter = AtomicUsize::new(0);
+    let hold = per_call(N, || {
+        counter.fetch_add(1, Ordering::SeqCst);
+        counter.fetch_sub(1, Ordering::SeqCst);
+    });
+    let queue = crossbeam_queue::SegQueue::<[u64; 6]>::new();
+    let push = per_call(N, || queue.push(black_box([1; 6])));
+    println!(
+        "parts, ns a call: CUPTI timestamp {}, CLOCK_MONOTONIC_RAW {:.1}, CLOCK_MONOTONIC {:.1}, \
+         SeqCst add+sub {hold:.1}, queue push {push:.1}",
+        timestamp.map_or("-".to_string(), |t| format!("{t:.1}")),
+        clock(libc::CLOCK_MONOTONIC_RAW),
+        clock(libc::CLOCK_MONOTONIC),
+    );
 }
 
 fn num_cpus() -> usize {
