@@ -6,6 +6,7 @@
 
 pub(crate) mod calibrate;
 mod callbacks;
+mod clock;
 pub(crate) mod cupti;
 pub(crate) mod debug;
 pub(crate) mod declare;
@@ -203,11 +204,14 @@ pub(crate) fn at_exit_once(once: &'static std::sync::Once, h: extern "C" fn()) {
 /// event, so they land on the instance they were made in while it is open.
 pub(crate) fn send_range_event(make: impl FnOnce(u64) -> HostEvent) {
     let Some(s) = hold() else { return };
-    let ts = cupti::timestamp(s.cupti);
     if !s.traced.load(Ordering::Relaxed) {
+        let ts = cupti::timestamp(s.cupti);
         tally::flush(s.id, ts, |e| s.send(e));
+        s.send(make(ts));
+        return;
     }
-    s.send(make(ts));
+    // The CPU's counter where it can be: the decoder turns it into ns.
+    s.send(make(clock::range_time(|| cupti::timestamp(s.cupti))));
 }
 
 impl Collection {
@@ -283,7 +287,11 @@ pub(crate) fn start(opts: &CollectOptions) -> Result<(Arc<Collection>, Outputs)>
         cupti,
         pool: BufferPool::new(opts.buffer_size, opts.max_buffers),
         buf_tx,
-        host: queue::HostQueues::new(id, opts.host_queue),
+        host: queue::HostQueues::timed(
+            id,
+            opts.host_queue,
+            clock::Anchors::new(Box::new(move || cupti::timestamp(cupti))),
+        ),
         host_dropped: AtomicU64::new(0),
         cupti_dropped: AtomicU64::new(0),
         start_ns: cupti::timestamp(cupti),
