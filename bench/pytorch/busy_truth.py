@@ -25,9 +25,10 @@ import torch
 here = os.path.dirname(os.path.abspath(__file__))
 
 
-def resnet_step():
+def resnet_step(loader=True):
     """ResNet-50 in bf16 fed by 8 DataLoader workers (pinned memory), as
-    bench/real/resnet_loader.py, with a loader that never runs out."""
+    bench/real/resnet_loader.py, with a loader that never runs out; or,
+    without `loader`, one batch kept on the GPU."""
     sys.path.insert(0, os.path.join(here, "..", "real"))
     import torch.nn.functional as F
     import torchvision
@@ -36,7 +37,15 @@ def resnet_step():
 
     net = torchvision.models.resnet50().cuda().to(memory_format=torch.channels_last)
     opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
-    it = iter(DataLoader(Images(10**7), batch_size=64, num_workers=8, pin_memory=True))
+    if loader:
+        it = iter(DataLoader(Images(10**7), batch_size=64, num_workers=8, pin_memory=True))
+    else:
+        batch = next(iter(DataLoader(Images(64), batch_size=64)))
+
+        def again():
+            while True:
+                yield batch
+        it = again()
 
     def step():
         with torch.cuda.nvtx.range("step"):
@@ -56,6 +65,8 @@ def model(name):
     """A training step taking no arguments, with NVTX ranges step/..."""
     if name == "resnet":
         return resnet_step()
+    if name == "resnet-noloader":
+        return resnet_step(loader=False)
     if name == "gpt":
         sys.path.insert(0, os.path.join(here, "..", "..", "examples", "python"))
         from gpt_train import build
@@ -89,13 +100,17 @@ MODES = {
 
 if __name__ == "__main__":
     p = argparse.ArgumentParser()
-    p.add_argument("--model", default="gpt", choices=["gpt", "llama", "resnet"])
+    p.add_argument("--model", default="gpt", choices=["gpt", "llama", "resnet", "resnet-noloader"])
     p.add_argument("--steps", type=int, default=40)
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--modes", default="trace",
                    help="trace, or trace and one of sampling, always-on, stack, hooks (trace first: its kernels are the truth)")
     p.add_argument("--out", default=None)
     a = p.parse_args()
+    if os.environ.get("BT_SWITCH"):
+        # The interpreter's switch interval, s: how long a thread waiting
+        # for the GIL may wait for one that holds it.
+        sys.setswitchinterval(float(os.environ["BT_SWITCH"]))
     modes = a.modes.split(",")
     if modes[0] != "trace" or any(m not in MODES for m in modes) or len(modes) > 2:
         p.error(f"--modes {a.modes!r}: trace, then at most one of {', '.join(MODES)}")
@@ -120,6 +135,8 @@ if __name__ == "__main__":
                    "profiled_step_ms": round(profiled_ms, 3),
                    "gpuscope_busy_pct": round(ans.get("gpu_busy_pct") or 0, 1),
                    "verdict": (ans.get("verdict") or {}).get("bound"),
+                   "added_ms_measured": round(profiled_ms - statistics.mean(plain[-2:]), 3),
+                   "added_ms_gpuscope": (ans.get("profiler_ns") or 0) / 1e6,
                    "first_action": ((ans.get("actions") or [{}])[0].get("advice") or "")[:60]}
             if mode == "trace":
                 # Kernels run as long traced as not: their time per step
@@ -131,8 +148,6 @@ if __name__ == "__main__":
                 cal = (d.get("profiler_cost") or {}).get("calibration") or {}
                 threads = (d.get("profiler_cost") or {}).get("threads") or []
                 row.update({
-                    "added_ms_measured": round(profiled_ms - plain_ms, 3),
-                    "added_ms_gpuscope": (ans.get("profiler_ns") or 0) / 1e6,
                     "gpu_busy_ms_per_step": round(busy_ms, 3),
                     "raw_busy_pct": round(100 * busy_ms / profiled_ms, 1),
                     "launches_per_step": round(s.get("launches", 0) / max(calls, 1), 1),
