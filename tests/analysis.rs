@@ -453,19 +453,27 @@ fn gpuscope_s_own_launch_cost_is_taken_out_of_the_host_s_idle_time_before_judgin
 
 /// Steps whose host queues 10 launches and waits for their kernels, in a
 /// synchronisation (`sync`) or, without one, in its next launch call,
-/// which blocks (a full launch queue); the `wait-step` range's analysis.
-fn queue_and_wait_steps(sync: bool) -> RangeAnalysis {
+/// which blocks (a full launch queue); `hook_ns` of gpuscope's hooks 100 us
+/// before each step; the `wait-step` range's analysis.
+fn queue_and_wait_steps(sync: bool, hook_ns: u64) -> RangeAnalysis {
+    queue_and_wait_steps_in(calibrated("wait-step"), sync, hook_ns)
+}
+
+/// [`queue_and_wait_steps`] replayed into `rp` (calibrated, its path).
+fn queue_and_wait_steps_in((mut rp, step): (Replay, u32), sync: bool, hook_ns: u64) -> RangeAnalysis {
     // Each 400 us step: 10 launches 1 us apart (each 5 us slower traced)
     // queue 15 us kernels back to back; the host waits for them in a
     // synchronisation, then works 248 us before the next step (XLA's
     // runtime). The GPU idles ~250 us a step, as it would without
     // gpuscope but for the 5 us by which the next step's first launch
     // came later: 150 us of kernels in a 395 us step.
-    let (mut rp, step) = calibrated("wait-step");
     let mut records = Vec::new();
     let mut corr = 1;
     for s in 0..20u64 {
         let t0 = s * 400 * US;
+        if s > 0 && hook_ns > 0 {
+            rp.host_event(HostEvent::OwnCost { tid: 1, instance: s, ns: hook_ns, ts: t0 - 100 * US });
+        }
         rp.host_event(HostEvent::Push { instance: s + 1, parent: 0, path: step, tid: 1, ts: t0 });
         for l in 0..10u64 {
             let ts = t0 + l * US;
@@ -490,7 +498,7 @@ fn queue_and_wait_steps(sync: bool) -> RangeAnalysis {
 #[test]
 fn gpuscope_s_cost_before_the_host_waits_for_the_gpu_is_no_idle_time_of_its_own() {
     for sync in [true, false] {
-        let g = queue_and_wait_steps(sync);
+        let g = queue_and_wait_steps(sync, 0);
         let idle = g.idle.expect("idle figures");
         // One launch's cost a step, not the ten launches' 50 us: 5 us
         // after a synchronisation; after a blocked launch call, its records
@@ -500,6 +508,33 @@ fn gpuscope_s_cost_before_the_host_waits_for_the_gpu_is_no_idle_time_of_its_own(
         assert!(one.contains(&per_step), "sync {sync}: {per_step} ns a step: {idle:?}");
         assert!((g.utilization_pct - 150.0 / 395.0 * 100.0).abs() < 2.0, "sync {sync}: {}", g.utilization_pct);
     }
+}
+
+#[test]
+fn without_the_host_s_waits_gpuscope_s_whole_cost_comes_out_of_the_host_s_idle_time() {
+    // Sync records off: nothing says when the host waited, so each step is
+    // charged its ten launches' 5 us (the launch calls' 9 us over the
+    // plain 4), as before the cost was charged gap by gap.
+    let mut rp = Replay::without_host_waits(vec![h200()], 0);
+    let step = rp.path(&["wait-step"]);
+    rp.host_event(HostEvent::Calibrated { record_ns: 1_000, plain_ns: 4_000, traced_ns: 5_000 });
+    let g = queue_and_wait_steps_in((rp, step), false, 0);
+    let idle = g.idle.expect("idle figures");
+    let per_step = idle.profiler_ns / g.count;
+    assert!(per_step.abs_diff(50_000) < 5_000, "{per_step} ns a step: {idle:?}");
+}
+
+#[test]
+fn gpuscope_s_cost_after_a_launch_call_that_blocked_still_delays_the_next_launch() {
+    // The previous step's last launch call blocked until ~100 us into its
+    // step; the hooks' 30 us came after that, 100 us before this step's
+    // first launch, which the idle GPU waited for: the wait does not wipe
+    // them.
+    let g = queue_and_wait_steps(false, 30_000);
+    let per_step = g.idle.expect("idle figures").profiler_ns / g.count;
+    // 19 of the 20 steps follow hooks: theirs and a launch's 1.2 us each.
+    let expected = (19 * (30_000 + 1_200) + 1_200) / 20;
+    assert!(per_step.abs_diff(expected) < 500, "{per_step} ns a step, {expected} expected");
 }
 
 /// A kernel launch on thread 1 at `ts`, in range instance `instance` of

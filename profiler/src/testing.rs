@@ -46,9 +46,23 @@ impl Replay {
     pub fn new(devices: Vec<DeviceInfo>, trace_cap: usize) -> Self {
         Self::with_metrics(devices, trace_cap, &[])
     }
-    /// In metrics mode: `KernelMetrics` values are of `metrics`.
+    /// In metrics mode: `KernelMetrics` values are of `metrics`. With
+    /// metrics, as in a metrics session, gpuscope's cost is taken out of
+    /// the host's idle time as a whole (its measurements hold launches).
     pub fn with_metrics(devices: Vec<DeviceInfo>, trace_cap: usize, metrics: &[String]) -> Self {
-        let opts = AggregateOptions { trace_cap, metric_names: metrics.to_vec(), ..Default::default() };
+        let opts = AggregateOptions {
+            trace_cap,
+            metric_names: metrics.to_vec(),
+            host_delay: metrics.is_empty(),
+            ..Default::default()
+        };
+        Replay { agg: Aggregator::new(opts, DeviceTable::fixed(devices)), names: FxHashSet::default() }
+    }
+    /// As a session without synchronisation records (`sync_records` off):
+    /// with the host's waits unknown, gpuscope's cost is taken out of the
+    /// host's idle time as a whole, not gap by gap.
+    pub fn without_host_waits(devices: Vec<DeviceInfo>, trace_cap: usize) -> Self {
+        let opts = AggregateOptions { trace_cap, host_delay: false, ..Default::default() };
         Replay { agg: Aggregator::new(opts, DeviceTable::fixed(devices)), names: FxHashSet::default() }
     }
     /// Interns an NVTX path (default domain), for host events.

@@ -152,6 +152,9 @@ pub(crate) struct Aggregator {
     cross_thread: (u64, u64),
     /// Per launching thread: its costs.
     threads: FxHashMap<u32, ThreadCost>,
+    /// When each thread's (cost row's) last launch call began: where a
+    /// call that blocked ended.
+    last_launch: FxHashMap<u32, u64>,
     /// When the program's threads last left CUDA calls.
     recent: idle::RecentCalls,
     calibration: Result<Calibration, String>,
@@ -209,6 +212,7 @@ impl Aggregator {
             per_device: per_device::PerDevice::default(),
             cross_thread: (0, 0),
             threads: FxHashMap::default(),
+            last_launch: FxHashMap::default(),
             recent: idle::RecentCalls::default(),
             calibration: Err("no kernel was launched in the session".to_string()),
             forks: 0,
@@ -331,8 +335,17 @@ impl Aggregator {
     /// Thread `tid`'s cost row; beyond MAX_THREADS threads, the rest share
     /// one row (tid 0).
     fn thread_cost(&mut self, tid: u32) -> &mut ThreadCost {
-        let row = if self.threads.len() < MAX_THREADS || self.threads.contains_key(&tid) { tid } else { 0 };
+        let row = self.thread_row(tid);
         self.threads.entry(row).or_insert_with(|| ThreadCost { tid: row, ..Default::default() })
+    }
+
+    /// Thread `tid`'s row: beyond MAX_THREADS threads, the rest share 0.
+    fn thread_row(&self, tid: u32) -> u32 {
+        if self.threads.len() < MAX_THREADS || self.threads.contains_key(&tid) {
+            tid
+        } else {
+            0
+        }
     }
 
     /// Applies one host event.
@@ -374,12 +387,15 @@ impl Aggregator {
                 // is no wait.)
                 let own = self.launch_cost(cost_ns as u64, 0);
                 let blocked = (prev_call_ns as u64).saturating_sub(own) >= host_delay::WAITED_NS;
+                // The blocked call ended `prev_call_ns` after it began.
+                let prev_launch = self.last_launch.insert(self.thread_row(tid), ts);
+                let blocked_until = prev_launch.map_or(ts, |p| p.saturating_add(prev_call_ns as u64).min(ts));
                 let prev_call_ns = if prev_call_ns as u64 > MAX_TIMED_CALL_NS { 0 } else { prev_call_ns };
                 self.thread_cost(tid).add(cost_ns as u64, prev_call_ns as u64);
                 if self.opts.host_delay {
                     if blocked {
-                        self.idle.host_waited(ts);
-                        self.per_device.host_waited(ts);
+                        self.idle.host_waited(blocked_until);
+                        self.per_device.host_waited(blocked_until);
                     }
                     let added = self.launch_cost(cost_ns as u64, if blocked { 0 } else { prev_call_ns as u64 });
                     self.idle.host_cost(ts, added);
