@@ -12,9 +12,11 @@
 //! Defaults: 200000 pairs, 1 and 8 threads.
 //!
 //! In a session it also times, alone on one thread, the parts an event
-//! is made of: CUPTI's timestamp (each event's time), the system clocks,
-//! a pair of sequentially consistent counter updates (a hold of the
-//! session) and a push into a lock-free queue (the event to the decoder).
+//! is made of: CUPTI's timestamp (the time of every event but NVTX's where
+//! the CPU's counter can be used), the system clocks, a pair of
+//! sequentially consistent counter updates (a hold of the session) and, for
+//! comparison, a push into a lock-free multi-producer queue (what each
+//! event cost before a thread's events went into a queue of its own).
 
 use std::sync::Barrier;
 use std::time::Instant;
@@ -144,7 +146,7 @@ fn parts() {
     let push = per_call(N, || queue.push(black_box([1; 6])));
     println!(
         "parts, ns a call: CUPTI timestamp {}, CLOCK_MONOTONIC_RAW {:.1}, CLOCK_MONOTONIC {:.1}, \
-         SeqCst add+sub {hold:.1}, queue push {push:.1}",
+         SeqCst add+sub {hold:.1}, multi-producer queue push {push:.1}",
         timestamp.map_or("-".to_string(), |t| format!("{t:.1}")),
         clock(libc::CLOCK_MONOTONIC_RAW),
         clock(libc::CLOCK_MONOTONIC),

@@ -211,7 +211,7 @@ pub(crate) fn send_range_event(make: impl FnOnce(u64) -> HostEvent) {
         return;
     }
     // The CPU's counter where it can be: the decoder turns it into ns.
-    s.send(make(clock::range_time(|| cupti::timestamp(s.cupti))));
+    s.send(make(if s.host.counter() { clock::ticks() } else { cupti::timestamp(s.cupti) }));
 }
 
 impl Collection {

@@ -23,6 +23,7 @@ use crossbeam_utils::CachePadded;
 use std::cell::{Cell, RefCell, UnsafeCell};
 use std::mem::MaybeUninit;
 use std::ptr;
+use std::sync::atomic::fence;
 use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -66,8 +67,7 @@ struct ThreadQueue {
     /// Events taken so far (written under `head`'s lock, read by the
     /// producer to bound the queue).
     taken: CachePadded<AtomicU64>,
-    /// The decoder's merge key of the last event it took (under `head`'s
-    /// lock).
+    /// The merge key of the last event taken (by drains, one at a time).
     key: AtomicU64,
 }
 
@@ -124,13 +124,14 @@ impl ThreadQueue {
         true
     }
 
-    /// Takes its events into `into`, each with its merge key, their
-    /// counter readings turned into ns by `clock`.
-    fn take(&self, into: &mut Vec<(u64, HostEvent)>, clock: &Convert) {
+    /// Takes its events into `into`, in order.
+    fn take(&self, into: &mut Vec<HostEvent>) {
         let mut head = self.head.lock().unwrap_or_else(|p| p.into_inner());
         let taken = self.taken.load(Ordering::Relaxed);
         let pushed = self.tail.pushed.load(Ordering::Acquire);
-        let mut key = self.key.load(Ordering::Relaxed);
+        // Before any slot is read: nothing below may unwind with slots read
+        // and `taken` not yet moved past them.
+        into.reserve(pushed.saturating_sub(taken) as usize);
         for _ in taken..pushed {
             if head.index == CHUNK {
                 // SAFETY: the producer linked the next chunk before it
@@ -143,13 +144,10 @@ impl ThreadQueue {
                 head.index = 0;
             }
             // SAFETY: a published slot, written once and read once (here).
-            let mut e = unsafe { (*(*head.chunk).slots[head.index].get()).assume_init_read() };
+            let e = unsafe { (*(*head.chunk).slots[head.index].get()).assume_init_read() };
             head.index += 1;
-            in_ns(&mut e, clock);
-            key = key.max(sent_at(&e).unwrap_or(key));
-            into.push((key, e));
+            into.push(e);
         }
-        self.key.store(key, Ordering::Relaxed);
         self.taken.store(pushed, Ordering::Release);
     }
 }
@@ -157,7 +155,7 @@ impl ThreadQueue {
 impl Drop for ThreadQueue {
     fn drop(&mut self) {
         let mut rest = Vec::new();
-        self.take(&mut rest, &Anchors::none().now());
+        self.take(&mut rest);
         drop(rest);
         let head = self.head.get_mut().unwrap_or_else(|p| p.into_inner());
         let mut chunk = head.chunk;
@@ -193,24 +191,28 @@ impl SharedQueue {
         true
     }
 
-    fn take(&self, into: &mut Vec<(u64, HostEvent)>, clock: &Convert) {
-        let mut key = self.key.load(Ordering::Relaxed);
-        while let Some(mut e) = self.events.pop() {
+    fn take(&self, into: &mut Vec<HostEvent>) {
+        while let Some(e) = self.events.pop() {
             self.waiting.fetch_sub(1, Ordering::Relaxed);
-            in_ns(&mut e, clock);
-            key = key.max(sent_at(&e).unwrap_or(key));
-            into.push((key, e));
+            into.push(e);
         }
-        self.key.store(key, Ordering::Relaxed);
     }
 }
 
-/// Turns a range event's counter reading into ns (the only events timed
-/// by the counter: [`super::send_range_event`]).
-fn in_ns(e: &mut HostEvent, clock: &Convert) {
-    if let HostEvent::Push { ts, .. } | HostEvent::Pop { ts, .. } = e {
-        *ts = clock.ns(*ts);
+/// A queue's events taken, in ns (range events' counter readings turned
+/// by `clock`: the only events timed by the counter are
+/// [`super::send_range_event`]'s), each with its merge key, which goes on
+/// from the queue's `key`.
+fn keyed(events: Vec<HostEvent>, clock: &Convert, key: &AtomicU64, into: &mut Vec<(u64, HostEvent)>) {
+    let mut k = key.load(Ordering::Relaxed);
+    for mut e in events {
+        if let HostEvent::Push { ts, .. } | HostEvent::Pop { ts, .. } = &mut e {
+            *ts = clock.ns(*ts);
+        }
+        k = k.max(sent_at(&e).unwrap_or(k));
+        into.push((k, e));
     }
+    key.store(k, Ordering::Relaxed);
 }
 
 /// When `e` was sent, as far as it says: its timestamp, or the end of the
@@ -261,6 +263,8 @@ pub(crate) struct HostQueues {
     shared: SharedQueue,
     /// Range events' counter readings into the session's clock.
     clock: Anchors,
+    /// Drains one at a time (the merge keys go on from one to the next).
+    draining: Mutex<()>,
 }
 
 impl HostQueues {
@@ -280,7 +284,14 @@ impl HostQueues {
             queues: Mutex::new(Vec::new()),
             shared: SharedQueue::default(),
             clock,
+            draining: Mutex::new(()),
         }
+    }
+
+    /// Whether range events are timed by the CPU's counter
+    /// ([`super::clock::ticks`]) in this session.
+    pub(crate) fn counter(&self) -> bool {
+        self.clock.counter()
     }
 
     /// Queues `e` on the calling thread's queue; never blocks. `false`: the
@@ -322,23 +333,42 @@ impl HostQueues {
     /// Every event waiting, merged by when it was sent (each thread's in
     /// its order). Forgets the drained queues of threads that ended.
     pub(crate) fn drain(&self) -> Vec<HostEvent> {
+        let _one = self.draining.lock().unwrap_or_else(|p| p.into_inner());
         let queues: Vec<Arc<ThreadQueue>> = self.queues.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        let mut taken = Vec::new();
+        let taken: Vec<Vec<HostEvent>> = queues
+            .iter()
+            .map(|q| {
+                let mut events = Vec::new();
+                q.take(&mut events);
+                events
+            })
+            .collect();
+        let mut shared = Vec::new();
+        self.shared.take(&mut shared);
+        // Read after every event taken was sent: none is converted past
+        // this reading.
         let clock = self.clock.now();
-        for q in &queues {
-            q.take(&mut taken, &clock);
+        let mut keyed_events = Vec::with_capacity(taken.iter().map(Vec::len).sum::<usize>() + shared.len());
+        for (q, events) in queues.iter().zip(taken) {
+            keyed(events, &clock, &q.key, &mut keyed_events);
         }
-        self.shared.take(&mut taken, &clock);
+        keyed(shared, &clock, &self.shared.key, &mut keyed_events);
         drop(queues);
         // Stable: a thread's events, in order and with keys that never
         // decrease, stay in order.
-        taken.sort_by_key(|(key, _)| *key);
+        keyed_events.sort_by_key(|(key, _)| *key);
         self.queues.lock().unwrap_or_else(|p| p.into_inner()).retain(|q| {
             // Only this list holds it: its thread ended (or moved to
-            // another session) and nothing waits in it.
-            Arc::strong_count(q) > 1 || q.waiting() > 0
+            // another session). Its last events were pushed before its
+            // reference went (released); the fence makes them seen before
+            // the queue is judged empty.
+            if Arc::strong_count(q) > 1 {
+                return true;
+            }
+            fence(Ordering::Acquire);
+            q.waiting() > 0
         });
-        taken.into_iter().map(|(_, e)| e).collect()
+        keyed_events.into_iter().map(|(_, e)| e).collect()
     }
 
     /// Threads with a queue now.
@@ -433,13 +463,54 @@ mod tests {
         let ns = move || start.elapsed().as_nanos() as u64 + 5_000_000;
         let q = HostQueues::timed(105, 100, Anchors::new(Box::new(ns)));
         let before = ns();
-        q.send(pop(super::super::clock::range_time(ns), 1));
+        q.send(pop(if q.counter() { super::super::clock::ticks() } else { ns() }, 1));
         let after = ns();
         let ts = match q.drain()[..] {
             [HostEvent::Pop { ts, .. }] => ts,
             ref other => panic!("{other:?}"),
         };
         assert!(before <= ts + 1_000 && ts <= after + 1_000, "{before} <= {ts} <= {after}");
+    }
+
+    #[test]
+    fn range_times_across_drains_keep_their_order() {
+        let start = std::time::Instant::now();
+        let ns = move || start.elapsed().as_nanos() as u64 + 5_000_000;
+        let q = HostQueues::timed(106, 10_000, Anchors::new(Box::new(ns)));
+        let mut times = Vec::new();
+        for round in 0..20u64 {
+            for i in 0..50 {
+                q.send(pop(if q.counter() { super::super::clock::ticks() } else { ns() }, round * 50 + i));
+            }
+            times.extend(q.drain().iter().map(|e| match e {
+                HostEvent::Pop { ts, .. } => *ts,
+                _ => 0,
+            }));
+        }
+        assert_eq!(times.len(), 1000);
+        assert!(times.windows(2).all(|w| w[0] <= w[1]), "a thread's times never step back from one drain to the next");
+    }
+
+    #[test]
+    fn an_event_sent_while_the_thread_s_locals_are_torn_down_still_arrives() {
+        struct SendsWhenDropped(Arc<HostQueues>);
+        impl Drop for SendsWhenDropped {
+            fn drop(&mut self) {
+                assert!(self.0.send(pop(9, 9)));
+            }
+        }
+        thread_local! {
+            static LATE: RefCell<Option<SendsWhenDropped>> = const { RefCell::new(None) };
+        }
+        let q = Arc::new(HostQueues::new(107, 100));
+        let mine = q.clone();
+        std::thread::spawn(move || {
+            mine.send(pop(1, 1));
+            LATE.with(|l| *l.borrow_mut() = Some(SendsWhenDropped(mine)));
+        })
+        .join()
+        .unwrap();
+        assert_eq!(q.drain().len(), 2, "the event sent from a thread-local's destructor too");
     }
 
     #[test]
