@@ -873,7 +873,7 @@ fn exposed_communication_makes_a_step_communication_bound_and_hidden_communicati
     // The all-reduce runs after the compute: 5 ms of 10 exposed.
     let (r, a) = nccl_steps((0, 3), (3, 8));
     let g = &r.ranges.iter().find(|g| g.path.to_string() == "step").expect("a step range").clone();
-    assert_eq!((g.comm_ns, g.exposed_comm_ns), (50 * MS, 50 * MS));
+    assert_eq!((g.totals.comm_ns, g.totals.exposed_comm_ns), (50 * MS, 50 * MS));
     let step = range(&a, "step");
     assert_eq!(step.verdict.bound, "communication-bound", "{}", step.verdict.evidence);
     assert!(step.verdict.evidence.contains("0% of their"), "{}", step.verdict.evidence);
@@ -892,7 +892,7 @@ fn exposed_communication_makes_a_step_communication_bound_and_hidden_communicati
     // The same all-reduce under the compute: hidden, not the bound.
     let (r, a) = nccl_steps((0, 8), (2, 7));
     let g = r.ranges.iter().find(|g| g.path.to_string() == "step").expect("a step range");
-    assert_eq!((g.comm_ns, g.exposed_comm_ns), (50 * MS, 0));
+    assert_eq!((g.totals.comm_ns, g.totals.exposed_comm_ns), (50 * MS, 0));
     assert_ne!(range(&a, "step").verdict.bound, "communication-bound");
     assert!(a.findings.iter().all(|f| f.kind != "exposed-communication"), "{:#?}", a.findings);
 
@@ -900,7 +900,7 @@ fn exposed_communication_makes_a_step_communication_bound_and_hidden_communicati
     // not the bound (under a quarter of the step).
     let (r, a) = nccl_steps((0, 6), (3, 8));
     let g = r.ranges.iter().find(|g| g.path.to_string() == "step").expect("a step range");
-    assert_eq!((g.comm_ns, g.exposed_comm_ns), (50 * MS, 20 * MS));
+    assert_eq!((g.totals.comm_ns, g.totals.exposed_comm_ns), (50 * MS, 20 * MS));
     assert_ne!(range(&a, "step").verdict.bound, "communication-bound");
     assert!(a.findings.iter().any(|f| f.kind == "exposed-communication"), "{:#?}", a.findings);
 }

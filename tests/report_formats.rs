@@ -826,8 +826,8 @@ fn the_rank_that_waits_least_in_collectives_is_the_one_the_others_wait_for() {
     let mut ranks: Vec<(String, Report)> = (0..3).map(|i| (format!("rank{i}"), base.clone())).collect();
     for ((_, r), share) in ranks.iter_mut().zip(shares) {
         for g in r.ranges.iter_mut().filter(|g| g.path.to_string() == "train") {
-            g.exposed_comm_ns = (wall as f64 * share) as u64 * count;
-            g.comm_ns = g.exposed_comm_ns;
+            g.totals.exposed_comm_ns = (wall as f64 * share) as u64 * count;
+            g.totals.comm_ns = g.totals.exposed_comm_ns;
         }
     }
     let j = JobReport::merge(&ranks);
@@ -853,7 +853,7 @@ fn the_rank_that_waits_least_in_collectives_is_the_one_the_others_wait_for() {
     let mut dp = ranks.clone();
     for (i, (_, r)) in dp.iter_mut().enumerate() {
         for g in r.ranges.iter_mut().filter(|g| g.path.to_string() == "train") {
-            g.exposed_comm_ns = (wall as f64 * [0.06, 0.01][i.min(1)]) as u64 * count;
+            g.totals.exposed_comm_ns = (wall as f64 * [0.06, 0.01][i.min(1)]) as u64 * count;
             g.gpu_busy_ns = (wall as f64 * [0.95, 0.70][i.min(1)]) as u64 * count;
         }
     }
@@ -868,7 +868,7 @@ fn the_rank_that_waits_least_in_collectives_is_the_one_the_others_wait_for() {
     assert_eq!((other.last_to_arrive, other.wait_per_call_ns), (None, 0));
     for ((_, r), share) in ranks.iter_mut().zip([0.30, 0.29, 0.31]) {
         for g in r.ranges.iter_mut().filter(|g| g.path.to_string() == "train") {
-            g.exposed_comm_ns = (wall as f64 * share) as u64 * count;
+            g.totals.exposed_comm_ns = (wall as f64 * share) as u64 * count;
         }
     }
     let j = JobReport::merge(&ranks);

@@ -336,10 +336,11 @@ fn every_field() -> Report {
         g["idle"] = idle.clone();
         g["first_calls_ns"] = json!([1000, 2000]);
         g["counted_flops"] = json!(2.0e9);
-        g["comm_ns"] = json!(3000000u64);
-        g["exposed_comm_ns"] = json!(1000000u64);
-        g["steady"]["comm_ns"] = json!(2000000u64);
-        g["steady"]["exposed_comm_ns"] = json!(500000u64);
+        // Every total, each a number of its own.
+        for (i, (name, _)) in gpuscope::report::Totals::FIGURES.iter().enumerate() {
+            g[*name] = json!(3000000u64 + i as u64);
+            g["steady"][*name] = json!(2000000u64 + i as u64);
+        }
         g["untraced_steady"] = g["steady"].clone();
         g["gpus"] = json!(2);
     }
@@ -711,4 +712,147 @@ fn with_finding_kinds(schema: &str, kinds: &[&str]) -> String {
     let indent = " ".repeat(12);
     let list = kinds.iter().map(|k| format!("{indent}\"{k}\"")).collect::<Vec<_>>().join(",\n");
     format!("{}\n{list}\n{}{}", &schema[..open], " ".repeat(10), &schema[close..])
+}
+
+/// Where each of a range's totals is described, in the schema's `$defs`:
+/// the range rows (both kinds) and their steady calls.
+const TOTALS_DEFS: [&str; 3] = ["range", "range_analysed", "steady"];
+
+/// The schema's description of a total described by `doc` (its doc
+/// comment) in `$defs/{def}`.
+fn total_description(def: &str, doc: &str) -> String {
+    let text = doc.split_whitespace().collect::<Vec<_>>().join(" ").replace('`', "");
+    let text = match def {
+        "steady" => format!("Over the steady calls: {}{}", text[..1].to_lowercase(), &text[1..]),
+        _ => text,
+    };
+    format!("{text} Absent when zero.")
+}
+
+/// The byte just past the JSON value that starts at `at` in `text`.
+fn value_end(text: &str, at: usize) -> usize {
+    let b = text.as_bytes();
+    let string_end = |mut i: usize| {
+        i += 1;
+        while b[i] != b'"' {
+            i += if b[i] == b'\\' { 2 } else { 1 };
+        }
+        i + 1
+    };
+    match b[at] {
+        b'"' => string_end(at),
+        b'{' | b'[' => {
+            let (mut depth, mut i) = (0usize, at);
+            loop {
+                match b[i] {
+                    b'"' => {
+                        i = string_end(i);
+                        continue;
+                    }
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            return i + 1;
+                        }
+                    }
+                    _ => {}
+                }
+                i += 1;
+            }
+        }
+        _ => at + text[at..].find(|c: char| c == ',' || c == '}' || c == ']' || c.is_whitespace()).unwrap_or(0),
+    }
+}
+
+/// The span of member `key`'s value in the object starting at `obj`.
+fn member(text: &str, obj: usize, key: &str) -> Option<(usize, usize)> {
+    let end = value_end(text, obj);
+    let (b, mut i) = (text.as_bytes(), obj + 1);
+    while i < end {
+        match b[i] {
+            b'"' => {
+                let k_end = value_end(text, i);
+                let colon = k_end + text[k_end..].find(':')?;
+                let v = colon + 1 + text[colon + 1..].find(|c: char| !c.is_whitespace())?;
+                let v_end = value_end(text, v);
+                if &text[i + 1..k_end - 1] == key {
+                    return Some((v, v_end));
+                }
+                i = v_end;
+            }
+            _ => i += 1,
+        }
+    }
+    None
+}
+
+/// `schema` with each total of [`Totals::FIGURES`] described in each of
+/// [`TOTALS_DEFS`] (replaced where present, added where not).
+fn with_totals(schema: &str) -> String {
+    use gpuscope::report::Totals;
+    let mut text = schema.to_string();
+    for def in TOTALS_DEFS {
+        for (name, doc) in Totals::FIGURES {
+            let defs = member(&text, 0, "$defs").expect("$defs").0;
+            let d = member(&text, defs, def).unwrap_or_else(|| panic!("$defs/{def}")).0;
+            let props = member(&text, d, "properties").expect("properties").0;
+            // As the schema's other members are laid out: their indent.
+            let first = props + 1 + text[props + 1..].find('"').expect("a first member");
+            let ind = &text[text[..first].rfind('\n').expect("a line") + 1..first];
+            let description = serde_json::to_string(&total_description(def, doc)).unwrap();
+            let entry = format!(
+                "{{\n{ind}  \"type\": \"integer\",\n{ind}  \"minimum\": 0,\n{ind}  \"description\": {description}\n{ind}}}"
+            );
+            text = match member(&text, props, name) {
+                Some((a, b)) => format!("{}{entry}{}", &text[..a], &text[b..]),
+                None => {
+                    let close = value_end(&text, props) - 1;
+                    let last = text[..close].trim_end().len();
+                    format!("{},\n{ind}\"{name}\": {entry}{}", &text[..last], &text[last..])
+                }
+            };
+        }
+    }
+    text
+}
+
+/// The JSON reference's list of a range's totals, between its markers.
+fn with_totals_listed(page: &str) -> String {
+    use gpuscope::report::Totals;
+    let (open, close) = ("<!-- totals: ", "<!-- end of totals -->");
+    let a = page.find(open).expect("the reference's totals marker");
+    let a = a + page[a..].find("-->").expect("its end") + 3;
+    let b = page.find(close).expect("the end-of-totals marker");
+    let list: String = Totals::FIGURES
+        .iter()
+        .map(|(name, doc)| format!("- `{name}`: {}\n", doc.split_whitespace().collect::<Vec<_>>().join(" ")))
+        .collect();
+    format!("{}\n{list}{}", &page[..a], &page[b..])
+}
+
+/// A range's totals (`Totals`, in the report crate's model) are described
+/// in the schema's range rows and steady calls, and listed in the JSON
+/// reference, as their doc comments say. `GPUSCOPE_BLESS=1` writes both.
+#[test]
+fn the_schema_and_the_reference_describe_every_total() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/reference/report.schema.json");
+    let page_path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/reference/report-json.md");
+    let page = std::fs::read_to_string(page_path).expect("the JSON reference");
+    let (schema_now, page_now) = (with_totals(SCHEMA), with_totals_listed(&page));
+    if std::env::var_os("GPUSCOPE_BLESS").is_some() {
+        std::fs::write(path, &schema_now).expect("writing the schema");
+        std::fs::write(page_path, &page_now).expect("writing the reference");
+        return;
+    }
+    let parsed: Value = serde_json::from_str(&schema_now).expect("the schema with the totals is JSON");
+    assert_eq!(
+        parsed,
+        schema(),
+        "the schema's totals against Totals (GPUSCOPE_BLESS=1 cargo test -p gpuscope --test report_schema writes them)"
+    );
+    assert!(
+        page_now == page,
+        "docs/reference/report-json.md's list of totals against Totals (GPUSCOPE_BLESS=1 ... writes it)"
+    );
 }

@@ -158,15 +158,15 @@ fn fold(acc: &mut RangeAcc, i: &Instance, end: u64, untraced: &Untraced) {
         return;
     }
     let comm = i.comm.as_ref().map(|c| c.time()).unwrap_or_default();
-    let fig = Figures {
+    let mut fig = Figures {
         wall: end - i.start,
         busy: i.busy.total(),
         in_window: i.busy.within(i.start, end),
         mflops: (i.flops / 1e6).round() as u64,
-        comm_ns: comm.comm_ns,
-        exposed_comm_ns: comm.exposed_ns,
         ..i.fig
     };
+    fig.totals.comm_ns = comm.comm_ns;
+    fig.totals.exposed_comm_ns = comm.exposed_ns;
     acc.count += 1;
     acc.total.add(&fig);
     acc.calls.add(i.start, &fig);
@@ -645,22 +645,22 @@ mod tests {
         // Compute on device 0 arrives before the all-reduce that runs
         // under it: the step's unions start from that compute.
         let (s, inner) = step(&[(0, 0, 500, false), (0, 100, 400, true), (0, 450, 600, true)]);
-        assert_eq!((s.comm_ns, s.exposed_comm_ns), (450, 100));
+        assert_eq!((s.totals.comm_ns, s.totals.exposed_comm_ns), (450, 100));
         // The nested range saw only the collectives.
-        assert_eq!((inner.comm_ns, inner.exposed_comm_ns), (450, 450));
+        assert_eq!((inner.totals.comm_ns, inner.totals.exposed_comm_ns), (450, 450));
     }
 
     #[test]
     fn another_device_s_compute_hides_nothing() {
         // Compute on device 1 first, then device 0's collective over it.
         let (s, _) = step(&[(1, 0, 500, false), (0, 100, 400, true), (1, 600, 700, false)]);
-        assert_eq!((s.comm_ns, s.exposed_comm_ns), (300, 300));
+        assert_eq!((s.totals.comm_ns, s.totals.exposed_comm_ns), (300, 300));
         // Two devices with compute before any collective.
         let (s, _) = step(&[(0, 0, 500, false), (1, 0, 500, false), (1, 100, 600, true), (0, 100, 200, true)]);
-        assert_eq!((s.comm_ns, s.exposed_comm_ns), (600, 100));
+        assert_eq!((s.totals.comm_ns, s.totals.exposed_comm_ns), (600, 100));
         // No collective: nothing.
         let (s, _) = step(&[(0, 0, 500, false), (1, 0, 500, false)]);
-        assert_eq!((s.comm_ns, s.exposed_comm_ns), (0, 0));
+        assert_eq!((s.totals.comm_ns, s.totals.exposed_comm_ns), (0, 0));
     }
 
     #[test]

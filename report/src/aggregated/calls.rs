@@ -4,6 +4,7 @@
 //! bounded per path whatever the number of calls.
 
 use crate::model::idle::CAUSES;
+use crate::model::totals::Totals;
 use std::collections::BTreeMap;
 
 /// What one range instance (or a sum of them) measured. Additive.
@@ -48,11 +49,9 @@ pub struct Figures {
     /// Model FLOPs counted inside it, in millions (a framework
     /// integration's count from operand shapes).
     pub mflops: u64,
-    /// Union of its communication kernels' time per device, summed, ns.
-    pub comm_ns: u64,
-    /// The part of it with no compute kernel of the same device running,
-    /// ns.
-    pub exposed_comm_ns: u64,
+    /// Its totals (communication time and the rest: a figure added there
+    /// reaches the report by itself).
+    pub totals: Totals,
 }
 
 /// Applies `$op` (a saturating add or sub) to every field of two
@@ -77,11 +76,10 @@ macro_rules! each_field {
             (&mut a.pageable, b.pageable),
             (&mut a.d2h, b.d2h),
             (&mut a.mflops, b.mflops),
-            (&mut a.comm_ns, b.comm_ns),
-            (&mut a.exposed_comm_ns, b.exposed_comm_ns),
         ] {
             *x = x.$op(y);
         }
+        a.totals = a.totals.$op(b.totals);
         for (x, y) in a.idle.iter_mut().zip(b.idle) {
             *x = x.$op(y);
         }

@@ -594,8 +594,8 @@ impl Calls {
                 launches: s.launches,
                 host: s.host,
                 counted_flops: s.counted_flops,
-                comm_ns: s.comm_ns,
-                exposed_comm_ns: s.exposed_comm_ns,
+                comm_ns: s.totals.comm_ns,
+                exposed_comm_ns: s.totals.exposed_comm_ns,
             },
             None => Calls {
                 count: g.count,
@@ -605,8 +605,8 @@ impl Calls {
                 launches: g.kernel_launches,
                 host: g.host,
                 counted_flops: g.counted_flops,
-                comm_ns: g.comm_ns,
-                exposed_comm_ns: g.exposed_comm_ns,
+                comm_ns: g.totals.comm_ns,
+                exposed_comm_ns: g.totals.exposed_comm_ns,
             },
         }
     }
@@ -656,8 +656,8 @@ fn folded_range(g: &RangeSummary, domain: &str) -> RangeAnalysis {
         },
         untraced: false,
         launches: Some(g.kernel_launches),
-        comm_ns: g.comm_ns,
-        exposed_comm_ns: g.exposed_comm_ns,
+        comm_ns: g.totals.comm_ns,
+        exposed_comm_ns: g.totals.exposed_comm_ns,
     }
 }
 

@@ -14,5 +14,6 @@ pub mod occupancy;
 pub mod path;
 pub mod profiler_cost;
 pub mod sampled;
+pub mod totals;
 pub mod trace;
 pub mod units;

@@ -102,8 +102,7 @@ fn range(path: RangePath, a: &RangeAcc, idle: bool) -> RangeSummary {
         first_calls_ns: a.calls.first.iter().map(|c| c.figures.wall).collect(),
         counted_flops: t.mflops as f64 * 1e6,
         memory: a.framework.clone().map(|f| RangeMemory { framework: Some(f), ..Default::default() }),
-        comm_ns: t.comm_ns,
-        exposed_comm_ns: t.exposed_comm_ns,
+        totals: t.totals,
         gpus: a.usual_gpus() as u64,
     }
 }

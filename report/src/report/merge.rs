@@ -115,7 +115,7 @@ impl JobReport {
                     wall_per_call_ns: g.wall_ns / n,
                     gpu_busy_per_call_ns: g.gpu_busy_ns / n,
                     gpu_utilization_pct: g.gpu_utilization_pct,
-                    exposed_comm_per_call_ns: g.exposed_comm_ns / n,
+                    exposed_comm_per_call_ns: g.totals.exposed_comm_ns / n,
                 });
                 e.2 = e.2.saturating_add(g.wall_ns);
             }

@@ -17,6 +17,7 @@ use crate::model::occupancy::Limiter;
 use crate::model::path::{RangeFrame, RangePath};
 pub use crate::model::profiler_cost::{Calibration, ThreadCost};
 pub use crate::model::sampled::{SampledFigures, SamplingStatus, TraceWindows};
+pub use crate::model::totals::Totals;
 pub use crate::model::trace::{KernelRecord, MemoryRecord, RangeRecord, SampleRecord, Trace};
 pub use merge::{JobRange, JobReport, RankRange, RankSummary};
 use serde::{Deserialize, Serialize};
@@ -452,15 +453,10 @@ pub struct RangeSummary {
     /// were not recorded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory: Option<RangeMemory>,
-    /// Communication kernels (NCCL's collectives and transfers) launched
-    /// in all its calls: the union of their time on each device, summed
-    /// over devices, ns.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub comm_ns: u64,
-    /// The part of `comm_ns` with no compute kernel of the same device
-    /// running (on any stream): communication the range waits for, ns.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub exposed_comm_ns: u64,
+    /// Its totals over all its calls (communication time and the rest),
+    /// each under its own name, absent when zero.
+    #[serde(flatten)]
+    pub totals: Totals,
     /// How many GPUs its calls ran kernels on for most of their time (0: no
     /// kernels):
     /// rates against a device's peak are over this many devices.

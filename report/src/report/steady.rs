@@ -23,6 +23,7 @@
 use super::{HostFigures, IdleSplit, SampledFigures};
 use crate::aggregated::calls::{CallLog, Figures};
 use crate::aggregated::timeline::{Bin, Timeline};
+use crate::model::totals::Totals;
 use serde::{Deserialize, Serialize};
 
 /// Calls a range needs before warm-up is told apart.
@@ -75,13 +76,9 @@ pub struct Steady {
     /// ranges), nested ranges included.
     #[serde(default, skip_serializing_if = "super::is_zero_f64")]
     pub counted_flops: f64,
-    /// Communication kernels' time in them, and its exposed part (see
-    /// [`super::RangeSummary::comm_ns`]), ns.
-    #[serde(default, skip_serializing_if = "super::is_zero")]
-    pub comm_ns: u64,
-    /// See `comm_ns`.
-    #[serde(default, skip_serializing_if = "super::is_zero")]
-    pub exposed_comm_ns: u64,
+    /// Their totals (see [`super::RangeSummary::totals`]).
+    #[serde(flatten)]
+    pub totals: Totals,
 }
 
 impl Steady {
@@ -175,8 +172,7 @@ pub(crate) fn of_range(count: u64, total: &Figures, log: &CallLog) -> Option<Ste
         idle: IdleSplit::from_array(steady.idle),
         host: host_figures(&steady),
         counted_flops: steady.mflops as f64 * 1e6,
-        comm_ns: steady.comm_ns,
-        exposed_comm_ns: steady.exposed_comm_ns,
+        totals: steady.totals,
     })
 }
 
