@@ -402,6 +402,7 @@ impl Ranges {
                 c.add(device, start, end, comm);
             }
             i.busy.add(start, end);
+            i.fig.totals.kernel_ns = i.fig.totals.kernel_ns.saturating_add(end.saturating_sub(start));
             i.devices |= bit;
         });
     }
@@ -661,6 +662,16 @@ mod tests {
         // No collective: nothing.
         let (s, _) = step(&[(0, 0, 500, false), (1, 0, 500, false)]);
         assert_eq!((s.totals.comm_ns, s.totals.exposed_comm_ns), (0, 0));
+    }
+
+    #[test]
+    fn kernels_that_ran_at_once_count_in_kernel_time_once_each_and_in_busy_once() {
+        // Compute under a collective on one device, and a second device's
+        // kernel at the same time: 500 + 300 + 300 ns of kernels in a
+        // 500 ns union.
+        let (s, inner) = step(&[(0, 0, 500, false), (0, 100, 400, true), (1, 100, 400, false)]);
+        assert_eq!((s.totals.kernel_ns, s.busy), (1_100, 500));
+        assert_eq!((inner.totals.kernel_ns, inner.busy), (300, 300), "the nested range's own kernel");
     }
 
     #[test]

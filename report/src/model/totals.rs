@@ -66,6 +66,10 @@ totals! {
     /// The part of `comm_ns` with no compute kernel of the same device
     /// running (on any stream): communication the range waits for, ns.
     exposed_comm_ns,
+    /// Its kernels' GPU time summed, not their union: more than
+    /// `gpu_busy_ns` by the time its kernels ran at once (on several
+    /// streams or GPUs), ns.
+    kernel_ns,
 }
 
 #[cfg(test)]
