@@ -1,10 +1,10 @@
 //! A range's totals: figures that add up from call to call (and so over
 //! its steady calls too), measured by the aggregation and written to the
 //! report's range rows under their own names. A new one is a line in
-//! [`totals!`] here and the code that fills it; the
-//! report, its steady calls, the JSON Schema and the JSON reference follow
-//! from this list (`GPUSCOPE_BLESS=1 cargo test -p gpuscope --test
-//! report_schema` writes the last two).
+//! `totals!` here and the code that fills it; the report, its steady
+//! calls, the JSON Schema and the JSON reference follow from this list
+//! (`GPUSCOPE_BLESS=1 cargo test -p gpuscope --test report_schema` writes
+//! the last two).
 
 use serde::{Deserialize, Serialize};
 

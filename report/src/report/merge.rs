@@ -86,7 +86,7 @@ pub struct RankRange {
     /// Share of its wall time with one of its kernels running, %.
     pub gpu_utilization_pct: f64,
     /// Communication kernels' time per call with no compute under them
-    /// (see [`super::RangeSummary::exposed_comm_ns`]), ns.
+    /// (see [`super::Totals::exposed_comm_ns`]), ns.
     #[serde(default)]
     pub exposed_comm_per_call_ns: u64,
 }

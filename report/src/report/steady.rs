@@ -233,7 +233,7 @@ pub struct SessionSteady {
     pub sampled: Option<SampledFigures>,
     /// Communication kernels' time in it, and the part of it with no
     /// compute kernel of the same device under it, ns (devices summed; see
-    /// [`super::RangeSummary::exposed_comm_ns`]).
+    /// [`super::Totals::exposed_comm_ns`]).
     #[serde(default, skip_serializing_if = "super::is_zero")]
     pub comm_ns: u64,
     /// See `comm_ns`.
