@@ -537,6 +537,35 @@ fn gpuscope_s_cost_after_a_launch_call_that_blocked_still_delays_the_next_launch
     assert!(per_step.abs_diff(expected) < 500, "{per_step} ns a step, {expected} expected");
 }
 
+#[test]
+fn after_launches_between_trace_windows_a_blocked_call_s_wait_is_placed_at_the_next_launch() {
+    // A traced launch, launches between trace windows (counted, not
+    // recorded: the thread's last timed call is one of them), hooks, then a
+    // traced launch whose previous call blocked. Where that call began is
+    // unknown: the wait is put at this launch, not 92 us after the last
+    // traced one (which would charge the hooks after it as gpuscope's).
+    let (mut rp, step) = calibrated("window-step");
+    rp.host_event(HostEvent::Push { instance: 1, parent: 0, path: step, tid: 1, ts: 0 });
+    rp.host_event(timed_launch(1, step, 1, 0, 9_000));
+    let mut records = kernel_grid(c"first", 1, 2 * US, 20 * US, 132 * 8, 256);
+    rp.host_event(HostEvent::UntracedLaunches {
+        path: step,
+        instance: 1,
+        launches: 5,
+        graphs: 0,
+        start: 100 * US,
+        end: 400 * US,
+    });
+    rp.host_event(HostEvent::OwnCost { tid: 1, instance: 1, ns: 30_000, ts: 500 * US });
+    rp.host_event(timed_launch(2, step, 1, 1_000 * US, 92_000));
+    records.extend(kernel_grid(c"second", 2, 1_002 * US, 1_020 * US, 132 * 8, 256));
+    rp.host_event(HostEvent::Pop { instance: 1, ts: 1_100 * US });
+    rp.buffer(&records);
+    let a = analyze(&rp.finish(0, 1_100 * US));
+    let idle = range(&a, "window-step").idle.expect("idle figures");
+    assert!(idle.profiler_ns < 5_000, "{} ns charged: the hooks' 30 us before the wait", idle.profiler_ns);
+}
+
 /// A kernel launch on thread 1 at `ts`, in range instance `instance` of
 /// `path`, not measured.
 fn plain_launch(correlation_id: u32, path: u32, instance: u64, ts: u64) -> HostEvent {

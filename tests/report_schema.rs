@@ -723,7 +723,14 @@ const TOTALS_DEFS: [&str; 3] = ["range", "range_analysed", "steady"];
 fn total_description(def: &str, doc: &str) -> String {
     let text = doc.split_whitespace().collect::<Vec<_>>().join(" ").replace('`', "");
     let text = match def {
-        "steady" => format!("Over the steady calls: {}{}", text[..1].to_lowercase(), &text[1..]),
+        // Lower case after the colon, unless the word is an acronym.
+        "steady" => {
+            let mut chars = text.chars();
+            let first = chars.next().expect("a described total");
+            let acronym = chars.next().is_some_and(char::is_uppercase);
+            let rest = &text[first.len_utf8()..];
+            format!("Over the steady calls: {}{rest}", if acronym { first } else { first.to_ascii_lowercase() })
+        }
         _ => text,
     };
     format!("{text} Absent when zero.")
@@ -797,9 +804,14 @@ fn with_totals(schema: &str) -> String {
             let defs = member(&text, 0, "$defs").expect("$defs").0;
             let d = member(&text, defs, def).unwrap_or_else(|| panic!("$defs/{def}")).0;
             let props = member(&text, d, "properties").expect("properties").0;
+            assert!(text[props..].starts_with('{'), "$defs/{def}/properties is an object");
             // As the schema's other members are laid out: their indent.
             let first = props + 1 + text[props + 1..].find('"').expect("a first member");
             let ind = &text[text[..first].rfind('\n').expect("a line") + 1..first];
+            assert!(
+                first < value_end(&text, props) && ind.chars().all(|c| c == ' '),
+                "$defs/{def}/properties has members, one a line (as the schema is laid out)"
+            );
             let description = serde_json::to_string(&total_description(def, doc)).unwrap();
             let entry = format!(
                 "{{\n{ind}  \"type\": \"integer\",\n{ind}  \"minimum\": 0,\n{ind}  \"description\": {description}\n{ind}}}"
@@ -824,6 +836,7 @@ fn with_totals_listed(page: &str) -> String {
     let a = page.find(open).expect("the reference's totals marker");
     let a = a + page[a..].find("-->").expect("its end") + 3;
     let b = page.find(close).expect("the end-of-totals marker");
+    assert!(a <= b, "the totals' markers in order");
     let list: String = Totals::FIGURES
         .iter()
         .map(|(name, doc)| format!("- `{name}`: {}\n", doc.split_whitespace().collect::<Vec<_>>().join(" ")))

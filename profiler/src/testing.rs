@@ -47,8 +47,9 @@ impl Replay {
         Self::with_metrics(devices, trace_cap, &[])
     }
     /// In metrics mode: `KernelMetrics` values are of `metrics`. With
-    /// metrics, as in a metrics session, gpuscope's cost is taken out of
-    /// the host's idle time as a whole (its measurements hold launches).
+    /// metrics, as in a metrics session without sampling, gpuscope's cost
+    /// is taken out of the host's idle time as a whole (its measurements
+    /// hold launches).
     pub fn with_metrics(devices: Vec<DeviceInfo>, trace_cap: usize, metrics: &[String]) -> Self {
         let opts = AggregateOptions {
             trace_cap,

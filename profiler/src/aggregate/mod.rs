@@ -387,8 +387,11 @@ impl Aggregator {
                 // is no wait.)
                 let own = self.launch_cost(cost_ns as u64, 0);
                 let blocked = (prev_call_ns as u64).saturating_sub(own) >= host_delay::WAITED_NS;
-                // The blocked call ended `prev_call_ns` after it began.
-                let prev_launch = self.last_launch.insert(self.thread_row(tid), ts);
+                // The blocked call ended `prev_call_ns` after it began (its
+                // start unknown for threads past the rows kept, sharing row 0:
+                // then at this launch, as late as it can be).
+                let row = self.thread_row(tid);
+                let prev_launch = self.last_launch.insert(row, ts).filter(|_| row != 0);
                 let blocked_until = prev_launch.map_or(ts, |p| p.saturating_add(prev_call_ns as u64).min(ts));
                 let prev_call_ns = if prev_call_ns as u64 > MAX_TIMED_CALL_NS { 0 } else { prev_call_ns };
                 self.thread_cost(tid).add(cost_ns as u64, prev_call_ns as u64);
@@ -410,6 +413,9 @@ impl Aggregator {
                 self.timeline.launch(ts, cost_ns as u64, prev_call_ns as u64);
             }
             HostEvent::UntracedLaunches { path, instance, launches, graphs, start, end } => {
+                // Launches between trace windows: a thread's next traced
+                // launch does not follow its last traced one.
+                self.last_launch.clear();
                 self.untraced_launches = self.untraced_launches.saturating_add(launches);
                 self.timeline.counted_launches(start, end, launches);
                 self.ranges.untraced_launches(path, instance, launches, graphs);

@@ -23,22 +23,19 @@ macro_rules! totals {
             )*
         }
 
-        /// How many figures [`Totals`] has.
-        const COUNT: usize = [$(stringify!($name)),*].len();
-
         impl Totals {
             /// Each figure's JSON name and description (its doc comment).
             pub const FIGURES: &'static [(&'static str, &'static str)] =
                 &[$((stringify!($name), concat!($($doc),+))),*];
 
             /// Each figure's name and value, in [`Totals::FIGURES`]' order.
-            pub fn each(&self) -> [(&'static str, u64); COUNT] {
-                [$((stringify!($name), self.$name)),*]
+            pub fn each(&self) -> impl Iterator<Item = (&'static str, u64)> {
+                [$((stringify!($name), self.$name)),*].into_iter()
             }
 
             /// Each figure's name and a place to set it.
-            pub fn each_mut(&mut self) -> [(&'static str, &mut u64); COUNT] {
-                [$((stringify!($name), &mut self.$name)),*]
+            pub fn each_mut(&mut self) -> impl Iterator<Item = (&'static str, &mut u64)> + '_ {
+                [$((stringify!($name), &mut self.$name)),*].into_iter()
             }
 
             /// Figure by figure, saturating.
@@ -79,11 +76,11 @@ mod tests {
     #[test]
     fn every_figure_is_named_described_adds_and_is_left_out_at_zero() {
         let mut a = Totals::default();
-        for (i, (_, v)) in a.each_mut().into_iter().enumerate() {
+        for (i, (_, v)) in a.each_mut().enumerate() {
             *v = 10 + i as u64;
         }
         let b = a.saturating_add(a);
-        for ((name, x), (_, y)) in a.each().into_iter().zip(b.each()) {
+        for ((name, x), (_, y)) in a.each().zip(b.each()) {
             assert_eq!(2 * x, y, "{name} adds");
         }
         assert_eq!(b.saturating_sub(a), a);
