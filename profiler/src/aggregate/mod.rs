@@ -391,7 +391,7 @@ impl Aggregator {
                 // start unknown for threads past the rows kept, sharing row 0:
                 // then at this launch, as late as it can be).
                 let row = self.thread_row(tid);
-                let prev_launch = self.last_launch.insert(row, ts).filter(|_| row != 0);
+                let prev_launch = if row == 0 { None } else { self.last_launch.insert(row, ts) };
                 let blocked_until = prev_launch.map_or(ts, |p| p.saturating_add(prev_call_ns as u64).min(ts));
                 let prev_call_ns = if prev_call_ns as u64 > MAX_TIMED_CALL_NS { 0 } else { prev_call_ns };
                 self.thread_cost(tid).add(cost_ns as u64, prev_call_ns as u64);
