@@ -13,6 +13,11 @@
 //! rest are lost, as when CUPTI drops them); `DEVICES=N` spreads the
 //! threads over N GPUs (each GPU then gets its own idle timeline); RSS is
 //! printed at each tenth.
+//!
+//! Then NVTX ranges alone (`RANGES`, default 2,000,000 push+pops inside
+//! one `step`, no kernel): nothing decides their time, so up to 100,000
+//! are held at once, and a thread in `nvtx_cost` sends ~10M events a
+//! second.
 
 #[path = "../tests/rss/mod.rs"]
 mod rss;
@@ -119,5 +124,29 @@ fn main() {
     println!("decoder: {launches} launches, {hev} host events in {:.2} s: host {:.2} s ({:.0} ev/s), buffers {:.2} s ({:.0} rec/s)", el.as_secs_f64(), t_host.as_secs_f64(), hev as f64 / t_host.as_secs_f64(), t_buf.as_secs_f64(), launches as f64 / t_buf.as_secs_f64());
     println!("decoder: RSS {:.0} MB before the report", rss_mb());
     let r = rp.finish(0, ts + 10_000);
+    println!("decoder: {:?}", r.drops);
+    ranges_alone(env("RANGES", 2_000_000));
+}
+
+/// Host events a second for push+pop pairs with no kernel.
+fn ranges_alone(pairs: u64) {
+    let mut rp = Replay::new(vec![h200()], 0);
+    let step = rp.path(&["step"]);
+    let layer = rp.path(&["step", "layer"]);
+    let t0 = std::time::Instant::now();
+    rp.host_event(HostEvent::Push { instance: 1, parent: 0, path: step, tid: 1, ts: 1_000 });
+    for i in 0..pairs {
+        let ts = 2_000 + i * 100;
+        rp.host_event(HostEvent::Push { instance: i + 2, parent: 1, path: layer, tid: 1, ts });
+        rp.host_event(HostEvent::Pop { instance: i + 2, ts: ts + 50 });
+    }
+    let el = t0.elapsed().as_secs_f64();
+    println!(
+        "decoder: {} range events alone (no kernel) in {el:.2} s: {:.0} ev/s, {:.0} ns an event",
+        2 * pairs,
+        2.0 * pairs as f64 / el,
+        el * 1e9 / (2 * pairs) as f64
+    );
+    let r = rp.finish(0, 2_000 + pairs * 100);
     println!("decoder: {:?}", r.drops);
 }
