@@ -340,7 +340,7 @@ pub(crate) fn start(opts: &CollectOptions) -> Result<(Arc<Collection>, Outputs)>
     }
     // A collector on demand builds its configuration at its first pass.
     let prepared = collection.collector.as_ref().filter(|c| !c.is_on_demand());
-    if let (Some(_), Some(c)) = (prepared, hold()) {
+    if let (Some(_), Some(c)) = (prepared, hold().and_then(|h| h.again())) {
         // The thread holds the collection: stop waits for it before CUPTI
         // detaches.
         let spawned = std::thread::Builder::new().name("gpuscope-metrics-hosts".into()).spawn(move || {
