@@ -11,20 +11,44 @@
 //!
 //! Defaults: 200000 pairs, 1 and 8 threads.
 //!
+//! Each configuration runs with `&str` messages (the Rust emitter copies
+//! them to add a NUL) and with C strings (`push_c`, as C, C++ and Python
+//! callers pass them), and prints the page faults the threads took per
+//! 1000 pairs (in a session, events the decoder has not folded yet wait
+//! in memory; it folds ~5M range events a second).
+//!
 //! In a session it also times, alone on one thread, the parts an event
 //! is made of: CUPTI's timestamp (the time of every event but NVTX's where
 //! the CPU's counter can be used), the system clocks, a pair of
-//! sequentially consistent counter updates (a hold of the session) and, for
-//! comparison, a push into a lock-free multi-producer queue (what each
-//! event cost before a thread's events went into a queue of its own).
+//! sequentially consistent counter updates (a hold of the session), for
+//! comparison a push into a lock-free multi-producer queue (what each
+//! event cost before a thread's events went into a queue of its own), and
+//! the session's own part of an event (held, timed and queued, without
+//! the NVTX call or the range stack); then how long stop took (the
+//! decoder's backlog).
 
 use std::sync::Barrier;
 use std::time::Instant;
 
 const ROUNDS: usize = 5;
 
-/// ns per push+pop on each of `threads` threads started together.
-fn per_pair(threads: usize, pairs: usize) -> Vec<f64> {
+/// The calling thread's minor page faults so far.
+fn faults() -> i64 {
+    // SAFETY: a zeroed rusage is a valid out value.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: RUSAGE_THREAD with a valid out pointer.
+    unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut u) };
+    u.ru_minflt
+}
+
+/// ns per push+pop and page faults per 1000 pairs on each of `threads`
+/// threads started together; `c`: messages as C strings ([`push_c`]: as
+/// C, C++ and Python callers pass them) rather than Rust's `&str` (which
+/// the emitter copies to add a NUL).
+///
+/// [`push_c`]: gpuscope::nvtx::push_c
+fn per_pair(threads: usize, pairs: usize, c: bool) -> Vec<(f64, f64)> {
+    let layer = move || if c { gpuscope::nvtx::push_c(c"layer") } else { gpuscope::nvtx::push("layer") };
     let barrier = Barrier::new(threads);
     std::thread::scope(|s| {
         let handles: Vec<_> = (0..threads)
@@ -32,16 +56,18 @@ fn per_pair(threads: usize, pairs: usize) -> Vec<f64> {
                 s.spawn(|| {
                     // Warm: the thread's stack and the paths exist.
                     for _ in 0..1000 {
-                        drop(gpuscope::nvtx::push("layer"));
+                        drop(layer());
                     }
                     barrier.wait();
+                    let f0 = faults();
                     let t0 = Instant::now();
                     let step = gpuscope::nvtx::push("step");
                     for _ in 0..pairs {
-                        drop(gpuscope::nvtx::push("layer"));
+                        drop(layer());
                     }
                     drop(step);
-                    t0.elapsed().as_nanos() as f64 / pairs as f64
+                    let ns = t0.elapsed().as_nanos() as f64 / pairs as f64;
+                    (ns, (faults() - f0) as f64 * 1000.0 / pairs as f64)
                 })
             })
             .collect();
@@ -60,10 +86,22 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 fn run(label: &str, threads: &[usize], pairs: usize) {
-    for &t in threads {
-        let rounds: Vec<f64> = (0..ROUNDS).map(|_| median(per_pair(t, pairs))).collect();
+    for (c, t) in threads.iter().flat_map(|&t| [(false, t), (true, t)]) {
+        let label = format!("{label}{}", if c { ", C string" } else { "" });
+        let mut faults = Vec::new();
+        let rounds: Vec<f64> = (0..ROUNDS)
+            .map(|_| {
+                let r = per_pair(t, pairs, c);
+                faults.push(median(r.iter().map(|x| x.1).collect()));
+                median(r.iter().map(|x| x.0).collect())
+            })
+            .collect();
         let (lo, hi) = rounds.iter().fold((f64::MAX, 0f64), |(lo, hi), &x| (lo.min(x), hi.max(x)));
-        println!("{label:<10} {t:>2} threads: {:7.1} ns per push+pop (rounds {lo:.1}-{hi:.1})", median(rounds));
+        println!(
+            "{label:<20} {t:>2} threads: {:7.1} ns per push+pop (rounds {lo:.1}-{hi:.1}), page faults per 1000 pairs {:.1}",
+            median(rounds),
+            median(faults)
+        );
     }
 }
 
@@ -85,8 +123,10 @@ fn main() {
         parts();
         return;
     }
-    // Room for every event: a drop would make the rest cheaper.
-    let most = 2 * pairs * threads.iter().max().copied().unwrap_or(1) + 4096;
+    // Room for every event a thread sends (both kinds of message, every
+    // round, and the parts on this one), none drained: a drop would make
+    // the rest cheaper.
+    let most = 2 * ROUNDS * (2 * pairs + 2 * 1000 + 2) + 5 * PART_EVENTS + 4096;
     let session = match gpuscope::Profiler::new().host_queue(most.next_power_of_two()).quiet(true).start() {
         Ok(s) => s,
         Err(e) => {
@@ -96,11 +136,19 @@ fn main() {
     };
     run("session", &threads, pairs);
     parts();
+    let t0 = Instant::now();
     match session.stop() {
-        Ok(r) => println!("session: {} host events dropped", r.drops.host_events),
+        Ok(r) => println!(
+            "session: {} host events dropped; stop took {:.0} ms (the decoder's backlog)",
+            r.drops.host_events,
+            t0.elapsed().as_secs_f64() * 1e3
+        ),
         Err(e) => println!("session: stop failed: {e}"),
     }
 }
+
+/// Range events the session's part is timed over, a round.
+const PART_EVENTS: usize = 200_000;
 
 /// ns per call of `f`, best of 5 rounds of `n` calls.
 fn per_call(n: usize, mut f: impl FnMut()) -> f64 {
@@ -151,6 +199,11 @@ fn parts() {
         clock(libc::CLOCK_MONOTONIC_RAW),
         clock(libc::CLOCK_MONOTONIC),
     );
+    // The session's own part of an event: held, timed and queued, without
+    // the NVTX call or the range stack (best of 5 rounds).
+    if let Some(ns) = (0..5).filter_map(|_| gpuscope::testing::range_event_cost(PART_EVENTS)).reduce(f64::min) {
+        println!("parts, ns a call: a range event into the session {ns:.1}");
+    }
 }
 
 fn num_cpus() -> usize {

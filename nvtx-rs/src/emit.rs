@@ -267,6 +267,25 @@ pub fn push(message: &str) -> RangeGuard {
     push_with(message, &Attributes::default())
 }
 
+/// [`push`] of a C string (`c"forward"`), passed on as it is: [`push`]
+/// copies its message to add the NUL a tool reads it up to, which costs
+/// about as much as the rest of the call when no tool is attached.
+pub fn push_c(message: &std::ffi::CStr) -> RangeGuard {
+    let slot = loader::core(sys::core::RangePushEx);
+    if !slot.is_null() {
+        // SAFETY: a filled slot holds a function of the slot's type.
+        let push: f::RangePushEx = unsafe { std::mem::transmute(slot) };
+        let raw = raw_attributes(
+            &Attributes::default(),
+            sys::nvtxMessageValue_t { ascii: message.as_ptr() },
+            sys::NVTX_MESSAGE_TYPE_ASCII,
+        );
+        // SAFETY: `raw` and the message it points to outlive the call.
+        unsafe { push(&raw) };
+    }
+    RangeGuard { domain: Domain::DEFAULT, _not_send: PhantomData }
+}
+
 /// [`push`] with colour, category and payload.
 pub fn push_with(message: &str, attributes: &Attributes) -> RangeGuard {
     let slot = loader::core(sys::core::RangePushEx);

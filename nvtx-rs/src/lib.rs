@@ -25,6 +25,6 @@ pub mod sys;
 pub mod tool;
 
 pub use emit::{
-    mark, name_current_thread, pop, push, push_with, start_range, Attributes, Domain, Payload, RangeGuard,
+    mark, name_current_thread, pop, push, push_c, push_with, start_range, Attributes, Domain, Payload, RangeGuard,
     RegisteredString, StartedRange,
 };

@@ -44,6 +44,7 @@ fn every_emitter_call_reaches_the_handler_in_order() {
             &Attributes { color: Some(0xff00ff00), category: 7, payload: Some(Payload::U64(42)) },
         );
         gpuscope_nvtx::mark("here");
+        let _e = gpuscope_nvtx::push_c(c"as a C string");
     }
     let io = Domain::new("io");
     assert_eq!(Domain::new("io"), io, "domains are de-duplicated by name");
@@ -68,6 +69,8 @@ fn every_emitter_call_reaches_the_handler_in_order() {
             "push - outer",
             "push - inner",
             "mark - here",
+            "push - as a C string",
+            "pop -",
             "pop -",
             "pop -",
             "push io read",

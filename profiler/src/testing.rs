@@ -33,6 +33,18 @@ pub fn route_nvtx() -> bool {
     crate::collect::nvtx::install()
 }
 
+/// ns per range event queued by the running session, if any: `n` pops
+/// of no range (the decoder drops them at once), each held, timed and
+/// queued as an NVTX pop is, without the NVTX call or the range stack.
+pub fn range_event_cost(n: usize) -> Option<f64> {
+    crate::collect::hold()?;
+    let t0 = std::time::Instant::now();
+    for _ in 0..n {
+        crate::collect::send_range_event(|ts| HostEvent::Pop { instance: 0, ts });
+    }
+    Some(t0.elapsed().as_nanos() as f64 / n.max(1) as f64)
+}
+
 /// An aggregator over fixed devices.
 pub struct Replay {
     agg: Aggregator,
