@@ -99,6 +99,9 @@ struct ThreadRanges {
     registered: Option<u64>,
     /// Paths this thread opened recently.
     paths: PathCache,
+    /// Frames were re-parented since the ranges of its own were last
+    /// published (which of them are its own may have changed).
+    stale: bool,
 }
 
 impl ThreadRanges {
@@ -150,10 +153,22 @@ impl ThreadRanges {
 }
 
 impl ThreadRanges {
+    /// [`ThreadRanges::publish_own`] after a push of a range of the
+    /// thread's own (the innermost frame): with an outermost one already
+    /// registered and no frame re-parented since, only the cell changes.
+    fn publish_pushed(&mut self) {
+        if let (false, Some(_), Some(cell), Some(f)) = (self.stale, self.registered, self.cell, self.frames.last()) {
+            cell.write(Lead { tid: self.tid, path: f.node, instance: f.instance });
+            return;
+        }
+        self.publish_own();
+    }
+
     /// Publishes the thread's ranges of its own after a push or pop of one:
     /// its innermost in its cell, and, only when its outermost changed (a
     /// step began or ended), which thread leads.
     fn publish_own(&mut self) {
+        self.stale = false;
         let own = self.own();
         let cell = *self.cell.get_or_insert_with(lead::take_cell);
         if let Some((_, innermost)) = own {
@@ -191,6 +206,7 @@ thread_local! {
         cell: None,
         registered: None,
         paths: PathCache::default(),
+        stale: false,
     });
 }
 
@@ -287,7 +303,7 @@ fn push(domain: DomainId, name: &str, follows: bool, library: bool) {
         let tid = r.tid;
         send_range_event(|ts| HostEvent::Push { instance, parent: parent.instance, path: node, tid, ts });
         if !follows && !parent.inherited {
-            r.publish_own();
+            r.publish_pushed();
         }
     });
 }
@@ -306,6 +322,9 @@ fn pop(domain: DomainId, discard: bool) {
             return;
         };
         let gone = r.frames.remove(i);
+        if i < r.frames.len() {
+            r.stale = true;
+        }
         for j in i..r.frames.len() {
             let f = r.frames[j];
             let parent = r.parent_of(j, f.library, f.follows);
@@ -647,6 +666,33 @@ pub(crate) mod tests {
         assert_eq!(on_thread(path_now), "step");
         drop(_s);
         assert!(is_library_domain("cublas") && is_library_domain("NCCL") && !is_library_domain("data"));
+    }
+
+    #[test]
+    fn the_lead_thread_s_innermost_range_is_seen_after_its_ranges_were_re_parented() {
+        let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        assert!(install());
+        set_inherit(true);
+        let io = gpuscope_nvtx::Domain::new("io");
+        let step = gpuscope_nvtx::push("step");
+        assert_eq!(on_thread(path_now), "step");
+        let read = io.push("read");
+        let decode = gpuscope_nvtx::push("decode");
+        assert_eq!(on_thread(path_now), "step/io::read/decode");
+        // The io range closes under `decode`, which is re-parented.
+        io.pop();
+        std::mem::forget(read);
+        assert_eq!(on_thread(path_now), "step/decode");
+        let leaf = gpuscope_nvtx::push("leaf");
+        assert_eq!(on_thread(path_now), "step/decode/leaf", "seen by the other thread after the re-parenting");
+        drop(leaf);
+        assert_eq!(on_thread(path_now), "step/decode");
+        drop(decode);
+        let again = gpuscope_nvtx::push("again");
+        assert_eq!(on_thread(path_now), "step/again");
+        drop(again);
+        drop(step);
+        assert_eq!(on_thread(path_now), "(no range)");
     }
 
     #[test]
