@@ -15,7 +15,10 @@
 //! them to add a NUL) and with C strings (`push_c`, as C, C++ and Python
 //! callers pass them), and prints the page faults the threads took per
 //! 1000 pairs (in a session, events the decoder has not folded yet wait
-//! in memory; it folds ~5M range events a second).
+//! in memory; it folds ~5M range events a second, and a thread sending
+//! back to back sends more). Then paced: C-string pairs each followed by
+//! ~2 us of work, against the work alone in interleaved rounds (a quarter
+//! of PAIRS each): the cost where the decoder keeps up.
 //!
 //! In a session it also times, alone on one thread, the parts an event
 //! is made of: CUPTI's timestamp (the time of every event but NVTX's where
@@ -32,6 +35,10 @@ use std::time::Instant;
 
 const ROUNDS: usize = 5;
 
+/// Work between pairs in paced rounds, ns: a thread then sends ~1M range
+/// events a second, which the decoder folds as they come (~5M a second).
+const PACE_NS: f64 = 2_000.0;
+
 /// The calling thread's minor page faults so far.
 fn faults() -> i64 {
     // SAFETY: a zeroed rusage is a valid out value.
@@ -41,14 +48,37 @@ fn faults() -> i64 {
     u.ru_minflt
 }
 
-/// ns per push+pop and page faults per 1000 pairs on each of `threads`
-/// threads started together; `c`: messages as C strings ([`push_c`]: as
-/// C, C++ and Python callers pass them) rather than Rust's `&str` (which
-/// the emitter copies to add a NUL).
-///
-/// [`push_c`]: gpuscope::nvtx::push_c
-fn per_pair(threads: usize, pairs: usize, c: bool) -> Vec<(f64, f64)> {
-    let layer = move || if c { gpuscope::nvtx::push_c(c"layer") } else { gpuscope::nvtx::push("layer") };
+/// What a benchmark thread does per pair.
+#[derive(Clone, Copy, PartialEq)]
+enum Pair {
+    /// `push("layer")` and its pop: Rust's `&str`, which the emitter
+    /// copies to add a NUL.
+    Str,
+    /// `push_c(c"layer")` and its pop: a C string, as C, C++ and Python
+    /// callers pass it.
+    C,
+    /// No NVTX call (the work alone, for paced rounds).
+    Bare,
+}
+
+/// Iterations of [`work`] between pairs in paced rounds (0: back to back).
+fn work(n: u64) {
+    let mut x = 1u64;
+    for i in 0..n {
+        x = x.wrapping_mul(6364136223846793005).wrapping_add(i);
+    }
+    std::hint::black_box(x);
+}
+
+/// ns per pair and page faults per 1000 pairs on each of `threads`
+/// threads started together, each pair followed by `spin` iterations of
+/// [`work`].
+fn per_pair(threads: usize, pairs: usize, kind: Pair, spin: u64) -> Vec<(f64, f64)> {
+    let layer = move || match kind {
+        Pair::Str => Some(gpuscope::nvtx::push("layer")),
+        Pair::C => Some(gpuscope::nvtx::push_c(c"layer")),
+        Pair::Bare => None,
+    };
     let barrier = Barrier::new(threads);
     std::thread::scope(|s| {
         let handles: Vec<_> = (0..threads)
@@ -64,6 +94,7 @@ fn per_pair(threads: usize, pairs: usize, c: bool) -> Vec<(f64, f64)> {
                     let step = gpuscope::nvtx::push("step");
                     for _ in 0..pairs {
                         drop(layer());
+                        work(spin);
                     }
                     drop(step);
                     let ns = t0.elapsed().as_nanos() as f64 / pairs as f64;
@@ -85,24 +116,58 @@ fn median(mut v: Vec<f64>) -> f64 {
     }
 }
 
-fn run(label: &str, threads: &[usize], pairs: usize) {
-    for (c, t) in threads.iter().flat_map(|&t| [(false, t), (true, t)]) {
-        let label = format!("{label}{}", if c { ", C string" } else { "" });
-        let mut faults = Vec::new();
-        let rounds: Vec<f64> = (0..ROUNDS)
-            .map(|_| {
-                let r = per_pair(t, pairs, c);
-                faults.push(median(r.iter().map(|x| x.1).collect()));
-                median(r.iter().map(|x| x.0).collect())
-            })
-            .collect();
-        let (lo, hi) = rounds.iter().fold((f64::MAX, 0f64), |(lo, hi), &x| (lo.min(x), hi.max(x)));
+/// The median thread's ns per pair and faults per 1000 pairs, median of
+/// [`ROUNDS`] rounds (and the rounds' range).
+fn rounds(threads: usize, pairs: usize, kind: Pair, spin: u64) -> (f64, f64, f64, f64) {
+    let mut faults = Vec::new();
+    let ns: Vec<f64> = (0..ROUNDS)
+        .map(|_| {
+            let r = per_pair(threads, pairs, kind, spin);
+            faults.push(median(r.iter().map(|x| x.1).collect()));
+            median(r.iter().map(|x| x.0).collect())
+        })
+        .collect();
+    let (lo, hi) = ns.iter().fold((f64::MAX, 0f64), |(lo, hi), &x| (lo.min(x), hi.max(x)));
+    (median(ns), lo, hi, median(faults))
+}
+
+fn run(label: &str, threads: &[usize], pairs: usize, spin: u64) {
+    for &t in threads {
+        for (kind, name) in [(Pair::Str, ""), (Pair::C, ", C string")] {
+            let (ns, lo, hi, faults) = rounds(t, pairs, kind, 0);
+            println!(
+                "{:<20} {t:>2} threads: {ns:7.1} ns per push+pop (rounds {lo:.1}-{hi:.1}), page faults per 1000 pairs {faults:.1}",
+                format!("{label}{name}")
+            );
+        }
+        // Paced: the pairs spread out by work, as in a program, so that
+        // the decoder keeps up; the cost is the time over the work alone,
+        // their rounds interleaved.
+        let (mut with, mut bare, mut faults) = (Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..ROUNDS {
+            let (ns, _, _, f) = rounds(t, pairs / 4, Pair::C, spin);
+            with.push(ns);
+            faults.push(f);
+            bare.push(rounds(t, pairs / 4, Pair::Bare, spin).0);
+        }
+        let diffs: Vec<f64> = with.iter().zip(&bare).map(|(w, b)| w - b).collect();
+        let (lo, hi) = diffs.iter().fold((f64::MAX, f64::MIN), |(lo, hi), &x| (lo.min(x), hi.max(x)));
         println!(
-            "{label:<20} {t:>2} threads: {:7.1} ns per push+pop (rounds {lo:.1}-{hi:.1}), page faults per 1000 pairs {:.1}",
-            median(rounds),
+            "{:<20} {t:>2} threads: {:7.1} ns per push+pop over {:.0} ns of work a pair (rounds {lo:.1}-{hi:.1}), page faults per 1000 pairs {:.1}",
+            format!("{label}, paced"),
+            median(diffs),
+            median(bare),
             median(faults)
         );
     }
+}
+
+/// Iterations of [`work`] that take about `ns`.
+fn spin_for(ns: f64) -> u64 {
+    let n = 1_000_000;
+    let t0 = Instant::now();
+    work(n);
+    (ns * n as f64 / t0.elapsed().as_nanos().max(1) as f64) as u64
 }
 
 fn main() {
@@ -117,7 +182,8 @@ fn main() {
         eprintln!("NVTX could not be attached to gpuscope: nothing to measure");
         std::process::exit(1);
     }
-    run("no session", &threads, pairs);
+    let spin = spin_for(PACE_NS);
+    run("no session", &threads, pairs, spin);
     if !gpuscope::driver_present() {
         println!("session: no NVIDIA driver here, not measured");
         parts();
@@ -126,7 +192,7 @@ fn main() {
     // Room for every event a thread sends (both kinds of message, every
     // round, and the parts on this one), none drained: a drop would make
     // the rest cheaper.
-    let most = 2 * ROUNDS * (2 * pairs + 2 * 1000 + 2) + 5 * PART_EVENTS + 4096;
+    let most = 2 * ROUNDS * (2 * pairs + 2 * 1000 + 2) * 2 + 10 * PART_EVENTS + 4096;
     let session = match gpuscope::Profiler::new().host_queue(most.next_power_of_two()).quiet(true).start() {
         Ok(s) => s,
         Err(e) => {
@@ -134,7 +200,7 @@ fn main() {
             return;
         }
     };
-    run("session", &threads, pairs);
+    run("session", &threads, pairs, spin);
     parts();
     let t0 = Instant::now();
     match session.stop() {
@@ -203,6 +269,15 @@ fn parts() {
     // the NVTX call or the range stack (best of 5 rounds).
     if let Some(ns) = (0..5).filter_map(|_| gpuscope::testing::range_event_cost(PART_EVENTS)).reduce(f64::min) {
         println!("parts, ns a call: a range event into the session {ns:.1}");
+    }
+    let best = (0..5)
+        .filter_map(|_| gpuscope::testing::range_event_parts(PART_EVENTS))
+        .reduce(|a, b| ([a.0[0].min(b.0[0]), a.0[1].min(b.0[1]), a.0[2].min(b.0[2])], a.1));
+    if let Some(([hold, clock, send], light)) = best {
+        println!(
+            "parts, ns a call: a hold {hold:.1} ({}), the range clock {clock:.1}, a queued event {send:.1}",
+            if light { "plain stores, membarrier at stop" } else { "read-modify-writes" }
+        );
     }
 }
 

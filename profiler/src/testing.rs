@@ -45,6 +45,13 @@ pub fn range_event_cost(n: usize) -> Option<f64> {
     Some(t0.elapsed().as_nanos() as f64 / n.max(1) as f64)
 }
 
+/// The parts of [`range_event_cost`], each alone, ns per call: a hold of
+/// the session (taken and dropped), a reading of the range clock, an
+/// event queued; and whether holds make no read-modify-write here.
+pub fn range_event_parts(n: usize) -> Option<([f64; 3], bool)> {
+    crate::collect::range_event_parts(n)
+}
+
 /// An aggregator over fixed devices.
 pub struct Replay {
     agg: Aggregator,

@@ -82,6 +82,11 @@ fn enable_light_holds() {
     });
 }
 
+/// Whether holds count themselves with plain stores in this process.
+pub(crate) fn light() -> bool {
+    LIGHT.load(Ordering::Relaxed)
+}
+
 /// What makes light holds' counts visible to the caller: a full barrier on
 /// every CPU running a thread of the process (a hold's count is then seen,
 /// or the hold sees what the caller set before). Nothing with SeqCst

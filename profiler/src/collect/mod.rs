@@ -173,6 +173,28 @@ pub(crate) fn hold() -> Option<held::Held<Collection>> {
     held::hold(&ACTIVE)
 }
 
+/// ns per call of each part of a range event in the running session, if
+/// any, each timed alone over `n` calls: a hold (taken and dropped), a
+/// reading of the range clock, a queued event (under one hold); and
+/// whether holds are light ([`held`]).
+pub(crate) fn range_event_parts(n: usize) -> Option<([f64; 3], bool)> {
+    let per = |f: &mut dyn FnMut()| {
+        let t0 = std::time::Instant::now();
+        for _ in 0..n {
+            f();
+        }
+        t0.elapsed().as_nanos() as f64 / n.max(1) as f64
+    };
+    let hold_ns = per(&mut || drop(std::hint::black_box(hold())));
+    let s = hold()?;
+    let counter = s.host.counter();
+    let clock_ns = per(&mut || {
+        std::hint::black_box(if counter { clock::ticks() } else { cupti::timestamp(s.cupti) });
+    });
+    let send_ns = per(&mut || s.send(HostEvent::Pop { instance: 0, ts: 0 }));
+    Some(([hold_ns, clock_ns, send_ns], held::light()))
+}
+
 /// Sends a host event to the running collection, if any; `make` gets
 /// CUPTI's timestamp. Never blocks: a full queue counts a drop.
 pub(crate) fn send_host_event(make: impl FnOnce(u64) -> HostEvent) {
