@@ -16,6 +16,9 @@ fn sampled_figures_agree_with_metrics_mode_on_the_zoo() {
         zoo(Profiler::new().metrics(gpuscope::MetricSet::default()).select(gpuscope::Selection::all()));
     let (_, sampled, a) = zoo(Profiler::new().sampling(std::time::Duration::from_micros(100)));
     assert_eq!(sampled.mode, "sampling");
+    // Kernel records on all the time: their cost measured, as in trace mode.
+    let c = sampled.profiler_cost.calibration.as_ref();
+    assert!(c.is_some_and(|c| c.plain_ns > 0), "calibrated: {:?}", sampled.profiler_cost);
     let st = sampled.sampling.as_ref().expect("sampling status");
     println!("{st:?}");
     assert!(st.disabled.is_none() && st.samples > 1000 && st.overflows == 0 && !st.tail_lost, "{st:?}");

@@ -297,7 +297,7 @@ pub const SETTINGS: &[Setting] = &[
     },
     Setting {
         name: "calibrate",
-        meaning: "Trace mode: the first launch waits (up to 2 s) while gpuscope measures what CUPTI's kernel records \
+        meaning: "Trace mode (and sampling mode without trace windows): the first launch waits (up to 2 s) while gpuscope measures what CUPTI's kernel records \
                   add to a launch call, to take its own cost out of idle time; off: no wait, only gpuscope's callback \
                   time taken out",
         default: Some("on"),
