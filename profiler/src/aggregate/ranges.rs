@@ -192,7 +192,7 @@ struct Instances {
 }
 
 /// Boxes [`Instances`] keeps for reuse, at most.
-const SPARE_BOXES: usize = 16_384;
+const SPARE_BOXES: usize = 4_096;
 
 /// Ids per block.
 const ID_BLOCK: u64 = 256;
@@ -274,9 +274,14 @@ impl Instances {
         self.len
     }
 
-    /// Keeps the box of a finished instance for the next one.
-    fn recycle(&mut self, b: Box<Instance>) {
+    /// Keeps the box of a finished instance for the next one, without what
+    /// it held (spans, samples, pieces of idle time).
+    fn recycle(&mut self, mut b: Box<Instance>) {
         if self.spare.len() < SPARE_BOXES {
+            b.busy = IntervalUnion::default();
+            b.sampled = Vec::new();
+            b.pending_idle = Vec::new();
+            b.comm = None;
             self.spare.push(b);
         }
     }

@@ -75,6 +75,9 @@ fn enable_light_holds() {
             if have > 0
                 && have & MEMBARRIER_CMD_PRIVATE_EXPEDITED != 0
                 && unsafe { libc::syscall(libc::SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0) } == 0
+                // One barrier run: it works here before holds rely on it.
+                // SAFETY: as above.
+                && unsafe { libc::syscall(libc::SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0) } == 0
             {
                 LIGHT.store(true, Ordering::SeqCst);
             }
@@ -95,13 +98,18 @@ fn heavy_barrier() {
     fence(Ordering::SeqCst);
     #[cfg(target_os = "linux")]
     if LIGHT.load(Ordering::SeqCst) {
-        // SAFETY: registered before LIGHT was set; no pointers.
-        let r = unsafe { libc::syscall(libc::SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0) };
-        // Registered, it cannot fail; were it to, wait out any hold caught
-        // between its count and its read (a few instructions).
-        if r != 0 {
-            std::thread::sleep(Duration::from_millis(10));
+        // Registered and run once before LIGHT was set, it fails only for
+        // want of memory (ENOMEM): tried again, and as a last resort any
+        // hold caught between its count and its read (a few instructions)
+        // is waited out.
+        for attempt in 0..5 {
+            // SAFETY: registered before LIGHT was set; no pointers.
+            if unsafe { libc::syscall(libc::SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0) } == 0 {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(1 << attempt));
         }
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
 

@@ -31,11 +31,12 @@ use std::sync::{Arc, Mutex};
 const CHUNK: usize = 256;
 
 /// Drained chunks a queue keeps for its thread to write again, at most
-/// (about 1.5 MB): a thread that sends faster than the decoder drains
-/// otherwise writes every event into memory new to the process, and pays
-/// a page fault every 85 events (measured 12-24 per 1000 NVTX push+pops,
-/// about a third of what an event cost in a session).
-const SPARE_CHUNKS: usize = 128;
+/// (about 400 KB a thread: 8,192 events, what a thread sending 1.6M a
+/// second sends between drains): otherwise a thread writes its events into
+/// memory new to the process, and pays a page fault every 85 events
+/// (measured 12-24 per 1000 NVTX push+pops, a third of what an event cost
+/// in a session).
+const SPARE_CHUNKS: usize = 32;
 
 /// A run of a thread's events, linked to the next.
 struct Chunk {
