@@ -182,17 +182,10 @@ fn fold(acc: &mut RangeAcc, i: &Instance, end: u64, untraced: &Untraced) {
 #[derive(Default)]
 struct Instances {
     blocks: FxHashMap<u64, Box<IdBlock>>,
-    /// Boxed: an instance moves in once and out never (it is 440 bytes).
-    slots: Vec<Option<Box<Instance>>>,
+    slots: Vec<Option<Instance>>,
     free: Vec<u32>,
-    /// Boxes of finished instances, for the next ones.
-    #[allow(clippy::vec_box)] // the boxes are what is reused
-    spare: Vec<Box<Instance>>,
     len: usize,
 }
-
-/// Boxes [`Instances`] keeps for reuse, at most.
-const SPARE_BOXES: usize = 4_096;
 
 /// Ids per block.
 const ID_BLOCK: u64 = 256;
@@ -211,13 +204,6 @@ impl Instances {
     }
 
     fn insert(&mut self, id: u64, i: Instance) {
-        let i = match self.spare.pop() {
-            Some(mut b) => {
-                *b = i;
-                b
-            }
-            None => Box::new(i),
-        };
         if let Some(k) = self.slot_of(id) {
             self.slots[k] = Some(i);
             return;
@@ -242,19 +228,19 @@ impl Instances {
     }
 
     fn get(&self, id: &u64) -> Option<&Instance> {
-        self.slots[self.slot_of(*id)?].as_deref()
+        self.slots[self.slot_of(*id)?].as_ref()
     }
 
     fn get_mut(&mut self, id: &u64) -> Option<&mut Instance> {
         let k = self.slot_of(*id)?;
-        self.slots[k].as_deref_mut()
+        self.slots[k].as_mut()
     }
 
     fn contains_key(&self, id: &u64) -> bool {
         self.slot_of(*id).is_some()
     }
 
-    fn remove(&mut self, id: &u64) -> Option<Box<Instance>> {
+    fn remove(&mut self, id: &u64) -> Option<Instance> {
         let key = *id / ID_BLOCK;
         let b = self.blocks.get_mut(&key)?;
         let k = std::mem::replace(&mut b.slot[(*id % ID_BLOCK) as usize], VACANT);
@@ -274,28 +260,15 @@ impl Instances {
         self.len
     }
 
-    /// Keeps the box of a finished instance for the next one, without what
-    /// it held (spans, samples, pieces of idle time).
-    fn recycle(&mut self, mut b: Box<Instance>) {
-        if self.spare.len() < SPARE_BOXES {
-            b.busy = IntervalUnion::default();
-            b.sampled = Vec::new();
-            b.pending_idle = Vec::new();
-            b.comm = None;
-            self.spare.push(b);
-        }
-    }
-
     fn values(&self) -> impl Iterator<Item = &Instance> {
-        self.slots.iter().flatten().map(|b| &**b)
+        self.slots.iter().flatten()
     }
 
     /// Every instance with its id, leaving none.
-    fn take_all(&mut self) -> Vec<(u64, Box<Instance>)> {
+    fn take_all(&mut self) -> Vec<(u64, Instance)> {
         let blocks = std::mem::take(&mut self.blocks);
         let mut slots = std::mem::take(&mut self.slots);
         self.free.clear();
-        self.spare.clear();
         self.len = 0;
         let mut all = Vec::new();
         for (key, b) in blocks {
@@ -695,7 +668,7 @@ impl Ranges {
         done
     }
 
-    fn finish_instance(&mut self, id: u64, mut i: Box<Instance>, session_end: u64, untraced: &Untraced) -> Finished {
+    fn finish_instance(&mut self, id: u64, mut i: Instance, session_end: u64, untraced: &Untraced) -> Finished {
         self.idle_open.remove(&(i.start, id));
         if let Some(e) = i.end {
             self.closed.remove(&(e, id));
@@ -709,9 +682,7 @@ impl Ranges {
         let end = i.end.unwrap_or(open_end).max(i.start);
         i.settle_idle(end, true);
         fold(self.by_path.entry(i.path).or_default(), &i, end, untraced);
-        let done = Finished { path: i.path, tid: i.tid, start: i.start, end, discarded: i.discarded };
-        self.instances.recycle(i);
-        done
+        Finished { path: i.path, tid: i.tid, start: i.start, end, discarded: i.discarded }
     }
 
     /// The per-path totals with the closed instances still held folded in
@@ -733,7 +704,7 @@ impl Ranges {
     /// Closes everything still open at `end_ns`.
     pub(crate) fn finish(&mut self, end_ns: u64, untraced: &Untraced) -> Vec<Finished> {
         let mut done = Vec::new();
-        let mut open: Vec<(u64, Box<Instance>)> = self.instances.take_all();
+        let mut open: Vec<(u64, Instance)> = self.instances.take_all();
         open.sort_unstable_by_key(|(id, i)| (i.start, *id));
         for (id, i) in open {
             done.push(self.finish_instance(id, i, end_ns, untraced));
