@@ -368,13 +368,11 @@ impl Profiler {
                 .then(|| (self.metrics.clone().unwrap_or_default(), self.selection.clone())),
             sampling: self.sampling,
             exit_handler: Some(at_exit_after_cuda),
-            // Trace mode, and sampling mode with kernel records on all the
-            // time, measure what the records cost (a sampling session cost a
-            // loader loop of 900 launches a step as much as tracing it, ~5-9
-            // us a launch, while its callbacks' own time came to 0.2 us);
-            // metrics mode counts its own overhead, and trace windows switch
-            // records on and off. (It needs the launch callbacks to find the
-            // first launch.)
+            // Kernel records cost every launch (trace mode, and sampling
+            // mode with them on all the time): measured, to be taken out of
+            // idle time. Metrics mode counts its own overhead; trace windows
+            // switch records on and off. (It needs the launch callbacks to
+            // find the first launch.)
             calibrate: self.calibrate && self.metrics.is_none() && self.trace_windows.is_none() && self.attribution,
         };
         collect::nvtx::set_inherit(self.inherit_ranges);

@@ -77,13 +77,10 @@ struct ThreadQueue {
     taken: CachePadded<AtomicU64>,
     /// The merge key of the last event taken (by drains, one at a time).
     key: AtomicU64,
-    /// Drained chunks, unlinked, for the producer to reuse.
-    spare: Mutex<Vec<SpareChunk>>,
+    /// Drained chunks, owned by this list (their slots empty, their links
+    /// null), for the producer to reuse.
+    spare: Mutex<Vec<*mut Chunk>>,
 }
-
-/// A drained chunk: owned by the spare list, its slots empty and its link
-/// null.
-struct SpareChunk(*mut Chunk);
 
 // SAFETY: `tail`'s cells are used only by the thread that owns the queue
 // (`push`'s contract); `head` is behind a lock; slots are written by the
@@ -108,8 +105,10 @@ impl ThreadQueue {
     /// A chunk to write next: a drained one if the list is free now (the
     /// producer never waits for it), or a new one.
     fn next_chunk(&self) -> *mut Chunk {
-        let reused = self.spare.try_lock().ok().and_then(|mut s| s.pop());
-        reused.map_or_else(Chunk::new, |c| c.0)
+        match self.spare.try_lock().ok().and_then(|mut s| s.pop()) {
+            Some(c) => c,
+            None => Chunk::new(),
+        }
     }
 
     /// Keeps chunk `c`, which the consumer has read to its end, for reuse,
@@ -124,7 +123,7 @@ impl ThreadQueue {
         let mut spare = self.spare.lock().unwrap_or_else(|p| p.into_inner());
         if spare.len() < SPARE_CHUNKS {
             // Handed over through the lock: the producer sees the null link.
-            spare.push(SpareChunk(c));
+            spare.push(c);
         } else {
             drop(spare);
             // SAFETY: the caller's contract; not kept anywhere else.
@@ -212,7 +211,7 @@ impl Drop for ThreadQueue {
         }
         for c in self.spare.get_mut().unwrap_or_else(|p| p.into_inner()).drain(..) {
             // SAFETY: spare chunks belong to the list alone, each once.
-            drop(unsafe { Box::from_raw(c.0) });
+            drop(unsafe { Box::from_raw(c) });
         }
     }
 }
@@ -519,7 +518,7 @@ mod tests {
             let got: Vec<u64> = out.iter().map(|e| if let HostEvent::Pop { ts, .. } = e { *ts } else { 0 }).collect();
             assert_eq!(got, want, "round {round}");
         }
-        let spare: Vec<*mut Chunk> = q.spare.lock().unwrap().iter().map(|c| c.0).collect();
+        let spare: Vec<*mut Chunk> = q.spare.lock().unwrap().clone();
         assert!(!spare.is_empty() && spare.len() <= 2, "drained chunks kept for reuse: {}", spare.len());
         assert!(spare.contains(&first) || q.tail.chunk.get() == first, "the first chunk went round again");
     }
