@@ -237,6 +237,48 @@ fn replay_follows_no_memory_source_pointer_it_was_not_given() {
     assert_eq!(libraries, [("(unknown)", 4096)]);
 }
 
+/// The report's JSON is its data as serde writes it, each range and
+/// heavy kernel with its analysis and the analysis's own fields at the top
+/// (checked against that made by hand from values), and a report written
+/// to a file is the same text.
+#[test]
+fn json_is_the_data_with_the_analysis_woven_in() {
+    use serde_json::{to_value, Value};
+    let mut reports = vec![workload(100), measured_report()];
+    for old in ["schema3-trace.json", "schema3-metrics.json", "schema3-torch-ranges.json"] {
+        let path = format!("{}/../tests/data/{old}", env!("CARGO_MANIFEST_DIR"));
+        reports.push(Report::from_json(&std::fs::read_to_string(path).unwrap()).unwrap());
+    }
+    let dir = std::env::temp_dir().join(format!("gpuscope-json-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (n, r) in reports.iter().enumerate() {
+        let a = gpuscope::analysis::analyze(r);
+        let mut want = to_value(r).unwrap();
+        for (g, ga) in want["ranges"].as_array_mut().unwrap().iter_mut().zip(&a.ranges) {
+            g["analysis"] = to_value(ga).unwrap();
+        }
+        let mut heavy = 0;
+        for k in want["kernels"].as_array_mut().unwrap() {
+            if let Some(ka) = a.kernels.iter().find(|ka| ka.name == k["name"]) {
+                k["analysis"] = to_value(ka).unwrap();
+                heavy += 1;
+            }
+        }
+        want["answer"] = to_value(&a.answer).unwrap();
+        want["findings"] = to_value(&a.findings).unwrap();
+        want["peaks"] = to_value(&a.peaks).unwrap();
+        want["analysis_notes"] = to_value(&a.notes).unwrap();
+        let text = r.to_json();
+        let got: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(got, want, "report {n}");
+        assert!(!a.ranges.is_empty() && heavy > 0, "report {n} has ranges and heavy kernels to weave");
+        let path = dir.join(format!("{n}.json"));
+        r.write(&path, Format::Json).unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), text, "report {n} written to a file");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn json_round_trips_with_a_schema_version() {
     let r = workload(100);

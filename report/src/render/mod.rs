@@ -169,7 +169,15 @@ impl Report {
     /// Writes the report to `path` in `format`.
     pub fn write(&self, path: impl AsRef<std::path::Path>, format: Format) -> Result<()> {
         let path = path.as_ref();
-        std::fs::write(path, self.render(format))
-            .map_err(|e| Error::new(ErrorKind::Io, format!("cannot write report to {}: {e}", path.display())))
+        let failed = |e: &dyn std::fmt::Display| {
+            Error::new(ErrorKind::Io, format!("cannot write report to {}: {e}", path.display()))
+        };
+        if format != Format::Json {
+            return std::fs::write(path, self.render(format)).map_err(|e| failed(&e));
+        }
+        // Straight to the file: a report of many ranges is GBs of JSON.
+        let mut out = std::io::BufWriter::new(std::fs::File::create(path).map_err(|e| failed(&e))?);
+        json::write(self, self.analysis(), &mut out).map_err(|e| failed(&e))?;
+        std::io::Write::flush(&mut out).map_err(|e| failed(&e))
     }
 }
