@@ -14,8 +14,13 @@ use std::collections::HashMap;
 use std::io;
 
 pub(super) fn render(r: &Report, a: &Analysis) -> String {
+    text(|out| write(r, a, out))
+}
+
+/// What `write` writes, as a string (empty if it fails).
+pub(super) fn text(write: impl FnOnce(&mut Vec<u8>) -> serde_json::Result<()>) -> String {
     let mut out = Vec::new();
-    if write(r, a, &mut out).is_err() {
+    if write(&mut out).is_err() {
         return String::new();
     }
     // serde_json writes UTF-8 only.
@@ -31,6 +36,20 @@ pub(super) fn write(r: &Report, a: &Analysis, w: impl io::Write) -> serde_json::
     let top = Top { r, a, kernels };
     let mut ser = serde_json::Serializer::pretty(w);
     r.serialize(Hooked { inner: &mut ser, hook: &top })
+}
+
+/// Writes a job's report with its answer (where it has one), indented, to
+/// `w`.
+pub(super) fn write_job(
+    job: &crate::report::JobReport,
+    answer: Option<&crate::analysis::job::JobAnswer>,
+    w: impl io::Write,
+) -> serde_json::Result<()> {
+    let mut ser = serde_json::Serializer::pretty(w);
+    match answer {
+        Some(a) => job.serialize(Hooked { inner: &mut ser, hook: &Appended("answer", a) }),
+        None => job.serialize(&mut ser),
+    }
 }
 
 /// What a [`Hooked`] serializer changes in the struct or map it writes.
@@ -88,10 +107,10 @@ impl Hook for Top<'_> {
     }
 }
 
-/// An item with its `analysis` (none: the item alone).
-struct WithAnalysis<'a, T>(&'a T);
+/// A struct or map with one more field at its end: `(key, value)`.
+struct Appended<'a, T>(&'static str, &'a T);
 
-impl<T: Serialize> Hook for WithAnalysis<'_, T> {
+impl<T: Serialize> Hook for Appended<'_, T> {
     fn replace<S: SerializeStruct>(&self, _: &mut S, _: &'static str) -> Option<Result<(), S::Error>> {
         None
     }
@@ -101,11 +120,11 @@ impl<T: Serialize> Hook for WithAnalysis<'_, T> {
     }
 
     fn append_struct<S: SerializeStruct>(&self, s: &mut S) -> Result<(), S::Error> {
-        s.serialize_field("analysis", self.0)
+        s.serialize_field(self.0, self.1)
     }
 
     fn append_map<S: SerializeMap>(&self, s: &mut S) -> Result<(), S::Error> {
-        s.serialize_entry("analysis", self.0)
+        s.serialize_entry(self.0, self.1)
     }
 }
 
@@ -131,7 +150,7 @@ struct Item<'a, T, A> {
 impl<T: Serialize, A: Serialize> Serialize for Item<'_, T, A> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         match self.analysis {
-            Some(a) => self.item.serialize(Hooked { inner: s, hook: &WithAnalysis(a) }),
+            Some(a) => self.item.serialize(Hooked { inner: s, hook: &Appended("analysis", a) }),
             None => self.item.serialize(s),
         }
     }

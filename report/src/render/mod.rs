@@ -89,13 +89,7 @@ impl crate::report::JobReport {
 
     /// The job as JSON, with its answer (`answer`) where there is one.
     pub fn to_json_with(&self, answer: Option<&crate::analysis::job::JobAnswer>) -> String {
-        let Ok(mut v) = serde_json::to_value(self) else { return String::new() };
-        if let (Some(a), Some(o)) = (answer, v.as_object_mut()) {
-            if let Ok(a) = serde_json::to_value(a) {
-                o.insert("answer".into(), a);
-            }
-        }
-        serde_json::to_string_pretty(&v).unwrap_or_default()
+        json::text(|out| json::write_job(self, answer, out))
     }
 }
 
