@@ -18,6 +18,7 @@ use crate::report::Report;
 use crate::serve::{MetricsServer, Render};
 use crossbeam_channel::{bounded, select, unbounded, Receiver, RecvTimeoutError, Sender};
 use cupti_sys as sys;
+use std::cell::Cell;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -716,9 +717,17 @@ fn decode_loop(s: Arc<Collection>, opts: AggregateOptions, outputs: Outputs, ctl
     // That window is a metrics pass.
     let mut metrics_pass = false;
     let mut agg = Aggregator::new(opts, DeviceTable::from_driver());
+    let tally = HostTally::default();
     let drain_host = |agg: &mut Aggregator| {
-        let mut events = s.host_events().into_iter();
-        apply_host_events(agg, &mut || events.next())
+        let t0 = std::time::Instant::now();
+        let events = s.host_events();
+        let t1 = std::time::Instant::now();
+        let n = events.len();
+        let mut events = events.into_iter();
+        apply_host_events(agg, &mut || events.next());
+        if n > 0 {
+            tally.add(n, t1 - t0, t1.elapsed());
+        }
     };
     let process = |agg: &mut Aggregator, (p, valid): (usize, usize)| {
         // Launch events precede their kernels' records: apply them first.
@@ -819,7 +828,10 @@ fn decode_loop(s: Arc<Collection>, opts: AggregateOptions, outputs: Outputs, ctl
                 };
                 // Launch callbacks are off by now: every count is final.
                 s.collect_launch_counts();
+                let before = tally.clone();
                 catch_up(&mut agg);
+                debug(&format!("stop: decoder caught up: {}", tally.since(&before)));
+                debug(&format!("stop: the session's host events: {}", tally.since(&HostTally::default())));
                 if let Some(sampler) = &s.sampler {
                     agg.samples(&sampler.decode());
                     agg.sampling_status(sampler.status());
@@ -832,6 +844,37 @@ fn decode_loop(s: Arc<Collection>, opts: AggregateOptions, outputs: Outputs, ctl
             },
             default(HOST_POLL) => {},
         }
+    }
+}
+
+/// Host events the decoder took from the threads' queues and folded, and
+/// the time each took (for `GPUSCOPE_DEBUG=1`'s account of stop).
+#[derive(Default, Clone)]
+struct HostTally {
+    events: Cell<u64>,
+    drained: Cell<Duration>,
+    folded: Cell<Duration>,
+}
+
+impl HostTally {
+    fn add(&self, events: usize, drained: Duration, folded: Duration) {
+        self.events.set(self.events.get() + events as u64);
+        self.drained.set(self.drained.get() + drained);
+        self.folded.set(self.folded.get() + folded);
+    }
+
+    /// What was added since `then`, in words.
+    fn since(&self, then: &HostTally) -> String {
+        let n = self.events.get() - then.events.get();
+        let (d, f) = (self.drained.get() - then.drained.get(), self.folded.get() - then.folded.get());
+        let rate = |t: Duration| if t.is_zero() { 0.0 } else { n as f64 / t.as_secs_f64() / 1e6 };
+        format!(
+            "{n} events, taken from the queues in {:.1} ms ({:.2} M/s), folded in {:.1} ms ({:.2} M/s)",
+            d.as_secs_f64() * 1e3,
+            rate(d),
+            f.as_secs_f64() * 1e3,
+            rate(f)
+        )
     }
 }
 
@@ -1187,6 +1230,7 @@ fn finish(
     let end = collect::now(&s);
     let (tx, rx) = bounded(1);
     let report = if ctl_tx.send(Control::Finish(end, tx)).is_ok() { rx.recv().ok() } else { None };
+    debug("stop: report made");
     let _ = decoder.join();
     collect::clear();
     stopped?;
