@@ -18,7 +18,7 @@ use crate::report::Report;
 use crate::serve::{MetricsServer, Render};
 use crossbeam_channel::{bounded, select, unbounded, Receiver, RecvTimeoutError, Sender};
 use cupti_sys as sys;
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -706,6 +706,10 @@ const SAMPLING_FLUSH: Duration = Duration::from_millis(200);
 /// state of a program without ranges ran on to its exit.
 const LAUNCH_COUNTS: Duration = Duration::from_millis(10);
 
+/// Host events the decoder's drain vector keeps room for between bursts
+/// (~3.5 MB).
+const KEPT_HOST_EVENTS: usize = 1 << 16;
+
 fn decode_loop(s: Arc<Collection>, opts: AggregateOptions, outputs: Outputs, ctl: Receiver<Control>) {
     let Outputs { buffers: bufs } = outputs;
     let mut last_flush = std::time::Instant::now();
@@ -718,15 +722,23 @@ fn decode_loop(s: Arc<Collection>, opts: AggregateOptions, outputs: Outputs, ctl
     let mut metrics_pass = false;
     let mut agg = Aggregator::new(opts, DeviceTable::from_driver());
     let tally = HostTally::default();
+    // Kept from one drain to the next (its memory reused), given back
+    // after a burst.
+    let taken = RefCell::new(Vec::new());
     let drain_host = |agg: &mut Aggregator| {
+        let mut taken = taken.borrow_mut();
         let t0 = std::time::Instant::now();
-        let events = s.host_events();
+        s.host_events(&mut taken);
         let t1 = std::time::Instant::now();
-        let n = events.len();
-        let mut events = events.into_iter();
+        let n = taken.len();
+        let mut events = taken.drain(..).map(|(_, e)| e);
         apply_host_events(agg, &mut || events.next());
+        drop(events);
         if n > 0 {
             tally.add(n, t1 - t0, t1.elapsed());
+        }
+        if taken.capacity() > KEPT_HOST_EVENTS && n < taken.capacity() / 4 {
+            taken.shrink_to(n.max(KEPT_HOST_EVENTS));
         }
     };
     let process = |agg: &mut Aggregator, (p, valid): (usize, usize)| {

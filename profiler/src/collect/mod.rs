@@ -244,9 +244,10 @@ impl Collection {
         }
     }
 
-    /// Every host event queued so far, merged by time ([`queue`]).
-    pub(crate) fn host_events(&self) -> Vec<HostEvent> {
-        self.host.drain()
+    /// Every host event queued so far, merged by time ([`queue`]), into
+    /// `into` (cleared first), each with its merge key.
+    pub(crate) fn host_events(&self, into: &mut Vec<(u64, HostEvent)>) {
+        self.host.drain_into(into)
     }
 
     /// Queues every thread's launch count between trace windows so far

@@ -165,8 +165,9 @@ impl ThreadQueue {
         true
     }
 
-    /// Takes its events into `into`, in order.
-    fn take(&self, into: &mut Vec<HostEvent>) {
+    /// Takes its events into `into`, in order, each with a merge key of 0
+    /// for [`keyed`] to set.
+    fn take(&self, into: &mut Vec<(u64, HostEvent)>) {
         let mut head = self.head.lock().unwrap_or_else(|p| p.into_inner());
         let taken = self.taken.load(Ordering::Relaxed);
         let pushed = self.tail.pushed.load(Ordering::Acquire);
@@ -187,7 +188,7 @@ impl ThreadQueue {
             // SAFETY: a published slot, written once and read once (here).
             let e = unsafe { (*(*head.chunk).slots[head.index].get()).assume_init_read() };
             head.index += 1;
-            into.push(e);
+            into.push((0, e));
         }
         self.taken.store(pushed, Ordering::Release);
     }
@@ -236,26 +237,26 @@ impl SharedQueue {
         true
     }
 
-    fn take(&self, into: &mut Vec<HostEvent>) {
+    fn take(&self, into: &mut Vec<(u64, HostEvent)>) {
         while let Some(e) = self.events.pop() {
             self.waiting.fetch_sub(1, Ordering::Relaxed);
-            into.push(e);
+            into.push((0, e));
         }
     }
 }
 
-/// A queue's events taken, in ns (range events' counter readings turned
-/// by `clock`: the only events timed by the counter are
-/// [`super::send_range_event`]'s), each with its merge key, which goes on
+/// A queue's events taken, put in ns in place (range events' counter
+/// readings turned by `clock`: the only events timed by the counter are
+/// [`super::send_range_event`]'s), each given its merge key, which goes on
 /// from the queue's `key`.
-fn keyed(events: Vec<HostEvent>, clock: &Convert, key: &AtomicU64, into: &mut Vec<(u64, HostEvent)>) {
+fn keyed(events: &mut [(u64, HostEvent)], clock: &Convert, key: &AtomicU64) {
     let mut k = key.load(Ordering::Relaxed);
-    for mut e in events {
-        if let HostEvent::Push { ts, .. } | HostEvent::Pop { ts, .. } = &mut e {
+    for (key, e) in events {
+        if let HostEvent::Push { ts, .. } | HostEvent::Pop { ts, .. } = e {
             *ts = clock.ns(*ts);
         }
-        k = k.max(sent_at(&e).unwrap_or(k));
-        into.push((k, e));
+        k = k.max(sent_at(e).unwrap_or(k));
+        *key = k;
     }
     key.store(k, Ordering::Relaxed);
 }
@@ -377,31 +378,50 @@ impl HostQueues {
 
     /// Every event waiting, merged by when it was sent (each thread's in
     /// its order). Forgets the drained queues of threads that ended.
+    #[cfg(test)]
     pub(crate) fn drain(&self) -> Vec<HostEvent> {
+        let mut keyed = Vec::new();
+        self.drain_into(&mut keyed);
+        keyed.into_iter().map(|(_, e)| e).collect()
+    }
+
+    /// [`HostQueues::drain`] into `into` (cleared first), each event with
+    /// its merge key: the decoder keeps the vector from one drain to the
+    /// next, so a steady flow of events writes into memory it already has.
+    pub(crate) fn drain_into(&self, into: &mut Vec<(u64, HostEvent)>) {
+        into.clear();
         let _one = self.draining.lock().unwrap_or_else(|p| p.into_inner());
         let queues: Vec<Arc<ThreadQueue>> = self.queues.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        let taken: Vec<Vec<HostEvent>> = queues
-            .iter()
-            .map(|q| {
-                let mut events = Vec::new();
-                q.take(&mut events);
-                events
-            })
-            .collect();
-        let mut shared = Vec::new();
-        self.shared.take(&mut shared);
+        // Where each queue's events begin in `into`.
+        let mut runs = Vec::with_capacity(queues.len() + 1);
+        for q in &queues {
+            runs.push(into.len());
+            q.take(into);
+        }
+        runs.push(into.len());
+        self.shared.take(into);
         // Read after every event taken was sent: none is converted past
         // this reading.
         let clock = self.clock.now();
-        let mut keyed_events = Vec::with_capacity(taken.iter().map(Vec::len).sum::<usize>() + shared.len());
-        for (q, events) in queues.iter().zip(taken) {
-            keyed(events, &clock, &q.key, &mut keyed_events);
+        let mut sorted = true;
+        let mut last = 0;
+        for (i, q) in queues.iter().enumerate() {
+            let run = &mut into[runs[i]..runs[i + 1]];
+            keyed(run, &clock, &q.key);
+            if let (Some(first), Some(end)) = (run.first(), run.last()) {
+                sorted &= first.0 >= last;
+                last = end.0;
+            }
         }
-        keyed(shared, &clock, &self.shared.key, &mut keyed_events);
+        let shared = runs[queues.len()];
+        keyed(&mut into[shared..], &clock, &self.shared.key);
+        sorted &= into[shared..].first().map_or(true, |e| e.0 >= last);
         drop(queues);
         // Stable: a thread's events, in order and with keys that never
-        // decrease, stay in order.
-        keyed_events.sort_by_key(|(key, _)| *key);
+        // decrease, stay in order. Most drains hold one thread's events.
+        if !sorted {
+            into.sort_by_key(|(key, _)| *key);
+        }
         self.queues.lock().unwrap_or_else(|p| p.into_inner()).retain(|q| {
             // Only this list holds it: its thread ended (or moved to
             // another session). Its last events were pushed before its
@@ -413,7 +433,6 @@ impl HostQueues {
             fence(Ordering::Acquire);
             q.waiting() > 0
         });
-        keyed_events.into_iter().map(|(_, e)| e).collect()
     }
 
     /// Threads with a queue now.
@@ -515,7 +534,8 @@ mod tests {
             out.clear();
             q.take(&mut out);
             let want: Vec<u64> = (0..2 * CHUNK as u64).map(|i| round * 1000 + i).collect();
-            let got: Vec<u64> = out.iter().map(|e| if let HostEvent::Pop { ts, .. } = e { *ts } else { 0 }).collect();
+            let got: Vec<u64> =
+                out.iter().map(|(_, e)| if let HostEvent::Pop { ts, .. } = e { *ts } else { 0 }).collect();
             assert_eq!(got, want, "round {round}");
         }
         let spare: Vec<*mut Chunk> = q.spare.lock().unwrap().clone();

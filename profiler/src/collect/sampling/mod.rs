@@ -627,8 +627,9 @@ mod tests {
         }
         tiny.sync();
         let mut values = collector.disarm();
-        let events: Vec<HostEvent> = c.host_events();
-        for e in events {
+        let mut events = Vec::new();
+        c.host_events(&mut events);
+        for (_, e) in events {
             if let HostEvent::KernelMetrics { correlation_id, values: v } = e {
                 values.push((correlation_id, v));
             }
