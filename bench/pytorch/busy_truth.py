@@ -61,8 +61,50 @@ def resnet_step(loader=True):
     return step
 
 
+def bert_step():
+    """BERT-base fine-tuned for sequence classification as
+    bench/real/hf_trainer.py's `Trainer` does it, its inner loop written
+    out (2 DataLoader workers, pinned memory, bf16 autocast, gradient
+    clipping at 1.0, AdamW with a linear schedule): the Trainer's own loop
+    cannot be paused between plain blocks and sessions."""
+    sys.path.insert(0, os.path.join(here, "..", "real"))
+    from torch.utils.data import DataLoader
+    from transformers import BertConfig, BertForSequenceClassification, default_data_collator
+    from transformers.optimization import get_linear_schedule_with_warmup
+    from hf_trainer import RandomTokens
+
+    cfg = BertConfig(num_labels=2)
+    torch.manual_seed(0)
+    net = BertForSequenceClassification(cfg).cuda()
+    opt = torch.optim.AdamW(net.parameters(), lr=5e-5)
+    sched = get_linear_schedule_with_warmup(opt, 0, 10**6)
+    data = RandomTokens(4096, 128, cfg.vocab_size)
+
+    loader = DataLoader(data, batch_size=32, shuffle=True, num_workers=2, pin_memory=True,
+                        collate_fn=default_data_collator, persistent_workers=True)
+
+    def batches():
+        while True:
+            yield from loader
+    it = batches()
+
+    def step():
+        with torch.cuda.nvtx.range("step"):
+            b = {k: v.cuda(non_blocking=True) for k, v in next(it).items()}
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                loss = net(**b).loss
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+            opt.step()
+            sched.step()
+            opt.zero_grad(set_to_none=True)
+    return step
+
+
 def model(name):
     """A training step taking no arguments, with NVTX ranges step/..."""
+    if name == "bert":
+        return bert_step()
     if name == "resnet":
         return resnet_step()
     if name == "resnet-noloader":
@@ -100,7 +142,7 @@ MODES = {
 
 if __name__ == "__main__":
     p = argparse.ArgumentParser()
-    p.add_argument("--model", default="gpt", choices=["gpt", "llama", "resnet", "resnet-noloader"])
+    p.add_argument("--model", default="gpt", choices=["gpt", "llama", "resnet", "resnet-noloader", "bert"])
     p.add_argument("--steps", type=int, default=40)
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--modes", default="trace",
