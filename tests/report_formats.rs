@@ -239,18 +239,51 @@ fn replay_follows_no_memory_source_pointer_it_was_not_given() {
 
 /// The report's JSON is its data as serde writes it, each range and
 /// heavy kernel with its analysis and the analysis's own fields at the top
-/// (checked against that made by hand from values), and a report written
-/// to a file is the same text.
+/// (checked against that made by hand from values; 32-bit floats written
+/// at their own precision), `schema_version` first, each analysis once;
+/// a report written to a file is the same text, and replaces an earlier
+/// one whole.
 #[test]
 fn json_is_the_data_with_the_analysis_woven_in() {
     use serde_json::{to_value, Value};
+    /// `got` is `want` but for floats written as `f32` (`want` widened
+    /// them to `f64`).
+    fn same(got: &Value, want: &Value, at: &str) {
+        match (got, want) {
+            (Value::Object(g), Value::Object(w)) => {
+                let (gk, wk): (Vec<_>, Vec<_>) = (g.keys().collect(), w.keys().collect());
+                assert_eq!(gk, wk, "keys at {at}");
+                for (k, v) in w {
+                    same(&g[k], v, &format!("{at}.{k}"));
+                }
+            }
+            (Value::Array(g), Value::Array(w)) => {
+                assert_eq!(g.len(), w.len(), "length at {at}");
+                for (i, (g, w)) in g.iter().zip(w).enumerate() {
+                    same(g, w, &format!("{at}[{i}]"));
+                }
+            }
+            (Value::Number(g), Value::Number(w)) if g != w => {
+                let (g, w) = (g.as_f64().unwrap(), w.as_f64().unwrap());
+                assert!(g == w as f32 as f64 || (g - w).abs() <= 1e-6 * w.abs(), "{at}: {g} against {w}");
+            }
+            _ => assert_eq!(got, want, "at {at}"),
+        }
+    }
     let mut reports = vec![workload(100), measured_report()];
-    for old in ["schema3-trace.json", "schema3-metrics.json", "schema3-torch-ranges.json"] {
+    for old in [
+        "schema3-trace.json",
+        "schema3-metrics.json",
+        "schema3-torch-ranges.json",
+        "schema3-sampling.json",
+        "schema3-trace-windows-0.json",
+    ] {
         let path = format!("{}/../tests/data/{old}", env!("CARGO_MANIFEST_DIR"));
         reports.push(Report::from_json(&std::fs::read_to_string(path).unwrap()).unwrap());
     }
     let dir = std::env::temp_dir().join(format!("gpuscope-json-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
+    let mut woven = 0;
     for (n, r) in reports.iter().enumerate() {
         let a = gpuscope::analysis::analyze(r);
         let mut want = to_value(r).unwrap();
@@ -269,13 +302,20 @@ fn json_is_the_data_with_the_analysis_woven_in() {
         want["peaks"] = to_value(&a.peaks).unwrap();
         want["analysis_notes"] = to_value(&a.notes).unwrap();
         let text = r.to_json();
-        let got: Value = serde_json::from_str(&text).unwrap();
-        assert_eq!(got, want, "report {n}");
-        assert!(!a.ranges.is_empty() && heavy > 0, "report {n} has ranges and heavy kernels to weave");
-        let path = dir.join(format!("{n}.json"));
+        same(&serde_json::from_str(&text).unwrap(), &want, &format!("report {n}"));
+        woven += (!a.ranges.is_empty()) as usize + (heavy > 0) as usize;
+        assert!(text.starts_with("{\n  \"schema_version\": "), "report {n}: {}", &text[..40]);
+        assert_eq!(text.matches("\"analysis\": ").count(), a.ranges.len() + heavy, "report {n}: each analysis once");
+        let path = dir.join("report.json");
+        std::fs::write(&path, "an earlier, longer file ".repeat(100_000)).unwrap();
         r.write(&path, Format::Json).unwrap();
         assert_eq!(std::fs::read_to_string(&path).unwrap(), text, "report {n} written to a file");
+        let left: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(left.len(), 1, "no temporary file left: {left:?}");
     }
+    assert!(woven >= 10, "most reports have ranges and heavy kernels to weave: {woven}");
+    // Not a regular file: written through.
+    reports[0].write("/dev/null", Format::Json).unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -530,6 +530,10 @@ fn run(cmd: Cmd) -> Result<ExitCode, String> {
             } else {
                 let f: Format = format.parse().map_err(|e: gpuscope_report::Error| e.to_string())?;
                 let r = read(&files[0])?;
+                if let (Some(p), false) = (&output, f == Format::Table) {
+                    r.write(p, f).map_err(|e| e.to_string())?;
+                    return Ok(ExitCode::SUCCESS);
+                }
                 if f == Format::Table {
                     r.to_table(width)
                 } else {

@@ -737,8 +737,10 @@ fn decode_loop(s: Arc<Collection>, opts: AggregateOptions, outputs: Outputs, ctl
         if n > 0 {
             tally.add(n, t1 - t0, t1.elapsed());
         }
-        if taken.capacity() > KEPT_HOST_EVENTS && n < taken.capacity() / 4 {
-            taken.shrink_to(n.max(KEPT_HOST_EVENTS));
+        // Given back once a drain needs an eighth of it, keeping twice
+        // that: drains that vary by less do not reallocate.
+        if taken.capacity() > KEPT_HOST_EVENTS && n < taken.capacity() / 8 {
+            taken.shrink_to((2 * n).max(KEPT_HOST_EVENTS));
         }
     };
     let process = |agg: &mut Aggregator, (p, valid): (usize, usize)| {
@@ -842,6 +844,8 @@ fn decode_loop(s: Arc<Collection>, opts: AggregateOptions, outputs: Outputs, ctl
                 s.collect_launch_counts();
                 let before = tally.clone();
                 catch_up(&mut agg);
+                // Not held while the report is built.
+                drop(taken.take());
                 debug(&format!("stop: decoder caught up: {}", tally.since(&before)));
                 debug(&format!("stop: the session's host events: {}", tally.since(&HostTally::default())));
                 if let Some(sampler) = &s.sampler {

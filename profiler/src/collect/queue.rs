@@ -376,8 +376,7 @@ impl HostQueues {
         }
     }
 
-    /// Every event waiting, merged by when it was sent (each thread's in
-    /// its order). Forgets the drained queues of threads that ended.
+    /// Every event waiting, in order ([`HostQueues::drain_into`]).
     #[cfg(test)]
     pub(crate) fn drain(&self) -> Vec<HostEvent> {
         let mut keyed = Vec::new();
@@ -385,9 +384,11 @@ impl HostQueues {
         keyed.into_iter().map(|(_, e)| e).collect()
     }
 
-    /// [`HostQueues::drain`] into `into` (cleared first), each event with
-    /// its merge key: the decoder keeps the vector from one drain to the
-    /// next, so a steady flow of events writes into memory it already has.
+    /// Every event waiting, merged by when it was sent (each thread's in
+    /// its order), into `into` (cleared first), each with its merge key:
+    /// the decoder keeps the vector from one drain to the next, so a steady
+    /// flow of events writes into memory it already has. Forgets the
+    /// drained queues of threads that ended.
     pub(crate) fn drain_into(&self, into: &mut Vec<(u64, HostEvent)>) {
         into.clear();
         let _one = self.draining.lock().unwrap_or_else(|p| p.into_inner());

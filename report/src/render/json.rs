@@ -4,8 +4,9 @@
 //! them; the analysis is recomputed from the data.
 //!
 //! Written straight to the output as serde walks the report: no tree of
-//! values in between (building one and inserting into it took ~25x
-//! longer and ~6x the memory for a report of 100,000 ranges).
+//! values in between (building one and inserting into it took 7x longer
+//! and 3x the memory for a report of 300,000 ranges). Floats the report
+//! holds as `f32` are written at their own precision.
 
 use crate::analysis::{Analysis, KernelAnalysis};
 use crate::report::Report;
@@ -53,6 +54,9 @@ pub(super) fn write_job(
 }
 
 /// What a [`Hooked`] serializer changes in the struct or map it writes.
+/// Fields are replaced only in a struct: a type serde writes as a map (one
+/// with a flattened field) gets the extra fields only, and a newtype or
+/// anything else is refused.
 trait Hook {
     /// Writes field `key` itself, in place of the value serde has for it;
     /// `None`: the value is written as it is.

@@ -160,18 +160,46 @@ impl Report {
         }
     }
 
-    /// Writes the report to `path` in `format`.
+    /// Writes the report to `path` in `format`. A regular file (or a new
+    /// one) is written whole or not at all: the report goes to a temporary
+    /// file beside it, renamed over it once complete, so a full disk
+    /// leaves an earlier report in place. Anything else (a link, a pipe,
+    /// `/dev/stdout`) is written through.
     pub fn write(&self, path: impl AsRef<std::path::Path>, format: Format) -> Result<()> {
+        use std::io::Write;
         let path = path.as_ref();
         let failed = |e: &dyn std::fmt::Display| {
             Error::new(ErrorKind::Io, format!("cannot write report to {}: {e}", path.display()))
         };
-        if format != Format::Json {
-            return std::fs::write(path, self.render(format)).map_err(|e| failed(&e));
+        // Before the file is touched: seconds for a report of many ranges.
+        let analysis = self.analysis();
+        let write_to = |file: std::fs::File| -> std::io::Result<()> {
+            let mut out = std::io::BufWriter::new(file);
+            match format {
+                // Straight to the file: a report of many ranges is GBs of JSON.
+                Format::Json => json::write(self, analysis, &mut out)?,
+                _ => out.write_all(self.render(format).as_bytes())?,
+            }
+            out.into_inner().map(drop).map_err(|e| e.into_error())
+        };
+        let regular = match std::fs::symlink_metadata(path) {
+            Ok(m) => m.file_type().is_file(),
+            Err(e) => e.kind() == std::io::ErrorKind::NotFound,
+        };
+        if !regular {
+            return std::fs::File::create(path).and_then(write_to).map_err(|e| failed(&e));
         }
-        // Straight to the file: a report of many ranges is GBs of JSON.
-        let mut out = std::io::BufWriter::new(std::fs::File::create(path).map_err(|e| failed(&e))?);
-        json::write(self, self.analysis(), &mut out).map_err(|e| failed(&e))?;
-        std::io::Write::flush(&mut out).map_err(|e| failed(&e))
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
+        let written = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)
+            .and_then(write_to)
+            .and_then(|()| std::fs::rename(&tmp, path));
+        written.map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            failed(&e)
+        })
     }
 }
