@@ -191,7 +191,24 @@ pub(super) fn limited(k: &KernelAnalysis, s: &KernelStats) -> Option<(Limiter, f
 /// A matrix product (by its name) run on the FMA pipes with the tensor
 /// cores idle: the FMA pipe's and the tensor pipe's activity, %.
 pub(super) fn fp32_matmul(k: &KernelAnalysis, s: &KernelStats) -> Option<(f64, f64)> {
-    let name = k.name.to_ascii_lowercase();
+    if !maybe_fp32_product(&k.name.to_ascii_lowercase()) {
+        return None;
+    }
+    let c = &s.counters;
+    let tensor = get(c, TENSOR_ACTIVE)?;
+    let fma = get(c, FMA_PIPE_ACTIVE)?;
+    (tensor <= IDLE_TENSOR_PCT && fma >= BUSY_FMA_PCT).then_some((fma, tensor))
+}
+
+/// Whether `s` has the counters [`fp32_matmul`] judges a product by.
+pub(super) fn pipes_measured(s: &KernelStats) -> bool {
+    get(&s.counters, TENSOR_ACTIVE).is_some() && get(&s.counters, FMA_PIPE_ACTIVE).is_some()
+}
+
+/// Whether a kernel named `name` (lower case) may be an FP32 matrix
+/// product: its name says a product (not a matrix-vector one) and no
+/// narrower type, FP64 or complex numbers.
+pub(super) fn maybe_fp32_product(name: &str) -> bool {
     // Not "conv" alone: Inductor's kernels convert element types.
     const PRODUCTS: [&str; 9] = ["gemm", "matmul", "convolve", "conv1d", "conv2d", "conv3d", "fprop", "dgrad", "wgrad"];
     let product = PRODUCTS.iter().any(|w| name.contains(w)) && !name.contains("gemv");
@@ -200,13 +217,7 @@ pub(super) fn fp32_matmul(k: &KernelAnalysis, s: &KernelStats) -> Option<(f64, f
         ["tf32", "bf16", "f16", "fp16", "half", "int8", "i8", "fp8", "e4m3", "dgemm", "f64", "double", "complex"]
             .iter()
             .any(|w| name.contains(w));
-    if !product || other_type {
-        return None;
-    }
-    let c = &s.counters;
-    let tensor = get(c, TENSOR_ACTIVE)?;
-    let fma = get(c, FMA_PIPE_ACTIVE)?;
-    (tensor <= IDLE_TENSOR_PCT && fma >= BUSY_FMA_PCT).then_some((fma, tensor))
+    product && !other_type
 }
 
 /// How far from any limit the kernel runs: 1 - its busier of compute and
@@ -228,7 +239,7 @@ fn uncoalesced_cost(k: &KernelAnalysis, u: &Uncoalesced) -> u64 {
 
 /// What an fp32 product on the FMA pipes costs: its time less what the
 /// TF32 tensor cores' peak would take (half its time without peaks).
-fn matmul_cost(k: &KernelAnalysis, peaks: Option<&Peaks>) -> u64 {
+pub(super) fn matmul_cost(k: &KernelAnalysis, peaks: Option<&Peaks>) -> u64 {
     let speedup =
         peaks.and_then(|p| Some(p.flops(TENSOR_TF32)? / p.flops(FMA_FP32)?)).filter(|r| *r > 1.0).unwrap_or(2.0);
     (k.gpu_ns as f64 * (1.0 - 1.0 / speedup)) as u64

@@ -38,7 +38,8 @@ fn find(rule: &Rule, input: &Input) -> Found {
     (out, 0)
 }
 
-const ADVICE: &str = "Run it on the tensor cores: TF32 keeps fp32 data (PyTorch: \
+/// How to run an FP32 matrix product on the tensor cores.
+pub(super) const ADVICE: &str = "Run it on the tensor cores: TF32 keeps fp32 data (PyTorch: \
                       torch.set_float32_matmul_precision('high'), and torch.backends.cudnn.allow_tf32 = True for \
                       convolutions; cuBLAS: CUBLAS_COMPUTE_32F_FAST_TF32; JAX: \
                       jax.default_matmul_precision('tensorfloat32')), or bf16/fp16 inputs (autocast); in a kernel of \
