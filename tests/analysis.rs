@@ -933,3 +933,32 @@ fn exposed_communication_makes_a_step_communication_bound_and_hidden_communicati
     assert_ne!(range(&a, "step").verdict.bound, "communication-bound");
     assert!(a.findings.iter().any(|f| f.kind == "exposed-communication"), "{:#?}", a.findings);
 }
+
+/// In trace mode (no counters), a kernel whose name says an FP32 product
+/// on the FMA pipes gets `fp32-matmul-named`, costed at most what TF32
+/// would save; TF32 and BF16 products do not (the program took the
+/// advice). A measured one: `tests/checklist.rs`.
+#[test]
+fn fp32_products_named_so_are_found_in_trace_mode_and_not_where_the_program_took_the_advice() {
+    let named = |kernel: &'static CStr| {
+        let a = analyze(&host_steps_before("step", false, None, 0, kernel));
+        let f: Vec<_> = a.findings.iter().filter(|f| f.kind.as_str().starts_with("fp32-matmul")).cloned().collect();
+        (a, f)
+    };
+    let (a, f) = named(c"sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize64x256x8_stage3_warpsize1x4x1_ffma_aligna4_alignc4_execute_kernel__5x_cublas");
+    assert_eq!(f.len(), 1, "{:#?}", a.findings);
+    assert_eq!(f[0].kind, "fp32-matmul-named");
+    assert!(f[0].message.contains("`ffma`") && f[0].advice.contains("TF32"), "{:?}", f[0]);
+    // Five 3.5 ms kernels: up to all but 1/7.4 of them on an H200 (its
+    // TF32 tensor peak over its FP32 FMA peak).
+    let gpu_ns = 5.0 * 3.5e6;
+    assert!(f[0].cost_ns as f64 > 0.8 * gpu_ns && (f[0].cost_ns as f64) < 0.9 * gpu_ns, "{}", f[0].cost_ns);
+    for kernel in [
+        c"sm80_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize128x128x16_stage4_warpsize2x2x1_tensor16x8x8_execute_kernel__5x_cublas",
+        c"ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_stages_32x5_nn",
+        c"step_kernel",
+    ] {
+        let (a, f) = named(kernel);
+        assert!(f.is_empty(), "{kernel:?}: {:#?}", a.findings);
+    }
+}

@@ -430,3 +430,15 @@ fn the_limiter_is_named_for_shared_memory_and_for_small_blocks() {
     });
     assert!(blocks.contains("limited by the blocks an SM holds"), "{blocks}");
 }
+
+/// A measured FP32 product is judged by its pipes alone: the name rule
+/// (for kernels no counters measured) stays out.
+#[test]
+fn a_measured_fp32_product_is_judged_by_its_counters_not_its_name() {
+    let mut k = suite().into_iter().find(|k| k.name == "sgemm_fma").unwrap();
+    k.kernel = "ampere_sgemm_128x64_nn".into();
+    k.name = k.kernel.clone();
+    let (_, a) = replay(&[k]);
+    let kinds: Vec<&str> = a.findings.iter().map(|f| f.kind.as_str()).collect();
+    assert!(kinds.contains(&"fp32-matmul") && !kinds.contains(&"fp32-matmul-named"), "{kinds:?}");
+}

@@ -25,6 +25,7 @@ mod dispatch;
 mod exposed_communication;
 mod few_sms;
 mod fp32_matmul;
+mod fp32_matmul_named;
 mod host_idle;
 pub(in crate::analysis) mod idle;
 mod low_occupancy;
@@ -72,6 +73,7 @@ pub static RULES: &[&Rule] = &[
     &uncoalesced_access::RULE,
     &bank_conflicts::RULE,
     &fp32_matmul::RULE,
+    &fp32_matmul_named::RULE,
     &warp_stalls::RULE,
 ];
 
@@ -176,6 +178,9 @@ named_enum! {
         OccupancyLimit = "occupancy-limit",
         /// A matrix product on the FMA pipes, the tensor cores idle.
         Fp32Matmul = "fp32-matmul",
+        /// A matrix product whose kernel name says FP32 on the FMA pipes,
+        /// where no counters measured it.
+        Fp32MatmulNamed = "fp32-matmul-named",
         /// What a kernel's warps wait for.
         WarpStalls = "warp-stalls",
         /// A range nvidia-smi calls busy whose SMs are underused.
