@@ -3,7 +3,10 @@ trained in fp32 with AdamW, as a script that never changed PyTorch's
 default matmul precision is: the real program the kernel checklist is read
 against ncu on (bench/checklist/real.sh).
 
-    python3 gpt2_fp32.py [--steps 3] [--batch 8] [--seq 256]
+    python3 gpt2_fp32.py [--steps 3] [--batch 8] [--seq 256] [--tf32]
+
+`--tf32`: the same model with TF32 matmuls and convolutions allowed
+(`torch.set_float32_matmul_precision("high")`), as the advice says.
 """
 import argparse
 
@@ -15,7 +18,11 @@ if __name__ == "__main__":
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--seq", type=int, default=256)
+    p.add_argument("--tf32", action="store_true")
     a = p.parse_args()
+    if a.tf32:
+        torch.set_float32_matmul_precision("high")
+        torch.backends.cudnn.allow_tf32 = True
     torch.manual_seed(0)
     cfg = GPT2Config(n_layer=6, n_embd=768, n_head=12, n_positions=a.seq, vocab_size=32000)
     model = GPT2LMHeadModel(cfg).cuda()
