@@ -13,6 +13,7 @@ the process after one).
 Prints one JSON line per session and a summary line per mode.
 """
 import argparse
+import atexit
 import json
 import os
 import statistics
@@ -39,6 +40,10 @@ def resnet_step(loader=True):
     opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
     if loader:
         it = iter(DataLoader(Images(10**7), batch_size=64, num_workers=8, pin_memory=True))
+        # Workers stopped before the interpreter exits: left to its
+        # shutdown, the pin-memory thread read from a closed worker
+        # (ConnectionResetError).
+        atexit.register(it._shutdown_workers)
     else:
         batch = next(iter(DataLoader(Images(64), batch_size=64)))
 
