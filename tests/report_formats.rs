@@ -306,13 +306,24 @@ fn json_is_the_data_with_the_analysis_woven_in() {
         woven += (!a.ranges.is_empty()) as usize + (heavy > 0) as usize;
         assert!(text.starts_with("{\n  \"schema_version\": "), "report {n}: {}", &text[..40]);
         assert_eq!(text.matches("\"analysis\": ").count(), a.ranges.len() + heavy, "report {n}: each analysis once");
+        // A new file (through a temporary one), then over an existing,
+        // longer one, in place: its mode kept.
         let path = dir.join("report.json");
-        std::fs::write(&path, "an earlier, longer file ".repeat(100_000)).unwrap();
+        let _ = std::fs::remove_file(&path);
         r.write(&path, Format::Json).unwrap();
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), text, "report {n} written to a file");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), text, "report {n} written to a new file");
+        std::fs::write(&path, "an earlier, longer file ".repeat(100_000)).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        r.write(&path, Format::Json).unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), text, "report {n} written over a file");
+        assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600, "its mode kept");
         let left: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
         assert_eq!(left.len(), 1, "no temporary file left: {left:?}");
     }
+    // A folder that is not there: the error names the path, nothing left.
+    let e = reports[0].write(dir.join("no-such-folder/r.json"), Format::Json).unwrap_err().to_string();
+    assert!(e.contains("cannot write report to") && e.contains("no-such-folder/r.json"), "{e}");
     assert!(woven >= 10, "most reports have ranges and heavy kernels to weave: {woven}");
     // Not a regular file: written through.
     reports[0].write("/dev/null", Format::Json).unwrap();

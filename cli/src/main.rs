@@ -541,7 +541,9 @@ fn run(cmd: Cmd) -> Result<ExitCode, String> {
                 }
             };
             match output {
-                Some(p) => std::fs::write(&p, text).map_err(|e| format!("{}: {e}", p.display()))?,
+                Some(p) => {
+                    std::fs::write(&p, text).map_err(|e| format!("cannot write report to {}: {e}", p.display()))?
+                }
                 None => stdout(&text)?,
             }
             Ok(ExitCode::SUCCESS)

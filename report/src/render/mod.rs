@@ -160,11 +160,11 @@ impl Report {
         }
     }
 
-    /// Writes the report to `path` in `format`. A regular file (or a new
-    /// one) is written whole or not at all: the report goes to a temporary
-    /// file beside it, renamed over it once complete, so a full disk
-    /// leaves an earlier report in place. Anything else (a link, a pipe,
-    /// `/dev/stdout`) is written through.
+    /// Writes the report to `path` in `format`. A new file is written whole
+    /// or not at all: the report goes to a temporary file beside it,
+    /// renamed once complete, so a full disk leaves no half report. An
+    /// existing file (or a link, a pipe, `/dev/stdout`) is written in
+    /// place, keeping its owner, mode and links.
     pub fn write(&self, path: impl AsRef<std::path::Path>, format: Format) -> Result<()> {
         use std::io::Write;
         let path = path.as_ref();
@@ -182,22 +182,17 @@ impl Report {
             }
             out.into_inner().map(drop).map_err(|e| e.into_error())
         };
-        let regular = match std::fs::symlink_metadata(path) {
-            Ok(m) => m.file_type().is_file(),
-            Err(e) => e.kind() == std::io::ErrorKind::NotFound,
-        };
-        if !regular {
+        let new = std::fs::symlink_metadata(path).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound);
+        let name = path.file_name().filter(|_| !path.as_os_str().to_string_lossy().ends_with('/'));
+        let Some(name) = name.filter(|_| new) else {
             return std::fs::File::create(path).and_then(write_to).map_err(|e| failed(&e));
-        }
-        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
-        let written = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)
-            .and_then(write_to)
-            .and_then(|()| std::fs::rename(&tmp, path));
-        written.map_err(|e| {
+        };
+        // A name of this process's and this moment's, never another's file.
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+        let tmp = path.with_file_name(format!(".{}.{}-{nanos}.tmp", name.to_string_lossy(), std::process::id()));
+        let file = std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp).map_err(|e| failed(&e))?;
+        write_to(file).and_then(|()| std::fs::rename(&tmp, path)).map_err(|e| {
+            // Ours: made above with create_new.
             let _ = std::fs::remove_file(&tmp);
             failed(&e)
         })
