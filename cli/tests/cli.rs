@@ -135,6 +135,13 @@ fn report_merges_ranks_and_names_the_straggler() {
     assert_eq!(v["ranges"][0]["slowest"], 1);
     assert_eq!(v["ranks"][1]["name"], "rank1");
     assert_eq!(v["answer"]["ranks"].as_array().map(Vec::len), Some(2), "{v}");
+    // The merged document read back as a report: told what it is.
+    let merged = dir.join("merged.json");
+    std::fs::write(&merged, &json.stdout).unwrap();
+    let back = gpuscope().arg("report").arg(&merged).output().unwrap();
+    let e = String::from_utf8_lossy(&back.stderr);
+    assert!(!back.status.success() && e.contains("a job's merged document"), "{e}");
+    std::fs::remove_file(&merged).unwrap();
     // Three reports without --merge: told what to do.
     let three = gpuscope()
         .arg("report")

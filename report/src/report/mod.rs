@@ -539,6 +539,8 @@ impl Report {
         #[derive(Deserialize)]
         struct Version {
             schema_version: Option<u32>,
+            /// Only a job's merged document has it.
+            ranks: Option<serde::de::IgnoredAny>,
         }
         let not_a_report = |e: serde_json::Error| {
             Error::new(
@@ -554,6 +556,13 @@ impl Report {
             ));
         }
         let v: Version = serde_json::from_str(s).map_err(not_a_report)?;
+        if v.schema_version.is_none() && v.ranks.is_some() {
+            return Err(Error::new(
+                ErrorKind::InvalidConfig,
+                "not a gpuscope report but a job's merged document (gpuscope report --merge --format json): merge \
+                 the ranks' own reports again to render it",
+            ));
+        }
         if let Some(n) = v.schema_version.filter(|&n| n > SCHEMA_VERSION) {
             return Err(Error::new(
                 ErrorKind::Unsupported,
