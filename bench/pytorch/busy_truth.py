@@ -10,14 +10,21 @@ one `gpuscope.profile()` over `--steps` steps with an NVTX range `step`, in
 each of `--modes` (trace first: its kernels give the GPU time per step;
 a sampling or always-on session last, one round: no session can start in
 the process after one).
-Prints one JSON line per session and a summary line per mode.
+Prints one JSON line per session and a summary line per mode. Each
+session's line has the host's figures a step of its block and of the plain
+block after it: the main thread's CPU time and context switches, the
+process's CPU time, gpuscope's threads' and the others'. `BT_PIN=1` puts
+the main thread on one CPU (`BT_PIN_CPU`, the first allowed by default) and
+every other thread off that CPU's core.
 """
 import argparse
 import atexit
 import json
 import os
+import resource
 import statistics
 import sys
+import threading
 import time
 
 import gpuscope  # before torch's first NVTX call
@@ -127,13 +134,80 @@ def model(name):
     return lambda: step(torch.cuda.nvtx.range)
 
 
+def threads_cpu():
+    """CPU seconds of each of the process's threads, by name (the main
+    thread as "main"), from /proc."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        name = "main" if int(tid) == os.getpid() else stat[stat.index("(") + 1:stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2:].split()
+        out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / tick
+    return out
+
+
+def pin_apart():
+    """BT_PIN=1: the main thread on one CPU, every other thread of the
+    process off that CPU's core (its hyperthread siblings too)."""
+    main = int(os.environ.get("BT_PIN_CPU", min(ALLOWED)))
+    try:
+        with open(f"/sys/devices/system/cpu/cpu{main}/topology/thread_siblings_list") as f:
+            sib = f.read().strip()
+    except OSError:
+        sib = str(main)
+    core = set()
+    for part in sib.split(","):
+        lo, _, hi = part.partition("-")
+        core.update(range(int(lo), int(hi or lo) + 1))
+    others = ALLOWED - core
+    os.sched_setaffinity(0, {main})
+    for tid in os.listdir("/proc/self/task"):
+        if int(tid) != threading.get_native_id():
+            try:
+                os.sched_setaffinity(int(tid), others)
+            except OSError:
+                pass
+
+
+ALLOWED = set(os.sched_getaffinity(0))
+
+# The last block's host figures a step: the main thread's CPU time and
+# context switches, the whole process's CPU time and gpuscope's threads'.
+LAST = {}
+
+
 def block(step, n):
     torch.cuda.synchronize()
+    if os.environ.get("BT_PIN"):
+        pin_apart()
+    r0 = resource.getrusage(resource.RUSAGE_THREAD)
+    p0 = resource.getrusage(resource.RUSAGE_SELF)
+    c0 = threads_cpu()
     t0 = time.perf_counter()
     for _ in range(n):
         step()
     torch.cuda.synchronize()
-    return 1e3 * (time.perf_counter() - t0) / n
+    t1 = time.perf_counter()
+    r1 = resource.getrusage(resource.RUSAGE_THREAD)
+    p1 = resource.getrusage(resource.RUSAGE_SELF)
+    c1 = threads_cpu()
+    ours = sum(v - c0.get(k, 0.0) for k, v in c1.items() if k.startswith("gpuscope"))
+    LAST.clear()
+    LAST.update({
+        "main_cpu_ms": round(1e3 * (r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime) / n, 3),
+        "main_invol": round((r1.ru_nivcsw - r0.ru_nivcsw) / n, 1),
+        "main_vol": round((r1.ru_nvcsw - r0.ru_nvcsw) / n, 1),
+        "process_cpu_ms": round(1e3 * (p1.ru_utime + p1.ru_stime - p0.ru_utime - p0.ru_stime) / n, 3),
+        "gpuscope_threads_cpu_ms": round(1e3 * ours / n, 3),
+        "other_threads_cpu_ms": round(1e3 * sum(v - c0.get(k, 0.0) for k, v in c1.items()
+                                                if k != "main" and not k.startswith("gpuscope")) / n, 3),
+    })
+    return 1e3 * (t1 - t0) / n
 
 
 MODES = {
@@ -174,7 +248,9 @@ if __name__ == "__main__":
         for mode in modes:
             with gpuscope.profile(**MODES[mode]) as prof:
                 profiled_ms = block(step, a.steps)
+                host_profiled = dict(LAST)
             plain.append(block(step, a.steps))
+            host_plain = dict(LAST)
             d = prof.report.data
             ans = d.get("answer") or {}
             plain_ms = statistics.mean(plain[-2:])
@@ -185,6 +261,8 @@ if __name__ == "__main__":
                    "added_ms_measured": round(profiled_ms - statistics.mean(plain[-2:]), 3),
                    "added_ms_gpuscope": (ans.get("profiler_ns") or 0) / 1e6,
                    "first_action": ((ans.get("actions") or [{}])[0].get("advice") or "")[:60]}
+            row["host_plain"] = host_plain
+            row["host_profiled"] = host_profiled
             if mode == "trace":
                 # Kernels run as long traced as not: their time per step
                 # over the plain step is the truth for every mode.
