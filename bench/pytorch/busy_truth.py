@@ -15,7 +15,8 @@ session's line has the host's figures a step of its block and of the plain
 block after it: the main thread's CPU time and context switches, the
 process's CPU time, gpuscope's threads' and the others'. `BT_PIN=1` puts
 the main thread on one CPU (`BT_PIN_CPU`, the first allowed by default) and
-every other thread off that CPU's core.
+every other thread off that CPU's core. `BT_WHERE=1` samples the main
+thread every millisecond: on a CPU, or waiting, and where in the code.
 """
 import argparse
 import atexit
@@ -176,6 +177,54 @@ def pin_apart():
 
 ALLOWED = set(os.sched_getaffinity(0))
 
+class Where:
+    """BT_WHERE=1: every millisecond, whether the main thread is on a CPU
+    (its state in /proc) and, when it is not, the innermost frame of the
+    program's own code it waits in: where a step's off-CPU time goes."""
+
+    def __init__(self):
+        self.main = threading.main_thread().ident
+        self.stat = f"/proc/self/task/{threading.get_native_id()}/stat"
+        self.wchan = f"/proc/self/task/{threading.get_native_id()}/wchan"
+        self.counts = {}
+        threading.Thread(target=self.run, daemon=True, name="bt-where").start()
+
+    def run(self):
+        while True:
+            time.sleep(0.001)
+            try:
+                with open(self.stat) as f:
+                    st = f.read()
+            except OSError:
+                continue
+            state = st[st.rindex(")") + 2]
+            if state == "R":
+                key = "on cpu"
+            else:
+                f = sys._current_frames().get(self.main)
+                here = []
+                while f is not None and len(here) < 3:
+                    c = f.f_code
+                    if "busy_truth" not in c.co_filename:
+                        here.append(f"{os.path.basename(c.co_filename)}:{c.co_name}:{f.f_lineno}")
+                    f = f.f_back
+                try:
+                    with open(self.wchan) as w:
+                        state += " " + w.read().strip()
+                except OSError:
+                    pass
+                key = f"{state} " + " < ".join(here)
+            self.counts[key] = self.counts.get(key, 0) + 1
+
+    def take(self, n):
+        """Samples a step since the last take, the largest first."""
+        c, self.counts = self.counts, {}
+        total = sum(c.values()) or 1
+        return {k: round(v / n, 1) for k, v in sorted(c.items(), key=lambda kv: -kv[1])[:6] if v / total > 0.02}
+
+
+WHERE = None
+
 # The last block's host figures a step: the main thread's CPU time and
 # context switches, the whole process's CPU time and gpuscope's threads'.
 LAST = {}
@@ -197,6 +246,7 @@ def block(step, n):
     p1 = resource.getrusage(resource.RUSAGE_SELF)
     c1 = threads_cpu()
     ours = sum(v - c0.get(k, 0.0) for k, v in c1.items() if k.startswith("gpuscope"))
+    busiest = sorted(((v - c0.get(k, 0.0), k) for k, v in c1.items() if k != "main"), reverse=True)[:4]
     LAST.clear()
     LAST.update({
         "main_cpu_ms": round(1e3 * (r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime) / n, 3),
@@ -206,7 +256,10 @@ def block(step, n):
         "gpuscope_threads_cpu_ms": round(1e3 * ours / n, 3),
         "other_threads_cpu_ms": round(1e3 * sum(v - c0.get(k, 0.0) for k, v in c1.items()
                                                 if k != "main" and not k.startswith("gpuscope")) / n, 3),
+        "busiest_threads_cpu_ms": {k: round(1e3 * v / n, 2) for v, k in busiest if v > 0},
     })
+    if WHERE is not None:
+        LAST["main_where"] = WHERE.take(n)
     return 1e3 * (t1 - t0) / n
 
 
@@ -240,6 +293,8 @@ if __name__ == "__main__":
         # process (kernel records would be on another clock).
         p.error("a sampling or always-on session must be the process's last: --rounds 1, and run more processes")
     step = model(a.model)
+    if os.environ.get("BT_WHERE"):
+        WHERE = Where()
     block(step, 10)
     plain = [block(step, a.steps)]
     rows = []
