@@ -9,7 +9,10 @@ gpuscope sessions with parts of their work off), on
           launches nothing; PyTorch makes one after every launch),
   dev     100,000 cudaGetDevice(),
   ctx     100,000 cuCtxGetCurrent() (a driver call),
-  llama   8 steps of bench/real/hf_llama.py (about 1,455 launches a step).
+  llama   8 steps of bench/real/hf_llama.py (about 1,455 launches a step),
+  resnet  8 steps of ResNet-50 on one batch kept on the GPU (busy_truth.py's
+          resnet-noloader, 894 launches a step, its host bound by two
+          threads: the main one and the autograd engine's).
 
 Times are per op (per launch for tiny, per call for the API loops, per
 step for llama), the block over the mean of the plain blocks around it.
@@ -38,13 +41,18 @@ import torch
 here = os.path.dirname(os.path.abspath(__file__))
 
 # Raw CUPTI: (activity kinds, callbacks) bit masks of cupti_floor.c.
-FLOORS = {"attached": (0, 0), "records": (1, 0), "records+cb": (1, 3), "cb": (0, 3)}
+FLOORS = {"attached": (0, 0), "records": (1, 0), "records+cb": (1, 3), "cb": (0, 3),
+          # Kernel, copy, set and synchronisation records: gpuscope's kinds.
+          "records4": (15, 0), "records4+cb": (15, 3)}
 # gpuscope sessions: profile() keywords.
 SESSIONS = {
     "gpuscope": {},
     "gs-nocal": {"calibrate": False},
     "gs-noattr": {"launch_attribution": False},
     "gs-nosync": {"sync_records": False},
+    # Kernel records and the launch callbacks only.
+    "gs-kernels": {"sync_records": False, "memory_records": False, "device_memory": False,
+                   "launch_attribution": False},
 }
 
 
@@ -95,7 +103,16 @@ def workloads(llama_steps):
             step(torch.cuda.nvtx.range)
         return llama_steps
 
-    return {"tiny": tiny, "err": err, "dev": getdev, "ctx": getctx, "llama": llama}
+    from busy_truth import resnet_step
+
+    rstep = resnet_step(loader=False)
+
+    def resnet():
+        for _ in range(llama_steps):
+            rstep()
+        return llama_steps
+
+    return {"tiny": tiny, "err": err, "dev": getdev, "ctx": getctx, "llama": llama, "resnet": resnet}
 
 
 def timed(f):
