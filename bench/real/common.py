@@ -20,12 +20,22 @@ class Timer:
 
     def __init__(self):
         self.t0 = None
+        self.ticks = []
 
     def mark(self):
         self.t0 = time.perf_counter()
 
+    def tick(self):
+        """At each step's start, warm-up included: `done` then prints every
+        step's host time (`walls_ms`), the last one's up to `done`."""
+        self.ticks.append(time.perf_counter())
+
     def done(self, steps, **extra):
-        ms = 1e3 * (time.perf_counter() - self.t0) / max(steps, 1)
+        end = time.perf_counter()
+        ms = 1e3 * (end - self.t0) / max(steps, 1)
+        if self.ticks:
+            t = self.ticks + [end]
+            extra["walls_ms"] = [round(1e3 * (b - a), 2) for a, b in zip(t, t[1:])]
         print("SUITE " + json.dumps({"step_ms": round(ms, 4), "steps": steps, **extra}), flush=True)
 
 

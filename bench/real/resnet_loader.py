@@ -54,6 +54,7 @@ if __name__ == "__main__":
         if s == a.warmup:
             torch.cuda.synchronize()
             t.mark()
+        t.tick()
         with rng("step"):
             with rng("data"):
                 x, y = next(it)
