@@ -6,7 +6,9 @@ Where the report has kernel records, the busy truth beside it: the GPU's
 busy time per step that run measured (its busy share of the step with
 gpuscope's own time taken out) over the plain run's step, and the
 difference in points. Per-token steps of a `generate()` call are compared
-with the plain call's time over its tokens.
+with the plain call's time over its tokens. Where the plain run printed
+every step's time (`walls_ms`) and gpuscope found steps, the plain step is
+their median (the first left out), as gpuscope's is.
 
     python3 modes_summary.py OUT
 """
@@ -33,6 +35,14 @@ for f in sorted(glob.glob(os.path.join(out, "*.json"))):
             suite = json.loads(m[-1])
             step = f"{suite.get('step_ms')} ms"
             plain_ms = suite.get("step_ms")
+            walls = suite.get("walls_ms") or []
+            if a.get("found_steps") and len(walls) > 3:
+                # Every step's host time: the median of all but the first,
+                # as gpuscope's steps found are taken, not the timed tail
+                # (a finite loader's last batches come from its queue while
+                # its workers no longer load the CPUs: faster steps).
+                plain_ms = sorted(walls[1:])[(len(walls) - 1) // 2]
+                step += f" (median {plain_ms:.2f})"
             per_token = suite.get("tokens_per_call")
             if plain_ms and per_token and a.get("per_step_ns", 0) < 0.5 * plain_ms * 1e6:
                 plain_ms /= per_token
