@@ -693,6 +693,48 @@ fn rangeless_host_work(kernel: &'static CStr, library: Option<&str>) -> Report {
 }
 
 #[test]
+fn host_work_advice_says_whether_the_launching_threads_computed_or_waited() {
+    let aten = c"void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, std::array<char*, 1ul> >(int, at::native::FillFunctor<float>, std::array<char*, 1ul>)";
+    let advice = |r: &Report| {
+        let a = analyze(r);
+        let f = a.findings.iter().find(|f| f.kind == "host-idle" && f.range.is_none());
+        f.unwrap_or_else(|| panic!("a host-idle finding: {:#?}", a.findings)).advice.clone()
+    };
+    let mut r = rangeless_host_work(aten, None);
+    r.forks = 8;
+    // Not read (a report of an older gpuscope): ranges are the way to tell.
+    assert_eq!(r.session_steady.as_ref().expect("a steady state").launching_cpu_ns, None);
+    let t = advice(&r);
+    assert!(t.contains("to see whether it waits for data"), "{t}");
+    let s = r.session_steady.as_mut().expect("a steady state");
+    let (wall, host) = (s.wall_ns(), s.idle.host_ns);
+    assert!(host > wall / 2, "the host bounds this loop: {host} of {wall} ns");
+    // On a CPU all along: their own code, not data, whatever was forked.
+    s.launching_cpu_ns = Some(wall);
+    let t = advice(&r);
+    assert!(t.contains("on a CPU 100%") && t.contains("torch.compile") && t.contains("not waiting for data"), "{t}");
+    // Off a CPU for the GPU's host idle time, loader workers forked: data.
+    r.session_steady.as_mut().unwrap().launching_cpu_ns = Some(wall - host);
+    let t = advice(&r);
+    assert!(t.contains("off a CPU") && t.contains("add workers") && t.contains("prefetch_factor"), "{t}");
+    // Off a CPU only blocked in CUDA synchronisations: that is no wait for data.
+    r.session_steady.as_mut().unwrap().cuda_blocked_ns = host;
+    let t = advice(&r);
+    assert!(t.contains("on a CPU") && !t.contains("add workers"), "{t}");
+    // Waiting with nothing forked: something else, to be found with ranges.
+    r.session_steady.as_mut().unwrap().cuda_blocked_ns = 0;
+    r.forks = 0;
+    let t = advice(&r);
+    assert!(t.contains("waited for something else") && t.contains("torch.cuda.nvtx.range_push"), "{t}");
+    // Off a CPU for less than half the host idle time: their code.
+    r.session_steady.as_mut().unwrap().launching_cpu_ns = Some(wall - host / 3);
+    assert!(advice(&r).contains("on a CPU"));
+    // The figure survives the JSON.
+    let back = Report::from_json(&r.to_json()).expect("the report back");
+    assert_eq!(back.session_steady.as_ref().unwrap().launching_cpu_ns, Some(wall - host / 3));
+}
+
+#[test]
 fn advice_names_the_program_s_framework_and_never_another_s() {
     let text = |r: &Report| {
         let a = analyze(r);

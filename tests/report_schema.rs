@@ -284,7 +284,8 @@ fn every_field() -> Report {
         "callback_ns": 1000, "hook_ns": 100, "allocations": 5, "releases": 5, "call_ns": 20000, "calls_timed": 8,
         "sampled": sampled.clone(), "comm_ns": 4000000u64, "exposed_comm_ns": 1000000u64,
         "steps": { "kernels_per_step": 2, "steps_seen": 9, "median_ns": 5000000u64, "p90_ns": 5100000u64,
-                   "match_pct": 100.0, "mean_ns": 5000000u64, "from_launches": true }
+                   "match_pct": 100.0, "mean_ns": 5000000u64, "from_launches": true },
+        "launching_cpu_ns": 40000000u64, "cuda_blocked_ns": 2000000u64
     });
     v["memory"]["main_thread_synchronizations"] = json!(1);
     v["memory"]["main_thread_synchronization_ns"] = json!(1000);

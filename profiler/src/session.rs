@@ -694,6 +694,8 @@ const TRACE_WINDOWS_NEED_CUPTI_13: &str = "trace windows are off with CUPTI 12: 
 /// How often the decoder drains NVTX and launch events. At 5 ms, the
 /// default queue (262144 events) overflows only above 50M events/s.
 const HOST_POLL: Duration = Duration::from_millis(5);
+/// How often the launching threads' CPU clocks are read.
+const THREAD_CPU_EVERY: Duration = Duration::from_millis(20);
 
 /// Sampling mode: how often completed activity records are fetched.
 const SAMPLING_FLUSH: Duration = Duration::from_millis(200);
@@ -722,6 +724,24 @@ fn decode_loop(s: Arc<Collection>, opts: AggregateOptions, outputs: Outputs, ctl
     let mut metrics_pass = false;
     let mut agg = Aggregator::new(opts, DeviceTable::from_driver());
     let tally = HostTally::default();
+    // The launching threads' CPU clocks, read every THREAD_CPU_EVERY: the
+    // time between their CUDA calls, on a CPU or waiting.
+    let mut clocks = collect::thread_cpu::ThreadClocks::default();
+    let mut cpu_read_at: Option<(std::time::Instant, u64)> = None;
+    let mut tids: Vec<u32> = Vec::new();
+    let mut read_cpu = |agg: &mut Aggregator, force: bool| {
+        if !force && cpu_read_at.is_some_and(|(at, _)| at.elapsed() < THREAD_CPU_EVERY) {
+            return;
+        }
+        tids.clear();
+        tids.extend(agg.launching_threads());
+        let used = clocks.read(tids.iter().copied());
+        let now = collect::now(&s);
+        if let Some((_, since)) = cpu_read_at {
+            agg.launching_cpu(since, now, used);
+        }
+        cpu_read_at = Some((std::time::Instant::now(), now));
+    };
     // Kept from one drain to the next (its memory reused), given back
     // after a burst.
     let taken = RefCell::new(Vec::new());
@@ -764,6 +784,7 @@ fn decode_loop(s: Arc<Collection>, opts: AggregateOptions, outputs: Outputs, ctl
         // +1.6 us per launch). Buffers and control messages are rare and do
         // wake the thread.
         drain_host(&mut agg);
+        read_cpu(&mut agg, false);
         if let Some((window, period)) = windows {
             let now = std::time::Instant::now();
             demand = demand.filter(|until| now < *until);
@@ -844,6 +865,7 @@ fn decode_loop(s: Arc<Collection>, opts: AggregateOptions, outputs: Outputs, ctl
                 s.collect_launch_counts();
                 let before = tally.clone();
                 catch_up(&mut agg);
+                read_cpu(&mut agg, true);
                 // Not held while the report is built.
                 drop(taken.take());
                 debug(&format!("stop: decoder caught up: {}", tally.since(&before)));

@@ -739,6 +739,19 @@ impl Aggregator {
     fn host_sync(&mut self, start: u64, end: u64) {
         self.idle.sync(start, end);
         self.per_device.sync(start, end);
+        self.timeline.cuda_blocked(start, end);
+    }
+
+    /// The threads that launched kernels so far (those with a row of their
+    /// own), whose CPU time the decoder reads.
+    pub(crate) fn launching_threads(&self) -> impl Iterator<Item = u32> + '_ {
+        self.threads.keys().copied().filter(|&t| t != 0)
+    }
+
+    /// Those threads used `ns` of CPU time from `start` to `end` (session
+    /// clock).
+    pub(crate) fn launching_cpu(&mut self, start: u64, end: u64, ns: u64) {
+        self.timeline.launching_cpu(start, end, ns);
     }
 
     /// A copy or memset ran on `device`'s GPU.

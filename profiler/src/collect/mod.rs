@@ -24,6 +24,7 @@ pub(crate) mod python_stack;
 mod queue;
 pub(crate) mod sampling;
 mod tally;
+pub(crate) mod thread_cpu;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::model::event::HostEvent;

@@ -65,6 +65,12 @@ pub struct Bin {
     pub comm_compute_ns: u64,
     /// See `comm_all_ns`.
     pub comm_ns: u64,
+    /// CPU time of the threads that launch kernels, ns (all of them
+    /// together; spread over the time between two readings).
+    pub launching_cpu_ns: u64,
+    /// Time host threads were blocked in CUDA synchronisations and blocking
+    /// copies, ns.
+    pub cuda_blocked_ns: u64,
 }
 
 impl Bin {
@@ -102,6 +108,8 @@ impl Bin {
         self.comm_all_ns = self.comm_all_ns.saturating_add(o.comm_all_ns);
         self.comm_compute_ns = self.comm_compute_ns.saturating_add(o.comm_compute_ns);
         self.comm_ns = self.comm_ns.saturating_add(o.comm_ns);
+        self.launching_cpu_ns = self.launching_cpu_ns.saturating_add(o.launching_cpu_ns);
+        self.cuda_blocked_ns = self.cuda_blocked_ns.saturating_add(o.cuda_blocked_ns);
         for (a, b) in self.idle.iter_mut().zip(o.idle) {
             *a = a.saturating_add(b);
         }
@@ -117,12 +125,14 @@ pub struct Timeline {
     pub width: u64,
     /// The bins, from `start` on.
     pub bins: Vec<Bin>,
+    /// The launching threads' CPU time was read (`Bin::launching_cpu_ns`).
+    pub cpu_read: bool,
 }
 
 impl Timeline {
     /// No bin yet, bin 0 starting at `start`.
     pub fn new(start: u64) -> Self {
-        Timeline { start, width: FIRST_WIDTH_NS, bins: Vec::new() }
+        Timeline { start, width: FIRST_WIDTH_NS, bins: Vec::new(), cpu_read: false }
     }
 
     /// The bin holding `t` (times before the start go to the first; `None`
@@ -269,6 +279,37 @@ impl Timeline {
         }
     }
 
+    /// The threads that launch kernels used `ns` of CPU time from `start`
+    /// to `end` (two readings of their clocks), spread evenly over it.
+    pub fn launching_cpu(&mut self, start: u64, end: u64, ns: u64) {
+        self.cpu_read = true;
+        if ns == 0 {
+            return;
+        }
+        if end <= start {
+            if let Some(b) = self.at(end) {
+                b.launching_cpu_ns = b.launching_cpu_ns.saturating_add(ns);
+            }
+            return;
+        }
+        let len = (end - start) as u128;
+        let mut given = 0u64;
+        self.spread(start, end, |b, part| {
+            let n = (ns as u128 * part as u128 / len) as u64;
+            b.launching_cpu_ns = b.launching_cpu_ns.saturating_add(n);
+            given = given.saturating_add(n);
+        });
+        if let Some(b) = self.at(end - 1).filter(|_| ns > given) {
+            b.launching_cpu_ns = b.launching_cpu_ns.saturating_add(ns - given);
+        }
+    }
+
+    /// A host thread was blocked in a CUDA synchronisation or a blocking
+    /// copy from `start` to `end`.
+    pub fn cuda_blocked(&mut self, start: u64, end: u64) {
+        self.spread(start, end, |b, ns| b.cuda_blocked_ns = b.cuda_blocked_ns.saturating_add(ns));
+    }
+
     /// A kernel ran from `start` to `end`.
     pub fn kernel(&mut self, start: u64, end: u64) {
         self.spread(start, end, |b, ns| b.kernel_ns = b.kernel_ns.saturating_add(ns));
@@ -327,6 +368,23 @@ mod tests {
         assert_eq!(t.bins[0].kernel_ns, 25_000_000);
         t.idle(&[Piece { start: 0, end: 50_001_000, cause: 0, before: crate::aggregated::NO_KERNEL }]);
         assert_eq!((t.bins[0].idle[0], t.bins[1].idle[0]), (40_000_000, 10_000_000), "clipped to the start");
+    }
+
+    #[test]
+    fn launching_cpu_time_is_spread_over_the_time_between_readings() {
+        let mut t = Timeline::new(0);
+        assert!(!t.cpu_read);
+        // 25 ms of CPU read over 25 ms: 10, 10 and 5 in 10 ms bins.
+        t.launching_cpu(0, 25_000_000, 25_000_000);
+        assert!(t.cpu_read);
+        assert_eq!(t.bins.iter().map(|b| b.launching_cpu_ns).collect::<Vec<_>>(), [10_000_000, 10_000_000, 5_000_000]);
+        // What rounding leaves goes to the last bin; a zero-length reading to its bin.
+        t.launching_cpu(0, 30_000_000, 10);
+        assert_eq!(t.bins.iter().map(|b| b.launching_cpu_ns).sum::<u64>(), 25_000_010);
+        t.launching_cpu(5_000_000, 5_000_000, 7);
+        assert_eq!(t.bins[0].launching_cpu_ns, 10_000_010);
+        t.cuda_blocked(8_000_000, 12_000_000);
+        assert_eq!((t.bins[0].cuda_blocked_ns, t.bins[1].cuda_blocked_ns), (2_000_000, 2_000_000));
     }
 
     #[test]

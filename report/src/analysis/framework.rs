@@ -6,6 +6,31 @@
 
 use crate::report::Report;
 
+/// What the launching threads' CPU time says of a steady state's host
+/// time.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct HostCpu {
+    /// Their time off a CPU outside CUDA calls that block, ns.
+    pub off_ns: u64,
+    /// The steady state's wall time, ns.
+    pub wall_ns: u64,
+    /// GPU idle time in it while the host ran code of its own, ns.
+    pub host_idle_ns: u64,
+}
+
+impl HostCpu {
+    /// Off a CPU, % of the wall time.
+    fn off_pct(&self) -> f64 {
+        100.0 * self.off_ns as f64 / self.wall_ns.max(1) as f64
+    }
+
+    /// They waited off a CPU for at least half the GPU's idle time on the
+    /// host: the host time is mostly waiting, not code.
+    pub(crate) fn waited(&self) -> bool {
+        self.off_ns.saturating_mul(2) >= self.host_idle_ns
+    }
+}
+
 /// The framework behind a report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Framework {
@@ -47,9 +72,37 @@ impl Framework {
     /// What to change when the host ran code of its own and nothing says
     /// where (no ranges).
     /// `copies_batches`: the program copies batches to the GPU (data
-    /// loading is part of its loop).
-    pub(crate) fn host_work(self, forks: u64, copies_batches: bool) -> String {
+    /// loading is part of its loop). `cpu`: what the launching threads'
+    /// CPU time says of that host time, where it was read.
+    pub(crate) fn host_work(self, forks: u64, copies_batches: bool, cpu: Option<HostCpu>) -> String {
         let annotate = format!("annotate the training step with NVTX ranges ({})", self.nvtx_example());
+        if let Some(c) = cpu {
+            let off = format!(
+                "The threads that launch kernels were off a CPU {:.0}% of the steady state outside CUDA calls that \
+                 block",
+                c.off_pct()
+            );
+            return match (c.waited(), forks) {
+                (true, 0) => format!(
+                    "{off}: they waited for something else (input, a lock, I/O, another thread): {annotate} to see \
+                     where, and prefetch input ahead of the step."
+                ),
+                (true, n) => format!(
+                    "{off}, and {n} child processes were forked (data-loader workers): the step most likely waits \
+                     for data: add workers, make per-sample work cheaper, or keep workers busy ahead{}; {annotate}, \
+                     with a data range around fetching the batch, to confirm.",
+                    self.prefetch()
+                ),
+                (false, _) => format!(
+                    "The threads that launch kernels were on a CPU {:.0}% of the steady state: the host's own code \
+                     (Python and framework dispatch) between CUDA calls, not waiting for data: {}, or sample their \
+                     stacks with {} to see where.",
+                    100.0 - c.off_pct(),
+                    self.less_host_code(),
+                    self.host_profiler()
+                ),
+            };
+        }
         match (self, forks) {
             (_, 0) if !copies_batches => format!(
                 "The launching thread ran code of its own between CUDA calls: {annotate} to see where (or sample \
@@ -73,6 +126,23 @@ impl Framework {
                 "The launching thread ran code of its own between CUDA calls, and {n} child processes were forked: \
                  {annotate}, with a data range around fetching the batch, to see whether it waits for data."
             ),
+        }
+    }
+
+    /// How to keep loader workers ahead of the step.
+    fn prefetch(self) -> &'static str {
+        match self {
+            Framework::PyTorch => " (persistent_workers=True, a larger prefetch_factor)",
+            _ => "",
+        }
+    }
+
+    /// How to run less host code per kernel.
+    fn less_host_code(self) -> &'static str {
+        match self {
+            Framework::PyTorch => "compile the step (torch.compile) to run less Python per kernel",
+            Framework::Xla => "put more of the step under one jax.jit",
+            Framework::Cuda => "move work off the launching thread, or launch fewer, larger kernels",
         }
     }
 

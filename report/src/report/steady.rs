@@ -243,12 +243,33 @@ pub struct SessionSteady {
     /// needed; [`super::FoundSteps`] says how), where its kernels repeat.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub steps: Option<super::FoundSteps>,
+    /// CPU time of the threads that launched kernels in it, all together,
+    /// ns (`None`: not read). Against its wall time, less
+    /// [`Self::cuda_blocked_ns`], it says whether those threads computed
+    /// or waited off a CPU (for a data loader's queue, a lock, I/O).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launching_cpu_ns: Option<u64>,
+    /// Time host threads were blocked in CUDA synchronisations and blocking
+    /// copies in it, ns.
+    #[serde(default, skip_serializing_if = "super::is_zero")]
+    pub cuda_blocked_ns: u64,
 }
 
 impl SessionSteady {
     /// Its length, ns.
     pub fn wall_ns(&self) -> u64 {
         self.end_ns.saturating_sub(self.start_ns)
+    }
+
+    /// Time the launching threads spent off a CPU outside CUDA calls that
+    /// block, ns: their wall time less their CPU time and their blocked
+    /// time (`None` where their CPU time was not read). Several threads
+    /// that launch in turn (PyTorch's backward launches from autograd's
+    /// thread while the program's waits for it) add up to the wall time;
+    /// where they overlap, this reads 0.
+    pub fn launching_off_cpu_ns(&self) -> Option<u64> {
+        let cpu = self.launching_cpu_ns?;
+        Some(self.wall_ns().saturating_sub(cpu).saturating_sub(self.cuda_blocked_ns))
     }
 }
 
@@ -330,6 +351,10 @@ pub(crate) fn of_session_from(t: &Timeline, start_ns: u64, end_ns: u64, from_ns:
         out.batch_copies = Some(out.batch_copies.unwrap_or(0).saturating_add(b.batch_copies));
         out.call_ns = out.call_ns.saturating_add(b.call_ns);
         out.calls_timed = out.calls_timed.saturating_add(b.calls_timed);
+        out.cuda_blocked_ns = out.cuda_blocked_ns.saturating_add(b.cuda_blocked_ns);
+        if t.cpu_read {
+            out.launching_cpu_ns = Some(out.launching_cpu_ns.unwrap_or(0).saturating_add(b.launching_cpu_ns));
+        }
         for (x, y) in idle.iter_mut().zip(b.idle) {
             *x = x.saturating_add(y);
         }

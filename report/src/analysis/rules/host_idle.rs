@@ -3,7 +3,7 @@
 use super::idle::{self, IdleCause};
 use super::{FindingKind, Rule};
 use crate::analysis::advice::Evidence;
-use crate::analysis::framework::Framework;
+use crate::analysis::framework::{Framework, HostCpu};
 use crate::analysis::verdict::Bound;
 use crate::analysis::RangeAnalysis;
 use crate::model::idle::HOST;
@@ -14,7 +14,7 @@ pub static RULE: Rule = Rule {
     kind: FindingKind::HostIdle,
     bound: Some(Bound::Host),
     reads: "each range's idle time of the host-work cause (the session's steady state's without ranges); \
-            data-loading ranges, host-to-device copies and forks for the advice",
+            data-loading ranges, host-to-device copies, forks and the launching threads' CPU time for the advice",
     when: "host work takes at least 10% of a range's active time and 100 us",
     cost: "the idle time",
     find: idle::find_rule,
@@ -37,7 +37,14 @@ fn range_advice(e: &Evidence, g: &RangeAnalysis) -> String {
 }
 
 fn session_advice(r: &Report, fw: Framework) -> String {
-    fw.host_work(r.forks, copies_batches(r))
+    fw.host_work(r.forks, copies_batches(r), host_cpu(r))
+}
+
+/// What the launching threads' CPU time over the steady state says, where
+/// it was read.
+fn host_cpu(r: &Report) -> Option<HostCpu> {
+    let s = r.session_steady.as_ref()?;
+    Some(HostCpu { off_ns: s.launching_off_cpu_ns()?, wall_ns: s.wall_ns(), host_idle_ns: s.idle.host_ns })
 }
 
 /// Whether the program copies batches to the GPU in its loop: its steady
