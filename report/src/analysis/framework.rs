@@ -6,6 +6,21 @@
 
 use crate::report::Report;
 
+/// Share of the wall time the launching threads must be off a CPU for the
+/// host time to read as waiting: a PyTorch loop that never waited for its
+/// loader had its threads off a CPU 14-25% of the time (GIL hand-offs with
+/// the pin-memory thread, the allocator's locks).
+pub(crate) const WAITED_SHARE: f64 = 1.0 / 3.0;
+
+/// "N child processes were forked", in words.
+fn forked(n: u64) -> String {
+    if n == 1 {
+        "1 child process was forked".into()
+    } else {
+        format!("{n} child processes were forked")
+    }
+}
+
 /// What the launching threads' CPU time says of a steady state's host
 /// time.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -25,9 +40,10 @@ impl HostCpu {
     }
 
     /// They waited off a CPU for at least half the GPU's idle time on the
-    /// host: the host time is mostly waiting, not code.
+    /// host and [`WAITED_SHARE`] of the wall time: the host time is mostly
+    /// waiting, not code.
     pub(crate) fn waited(&self) -> bool {
-        self.off_ns.saturating_mul(2) >= self.host_idle_ns
+        self.off_ns.saturating_mul(2) >= self.host_idle_ns && self.off_ns as f64 >= WAITED_SHARE * self.wall_ns as f64
     }
 }
 
@@ -88,16 +104,19 @@ impl Framework {
                      where, and prefetch input ahead of the step."
                 ),
                 (true, n) => format!(
-                    "{off}, and {n} child processes were forked (data-loader workers): the step most likely waits \
+                    "{off}, and {} (data-loader workers): the step most likely waits \
                      for data: add workers, make per-sample work cheaper, or keep workers busy ahead{}; {annotate}, \
                      with a data range around fetching the batch, to confirm.",
+                    forked(n),
                     self.prefetch()
                 ),
                 (false, _) => format!(
-                    "The threads that launch kernels were on a CPU {:.0}% of the steady state: the host's own code \
-                     (Python and framework dispatch) between CUDA calls, not waiting for data: {}, or sample their \
-                     stacks with {} to see where.",
+                    "The threads that launch kernels were on a CPU {:.0}% of the steady state (off it {:.0}%, outside \
+                     CUDA calls that block): mostly {} between CUDA calls: {}; to see where, sample their stacks \
+                     with {}.",
                     100.0 - c.off_pct(),
+                    c.off_pct(),
+                    self.host_code(),
                     self.less_host_code(),
                     self.host_profiler()
                 ),
@@ -114,17 +133,19 @@ impl Framework {
                  loading (DataLoader(num_workers>0)), logging and checkpoints off that thread."
             ),
             (Framework::PyTorch, n) => format!(
-                "The launching thread ran code of its own between CUDA calls, and {n} child processes were forked \
+                "The launching thread ran code of its own between CUDA calls, and {} \
                  (data-loader workers already run): {annotate}, with a data range around fetching the batch, to \
-                 see whether it waits for data or runs framework code."
+                 see whether it waits for data or runs framework code.",
+                forked(n)
             ),
             (_, 0) => format!(
                 "The launching thread ran code of its own between CUDA calls: {annotate} to see where, and keep \
                  input loading (prefetched ahead of the step), logging and checkpoints off that thread."
             ),
             (_, n) => format!(
-                "The launching thread ran code of its own between CUDA calls, and {n} child processes were forked: \
-                 {annotate}, with a data range around fetching the batch, to see whether it waits for data."
+                "The launching thread ran code of its own between CUDA calls, and {}: \
+                 {annotate}, with a data range around fetching the batch, to see whether it waits for data.",
+                forked(n)
             ),
         }
     }
@@ -134,6 +155,14 @@ impl Framework {
         match self {
             Framework::PyTorch => " (persistent_workers=True, a larger prefetch_factor)",
             _ => "",
+        }
+    }
+
+    /// What runs on the launching thread between CUDA calls.
+    fn host_code(self) -> &'static str {
+        match self {
+            Framework::PyTorch | Framework::Xla => "the host's own code (Python and framework dispatch)",
+            Framework::Cuda => "the program's own host code",
         }
     }
 
