@@ -4,7 +4,7 @@
 
 mod records;
 use gpuscope::analysis::{analyze, Analysis, Finding, RangeAnalysis};
-use gpuscope::report::{Declared, Report};
+use gpuscope::report::{Declared, IdleSplit, Report};
 use gpuscope::testing::{HostEvent, Replay};
 use records::*;
 use std::ffi::CStr;
@@ -707,18 +707,29 @@ fn host_work_advice_says_whether_the_launching_threads_computed_or_waited() {
     let t = advice(&r);
     assert!(t.contains("to see whether it waits for data"), "{t}");
     let s = r.session_steady.as_mut().expect("a steady state");
-    let (wall, host) = (s.wall_ns(), s.idle.host_ns);
+    let (wall, host, busy) = (s.wall_ns(), s.idle.host_ns, s.wall_ns() - s.idle.total());
     assert!(host > wall / 2, "the host bounds this loop: {host} of {wall} ns");
     // On a CPU all along: their own code, not data, whatever was forked.
     s.launching_cpu_ns = Some(wall);
     let t = advice(&r);
     assert!(t.contains("on a CPU 100%") && t.contains("torch.compile") && !t.contains("add workers"), "{t}");
-    // Off a CPU for the GPU's host idle time, loader workers forked: data.
-    r.session_steady.as_mut().unwrap().launching_cpu_ns = Some(wall - host);
+    // Off a CPU through the GPU's host idle time and its work (waiting for
+    // the next batch), loader workers forked: data.
+    r.session_steady.as_mut().unwrap().launching_cpu_ns = Some(wall - host - busy);
     let t = advice(&r);
     assert!(t.contains("off a CPU") && t.contains("add workers") && t.contains("prefetch_factor"), "{t}");
+    // A GPU busy 7/8 of the time, the threads off a CPU 63% of it (a
+    // runtime's threads waiting for the GPU by their own means, XLA's):
+    // none of that need have been while the GPU idled: no wait for data.
+    let s = r.session_steady.as_mut().unwrap();
+    let saved = s.idle;
+    (s.idle, s.launching_cpu_ns) = (IdleSplit::from_array([wall / 8, 0, 0, 0, 0, 0, 0]), Some(wall * 37 / 100));
+    let t = advice(&r);
+    assert!(t.contains("on a CPU 37%") && !t.contains("add workers"), "{t}");
+    let s = r.session_steady.as_mut().unwrap();
+    (s.idle, s.launching_cpu_ns) = (saved, Some(wall - host - busy));
     // Off a CPU only blocked in CUDA synchronisations: that is no wait for data.
-    r.session_steady.as_mut().unwrap().cuda_blocked_ns = host;
+    r.session_steady.as_mut().unwrap().cuda_blocked_ns = host + busy;
     let t = advice(&r);
     assert!(t.contains("on a CPU") && !t.contains("add workers"), "{t}");
     // Waiting with nothing forked: something else, to be found with ranges.

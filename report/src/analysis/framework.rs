@@ -27,6 +27,10 @@ fn forked(n: u64) -> String {
 pub(crate) struct HostCpu {
     /// Their time off a CPU outside CUDA calls that block, ns.
     pub off_ns: u64,
+    /// Of it, what fell while the GPU idled at least: all of it less the
+    /// GPU's busy time (threads of a runtime that waits for the GPU by its
+    /// own means, XLA's, are off a CPU while the GPU works).
+    pub off_idle_ns: u64,
     /// The steady state's wall time, ns.
     pub wall_ns: u64,
     /// GPU idle time in it while the host ran code of its own, ns.
@@ -39,11 +43,17 @@ impl HostCpu {
         100.0 * self.off_ns as f64 / self.wall_ns.max(1) as f64
     }
 
+    /// Off a CPU while the GPU idled at least, % of the wall time.
+    fn off_idle_pct(&self) -> f64 {
+        100.0 * self.off_idle_ns as f64 / self.wall_ns.max(1) as f64
+    }
+
     /// They waited off a CPU for at least half the GPU's idle time on the
     /// host and [`WAITED_SHARE`] of the wall time: the host time is mostly
     /// waiting, not code.
     pub(crate) fn waited(&self) -> bool {
-        self.off_ns.saturating_mul(2) >= self.host_idle_ns && self.off_ns as f64 >= WAITED_SHARE * self.wall_ns as f64
+        self.off_idle_ns.saturating_mul(2) >= self.host_idle_ns
+            && self.off_idle_ns as f64 >= WAITED_SHARE * self.wall_ns as f64
     }
 }
 
@@ -94,9 +104,9 @@ impl Framework {
         let annotate = format!("annotate the training step with NVTX ranges ({})", self.nvtx_example());
         if let Some(c) = cpu {
             let off = format!(
-                "The threads that launch kernels were off a CPU {:.0}% of the steady state outside CUDA calls that \
-                 block",
-                c.off_pct()
+                "The threads that launch kernels were off a CPU, outside CUDA calls that block, while the GPU idled \
+                 for at least {:.0}% of the steady state",
+                c.off_idle_pct()
             );
             return match (c.waited(), forks) {
                 (true, 0) => format!(

@@ -44,7 +44,10 @@ fn session_advice(r: &Report, fw: Framework) -> String {
 /// it was read.
 fn host_cpu(r: &Report) -> Option<HostCpu> {
     let s = r.session_steady.as_ref()?;
-    Some(HostCpu { off_ns: s.launching_off_cpu_ns()?, wall_ns: s.wall_ns(), host_idle_ns: s.idle.host_ns })
+    let gpu_busy = s.wall_ns().saturating_sub(s.idle.total());
+    let off_ns = s.launching_off_cpu_ns()?;
+    let off_idle_ns = off_ns.saturating_sub(gpu_busy);
+    Some(HostCpu { off_ns, off_idle_ns, wall_ns: s.wall_ns(), host_idle_ns: s.idle.host_ns })
 }
 
 /// Whether the program copies batches to the GPU in its loop: its steady
