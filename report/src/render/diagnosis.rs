@@ -182,7 +182,7 @@ pub(super) fn render(a: &Analysis, width: usize, out: &mut String) {
     blocks(a, width, out);
     // Heavy kernels.
     if !a.kernels.is_empty() {
-        let name_w = width.saturating_sub(68).max(14);
+        let name_w = width.saturating_sub(68).max(12);
         let _ = writeln!(out);
         let _ = writeln!(out, "Heavy kernels (at least {:.0}% of kernel time)", crate::analysis::HEAVY_KERNEL_PCT);
         let _ = writeln!(
@@ -262,6 +262,17 @@ pub(super) fn render(a: &Analysis, width: usize, out: &mut String) {
 const MAX_BLOCK_GROUPS: usize = 16;
 
 /// Repeated blocks summed: the section after the ranges' verdicts.
+/// A range path padded or cut to `w` columns, cut at its start: its end
+/// (the block and the range inside it) tells rows apart.
+fn fit_path(path: &str, w: usize) -> String {
+    let n = path.chars().count();
+    if n <= w {
+        return format!("{path:<w$}");
+    }
+    let tail: String = path.chars().skip(n + 1 - w.max(1)).collect();
+    format!("…{tail}")
+}
+
 fn blocks(a: &Analysis, width: usize, out: &mut String) {
     if a.blocks.is_empty() {
         return;
@@ -272,7 +283,8 @@ fn blocks(a: &Analysis, width: usize, out: &mut String) {
         shown.truncate(MAX_BLOCK_GROUPS);
         shown.sort_by(|x, y| x.path.cmp(&y.path));
     }
-    let name_w = width.saturating_sub(56).max(14);
+    // The figures take 33 columns, the slowest member and its times 33.
+    let name_w = width.saturating_sub(66).max(14);
     let _ = writeln!(out);
     out.push_str(&wrap(
         "Repeated blocks summed (ranges named NAME.0, NAME.1, ... or 0, 1, ..., and the ranges inside them, \
@@ -290,18 +302,20 @@ fn blocks(a: &Analysis, width: usize, out: &mut String) {
         "share",
         "SM eff"
     );
-    let _ = writeln!(out, "{}", "-".repeat(width.min(name_w + 56)));
+    let _ = writeln!(out, "{}", "-".repeat(width.min(name_w + 66)));
     for g in shown {
-        let slowest = &g.slowest.0;
+        // The slowest member's name cut to the columns left for it.
+        let times = format!(" {} ({})", fmt_ns(g.slowest.1), fmt_ns(g.median_wall_ns));
+        let room = width.saturating_sub(name_w + 33 + times.chars().count()).max(8);
+        let slowest = fit(&g.slowest.0, room);
         let line = format!(
-            "{} {:>6} {:>9} {:>6} {:>6}  {slowest} {} ({})",
-            fit(&g.path, name_w),
+            "{} {:>6} {:>9} {:>6} {:>6}  {}{times}",
+            fit_path(&g.path, name_w),
             g.members,
             fmt_ns(g.wall_ns),
             g.share_of_parent_pct.map_or("-".to_string(), |p| format!("{p:.0}%")),
             g.sm_efficiency_pct.map_or("-".to_string(), |p| format!("{p:.0}%")),
-            fmt_ns(g.slowest.1),
-            fmt_ns(g.median_wall_ns),
+            slowest.trim_end(),
         );
         let _ = writeln!(out, "{}", line.trim_end());
     }
@@ -310,6 +324,12 @@ fn blocks(a: &Analysis, width: usize, out: &mut String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn long_paths_keep_their_end() {
+        assert_eq!(fit_path("a/b", 5), "a/b  ");
+        assert_eq!(fit_path("step/backward/layers.0-1/linear1", 20), "…/layers.0-1/linear1");
+    }
 
     #[test]
     fn numbers_and_wrapping_read_well() {

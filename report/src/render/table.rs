@@ -244,7 +244,8 @@ pub fn render(r: &Report, a: &Analysis, width: usize) -> String {
         }
     }
     if let Some(idle) = &r.idle {
-        let _ = writeln!(out, "session: {}", diagnosis::idle_line(idle, r.timeline_ns()));
+        let line = format!("session: {}", diagnosis::idle_line(idle, r.timeline_ns()));
+        out.push_str(&diagnosis::wrap(&line, width, "", "  "));
     }
     // A range's utilisation as nvidia-smi would show it: any kernel of the
     // process counts (schema 2), not only the range's own. Analyses are in
@@ -383,11 +384,10 @@ pub fn render(r: &Report, a: &Analysis, width: usize) -> String {
         if ms.skipped_graph_launches > 0 {
             let _ = write!(line, ", {} graph launches not measured", ms.skipped_graph_launches);
         }
-        let _ = writeln!(out, "{line}");
+        out.push_str(&diagnosis::wrap(&line, width, "", "  "));
         let t = &ms.time_ns;
         if ms.profiled_launches > 0 {
-            let _ = writeln!(
-                out,
+            let line = format!(
                 "time in the range profiler: metric configuration {}, context setup {}, start {}, measured launches {}, stop {}, decode {}, evaluate {}, re-arm {}; launches waited {} for gpuscope",
                 fmt_ns(t.setup_host),
                 fmt_ns(t.setup),
@@ -399,17 +399,18 @@ pub fn render(r: &Report, a: &Analysis, width: usize) -> String {
                 fmt_ns(t.rearm),
                 fmt_ns(t.launch_waits)
             );
+            out.push_str(&diagnosis::wrap(&line, width, "", "  "));
         }
         if r.profiler_kernels > 0 {
-            let _ = writeln!(
-                out,
+            let line = format!(
                 "CUPTI ran {} kernels of its own for these measurements ({} of GPU time), left out of the tables",
                 r.profiler_kernels,
                 fmt_ns(r.profiler_kernel_ns)
             );
+            out.push_str(&diagnosis::wrap(&line, width, "", "  "));
         }
         if let Some(why) = &ms.disabled {
-            let _ = writeln!(out, "metrics missing: {why}");
+            out.push_str(&diagnosis::wrap(&format!("metrics missing: {why}"), width, "", "  "));
         }
         let measured: Vec<&KernelSummary> = r.kernels.iter().filter(|k| k.stats.profiled_launches > 0).collect();
         if !measured.is_empty() {
@@ -529,7 +530,12 @@ fn range_memory(r: &Report, width: usize, out: &mut String) {
         return;
     }
     rows.sort_by(|a, b| a.path.frames.len().cmp(&b.path.frames.len()).then(a.path.cmp(&b.path)));
-    let _ = writeln!(out, "device memory by range (peak live while open; allocated / released by its calls):");
+    out.push_str(&diagnosis::wrap(
+        "device memory by range (peak live while open; allocated / released by its calls):",
+        width,
+        "",
+        "  ",
+    ));
     for g in rows.into_iter().take(MAX_MEMORY_RANGES) {
         let Some(m) = &g.memory else { continue };
         let name: Vec<&str> = g.path.frames.iter().map(|f| f.name.as_str()).collect();
