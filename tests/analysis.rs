@@ -702,34 +702,28 @@ fn host_work_advice_says_whether_the_launching_threads_computed_or_waited() {
     };
     let mut r = rangeless_host_work(aten, None);
     r.forks = 8;
-    // Not read (a report of an older gpuscope): ranges are the way to tell.
+    // Not read (no launching thread's clock read: a replay, or a report of
+    // an older gpuscope): ranges are the way to tell.
     assert_eq!(r.session_steady.as_ref().expect("a steady state").launching_cpu_ns, None);
     let t = advice(&r);
     assert!(t.contains("to see whether it waits for data"), "{t}");
     let s = r.session_steady.as_mut().expect("a steady state");
-    let (wall, host, busy) = (s.wall_ns(), s.idle.host_ns, s.wall_ns() - s.idle.total());
+    let (wall, host, idle) = (s.wall_ns(), s.idle.host_ns, s.idle.total());
     assert!(host > wall / 2, "the host bounds this loop: {host} of {wall} ns");
     // On a CPU all along: their own code, not data, whatever was forked.
     s.launching_cpu_ns = Some(wall);
     let t = advice(&r);
     assert!(t.contains("on a CPU 100%") && t.contains("torch.compile") && !t.contains("add workers"), "{t}");
-    // Off a CPU through the GPU's host idle time and its work (waiting for
-    // the next batch), loader workers forked: data.
-    r.session_steady.as_mut().unwrap().launching_cpu_ns = Some(wall - host - busy);
+    // Off a CPU while the GPU idled, loader workers forked: data.
+    r.session_steady.as_mut().unwrap().launching_cpu_ns = Some(idle - host);
     let t = advice(&r);
     assert!(t.contains("off a CPU") && t.contains("add workers") && t.contains("prefetch_factor"), "{t}");
-    // A GPU busy 7/8 of the time, the threads off a CPU 63% of it (a
-    // runtime's threads waiting for the GPU by their own means, XLA's):
-    // none of that need have been while the GPU idled: no wait for data.
-    let s = r.session_steady.as_mut().unwrap();
-    let saved = s.idle;
-    (s.idle, s.launching_cpu_ns) = (IdleSplit::from_array([wall / 8, 0, 0, 0, 0, 0, 0]), Some(wall * 37 / 100));
-    let t = advice(&r);
-    assert!(t.contains("on a CPU 37%") && !t.contains("add workers"), "{t}");
-    let s = r.session_steady.as_mut().unwrap();
-    (s.idle, s.launching_cpu_ns) = (saved, Some(wall - host - busy));
-    // Off a CPU only blocked in CUDA synchronisations: that is no wait for data.
-    r.session_steady.as_mut().unwrap().cuda_blocked_ns = host + busy;
+    // Blocked in CUDA calls as long as the GPU worked: no less waiting.
+    let busy = wall - idle;
+    r.session_steady.as_mut().unwrap().cuda_blocked_ns = busy;
+    assert!(advice(&r).contains("add workers"));
+    // Blocked through the GPU's idle time too: that is no wait for data.
+    r.session_steady.as_mut().unwrap().cuda_blocked_ns = busy + host;
     let t = advice(&r);
     assert!(t.contains("on a CPU") && !t.contains("add workers"), "{t}");
     // Waiting with nothing forked: something else, to be found with ranges.
@@ -737,19 +731,36 @@ fn host_work_advice_says_whether_the_launching_threads_computed_or_waited() {
     r.forks = 0;
     let t = advice(&r);
     assert!(t.contains("waited for something else") && t.contains("torch.cuda.nvtx.range_push"), "{t}");
-    // Off a CPU for less than half the host idle time: their code.
-    r.session_steady.as_mut().unwrap().launching_cpu_ns = Some(wall - host / 3);
-    assert!(advice(&r).contains("on a CPU"));
-    // Off a CPU for the host idle time, but that is a fifth of the wall
-    // time (a loop's GIL hand-offs and locks): mostly their code.
+    // On a CPU, nothing forked, batches copied in the loop: loading on
+    // that thread is likely.
     let s = r.session_steady.as_mut().unwrap();
-    (s.idle.host_ns, s.launching_cpu_ns) = (wall / 5, Some(wall - wall / 5));
+    (s.launching_cpu_ns, s.batch_copies) = (Some(wall), Some(100));
+    let t = advice(&r);
+    assert!(t.contains("on a CPU 100%") && t.contains("DataLoader(num_workers>0)"), "{t}");
+    r.session_steady.as_mut().unwrap().batch_copies = Some(0);
+    // Off a CPU for less than half the host idle time: their code.
+    r.session_steady.as_mut().unwrap().launching_cpu_ns = Some(idle - host / 3);
+    assert!(advice(&r).contains("on a CPU"));
+    // A GPU busy 7/8 of the time, the threads on a CPU 37% of it: none of
+    // their time off it need have been while the GPU idled.
+    let s = r.session_steady.as_mut().unwrap();
+    let saved = s.idle;
+    (s.idle, s.launching_cpu_ns) = (IdleSplit::from_array([wall / 8, 0, 0, 0, 0, 0, 0]), Some(wall * 37 / 100));
     r.forks = 8;
     let t = advice(&r);
-    assert!(t.contains("on a CPU 80% of the steady state (off it 20%") && !t.contains("add workers"), "{t}");
+    assert!(t.contains("on a CPU 37%") && !t.contains("add workers"), "{t}");
+    // XLA: its runtime's threads launch, and wait for the program's
+    // dispatch off a CPU: the clocks say nothing there.
+    let mut x = rangeless_host_work(c"loop_add_fusion", Some("TSL"));
+    x.forks = 8;
+    let s = x.session_steady.as_mut().unwrap();
+    s.launching_cpu_ns = Some(0);
+    let t = advice(&x);
+    assert!(!t.contains("off a CPU") && !t.contains("on a CPU"), "{t}");
     // The figure survives the JSON.
+    r.session_steady.as_mut().unwrap().idle = saved;
     let back = Report::from_json(&r.to_json()).expect("the report back");
-    assert_eq!(back.session_steady.as_ref().unwrap().launching_cpu_ns, Some(wall - wall / 5));
+    assert_eq!(back.session_steady.as_ref().unwrap().launching_cpu_ns, Some(wall * 37 / 100));
 }
 
 #[test]

@@ -733,12 +733,16 @@ fn decode_loop(s: Arc<Collection>, opts: AggregateOptions, outputs: Outputs, ctl
         if !force && cpu_read_at.is_some_and(|(at, _)| at.elapsed() < THREAD_CPU_EVERY) {
             return;
         }
-        tids.clear();
-        tids.extend(agg.launching_threads());
-        let used = clocks.read(tids.iter().copied());
         let now = collect::now(&s);
-        if let Some((_, since)) = cpu_read_at {
-            agg.launching_cpu(since, now, used);
+        tids.clear();
+        tids.extend(agg.launching_threads(now));
+        let used = clocks.read(tids.iter().copied());
+        if let (Some((_, since)), Some(used)) = (cpu_read_at, used) {
+            // At most the time between the readings: threads that overlap
+            // (one per GPU) must not hide another interval's waiting.
+            if now > since {
+                agg.launching_cpu(since, now, used.min(now - since));
+            }
         }
         cpu_read_at = Some((std::time::Instant::now(), now));
     };
@@ -844,6 +848,7 @@ fn decode_loop(s: Arc<Collection>, opts: AggregateOptions, outputs: Outputs, ctl
                         s.flush(true);
                         s.collect_launch_counts();
                         catch_up(&mut agg);
+                        read_cpu(&mut agg, true);
                         let now = collect::now(&s);
                         if let Some(sampler) = &s.sampler {
                             agg.sampling_status(sampler.status());

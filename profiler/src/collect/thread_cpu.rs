@@ -9,37 +9,46 @@
 //! call a thread and reading, no file or handle kept; a thread that has
 //! exited reads as an error and is forgotten.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
-/// Threads read at most (the busiest launchers come first in practice: a
-/// thread is added at its first launch).
+/// Threads read at most (those past it are left out; the launching threads
+/// of a training loop are a handful).
 pub(crate) const MAX_THREADS: usize = 64;
+
+/// Exited threads remembered, so that they are not asked again.
+const MAX_GONE: usize = 4096;
 
 /// The last reading of each thread's CPU clock.
 #[derive(Default)]
 pub(crate) struct ThreadClocks {
     last: HashMap<u32, u64>,
+    gone: HashSet<u32>,
 }
 
 impl ThreadClocks {
-    /// The CPU time `tids` used since the last reading, ns, all together.
-    /// A thread read for the first time sets its starting point (and adds
-    /// nothing); one that cannot be read (it exited) is dropped.
-    pub(crate) fn read(&mut self, tids: impl IntoIterator<Item = u32>) -> u64 {
-        let mut used = 0u64;
+    /// The CPU time `tids` used since the last reading, ns, all together;
+    /// `None` where no thread was read both then and now (nothing is known
+    /// of that time). A thread read for the first time sets its starting
+    /// point (and adds nothing); one that cannot be read (it exited) is
+    /// dropped and not asked again.
+    pub(crate) fn read(&mut self, tids: impl IntoIterator<Item = u32>) -> Option<u64> {
+        let mut used = None::<u64>;
         for tid in tids {
-            let known = self.last.contains_key(&tid);
-            if !known && self.last.len() >= MAX_THREADS {
+            if self.gone.contains(&tid) || (!self.last.contains_key(&tid) && self.last.len() >= MAX_THREADS) {
                 continue;
             }
             match thread_cpu_ns(tid) {
                 Some(now) => {
                     if let Some(before) = self.last.insert(tid, now) {
-                        used = used.saturating_add(now.saturating_sub(before));
+                        used = Some(used.unwrap_or(0).saturating_add(now.saturating_sub(before)));
                     }
                 }
                 None => {
                     self.last.remove(&tid);
+                    if self.gone.len() >= MAX_GONE {
+                        self.gone.clear();
+                    }
+                    self.gone.insert(tid);
                 }
             }
         }
@@ -78,33 +87,54 @@ mod tests {
         let (tx, rx) = std::sync::mpsc::channel();
         let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
         let worker = std::thread::spawn(move || {
-            tx.send(gettid()).unwrap();
+            let me = gettid();
+            tx.send(me).unwrap();
             go_rx.recv().unwrap();
-            // 60 ms on a CPU, then 60 ms asleep.
-            let t = Instant::now();
+            // 60 ms on a CPU by its own clock (however loaded the machine),
+            // then asleep until told to end.
+            let start = thread_cpu_ns(me).unwrap();
             let mut x = 0u64;
-            while t.elapsed() < Duration::from_millis(60) {
-                x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+            while thread_cpu_ns(me).unwrap() - start < 60_000_000 {
+                for _ in 0..1000 {
+                    x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+                }
             }
             std::hint::black_box(x);
-            std::thread::sleep(Duration::from_millis(60));
+            tx.send(me).unwrap();
             go_rx.recv().unwrap();
         });
         let tid = rx.recv().unwrap();
         let mut clocks = ThreadClocks::default();
-        assert_eq!(clocks.read([tid]), 0, "the first reading is the starting point");
+        assert_eq!(clocks.read([tid]), None, "the first reading is the starting point");
         go_tx.send(()).unwrap();
-        std::thread::sleep(Duration::from_millis(150));
-        let used = clocks.read([tid]);
-        assert!((40_000_000..=130_000_000).contains(&used), "60 ms of CPU in 150 ms of wall time, read {used} ns");
+        rx.recv().unwrap();
+        let used = clocks.read([tid]).expect("read twice");
+        assert!((60_000_000..=75_000_000).contains(&used), "60 ms of CPU, read {used} ns");
+        // Asleep: a reading adds (nearly) nothing.
+        std::thread::sleep(Duration::from_millis(30));
+        assert!(clocks.read([tid]).unwrap() < 5_000_000);
         go_tx.send(()).unwrap();
         worker.join().unwrap();
-        // Exited: dropped, and nothing added.
-        std::thread::sleep(Duration::from_millis(20));
-        assert_eq!(clocks.read([tid]), 0);
-        assert!(clocks.last.is_empty());
+        // Exited: dropped, nothing added, not asked again.
+        let t = Instant::now();
+        while thread_cpu_ns(tid).is_some() && t.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(clocks.read([tid]), None);
+        assert!(clocks.last.is_empty() && clocks.gone.contains(&tid));
         assert_eq!(thread_cpu_ns(0), None);
         assert!(thread_cpu_ns(gettid()).is_some());
+        // Another process's thread is not this one's to read.
+        // SAFETY: getppid has no preconditions.
+        assert_eq!(thread_cpu_ns(unsafe { libc::getppid() } as u32), None);
+    }
+
+    #[test]
+    fn the_clock_id_is_the_one_pthread_gives() {
+        let mut id: libc::clockid_t = 0;
+        // SAFETY: pthread_self is this thread; `id` is writable.
+        assert_eq!(unsafe { libc::pthread_getcpuclockid(libc::pthread_self(), &mut id) }, 0);
+        assert_eq!(id, ((!(gettid() as libc::clockid_t)) << 3) | 6);
     }
 
     #[test]

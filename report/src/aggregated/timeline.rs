@@ -68,6 +68,8 @@ pub struct Bin {
     /// CPU time of the threads that launch kernels, ns (all of them
     /// together; spread over the time between two readings).
     pub launching_cpu_ns: u64,
+    /// Time covered by readings of that CPU time, ns.
+    pub cpu_covered_ns: u64,
     /// Time host threads were blocked in CUDA synchronisations and blocking
     /// copies, ns.
     pub cuda_blocked_ns: u64,
@@ -109,6 +111,7 @@ impl Bin {
         self.comm_compute_ns = self.comm_compute_ns.saturating_add(o.comm_compute_ns);
         self.comm_ns = self.comm_ns.saturating_add(o.comm_ns);
         self.launching_cpu_ns = self.launching_cpu_ns.saturating_add(o.launching_cpu_ns);
+        self.cpu_covered_ns = self.cpu_covered_ns.saturating_add(o.cpu_covered_ns);
         self.cuda_blocked_ns = self.cuda_blocked_ns.saturating_add(o.cuda_blocked_ns);
         for (a, b) in self.idle.iter_mut().zip(o.idle) {
             *a = a.saturating_add(b);
@@ -125,14 +128,12 @@ pub struct Timeline {
     pub width: u64,
     /// The bins, from `start` on.
     pub bins: Vec<Bin>,
-    /// The launching threads' CPU time was read (`Bin::launching_cpu_ns`).
-    pub cpu_read: bool,
 }
 
 impl Timeline {
     /// No bin yet, bin 0 starting at `start`.
     pub fn new(start: u64) -> Self {
-        Timeline { start, width: FIRST_WIDTH_NS, bins: Vec::new(), cpu_read: false }
+        Timeline { start, width: FIRST_WIDTH_NS, bins: Vec::new() }
     }
 
     /// The bin holding `t` (times before the start go to the first; `None`
@@ -282,10 +283,8 @@ impl Timeline {
     /// The threads that launch kernels used `ns` of CPU time from `start`
     /// to `end` (two readings of their clocks), spread evenly over it.
     pub fn launching_cpu(&mut self, start: u64, end: u64, ns: u64) {
-        self.cpu_read = true;
-        if ns == 0 {
-            return;
-        }
+        // A reading before the session's start covers its first bin.
+        let start = start.max(self.start).min(end);
         if end <= start {
             if let Some(b) = self.at(end) {
                 b.launching_cpu_ns = b.launching_cpu_ns.saturating_add(ns);
@@ -297,6 +296,7 @@ impl Timeline {
         self.spread(start, end, |b, part| {
             let n = (ns as u128 * part as u128 / len) as u64;
             b.launching_cpu_ns = b.launching_cpu_ns.saturating_add(n);
+            b.cpu_covered_ns = b.cpu_covered_ns.saturating_add(part);
             given = given.saturating_add(n);
         });
         if let Some(b) = self.at(end - 1).filter(|_| ns > given) {
@@ -373,11 +373,11 @@ mod tests {
     #[test]
     fn launching_cpu_time_is_spread_over_the_time_between_readings() {
         let mut t = Timeline::new(0);
-        assert!(!t.cpu_read);
-        // 25 ms of CPU read over 25 ms: 10, 10 and 5 in 10 ms bins.
+        // 25 ms of CPU read over 25 ms: 10, 10 and 5 in 10 ms bins, each
+        // covered for as long.
         t.launching_cpu(0, 25_000_000, 25_000_000);
-        assert!(t.cpu_read);
         assert_eq!(t.bins.iter().map(|b| b.launching_cpu_ns).collect::<Vec<_>>(), [10_000_000, 10_000_000, 5_000_000]);
+        assert_eq!(t.bins.iter().map(|b| b.cpu_covered_ns).collect::<Vec<_>>(), [10_000_000, 10_000_000, 5_000_000]);
         // What rounding leaves goes to the last bin; a zero-length reading to its bin.
         t.launching_cpu(0, 30_000_000, 10);
         assert_eq!(t.bins.iter().map(|b| b.launching_cpu_ns).sum::<u64>(), 25_000_010);

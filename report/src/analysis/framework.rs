@@ -25,12 +25,15 @@ fn forked(n: u64) -> String {
 /// time.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct HostCpu {
-    /// Their time off a CPU outside CUDA calls that block, ns.
-    pub off_ns: u64,
-    /// Of it, what fell while the GPU idled at least: all of it less the
-    /// GPU's busy time (threads of a runtime that waits for the GPU by its
-    /// own means, XLA's, are off a CPU while the GPU works).
+    /// Their CPU time, summed over them, less gpuscope's own in their
+    /// callbacks and hooks, ns.
+    pub cpu_ns: u64,
+    /// Time they were off a CPU, outside CUDA calls that block, while the
+    /// GPU idled, at least, ns
+    /// ([`SessionSteady::launching_off_cpu_ns`](crate::report::SessionSteady::launching_off_cpu_ns)).
     pub off_idle_ns: u64,
+    /// Time host threads were blocked in CUDA calls, ns.
+    pub blocked_ns: u64,
     /// The steady state's wall time, ns.
     pub wall_ns: u64,
     /// GPU idle time in it while the host ran code of its own, ns.
@@ -38,14 +41,8 @@ pub(crate) struct HostCpu {
 }
 
 impl HostCpu {
-    /// Off a CPU, % of the wall time.
-    fn off_pct(&self) -> f64 {
-        100.0 * self.off_ns as f64 / self.wall_ns.max(1) as f64
-    }
-
-    /// Off a CPU while the GPU idled at least, % of the wall time.
-    fn off_idle_pct(&self) -> f64 {
-        100.0 * self.off_idle_ns as f64 / self.wall_ns.max(1) as f64
+    fn pct(&self, ns: u64) -> f64 {
+        (100.0 * ns as f64 / self.wall_ns.max(1) as f64).min(100.0)
     }
 
     /// They waited off a CPU for at least half the GPU's idle time on the
@@ -106,7 +103,13 @@ impl Framework {
             let off = format!(
                 "The threads that launch kernels were off a CPU, outside CUDA calls that block, while the GPU idled \
                  for at least {:.0}% of the steady state",
-                c.off_idle_pct()
+                c.pct(c.off_idle_ns)
+            );
+            let on = format!(
+                "The threads that launch kernels were on a CPU {:.0}% of the steady state (summed over them; blocked \
+                 in CUDA calls {:.0}%)",
+                c.pct(c.cpu_ns),
+                c.pct(c.blocked_ns)
             );
             return match (c.waited(), forks) {
                 (true, 0) => format!(
@@ -120,12 +123,18 @@ impl Framework {
                     forked(n),
                     self.prefetch()
                 ),
+                // Batches copied in the loop with no worker forked: the
+                // loading is likely that code.
+                (false, 0) if copies_batches && self == Framework::PyTorch => format!(
+                    "{on}: their own code between CUDA calls, and the loop copies batches to the GPU: keep data \
+                     loading off that thread (DataLoader(num_workers>0)); {annotate} to see where the rest goes."
+                ),
+                (false, 0) if copies_batches => format!(
+                    "{on}: their own code between CUDA calls, and the loop copies batches to the GPU: keep input \
+                     loading off that thread (prefetched ahead of the step); {annotate} to see where the rest goes."
+                ),
                 (false, _) => format!(
-                    "The threads that launch kernels were on a CPU {:.0}% of the steady state (off it {:.0}%, outside \
-                     CUDA calls that block): mostly {} between CUDA calls: {}; to see where, sample their stacks \
-                     with {}.",
-                    100.0 - c.off_pct(),
-                    c.off_pct(),
+                    "{on}: mostly {} between CUDA calls: {}; to see where, sample their stacks with {}.",
                     self.host_code(),
                     self.less_host_code(),
                     self.host_profiler()
@@ -251,5 +260,23 @@ impl Framework {
                  slow, check the topology (nvidia-smi topo -m: NVLink between the GPUs, not PCIe)."
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cpu(off_idle_ns: u64, host_idle_ns: u64) -> HostCpu {
+        HostCpu { cpu_ns: 0, off_idle_ns, blocked_ns: 0, wall_ns: 300, host_idle_ns }
+    }
+
+    #[test]
+    fn waiting_needs_half_the_host_idle_time_and_a_third_of_the_wall_time() {
+        assert!(cpu(100, 200).waited());
+        assert!(!cpu(99, 200).waited(), "a third of the wall time, short of half the host idle time");
+        assert!(!cpu(99, 150).waited(), "half the host idle time, short of a third of the wall time");
+        assert!(cpu(150, 300).waited());
+        assert!(!cpu(149, 300).waited());
     }
 }

@@ -37,6 +37,9 @@ pub const SETTLED: f64 = 1.5;
 pub const BIN_BAND: f64 = 2.0;
 /// The session's reference bin: this percentile of the active bins.
 pub const REFERENCE_QUANTILE_PCT: usize = 90;
+/// The launching threads' CPU time is given for a steady state its
+/// readings covered for at least this share of, %.
+pub const CPU_COVERED_PCT: u64 = 90;
 /// Without kernel records, a bin is active when the engine's sampled
 /// activity in it is at least the busiest bin's over this.
 pub const SAMPLED_FLOOR: u64 = 20;
@@ -243,8 +246,9 @@ pub struct SessionSteady {
     /// needed; [`super::FoundSteps`] says how), where its kernels repeat.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub steps: Option<super::FoundSteps>,
-    /// CPU time of the threads that launched kernels in it, all together,
-    /// ns (`None`: not read). Against its wall time, less
+    /// CPU time of the threads that launched kernels in it, summed over
+    /// them, ns (`None`: not read, or read over less than
+    /// [`CPU_COVERED_PCT`] of it). Against its wall time, less
     /// [`Self::cuda_blocked_ns`], it says whether those threads computed
     /// or waited off a CPU (for a data loader's queue, a lock, I/O).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -261,15 +265,18 @@ impl SessionSteady {
         self.end_ns.saturating_sub(self.start_ns)
     }
 
-    /// Time the launching threads spent off a CPU outside CUDA calls that
-    /// block, ns: their wall time less their CPU time and their blocked
-    /// time (`None` where their CPU time was not read). Several threads
-    /// that launch in turn (PyTorch's backward launches from autograd's
-    /// thread while the program's waits for it) add up to the wall time;
-    /// where they overlap, this reads 0.
+    /// Time the launching threads spent off a CPU, outside CUDA calls that
+    /// block, while the GPU idled, at least, ns (`None` where their CPU
+    /// time was not read): the idle time less their CPU time and less the
+    /// blocked time that cannot have fallen in the GPU's busy time. Several
+    /// threads that launch in turn (PyTorch's backward launches from
+    /// autograd's thread while the program's waits for it) count as one;
+    /// where they overlap, this reads low.
     pub fn launching_off_cpu_ns(&self) -> Option<u64> {
         let cpu = self.launching_cpu_ns?;
-        Some(self.wall_ns().saturating_sub(cpu).saturating_sub(self.cuda_blocked_ns))
+        let (wall, idle) = (self.wall_ns(), self.idle.total());
+        let busy = wall.saturating_sub(idle);
+        Some(idle.saturating_sub(cpu).saturating_sub(self.cuda_blocked_ns.saturating_sub(busy)))
     }
 }
 
@@ -331,6 +338,7 @@ pub(crate) fn of_session_from(t: &Timeline, start_ns: u64, end_ns: u64, from_ns:
         _ => (a, z, false),
     };
     let mut out = SessionSteady { settled, ..Default::default() };
+    let (mut cpu, mut covered) = (0u64, 0u64);
     let mut idle = [0u64; crate::model::idle::CAUSES];
     let mut sampled = crate::model::sampled::SampledAcc::default();
     let (mut comm_all, mut comm_compute) = (0u64, 0u64);
@@ -352,9 +360,8 @@ pub(crate) fn of_session_from(t: &Timeline, start_ns: u64, end_ns: u64, from_ns:
         out.call_ns = out.call_ns.saturating_add(b.call_ns);
         out.calls_timed = out.calls_timed.saturating_add(b.calls_timed);
         out.cuda_blocked_ns = out.cuda_blocked_ns.saturating_add(b.cuda_blocked_ns);
-        if t.cpu_read {
-            out.launching_cpu_ns = Some(out.launching_cpu_ns.unwrap_or(0).saturating_add(b.launching_cpu_ns));
-        }
+        cpu = cpu.saturating_add(b.launching_cpu_ns);
+        covered = covered.saturating_add(b.cpu_covered_ns);
         for (x, y) in idle.iter_mut().zip(b.idle) {
             *x = x.saturating_add(y);
         }
@@ -365,6 +372,11 @@ pub(crate) fn of_session_from(t: &Timeline, start_ns: u64, end_ns: u64, from_ns:
     let bin_start = |i: u64| t.start.saturating_add(i.saturating_mul(t.width));
     out.start_ns = bin_start(s as u64).max(start_ns);
     out.end_ns = bin_start(e as u64 + 1).min(end_ns).max(out.start_ns);
+    // The launching threads' CPU time, where readings covered nearly all
+    // of it (none where no launching thread was known to read).
+    if covered.saturating_mul(100) >= out.wall_ns().saturating_mul(CPU_COVERED_PCT) && covered > 0 {
+        out.launching_cpu_ns = Some(cpu);
+    }
     out.startup_ns = out.start_ns.saturating_sub(start_ns);
     out.shutdown_ns = end_ns.saturating_sub(out.end_ns);
     Some(out)
@@ -374,6 +386,40 @@ pub(crate) fn of_session_from(t: &Timeline, start_ns: u64, end_ns: u64, from_ns:
 mod tests {
     use super::*;
     use crate::aggregated::calls::Figures;
+
+    #[test]
+    fn the_launching_threads_cpu_time_is_given_where_readings_covered_the_steady_state() {
+        const MS: u64 = 1_000_000;
+        let loop_of = || {
+            let mut t = Timeline::new(0);
+            for i in 0..10 {
+                t.launch(i * 10 * MS + 1, 0, 0);
+                t.kernel(i * 10 * MS + 1, i * 10 * MS + 4 * MS);
+            }
+            // The GPU idle 6 ms of each 10, waiting for the host.
+            for b in &mut t.bins {
+                b.idle[crate::model::idle::HOST] = 6 * MS;
+            }
+            t
+        };
+        // No reading (no launching thread known): not read, not "all waiting".
+        let t = loop_of();
+        let s = of_session(&t, 0, 100 * MS).expect("a steady state");
+        assert_eq!((s.launching_cpu_ns, s.wall_ns()), (None, 100 * MS));
+        // Read over all of it.
+        let mut t = loop_of();
+        t.launching_cpu(0, 100 * MS, 40 * MS);
+        t.cuda_blocked(20 * MS, 22 * MS);
+        let s = of_session(&t, 0, 100 * MS).unwrap();
+        assert_eq!((s.launching_cpu_ns, s.cuda_blocked_ns), (Some(40 * MS), 2 * MS));
+        // Idle 60 ms, on a CPU 40 ms (in the idle time at worst), blocked
+        // 2 ms (in the 40 ms the GPU worked at best): 20 ms off a CPU.
+        assert_eq!(s.launching_off_cpu_ns(), Some(20 * MS));
+        // Read over half of it: not given.
+        let mut t = loop_of();
+        t.launching_cpu(0, 50 * MS, 20 * MS);
+        assert_eq!(of_session(&t, 0, 100 * MS).unwrap().launching_cpu_ns, None);
+    }
 
     fn log_of(walls: &[u64]) -> (Figures, CallLog) {
         let mut total = Figures::default();
