@@ -247,10 +247,10 @@ pub struct SessionSteady {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub steps: Option<super::FoundSteps>,
     /// CPU time of the threads that launched kernels in it, summed over
-    /// them, ns (`None`: not read, or read over less than
-    /// [`CPU_COVERED_PCT`] of it). Against its wall time, less
-    /// [`Self::cuda_blocked_ns`], it says whether those threads computed
-    /// or waited off a CPU (for a data loader's queue, a lock, I/O).
+    /// them, ns (`None`: not read, or read over less than 90% of it).
+    /// With the idle time and [`Self::cuda_blocked_ns`] it says whether
+    /// those threads computed or waited off a CPU (a data loader's queue,
+    /// a lock, I/O): [`Self::launching_off_cpu_ns`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub launching_cpu_ns: Option<u64>,
     /// Time host threads were blocked in CUDA synchronisations and blocking
