@@ -734,9 +734,13 @@ fn decode_loop(s: Arc<Collection>, opts: AggregateOptions, outputs: Outputs, ctl
             return;
         }
         let now = collect::now(&s);
+        if now == 0 {
+            // No timestamp: nowhere to put the reading.
+            return;
+        }
         tids.clear();
         tids.extend(agg.launching_threads(now));
-        let used = clocks.read(tids.iter().copied());
+        let used = clocks.read(&tids);
         if let (Some((_, since)), Some(used)) = (cpu_read_at, used) {
             // At most the time between the readings: threads that overlap
             // (one per GPU) must not hide another interval's waiting.

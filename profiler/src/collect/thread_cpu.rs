@@ -27,23 +27,26 @@ pub(crate) struct ThreadClocks {
 
 impl ThreadClocks {
     /// The CPU time `tids` used since the last reading, ns, all together;
-    /// `None` where no thread was read both then and now (nothing is known
-    /// of that time). A thread read for the first time sets its starting
-    /// point (and adds nothing); one that cannot be read (it exited) is
-    /// dropped and not asked again.
-    pub(crate) fn read(&mut self, tids: impl IntoIterator<Item = u32>) -> Option<u64> {
-        let mut used = None::<u64>;
-        for tid in tids {
+    /// `None` unless every one of them was read then and now (a thread new
+    /// since, past [`MAX_THREADS`], or exited leaves CPU time unknown, which
+    /// would read as waiting). A thread read for the first time sets its
+    /// starting point; one that cannot be read (it exited) is dropped and
+    /// not asked again; one no longer asked for is forgotten.
+    pub(crate) fn read(&mut self, tids: &[u32]) -> Option<u64> {
+        self.last.retain(|t, _| tids.contains(t));
+        let mut used = Some(0u64);
+        for &tid in tids {
             if self.gone.contains(&tid) || (!self.last.contains_key(&tid) && self.last.len() >= MAX_THREADS) {
+                used = None;
                 continue;
             }
             match thread_cpu_ns(tid) {
-                Some(now) => {
-                    if let Some(before) = self.last.insert(tid, now) {
-                        used = Some(used.unwrap_or(0).saturating_add(now.saturating_sub(before)));
-                    }
-                }
+                Some(now) => match self.last.insert(tid, now) {
+                    Some(before) => used = used.map(|u| u.saturating_add(now.saturating_sub(before))),
+                    None => used = None,
+                },
                 None => {
+                    used = None;
                     self.last.remove(&tid);
                     if self.gone.len() >= MAX_GONE {
                         self.gone.clear();
@@ -52,7 +55,7 @@ impl ThreadClocks {
                 }
             }
         }
-        used
+        used.filter(|_| !tids.is_empty())
     }
 }
 
@@ -105,14 +108,14 @@ mod tests {
         });
         let tid = rx.recv().unwrap();
         let mut clocks = ThreadClocks::default();
-        assert_eq!(clocks.read([tid]), None, "the first reading is the starting point");
+        assert_eq!(clocks.read(&[tid]), None, "the first reading is the starting point");
         go_tx.send(()).unwrap();
         rx.recv().unwrap();
-        let used = clocks.read([tid]).expect("read twice");
+        let used = clocks.read(&[tid]).expect("read twice");
         assert!((60_000_000..=75_000_000).contains(&used), "60 ms of CPU, read {used} ns");
         // Asleep: a reading adds (nearly) nothing.
         std::thread::sleep(Duration::from_millis(30));
-        assert!(clocks.read([tid]).unwrap() < 5_000_000);
+        assert!(clocks.read(&[tid]).unwrap() < 5_000_000);
         go_tx.send(()).unwrap();
         worker.join().unwrap();
         // Exited: dropped, nothing added, not asked again.
@@ -120,8 +123,15 @@ mod tests {
         while thread_cpu_ns(tid).is_some() && t.elapsed() < Duration::from_secs(5) {
             std::thread::sleep(Duration::from_millis(5));
         }
-        assert_eq!(clocks.read([tid]), None);
+        assert_eq!(clocks.read(&[tid]), None);
         assert!(clocks.last.is_empty() && clocks.gone.contains(&tid));
+        // This thread alone from now on: the gone one is no longer asked.
+        let me = gettid();
+        assert_eq!(clocks.read(&[me]), None, "new");
+        assert!(clocks.read(&[me]).is_some());
+        // One new thread among known ones: that interval is unknown.
+        assert_eq!(clocks.read(&[me, tid]), None);
+        assert_eq!(clocks.read(&[]), None);
         assert_eq!(thread_cpu_ns(0), None);
         assert!(thread_cpu_ns(gettid()).is_some());
         // Another process's thread is not this one's to read.
@@ -144,7 +154,9 @@ mod tests {
         for t in 0..MAX_THREADS as u32 {
             clocks.last.insert(1_000_000 + t, 0);
         }
-        clocks.read([me]);
+        let mut tids = vec![me];
+        tids.extend(clocks.last.keys().copied());
+        assert_eq!(clocks.read(&tids), None, "a thread left out: CPU time unknown");
         assert!(!clocks.last.contains_key(&me));
     }
 }

@@ -25,17 +25,20 @@ fn forked(n: u64) -> String {
 /// time.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct HostCpu {
-    /// Their CPU time, summed over them, less gpuscope's own in their
-    /// callbacks and hooks, ns.
+    /// Their CPU time, summed over them, ns.
     pub cpu_ns: u64,
+    /// Of it, gpuscope's own (callbacks and hooks), ns.
+    pub own_ns: u64,
     /// Time they were off a CPU, outside CUDA calls that block, while the
     /// GPU idled, at least, ns
     /// ([`SessionSteady::launching_off_cpu_ns`](crate::report::SessionSteady::launching_off_cpu_ns)).
     pub off_idle_ns: u64,
     /// Time host threads were blocked in CUDA calls, ns.
     pub blocked_ns: u64,
-    /// The steady state's wall time, ns.
+    /// The steady state's wall time and the GPU's busy time in it, ns.
     pub wall_ns: u64,
+    /// See `wall_ns`.
+    pub busy_ns: u64,
     /// GPU idle time in it while the host ran code of its own, ns.
     pub host_idle_ns: u64,
 }
@@ -45,12 +48,25 @@ impl HostCpu {
         (100.0 * ns as f64 / self.wall_ns.max(1) as f64).min(100.0)
     }
 
+    fn waiting(&self, off_ns: u64) -> bool {
+        off_ns.saturating_mul(2) >= self.host_idle_ns && off_ns as f64 >= WAITED_SHARE * self.wall_ns as f64
+    }
+
     /// They waited off a CPU for at least half the GPU's idle time on the
     /// host and [`WAITED_SHARE`] of the wall time: the host time is mostly
     /// waiting, not code.
     pub(crate) fn waited(&self) -> bool {
-        self.off_idle_ns.saturating_mul(2) >= self.host_idle_ns
-            && self.off_idle_ns as f64 >= WAITED_SHARE * self.wall_ns as f64
+        self.waiting(self.off_idle_ns)
+    }
+
+    /// Their host time was code: they did not wait even if their blocked
+    /// time was spent spinning on a CPU (CUDA spins in a synchronisation
+    /// where it has cores to spare) while the GPU worked, and their own CPU
+    /// time, less that, covers half the GPU's idle time on the host.
+    pub(crate) fn computed(&self) -> bool {
+        let spun = self.blocked_ns.min(self.busy_ns);
+        let own_code = self.cpu_ns.saturating_sub(self.own_ns).saturating_sub(self.blocked_ns);
+        !self.waiting(self.off_idle_ns.saturating_add(spun)) && own_code.saturating_mul(2) >= self.host_idle_ns
     }
 }
 
@@ -99,7 +115,7 @@ impl Framework {
     /// CPU time says of that host time, where it was read.
     pub(crate) fn host_work(self, forks: u64, copies_batches: bool, cpu: Option<HostCpu>) -> String {
         let annotate = format!("annotate the training step with NVTX ranges ({})", self.nvtx_example());
-        if let Some(c) = cpu {
+        if let Some(c) = cpu.filter(|c| c.waited() || c.computed()) {
             let off = format!(
                 "The threads that launch kernels were off a CPU, outside CUDA calls that block, while the GPU idled \
                  for at least {:.0}% of the steady state",
@@ -108,7 +124,7 @@ impl Framework {
             let on = format!(
                 "The threads that launch kernels were on a CPU {:.0}% of the steady state (summed over them; blocked \
                  in CUDA calls {:.0}%)",
-                c.pct(c.cpu_ns),
+                c.pct(c.cpu_ns.saturating_sub(c.own_ns)),
                 c.pct(c.blocked_ns)
             );
             return match (c.waited(), forks) {
@@ -141,6 +157,11 @@ impl Framework {
                 ),
             };
         }
+        self.host_work_unread(forks, copies_batches, &annotate)
+    }
+
+    /// [`Self::host_work`] where the CPU time says nothing.
+    fn host_work_unread(self, forks: u64, copies_batches: bool, annotate: &str) -> String {
         match (self, forks) {
             (_, 0) if !copies_batches => format!(
                 "The launching thread ran code of its own between CUDA calls: {annotate} to see where (or sample \
@@ -268,7 +289,20 @@ mod tests {
     use super::*;
 
     fn cpu(off_idle_ns: u64, host_idle_ns: u64) -> HostCpu {
-        HostCpu { cpu_ns: 0, off_idle_ns, blocked_ns: 0, wall_ns: 300, host_idle_ns }
+        HostCpu { cpu_ns: 0, own_ns: 0, off_idle_ns, blocked_ns: 0, wall_ns: 300, busy_ns: 0, host_idle_ns }
+    }
+
+    #[test]
+    fn code_needs_cpu_time_that_is_not_a_spin_in_a_synchronisation() {
+        // Busy 150 of 300, idle on the host 135; on a CPU 165, 150 of it
+        // blocked in a synchronisation (spinning while the GPU worked).
+        let spin = HostCpu { cpu_ns: 165, blocked_ns: 150, busy_ns: 150, ..cpu(0, 135) };
+        assert!(!spin.waited() && !spin.computed(), "neither: the clocks cannot tell");
+        // The same CPU time with nothing blocked: code.
+        let code = HostCpu { blocked_ns: 0, ..spin };
+        assert!(code.computed());
+        // gpuscope's own time is no code of the program's.
+        assert!(!HostCpu { own_ns: 120, ..code }.computed());
     }
 
     #[test]

@@ -247,7 +247,8 @@ pub struct SessionSteady {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub steps: Option<super::FoundSteps>,
     /// CPU time of the threads that launched kernels in it, summed over
-    /// them, ns (`None`: not read, or read over less than 90% of it).
+    /// them (each reading capped at the time since the last), ns (`None`:
+    /// not read, or read over less than 90% of it).
     /// With the idle time and [`Self::cuda_blocked_ns`] it says whether
     /// those threads computed or waited off a CPU (a data loader's queue,
     /// a lock, I/O): [`Self::launching_off_cpu_ns`].
@@ -276,7 +277,11 @@ impl SessionSteady {
         let cpu = self.launching_cpu_ns?;
         let (wall, idle) = (self.wall_ns(), self.idle.total());
         let busy = wall.saturating_sub(idle);
-        Some(idle.saturating_sub(cpu).saturating_sub(self.cuda_blocked_ns.saturating_sub(busy)))
+        // Blocked time in the GPU's idle time: what its busy time cannot
+        // hold, and at least the blocking copies' (the GPU idles for them).
+        let blocked = self.cuda_blocked_ns;
+        let blocked_idle = blocked.saturating_sub(busy).max(blocked.min(self.idle.copy_ns));
+        Some(idle.saturating_sub(cpu).saturating_sub(blocked_idle))
     }
 }
 
@@ -415,9 +420,18 @@ mod tests {
         // Idle 60 ms, on a CPU 40 ms (in the idle time at worst), blocked
         // 2 ms (in the 40 ms the GPU worked at best): 20 ms off a CPU.
         assert_eq!(s.launching_off_cpu_ns(), Some(20 * MS));
-        // Read over half of it: not given.
+        // Blocked 45 ms: 5 ms of it past what the GPU's 40 ms of work can
+        // hold, so 15 ms off a CPU while it idled.
         let mut t = loop_of();
-        t.launching_cpu(0, 50 * MS, 20 * MS);
+        t.launching_cpu(0, 100 * MS, 40 * MS);
+        t.cuda_blocked(0, 45 * MS);
+        assert_eq!(of_session(&t, 0, 100 * MS).unwrap().launching_off_cpu_ns(), Some(15 * MS));
+        // Read over 90% of it: given; over 89%, not.
+        let mut t = loop_of();
+        t.launching_cpu(0, 90 * MS, 20 * MS);
+        assert_eq!(of_session(&t, 0, 100 * MS).unwrap().launching_cpu_ns, Some(20 * MS));
+        let mut t = loop_of();
+        t.launching_cpu(0, 89 * MS, 20 * MS);
         assert_eq!(of_session(&t, 0, 100 * MS).unwrap().launching_cpu_ns, None);
     }
 

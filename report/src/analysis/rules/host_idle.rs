@@ -37,7 +37,7 @@ fn range_advice(e: &Evidence, g: &RangeAnalysis) -> String {
 }
 
 fn session_advice(r: &Report, fw: Framework) -> String {
-    fw.host_work(r.forks, copies_batches(r), host_cpu(r))
+    fw.host_work(r.forks, copies_batches(r), host_cpu(r, fw))
 }
 
 /// What the launching threads' CPU time over the steady state says, where
@@ -45,17 +45,23 @@ fn session_advice(r: &Report, fw: Framework) -> String {
 /// replayed inside the launch calls), not with trace windows that switch
 /// (CUDA calls between them are not seen), not for XLA (its runtime's
 /// threads launch, and wait for the program's dispatch off a CPU).
-fn host_cpu(r: &Report) -> Option<HostCpu> {
+fn host_cpu(r: &Report, fw: Framework) -> Option<HostCpu> {
     let s = r.session_steady.as_ref()?;
     let windows = r.sampling.as_ref().and_then(|m| m.trace_windows.as_ref()).is_some_and(|w| w.window_ns < w.period_ns);
-    if r.mode == "metrics" || windows || Framework::of(r) == Framework::Xla {
+    if r.mode == "metrics" || windows || fw == Framework::Xla {
         return None;
     }
-    let off_idle_ns = s.launching_off_cpu_ns()?;
-    let cpu_ns = s.launching_cpu_ns?.saturating_sub(s.callback_ns).saturating_sub(s.hook_ns);
     // The host idle time as the finding gives it: gpuscope's share taken out.
     let host_idle_ns = crate::analysis::findings::session_idle(r).map_or(s.idle.host_ns, |(i, _, _)| i.host_ns);
-    Some(HostCpu { cpu_ns, off_idle_ns, blocked_ns: s.cuda_blocked_ns, wall_ns: s.wall_ns(), host_idle_ns })
+    Some(HostCpu {
+        cpu_ns: s.launching_cpu_ns?,
+        own_ns: s.callback_ns.saturating_add(s.hook_ns),
+        off_idle_ns: s.launching_off_cpu_ns()?,
+        blocked_ns: s.cuda_blocked_ns,
+        wall_ns: s.wall_ns(),
+        busy_ns: s.wall_ns().saturating_sub(s.idle.total()),
+        host_idle_ns,
+    })
 }
 
 /// Whether the program copies batches to the GPU in its loop: its steady
