@@ -154,8 +154,6 @@ pub(crate) struct Aggregator {
     cross_thread: (u64, u64),
     /// Per launching thread: its costs.
     threads: FxHashMap<u32, ThreadCost>,
-    /// Each launching thread's last launch (rows of `threads`).
-    launched_at: FxHashMap<u32, u64>,
     /// When each thread's (cost row's) last launch call began: where a
     /// call that blocked ended.
     last_launch: FxHashMap<u32, u64>,
@@ -216,7 +214,6 @@ impl Aggregator {
             per_device: per_device::PerDevice::default(),
             cross_thread: (0, 0),
             threads: FxHashMap::default(),
-            launched_at: FxHashMap::default(),
             last_launch: FxHashMap::default(),
             recent: idle::RecentCalls::default(),
             calibration: Err("no kernel was launched in the session".to_string()),
@@ -400,9 +397,6 @@ impl Aggregator {
                 let blocked_until = prev_launch.map_or(ts, |p| p.saturating_add(prev_call_ns as u64).min(ts));
                 let prev_call_ns = if prev_call_ns as u64 > MAX_TIMED_CALL_NS { 0 } else { prev_call_ns };
                 self.thread_cost(tid).add(cost_ns as u64, prev_call_ns as u64);
-                if row != 0 {
-                    self.launched_at.insert(row, ts);
-                }
                 if self.opts.host_delay {
                     if blocked {
                         self.idle.host_waited(blocked_until);
@@ -752,11 +746,12 @@ impl Aggregator {
 
     /// The threads that launched kernels in the last
     /// [`LAUNCHED_RECENTLY_NS`] before `now` (those with a row of their
-    /// own), whose CPU time the decoder reads: not a thread that launched
-    /// at start-up and then does other work.
+    /// own; none across untraced launches), whose CPU time the decoder
+    /// reads: not a thread that launched at start-up and then does other
+    /// work.
     pub(crate) fn launching_threads(&self, now: u64) -> impl Iterator<Item = u32> + '_ {
         let since = now.saturating_sub(LAUNCHED_RECENTLY_NS);
-        self.launched_at.iter().filter(move |&(&t, &at)| t != 0 && at >= since).map(|(&t, _)| t)
+        self.last_launch.iter().filter(move |&(_, &at)| at >= since).map(|(&t, _)| t)
     }
 
     /// Those threads used `ns` of CPU time from `start` to `end` (session

@@ -283,12 +283,10 @@ impl Timeline {
     /// The threads that launch kernels used `ns` of CPU time from `start`
     /// to `end` (two readings of their clocks), spread evenly over it.
     pub fn launching_cpu(&mut self, start: u64, end: u64, ns: u64) {
-        // A reading before the session's start covers its first bin.
-        let start = start.max(self.start).min(end);
+        // A reading before the session's start covers its first bin; one
+        // of no length covers nothing.
+        let start = start.max(self.start);
         if end <= start {
-            if let Some(b) = self.at(end) {
-                b.launching_cpu_ns = b.launching_cpu_ns.saturating_add(ns);
-            }
             return;
         }
         let len = (end - start) as u128;
@@ -378,11 +376,13 @@ mod tests {
         t.launching_cpu(0, 25_000_000, 25_000_000);
         assert_eq!(t.bins.iter().map(|b| b.launching_cpu_ns).collect::<Vec<_>>(), [10_000_000, 10_000_000, 5_000_000]);
         assert_eq!(t.bins.iter().map(|b| b.cpu_covered_ns).collect::<Vec<_>>(), [10_000_000, 10_000_000, 5_000_000]);
-        // What rounding leaves goes to the last bin; a zero-length reading to its bin.
+        // What rounding leaves goes to the last bin; a reading of no length
+        // adds nothing.
         t.launching_cpu(0, 30_000_000, 10);
         assert_eq!(t.bins.iter().map(|b| b.launching_cpu_ns).sum::<u64>(), 25_000_010);
+        assert_eq!(t.bins[0].launching_cpu_ns, 10_000_003);
         t.launching_cpu(5_000_000, 5_000_000, 7);
-        assert_eq!(t.bins[0].launching_cpu_ns, 10_000_010);
+        assert_eq!(t.bins.iter().map(|b| b.launching_cpu_ns).sum::<u64>(), 25_000_010);
         t.cuda_blocked(8_000_000, 12_000_000);
         assert_eq!((t.bins[0].cuda_blocked_ns, t.bins[1].cuda_blocked_ns), (2_000_000, 2_000_000));
     }

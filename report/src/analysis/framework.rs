@@ -141,13 +141,10 @@ impl Framework {
                 ),
                 // Batches copied in the loop with no worker forked: the
                 // loading is likely that code.
-                (false, 0) if copies_batches && self == Framework::PyTorch => format!(
-                    "{on}: their own code between CUDA calls, and the loop copies batches to the GPU: keep data \
-                     loading off that thread (DataLoader(num_workers>0)); {annotate} to see where the rest goes."
-                ),
                 (false, 0) if copies_batches => format!(
-                    "{on}: their own code between CUDA calls, and the loop copies batches to the GPU: keep input \
-                     loading off that thread (prefetched ahead of the step); {annotate} to see where the rest goes."
+                    "{on}: their own code between CUDA calls, and the loop copies batches to the GPU: keep {}; \
+                     {annotate} to see where the rest goes.",
+                    self.loading_off_thread()
                 ),
                 (false, _) => format!(
                     "{on}: mostly {} between CUDA calls: {}; to see where, sample their stacks with {}.",
@@ -187,6 +184,14 @@ impl Framework {
                  {annotate}, with a data range around fetching the batch, to see whether it waits for data.",
                 forked(n)
             ),
+        }
+    }
+
+    /// Where a loop's input loading belongs.
+    fn loading_off_thread(self) -> &'static str {
+        match self {
+            Framework::PyTorch => "data loading off that thread (DataLoader(num_workers>0))",
+            _ => "input loading off that thread (prefetched ahead of the step)",
         }
     }
 
@@ -308,7 +313,7 @@ mod tests {
     #[test]
     fn waiting_needs_half_the_host_idle_time_and_a_third_of_the_wall_time() {
         assert!(cpu(100, 200).waited());
-        assert!(!cpu(99, 200).waited(), "a third of the wall time, short of half the host idle time");
+        assert!(!cpu(100, 201).waited(), "a third of the wall time, short of half the host idle time");
         assert!(!cpu(99, 150).waited(), "half the host idle time, short of a third of the wall time");
         assert!(cpu(150, 300).waited());
         assert!(!cpu(149, 300).waited());
