@@ -2,7 +2,7 @@
  * work of its own. Loaded by overhead.py with ctypes; built on the device:
  *
  *   gcc -O2 -shared -fPIC -I$CUDA/include -I$CUDA/extras/CUPTI/include \
- *       cupti_floor.c -L$CUDA/lib64 -lcupti -o libcupti_floor.so
+ *       cupti_floor.c -L$CUDA/lib64 -lcupti -lcuda -lpthread -o libcupti_floor.so
  *
  * floor_start(kinds, callbacks) enables the activity kinds in `kinds` (bit
  * 1 kernels, 2 memcpy, 4 memset, 8 synchronization) and, with a callback
@@ -168,4 +168,64 @@ const char *floor_name(int api, unsigned id) {
   if (cuptiGetCallbackName(api ? CUPTI_CB_DOMAIN_DRIVER_API : CUPTI_CB_DOMAIN_RUNTIME_API, id, &name) != CUPTI_SUCCESS)
     return "?";
   return name;
+}
+
+/* gpuscope's calibration, step by step, to find which of its steps leaves
+ * the program's launches costlier: `how` bit 1 runs it on a thread of its
+ * own (else on the caller's), bit 2 launches an empty kernel (a PTX module
+ * loaded here) 288 times before `kinds` are enabled, bit 4 288 times after,
+ * bit 8 on the default stream (else on a non-blocking stream of its own).
+ * With neither launch bit it only enables `kinds` (from its thread). The
+ * caller's context must be current. Returns 0, or -1 on a CUDA error. */
+#include <cuda.h>
+#include <pthread.h>
+
+static const char CAL_PTX[] =
+    ".version 7.0\n.target sm_70\n.address_size 64\n\n.visible .entry floor_empty()\n{\n\tret;\n}\n";
+
+struct cal {
+  CUcontext ctx;
+  unsigned how, kinds;
+  int rc;
+};
+
+static int cal_launches(CUfunction f, CUstream s, int n) {
+  for (int i = 0; i < n; i++)
+    if (cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, s, NULL, NULL) != CUDA_SUCCESS) return -1;
+  return cuStreamSynchronize(s) == CUDA_SUCCESS ? 0 : -1;
+}
+
+static void *cal_run(void *p) {
+  struct cal *c = p;
+  c->rc = -1;
+  if (cuCtxSetCurrent(c->ctx) != CUDA_SUCCESS) return NULL;
+  CUmodule m = NULL;
+  CUfunction f = NULL;
+  CUstream s = NULL;
+  if (c->how & 6) {
+    if (cuModuleLoadData(&m, CAL_PTX) != CUDA_SUCCESS || cuModuleGetFunction(&f, m, "floor_empty") != CUDA_SUCCESS)
+      return NULL;
+    if (!(c->how & 8) && cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) return NULL;
+  }
+  if ((c->how & 2) && cal_launches(f, s, 288)) return NULL;
+  kinds_on = c->kinds;
+  for (size_t i = 0; i < N(KINDS); i++)
+    if (c->kinds & (1u << i)) cuptiActivityEnable(KINDS[i]);
+  if ((c->how & 4) && cal_launches(f, s, 288)) return NULL;
+  if (s) cuStreamDestroy(s);
+  c->rc = 0;
+  return NULL;
+}
+
+int floor_calibrate(unsigned how, unsigned kinds) {
+  struct cal c = {NULL, how, kinds, -1};
+  if (cuCtxGetCurrent(&c.ctx) != CUDA_SUCCESS || !c.ctx) return -1;
+  if (how & 1) {
+    pthread_t t;
+    if (pthread_create(&t, NULL, cal_run, &c)) return -1;
+    pthread_join(t, NULL);
+  } else {
+    cal_run(&c);
+  }
+  return c.rc;
 }

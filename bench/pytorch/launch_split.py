@@ -3,7 +3,7 @@ gpuscope charges itself: in one process, plain blocks alternate with
 blocks under each configuration (raw CUPTI through cupti_floor.c, and
 gpuscope sessions with parts of their work off), on
 
-  tiny    2000 `x.add_(1)` on a one-element tensor, then a sync (each op
+  tiny    2000 (--tiny) `x.add_(1)` on a one-element tensor, then a sync (each op
           one launch; the host bounds it),
   err     100,000 cudaGetLastError() through ctypes (a runtime call that
           launches nothing; PyTorch makes one after every launch),
@@ -14,6 +14,10 @@ gpuscope sessions with parts of their work off), on
           resnet-noloader, 894 launches a step, its host bound by two
           threads: the main one and the autograd engine's).
 
+A gpuscope session's block includes its calibration at the first launch
+(3-4 ms once): over 2000 launches that reads as 1.7-2.3 us a launch that
+later launches do not pay; use --tiny 10000 or more for per-launch costs.
+
 Times are per op (per launch for tiny, per call for the API loops, per
 step for llama), the block over the mean of the plain blocks around it.
 For gpuscope sessions the report's own estimate of its cost is printed
@@ -22,7 +26,7 @@ census configuration counts the runtime and driver calls each workload
 makes.
 
     gcc -O2 -shared -fPIC -I$CUDA/include -I$CUDA/extras/CUPTI/include \\
-        bench/pytorch/cupti_floor.c -L$CUDA/extras/CUPTI/lib64 -lcupti -o libcupti_floor.so
+        bench/pytorch/cupti_floor.c -L$CUDA/extras/CUPTI/lib64 -lcupti -lcuda -o libcupti_floor.so
     PYTHONPATH=python GPUSCOPE_LIB=libgpuscope.so python3 bench/pytorch/launch_split.py \\
         --floor libcupti_floor.so --rounds 3 --out split.json
 """
@@ -43,7 +47,13 @@ here = os.path.dirname(os.path.abspath(__file__))
 # Raw CUPTI: (activity kinds, callbacks) bit masks of cupti_floor.c.
 FLOORS = {"attached": (0, 0), "records": (1, 0), "records+cb": (1, 3), "cb": (0, 3),
           # Kernel, copy, set and synchronisation records: gpuscope's kinds.
-          "records4": (15, 0), "records4+cb": (15, 3)}
+          "records4": (15, 0), "records4+cb": (15, 3),
+          # Kernel records and launch callbacks, the records enabled by
+          # steps of gpuscope's calibration (cupti_floor.c's
+          # floor_calibrate bits: 1 own thread, 2 launches before, 4
+          # after, 8 on the default stream).
+          "cal-enable": (1, 3, 1), "cal-same": (1, 3, 6), "cal-thread": (1, 3, 7),
+          "cal-before": (1, 3, 3), "cal-after": (1, 3, 5), "cal-default": (1, 3, 15)}
 # gpuscope sessions: profile() keywords.
 SESSIONS = {
     "gpuscope": {},
@@ -64,16 +74,16 @@ def loaded(name):
     raise SystemExit(f"{name} is not loaded")
 
 
-def workloads(llama_steps):
+def workloads(llama_steps, tiny_n=2000):
     x = torch.zeros(1, device="cuda")
     rt = loaded("libcudart.so")
     drv = ctypes.CDLL("libcuda.so.1")
     dev, ctx = ctypes.c_int(), ctypes.c_void_p()
 
     def tiny():
-        for _ in range(2000):
+        for _ in range(tiny_n):
             x.add_(1)
-        return 2000
+        return tiny_n
 
     def err():
         f = rt.cudaGetLastError
@@ -133,9 +143,13 @@ class Floor:
         self.lib = ctypes.CDLL(os.path.abspath(path))
         self.lib.floor_name.restype = ctypes.c_char_p
 
-    def start(self, kinds, callbacks):
-        if self.lib.floor_start(kinds, callbacks) != 0:
+    def start(self, kinds, callbacks, how=None):
+        """CUPTI with activity `kinds` and `callbacks`; with `how`, the
+        kinds enabled by floor_calibrate's steps instead."""
+        if self.lib.floor_start(0 if how is not None else kinds, callbacks) != 0:
             raise SystemExit("floor_start failed")
+        if how is not None and self.lib.floor_calibrate(how, kinds) != 0:
+            raise SystemExit("floor_calibrate failed")
 
     def stop(self):
         r, d, rt = ctypes.c_uint64(), ctypes.c_uint64(), ctypes.c_uint64()
@@ -176,12 +190,13 @@ def main():
     ap.add_argument("--floor", required=True, help="libcupti_floor.so")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--llama-steps", type=int, default=8)
+    ap.add_argument("--tiny", type=int, default=2000, help="launches a block of `tiny`")
     ap.add_argument("--configs", default=",".join(list(FLOORS) + list(SESSIONS)))
     ap.add_argument("--work", default="tiny,err,dev,ctx,llama")
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
     fl = Floor(a.floor)
-    work = workloads(a.llama_steps)
+    work = workloads(a.llama_steps, a.tiny)
     names = a.work.split(",")
     for n in names:  # warm-up
         timed(work[n])
