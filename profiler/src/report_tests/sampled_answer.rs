@@ -392,3 +392,52 @@ fn the_main_range_without_kernel_records_answers_per_step_after_warm_up() {
     assert!(few.per_step_mean && few.calls == 3, "{few:?}");
     assert!(few.notes.iter().any(|n| n.contains("warm-up included")), "{:?}", few.notes);
 }
+
+#[test]
+fn periodic_trace_windows_answer_a_steady_state_without_ranges_from_its_samples() {
+    use crate::model::idle::IdleSplit;
+    use crate::model::sampled::TraceWindows;
+    // A loop that waits for its data: the GPU busy 15% of 2 s by its PM
+    // samples, kernel records on 100 ms of every second. In the windows
+    // the GPU idled 18 ms (host 10, launch gaps 8): the gaps that touched
+    // a window's edge (most of a long step's wait) are not classified, so
+    // 1 - idle / wall would read 99% busy.
+    let mut r = report(2000, 30_000, |t| sample(t, 10.0, 1e6, 0.0, 10.0, 15.0));
+    r.sampling.as_mut().expect("sampling mode").trace_windows = Some(TraceWindows {
+        window_ns: 100 * MS,
+        period_ns: 1000 * MS,
+        windows: 3,
+        traced_ns: 300 * MS,
+        untraced_ns: 2700 * MS,
+        untraced_launches: Some(27_000),
+        ..Default::default()
+    });
+    let s = r.session_steady.as_mut().expect("a steady state");
+    s.kernel_ns = 30 * MS;
+    s.idle = IdleSplit { host_ns: 10 * MS, launch_ns: 8 * MS, ..Default::default() };
+    let a = answer_of(&r);
+    assert_eq!(a.busy_source, BUSY_SAMPLED, "{a:?}");
+    assert!((a.gpu_busy_pct - 15.0).abs() < 1.0, "busy {}", a.gpu_busy_pct);
+    // 18 ms of the ~170 ms idle the samples put in the windows (200 ms of
+    // the steady state): too little to split it by cause.
+    assert_eq!(a.parts.iter().map(|p| p.what).collect::<Vec<_>>(), ["GPU idle", "GPU busy"], "{:?}", a.parts);
+    let table = r.to_table(120);
+    assert!(table.contains("GPU busy 15%") && table.contains("they classified 11% of the idle"), "{table}");
+    // Windows that classified most of it (150 ms: host 100, launch gaps
+    // 50) split it as they did.
+    let mut most = r.clone();
+    if let Some(s) = most.session_steady.as_mut() {
+        s.idle = IdleSplit { host_ns: 100 * MS, launch_ns: 50 * MS, ..Default::default() };
+    }
+    let a = answer_of(&most);
+    let host = a.parts.iter().find(|p| p.what == "host work").expect("host work");
+    assert!((host.pct - 85.0 * 100.0 / 150.0).abs() < 1.0, "{:?}", a.parts);
+    assert!(most.to_table(200).contains("the idle time is split by cause as in the traced time"));
+    // Trace windows that ended up covering the whole session answer from
+    // the records, as trace mode.
+    let mut all = r.clone();
+    if let Some(w) = all.sampling.as_mut().and_then(|s| s.trace_windows.as_mut()) {
+        w.untraced_ns = 0;
+    }
+    assert_eq!(answer_of(&all).busy_source, crate::analysis::answer::BUSY_TRACED);
+}

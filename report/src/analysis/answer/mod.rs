@@ -123,6 +123,17 @@ pub(crate) fn always_on(r: &Report) -> bool {
     r.sampling.as_ref().and_then(|s| s.trace_windows.as_ref()).is_some_and(|w| w.window_ns == 0)
 }
 
+/// Whether kernel records in `r` were on in periodic windows and off for
+/// part of the session: a span longer than a window (the steady state)
+/// has its idle time known only inside the windows, where gaps touching
+/// their edges are not classified.
+fn periodic_windows(r: &Report) -> bool {
+    r.sampling
+        .as_ref()
+        .and_then(|s| s.trace_windows.as_ref())
+        .is_some_and(|w| w.window_ns > 0 && w.untraced_ns > 0)
+}
+
 /// The main step among the ranges `usable` takes: the range of the
 /// program's own with most wall time over its steady calls among those with
 /// enough calls to tell warm-up apart; else the one with most wall time.
@@ -462,6 +473,15 @@ pub(super) fn answer(
             found_steps: None,
             nvtx_example: e.fw.nvtx_example(),
         });
+    }
+    // No traced range to answer for, and kernel records in periodic
+    // windows: the steady state's idle time is known only inside them, so
+    // over its wall time GPU busy comes from the PM samples, as without
+    // records (the idle time's causes from the traced windows).
+    if periodic_windows(r) {
+        if let Some(a) = sampled::answer(r, ranges, e) {
+            return Some(Answer { compile_ns: compile, ..a });
+        }
     }
     // No range of the program's own: the session's steady state as a whole.
     let (idle, wall, what) = session_idle(r)?;

@@ -45,7 +45,17 @@ struct TracedIdle {
     traced_ns: u64,
     /// What was traced, for the note.
     of: String,
+    /// The share of the idle time the samples put in the traced time that
+    /// the windows classified, % (`None`: all of it, as in a range's
+    /// traced calls, which lie inside windows).
+    classified_pct: Option<f64>,
 }
+
+/// Under this share of their idle time classified, the windows' split is
+/// not the idle time's: over a steady state longer than a window, the gaps
+/// that cross a window's edge (a long wait for data) are not classified,
+/// and the short ones inside it would pass for all of it.
+const MIN_CLASSIFIED_PCT: f64 = 50.0;
 
 impl TracedIdle {
     fn of(r: &Report, main: Option<usize>) -> Option<Self> {
@@ -60,10 +70,30 @@ impl TracedIdle {
                 let traced = g.count;
                 (g.idle?, format!("its {traced} traced call{}", if traced == 1 { "" } else { "s" }))
             }
-            None => (r.idle?, "the traced time".to_string()),
+            // The steady state's traced time where it has any, else the
+            // session's.
+            None => {
+                let steady = r.session_steady.map(|s| s.idle).filter(|i| i.total() > 0);
+                (steady.or(r.idle)?, "the traced time".to_string())
+            }
         };
         let idle = [HOST, SYNC, COPY, LAUNCH, DISPATCH, OTHER].iter().map(|&c| split.to_array()[c]).sum::<u64>();
-        (idle > 0).then_some(TracedIdle { split, traced_ns: w.traced_ns, of })
+        // The steady state's traced time, with periodic windows spread
+        // evenly over it, and the idle time its samples put there.
+        let classified_pct = r.session_steady.filter(|_| main.is_none()).and_then(|s| {
+            let busy = s.sampled?.gpu_busy_pct?;
+            let all = w.traced_ns.saturating_add(w.untraced_ns);
+            let traced = s.wall_ns() as f64 * w.traced_ns.min(all) as f64 / all.max(1) as f64;
+            let expected = traced * (100.0 - busy).max(0.0) / 100.0;
+            (expected > 0.0).then(|| (100.0 * idle as f64 / expected).min(100.0))
+        });
+        (idle > 0).then_some(TracedIdle { split, traced_ns: w.traced_ns, of, classified_pct })
+    }
+
+    /// Whether the split stands for the idle time (see
+    /// [`MIN_CLASSIFIED_PCT`]).
+    fn representative(&self) -> bool {
+        self.classified_pct.map_or(true, |p| p >= MIN_CLASSIFIED_PCT)
     }
 
     /// `idle_ns` of each of `per` ns split as the traced idle time was.
@@ -122,11 +152,18 @@ pub(super) fn answer(r: &Report, ranges: &[RangeAnalysis], e: &Evidence) -> Opti
     let mut notes = vec![format!(
         "{}: {}",
         match &traced {
-            Some(t) => format!(
+            Some(t) if t.representative() => format!(
                 "kernel records only in trace windows asked for ({} traced): the idle time is split by cause as \
                  in {}, scaled to the rest",
                 crate::model::units::fmt_ns(t.traced_ns),
                 t.of
+            ),
+            Some(t) => format!(
+                "kernel records only in trace windows asked for ({} traced): they classified {:.0}% of the idle \
+                 time in them (a gap that crosses a window's edge is not classified), too little to split it by \
+                 cause; ranges around the step give a split per traced step",
+                crate::model::units::fmt_ns(t.traced_ns),
+                t.classified_pct.unwrap_or(0.0)
             ),
             None => "no kernel records (trace windows of 0); a trace window (gpuscope trigger PID --trace 5s) or \
                      trace mode splits the idle time by cause"
@@ -155,7 +192,11 @@ pub(super) fn answer(r: &Report, ranges: &[RangeAnalysis], e: &Evidence) -> Opti
         let idle_ns = per.saturating_sub(busy_ns);
         let launches = counted.map_or("launches not counted".to_string(), |n| n.describe());
         parts.push(Part { what: "GPU busy", ns: busy_ns, pct: busy, detail: String::new() });
-        let scaled = traced.filter(|_| 100.0 - busy >= 0.5).map(|t| t.parts(idle_ns, per)).unwrap_or_default();
+        let scaled = traced
+            .as_ref()
+            .filter(|t| t.representative() && 100.0 - busy >= 0.5)
+            .map(|t| t.parts(idle_ns, per))
+            .unwrap_or_default();
         if !scaled.is_empty() {
             parts.extend(scaled);
         } else if 100.0 - busy >= 0.5 {
