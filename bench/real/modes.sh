@@ -6,7 +6,8 @@
 #
 #   bench/real/modes.sh OUT NAME...       MODES="trace win0" to run fewer
 #
-# Modes: trace, sampling, win0 (always-on), and for PyTorch programs stack
+# Modes: trace, sampling, win0 (always-on), win100 (kernel records 100 ms
+# of every second), and for PyTorch programs stack
 # (trace with --torch-ranges=stack) and hooks (trace with --torch-ranges);
 # programs of other frameworks skip the last two.
 #
@@ -51,6 +52,7 @@ for n in "$@"; do
       trace) a=();;
       sampling) a=(--mode sampling);;
       win0) a=(--mode sampling --trace-windows 0/1000);;
+      win100) a=(--mode sampling --trace-windows 100/1000);;
       stack|hooks)
         [[ $NOT_TORCH == *" $n "* ]] && continue
         a=(--torch-ranges); [ "$m" = stack ] && a=(--torch-ranges=stack);;
