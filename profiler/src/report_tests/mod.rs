@@ -9,3 +9,4 @@ pub(crate) mod openmetrics;
 mod sampled_answer;
 mod steady;
 mod steps;
+mod windows;

@@ -103,7 +103,9 @@ pub(super) const HEADROOM_MAX: f64 = 0.60;
 
 /// The session's idle time for a program without ranges: of its steady
 /// state when one was found (start-up and shutdown left out), with
-/// gpuscope's cost taken out; its span; and what it is called.
+/// gpuscope's cost taken out; its span; and what it is called. With
+/// periodic trace windows, scaled from theirs; `None` where they classified
+/// too little of it (`windowed`).
 pub(super) fn session_idle(r: &Report) -> Option<(IdleSplit, u64, String)> {
     match &r.session_steady {
         Some(s) => {
@@ -118,7 +120,14 @@ pub(super) fn session_idle(r: &Report) -> Option<(IdleSplit, u64, String)> {
             } else {
                 "the session".to_string()
             };
-            Some((cost::taken_out(&r.profiler_cost, s.idle, Some(added)), s.wall_ns(), what))
+            // With periodic trace windows, known inside them only: scaled
+            // to the whole where they stand for it; else the samples answer.
+            let idle = match super::windowed::windowed_idle(r) {
+                super::windowed::WindowedIdle::Whole => s.idle,
+                super::windowed::WindowedIdle::Scaled { split, .. } => split,
+                super::windowed::WindowedIdle::TooLittle { .. } => return None,
+            };
+            Some((cost::taken_out(&r.profiler_cost, idle, Some(added)), s.wall_ns(), what))
         }
         None => r.idle.map(|i| (i, r.timeline_ns(), "the session".to_string())),
     }

@@ -222,8 +222,8 @@ fn of_answers(answers: &[(String, Answer)], parallelism: Parallelism) -> Option<
     let comm_measured = answers.iter().all(|(_, a)| a.busy_source == BUSY_TRACED);
     if !comm_measured {
         notes.push(
-            "exposed communication and waits need kernel records on every rank (trace mode, or trace windows): \
-             not known here"
+            "exposed communication and waits need kernel records over every rank's steps (trace mode, or trace \
+             windows that hold them): not known here"
                 .to_string(),
         );
     }
@@ -246,7 +246,9 @@ fn of_answers(answers: &[(String, Answer)], parallelism: Parallelism) -> Option<
             compute_ns: scale(a, part(a, &["GPU busy"])),
             exposed_comm_ns: comm_measured.then(|| scale(a, part(a, &["communication"]))),
             wait_ns: None,
-            host_ns: scale(a, part(a, &["dispatch", "host work", "sync", "copies", "waiting"])),
+            // "GPU idle": its cause not traced (PM samples), the host's
+            // share as far as the job can tell.
+            host_ns: scale(a, part(a, &["dispatch", "host work", "sync", "copies", "waiting", "GPU idle"])),
             profiler_ns: a.profiler_ns.map(|p| scale(a, p)),
             verdict: a.verdict.bound.to_string(),
         })

@@ -16,6 +16,7 @@ mod framework;
 pub mod job;
 pub mod peaks;
 mod rates;
+mod windowed;
 internal_mod! { mod rules; }
 internal_mod! { mod verdict; }
 

@@ -244,7 +244,17 @@ pub fn render(r: &Report, a: &Analysis, width: usize) -> String {
         }
     }
     if let Some(idle) = &r.idle {
-        let line = format!("session: {}", diagnosis::idle_line(idle, r.timeline_ns()));
+        // With periodic trace windows the idle time is the windows', and
+        // only between kernels that fell in one.
+        let periodic =
+            r.sampling.as_ref().and_then(|m| m.trace_windows.as_ref()).filter(|w| w.window_ns > 0 && w.untraced_ns > 0);
+        let line = match periodic {
+            Some(w) => format!(
+                "in the trace windows (gaps across a window's edge not classified): {}",
+                diagnosis::idle_line(idle, w.traced_ns)
+            ),
+            None => format!("session: {}", diagnosis::idle_line(idle, r.timeline_ns())),
+        };
         out.push_str(&diagnosis::wrap(&line, width, "", "  "));
     }
     // A range's utilisation as nvidia-smi would show it: any kernel of the

@@ -200,13 +200,27 @@ impl Report {
         // one stream, as one stream runs the kernels (PyTorch's backward
         // launches from autograd's thread, its forward from the program's),
         // else the busiest thread's.
+        // With periodic trace windows the launches come first: the kernel
+        // stream repeats once a window where a step outlasts one, and its
+        // period is then the windows'.
         let merged: Vec<(u64, u32, u32)> = a.launch_stream.iter().map(|&(t, f, _)| (t, f, 0)).collect();
+        let periodic = a
+            .sampling
+            .as_ref()
+            .and_then(|m| m.trace_windows.as_ref())
+            .is_some_and(|w| w.window_ns > 0 && w.untraced_ns > 0);
         let find = |start: u64, end: u64| {
-            super::steps::find(&a.kernel_stream, start, end).or_else(|| {
+            let kernels = || super::steps::find(&a.kernel_stream, start, end);
+            let launches = || {
                 super::steps::find(&merged, start, end)
                     .or_else(|| super::steps::find(&a.launch_stream, start, end))
                     .map(|f| super::FoundSteps { from_launches: true, ..f })
-            })
+            };
+            if periodic {
+                launches().or_else(kernels)
+            } else {
+                kernels().or_else(launches)
+            }
         };
         let session_steady = steady::of_session(&a.timeline, start_ns, end_ns).map(|mut s| {
             s.steps = find(s.start_ns, s.end_ns);

@@ -8,6 +8,7 @@ mod sampled;
 pub(crate) use sampled::wall_verdict;
 
 use super::advice::{self, within};
+use super::windowed::WindowedIdle;
 use super::devices::DeviceUse;
 use super::findings::{session_idle, Finding};
 use super::rules::{idle_advice, runtime_syncs, session_advice, FindingKind, IDLE};
@@ -37,7 +38,9 @@ pub const MAX_ACTIONS: usize = 3;
 pub struct Part {
     /// "GPU busy", "communication" (communication kernels with no compute
     /// under them: part of the GPU's busy time, told apart), "dispatch",
-    /// "host work", "sync", "copies", "waiting".
+    /// "host work", "sync", "copies", "waiting"; "GPU idle" where the idle
+    /// time's cause was not traced (PM samples without kernel records, or
+    /// trace windows that classified too little of it).
     pub what: &'static str,
     /// Time per step (without ranges: in the whole steady state), ns.
     pub ns: u64,
@@ -121,17 +124,6 @@ pub struct Answer {
 /// records only in windows asked for, if any.
 pub(crate) fn always_on(r: &Report) -> bool {
     r.sampling.as_ref().and_then(|s| s.trace_windows.as_ref()).is_some_and(|w| w.window_ns == 0)
-}
-
-/// Whether kernel records in `r` were on in periodic windows and off for
-/// part of the session: a span longer than a window (the steady state)
-/// has its idle time known only inside the windows, where gaps touching
-/// their edges are not classified.
-fn periodic_windows(r: &Report) -> bool {
-    r.sampling
-        .as_ref()
-        .and_then(|s| s.trace_windows.as_ref())
-        .is_some_and(|w| w.window_ns > 0 && w.untraced_ns > 0)
 }
 
 /// The main step among the ranges `usable` takes: the range of the
@@ -475,10 +467,10 @@ pub(super) fn answer(
         });
     }
     // No traced range to answer for, and kernel records in periodic
-    // windows: the steady state's idle time is known only inside them, so
-    // over its wall time GPU busy comes from the PM samples, as without
-    // records (the idle time's causes from the traced windows).
-    if periodic_windows(r) {
+    // windows that classified too little of the steady state's idle time to
+    // stand for it: GPU busy from the PM samples, as without records.
+    let windowed = crate::analysis::windowed::windowed_idle(r);
+    if let WindowedIdle::TooLittle { .. } = windowed {
         if let Some(a) = sampled::answer(r, ranges, e) {
             return Some(Answer { compile_ns: compile, ..a });
         }
@@ -532,7 +524,18 @@ pub(super) fn answer(
         gpu_busy_pct: shares.busy,
         busy_source: BUSY_TRACED,
         per_step_mean: false,
-        notes: runtime_syncs.into_iter().collect(),
+        notes: runtime_syncs
+            .into_iter()
+            .chain(match windowed {
+                WindowedIdle::Scaled { traced_ns, .. } => Some(format!(
+                    "kernel records only in trace windows ({} of the steady state's {}): its idle time is the \
+                     windows', scaled to the rest",
+                    crate::model::units::fmt_ns(traced_ns),
+                    crate::model::units::fmt_ns(wall)
+                )),
+                _ => None,
+            })
+            .collect(),
         profiler_ns: (idle.profiler_ns > 0).then_some(idle.profiler_ns / steps),
         profiler_pct: (idle.profiler_ns > 0).then(|| 100.0 * idle.profiler_ns as f64 / wall.max(1) as f64),
         parts: parts(&idle, active, steps, s.map_or(0, |s| s.exposed_comm_ns), String::new(), &details),

@@ -9,6 +9,7 @@ use crate::analysis::advice::Evidence;
 use crate::analysis::rates::{self, Rates};
 use crate::analysis::rules::{idle_advice, more_blocks, session_advice, FindingKind, MOVE_FEWER_BYTES};
 use crate::analysis::verdict::{self, Bound, Counted, Verdict};
+use crate::analysis::windowed::{windowed_idle, WindowedIdle};
 use crate::analysis::{peaks, RangeAnalysis};
 use crate::model::idle::{IdleSplit, COPY, DISPATCH, HOST, LAUNCH, OTHER, SYNC};
 use crate::model::sampled::SampledFigures;
@@ -45,17 +46,12 @@ struct TracedIdle {
     traced_ns: u64,
     /// What was traced, for the note.
     of: String,
-    /// The share of the idle time the samples put in the traced time that
-    /// the windows classified, % (`None`: all of it, as in a range's
-    /// traced calls, which lie inside windows).
+    /// With periodic windows and no range: the share of the idle time the
+    /// samples put in the windows that they classified, % (too little to
+    /// split it: `windowed`); `None` where the split stands (a range's
+    /// traced calls lie inside windows).
     classified_pct: Option<f64>,
 }
-
-/// Under this share of their idle time classified, the windows' split is
-/// not the idle time's: over a steady state longer than a window, the gaps
-/// that cross a window's edge (a long wait for data) are not classified,
-/// and the short ones inside it would pass for all of it.
-const MIN_CLASSIFIED_PCT: f64 = 50.0;
 
 impl TracedIdle {
     fn of(r: &Report, main: Option<usize>) -> Option<Self> {
@@ -63,37 +59,32 @@ impl TracedIdle {
         if w.traced_ns == 0 {
             return None;
         }
-        let (split, of) = match main {
+        let (split, of, classified_pct) = match main {
             Some(i) => {
                 let g = r.ranges.get(i)?;
                 // `count` holds the traced calls only.
                 let traced = g.count;
-                (g.idle?, format!("its {traced} traced call{}", if traced == 1 { "" } else { "s" }))
+                (g.idle?, format!("its {traced} traced call{}", if traced == 1 { "" } else { "s" }), None)
             }
-            // The steady state's traced time where it has any, else the
-            // session's.
+            // The steady state's traced time where it has any (with
+            // periodic windows only), else the session's.
             None => {
                 let steady = r.session_steady.map(|s| s.idle).filter(|i| i.total() > 0);
-                (steady.or(r.idle)?, "the traced time".to_string())
+                let classified = match windowed_idle(r) {
+                    WindowedIdle::TooLittle { classified_pct, .. } => Some(classified_pct),
+                    _ => None,
+                };
+                let split = if w.window_ns > 0 { steady? } else { steady.or(r.idle)? };
+                (split, "the traced time".to_string(), classified)
             }
         };
         let idle = [HOST, SYNC, COPY, LAUNCH, DISPATCH, OTHER].iter().map(|&c| split.to_array()[c]).sum::<u64>();
-        // The steady state's traced time, with periodic windows spread
-        // evenly over it, and the idle time its samples put there.
-        let classified_pct = r.session_steady.filter(|_| main.is_none()).and_then(|s| {
-            let busy = s.sampled?.gpu_busy_pct?;
-            let all = w.traced_ns.saturating_add(w.untraced_ns);
-            let traced = s.wall_ns() as f64 * w.traced_ns.min(all) as f64 / all.max(1) as f64;
-            let expected = traced * (100.0 - busy).max(0.0) / 100.0;
-            (expected > 0.0).then(|| (100.0 * idle as f64 / expected).min(100.0))
-        });
         (idle > 0).then_some(TracedIdle { split, traced_ns: w.traced_ns, of, classified_pct })
     }
 
-    /// Whether the split stands for the idle time (see
-    /// [`MIN_CLASSIFIED_PCT`]).
+    /// Whether the split stands for the idle time.
     fn representative(&self) -> bool {
-        self.classified_pct.map_or(true, |p| p >= MIN_CLASSIFIED_PCT)
+        self.classified_pct.is_none()
     }
 
     /// `idle_ns` of each of `per` ns split as the traced idle time was.
@@ -149,6 +140,15 @@ pub(super) fn answer(r: &Report, ranges: &[RangeAnalysis], e: &Evidence) -> Opti
     let per = wall / calls;
     let median = g.and_then(|g| g.median_ns).or(found.map(|f| f.step_ns()));
     let traced = TracedIdle::of(r, main.map(|(i, _)| i));
+    let windows = r.sampling.as_ref().and_then(|m| m.trace_windows.as_ref());
+    let window_ns = windows.map_or(0, |w| w.window_ns);
+    // Windows that hold a step split its idle time in the step's traced
+    // calls; shorter ones split none.
+    let split_how = if window_ns > median.unwrap_or(per) {
+        "an NVTX range around the step splits it in the steps traced whole"
+    } else {
+        "trace windows longer than a step (with an NVTX range around it), or trace mode, split it"
+    };
     let mut notes = vec![format!(
         "{}: {}",
         match &traced {
@@ -161,9 +161,20 @@ pub(super) fn answer(r: &Report, ranges: &[RangeAnalysis], e: &Evidence) -> Opti
             Some(t) => format!(
                 "kernel records only in trace windows asked for ({} traced): they classified {:.0}% of the idle \
                  time in them (a gap that crosses a window's edge is not classified), too little to split it by \
-                 cause; ranges around the step give a split per traced step",
+                 cause; {}",
                 crate::model::units::fmt_ns(t.traced_ns),
-                t.classified_pct.unwrap_or(0.0)
+                t.classified_pct.unwrap_or(0.0),
+                split_how
+            ),
+            None if window_ns > 0 && g.is_none() => format!(
+                "kernel records only in trace windows asked for ({} traced), none of it in the steady state's idle \
+                 time: the idle time is not split by cause",
+                crate::model::units::fmt_ns(windows.map_or(0, |w| w.traced_ns))
+            ),
+            None if window_ns > 0 => format!(
+                "kernel records only in trace windows asked for ({} traced), none of which held a whole call of \
+                 the step (each crossed a window's edge): the idle time is not split by cause; {split_how}",
+                crate::model::units::fmt_ns(windows.map_or(0, |w| w.traced_ns))
             ),
             None => "no kernel records (trace windows of 0); a trace window (gpuscope trigger PID --trace 5s) or \
                      trace mode splits the idle time by cause"

@@ -1,0 +1,148 @@
+//! The answer with periodic trace windows (sampling mode, kernel records on
+//! for the first 100 ms of every second), from a loop folded by the
+//! aggregator with its records switched on and off and its PM samples.
+
+use crate::aggregate::devices::DeviceTable;
+use crate::aggregate::{AggregateOptions, Aggregator};
+use crate::analysis::analyze;
+use crate::analysis::answer::{BUSY_SAMPLED, BUSY_TRACED};
+use crate::decode::KernelActivity;
+use crate::model::device::DeviceInfo;
+use crate::model::event::HostEvent;
+use crate::model::occupancy::SmLimits;
+use crate::model::path::{paths, ROOT};
+use crate::model::sampled::Sample;
+use crate::report::Report;
+
+const MS: u64 = 1_000_000;
+
+/// A 1 ms sample with the engine busy `busy` % of it.
+fn sample(t: u64, busy: f64) -> Sample {
+    let eff = if busy > 0.0 { 60.0 } else { 0.0 };
+    let cycles = 1_800_000.0 * eff / 100.0;
+    let mut v = vec![eff, 50.0, cycles, 5e5, 5e5, 0.0];
+    v.extend([10.0 * cycles / 100.0, busy * 18_000.0, 1_800_000.0, 4.0, 1.0]);
+    Sample::from_values(0, t, t + MS, &v)
+}
+
+/// From 0.5 s to 8 s, steps of `step_ms`: `kernels` 1 ms kernels back to
+/// back, then the host waits (for its data) the rest of the step; each
+/// step in the range `range` if given. Kernel records on for the first
+/// 100 ms of every second; launches counted between.
+fn loader_loop(step_ms: u64, kernels: u64, range: Option<&str>) -> Report {
+    let (window, period) = (100, 1000);
+    let opts =
+        AggregateOptions { sampling: true, trace_windows: Some((window * MS, period * MS)), ..Default::default() };
+    let mut a = Aggregator::new(opts, DeviceTable::fixed(vec![]));
+    let traced = |ms: u64| ms % period < window;
+    let mut on = true;
+    let switch = |a: &mut Aggregator, on: &mut bool, ms: u64| {
+        let now = traced(ms);
+        if now != *on {
+            a.tracing(now, (ms / period * period + if now { 0 } else { window }) * MS);
+            *on = now;
+        }
+    };
+    let path = range.map(|n| paths().intern(ROOT, 0, n));
+    let (mut id, mut instance, mut samples, mut log) = (0u32, 0u64, Vec::new(), Vec::new());
+    let mut t = 500u64;
+    while t + step_ms <= 8000 {
+        instance += 1;
+        let (p, i) = path.map_or((ROOT, 0), |p| (p, instance));
+        if path.is_some() {
+            a.host_event(HostEvent::Push { instance, parent: 0, path: p, tid: 1, ts: t * MS + 1 });
+        }
+        for ms in t..t + step_ms {
+            switch(&mut a, &mut on, ms);
+            if ms < t + kernels {
+                id += 1;
+                if on {
+                    a.host_event(HostEvent::launch(id, 1, p, i, ms * MS + 10_000));
+                    a.kernel(&KernelActivity::sample(id, ms * MS + 20_000, (ms + 1) * MS));
+                } else {
+                    let (start, end) = (ms * MS, (ms + 1) * MS);
+                    a.host_event(HostEvent::UntracedLaunches {
+                        path: p,
+                        instance: i,
+                        launches: 1,
+                        graphs: 0,
+                        start,
+                        end,
+                    });
+                    // Logged as the launch callbacks log them between windows.
+                    log.push((start, 0x7f00 + ms - t));
+                }
+            }
+            samples.push(sample(ms * MS, if ms < t + kernels { 98.0 } else { 0.0 }));
+        }
+        if path.is_some() {
+            a.host_event(HostEvent::Pop { instance, ts: (t + step_ms) * MS - 1 });
+        }
+        t += step_ms;
+    }
+    for entries in log.chunks(256) {
+        a.host_event(HostEvent::LaunchLog { lane: 1, entries: entries.to_vec() });
+    }
+    let idle: Vec<Sample> = (0..500).map(|i| sample(i * MS, 0.0)).collect();
+    a.samples(&idle);
+    a.samples(&samples);
+    let mut r = Report::build(a.finish(8000 * MS), 0, 8000 * MS);
+    r.devices = vec![DeviceInfo::new(0, "NVIDIA H100 80GB HBM3", 132, SmLimits::SM_90)];
+    r
+}
+
+#[test]
+fn a_loop_waiting_longer_than_a_window_is_answered_from_its_samples() {
+    // 250 ms steps, 30 ms of kernels: busy 12%. The windows see the waits
+    // cut at their edges, so classify little of the idle time in them.
+    let r = loader_loop(250, 30, None);
+    let an = analyze(&r);
+    let a = an.answer.as_ref().expect("an answer");
+    assert_eq!(a.busy_source, BUSY_SAMPLED, "{a:?}");
+    assert!((a.gpu_busy_pct - 11.8).abs() < 2.0, "busy {}", a.gpu_busy_pct);
+    // Steps from the launches logged between the windows, not the windows'
+    // period the kernel stream repeats at (launches in a window are not
+    // logged: a step there merges with the next, so the mean reads long).
+    let f = a.found_steps.expect("steps found");
+    assert!(f.from_launches && f.median_ns == 250 * MS, "{f:?}");
+    assert_eq!(a.parts.iter().map(|p| p.what).collect::<Vec<_>>(), ["GPU idle", "GPU busy"], "{:?}", a.parts);
+    let note = &a.notes[0];
+    assert!(note.contains("too little to split it") && note.contains("trace windows longer than a step"), "{note}");
+    // No session finding from the windows' idle time over the whole wall
+    // time (a share ten times too small): the answer's action stands.
+    assert!(an.findings.iter().all(|f| f.range.is_some() || f.kernel.is_some()), "{:?}", an.findings);
+    assert!(r.to_table(140).contains("in the trace windows (gaps across a window's edge not classified)"));
+    // The job of two such ranks counts the untraced idle time as the host's.
+    let job = gpuscope_report::analysis::job::answer(&[("r0".into(), r.clone()), ("r1".into(), r.clone())])
+        .expect("a job answer");
+    assert!(job.ranks.iter().all(|k| k.host_ns > k.compute_ns), "{:?}", job.ranks);
+}
+
+#[test]
+fn steps_shorter_than_a_window_are_answered_from_the_windows_scaled() {
+    // 20 ms steps, 17 ms of kernels: busy 85%; each window holds five.
+    let r = loader_loop(20, 17, None);
+    let a = analyze(&r).answer.expect("an answer");
+    assert_eq!(a.busy_source, BUSY_TRACED, "{a:?}");
+    assert!((a.gpu_busy_pct - 85.0).abs() < 3.0, "busy {}", a.gpu_busy_pct);
+    assert!(a.notes.iter().any(|n| n.contains("kernel records only in trace windows") && n.contains("scaled")));
+    // Without the engine's counter the samples cannot judge the windows:
+    // scaled all the same.
+    let mut blind = r.clone();
+    if let Some(f) = blind.session_steady.as_mut().and_then(|s| s.sampled.as_mut()) {
+        f.gpu_busy_pct = None;
+    }
+    let a = analyze(&blind).answer.expect("an answer");
+    assert!(a.busy_source == BUSY_TRACED && (a.gpu_busy_pct - 85.0).abs() < 3.0, "{a:?}");
+}
+
+#[test]
+fn a_step_range_no_window_held_whole_says_so() {
+    let r = loader_loop(250, 30, Some("windows-step"));
+    let a = analyze(&r).answer.expect("an answer");
+    assert_eq!((a.range.as_deref(), a.busy_source), (Some("windows-step"), BUSY_SAMPLED), "{a:?}");
+    assert!((a.gpu_busy_pct - 11.8).abs() < 2.0, "busy {}", a.gpu_busy_pct);
+    let note = &a.notes[0];
+    assert!(note.contains("none of which held a whole call of the step"), "{note}");
+    assert!(!note.contains("trace windows of 0"), "{note}");
+}

@@ -1,0 +1,105 @@
+//! The steady state's idle time with periodic trace windows (kernel records
+//! on for the first `window_ns` of every `period_ns`): it is known inside
+//! the windows only, and there only between kernels that both fell in one.
+//! Over a steady state longer than a window it stands for the whole where
+//! the windows classified most of the idle time the PM samples put in
+//! them; a gap that crosses a window's edge (a step's long wait for its
+//! data) is not classified, so where those make most of it the short gaps
+//! inside the windows would pass for all of it.
+
+use crate::model::idle::{IdleSplit, CAUSES, PROFILER};
+use crate::report::Report;
+
+/// Under this share of their idle time classified, the windows' split is
+/// not the steady state's.
+pub(crate) const MIN_CLASSIFIED_PCT: f64 = 50.0;
+
+/// What the steady state's idle time stands for.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum WindowedIdle {
+    /// Kernel records all along (trace mode, windows that covered the
+    /// session), or windows of 0: nothing to scale.
+    Whole,
+    /// Scaled to the steady state's wall time from the `traced_ns` of it
+    /// the windows held.
+    Scaled { split: IdleSplit, traced_ns: u64 },
+    /// The windows classified `classified_pct` of the idle time the samples
+    /// put in them: too little to stand for it.
+    TooLittle { classified_pct: f64, traced_ns: u64 },
+}
+
+/// What `r`'s steady state's idle time stands for.
+pub(crate) fn windowed_idle(r: &Report) -> WindowedIdle {
+    let (Some(w), Some(s)) = (r.sampling.as_ref().and_then(|m| m.trace_windows.as_ref()), r.session_steady.as_ref())
+    else {
+        return WindowedIdle::Whole;
+    };
+    if w.window_ns == 0 || w.untraced_ns == 0 || w.period_ns <= w.window_ns {
+        return WindowedIdle::Whole;
+    }
+    let traced_ns = traced_between(r.start_ns, w.window_ns, w.period_ns, s.start_ns, s.end_ns);
+    let wall = s.wall_ns();
+    let idle = s.idle.total().saturating_sub(s.idle.profiler_ns);
+    // The samples' busy time is every device's mean, the idle time the
+    // time no device ran a kernel: they compare on one device only.
+    let one_device = r.device_time.len() < 2 && r.devices.len() < 2;
+    let busy = s.sampled.and_then(|f| f.gpu_busy_pct).filter(|_| one_device);
+    if let Some(busy) = busy {
+        // No window in the steady state: nothing classified.
+        if traced_ns == 0 {
+            return WindowedIdle::TooLittle { classified_pct: 0.0, traced_ns };
+        }
+        let expected = traced_ns as f64 * (100.0 - busy).max(0.0) / 100.0;
+        let classified_pct = if expected > 0.0 { (100.0 * idle as f64 / expected).min(100.0) } else { 100.0 };
+        if classified_pct < MIN_CLASSIFIED_PCT {
+            return WindowedIdle::TooLittle { classified_pct, traced_ns };
+        }
+    }
+    if traced_ns == 0 {
+        return WindowedIdle::Whole;
+    }
+    let k = wall as f64 / traced_ns as f64;
+    let a = s.idle.to_array();
+    let mut scaled = [0u64; CAUSES];
+    for (i, (x, y)) in scaled.iter_mut().zip(a).enumerate() {
+        // gpuscope's own measurements are counted where they were made.
+        *x = if i == PROFILER { y } else { ((y as f64 * k) as u64).min(wall) };
+    }
+    WindowedIdle::Scaled { split: IdleSplit::from_array(scaled), traced_ns }
+}
+
+/// The time in `[from, to)` inside windows of `window` ns opening every
+/// `period` ns from `start`.
+fn traced_between(start: u64, window: u64, period: u64, from: u64, to: u64) -> u64 {
+    if period == 0 || to <= from {
+        return 0;
+    }
+    let first = from.saturating_sub(start) / period;
+    let last = to.saturating_sub(start) / period;
+    (first..=last)
+        .map(|k| {
+            let open = start.saturating_add(k.saturating_mul(period));
+            let close = open.saturating_add(window);
+            close.min(to).saturating_sub(open.max(from))
+        })
+        .fold(0u64, u64::saturating_add)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_traced_time_is_the_windows_overlap_with_the_span() {
+        const MS: u64 = 1_000_000;
+        // Windows of 100 ms every second from 0: a span from 0.95 s to 3.05 s
+        // holds 1.0-1.1, 2.0-2.1 and 3.0-3.05.
+        assert_eq!(traced_between(0, 100 * MS, 1000 * MS, 950 * MS, 3050 * MS), 250 * MS);
+        // Inside one window; none; an empty span.
+        assert_eq!(traced_between(0, 100 * MS, 1000 * MS, 20 * MS, 60 * MS), 40 * MS);
+        assert_eq!(traced_between(0, 100 * MS, 1000 * MS, 200 * MS, 900 * MS), 0);
+        assert_eq!(traced_between(0, 100 * MS, 1000 * MS, 5 * MS, 5 * MS), 0);
+        // Windows from a session that began later.
+        assert_eq!(traced_between(500 * MS, 100 * MS, 1000 * MS, 0, 2000 * MS), 200 * MS);
+    }
+}
