@@ -1,11 +1,13 @@
 //! The steady state's idle time with periodic trace windows (kernel records
 //! on for the first `window_ns` of every `period_ns`): it is known inside
 //! the windows only, and there only between kernels that both fell in one.
-//! Over a steady state longer than a window it stands for the whole where
-//! the windows classified most of the idle time the PM samples put in
-//! them; a gap that crosses a window's edge (a step's long wait for its
-//! data) is not classified, so where those make most of it the short gaps
-//! inside the windows would pass for all of it.
+//! Its split by cause stands for the whole steady state where the windows
+//! classified most of the idle time the PM samples put in them; a gap that
+//! crosses a window's edge (a step's long wait for its data) is not
+//! classified, so where those make most of it the short gaps inside the
+//! windows would pass for all of it. GPU busy itself comes from the samples
+//! where the engine's counter was sampled (`answer::sampled`); the scaled
+//! idle time stands in for it where not, and for the findings.
 
 use crate::model::idle::{IdleSplit, CAUSES, PROFILER};
 use crate::report::Report;
@@ -37,7 +39,10 @@ pub(crate) fn windowed_idle(r: &Report) -> WindowedIdle {
     if w.window_ns == 0 || w.untraced_ns == 0 || w.period_ns <= w.window_ns {
         return WindowedIdle::Whole;
     }
-    let traced_ns = traced_between(r.start_ns, w.window_ns, w.period_ns, s.start_ns, s.end_ns);
+    // Windows close when the decoder switches records off, a little past
+    // their nominal length: their mean length.
+    let window = w.traced_ns.checked_div(w.windows).map_or(w.window_ns, |m| m.clamp(w.window_ns, w.period_ns));
+    let traced_ns = traced_between(r.start_ns, window, w.period_ns, s.start_ns, s.end_ns);
     let wall = s.wall_ns();
     let idle = s.idle.total().saturating_sub(s.idle.profiler_ns);
     // The samples' busy time is every device's mean, the idle time the

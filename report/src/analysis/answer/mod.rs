@@ -467,10 +467,14 @@ pub(super) fn answer(
         });
     }
     // No traced range to answer for, and kernel records in periodic
-    // windows that classified too little of the steady state's idle time to
-    // stand for it: GPU busy from the PM samples, as without records.
+    // windows: GPU busy from the PM samples, which cover the steady state
+    // (the windows hold a tenth of it, with records' cost on, and not the
+    // gaps that cross their edges), the idle time split as in the windows
+    // where they stand for it. Without the engine's counter, the windows'
+    // idle time scaled.
     let windowed = crate::analysis::windowed::windowed_idle(r);
-    if let WindowedIdle::TooLittle { .. } = windowed {
+    let sampled_busy = r.session_steady.and_then(|s| s.sampled).and_then(|f| f.gpu_busy_pct).is_some();
+    if windowed != WindowedIdle::Whole && sampled_busy {
         if let Some(a) = sampled::answer(r, ranges, e) {
             return Some(Answer { compile_ns: compile, ..a });
         }
