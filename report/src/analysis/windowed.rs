@@ -20,13 +20,14 @@ pub(crate) const MIN_CLASSIFIED_PCT: f64 = 50.0;
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) enum WindowedIdle {
     /// Kernel records all along (trace mode, windows that covered the
-    /// session), or windows of 0: nothing to scale.
+    /// session), windows of 0, or no steady state: nothing to scale.
     Whole,
     /// Scaled to the steady state's wall time from the `traced_ns` of it
-    /// the windows held.
-    Scaled { split: IdleSplit, traced_ns: u64 },
+    /// the windows held, and by how much (`factor`).
+    Scaled { split: IdleSplit, traced_ns: u64, factor: f64 },
     /// The windows classified `classified_pct` of the idle time the samples
-    /// put in them: too little to stand for it.
+    /// put in the `traced_ns` of the steady state they held (none: 0%):
+    /// too little to stand for it.
     TooLittle { classified_pct: f64, traced_ns: u64 },
 }
 
@@ -43,51 +44,45 @@ pub(crate) fn windowed_idle(r: &Report) -> WindowedIdle {
     // their nominal length: their mean length.
     let window = w.traced_ns.checked_div(w.windows).map_or(w.window_ns, |m| m.clamp(w.window_ns, w.period_ns));
     let traced_ns = traced_between(r.start_ns, window, w.period_ns, s.start_ns, s.end_ns);
+    // No window in the steady state: nothing of it classified.
+    if traced_ns == 0 {
+        return WindowedIdle::TooLittle { classified_pct: 0.0, traced_ns };
+    }
     let wall = s.wall_ns();
     let idle = s.idle.total().saturating_sub(s.idle.profiler_ns);
     // The samples' busy time is every device's mean, the idle time the
-    // time no device ran a kernel: they compare on one device only.
+    // time no device ran a kernel: they compare on one device only (with
+    // several, the windows' split stands as it is).
     let one_device = r.device_time.len() < 2 && r.devices.len() < 2;
-    let busy = s.sampled.and_then(|f| f.gpu_busy_pct).filter(|_| one_device);
-    if let Some(busy) = busy {
-        // No window in the steady state: nothing classified.
-        if traced_ns == 0 {
-            return WindowedIdle::TooLittle { classified_pct: 0.0, traced_ns };
-        }
+    if let Some(busy) = s.sampled.and_then(|f| f.gpu_busy_pct).filter(|_| one_device) {
         let expected = traced_ns as f64 * (100.0 - busy).max(0.0) / 100.0;
         let classified_pct = if expected > 0.0 { (100.0 * idle as f64 / expected).min(100.0) } else { 100.0 };
         if classified_pct < MIN_CLASSIFIED_PCT {
             return WindowedIdle::TooLittle { classified_pct, traced_ns };
         }
     }
-    if traced_ns == 0 {
-        return WindowedIdle::Whole;
-    }
-    let k = wall as f64 / traced_ns as f64;
+    let factor = wall as f64 / traced_ns as f64;
     let a = s.idle.to_array();
     let mut scaled = [0u64; CAUSES];
     for (i, (x, y)) in scaled.iter_mut().zip(a).enumerate() {
         // gpuscope's own measurements are counted where they were made.
-        *x = if i == PROFILER { y } else { ((y as f64 * k) as u64).min(wall) };
+        *x = if i == PROFILER { y } else { ((y as f64 * factor) as u64).min(wall) };
     }
-    WindowedIdle::Scaled { split: IdleSplit::from_array(scaled), traced_ns }
+    WindowedIdle::Scaled { split: IdleSplit::from_array(scaled), traced_ns, factor }
 }
 
 /// The time in `[from, to)` inside windows of `window` ns opening every
-/// `period` ns from `start`.
+/// `period` ns from `start` (`window` below `period`).
 fn traced_between(start: u64, window: u64, period: u64, from: u64, to: u64) -> u64 {
     if period == 0 || to <= from {
         return 0;
     }
-    let first = from.saturating_sub(start) / period;
-    let last = to.saturating_sub(start) / period;
-    (first..=last)
-        .map(|k| {
-            let open = start.saturating_add(k.saturating_mul(period));
-            let close = open.saturating_add(window);
-            close.min(to).saturating_sub(open.max(from))
-        })
-        .fold(0u64, u64::saturating_add)
+    // The windows' time from `start` to `t`.
+    let upto = |t: u64| {
+        let d = t.saturating_sub(start);
+        (d / period).saturating_mul(window).saturating_add((d % period).min(window))
+    };
+    upto(to).saturating_sub(upto(from))
 }
 
 #[cfg(test)]

@@ -81,8 +81,9 @@ pub struct FoundSteps {
     /// far from the step; their mean is not.
     #[serde(default, skip_serializing_if = "super::is_zero")]
     pub mean_ns: u64,
-    /// Found from the launches the host made (no kernel records: trace
-    /// windows of 0), their times the launches', not the kernels'.
+    /// Found from the launches the host made (logged without kernel
+    /// records: trace windows of 0, or between periodic windows), their
+    /// times the launches', not the kernels'.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub from_launches: bool,
     /// The loop began after the stretch examined did, which reached back
@@ -94,7 +95,8 @@ pub struct FoundSteps {
 
 impl FoundSteps {
     /// Whether a step's time is the mean period: launches' (the host runs
-    /// ahead in bursts), where computed; kernels' go by their median.
+    /// ahead in bursts), where computed (not with periodic windows, whose
+    /// launches are not logged inside them); kernels' go by their median.
     pub fn by_mean(&self) -> bool {
         self.from_launches && self.mean_ns > 0
     }

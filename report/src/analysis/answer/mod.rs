@@ -472,15 +472,25 @@ pub(super) fn answer(
     // gaps that cross their edges), the idle time split as in the windows
     // where they stand for it. Without the engine's counter, the windows'
     // idle time scaled.
+    // So too a step range no window held a whole call of, and a steady
+    // state whose windows classified too little (busy unknown without the
+    // counter, rather than the windows' idle time over all of it).
     let windowed = crate::analysis::windowed::windowed_idle(r);
     let sampled_busy = r.session_steady.and_then(|s| s.sampled).and_then(|f| f.gpu_busy_pct).is_some();
-    if windowed != WindowedIdle::Whole && sampled_busy {
+    let untraced_range = main_range(ranges, |g| g.untraced && g.sampled).is_some();
+    let too_little = matches!(windowed, WindowedIdle::TooLittle { .. });
+    if windowed != WindowedIdle::Whole && (sampled_busy || untraced_range || too_little) {
         if let Some(a) = sampled::answer(r, ranges, e) {
             return Some(Answer { compile_ns: compile, ..a });
         }
     }
     // No range of the program's own: the session's steady state as a whole.
     let (idle, wall, what) = session_idle(r)?;
+    // Exposed communication, like the idle time, seen in the windows only.
+    let exposed_comm = r.session_steady.map_or(0, |s| match windowed {
+        WindowedIdle::Scaled { factor, .. } => ((s.exposed_comm_ns as f64 * factor) as u64).min(wall),
+        _ => s.exposed_comm_ns,
+    });
     let s = r.session_steady;
     let active = wall.saturating_sub(idle.profiler_ns);
     let shares = verdict::Shares::of(wall, &idle)?;
@@ -542,7 +552,7 @@ pub(super) fn answer(
             .collect(),
         profiler_ns: (idle.profiler_ns > 0).then_some(idle.profiler_ns / steps),
         profiler_pct: (idle.profiler_ns > 0).then(|| 100.0 * idle.profiler_ns as f64 / wall.max(1) as f64),
-        parts: parts(&idle, active, steps, s.map_or(0, |s| s.exposed_comm_ns), String::new(), &details),
+        parts: parts(&idle, active, steps, exposed_comm, String::new(), &details),
         verdict: v,
         actions: with_devices(
             actions(

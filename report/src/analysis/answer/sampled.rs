@@ -1,5 +1,7 @@
 //! The answer from PM samples and launch counts, for sessions that took no
-//! kernel record (trace windows of 0, the always-on setting): GPU busy from
+//! kernel record (trace windows of 0, the always-on setting), and with
+//! periodic trace windows for a steady state or a step the windows did not
+//! hold (`windowed`): GPU busy from
 //! the graphics engine's active cycles, the SM figures over the busy time,
 //! and the idle time's likely cause from how close together the host
 //! launched.
@@ -70,12 +72,20 @@ impl TracedIdle {
             // periodic windows only), else the session's.
             None => {
                 let steady = r.session_steady.map(|s| s.idle).filter(|i| i.total() > 0);
-                let classified = match windowed_idle(r) {
-                    WindowedIdle::TooLittle { classified_pct, .. } => Some(classified_pct),
-                    _ => None,
-                };
                 let split = if w.window_ns > 0 { steady? } else { steady.or(r.idle)? };
-                (split, "the traced time".to_string(), classified)
+                // With periodic windows, the steady state's windowed time.
+                let (classified, traced) = match windowed_idle(r) {
+                    WindowedIdle::TooLittle { classified_pct, traced_ns } => (Some(classified_pct), traced_ns),
+                    WindowedIdle::Scaled { traced_ns, .. } => (None, traced_ns),
+                    WindowedIdle::Whole => (None, w.traced_ns),
+                };
+                let idle = [HOST, SYNC, COPY, LAUNCH, DISPATCH, OTHER].iter().map(|&c| split.to_array()[c]).sum::<u64>();
+                return (idle > 0).then(|| TracedIdle {
+                    split,
+                    traced_ns: traced,
+                    of: "the traced time".to_string(),
+                    classified_pct: classified,
+                });
             }
         };
         let idle = [HOST, SYNC, COPY, LAUNCH, DISPATCH, OTHER].iter().map(|&c| split.to_array()[c]).sum::<u64>();
@@ -127,7 +137,8 @@ pub(super) fn answer(r: &Report, ranges: &[RangeAnalysis], e: &Evidence) -> Opti
             let counted = counted_total.map(|_| Counted { calls: 0, launches: s.launches, wall_ns: s.wall_ns() });
             // Steps found from the launches: the steady state's figures per
             // step, as with kernel records; the host's launch period by its
-            // mean (its median drifts where the host runs ahead in bursts).
+            // mean (its median drifts where the host runs ahead in bursts),
+            // its median with periodic windows (`FoundSteps::by_mean`).
             let steps = s.steps.map_or(1, |f| ((s.wall_ns() as f64 / f.step_ns().max(1) as f64).round() as u64).max(1));
             (None, s.sampled?, steps, s.wall_ns(), counted, s.startup_ns.saturating_add(s.shutdown_ns))
         }
@@ -181,10 +192,10 @@ pub(super) fn answer(r: &Report, ranges: &[RangeAnalysis], e: &Evidence) -> Opti
                 .to_string(),
         },
         match (f.gpu_busy_pct, &traced) {
-            (Some(_), Some(_)) =>
+            (Some(_), Some(t)) if t.representative() =>
                 "GPU busy is the graphics engine's active share from PM samples (DCGM's GR_ENGINE_ACTIVE, \
                         what nvidia-smi calls utilization)",
-            (Some(_), None) =>
+            (Some(_), _) =>
                 "GPU busy is the graphics engine's active share from PM samples (DCGM's GR_ENGINE_ACTIVE, \
                         what nvidia-smi calls utilization), its cause judged from the host's launch counts",
             (None, _) => "GPU busy not measured (this GPU's PM sampling has no graphics-engine counter)",
