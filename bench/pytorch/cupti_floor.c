@@ -15,7 +15,9 @@
  * flushes, disables everything and detaches CUPTI (cuptiFinalize), as
  * gpuscope does.
  */
+#include <cuda.h>
 #include <cupti.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -177,9 +179,6 @@ const char *floor_name(int api, unsigned id) {
  * bit 8 on the default stream (else on a non-blocking stream of its own).
  * With neither launch bit it only enables `kinds` (from its thread). The
  * caller's context must be current. Returns 0, or -1 on a CUDA error. */
-#include <cuda.h>
-#include <pthread.h>
-
 static const char CAL_PTX[] =
     ".version 7.0\n.target sm_70\n.address_size 64\n\n.visible .entry floor_empty()\n{\n\tret;\n}\n";
 

@@ -37,7 +37,7 @@ pub(crate) fn windowed_idle(r: &Report) -> WindowedIdle {
     else {
         return WindowedIdle::Whole;
     };
-    if w.window_ns == 0 || w.untraced_ns == 0 || w.period_ns <= w.window_ns {
+    if !w.periodic() {
         return WindowedIdle::Whole;
     }
     // Windows close when the decoder switches records off, a little past

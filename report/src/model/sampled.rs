@@ -498,6 +498,14 @@ fn is_zero(v: &u64) -> bool {
     *v == 0
 }
 
+impl TraceWindows {
+    /// Records were on in periodic windows and off for part of the session:
+    /// a span longer than a window has its idle time known only inside them.
+    pub(crate) fn periodic(&self) -> bool {
+        self.window_ns > 0 && self.window_ns < self.period_ns && self.untraced_ns > 0
+    }
+}
+
 /// At process exit, the last samples are decoded for at most this long
 /// (from the exit handler gpuscope registers once CUDA is initialised);
 /// what is left after it is reported lost (`tail_lost`).

@@ -246,8 +246,7 @@ pub fn render(r: &Report, a: &Analysis, width: usize) -> String {
     if let Some(idle) = &r.idle {
         // With periodic trace windows the idle time is the windows', and
         // only between kernels that fell in one.
-        let periodic =
-            r.sampling.as_ref().and_then(|m| m.trace_windows.as_ref()).filter(|w| w.window_ns > 0 && w.untraced_ns > 0);
+        let periodic = r.sampling.as_ref().and_then(|m| m.trace_windows.as_ref()).filter(|w| w.periodic());
         let line = match periodic {
             Some(w) => format!(
                 "in the trace windows (gaps across a window's edge not classified): {}",

@@ -204,11 +204,7 @@ impl Report {
         // stream repeats once a window where a step outlasts one, and its
         // period is then the windows'.
         let merged: Vec<(u64, u32, u32)> = a.launch_stream.iter().map(|&(t, f, _)| (t, f, 0)).collect();
-        let periodic = a
-            .sampling
-            .as_ref()
-            .and_then(|m| m.trace_windows.as_ref())
-            .is_some_and(|w| w.window_ns > 0 && w.untraced_ns > 0);
+        let periodic = a.sampling.as_ref().and_then(|m| m.trace_windows.as_ref()).is_some_and(|w| w.periodic());
         let find = |start: u64, end: u64| {
             let kernels = || super::steps::find(&a.kernel_stream, start, end);
             let launches = || {

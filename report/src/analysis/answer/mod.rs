@@ -467,14 +467,13 @@ pub(super) fn answer(
         });
     }
     // No traced range to answer for, and kernel records in periodic
-    // windows: GPU busy from the PM samples, which cover the steady state
-    // (the windows hold a tenth of it, with records' cost on, and not the
-    // gaps that cross their edges), the idle time split as in the windows
-    // where they stand for it. Without the engine's counter, the windows'
-    // idle time scaled.
-    // So too a step range no window held a whole call of, and a steady
-    // state whose windows classified too little (busy unknown without the
-    // counter, rather than the windows' idle time over all of it).
+    // windows: the PM samples answer, which cover the steady state (the
+    // windows hold a tenth of it, with records' cost on, and not the gaps
+    // that cross their edges), the idle time split as in the windows where
+    // they stand for it; so too for a step range no window held whole, and
+    // where the windows classified too little (busy unknown without the
+    // engine's counter, not the windows' idle time over all of it). Only
+    // with none of those, the windows' idle time scaled (`session_idle`).
     let windowed = crate::analysis::windowed::windowed_idle(r);
     let sampled_busy = r.session_steady.and_then(|s| s.sampled).and_then(|f| f.gpu_busy_pct).is_some();
     let untraced_range = main_range(ranges, |g| g.untraced && g.sampled).is_some();

@@ -61,35 +61,30 @@ impl TracedIdle {
         if w.traced_ns == 0 {
             return None;
         }
-        let (split, of, classified_pct) = match main {
+        let (split, of, traced_ns, classified_pct) = match main {
             Some(i) => {
                 let g = r.ranges.get(i)?;
                 // `count` holds the traced calls only.
                 let traced = g.count;
-                (g.idle?, format!("its {traced} traced call{}", if traced == 1 { "" } else { "s" }), None)
+                let of = format!("its {traced} traced call{}", if traced == 1 { "" } else { "s" });
+                (g.idle?, of, w.traced_ns, None)
             }
             // The steady state's traced time where it has any (with
-            // periodic windows only), else the session's.
+            // periodic windows only, the time they held of it), else the
+            // session's.
             None => {
                 let steady = r.session_steady.map(|s| s.idle).filter(|i| i.total() > 0);
                 let split = if w.window_ns > 0 { steady? } else { steady.or(r.idle)? };
-                // With periodic windows, the steady state's windowed time.
-                let (classified, traced) = match windowed_idle(r) {
-                    WindowedIdle::TooLittle { classified_pct, traced_ns } => (Some(classified_pct), traced_ns),
-                    WindowedIdle::Scaled { traced_ns, .. } => (None, traced_ns),
-                    WindowedIdle::Whole => (None, w.traced_ns),
+                let (traced, classified) = match windowed_idle(r) {
+                    WindowedIdle::TooLittle { classified_pct, traced_ns } => (traced_ns, Some(classified_pct)),
+                    WindowedIdle::Scaled { traced_ns, .. } => (traced_ns, None),
+                    WindowedIdle::Whole => (w.traced_ns, None),
                 };
-                let idle = [HOST, SYNC, COPY, LAUNCH, DISPATCH, OTHER].iter().map(|&c| split.to_array()[c]).sum::<u64>();
-                return (idle > 0).then(|| TracedIdle {
-                    split,
-                    traced_ns: traced,
-                    of: "the traced time".to_string(),
-                    classified_pct: classified,
-                });
+                (split, "the traced time".to_string(), traced, classified)
             }
         };
         let idle = [HOST, SYNC, COPY, LAUNCH, DISPATCH, OTHER].iter().map(|&c| split.to_array()[c]).sum::<u64>();
-        (idle > 0).then_some(TracedIdle { split, traced_ns: w.traced_ns, of, classified_pct })
+        (idle > 0).then_some(TracedIdle { split, traced_ns, of, classified_pct })
     }
 
     /// Whether the split stands for the idle time.
