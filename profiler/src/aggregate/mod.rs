@@ -558,6 +558,13 @@ impl Aggregator {
 
     fn kernel_with(&mut self, a: Attributed) {
         let Attributed { kernel: k, launch: info, metrics } = a;
+        // A graph's node still running when kernel records went off gets
+        // no true end from CUPTI (seen on XLA's command buffers: every node
+        // of the launch ending together, 38-160 ms later).
+        if k.graph_id != 0 && self.untraced.went_off_within(k.start, k.end) {
+            self.drops.window_cut_graph_kernels += 1;
+            return;
+        }
         let name = self.names.id(k.name);
         // A replayed graph kernel runs the ranges its node was captured in.
         let path = self.graph_nodes.path(k.graph_node_id, info.path);
@@ -891,7 +898,30 @@ impl Aggregator {
                 r.path = resolve(*p);
             }
         }
+        self.debug_bins();
         Aggregate { sampling, trace, ..self.snapshot(end_ns) }
+    }
+
+    /// `GPUSCOPE_DEBUG=1`: the session's time bins the steady state is
+    /// found from, one line per active bin.
+    fn debug_bins(&self) {
+        let t = &self.timeline;
+        let debug = crate::collect::debug::debug;
+        debug(&format!("timeline: {} bins of {} ms", t.bins.len(), t.width / 1_000_000));
+        for (i, b) in t.bins.iter().enumerate() {
+            let sampled = b.sampled_busy_ns();
+            if b.launches == 0 && b.kernel_ns == 0 && sampled == 0 && b.compile_ns == 0 {
+                continue;
+            }
+            debug(&format!(
+                "bin {i} at {} ms: launches {} kernel {} us sampled busy {} us compile {} us",
+                i as u64 * t.width / 1_000_000,
+                b.launches,
+                b.kernel_ns / 1000,
+                sampled / 1000,
+                b.compile_ns / 1000
+            ));
+        }
     }
 
     /// The trace windows taken up to `end_ns`, in sampling mode with them.
@@ -1288,6 +1318,34 @@ mod tests {
         let st = a.finish(100).sampling.expect("sampling status");
         assert_eq!(st.trace_windows_off, Some(why));
         assert!(st.trace_windows.is_none(), "no windows were taken");
+    }
+
+    #[test]
+    fn graph_kernels_running_when_a_window_closed_are_left_out_and_counted() {
+        let opts = AggregateOptions { sampling: true, trace_windows: Some((100, 1000)), ..Default::default() };
+        let mut a = Aggregator::new(opts, DeviceTable::fixed(vec![]));
+        let node = |id: u32, start: u64, end: u64, graph_id: u32| KernelActivity {
+            graph_id,
+            graph_node_id: start,
+            ..KernelActivity::sample(id, start, end)
+        };
+        // A graph launched well inside the window: its nodes count.
+        a.host_event(launch(1, 0, ROOT, 5));
+        a.kernel(&node(1, 10, 20, 9));
+        a.kernel(&node(1, 20, 30, 9));
+        // One launched just before the close: its nodes' records end
+        // together long after it.
+        a.host_event(launch(2, 0, ROOT, 95));
+        a.tracing(false, 100);
+        a.kernel(&node(2, 96, 600, 9));
+        a.kernel(&node(2, 98, 600, 9));
+        // A plain kernel across the close keeps its end.
+        a.host_event(launch(3, 0, ROOT, 97));
+        a.kernel(&KernelActivity::sample(3, 99, 110));
+        let r = a.finish(1000);
+        assert_eq!(r.drops.window_cut_graph_kernels, 2);
+        let k = &r.kernels.iter().find(|(n, _)| n == "k").expect("the kernels").1;
+        assert_eq!((k.launches, k.total, k.max), (3, 10 + 10 + 11, 11), "{k:?}");
     }
 
     #[test]

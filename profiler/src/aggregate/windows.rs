@@ -56,6 +56,16 @@ impl Untraced {
         self.closed.get(i).is_some_and(|&(s, _)| s < hi)
     }
 
+    /// Whether tracing went off inside `(lo, hi]`: a window closed while a
+    /// kernel spanning it ran.
+    pub(crate) fn went_off_within(&self, lo: u64, hi: u64) -> bool {
+        if self.open.is_some_and(|o| lo < o && o <= hi) {
+            return true;
+        }
+        let i = self.closed.partition_point(|&(s, _)| s <= lo);
+        self.closed.get(i).is_some_and(|&(s, _)| s <= hi)
+    }
+
     /// Stretches that ended (each followed by a traced window), and the
     /// total untraced time if the session ends at `end` (ns).
     pub(crate) fn totals(&self, end: u64) -> (u64, u64) {
@@ -99,6 +109,22 @@ mod tests {
         assert_eq!(u.totals(1000), (2, 100 + 100 + 400));
         assert!(u.touches(500, 700), "overlaps the open stretch");
         assert!(!u.touches(500, 600));
+    }
+
+    #[test]
+    fn a_window_closing_inside_a_span_is_told() {
+        let mut u = Untraced::default();
+        assert!(!u.went_off_within(0, 1000));
+        u.off(100);
+        u.on(200);
+        assert!(u.went_off_within(90, 150), "ran across the close");
+        assert!(u.went_off_within(90, 100), "ended at the close");
+        assert!(!u.went_off_within(100, 150), "began at the close: launched after it");
+        assert!(!u.went_off_within(200, 300), "inside the next window");
+        u.off(400);
+        assert!(u.went_off_within(350, 5000), "across the open stretch's start");
+        assert!(!u.went_off_within(410, 5000), "after it");
+        assert!(u.went_off_within(0, 1000), "spans both");
     }
 
     #[test]
