@@ -281,6 +281,7 @@ impl Aggregator {
         }
         if !on {
             self.untraced.off(ts);
+            self.timeline.partly_traced = true;
         } else if self.untraced.off_since().is_some() {
             self.untraced.on(ts);
             // Launches that waited for their kernels across the untraced

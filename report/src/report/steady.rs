@@ -299,9 +299,12 @@ pub(crate) fn of_session_from(t: &Timeline, start_ns: u64, end_ns: u64, from_ns:
     // Sampled engine activity counts from a twentieth of the busiest bin's:
     // start-up keeps the engine faintly active (context creation, copies,
     // a framework's autotuning) for seconds.
-    // Only without kernel records (trace windows of 0): with them, the
-    // kernels' time says it as in trace mode.
-    let untraced = t.bins.iter().all(|b| b.kernel_ns == 0);
+    // Only where kernel records did not cover the session (trace windows):
+    // with them throughout, the kernels' time says it as in trace mode;
+    // with periodic windows the kernels' time is the windows' alone, and a
+    // loop between two windows has none (a short JAX loop after seconds of
+    // compilation was read as start-up).
+    let untraced = t.partly_traced || t.bins.iter().all(|b| b.kernel_ns == 0);
     let busiest = if untraced { t.bins.iter().map(Bin::sampled_busy_ns).max().unwrap_or(0) } else { 0 };
     let floor = (busiest / SAMPLED_FLOOR).max(1);
     let sampled_busy = |b: &Bin| Some(b.sampled_busy_ns()).filter(|&v| untraced && v >= floor).unwrap_or(0);
@@ -318,9 +321,10 @@ pub(crate) fn of_session_from(t: &Timeline, start_ns: u64, end_ns: u64, from_ns:
         v.sort_unstable();
         v.get(v.len() * REFERENCE_QUANTILE_PCT / 100).copied()
     };
-    // Without kernel records (trace windows of 0), the engine's sampled
+    // Where kernel records did not cover the session, the engine's sampled
     // activity stands for the kernels' time.
-    let (launches, kernels) = (reference(|b| b.launches), reference(|b| b.kernel_ns));
+    let launches = reference(|b| b.launches);
+    let kernels = if untraced { None } else { reference(|b| b.kernel_ns) };
     let sampled = {
         let mut v: Vec<u64> = (a..=z).map(|i| sampled_busy(&t.bins[i])).filter(|&v| v > 0).collect();
         v.sort_unstable();
@@ -594,6 +598,46 @@ mod tests {
         assert!(s.start_ns >= 6_600_000_000 && s.end_ns <= 7_100_000_000, "{s:?}");
         let busy = s.sampled.and_then(|f| f.gpu_busy_pct).unwrap();
         assert!(busy > 85.0, "{busy}");
+    }
+
+    #[test]
+    fn with_periodic_trace_windows_a_loop_between_windows_is_found_by_its_samples() {
+        use crate::model::sampled::Sample;
+        const MS: u64 = 1_000_000;
+        // A JAX run's bins (call 88): 8.7 s of start-up, XLA's compilation
+        // ranges over most of it but not all, the engine faintly active and
+        // bursts of a few hundred launches; a window at 8.0 s caught an
+        // autotuning burst's kernels. Then 0.36 s of steps, one CUDA graph
+        // launch each (~34 in a 40 ms bin), the engine busy throughout, and
+        // no window over it.
+        let jax = |partly_traced: bool| {
+            let mut t = Timeline::new(0);
+            t.partly_traced = partly_traced;
+            t.samples(&Sample::flat_every(MS, 0, 0, 8_720 * MS, 0.1, 0.1));
+            for burst in [1_000u64, 2_000, 3_000, 4_000, 5_000, 6_000, 7_000, 8_000] {
+                for i in 0..200 {
+                    t.launch((burst + 500) * MS + i * 100_000, 0, 0);
+                }
+                t.samples(&Sample::flat_every(MS, 0, (burst + 500) * MS, (burst + 520) * MS, 100.0, 50.0));
+                // Compilation around the burst, not over every bin.
+                t.compile(burst * MS, (burst + 300) * MS);
+            }
+            t.kernel(8_000 * MS, 8_020 * MS);
+            for i in 0..300u64 {
+                t.launch(8_720 * MS + i * 1_170_000, 0, 0);
+            }
+            t.samples(&Sample::flat_every(MS, 0, 8_720 * MS, 9_070 * MS, 100.0, 60.0));
+            t
+        };
+        let s = of_session(&jax(true), 0, 9_300 * MS).expect("a steady state");
+        assert!(s.settled, "{s:?}");
+        assert!(s.start_ns >= 8_600 * MS && s.end_ns <= 9_120 * MS, "{s:?}");
+        assert!(s.sampled.and_then(|f| f.gpu_busy_pct).unwrap() > 90.0, "{s:?}");
+        // Read as if records had covered the session, the start-up's bursts
+        // set the launches' band, the one window's kernels the kernels',
+        // and the loop is neither.
+        let whole = of_session(&jax(false), 0, 9_300 * MS).unwrap();
+        assert!(whole.start_ns < 2_000 * MS, "{whole:?}");
     }
 
     #[test]
