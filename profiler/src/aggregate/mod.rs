@@ -559,10 +559,12 @@ impl Aggregator {
 
     fn kernel_with(&mut self, a: Attributed) {
         let Attributed { kernel: k, launch: info, metrics } = a;
-        // A graph's node still running when kernel records went off gets
-        // no true end from CUPTI (seen on XLA's command buffers: every node
-        // of the launch ending together, 38-160 ms later).
-        if k.graph_id != 0 && self.untraced.went_off_within(k.start, k.end) {
+        // The nodes of a graph launched before kernel records went off and
+        // still running then get no true end from CUPTI (seen on XLA's
+        // command buffers: every node's end 38-164 ms late, those that
+        // began after the switch too).
+        let launched = if info.seen { info.ts.min(k.start) } else { k.start };
+        if k.graph_id != 0 && self.untraced.went_off_within(launched, k.end) {
             self.drops.window_cut_graph_kernels += 1;
             return;
         }
@@ -1330,16 +1332,23 @@ mod tests {
             graph_node_id: start,
             ..KernelActivity::sample(id, start, end)
         };
+        let graph_launch = |id: u32, ts: u64| {
+            let mut e = launch(id, 0, ROOT, ts);
+            if let HostEvent::Launch { graph, .. } = &mut e {
+                *graph = true;
+            }
+            e
+        };
         // A graph launched well inside the window: its nodes count.
-        a.host_event(launch(1, 0, ROOT, 5));
+        a.host_event(graph_launch(1, 5));
         a.kernel(&node(1, 10, 20, 9));
         a.kernel(&node(1, 20, 30, 9));
-        // One launched just before the close: its nodes' records end
-        // together long after it.
-        a.host_event(launch(2, 0, ROOT, 95));
+        // One launched just before the close: its nodes' records end long
+        // after it, those that began after the close too.
+        a.host_event(graph_launch(2, 95));
         a.tracing(false, 100);
         a.kernel(&node(2, 96, 600, 9));
-        a.kernel(&node(2, 98, 600, 9));
+        a.kernel(&node(2, 102, 606, 9));
         // A plain kernel across the close keeps its end.
         a.host_event(launch(3, 0, ROOT, 97));
         a.kernel(&KernelActivity::sample(3, 99, 110));

@@ -204,18 +204,26 @@ impl Report {
         // stream repeats once a window where a step outlasts one, and its
         // period is then the windows'.
         let merged: Vec<(u64, u32, u32)> = a.launch_stream.iter().map(|&(t, f, _)| (t, f, 0)).collect();
-        let periodic = a.sampling.as_ref().and_then(|m| m.trace_windows.as_ref()).is_some_and(|w| w.periodic());
+        let windows = a.sampling.as_ref().and_then(|m| m.trace_windows.as_ref()).filter(|w| w.periodic());
+        // Launches inside a window are not logged: a span between two steps'
+        // beginnings that reaches into one holds several steps. Windows open
+        // every period from the session's start, on the decoder's poll, and
+        // close up to a few tens of percent late.
+        let in_window = |a: u64, b: u64| {
+            windows.is_some_and(|w| {
+                let opened = start_ns + (a.saturating_sub(start_ns) / w.period_ns) * w.period_ns;
+                a < opened.saturating_add(w.window_ns + w.window_ns / 2) || b > opened.saturating_add(w.period_ns)
+            })
+        };
         let find = |start: u64, end: u64| {
             let kernels = || super::steps::find(&a.kernel_stream, start, end);
             let launches = || {
-                super::steps::find(&merged, start, end)
-                    .or_else(|| super::steps::find(&a.launch_stream, start, end))
+                super::steps::find_around(&merged, start, end, in_window)
+                    .or_else(|| super::steps::find_around(&a.launch_stream, start, end, in_window))
                     .map(|f| super::FoundSteps { from_launches: true, ..f })
             };
-            if periodic {
-                // Launches inside a window are not logged: the step there
-                // merges with the next, and the mean period reads long.
-                launches().map(|f| super::FoundSteps { mean_ns: 0, ..f }).or_else(kernels)
+            if windows.is_some() {
+                launches().or_else(kernels)
             } else {
                 kernels().or_else(launches)
             }

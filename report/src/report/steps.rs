@@ -95,8 +95,8 @@ pub struct FoundSteps {
 
 impl FoundSteps {
     /// Whether a step's time is the mean period: launches' (the host runs
-    /// ahead in bursts), where computed (not with periodic windows, whose
-    /// launches are not logged inside them); kernels' go by their median.
+    /// ahead in bursts; with periodic windows, over the spans between
+    /// them); kernels' go by their median.
     pub fn by_mean(&self) -> bool {
         self.from_launches && self.mean_ns > 0
     }
@@ -114,6 +114,19 @@ impl FoundSteps {
 /// The steps of `stream` (kernel start, name id, lane: device and stream;
 /// in arrival order) inside `[start, end)`, if its kernels repeat.
 pub(crate) fn find(stream: &[(u64, u32, u32)], start: u64, end: u64) -> Option<FoundSteps> {
+    find_around(stream, start, end, |_, _| false)
+}
+
+/// [`find`], leaving out of a step's times the spans between two steps'
+/// beginnings that `hole` says are not steps: with periodic trace windows
+/// the launches inside a window are not logged, and a span across one
+/// holds several steps.
+pub(crate) fn find_around(
+    stream: &[(u64, u32, u32)],
+    start: u64,
+    end: u64,
+    hole: impl Fn(u64, u64) -> bool,
+) -> Option<FoundSteps> {
     // The stream that ran most of the stretch.
     let mut counts: Vec<(u32, usize)> = Vec::new();
     for &(t, _, d) in stream {
@@ -181,10 +194,12 @@ pub(crate) fn find(stream: &[(u64, u32, u32)], start: u64, end: u64) -> Option<F
         })
         .unwrap_or(0);
     let begins: Vec<u64> = (phase..n).step_by(p).map(|i| ks[i].0).collect();
-    let mut spans: Vec<u64> = begins.windows(2).map(|w| w[1].saturating_sub(w[0])).collect();
+    let mut spans: Vec<u64> =
+        begins.windows(2).filter(|w| !hole(w[0], w[1])).map(|w| w[1].saturating_sub(w[0])).collect();
     if spans.is_empty() {
         return None;
     }
+    let mean_ns = spans.iter().sum::<u64>() / spans.len() as u64;
     spans.sort_unstable();
     let at = |q: usize| spans[(spans.len() * q / 100).min(spans.len() - 1)];
     Some(FoundSteps {
@@ -194,7 +209,7 @@ pub(crate) fn find(stream: &[(u64, u32, u32)], start: u64, end: u64) -> Option<F
         p90_ns: at(90),
         match_pct,
         first_ns: begins[0],
-        mean_ns: begins[begins.len() - 1].saturating_sub(begins[0]) / spans.len() as u64,
+        mean_ns,
         late,
         from_launches: false,
     })
@@ -461,6 +476,33 @@ mod tests {
         // Launched back to back, the kernel alone is the step.
         let even: Vec<(u64, u32, u32)> = (0..600u64).map(|i| (i * 450_000, 5, 0)).collect();
         assert_eq!(find(&even, 0, 600 * 450_000).expect("steps").kernels_per_step, 1);
+    }
+
+    #[test]
+    fn spans_across_a_hole_in_the_log_are_no_steps() {
+        // Launches of a 5-launch step logged between trace windows: the host
+        // runs ahead in bursts (steps of 0.6, 0.6 and 1.8 ms: 1 ms on
+        // average), and nothing is logged in the first 100 ms of every
+        // second.
+        const MS: u64 = 1_000_000;
+        let window = |t: u64| t % (1000 * MS) < 100 * MS;
+        let (mut t, mut stream) = (100 * MS, Vec::new());
+        for step in 0..3000u64 {
+            for k in 0..5u32 {
+                if !window(t) {
+                    stream.push((t, k, 0));
+                }
+                t += if k == 4 { [600_000, 600_000, 1_800_000][step as usize % 3] - 4 * 50_000 } else { 50_000 };
+            }
+        }
+        let hole = |a: u64, b: u64| window(a) || a / (1000 * MS) != b / (1000 * MS);
+        let f = find_around(&stream, 0, t, hole).expect("steps");
+        assert_eq!(f.kernels_per_step, 5);
+        assert!(f.mean_ns.abs_diff(MS) < 10_000 && f.median_ns == 600_000, "{f:?}");
+        assert!(f.p90_ns == 1_800_000, "{f:?}");
+        // Taken across the holes (two in 2.7 s), the mean reads 7% long.
+        let across = find(&stream, 0, t).expect("steps");
+        assert!(across.mean_ns > 1_060_000, "{across:?}");
     }
 
     #[test]
