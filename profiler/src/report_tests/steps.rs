@@ -80,3 +80,54 @@ fn the_steady_state_of_a_loop_after_other_steady_work_is_the_loops() {
     // From the bin holding the loop's first step.
     assert!(s.start_ns <= f.first_ns && s.start_ns + 40 * ms > head, "{} against {head}", s.start_ns);
 }
+
+#[test]
+fn a_loop_that_leaves_bins_empty_between_its_bursts_is_found_whole() {
+    // A loop waiting for its data: every 160 ms a burst of 30 kernels
+    // (0.5 ms each, back to back), then the GPU idle; from 1 s to ~8.5 s
+    // of a 10 s session (40 ms bins: one holds the burst, the next three
+    // nothing). No NVTX range.
+    use crate::aggregate::devices::DeviceTable;
+    use crate::aggregate::{AggregateOptions, Aggregator};
+    use crate::decode::KernelActivity;
+    use crate::model::event::HostEvent;
+    use crate::model::path::ROOT;
+    let names: Vec<std::ffi::CString> =
+        (0..30).map(|i| std::ffi::CString::new(format!("burst_{i}")).unwrap()).collect();
+    let mut a = Aggregator::new(AggregateOptions::default(), DeviceTable::fixed(vec![]));
+    let ms = 1_000_000u64;
+    let mut id = 0u32;
+    // Start-up: one kernel.
+    a.host_event(HostEvent::launch(1, 1, ROOT, 0, 100 * ms));
+    a.kernel(&KernelActivity::sample(1, 100 * ms, 101 * ms));
+    id += 1;
+    // Five steps in a row come 40 ms apart (the loader caught up): the
+    // only bins that settle.
+    let begin = |step: u64| match step {
+        0..=20 => step * 160,
+        21..=25 => 20 * 160 + (step - 20) * 40,
+        _ => 20 * 160 + 5 * 40 + (step - 25) * 160,
+    };
+    for step in 0..50u64 {
+        let t0 = 1_000 * ms + begin(step) * ms;
+        for (i, name) in names.iter().enumerate() {
+            id += 1;
+            let t = t0 + i as u64 * ms / 2;
+            a.host_event(HostEvent::launch(id, 1, ROOT, 0, t.saturating_sub(10_000)));
+            let mut rec = KernelActivity::sample(id, t, t + ms / 2);
+            rec.name = name.as_ptr();
+            a.kernel(&rec);
+        }
+    }
+    let end = 10_000 * ms;
+    let agg = a.finish(end);
+    let bins = crate::report::steady::of_session(&agg.timeline, 0, end).expect("a steady state");
+    assert!(bins.settled && bins.wall_ns() < 400 * ms, "its bins alone give a sliver: {bins:?}");
+    let r = crate::report::Report::build(agg, 0, end);
+    let s = r.session_steady.expect("a steady state");
+    let f = s.steps.expect("steps found");
+    assert_eq!((f.kernels_per_step, f.median_ns), (30, 160 * ms), "{f:?}");
+    assert!(s.start_ns >= 960 * ms && s.start_ns <= 1_000 * ms, "{s:?}");
+    let last = 1_000 * ms + begin(49) * ms;
+    assert!(s.end_ns >= last && s.end_ns <= last + 200 * ms, "{s:?}");
+}

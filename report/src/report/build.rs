@@ -150,6 +150,10 @@ fn range_metrics(ranges: &mut [RangeSummary], path_kernels: &[(RangePath, String
 /// state trims the steady state to it.
 const LATE_LOOP_DIV: u64 = 10;
 
+/// Steps found over the whole session whose run lasts more than this many
+/// times the steady state found from its bins replace it.
+const LOOP_OVER_STEADY: u64 = 2;
+
 impl Report {
     /// The report of what aggregation folded between `start_ns` and
     /// `end_ns`.
@@ -239,6 +243,20 @@ impl Report {
                     from.steps = find(from.start_ns, from.end_ns).or(Some(f));
                     if from.settled || !s.settled {
                         s = from;
+                    }
+                }
+            }
+            // A loop whose step outlasts a bin and leaves the GPU idle
+            // between its bursts (a host waiting for data) fills bins and
+            // empties others in turn: no run of steady bins holds it, and the
+            // steady state found is a sliver of it. The steps found over the
+            // whole session then give its span.
+            if let Some(f) = find(start_ns, end_ns) {
+                let to = f.last_ns.saturating_add(f.median_ns);
+                if to.saturating_sub(f.first_ns) > s.wall_ns().saturating_mul(LOOP_OVER_STEADY) {
+                    if let Some(mut over) = steady::of_span(&a.timeline, start_ns, end_ns, f.first_ns, to) {
+                        over.steps = find(over.start_ns, over.end_ns).or(Some(f));
+                        s = over;
                     }
                 }
             }

@@ -346,6 +346,20 @@ pub(crate) fn of_session_from(t: &Timeline, start_ns: u64, end_ns: u64, from_ns:
         (Some(s), Some(e)) if e >= s => (s, e, true),
         _ => (a, z, false),
     };
+    Some(over_bins(t, s, e, settled, start_ns, end_ns))
+}
+
+/// The steady state over the bins holding `[from_ns, to_ns]`: a loop found
+/// by its repeating kernels or launches where its bins did not settle (a
+/// step that outlasts a bin and leaves the next one empty).
+pub(crate) fn of_span(t: &Timeline, start_ns: u64, end_ns: u64, from_ns: u64, to_ns: u64) -> Option<SessionSteady> {
+    let bin = |ns: u64| (ns.saturating_sub(t.start) / t.width.max(1)) as usize;
+    let (s, e) = (bin(from_ns), bin(to_ns).min(t.bins.len().checked_sub(1)?));
+    (s <= e).then(|| over_bins(t, s, e, true, start_ns, end_ns))
+}
+
+/// The figures of bins `s..=e` as the session's steady state.
+fn over_bins(t: &Timeline, s: usize, e: usize, settled: bool, start_ns: u64, end_ns: u64) -> SessionSteady {
     let mut out = SessionSteady { settled, ..Default::default() };
     let (mut cpu, mut covered) = (0u64, 0u64);
     let mut idle = [0u64; crate::model::idle::CAUSES];
@@ -388,7 +402,7 @@ pub(crate) fn of_session_from(t: &Timeline, start_ns: u64, end_ns: u64, from_ns:
     }
     out.startup_ns = out.start_ns.saturating_sub(start_ns);
     out.shutdown_ns = end_ns.saturating_sub(out.end_ns);
-    Some(out)
+    out
 }
 
 #[cfg(test)]

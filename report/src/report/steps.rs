@@ -91,6 +91,10 @@ pub struct FoundSteps {
     /// is trimmed to the loop already).
     #[serde(skip)]
     pub late: bool,
+    /// When the last step found began, ns: the loop runs to there at least
+    /// (not written).
+    #[serde(skip)]
+    pub last_ns: u64,
 }
 
 impl FoundSteps {
@@ -209,6 +213,7 @@ pub(crate) fn find_around(
         p90_ns: at(90),
         match_pct,
         first_ns: begins[0],
+        last_ns: begins[begins.len() - 1],
         mean_ns,
         late,
         from_launches: false,
