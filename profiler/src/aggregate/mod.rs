@@ -559,10 +559,11 @@ impl Aggregator {
 
     fn kernel_with(&mut self, a: Attributed) {
         let Attributed { kernel: k, launch: info, metrics } = a;
-        // The nodes of a graph launched before kernel records went off and
-        // still running then get no true end from CUPTI (seen on XLA's
+        // The nodes of a graph launched before kernel records went off that
+        // ran past the switch get no true end from CUPTI (seen on XLA's
         // command buffers: every node's end 38-164 ms late, those that
-        // began after the switch too).
+        // began after the switch too; no such node was seen with a
+        // plausible end).
         let launched = if info.seen { info.ts.min(k.start) } else { k.start };
         if k.graph_id != 0 && self.untraced.went_off_within(launched, k.end) {
             self.drops.window_cut_graph_kernels += 1;

@@ -77,8 +77,9 @@ fn the_steady_state_of_a_loop_after_other_steady_work_is_the_loops() {
     let f = s.steps.expect("steps found");
     assert_eq!((f.kernels_per_step, f.median_ns), (5, 8 * ms), "{f:?}");
     assert!(f.first_ns >= head && f.first_ns <= head + 8 * ms, "{} against {head}", f.first_ns);
-    // From the bin holding the loop's first step.
-    assert!(s.start_ns <= f.first_ns && s.start_ns + 40 * ms > head, "{} against {head}", s.start_ns);
+    // From the first bin the loop fills whole (10 ms bins): the one it
+    // began inside would dilute its figures with what came before.
+    assert!(s.start_ns >= f.first_ns && s.start_ns <= f.first_ns + 10 * ms, "{} against {head}", s.start_ns);
 }
 
 #[test]
@@ -130,4 +131,44 @@ fn a_loop_that_leaves_bins_empty_between_its_bursts_is_found_whole() {
     assert!(s.start_ns >= 960 * ms && s.start_ns <= 1_000 * ms, "{s:?}");
     let last = 1_000 * ms + begin(49) * ms;
     assert!(s.end_ns >= last && s.end_ns <= last + 200 * ms, "{s:?}");
+}
+
+#[test]
+fn a_short_loop_is_answered_over_the_bins_it_fills_whole() {
+    // After 8.7 s of start-up (a kernel now and then), 300 steps of 5
+    // kernels back to back, 1.2 ms a step, beginning 17 ms into a 40 ms
+    // bin and ending inside another: the GPU busy throughout.
+    use crate::aggregate::devices::DeviceTable;
+    use crate::aggregate::{AggregateOptions, Aggregator};
+    use crate::decode::KernelActivity;
+    use crate::model::event::HostEvent;
+    use crate::model::path::ROOT;
+    let names: Vec<std::ffi::CString> = (0..5).map(|i| std::ffi::CString::new(format!("k{i}")).unwrap()).collect();
+    let mut a = Aggregator::new(AggregateOptions::default(), DeviceTable::fixed(vec![]));
+    let ms = 1_000_000u64;
+    let mut id = 0u32;
+    let mut launch = |a: &mut Aggregator, name: &std::ffi::CStr, t: u64, len: u64| {
+        id += 1;
+        a.host_event(HostEvent::launch(id, 1, ROOT, 0, t.saturating_sub(10_000)));
+        let mut rec = KernelActivity::sample(id, t, t + len);
+        rec.name = name.as_ptr();
+        a.kernel(&rec);
+    };
+    for k in 0..8u64 {
+        launch(&mut a, &names[0], 500 * ms + k * 1000 * ms, ms);
+    }
+    let head = 8_737 * ms;
+    for step in 0..300u64 {
+        for (i, name) in names.iter().enumerate() {
+            launch(&mut a, name, head + step * 1_200_000 + i as u64 * 240_000, 240_000);
+        }
+    }
+    let end = 9_300 * ms;
+    let r = crate::report::Report::build(a.finish(end), 0, end);
+    let s = r.session_steady.expect("a steady state");
+    assert!(s.steps.is_some_and(|f| f.median_ns == 1_200_000), "{s:?}");
+    // Whole bins of the loop: busy all of it (the partial ones would put
+    // it near 90%).
+    let busy = s.kernel_ns as f64 / s.wall_ns() as f64;
+    assert!(busy > 0.99 && s.wall_ns() >= 280 * ms, "{busy} over {} ms", s.wall_ns() / ms);
 }

@@ -62,10 +62,10 @@ pub struct Drops {
     /// dropped), or the tables were full. Those calls have no bandwidth.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub comm_messages_unmatched: u64,
-    /// Kernels of a CUDA graph launched inside a trace window and still
-    /// running when it closed: CUPTI gives such nodes no true end (every
-    /// node of the launch ends together, tens of ms later), so they are
-    /// left out of every figure.
+    /// Kernels of a CUDA graph launched before a trace window closed that
+    /// ran past the close (queued behind others, or running): CUPTI gives
+    /// such nodes no true end (every node's end tens of ms late), so they
+    /// are left out of every figure.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub window_cut_graph_kernels: u64,
 }

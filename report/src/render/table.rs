@@ -667,6 +667,9 @@ fn drops_line(d: &Drops) -> String {
     add(d.live_allocations_over_cap, "device allocations past the live table cap (not in the live bytes)");
     add(d.range_memory_partial, "range calls whose device memory peak missed changes dropped for room");
     add(d.devices_over_cap, "kernels of GPUs past the 64th (no per-device figures)");
-    add(d.window_cut_graph_kernels, "CUDA graph kernels running when a trace window closed (no true end)");
+    add(
+        d.window_cut_graph_kernels,
+        "CUDA graph kernels launched before a trace window closed that ran past it (no true end)",
+    );
     format!("dropped: {}", parts.join(", "))
 }

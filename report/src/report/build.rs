@@ -154,6 +154,10 @@ const LATE_LOOP_DIV: u64 = 10;
 /// times the steady state found from its bins replace it.
 const LOOP_OVER_STEADY: u64 = 2;
 
+/// Bins a steady state keeps at least when the bins its loop filled only in
+/// part are left out.
+const TRIMMED_BINS: u64 = 3;
+
 impl Report {
     /// The report of what aggregation folded between `start_ns` and
     /// `end_ns`.
@@ -257,6 +261,30 @@ impl Report {
                     if let Some(mut over) = steady::of_span(&a.timeline, start_ns, end_ns, f.first_ns, to) {
                         over.steps = find(over.start_ns, over.end_ns).or(Some(f));
                         s = over;
+                    }
+                }
+            }
+            // A bin the loop began or ended inside dilutes its figures with
+            // what came before or after (a 0.35 s JAX loop in 40 ms bins read
+            // 91% busy from its samples, 98% true): left out where three
+            // bins remain.
+            if let Some(f) = s.steps {
+                let w = a.timeline.width;
+                let loop_end = f.last_ns.saturating_add(f.step_ns());
+                let from = if f.first_ns > s.start_ns && f.first_ns < s.start_ns.saturating_add(w) {
+                    s.start_ns.saturating_add(w)
+                } else {
+                    s.start_ns
+                };
+                let to = if loop_end < s.end_ns && loop_end.saturating_add(w) > s.end_ns {
+                    s.end_ns.saturating_sub(w)
+                } else {
+                    s.end_ns
+                };
+                let trimmed = from > s.start_ns || to < s.end_ns;
+                if trimmed && to >= from.saturating_add(TRIMMED_BINS * w) {
+                    if let Some(inner) = steady::of_span(&a.timeline, start_ns, end_ns, from, to.saturating_sub(1)) {
+                        s = SessionSteady { steps: s.steps, settled: s.settled, ..inner };
                     }
                 }
             }
