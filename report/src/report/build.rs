@@ -254,33 +254,33 @@ impl Report {
             // between its bursts (a host waiting for data) fills bins and
             // empties others in turn: no run of steady bins holds it, and the
             // steady state found is a sliver of it. The steps found over the
-            // whole session then give its span.
+            // session's last kernels (or launches) then give its span, where
+            // it holds the sliver (not another loop after it).
             if let Some(f) = find(start_ns, end_ns) {
-                let to = f.last_ns.saturating_add(f.median_ns);
-                if to.saturating_sub(f.first_ns) > s.wall_ns().saturating_mul(LOOP_OVER_STEADY) {
-                    if let Some(mut over) = steady::of_span(&a.timeline, start_ns, end_ns, f.first_ns, to) {
+                let to = f.last_ns.saturating_add(f.step_ns());
+                let holds = f.first_ns <= s.start_ns && to >= s.end_ns;
+                if holds && to.saturating_sub(f.first_ns) > s.wall_ns().saturating_mul(LOOP_OVER_STEADY) {
+                    let last = to.saturating_sub(1);
+                    if let Some(mut over) = steady::of_span(&a.timeline, start_ns, end_ns, f.first_ns, last) {
                         over.steps = find(over.start_ns, over.end_ns).or(Some(f));
                         s = over;
                     }
                 }
             }
-            // A bin the loop began or ended inside dilutes its figures with
-            // what came before or after (a 0.35 s JAX loop in 40 ms bins read
-            // 91% busy from its samples, 98% true): left out where three
-            // bins remain.
+            // A bin the loop began or ended inside, a step or more from its
+            // edge, dilutes its figures with what came before or after (a
+            // 0.35 s JAX loop in 40 ms bins read 91% busy from its samples,
+            // 98% true): left out where three bins remain. A loop running
+            // through the steady state finds its first whole step within a
+            // step of the edge, and keeps its bins.
             if let Some(f) = s.steps {
-                let w = a.timeline.width;
-                let loop_end = f.last_ns.saturating_add(f.step_ns());
-                let from = if f.first_ns > s.start_ns && f.first_ns < s.start_ns.saturating_add(w) {
-                    s.start_ns.saturating_add(w)
-                } else {
-                    s.start_ns
-                };
-                let to = if loop_end < s.end_ns && loop_end.saturating_add(w) > s.end_ns {
-                    s.end_ns.saturating_sub(w)
-                } else {
-                    s.end_ns
-                };
+                let (w, step) = (a.timeline.width, f.step_ns());
+                let loop_end = f.last_ns.saturating_add(step);
+                let began_inside =
+                    f.first_ns >= s.start_ns.saturating_add(step) && f.first_ns < s.start_ns.saturating_add(w);
+                let ended_inside = s.end_ns >= loop_end.saturating_add(step) && loop_end.saturating_add(w) > s.end_ns;
+                let from = if began_inside { s.start_ns.saturating_add(w) } else { s.start_ns };
+                let to = if ended_inside { s.end_ns.saturating_sub(w) } else { s.end_ns };
                 let trimmed = from > s.start_ns || to < s.end_ns;
                 if trimmed && to >= from.saturating_add(TRIMMED_BINS * w) {
                     if let Some(inner) = steady::of_span(&a.timeline, start_ns, end_ns, from, to.saturating_sub(1)) {

@@ -324,7 +324,8 @@ pub(crate) fn of_session_from(t: &Timeline, start_ns: u64, end_ns: u64, from_ns:
     // Where kernel records did not cover the session, the engine's sampled
     // activity stands for the kernels' time.
     let launches = reference(|b| b.launches);
-    let kernels = if untraced { None } else { reference(|b| b.kernel_ns) };
+    // A GPU without the engine's counter or SM samples keeps the kernels'.
+    let kernels = if untraced && busiest > 0 { None } else { reference(|b| b.kernel_ns) };
     let sampled = {
         let mut v: Vec<u64> = (a..=z).map(|i| sampled_busy(&t.bins[i])).filter(|&v| v > 0).collect();
         v.sort_unstable();
@@ -618,7 +619,7 @@ mod tests {
     fn with_periodic_trace_windows_a_loop_between_windows_is_found_by_its_samples() {
         use crate::model::sampled::Sample;
         const MS: u64 = 1_000_000;
-        // A JAX run's bins (call 88): 8.7 s of start-up, XLA's compilation
+        // A JAX run's bins: 8.7 s of start-up, XLA's compilation
         // ranges over most of it but not all, the engine faintly active and
         // bursts of a few hundred launches; a window at 8.0 s caught an
         // autotuning burst's kernels. Then 0.36 s of steps, one CUDA graph
