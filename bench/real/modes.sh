@@ -33,6 +33,7 @@ declare -A CMD=(
   [flax]="flax_cnn.py"
   [flaxsync]="flax_cnn.py --sync"
   [resnet8n]="resnet_loader.py --workers 8 --warmup 25 --no-ranges"
+  [resnet1n]="resnet_loader.py --workers 1 --warmup 10 --steps 40 --no-ranges"
 )
 NOT_TORCH=" jax jaxsync flax flaxsync cuda cudan cupy cupyshort "
 cd "$out"

@@ -281,7 +281,6 @@ impl Aggregator {
         }
         if !on {
             self.untraced.off(ts);
-            self.timeline.partly_traced = true;
         } else if self.untraced.off_since().is_some() {
             self.untraced.on(ts);
             // Launches that waited for their kernels across the untraced
@@ -909,6 +908,9 @@ impl Aggregator {
     /// `GPUSCOPE_DEBUG=1`: the session's time bins the steady state is
     /// found from, one line per active bin.
     fn debug_bins(&self) {
+        if !crate::collect::debug::on() {
+            return;
+        }
         let t = &self.timeline;
         let debug = crate::collect::debug::debug;
         debug(&format!("timeline: {} bins of {} ms", t.bins.len(), t.width / 1_000_000));

@@ -7,6 +7,12 @@ fn since() -> Option<std::time::Instant> {
     *ON.get_or_init(|| std::env::var("GPUSCOPE_DEBUG").is_ok_and(|v| v == "1").then(std::time::Instant::now))
 }
 
+/// Whether `GPUSCOPE_DEBUG=1` is set (what is printed only then need not
+/// be worked out otherwise).
+pub(crate) fn on() -> bool {
+    since().is_some()
+}
+
 /// `GPUSCOPE_DEBUG=1`: each step of start, stop and metrics setup on
 /// stderr, with milliseconds since the first step, to tell where a hang or
 /// failure inside CUPTI happens and what the program waits for.

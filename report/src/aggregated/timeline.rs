@@ -128,15 +128,12 @@ pub struct Timeline {
     pub width: u64,
     /// The bins, from `start` on.
     pub bins: Vec<Bin>,
-    /// Kernel records were off for part of the session (trace windows):
-    /// the bins' kernel time says nothing of the time between windows.
-    pub partly_traced: bool,
 }
 
 impl Timeline {
     /// No bin yet, bin 0 starting at `start`.
     pub fn new(start: u64) -> Self {
-        Timeline { start, width: FIRST_WIDTH_NS, bins: Vec::new(), partly_traced: false }
+        Timeline { start, width: FIRST_WIDTH_NS, bins: Vec::new() }
     }
 
     /// The bin holding `t` (times before the start go to the first; `None`

@@ -10,6 +10,7 @@
 //! idle time stands in for it where not, and for the findings.
 
 use crate::model::idle::{IdleSplit, CAUSES, PROFILER};
+use crate::model::sampled::traced_between;
 use crate::report::Report;
 
 /// Under this share of their idle time classified, the windows' split is
@@ -69,37 +70,4 @@ pub(crate) fn windowed_idle(r: &Report) -> WindowedIdle {
         *x = if i == PROFILER { y } else { ((y as f64 * factor) as u64).min(wall) };
     }
     WindowedIdle::Scaled { split: IdleSplit::from_array(scaled), traced_ns, factor }
-}
-
-/// The time in `[from, to)` inside windows of `window` ns opening every
-/// `period` ns from `start` (`window` below `period`).
-fn traced_between(start: u64, window: u64, period: u64, from: u64, to: u64) -> u64 {
-    if period == 0 || to <= from {
-        return 0;
-    }
-    // The windows' time from `start` to `t`.
-    let upto = |t: u64| {
-        let d = t.saturating_sub(start);
-        (d / period).saturating_mul(window).saturating_add((d % period).min(window))
-    };
-    upto(to).saturating_sub(upto(from))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_traced_time_is_the_windows_overlap_with_the_span() {
-        const MS: u64 = 1_000_000;
-        // Windows of 100 ms every second from 0: a span from 0.95 s to 3.05 s
-        // holds 1.0-1.1, 2.0-2.1 and 3.0-3.05.
-        assert_eq!(traced_between(0, 100 * MS, 1000 * MS, 950 * MS, 3050 * MS), 250 * MS);
-        // Inside one window; none; an empty span.
-        assert_eq!(traced_between(0, 100 * MS, 1000 * MS, 20 * MS, 60 * MS), 40 * MS);
-        assert_eq!(traced_between(0, 100 * MS, 1000 * MS, 200 * MS, 900 * MS), 0);
-        assert_eq!(traced_between(0, 100 * MS, 1000 * MS, 5 * MS, 5 * MS), 0);
-        // Windows from a session that began later.
-        assert_eq!(traced_between(500 * MS, 100 * MS, 1000 * MS, 0, 2000 * MS), 200 * MS);
-    }
 }

@@ -506,6 +506,20 @@ impl TraceWindows {
     }
 }
 
+/// The time in `[from, to)` inside windows of `window` ns opening every
+/// `period` ns from `start` (`window` below `period`).
+pub(crate) fn traced_between(start: u64, window: u64, period: u64, from: u64, to: u64) -> u64 {
+    if period == 0 || to <= from {
+        return 0;
+    }
+    // The windows' time from `start` to `t`.
+    let upto = |t: u64| {
+        let d = t.saturating_sub(start);
+        (d / period).saturating_mul(window).saturating_add((d % period).min(window))
+    };
+    upto(to).saturating_sub(upto(from))
+}
+
 /// At process exit, the last samples are decoded for at most this long
 /// (from the exit handler gpuscope registers once CUDA is initialised);
 /// what is left after it is reported lost (`tail_lost`).
@@ -606,5 +620,19 @@ mod tests {
         let f = only_b.figures().expect("covered");
         assert_eq!((f.sm_efficiency_pct, f.achieved_occupancy_pct, f.dram_gb_per_s), (None, None, None));
         assert_eq!(f.tensor_active_pct, Some(90.0));
+    }
+
+    #[test]
+    fn the_traced_time_is_the_windows_overlap_with_the_span() {
+        const MS: u64 = 1_000_000;
+        // Windows of 100 ms every second from 0: a span from 0.95 s to 3.05 s
+        // holds 1.0-1.1, 2.0-2.1 and 3.0-3.05.
+        assert_eq!(traced_between(0, 100 * MS, 1000 * MS, 950 * MS, 3050 * MS), 250 * MS);
+        // Inside one window; none; an empty span.
+        assert_eq!(traced_between(0, 100 * MS, 1000 * MS, 20 * MS, 60 * MS), 40 * MS);
+        assert_eq!(traced_between(0, 100 * MS, 1000 * MS, 200 * MS, 900 * MS), 0);
+        assert_eq!(traced_between(0, 100 * MS, 1000 * MS, 5 * MS, 5 * MS), 0);
+        // Windows from a session that began later.
+        assert_eq!(traced_between(500 * MS, 100 * MS, 1000 * MS, 0, 2000 * MS), 200 * MS);
     }
 }

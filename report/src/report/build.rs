@@ -212,15 +212,17 @@ impl Report {
         // stream repeats once a window where a step outlasts one, and its
         // period is then the windows'.
         let merged: Vec<(u64, u32, u32)> = a.launch_stream.iter().map(|&(t, f, _)| (t, f, 0)).collect();
-        let windows = a.sampling.as_ref().and_then(|m| m.trace_windows.as_ref()).filter(|w| w.periodic());
+        let trace_windows = a.sampling.as_ref().and_then(|m| m.trace_windows.as_ref());
+        let partly_traced = trace_windows.is_some_and(|w| w.untraced_ns > 0);
+        let windows = trace_windows.filter(|w| w.periodic());
         // Launches inside a window are not logged: a span between two steps'
         // beginnings that reaches into one holds several steps. Windows open
         // every period from the session's start, on the decoder's poll, and
         // close up to a few tens of percent late.
         let in_window = |a: u64, b: u64| {
             windows.is_some_and(|w| {
-                let opened = start_ns + (a.saturating_sub(start_ns) / w.period_ns) * w.period_ns;
-                a < opened.saturating_add(w.window_ns + w.window_ns / 2) || b > opened.saturating_add(w.period_ns)
+                let late_close = (w.window_ns + w.window_ns / 2).min(w.period_ns);
+                crate::model::sampled::traced_between(start_ns, late_close, w.period_ns, a, b) > 0
             })
         };
         let find = |start: u64, end: u64| {
@@ -236,14 +238,16 @@ impl Report {
                 kernels().or_else(launches)
             }
         };
-        let session_steady = steady::of_session(&a.timeline, start_ns, end_ns).map(|mut s| {
+        let session_steady = steady::of_session_from(&a.timeline, start_ns, end_ns, 0, partly_traced).map(|mut s| {
             s.steps = find(s.start_ns, s.end_ns);
             // A loop that began well after the steady state did (other work
             // before it looked steady): the steady state is the loop's.
             let late =
                 s.steps.filter(|f| f.late && f.first_ns > s.start_ns.saturating_add(s.wall_ns() / LATE_LOOP_DIV));
             if let Some(f) = late {
-                if let Some(mut from) = steady::of_session_from(&a.timeline, start_ns, end_ns, f.first_ns) {
+                if let Some(mut from) =
+                    steady::of_session_from(&a.timeline, start_ns, end_ns, f.first_ns, partly_traced)
+                {
                     from.steps = find(from.start_ns, from.end_ns).or(Some(f));
                     if from.settled || !s.settled {
                         s = from;

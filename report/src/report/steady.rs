@@ -289,12 +289,20 @@ impl SessionSteady {
 /// kernels or sampled engine activity.
 #[doc(hidden)]
 pub fn of_session(t: &Timeline, start_ns: u64, end_ns: u64) -> Option<SessionSteady> {
-    of_session_from(t, start_ns, end_ns, 0)
+    of_session_from(t, start_ns, end_ns, 0, false)
 }
 
 /// [`of_session`] over the bins from the one holding `from_ns` on: the
-/// steady state once a loop found in it began.
-pub(crate) fn of_session_from(t: &Timeline, start_ns: u64, end_ns: u64, from_ns: u64) -> Option<SessionSteady> {
+/// steady state once a loop found in it began. `partly_traced`: kernel
+/// records were off for part of the session (trace windows), so the bins'
+/// kernel time says nothing of the time between windows.
+pub(crate) fn of_session_from(
+    t: &Timeline,
+    start_ns: u64,
+    end_ns: u64,
+    from_ns: u64,
+    partly_traced: bool,
+) -> Option<SessionSteady> {
     let first_bin = (from_ns.saturating_sub(t.start) / t.width.max(1)) as usize;
     // Sampled engine activity counts from a twentieth of the busiest bin's:
     // start-up keeps the engine faintly active (context creation, copies,
@@ -304,7 +312,7 @@ pub(crate) fn of_session_from(t: &Timeline, start_ns: u64, end_ns: u64, from_ns:
     // with periodic windows the kernels' time is the windows' alone, and a
     // loop between two windows has none (a short JAX loop after seconds of
     // compilation was read as start-up).
-    let untraced = t.partly_traced || t.bins.iter().all(|b| b.kernel_ns == 0);
+    let untraced = partly_traced || t.bins.iter().all(|b| b.kernel_ns == 0);
     let busiest = if untraced { t.bins.iter().map(Bin::sampled_busy_ns).max().unwrap_or(0) } else { 0 };
     let floor = (busiest / SAMPLED_FLOOR).max(1);
     let sampled_busy = |b: &Bin| Some(b.sampled_busy_ns()).filter(|&v| untraced && v >= floor).unwrap_or(0);
@@ -625,9 +633,8 @@ mod tests {
         // autotuning burst's kernels. Then 0.36 s of steps, one CUDA graph
         // launch each (~34 in a 40 ms bin), the engine busy throughout, and
         // no window over it.
-        let jax = |partly_traced: bool| {
+        let jax = || {
             let mut t = Timeline::new(0);
-            t.partly_traced = partly_traced;
             t.samples(&Sample::flat_every(MS, 0, 0, 8_720 * MS, 0.1, 0.1));
             for burst in [1_000u64, 2_000, 3_000, 4_000, 5_000, 6_000, 7_000, 8_000] {
                 for i in 0..200 {
@@ -644,14 +651,14 @@ mod tests {
             t.samples(&Sample::flat_every(MS, 0, 8_720 * MS, 9_070 * MS, 100.0, 60.0));
             t
         };
-        let s = of_session(&jax(true), 0, 9_300 * MS).expect("a steady state");
+        let s = of_session_from(&jax(), 0, 9_300 * MS, 0, true).expect("a steady state");
         assert!(s.settled, "{s:?}");
         assert!(s.start_ns >= 8_600 * MS && s.end_ns <= 9_120 * MS, "{s:?}");
         assert!(s.sampled.and_then(|f| f.gpu_busy_pct).unwrap() > 90.0, "{s:?}");
         // Read as if records had covered the session, the start-up's bursts
         // set the launches' band, the one window's kernels the kernels',
         // and the loop is neither.
-        let whole = of_session(&jax(false), 0, 9_300 * MS).unwrap();
+        let whole = of_session(&jax(), 0, 9_300 * MS).unwrap();
         assert!(whole.start_ns < 2_000 * MS, "{whole:?}");
     }
 

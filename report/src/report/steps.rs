@@ -198,14 +198,13 @@ pub(crate) fn find_around(
         })
         .unwrap_or(0);
     let begins: Vec<u64> = (phase..n).step_by(p).map(|i| ks[i].0).collect();
-    let all = || begins.windows(2).map(|w| w[1].saturating_sub(w[0]));
     let mut spans: Vec<u64> =
         begins.windows(2).filter(|w| !hole(w[0], w[1])).map(|w| w[1].saturating_sub(w[0])).collect();
     let mut mean_ns = spans.iter().sum::<u64>() / spans.len().max(1) as u64;
     // Steps that outlast most of the time between holes leave too few
     // spans clear of them: every span, by its median (no mean).
     if spans.len() < MIN_STEPS && spans.len() < begins.len() - 1 {
-        spans = all().collect();
+        spans = begins.windows(2).map(|w| w[1].saturating_sub(w[0])).collect();
         mean_ns = 0;
     }
     if spans.is_empty() {
@@ -517,7 +516,10 @@ mod tests {
         assert!(across.mean_ns > 1_060_000, "{across:?}");
         // Steps longer than the time between holes: every span, by the
         // median.
-        let long: Vec<(u64, u32, u32)> = (0..40u64).flat_map(|s| (0..5u32).map(move |k| (s * 900 * MS + k as u64 * MS, k, 0))).collect();
+        let mut long = Vec::new();
+        for s in 0..40u64 {
+            long.extend((0..5u32).map(|k| (s * 900 * MS + k as u64 * MS, k, 0)));
+        }
         let f = find_around(&long, 0, u64::MAX, |_, _| true).expect("steps");
         assert_eq!((f.median_ns, f.mean_ns, f.steps_seen), (900 * MS, 0, 39), "{f:?}");
     }
