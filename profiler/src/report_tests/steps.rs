@@ -149,3 +149,52 @@ fn a_short_loop_is_answered_over_the_bins_it_fills_whole() {
     let busy = s.kernel_ns as f64 / s.wall_ns() as f64;
     assert!(busy > 0.99 && s.wall_ns() >= 280 * MS, "{busy} over {} ms", s.wall_ns() / MS);
 }
+
+#[test]
+fn a_dense_start_before_a_waiting_loop_is_not_its_steady_state() {
+    // 120 ms of dense start-up kernels (three 40 ms bins that settle), then
+    // a loop of 30-kernel bursts every 160 ms from 1 s to 9 s, its bins
+    // full and empty in turn. No NVTX range.
+    let (warm, burst) = (names("warm_", 7), names("burst_", 30));
+    let mut l = Launcher::new();
+    for k in 0..240u64 {
+        l.kernel(&warm[k as usize % warm.len()], 400 * MS + k * MS / 2, MS / 4);
+    }
+    for step in 0..50u64 {
+        for (i, name) in burst.iter().enumerate() {
+            l.kernel(name, 1_000 * MS + step * 160 * MS + i as u64 * MS / 2, MS / 2);
+        }
+    }
+    let end = 10_000 * MS;
+    let agg = l.a.finish(end);
+    let bins = crate::report::steady::of_session(&agg.timeline, 0, end).expect("a steady state");
+    assert!(bins.settled && bins.end_ns <= 600 * MS, "its bins settle on the start: {bins:?}");
+    let r = crate::report::Report::build(agg, 0, end);
+    let s = r.session_steady.expect("a steady state");
+    let f = s.steps.expect("steps found");
+    assert_eq!((f.kernels_per_step, f.median_ns), (30, 160 * MS), "{f:?}");
+    assert!(s.start_ns >= 960 * MS && s.end_ns >= 8_840 * MS, "{s:?}");
+}
+
+#[test]
+fn a_steady_state_of_its_own_stays_before_a_longer_loop_of_other_kernels() {
+    // 2 s of a dense loop (5 kernels in 8 ms), then 6 s of bursts of other
+    // kernels every 160 ms: the steady state its bins give is the first,
+    // and the second loop (the kernels kept last) does not replace it.
+    let (train, eval) = (names("train_", 5), names("eval_", 30));
+    let mut l = Launcher::new();
+    for step in 0..250u64 {
+        for (i, name) in train.iter().enumerate() {
+            l.kernel(name, 1_000 * MS + step * 8 * MS + 3 * MS + i as u64 * MS, MS);
+        }
+    }
+    for step in 0..38u64 {
+        for (i, name) in eval.iter().enumerate() {
+            l.kernel(name, 3_000 * MS + step * 160 * MS + i as u64 * MS / 2, MS / 2);
+        }
+    }
+    let end = 9_200 * MS;
+    let r = crate::report::Report::build(l.a.finish(end), 0, end);
+    let s = r.session_steady.expect("a steady state");
+    assert!(s.start_ns <= 1_040 * MS && s.end_ns <= 3_100 * MS, "{s:?}");
+}

@@ -257,13 +257,16 @@ impl Report {
             // A loop whose step outlasts a bin and leaves the GPU idle
             // between its bursts (a host waiting for data) fills bins and
             // empties others in turn: no run of steady bins holds it, and the
-            // steady state found is a sliver of it. The steps found over the
+            // steady state found is a sliver of it (or of its first steps,
+            // where the loader had batches ready). The steps found over the
             // session's last kernels (or launches) then give its span, where
-            // it holds the sliver (not another loop after it).
+            // they hold the sliver or it is shorter than a few of their steps
+            // (not a steady state of its own before another loop).
             if let Some(f) = find(start_ns, end_ns) {
                 let to = f.last_ns.saturating_add(f.step_ns());
                 let holds = f.first_ns <= s.start_ns && to >= s.end_ns;
-                if holds && to.saturating_sub(f.first_ns) > s.wall_ns().saturating_mul(LOOP_OVER_STEADY) {
+                let sliver = s.wall_ns() < f.step_ns().saturating_mul(super::steps::MIN_STEPS as u64);
+                if (holds || sliver) && to.saturating_sub(f.first_ns) > s.wall_ns().saturating_mul(LOOP_OVER_STEADY) {
                     let last = to.saturating_sub(1);
                     if let Some(mut over) = steady::of_span(&a.timeline, start_ns, end_ns, f.first_ns, last) {
                         over.steps = find(over.start_ns, over.end_ns).or(Some(f));
