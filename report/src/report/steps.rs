@@ -31,7 +31,9 @@
 //! launches each thread logged between windows (their launched function
 //! for the name, the launching thread for the stream, the launch's time
 //! for the kernel's): in a steady loop the host launches with the step's
-//! period too.
+//! period too. With periodic windows the log has a hole at each window,
+//! of an unknown number of launches: a period is compared only between
+//! two holes, and the steps' times pooled over the spans between them.
 //!
 //! It fails where nothing repeats: kernels that depend on data (dynamic
 //! shapes choosing other kernels, MoE routing), steps of varying length
@@ -121,16 +123,55 @@ pub(crate) fn find(stream: &[(u64, u32, u32)], start: u64, end: u64) -> Option<F
     find_around(stream, start, end, |_, _| false)
 }
 
-/// [`find`], leaving out of a step's times the spans between two steps'
-/// beginnings that `hole` says are not steps: with periodic trace windows
-/// the launches inside a window are not logged, and a span across one
-/// holds several steps.
+/// [`find`], for a log with holes: `hole(a, b)` says whether launches
+/// went unlogged between two logged at `a` and `b` (with periodic trace
+/// windows the launches inside a window are not logged). A hole holds an
+/// unknown number of launches, so the names repeat with the step only
+/// between two holes: periods are looked for and compared within those
+/// stretches, a step's beginning found in each, and its times pooled over
+/// the spans inside them. A step longer than the stretches shows no
+/// repeat in any: then the names are taken across the holes and the
+/// spans by their median (a span across a hole holds several steps).
 pub(crate) fn find_around(
     stream: &[(u64, u32, u32)],
     start: u64,
     end: u64,
     hole: impl Fn(u64, u64) -> bool,
 ) -> Option<FoundSteps> {
+    search(stream, start, end, &hole)
+        .or_else(|| search(stream, start, end, &|_, _| false).map(|f| FoundSteps { mean_ns: 0, ..f }))
+}
+
+/// Stretches of a log with no hole between consecutive entries: the one
+/// each entry of `ks` (by time) lies in.
+fn stretches(ks: &[(u64, u32)], hole: &dyn Fn(u64, u64) -> bool) -> Vec<u32> {
+    let mut part = Vec::with_capacity(ks.len());
+    let mut s = 0u32;
+    for (i, k) in ks.iter().enumerate() {
+        if i > 0 && hole(ks[i - 1].0, k.0) {
+            s += 1;
+        }
+        part.push(s);
+    }
+    part
+}
+
+/// `[from, to)` index ranges of the runs of equal values in `part`.
+fn runs(part: &[u32]) -> impl Iterator<Item = (usize, usize)> + '_ {
+    let mut i = 0;
+    std::iter::from_fn(move || {
+        if i >= part.len() {
+            return None;
+        }
+        let from = i;
+        while i < part.len() && part[i] == part[from] {
+            i += 1;
+        }
+        Some((from, i))
+    })
+}
+
+fn search(stream: &[(u64, u32, u32)], start: u64, end: u64, hole: &dyn Fn(u64, u64) -> bool) -> Option<FoundSteps> {
     // The stream that ran most of the stretch.
     let mut counts: Vec<(u32, usize)> = Vec::new();
     for &(t, _, d) in stream {
@@ -150,66 +191,78 @@ pub(crate) fn find_around(
     if n < WINDOW * MIN_STEPS {
         return None;
     }
-    let key = &names[n - WINDOW..];
-    let mut tried = 0;
+    let part = stretches(&ks, hole);
+    let parts: Vec<(usize, usize)> = runs(&part).collect();
+    let mut tried: Vec<usize> = Vec::new();
     // (period, first kernel of its run, match %): the longest run wins.
     let mut best: Option<(usize, usize, f64)> = None;
-    // Distances back to earlier occurrences of the last WINDOW names,
-    // nearest first.
-    for j in (WINDOW..n).rev() {
-        let d = n - j;
-        if d * MIN_STEPS > n || tried >= MAX_CANDIDATES {
-            break;
-        }
-        if &names[j - WINDOW..j] != key {
+    // Distances back to earlier occurrences of the last WINDOW names of a
+    // stretch, nearest first; the last stretch's first.
+    'stretches: for &(a, b) in parts.iter().rev() {
+        if b - a <= WINDOW {
             continue;
         }
-        tried += 1;
-        if let Some((from, m)) = run_of(&names, d) {
-            let span = |a: usize| ks[n - 1].0.saturating_sub(ks[a].0);
-            let long_enough =
-                (n - from) >= d * MIN_STEPS && span(from).saturating_mul(100) >= span(0).saturating_mul(MIN_SHARE_PCT);
-            // Longer by a period at least: a multiple of the step holds
-            // over nearly the same run.
-            if long_enough && !best.is_some_and(|(_, f, _)| from + d > f) {
-                best = Some((d, from, m));
-                if from == 0 {
-                    break;
+        let key = &names[b - WINDOW..b];
+        for j in (a + WINDOW..b).rev() {
+            let d = b - j;
+            if d * MIN_STEPS > n || tried.len() >= MAX_CANDIDATES {
+                break;
+            }
+            if &names[j - WINDOW..j] != key || tried.contains(&d) {
+                continue;
+            }
+            tried.push(d);
+            if let Some((from, compared, m)) = run_of(&names, &part, d) {
+                let span = |i: usize| ks[n - 1].0.saturating_sub(ks[i].0);
+                let long_enough = (n - from) >= d * MIN_STEPS
+                    && compared >= d * (MIN_STEPS - 1)
+                    && span(from).saturating_mul(100) >= span(0).saturating_mul(MIN_SHARE_PCT);
+                // Longer by a period at least: a multiple of the step holds
+                // over nearly the same run.
+                if long_enough && !best.is_some_and(|(_, f, _)| from + d > f) {
+                    best = Some((d, from, m));
+                    if from == 0 {
+                        break 'stretches;
+                    }
                 }
             }
         }
     }
     let (p, from, match_pct) = best?;
-    let from = first_repeating_period(&names, p, from);
+    let from = first_repeating_period(&names, &part, p, from);
     // The loop began after the examined kernels did, and those are all of
     // the stretch's (the stream kept kernels from before it): what came
     // before the loop was other work.
     let late = from > 0 && stream.iter().any(|&(t, _, l)| l == device && t < start);
-    let (ks, n) = (&ks[from..], n - from);
+    let (ks, part) = (&ks[from..], &part[from..]);
     let p = widened(ks, p);
-    // Where a step begins: the offset whose gap before it is longest in
-    // the median over the periods.
-    let phase = (0..p)
-        .max_by_key(|&o| {
-            let mut gaps: Vec<u64> =
-                (o..n).step_by(p).filter(|&i| i >= 1).map(|i| ks[i].0.saturating_sub(ks[i - 1].0)).collect();
-            gaps.sort_unstable();
-            gaps.get(gaps.len() / 2).copied().unwrap_or(0)
-        })
-        .unwrap_or(0);
-    let begins: Vec<u64> = (phase..n).step_by(p).map(|i| ks[i].0).collect();
-    let mut spans: Vec<u64> =
-        begins.windows(2).filter(|w| !hole(w[0], w[1])).map(|w| w[1].saturating_sub(w[0])).collect();
-    let mut mean_ns = spans.iter().sum::<u64>() / spans.len().max(1) as u64;
-    // Steps that outlast most of the time between holes leave too few
-    // spans clear of them: every span, by its median (no mean).
-    if spans.len() < MIN_STEPS && spans.len() < begins.len() - 1 {
-        spans = begins.windows(2).map(|w| w[1].saturating_sub(w[0])).collect();
-        mean_ns = 0;
+    // In each stretch, a step begins where the host's gap before a kernel
+    // is longest in the median over the periods.
+    let (mut spans, mut first_ns, mut last_ns) = (Vec::new(), None, 0);
+    for (a, b) in runs(part) {
+        if b - a <= p {
+            continue;
+        }
+        let phase = (0..p)
+            .max_by_key(|&o| {
+                let mut gaps: Vec<u64> =
+                    (a + o..b).step_by(p).filter(|&i| i > a).map(|i| ks[i].0.saturating_sub(ks[i - 1].0)).collect();
+                gaps.sort_unstable();
+                gaps.get(gaps.len() / 2).copied().unwrap_or(0)
+            })
+            .unwrap_or(0);
+        let begins: Vec<u64> = (a + phase..b).step_by(p).map(|i| ks[i].0).collect();
+        first_ns.get_or_insert(begins[0]);
+        last_ns = begins[begins.len() - 1];
+        spans.extend(begins.windows(2).map(|w| w[1].saturating_sub(w[0])));
     }
-    if spans.is_empty() {
+    // Steps that outlast most of the time between holes leave too few
+    // spans inside the stretches.
+    let holed = part.first() != part.last();
+    if spans.is_empty() || (holed && spans.len() < MIN_STEPS) {
         return None;
     }
+    let mean_ns = spans.iter().sum::<u64>() / spans.len() as u64;
     spans.sort_unstable();
     let at = |q: usize| spans[(spans.len() * q / 100).min(spans.len() - 1)];
     Some(FoundSteps {
@@ -218,8 +271,8 @@ pub(crate) fn find_around(
         median_ns: at(50),
         p90_ns: at(90),
         match_pct,
-        first_ns: begins[0],
-        last_ns: begins[begins.len() - 1],
+        first_ns: first_ns.unwrap_or(0),
+        last_ns,
         mean_ns,
         late,
         from_launches: false,
@@ -282,10 +335,10 @@ fn widened(ks: &[(u64, u32)], p: usize) -> usize {
 /// Where the run found from `from` begins: the first kernel from which a
 /// whole period repeats, but for [`MATCH_PCT`]'s share (the run's
 /// tolerance may take in kernels of what came before it).
-fn first_repeating_period(names: &[u32], p: usize, from: usize) -> usize {
+fn first_repeating_period(names: &[u32], part: &[u32], p: usize, from: usize) -> usize {
     let n = names.len();
     let allowed = ((100.0 - MATCH_PCT) / 100.0 * p as f64) as usize;
-    let miss = |i: usize| (names[i] != names[i + p]) as usize;
+    let miss = |i: usize| (part[i] == part[i + p] && names[i] != names[i + p]) as usize;
     if from + 2 * p > n {
         return from;
     }
@@ -304,16 +357,20 @@ fn first_repeating_period(names: &[u32], p: usize, from: usize) -> usize {
 }
 
 /// The longest run of the last kernels of `names` in which at least
-/// [`MATCH_PCT`] equal the one `p` before them: its first kernel's index
-/// and that share, %.
-fn run_of(names: &[u32], p: usize) -> Option<(usize, f64)> {
+/// [`MATCH_PCT`] equal the one `p` before them in the same stretch of
+/// `part` (across a hole the two are not compared): its first kernel's
+/// index, the kernels compared in it and the share that matched, %.
+fn run_of(names: &[u32], part: &[u32], p: usize) -> Option<(usize, usize, f64)> {
     let n = names.len();
-    let (mut missed, mut best) = (0usize, None);
+    let (mut missed, mut compared, mut best) = (0usize, 0usize, None);
     for i in (p..n).rev() {
+        if part[i] != part[i - p] {
+            continue;
+        }
+        compared += 1;
         missed += (names[i] != names[i - p]) as usize;
-        let compared = n - i;
         if missed as f64 <= (100.0 - MATCH_PCT) / 100.0 * compared as f64 {
-            best = Some((i - p, 100.0 * (compared - missed) as f64 / compared as f64));
+            best = Some((i - p, compared, 100.0 * (compared - missed) as f64 / compared as f64));
         }
     }
     best
@@ -522,6 +579,36 @@ mod tests {
         }
         let f = find_around(&long, 0, u64::MAX, |_, _| true).expect("steps");
         assert_eq!((f.median_ns, f.mean_ns, f.steps_seen), (900 * MS, 0, 39), "{f:?}");
+    }
+
+    #[test]
+    fn holes_inside_the_steps_do_not_hide_them() {
+        // Steps of 205 launches of as many kernels, 10 us apart, and a 2 ms
+        // host gap (4.05 ms); nothing logged in the first 3 ms of every 50:
+        // the windows cut the steps' bursts at every place, each hiding an
+        // unknown number of launches.
+        const MS: u64 = 1_000_000;
+        let window = |t: u64| t % (50 * MS) < 3 * MS;
+        let (mut t, mut stream) = (0, Vec::new());
+        for _ in 0..700 {
+            t += 2_000 * US;
+            for k in 0..205u32 {
+                if !window(t) {
+                    stream.push((t, k, 0));
+                }
+                t += 10 * US;
+            }
+        }
+        let hole = |a: u64, b: u64| window(a) || window(b) || a / (50 * MS) != b / (50 * MS);
+        let f = find_around(&stream, 0, t, hole).expect("steps");
+        assert_eq!(f.kernels_per_step, 205, "{f:?}");
+        let step = 2_000 * US + 205 * 10 * US;
+        assert_eq!((f.median_ns, f.mean_ns), (step, step), "{f:?}");
+        // Every stretch holds 10 or 11 steps: 9 or more spans in each.
+        assert!(f.steps_seen >= 9 * 55, "{f:?}");
+        assert!(f.first_ns < 60 * MS && f.last_ns > t - 55 * MS, "{f:?}");
+        // Taken across the holes, the names do not repeat with the step.
+        assert!(find(&stream, 0, t).is_none_or(|f| f.kernels_per_step != 205), "{:?}", find(&stream, 0, t));
     }
 
     #[test]
