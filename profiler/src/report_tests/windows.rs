@@ -178,3 +178,74 @@ fn a_step_range_no_window_held_whole_says_so() {
     let note = &a.notes[0];
     assert!(note.contains("none of which held a whole call of the step"), "{note}");
 }
+
+/// From 0.5 s to 8 s, a loop the GPU paces: steps of five 1 ms kernels
+/// back to back, the engine busy throughout. In the windows (the first
+/// 100 ms of every second) the host launches each kernel as the GPU takes
+/// it; between them it refills the queue first (its first 30 steps 2 ms
+/// apart), then launches at the GPU's pace.
+fn gpu_paced_loop() -> Report {
+    const NAMES: [&std::ffi::CStr; 5] = [c"embed", c"attn", c"mlp", c"head", c"adam"];
+    let (window, period) = (100u64, 1000u64);
+    let opts =
+        AggregateOptions { sampling: true, trace_windows: Some((window * MS, period * MS)), ..Default::default() };
+    let mut a = Aggregator::new(opts, DeviceTable::fixed(vec![]));
+    let (mut id, mut log, mut samples) = (0u32, Vec::new(), Vec::new());
+    a.tracing(true, 0);
+    for second in 0..8u64 {
+        let t0 = second * period;
+        if second > 0 {
+            a.tracing(true, t0 * MS);
+        }
+        for ms in t0.max(500)..t0 + window {
+            id += 1;
+            a.host_event(HostEvent::launch(id, 1, ROOT, 0, ms * MS + 5_000));
+            let mut k = KernelActivity::sample(id, ms * MS + 10_000, (ms + 1) * MS);
+            k.name = NAMES[(ms % 5) as usize].as_ptr();
+            a.kernel(&k);
+        }
+        a.tracing(false, (t0 + window) * MS);
+        let (mut t, mut step) = ((t0 + window) * MS, 0);
+        while t < (t0 + period) * MS {
+            if t >= 500 * MS {
+                let each = if step < 30 { 400_000 } else { MS };
+                for (k, _) in NAMES.iter().enumerate() {
+                    log.push((t + k as u64 * each, 0x7f00 + k as u64));
+                }
+                a.host_event(HostEvent::UntracedLaunches {
+                    path: ROOT,
+                    instance: 0,
+                    launches: 5,
+                    graphs: 0,
+                    start: t,
+                    end: t + 5 * each,
+                });
+                t += 5 * each;
+            } else {
+                t += 5 * MS;
+            }
+            step += 1;
+        }
+        samples.extend((t0..t0 + period).map(|ms| sample(ms * MS, if ms >= 500 { 98.0 } else { 0.0 })));
+    }
+    for entries in log.chunks(256) {
+        a.host_event(HostEvent::LaunchLog { lane: 1, entries: entries.to_vec() });
+    }
+    a.samples(&samples);
+    let mut r = Report::build(a.finish(8000 * MS), 0, 8000 * MS);
+    r.devices = vec![DeviceInfo::new(0, "NVIDIA H100 80GB HBM3", 132, SmLimits::SM_90)];
+    r
+}
+
+#[test]
+fn a_loop_the_gpu_paces_takes_its_steps_from_the_kernels_in_the_windows() {
+    let r = gpu_paced_loop();
+    let f = r.session_steady.and_then(|s| s.steps).expect("steps found");
+    // Not the launches' 4.5 ms mean between windows (the refills).
+    assert!(!f.from_launches && f.kernels_per_step == 5 && f.step_ns() == 5 * MS, "{f:?}");
+    // Seven windows of 20 steps (the first from 0.5 s).
+    assert!(f.steps_seen >= 7 * 18, "{f:?}");
+    // The answer's step.
+    let a = analyze(&r).answer.expect("an answer");
+    assert_eq!(a.per_step_ns, 5 * MS, "{a:?}");
+}

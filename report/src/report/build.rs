@@ -154,6 +154,11 @@ const LATE_LOOP_DIV: u64 = 10;
 /// times the steady state found from its bins replace it.
 const LOOP_OVER_STEADY: u64 = 2;
 
+/// GPU busy (its engine's sampled activity) over a steady state with
+/// periodic trace windows from which its steps are the kernels' inside the
+/// windows, not the launches' between them, %.
+const GPU_PACED_PCT: f64 = 90.0;
+
 /// Bins a steady state keeps at least when the bins its loop filled only in
 /// part are left out.
 const TRIMMED_BINS: u64 = 3;
@@ -225,6 +230,26 @@ impl Report {
                 crate::model::sampled::traced_between(start_ns, late_close, w.period_ns, a, b) > 0
             })
         };
+        // Kernel records are taken inside windows only: two kernels with
+        // untraced time between them lie in two windows.
+        let across_windows = |a: u64, b: u64| {
+            windows.is_some_and(|w| {
+                let late_close = (w.window_ns + w.window_ns / 2).min(w.period_ns);
+                crate::model::sampled::traced_between(start_ns, late_close, w.period_ns, a, b) < b.saturating_sub(a)
+            })
+        };
+        // Where the GPU was busy nearly all the time, it sets the loop's
+        // pace and the host runs ahead of it: between windows the host
+        // refills the queue the windows' slower launches let drain, faster
+        // than the step (a JAX loop launched 0.97 ms steps between windows
+        // for 1.16 ms on the GPU). The kernels' steps inside the windows
+        // are the GPU's.
+        let gpu_paced = |start: u64, end: u64| {
+            steady::of_span(&a.timeline, start_ns, end_ns, start, end.saturating_sub(1))
+                .and_then(|s| s.sampled)
+                .and_then(|f| f.gpu_busy_pct)
+                .is_some_and(|b| b >= GPU_PACED_PCT)
+        };
         let find = |start: u64, end: u64| {
             let kernels = || super::steps::find(&a.kernel_stream, start, end);
             let launches = || {
@@ -233,7 +258,12 @@ impl Report {
                     .map(|f| super::FoundSteps { from_launches: true, ..f })
             };
             if windows.is_some() {
-                launches().or_else(kernels)
+                let in_windows = || {
+                    gpu_paced(start, end)
+                        .then(|| super::steps::find_within(&a.kernel_stream, start, end, across_windows))
+                        .flatten()
+                };
+                in_windows().or_else(launches).or_else(kernels)
             } else {
                 kernels().or_else(launches)
             }

@@ -142,6 +142,18 @@ pub(crate) fn find_around(
         .or_else(|| search(stream, start, end, &|_, _| false).map(|f| FoundSteps { mean_ns: 0, ..f }))
 }
 
+/// The steps of `stream` inside its stretches between holes only, if they
+/// repeat there: kernel records taken in periodic trace windows, where the
+/// names taken across two windows repeat with the windows' period.
+pub(crate) fn find_within(
+    stream: &[(u64, u32, u32)],
+    start: u64,
+    end: u64,
+    hole: impl Fn(u64, u64) -> bool,
+) -> Option<FoundSteps> {
+    search(stream, start, end, &hole)
+}
+
 /// Stretches of a log with no hole between consecutive entries: the one
 /// each entry of `ks` (by time) lies in.
 fn stretches(ks: &[(u64, u32)], hole: &dyn Fn(u64, u64) -> bool) -> Vec<u32> {
