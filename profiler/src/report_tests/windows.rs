@@ -132,6 +132,11 @@ fn steps_shorter_than_a_window_have_their_idle_time_split_as_in_the_windows() {
     // Most of it the waits (the rest the kernels' launch gaps).
     assert!(host.pct > 0.8 * (100.0 - a.gpu_busy_pct), "{:?}", a.parts);
     assert!(a.notes[0].contains("split by cause as in the traced time, scaled to the rest"), "{:?}", a.notes);
+    // Busy over half the step (its kernels' latency bounds it), its host
+    // work still an action, as trace mode gives it.
+    assert_eq!(a.verdict.bound, crate::analysis::Bound::Latency, "{:?}", a.verdict);
+    let act = a.actions.first().expect("the host work's action");
+    assert!((act.saves_pct - host.pct).abs() < 0.5 && act.why.contains("the trace windows' split"), "{act:?}");
     // Without the engine's counter: the windows' idle time scaled to the
     // steady state, trace mode's answer.
     let mut blind = r.clone();

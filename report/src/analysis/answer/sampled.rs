@@ -4,12 +4,14 @@
 //! hold (`windowed`): GPU busy from
 //! the graphics engine's active cycles, the SM figures over the busy time,
 //! and the idle time's likely cause from how close together the host
-//! launched.
+//! launched; where windows traced enough of it, the idle time split by
+//! cause as they saw it, each cause of 2% or more an action as in trace
+//! mode.
 
 use super::{Action, Answer, Part, BUSY_SAMPLED, BUSY_UNKNOWN, IDLE_PARTS, MAX_ACTIONS, MIN_ACTION_PCT};
 use crate::analysis::advice::Evidence;
 use crate::analysis::rates::{self, Rates};
-use crate::analysis::rules::{idle_advice, more_blocks, session_advice, FindingKind, MOVE_FEWER_BYTES};
+use crate::analysis::rules::{idle_advice, more_blocks, session_advice, FindingKind, IDLE, MOVE_FEWER_BYTES};
 use crate::analysis::verdict::{self, Bound, Counted, Verdict};
 use crate::analysis::windowed::{windowed_idle, WindowedIdle};
 use crate::analysis::{peaks, RangeAnalysis};
@@ -90,6 +92,19 @@ impl TracedIdle {
     /// Whether the split stands for the idle time.
     fn representative(&self) -> bool {
         self.classified_pct.is_none()
+    }
+
+    /// `idle_ns` split by idle cause (the rules') as the traced idle time
+    /// was.
+    fn by_cause(&self, idle_ns: u64) -> Vec<(FindingKind, u64)> {
+        let a = self.split.to_array();
+        let total = [HOST, SYNC, COPY, LAUNCH, DISPATCH, OTHER].iter().map(|&c| a[c]).sum::<u64>().max(1) as f64;
+        IDLE.iter()
+            .map(|c| {
+                let share = c.causes.iter().map(|&i| a[i]).sum::<u64>() as f64 / total;
+                (c.kind.clone(), (idle_ns as f64 * share) as u64)
+            })
+            .collect()
     }
 
     /// `idle_ns` of each of `per` ns split as the traced idle time was.
@@ -231,9 +246,29 @@ pub(super) fn answer(r: &Report, ranges: &[RangeAnalysis], e: &Evidence) -> Opti
         };
         let over = rates::sampled(&over_busy(&f, busy), Rates::default(), p.as_ref());
         let sms = r.devices.first().map_or(0, |d| d.sm_count);
+        // With the idle time split as the windows traced it, every cause of
+        // [`MIN_ACTION_PCT`] or more is an action, as in trace mode: a step
+        // busy just over half the time still has its dispatch to cut.
+        let split = traced.as_ref().filter(|t| t.representative() && 100.0 - busy >= 0.5);
+        if let Some(t) = split {
+            for (kind, ns) in t.by_cause(idle_ns) {
+                let pct = 100.0 * ns as f64 / per.max(1) as f64;
+                let actionable = g.is_some() || crate::analysis::rules::session_actionable(&kind, r, e.fw);
+                if pct >= MIN_ACTION_PCT && actionable {
+                    let why = format!(
+                        "GPU idle {:.0}% of the step, {:.0}% of it {} (the trace windows' split)",
+                        100.0 - busy,
+                        100.0 * ns as f64 / idle_ns.max(1) as f64,
+                        crate::analysis::rules::idle_meaning(&kind)
+                    );
+                    actions.push(Action { advice: advice(&kind), saves_ns: ns, saves_pct: pct, why });
+                }
+            }
+        }
+        // Without the split, the verdict's cause takes all the idle time.
         let action = match v.bound {
-            Bound::Launch => Some((advice(&FindingKind::Dispatch), idle_ns)),
-            Bound::Host => Some((advice(&FindingKind::HostIdle), idle_ns)),
+            Bound::Launch if split.is_none() => Some((advice(&FindingKind::Dispatch), idle_ns)),
+            Bound::Host if split.is_none() => Some((advice(&FindingKind::HostIdle), idle_ns)),
             Bound::Memory => Some((MOVE_FEWER_BYTES.to_string(), busy_ns)),
             Bound::Latency => over
                 .sm_efficiency
@@ -247,6 +282,7 @@ pub(super) fn answer(r: &Report, ranges: &[RangeAnalysis], e: &Evidence) -> Opti
                 actions.push(Action { advice, saves_ns: ns, saves_pct: pct, why: v.evidence.clone() });
             }
         }
+        actions.sort_by_key(|x| std::cmp::Reverse(x.saves_ns));
         actions.truncate(MAX_ACTIONS);
     }
     Some(Answer {

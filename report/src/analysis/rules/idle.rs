@@ -58,6 +58,17 @@ pub(in crate::analysis) fn idle_advice(kind: &FindingKind, e: &Evidence, g: &Ran
     (cause(kind).range_advice)(e, g)
 }
 
+/// Whether the program can act on its session's idle time of `kind`.
+pub(in crate::analysis) fn session_actionable(kind: &FindingKind, r: &Report, fw: Framework) -> bool {
+    (cause(kind).session_actionable)(r, fw)
+}
+
+/// What the GPU idled for, for idle time of `kind` ("after host
+/// synchronisations").
+pub(in crate::analysis) fn idle_meaning(kind: &FindingKind) -> &'static str {
+    cause(kind).meaning
+}
+
 /// Session-wide advice (a program without ranges): no per-call evidence.
 pub(in crate::analysis) fn session_advice(kind: &FindingKind, r: &Report, fw: Framework) -> String {
     (cause(kind).session_advice)(r, fw)

@@ -43,7 +43,7 @@ mod warp_stalls;
 
 #[doc(hidden)]
 pub use few_sms::more_blocks;
-pub(in crate::analysis) use idle::{idle_advice, session_advice};
+pub(in crate::analysis) use idle::{idle_advice, idle_meaning, session_actionable, session_advice};
 #[doc(hidden)]
 pub use memory_bound::MOVE_FEWER_BYTES;
 pub(in crate::analysis) use sync::runtime_syncs;
