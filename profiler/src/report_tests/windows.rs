@@ -156,6 +156,23 @@ fn steps_shorter_than_a_window_have_their_idle_time_split_as_in_the_windows() {
 }
 
 #[test]
+fn an_idle_gpu_is_judged_on_the_windows_split_of_its_idle_time() {
+    // 20 ms steps, 8 ms of kernels: busy 39% by the samples, the waits in
+    // the windows classified as the host's.
+    let a = analyze(&loader_loop(20, 8, None)).answer.expect("an answer");
+    assert!((a.gpu_busy_pct - 39.2).abs() < 2.0, "busy {}", a.gpu_busy_pct);
+    let v = &a.verdict;
+    assert_eq!(v.bound, crate::analysis::Bound::Host, "{v:?}");
+    assert!(
+        v.evidence.starts_with("GPU idle 61%: host") && v.evidence.contains("as the trace windows traced it"),
+        "{v:?}"
+    );
+    // Its action says the same cause.
+    let act = a.actions.first().expect("an action");
+    assert!(act.why.contains("waiting for the host"), "{act:?}");
+}
+
+#[test]
 fn a_steady_state_between_two_windows_is_not_read_as_busy() {
     // The steady state from 3.2 to 3.9 s: no window in it, nothing
     // classified. From the samples; without the engine's counter, busy
@@ -253,4 +270,74 @@ fn a_loop_the_gpu_paces_takes_its_steps_from_the_kernels_in_the_windows() {
     // The answer's step.
     let a = analyze(&r).answer.expect("an answer");
     assert_eq!(a.per_step_ns, 5 * MS, "{a:?}");
+}
+
+/// From 0.5 s to 8 s, steps of 316 ms the GPU runs back to back: an
+/// embedding, 38 layers of 4 kernels and 5 more, each 2 ms, the host
+/// launching each as the GPU takes it. A window holds a third of a step,
+/// all layers: they repeat inside it.
+fn long_step_loop() -> Report {
+    const LAYER: [&std::ffi::CStr; 4] = [c"qkv", c"attn", c"proj", c"mlp"];
+    const REST: [&std::ffi::CStr; 5] = [c"head", c"loss", c"adam_m", c"adam_v", c"adam_p"];
+    let mut step: Vec<&std::ffi::CStr> = vec![c"embed"];
+    step.extend(std::iter::repeat_n(LAYER, 38).flatten());
+    step.extend(REST);
+    let (window, period) = (100u64, 1000u64);
+    let opts =
+        AggregateOptions { sampling: true, trace_windows: Some((window * MS, period * MS)), ..Default::default() };
+    let mut a = Aggregator::new(opts, DeviceTable::fixed(vec![]));
+    let traced = |ms: u64| ms % period < window;
+    let (mut id, mut log, mut on) = (0u32, Vec::new(), true);
+    a.tracing(true, 0);
+    let mut t = 500;
+    'run: loop {
+        for (k, name) in step.iter().enumerate() {
+            if t + 2 > 8000 {
+                break 'run;
+            }
+            for ms in [t, t + 1] {
+                if traced(ms) != on {
+                    on = traced(ms);
+                    a.tracing(on, ms * MS);
+                }
+            }
+            id += 1;
+            if traced(t) {
+                a.host_event(HostEvent::launch(id, 1, ROOT, 0, t * MS));
+                let mut r = KernelActivity::sample(id, t * MS + 10_000, (t + 2) * MS);
+                r.name = name.as_ptr();
+                a.kernel(&r);
+            } else {
+                // The launched function: one per kernel name.
+                let function = step.iter().position(|n| n == name).unwrap_or(k);
+                log.push((t * MS, 0x7f00 + function as u64));
+                let (start, end) = (t * MS, (t + 2) * MS);
+                a.host_event(HostEvent::UntracedLaunches {
+                    path: ROOT,
+                    instance: 0,
+                    launches: 1,
+                    graphs: 0,
+                    start,
+                    end,
+                });
+            }
+            t += 2;
+        }
+    }
+    for entries in log.chunks(256) {
+        a.host_event(HostEvent::LaunchLog { lane: 1, entries: entries.to_vec() });
+    }
+    let samples: Vec<Sample> = (0..8000).map(|ms| sample(ms * MS, if ms >= 500 { 98.0 } else { 0.0 })).collect();
+    a.samples(&samples);
+    let mut r = Report::build(a.finish(8000 * MS), 0, 8000 * MS);
+    r.devices = vec![DeviceInfo::new(0, "NVIDIA H100 80GB HBM3", 132, SmLimits::SM_90)];
+    r
+}
+
+#[test]
+fn a_step_longer_than_a_window_is_not_a_layer_repeating_inside_one() {
+    let f = long_step_loop().session_steady.and_then(|s| s.steps).expect("steps found");
+    // The launches between windows hold whole steps: the layers' period
+    // breaks at the embedding and the head.
+    assert!(f.from_launches && f.kernels_per_step == 158 && f.step_ns() == 316 * MS, "{f:?}");
 }

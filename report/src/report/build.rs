@@ -213,9 +213,9 @@ impl Report {
         // one stream, as one stream runs the kernels (PyTorch's backward
         // launches from autograd's thread, its forward from the program's),
         // else the busiest thread's.
-        // With periodic trace windows the launches come first: the kernel
-        // stream repeats once a window where a step outlasts one, and its
-        // period is then the windows'.
+        // With periodic trace windows the launches come before the kernels
+        // taken across windows: the kernel stream repeats once a window
+        // where a step outlasts one, and its period is then the windows'.
         let merged: Vec<(u64, u32, u32)> = a.launch_stream.iter().map(|&(t, f, _)| (t, f, 0)).collect();
         let trace_windows = a.sampling.as_ref().and_then(|m| m.trace_windows.as_ref());
         let partly_traced = trace_windows.is_some_and(|w| w.untraced_ns > 0);
@@ -230,26 +230,24 @@ impl Report {
                 crate::model::sampled::traced_between(start_ns, late_close, w.period_ns, a, b) > 0
             })
         };
-        // Kernel records are taken inside windows only: two kernels with
-        // untraced time between them lie in two windows.
+        // Kernel records are taken inside windows only, one a period: two
+        // kernels of two periods lie in two windows.
         let across_windows = |a: u64, b: u64| {
             windows.is_some_and(|w| {
-                let late_close = (w.window_ns + w.window_ns / 2).min(w.period_ns);
-                crate::model::sampled::traced_between(start_ns, late_close, w.period_ns, a, b) < b.saturating_sub(a)
+                let period = |t: u64| t.saturating_sub(start_ns) / w.period_ns.max(1);
+                period(a) != period(b)
             })
         };
-        // Where the GPU was busy nearly all the time, it sets the loop's
-        // pace and the host runs ahead of it: between windows the host
-        // refills the queue the windows' slower launches let drain, faster
-        // than the step (a JAX loop launched 0.97 ms steps between windows
-        // for 1.16 ms on the GPU). The kernels' steps inside the windows
-        // are the GPU's.
-        let gpu_paced = |start: u64, end: u64| {
-            steady::of_span(&a.timeline, start_ns, end_ns, start, end.saturating_sub(1))
-                .and_then(|s| s.sampled)
-                .and_then(|f| f.gpu_busy_pct)
-                .is_some_and(|b| b >= GPU_PACED_PCT)
-        };
+        let bins_steady = steady::of_session_from(&a.timeline, start_ns, end_ns, 0, partly_traced);
+        // Where the GPU was busy nearly all the steady state, it sets the
+        // loop's pace and the host runs ahead of it: between windows the
+        // host refills the queue the windows' slower launches let drain,
+        // faster than the step (a JAX loop launched 0.97 ms steps between
+        // windows for 1.16 ms on the GPU). The kernels' steps inside the
+        // windows are the GPU's. Decided once, so that every stretch looked
+        // at takes its steps from the same source.
+        let gpu_paced = windows.is_some()
+            && bins_steady.and_then(|s| s.sampled).and_then(|f| f.gpu_busy_pct).is_some_and(|b| b >= GPU_PACED_PCT);
         let find = |start: u64, end: u64| {
             let kernels = || super::steps::find(&a.kernel_stream, start, end);
             let launches = || {
@@ -257,18 +255,20 @@ impl Report {
                     .or_else(|| super::steps::find_around(&a.launch_stream, start, end, in_window))
                     .map(|f| super::FoundSteps { from_launches: true, ..f })
             };
-            if windows.is_some() {
-                let in_windows = || {
-                    gpu_paced(start, end)
-                        .then(|| super::steps::find_within(&a.kernel_stream, start, end, across_windows))
-                        .flatten()
-                };
-                in_windows().or_else(launches).or_else(kernels)
-            } else {
-                kernels().or_else(launches)
+            if windows.is_none() {
+                return kernels().or_else(launches);
             }
+            let between = launches();
+            // A step longer than a window repeats in none: a layer that
+            // repeats inside one is no step. The host runs ahead of the GPU
+            // between windows, never several times faster than the step.
+            let in_windows = gpu_paced
+                .then(|| super::steps::find_within(&a.kernel_stream, start, end, across_windows))
+                .flatten()
+                .filter(|k| between.map_or(true, |l| k.step_ns().saturating_mul(2) >= l.step_ns()));
+            in_windows.or(between).or_else(kernels)
         };
-        let session_steady = steady::of_session_from(&a.timeline, start_ns, end_ns, 0, partly_traced).map(|mut s| {
+        let session_steady = bins_steady.map(|mut s| {
             s.steps = find(s.start_ns, s.end_ns);
             // A loop that began well after the steady state did (other work
             // before it looked steady): the steady state is the loop's.

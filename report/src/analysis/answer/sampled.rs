@@ -94,6 +94,23 @@ impl TracedIdle {
         self.classified_pct.is_none()
     }
 
+    /// The time's shares with the GPU busy `busy` %, the rest split as the
+    /// traced idle time was.
+    fn shares(&self, busy: f64) -> verdict::Shares {
+        let a = self.split.to_array();
+        let total = [HOST, SYNC, COPY, LAUNCH, DISPATCH, OTHER].iter().map(|&c| a[c]).sum::<u64>().max(1) as f64;
+        let p = |c: usize| (100.0 - busy) * a[c] as f64 / total;
+        verdict::Shares {
+            busy,
+            host: p(HOST),
+            copy: p(COPY),
+            sync: p(SYNC),
+            launch: p(LAUNCH),
+            dispatch: p(DISPATCH),
+            other: p(OTHER),
+        }
+    }
+
     /// `idle_ns` split by idle cause (the rules') as the traced idle time
     /// was.
     fn by_cause(&self, idle_ns: u64) -> Vec<(FindingKind, u64)> {
@@ -154,13 +171,22 @@ pub(super) fn answer(r: &Report, ranges: &[RangeAnalysis], e: &Evidence) -> Opti
         }
     };
     let found = if g.is_none() { r.session_steady.and_then(|s| s.steps) } else { None };
+    let traced = TracedIdle::of(r, main.map(|(i, _)| i));
     let v = match g {
         Some(g) => g.verdict.clone(),
-        None => wall_verdict(&f, p.as_ref(), counted),
+        None => match (f.gpu_busy_pct, traced.as_ref().filter(|t| t.representative())) {
+            // An idle GPU with its idle time split as the windows traced
+            // it: the largest cause, as in trace mode.
+            (Some(busy), Some(t)) if busy < verdict::GPU_BOUND_PCT => {
+                let mut v = verdict::range(Some(t.shares(busy)), busy, None, false);
+                v.evidence.push_str(" (GPU busy from PM samples; its idle time split as the trace windows traced it)");
+                v
+            }
+            _ => wall_verdict(&f, p.as_ref(), counted),
+        },
     };
     let per = wall / calls;
     let median = g.and_then(|g| g.median_ns).or(found.map(|f| f.step_ns()));
-    let traced = TracedIdle::of(r, main.map(|(i, _)| i));
     let windows = r.sampling.as_ref().and_then(|m| m.trace_windows.as_ref());
     let window_ns = windows.map_or(0, |w| w.window_ns);
     // Windows that hold a step split its idle time in the step's traced
@@ -254,6 +280,10 @@ pub(super) fn answer(r: &Report, ranges: &[RangeAnalysis], e: &Evidence) -> Opti
             for (kind, ns) in t.by_cause(idle_ns) {
                 let pct = 100.0 * ns as f64 / per.max(1) as f64;
                 let actionable = g.is_some() || crate::analysis::rules::session_actionable(&kind, r, e.fw);
+                if pct >= MIN_ACTION_PCT && !actionable {
+                    // A runtime's own waits: why no action, as in trace mode.
+                    notes.extend(crate::analysis::rules::runtime_syncs(r, e.fw));
+                }
                 if pct >= MIN_ACTION_PCT && actionable {
                     let why = format!(
                         "GPU idle {:.0}% of the step, {:.0}% of it {} (the trace windows' split)",
