@@ -263,7 +263,7 @@ impl Report {
             // repeats inside one is no step. The host runs ahead of the GPU
             // between windows, never several times faster than the step.
             let in_windows = gpu_paced
-                .then(|| super::steps::find_within(&a.kernel_stream, start, end, across_windows))
+                .then(|| super::steps::find_within(&a.kernel_stream, start, end, &across_windows))
                 .flatten()
                 .filter(|k| between.map_or(true, |l| k.step_ns().saturating_mul(2) >= l.step_ns()));
             in_windows.or(between).or_else(kernels)

@@ -140,8 +140,7 @@ pub(crate) fn find_around(
     end: u64,
     hole: impl Fn(u64, u64) -> bool,
 ) -> Option<FoundSteps> {
-    search(stream, start, end, &hole)
-        .or_else(|| search(stream, start, end, &|_, _| false).map(|f| FoundSteps { mean_ns: 0, ..f }))
+    find_within(stream, start, end, &hole).or_else(|| find(stream, start, end).map(|f| FoundSteps { mean_ns: 0, ..f }))
 }
 
 /// The steps of `stream` inside its stretches between holes only, if they
@@ -151,9 +150,9 @@ pub(crate) fn find_within(
     stream: &[(u64, u32, u32)],
     start: u64,
     end: u64,
-    hole: impl Fn(u64, u64) -> bool,
+    hole: &dyn Fn(u64, u64) -> bool,
 ) -> Option<FoundSteps> {
-    search(stream, start, end, &hole)
+    search(stream, start, end, hole)
 }
 
 /// Stretches of a log with no hole between consecutive entries: the one
