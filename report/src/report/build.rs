@@ -238,16 +238,19 @@ impl Report {
                 period(a) != period(b)
             })
         };
-        let bins_steady = steady::of_session_from(&a.timeline, start_ns, end_ns, 0, partly_traced);
-        // Where the GPU was busy nearly all the steady state, it sets the
-        // loop's pace and the host runs ahead of it: between windows the
-        // host refills the queue the windows' slower launches let drain,
-        // faster than the step (a JAX loop launched 0.97 ms steps between
-        // windows for 1.16 ms on the GPU). The kernels' steps inside the
-        // windows are the GPU's. Decided once, so that every stretch looked
-        // at takes its steps from the same source.
-        let gpu_paced = windows.is_some()
-            && bins_steady.and_then(|s| s.sampled).and_then(|f| f.gpu_busy_pct).is_some_and(|b| b >= GPU_PACED_PCT);
+        // Where the GPU was busy nearly all of a stretch, it sets the loop's
+        // pace and the host runs ahead of it: between windows the host
+        // refills the queue the windows' slower launches let drain, faster
+        // than the step (a JAX loop launched 0.97 ms steps between windows
+        // for 1.16 ms on the GPU). The kernels' steps inside the windows
+        // are the GPU's. Judged on each stretch looked at: the bins' first
+        // steady state may be start-up's, the loop found after it.
+        let gpu_paced = |start: u64, end: u64| {
+            steady::of_span(&a.timeline, start_ns, end_ns, start, end.saturating_sub(1))
+                .and_then(|s| s.sampled)
+                .and_then(|f| f.gpu_busy_pct)
+                .is_some_and(|b| b >= GPU_PACED_PCT)
+        };
         let find = |start: u64, end: u64| {
             let kernels = || super::steps::find(&a.kernel_stream, start, end);
             let launches = || {
@@ -262,13 +265,13 @@ impl Report {
             // A step longer than a window repeats in none: a layer that
             // repeats inside one is no step. The host runs ahead of the GPU
             // between windows, never several times faster than the step.
-            let in_windows = gpu_paced
+            let in_windows = gpu_paced(start, end)
                 .then(|| super::steps::find_within(&a.kernel_stream, start, end, &across_windows))
                 .flatten()
                 .filter(|k| between.map_or(true, |l| k.step_ns().saturating_mul(2) >= l.step_ns()));
             in_windows.or(between).or_else(kernels)
         };
-        let session_steady = bins_steady.map(|mut s| {
+        let session_steady = steady::of_session_from(&a.timeline, start_ns, end_ns, 0, partly_traced).map(|mut s| {
             s.steps = find(s.start_ns, s.end_ns);
             // A loop that began well after the steady state did (other work
             // before it looked steady): the steady state is the loop's.
