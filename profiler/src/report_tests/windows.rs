@@ -205,8 +205,9 @@ fn a_step_range_no_window_held_whole_says_so() {
 /// back to back, the engine busy throughout. In the windows (the first
 /// 100 ms of every second) the host launches each kernel as the GPU takes
 /// it; between them it refills the queue first (its first 30 steps 2 ms
-/// apart), then launches at the GPU's pace.
-fn gpu_paced_loop() -> Report {
+/// apart), then launches at the GPU's pace. `named`: the kernel records
+/// carry the step's five names (else one name: they show no step).
+fn gpu_paced_loop(named: bool) -> Report {
     const NAMES: [&std::ffi::CStr; 5] = [c"embed", c"attn", c"mlp", c"head", c"adam"];
     let (window, period) = (100u64, 1000u64);
     let opts =
@@ -223,7 +224,9 @@ fn gpu_paced_loop() -> Report {
             id += 1;
             a.host_event(HostEvent::launch(id, 1, ROOT, 0, ms * MS + 5_000));
             let mut k = KernelActivity::sample(id, ms * MS + 10_000, (ms + 1) * MS);
-            k.name = NAMES[(ms % 5) as usize].as_ptr();
+            if named {
+                k.name = NAMES[(ms % 5) as usize].as_ptr();
+            }
             a.kernel(&k);
         }
         a.tracing(false, (t0 + window) * MS);
@@ -261,15 +264,19 @@ fn gpu_paced_loop() -> Report {
 
 #[test]
 fn a_loop_the_gpu_paces_takes_its_steps_from_the_kernels_in_the_windows() {
-    let r = gpu_paced_loop();
+    let r = gpu_paced_loop(true);
     let f = r.session_steady.and_then(|s| s.steps).expect("steps found");
-    // Not the launches' 4.5 ms mean between windows (the refills).
+    // Not the launches' 4.9 ms mean between windows (the refills).
     assert!(!f.from_launches && f.kernels_per_step == 5 && f.step_ns() == 5 * MS, "{f:?}");
     // Seven windows of 20 steps (the first from 0.5 s).
     assert!(f.steps_seen >= 7 * 18, "{f:?}");
     // The answer's step.
     let a = analyze(&r).answer.expect("an answer");
     assert_eq!(a.per_step_ns, 5 * MS, "{a:?}");
+    // Kernel records that show no step: the launches', by their median
+    // (the refills do not move it; their mean reads 4.9 ms).
+    let f = gpu_paced_loop(false).session_steady.and_then(|s| s.steps).expect("steps found");
+    assert!(f.from_launches && !f.by_mean() && f.step_ns() == 5 * MS, "{f:?}");
 }
 
 /// From 0.5 s to 8 s, steps of 316 ms the GPU runs back to back: an

@@ -82,7 +82,8 @@ pub struct FoundSteps {
     /// Mean time per step over the steps seen, ns: the long-run period.
     /// With launches, the host's period varies where it runs ahead of the
     /// GPU in bursts (a data loader's batches), so their median can be
-    /// far from the step; their mean is not.
+    /// far from the step; their mean is not. 0 where the median is the
+    /// step ([`Self::by_mean`]).
     #[serde(default, skip_serializing_if = "super::is_zero")]
     pub mean_ns: u64,
     /// Found from the launches the host made (logged without kernel
@@ -102,9 +103,10 @@ pub struct FoundSteps {
 }
 
 impl FoundSteps {
-    /// Whether a step's time is the mean period: launches' (the host runs
-    /// ahead in bursts; with periodic windows, over the spans between
-    /// them); kernels' go by their median.
+    /// Whether a step's time is the mean period: launches' where the host
+    /// paces the loop (it runs ahead in bursts; with periodic windows, over
+    /// the spans between them); kernels', and launches where the GPU paces
+    /// the loop, go by their median.
     pub fn by_mean(&self) -> bool {
         self.from_launches && self.mean_ns > 0
     }

@@ -165,7 +165,7 @@ pub(super) fn answer(r: &Report, ranges: &[RangeAnalysis], e: &Evidence) -> Opti
             // Steps found from the launches: the steady state's figures per
             // step, as with kernel records; the host's launch period by its
             // mean (its median drifts where the host runs ahead in bursts),
-            // its median with periodic windows (`FoundSteps::by_mean`).
+            // its median where the GPU paces the loop (`FoundSteps::by_mean`).
             let steps = s.steps.map_or(1, |f| ((s.wall_ns() as f64 / f.step_ns().max(1) as f64).round() as u64).max(1));
             (None, s.sampled?, steps, s.wall_ns(), counted, s.startup_ns.saturating_add(s.shutdown_ns))
         }
