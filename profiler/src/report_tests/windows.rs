@@ -173,6 +173,25 @@ fn an_idle_gpu_is_judged_on_the_windows_split_of_its_idle_time() {
 }
 
 #[test]
+fn xla_s_own_syncs_in_the_windows_split_are_no_action_and_say_why() {
+    // The waits classified as syncs, made on XLA's threads (none on the
+    // main one): no action to take them out, trace mode's note instead.
+    let mut r = loader_loop(20, 8, None);
+    r.kernels.clear();
+    r.frameworks = vec!["jax".into()];
+    r.memory.synchronizations = 1000;
+    r.memory.synchronization_ns = 100 * MS;
+    (r.memory.main_thread_synchronizations, r.memory.main_thread_synchronization_ns) = (Some(0), Some(0));
+    if let Some(s) = r.session_steady.as_mut() {
+        (s.idle.sync_ns, s.idle.host_ns) = (s.idle.host_ns, 0);
+    }
+    let a = analyze(&r).answer.expect("an answer");
+    assert_eq!(a.verdict.bound, crate::analysis::Bound::Sync, "{:?}", a.verdict);
+    assert!(a.actions.iter().all(|x| !x.advice.starts_with("Take host synchronisations")), "{:?}", a.actions);
+    assert!(a.notes.iter().any(|n| n.contains("XLA's runtime's own")), "{:?}", a.notes);
+}
+
+#[test]
 fn a_steady_state_between_two_windows_is_not_read_as_busy() {
     // The steady state from 3.2 to 3.9 s: no window in it, nothing
     // classified. From the samples; without the engine's counter, busy
