@@ -35,7 +35,7 @@
 //! of an unknown number of launches: a period is compared only between
 //! two holes, and the steps' times pooled over the spans between them.
 //! A loop the GPU paces takes its steps from the kernel records inside
-//! the windows instead, each window a stretch ([`find_within`]).
+//! the windows instead, each window a stretch.
 //!
 //! It fails where nothing repeats: kernels that depend on data (dynamic
 //! shapes choosing other kernels, MoE routing), steps of varying length

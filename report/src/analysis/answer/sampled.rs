@@ -273,7 +273,7 @@ pub(super) fn answer(r: &Report, ranges: &[RangeAnalysis], e: &Evidence) -> Opti
         let over = rates::sampled(&over_busy(&f, busy), Rates::default(), p.as_ref());
         let sms = r.devices.first().map_or(0, |d| d.sm_count);
         // With the idle time split as the windows traced it, every cause of
-        // [`MIN_ACTION_PCT`] or more is an action, as in trace mode: a step
+        // MIN_ACTION_PCT or more is an action, as in trace mode: a step
         // busy just over half the time still has its dispatch to cut.
         let split = traced.as_ref().filter(|t| t.representative() && 100.0 - busy >= 0.5);
         if let Some(t) = split {
