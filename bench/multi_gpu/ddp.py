@@ -57,6 +57,9 @@ def parse_args():
     p.add_argument("--batch", type=int, default=0, help="rows per step (--uneven: sequences per step) (default: by mode)")
     p.add_argument("--seq", type=int, default=1024, help="--uneven: the sequence length of ranks other than 1")
     p.add_argument("--no-ranges", action="store_true", help="no NVTX range `step`: a program without annotations")
+    p.add_argument("--width", type=int, default=1024, help="--uneven: the layers' width (1024: ~150 M parameters)")
+    p.add_argument("--one-gpu", action="store_true",
+                   help="every rank on GPU 0, all-reduced by gloo (a job's ranks on a machine of one GPU)")
     p.add_argument("--alone-rank", type=int, default=-1, metavar="R",
                    help="no torchrun, no process group, no DDP: rank R's work alone on cuda:0")
     return p.parse_args()
@@ -78,10 +81,9 @@ def model_for(exposed: bool) -> tuple[nn.Module, int, int]:
     return nn.Sequential(*layers), width, 8192
 
 
-def uneven_model() -> tuple[nn.Module, int, int]:
-    """~150 M parameters in 12 pre-norm encoder layers, the width and the
-    default sequences per step."""
-    width = 1024
+def uneven_model(width: int) -> tuple[nn.Module, int, int]:
+    """12 pre-norm encoder layers (~150 M parameters at width 1024), the
+    width and the default sequences per step."""
     layers = [
         nn.TransformerEncoderLayer(
             width, 16, 4 * width, dropout=0.0, activation="gelu", batch_first=True, norm_first=True
@@ -102,13 +104,13 @@ def main():
         import torch.distributed as dist
         from torch.nn.parallel import DistributedDataParallel as DDP
 
-        dist.init_process_group("nccl")
+        dist.init_process_group("gloo" if args.one_gpu else "nccl")
         rank = dist.get_rank()
-        local = int(os.environ.get("LOCAL_RANK", rank))
+        local = 0 if args.one_gpu else int(os.environ.get("LOCAL_RANK", rank))
     torch.cuda.set_device(local)
     torch.manual_seed(rank)
     if args.uneven:
-        model, width, batch = uneven_model()
+        model, width, batch = uneven_model(args.width)
     else:
         model, width, batch = model_for(args.exposed)
     batch = args.batch or batch
