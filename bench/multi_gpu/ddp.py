@@ -26,6 +26,10 @@ unless ``--no-ranges`` (then the program has no annotations), and each rank
 prints its per-step time, then one line ``SUITE {"rank": r, "step_ms": m,
 "steps": n}``: the median over the steps after ``--warmup``.
 
+``--one-gpu`` puts every rank on GPU 0 and all-reduces by gloo (a machine of
+one GPU; with ``--uneven``, ``--width 256`` keeps gloo's host copies small).
+Two processes then share the GPU: PM sampling goes to the first.
+
 ``--alone-rank R`` runs without torchrun: no process group and no DDP, rank
 R's model and batch on cuda:0, the same per-step lines. Against a job's
 step time it tells what the job adds to rank R's own work (its waits and
