@@ -250,7 +250,10 @@ fn search(stream: &[(u64, u32, u32)], start: u64, end: u64, hole: &dyn Fn(u64, u
     // before the loop was other work.
     let late = from > 0 && stream.iter().any(|&(t, _, l)| l == device && t < start);
     let (ks, part) = (&ks[from..], &part[from..]);
-    let p = widened(ks, p);
+    // A burst's gaps line up only within a stretch (a hole shifts them):
+    // the longest stretch tells.
+    let longest = runs(part).max_by_key(|&(a, b)| b - a).unwrap_or((0, ks.len()));
+    let p = widened(&ks[longest.0..longest.1], p);
     // In each stretch, a step begins where the host's gap before a kernel
     // is longest in the median over the periods.
     let (mut spans, mut first_ns, mut last_ns) = (Vec::new(), None, 0);
@@ -624,6 +627,27 @@ mod tests {
         assert!(f.first_ns < 60 * MS && f.last_ns > t - 55 * MS, "{f:?}");
         // Taken across the holes, the names do not repeat with the step.
         assert!(find(&stream, 0, t).map_or(true, |f| f.kernels_per_step != 205), "{:?}", find(&stream, 0, t));
+    }
+
+    #[test]
+    fn bursts_of_one_kernel_are_the_step_between_holes_too() {
+        // 20 launches of one kernel 100 us apart, then 1.5 ms of host work;
+        // nothing logged in the first 13 ms of every 100: a hole's edges
+        // fall inside bursts, shifting their place in the log.
+        const MS: u64 = 1_000_000;
+        let window = |t: u64| t % (100 * MS) < 13 * MS;
+        let (mut t, mut ks) = (0, Vec::new());
+        for _ in 0..600 {
+            for k in 0..20 {
+                t += if k == 0 { 1_500_000 } else { 100_000 };
+                if !window(t) {
+                    ks.push((t, 5, 0));
+                }
+            }
+        }
+        let hole = |a: u64, b: u64| window(a) || window(b) || a / (100 * MS) != b / (100 * MS);
+        let f = find_around(&ks, 0, t + 1, hole).expect("steps");
+        assert_eq!((f.kernels_per_step, f.median_ns), (20, 1_500_000 + 19 * 100_000), "{f:?}");
     }
 
     #[test]
