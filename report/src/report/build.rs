@@ -154,9 +154,9 @@ const LATE_LOOP_DIV: u64 = 10;
 /// times the steady state found from its bins replace it.
 const LOOP_OVER_STEADY: u64 = 2;
 
-/// GPU busy (its engine's sampled activity) over a steady state with
-/// periodic trace windows from which its steps are the kernels' inside the
-/// windows, not the launches' between them, %.
+/// GPU busy (its engine's sampled activity) over a stretch from which the
+/// GPU paces its loop, %: its steps are then the kernels' inside periodic
+/// trace windows where they hold some, else the launches' by their median.
 const GPU_PACED_PCT: f64 = 90.0;
 
 /// Bins a steady state keeps at least when the bins its loop filled only in
@@ -239,12 +239,12 @@ impl Report {
             })
         };
         // Where the GPU was busy nearly all of a stretch, it sets the loop's
-        // pace and the host runs ahead of it: between windows the host
-        // refills the queue the windows' slower launches let drain, faster
-        // than the step (a JAX loop launched 0.97 ms steps between windows
-        // for 1.16 ms on the GPU). The kernels' steps inside the windows
-        // are the GPU's. Judged on each stretch looked at: the bins' first
-        // steady state may be start-up's, the loop found after it.
+        // pace and the host runs ahead of it, launching faster than the step
+        // while it fills the GPU's queue (at the loop's start, and after a
+        // window whose slower launches let it drain). The kernels' steps
+        // inside the windows are the GPU's. Judged on each stretch looked
+        // at: the bins' first steady state may be start-up's, the loop found
+        // after it.
         let gpu_paced = |start: u64, end: u64| {
             steady::of_span(&a.timeline, start_ns, end_ns, start, end.saturating_sub(1))
                 .and_then(|s| s.sampled)
