@@ -252,6 +252,7 @@ impl Report {
                 .is_some_and(|b| b >= GPU_PACED_PCT)
         };
         let find = |start: u64, end: u64| {
+            let paced = gpu_paced(start, end);
             let kernels = || super::steps::find(&a.kernel_stream, start, end);
             // The launches' period by its mean (a host that runs ahead in
             // bursts launches some steps faster, others slower), but where
@@ -260,7 +261,6 @@ impl Report {
             // steps 1.04 ms apart on average, 1.14 by the median, for 1.16
             // on the GPU).
             let launches = || {
-                let paced = gpu_paced(start, end);
                 super::steps::find_around(&merged, start, end, in_window)
                     .or_else(|| super::steps::find_around(&a.launch_stream, start, end, in_window))
                     .map(|f| super::FoundSteps { from_launches: true, mean_ns: if paced { 0 } else { f.mean_ns }, ..f })
@@ -272,7 +272,7 @@ impl Report {
             // A step longer than a window repeats in none: a layer that
             // repeats inside one is no step. The host runs ahead of the GPU
             // between windows, never several times faster than the step.
-            let in_windows = gpu_paced(start, end)
+            let in_windows = paced
                 .then(|| super::steps::find_within(&a.kernel_stream, start, end, &across_windows))
                 .flatten()
                 .filter(|k| between.map_or(true, |l| k.step_ns().saturating_mul(2) >= l.step_ns()));

@@ -124,7 +124,7 @@ impl FoundSteps {
 /// The steps of `stream` (kernel start, name id, lane: device and stream;
 /// in arrival order) inside `[start, end)`, if its kernels repeat.
 pub(crate) fn find(stream: &[(u64, u32, u32)], start: u64, end: u64) -> Option<FoundSteps> {
-    search(stream, start, end, &|_, _| false)
+    find_within(stream, start, end, &|_, _| false)
 }
 
 /// [`find`], for a log with holes: `hole(a, b)` says whether launches
@@ -143,18 +143,6 @@ pub(crate) fn find_around(
     hole: impl Fn(u64, u64) -> bool,
 ) -> Option<FoundSteps> {
     find_within(stream, start, end, &hole).or_else(|| find(stream, start, end).map(|f| FoundSteps { mean_ns: 0, ..f }))
-}
-
-/// The steps of `stream` inside its stretches between holes only, if they
-/// repeat there: kernel records taken in periodic trace windows, where the
-/// names taken across two windows repeat with the windows' period.
-pub(crate) fn find_within(
-    stream: &[(u64, u32, u32)],
-    start: u64,
-    end: u64,
-    hole: &dyn Fn(u64, u64) -> bool,
-) -> Option<FoundSteps> {
-    search(stream, start, end, hole)
 }
 
 /// Stretches of a log with no hole between consecutive entries: the one
@@ -186,7 +174,15 @@ fn runs(part: &[u32]) -> impl Iterator<Item = (usize, usize)> + '_ {
     })
 }
 
-fn search(stream: &[(u64, u32, u32)], start: u64, end: u64, hole: &dyn Fn(u64, u64) -> bool) -> Option<FoundSteps> {
+/// The steps of `stream` inside its stretches between holes only, if they
+/// repeat there: kernel records taken in periodic trace windows, where the
+/// names taken across two windows repeat with the windows' period.
+pub(crate) fn find_within(
+    stream: &[(u64, u32, u32)],
+    start: u64,
+    end: u64,
+    hole: &dyn Fn(u64, u64) -> bool,
+) -> Option<FoundSteps> {
     // The stream that ran most of the stretch.
     let mut counts: Vec<(u32, usize)> = Vec::new();
     for &(t, _, d) in stream {
@@ -564,6 +560,22 @@ mod tests {
         assert_eq!(find(&even, 0, 600 * 450_000).expect("steps").kernels_per_step, 1);
     }
 
+    /// Logged launches: time, name, lane.
+    type Log = Vec<(u64, u32, u32)>;
+
+    /// What a launch log keeps of `launches` (time, name) with nothing
+    /// logged in the first `window` ns of every `period` (trace windows),
+    /// and where its holes are.
+    fn logged_between(
+        launches: &[(u64, u32)],
+        window: u64,
+        period: u64,
+    ) -> (Log, impl Fn(u64, u64) -> bool) {
+        let inside = move |t: u64| t % period < window;
+        let kept = launches.iter().filter(|&&(t, _)| !inside(t)).map(|&(t, n)| (t, n, 0)).collect();
+        (kept, move |a: u64, b: u64| inside(a) || inside(b) || a / period != b / period)
+    }
+
     #[test]
     fn spans_across_a_hole_in_the_log_are_no_steps() {
         // Launches of a 5-launch step logged between trace windows: the host
@@ -571,17 +583,14 @@ mod tests {
         // average), and nothing is logged in the first 100 ms of every
         // second.
         const MS: u64 = 1_000_000;
-        let window = |t: u64| t % (1000 * MS) < 100 * MS;
-        let (mut t, mut stream) = (100 * MS, Vec::new());
+        let (mut t, mut launches) = (100 * MS, Vec::new());
         for step in 0..3000u64 {
             for k in 0..5u32 {
-                if !window(t) {
-                    stream.push((t, k, 0));
-                }
+                launches.push((t, k));
                 t += if k == 4 { [600_000, 600_000, 1_800_000][step as usize % 3] - 4 * 50_000 } else { 50_000 };
             }
         }
-        let hole = |a: u64, b: u64| window(a) || a / (1000 * MS) != b / (1000 * MS);
+        let (stream, hole) = logged_between(&launches, 100 * MS, 1000 * MS);
         let f = find_around(&stream, 0, t, hole).expect("steps");
         assert_eq!(f.kernels_per_step, 5);
         assert!(f.mean_ns.abs_diff(MS) < 10_000 && f.median_ns == 600_000, "{f:?}");
@@ -606,18 +615,15 @@ mod tests {
         // the windows cut the steps' bursts at every place, each hiding an
         // unknown number of launches.
         const MS: u64 = 1_000_000;
-        let window = |t: u64| t % (50 * MS) < 3 * MS;
-        let (mut t, mut stream) = (0, Vec::new());
+        let (mut t, mut launches) = (0, Vec::new());
         for _ in 0..700 {
             t += 2_000 * US;
             for k in 0..205u32 {
-                if !window(t) {
-                    stream.push((t, k, 0));
-                }
+                launches.push((t, k));
                 t += 10 * US;
             }
         }
-        let hole = |a: u64, b: u64| window(a) || window(b) || a / (50 * MS) != b / (50 * MS);
+        let (stream, hole) = logged_between(&launches, 3 * MS, 50 * MS);
         let f = find_around(&stream, 0, t, hole).expect("steps");
         assert_eq!(f.kernels_per_step, 205, "{f:?}");
         let step = 2_000 * US + 205 * 10 * US;
@@ -635,17 +641,14 @@ mod tests {
         // nothing logged in the first 13 ms of every 100: a hole's edges
         // fall inside bursts, shifting their place in the log.
         const MS: u64 = 1_000_000;
-        let window = |t: u64| t % (100 * MS) < 13 * MS;
-        let (mut t, mut ks) = (0, Vec::new());
+        let (mut t, mut launches) = (0, Vec::new());
         for _ in 0..600 {
             for k in 0..20 {
                 t += if k == 0 { 1_500_000 } else { 100_000 };
-                if !window(t) {
-                    ks.push((t, 5, 0));
-                }
+                launches.push((t, 5));
             }
         }
-        let hole = |a: u64, b: u64| window(a) || window(b) || a / (100 * MS) != b / (100 * MS);
+        let (ks, hole) = logged_between(&launches, 13 * MS, 100 * MS);
         let f = find_around(&ks, 0, t + 1, hole).expect("steps");
         assert_eq!((f.kernels_per_step, f.median_ns), (20, 1_500_000 + 19 * 100_000), "{f:?}");
     }
