@@ -85,8 +85,7 @@ impl TracedIdle {
                 (split, "the traced time".to_string(), traced, classified)
             }
         };
-        let idle = [HOST, SYNC, COPY, LAUNCH, DISPATCH, OTHER].iter().map(|&c| split.to_array()[c]).sum::<u64>();
-        (idle > 0).then_some(TracedIdle { split, traced_ns, of, classified_pct })
+        (classified(&split, &CLASSIFIED) > 0).then_some(TracedIdle { split, traced_ns, of, classified_pct })
     }
 
     /// Whether the split stands for the idle time.
@@ -94,12 +93,15 @@ impl TracedIdle {
         self.classified_pct.is_none()
     }
 
+    /// The share of the classified idle time that `causes` took.
+    fn share(&self, causes: &[usize]) -> f64 {
+        classified(&self.split, causes) as f64 / classified(&self.split, &CLASSIFIED).max(1) as f64
+    }
+
     /// The time's shares with the GPU busy `busy` %, the rest split as the
     /// traced idle time was.
     fn shares(&self, busy: f64) -> verdict::Shares {
-        let a = self.split.to_array();
-        let total = [HOST, SYNC, COPY, LAUNCH, DISPATCH, OTHER].iter().map(|&c| a[c]).sum::<u64>().max(1) as f64;
-        let p = |c: usize| (100.0 - busy) * a[c] as f64 / total;
+        let p = |c: usize| (100.0 - busy) * self.share(&[c]);
         verdict::Shares {
             busy,
             host: p(HOST),
@@ -114,23 +116,14 @@ impl TracedIdle {
     /// `idle_ns` split by idle cause (the rules') as the traced idle time
     /// was.
     fn by_cause(&self, idle_ns: u64) -> Vec<(FindingKind, u64)> {
-        let a = self.split.to_array();
-        let total = [HOST, SYNC, COPY, LAUNCH, DISPATCH, OTHER].iter().map(|&c| a[c]).sum::<u64>().max(1) as f64;
-        IDLE.iter()
-            .map(|c| {
-                let share = c.causes.iter().map(|&i| a[i]).sum::<u64>() as f64 / total;
-                (c.kind.clone(), (idle_ns as f64 * share) as u64)
-            })
-            .collect()
+        IDLE.iter().map(|c| (c.kind.clone(), (idle_ns as f64 * self.share(c.causes)) as u64)).collect()
     }
 
     /// `idle_ns` of each of `per` ns split as the traced idle time was.
     fn parts(&self, idle_ns: u64, per: u64) -> Vec<Part> {
-        let a = self.split.to_array();
-        let total = [HOST, SYNC, COPY, LAUNCH, DISPATCH, OTHER].iter().map(|&c| a[c]).sum::<u64>().max(1) as f64;
         let mut v = Vec::new();
         for (what, causes) in IDLE_PARTS {
-            let share = causes.iter().map(|&c| a[c]).sum::<u64>() as f64 / total;
+            let share = self.share(causes);
             let ns = (idle_ns as f64 * share) as u64;
             let pct = 100.0 * ns as f64 / per.max(1) as f64;
             if pct >= 0.5 {
@@ -140,6 +133,15 @@ impl TracedIdle {
         }
         v
     }
+}
+
+/// The idle causes a trace classifies (not gpuscope's own time).
+const CLASSIFIED: [usize; 6] = [HOST, SYNC, COPY, LAUNCH, DISPATCH, OTHER];
+
+/// The idle time of `causes` in `split`, ns.
+fn classified(split: &IdleSplit, causes: &[usize]) -> u64 {
+    let a = split.to_array();
+    causes.iter().map(|&c| a[c]).fold(0, u64::saturating_add)
 }
 
 /// The answer of a session without kernel records: for the range of the
