@@ -25,15 +25,37 @@ fn sample(t: u64, busy: f64) -> Sample {
     Sample::from_values(0, t, t + MS, &v)
 }
 
+/// Kernel records on for the first `WINDOW` ms of every `PERIOD` ms.
+const WINDOW: u64 = 100;
+/// See `WINDOW`.
+const PERIOD: u64 = 1000;
+
+/// A sampling-mode aggregator with those trace windows.
+fn windowed() -> Aggregator {
+    let opts =
+        AggregateOptions { sampling: true, trace_windows: Some((WINDOW * MS, PERIOD * MS)), ..Default::default() };
+    Aggregator::new(opts, DeviceTable::fixed(vec![]))
+}
+
+/// The report of an 8 s session folded into `a`, with the launches logged
+/// between windows (`log`: time, function) and the PM samples.
+fn report(mut a: Aggregator, log: &[(u64, u64)], samples: &[Sample]) -> Report {
+    for entries in log.chunks(256) {
+        a.host_event(HostEvent::LaunchLog { lane: 1, entries: entries.to_vec() });
+    }
+    a.samples(samples);
+    let mut r = Report::build(a.finish(8000 * MS), 0, 8000 * MS);
+    r.devices = vec![DeviceInfo::new(0, "NVIDIA H100 80GB HBM3", 132, SmLimits::SM_90)];
+    r
+}
+
 /// From 0.5 s to 8 s, steps of `step_ms`: `kernels` 1 ms kernels back to
 /// back, then the host waits (for its data) the rest of the step; each
 /// step in the range `range` if given. Kernel records on for the first
 /// 100 ms of every second; launches counted between.
 fn loader_loop(step_ms: u64, kernels: u64, range: Option<&str>) -> Report {
-    let (window, period) = (100, 1000);
-    let opts =
-        AggregateOptions { sampling: true, trace_windows: Some((window * MS, period * MS)), ..Default::default() };
-    let mut a = Aggregator::new(opts, DeviceTable::fixed(vec![]));
+    let (window, period) = (WINDOW, PERIOD);
+    let mut a = windowed();
     let traced = |ms: u64| ms % period < window;
     let mut on = true;
     let switch = |a: &mut Aggregator, on: &mut bool, ms: u64| {
@@ -80,15 +102,9 @@ fn loader_loop(step_ms: u64, kernels: u64, range: Option<&str>) -> Report {
         }
         t += step_ms;
     }
-    for entries in log.chunks(256) {
-        a.host_event(HostEvent::LaunchLog { lane: 1, entries: entries.to_vec() });
-    }
-    let idle: Vec<Sample> = (0..500).map(|i| sample(i * MS, 0.0)).collect();
-    a.samples(&idle);
-    a.samples(&samples);
-    let mut r = Report::build(a.finish(8000 * MS), 0, 8000 * MS);
-    r.devices = vec![DeviceInfo::new(0, "NVIDIA H100 80GB HBM3", 132, SmLimits::SM_90)];
-    r
+    let mut all: Vec<Sample> = (0..500).map(|i| sample(i * MS, 0.0)).collect();
+    all.extend(samples);
+    report(a, &log, &all)
 }
 
 #[test]
@@ -228,10 +244,8 @@ fn a_step_range_no_window_held_whole_says_so() {
 /// carry the step's five names (else one name: they show no step).
 fn gpu_paced_loop(named: bool) -> Report {
     const NAMES: [&std::ffi::CStr; 5] = [c"embed", c"attn", c"mlp", c"head", c"adam"];
-    let (window, period) = (100u64, 1000u64);
-    let opts =
-        AggregateOptions { sampling: true, trace_windows: Some((window * MS, period * MS)), ..Default::default() };
-    let mut a = Aggregator::new(opts, DeviceTable::fixed(vec![]));
+    let (window, period) = (WINDOW, PERIOD);
+    let mut a = windowed();
     let (mut id, mut log, mut samples) = (0u32, Vec::new(), Vec::new());
     a.tracing(true, 0);
     for second in 0..8u64 {
@@ -272,13 +286,7 @@ fn gpu_paced_loop(named: bool) -> Report {
         }
         samples.extend((t0..t0 + period).map(|ms| sample(ms * MS, if ms >= 500 { 98.0 } else { 0.0 })));
     }
-    for entries in log.chunks(256) {
-        a.host_event(HostEvent::LaunchLog { lane: 1, entries: entries.to_vec() });
-    }
-    a.samples(&samples);
-    let mut r = Report::build(a.finish(8000 * MS), 0, 8000 * MS);
-    r.devices = vec![DeviceInfo::new(0, "NVIDIA H100 80GB HBM3", 132, SmLimits::SM_90)];
-    r
+    report(a, &log, &samples)
 }
 
 #[test]
@@ -308,10 +316,8 @@ fn long_step_loop() -> Report {
     let mut step: Vec<&std::ffi::CStr> = vec![c"embed"];
     step.extend(std::iter::repeat_n(LAYER, 38).flatten());
     step.extend(REST);
-    let (window, period) = (100u64, 1000u64);
-    let opts =
-        AggregateOptions { sampling: true, trace_windows: Some((window * MS, period * MS)), ..Default::default() };
-    let mut a = Aggregator::new(opts, DeviceTable::fixed(vec![]));
+    let (window, period) = (WINDOW, PERIOD);
+    let mut a = windowed();
     let traced = |ms: u64| ms % period < window;
     let (mut id, mut log, mut on) = (0u32, Vec::new(), true);
     a.tracing(true, 0);
@@ -350,14 +356,8 @@ fn long_step_loop() -> Report {
             t += 2;
         }
     }
-    for entries in log.chunks(256) {
-        a.host_event(HostEvent::LaunchLog { lane: 1, entries: entries.to_vec() });
-    }
     let samples: Vec<Sample> = (0..8000).map(|ms| sample(ms * MS, if ms >= 500 { 98.0 } else { 0.0 })).collect();
-    a.samples(&samples);
-    let mut r = Report::build(a.finish(8000 * MS), 0, 8000 * MS);
-    r.devices = vec![DeviceInfo::new(0, "NVIDIA H100 80GB HBM3", 132, SmLimits::SM_90)];
-    r
+    report(a, &log, &samples)
 }
 
 #[test]
