@@ -34,6 +34,9 @@ declare -A CMD=(
   [flaxsync]="flax_cnn.py --sync"
   [resnet8n]="resnet_loader.py --workers 8 --warmup 25 --no-ranges"
   [resnet1n]="resnet_loader.py --workers 1 --warmup 10 --steps 40 --no-ranges"
+  [lightning]="lightning_fit.py"
+  [gnn]="gnn_train.py"
+  [vit]="timm_vit.py"
 )
 NOT_TORCH=" jax jaxsync flax flaxsync cuda cudan cupy cupyshort "
 cd "$out"

@@ -423,6 +423,12 @@ impl PmDevice {
         // unsampled still counts.
         out.switches += u64::from(self.active != left);
         out.switch_ns += took.as_nanos() as u64;
+        debug(&format!(
+            "sampling: device {}: configuration {} taken in {:.1} ms",
+            self.device,
+            self.active,
+            took.as_secs_f64() * 1e3
+        ));
         self.failed_in_a_row = if out.failed_switches >= 2 { self.failed_in_a_row + 1 } else { 0 };
         // Back off after a failure: each try costs a stop and a start.
         self.hold = MIN_HOLD.max(took * HOLD_PER_SWITCH) * (1 << self.failed_in_a_row.min(4));
