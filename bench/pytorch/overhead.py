@@ -18,6 +18,8 @@ Configurations (the floor library is cupti_floor.c):
                 records, copy-call callbacks
   gpuscope      gpuscope's trace mode through its C ABI (gpuscope_start)
   sampling[:US] gpuscope's sampling mode, a PM sample every US microseconds
+  windows[:US[:W/P]] sampling mode with trace windows of W ms every P
+                (windows:1000:0/1000 is the always-on setting)
   torch         torch.profiler with CUDA activities (last: it stays attached)
 Run with NVTX_INJECTION64_PATH=libgpuscope.so so that gpuscope sees the
 loop's NVTX ranges (it does nothing while no session runs).
@@ -53,18 +55,26 @@ def main():
     ap.add_argument("--torch-rounds", type=int, default=4)
     ap.add_argument("--report", help="write gpuscope's last report here (JSON)")
     ap.add_argument("--out", required=True)
+    ap.add_argument("--model", default="gpt", choices=["gpt", "gnn"],
+                    help="gpt: examples/python/gpt_train.py; gnn: bench/real/gnn_train.py (PyG, batches collated "
+                         "on the loop's thread)")
     a = ap.parse_args()
 
     gs = load(a.gpuscope)
     fl = ctypes.CDLL(os.path.abspath(a.floor)) if a.floor else None
-    step, _, _ = build()
+    if a.model == "gnn":
+        sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "real"))
+        import gnn_train
+        step = gnn_train.build()
+    else:
+        step, _, _ = build()
 
     block = timer(step, a.steps)
 
     counts = {}
 
     def start(cfg):
-        if cfg == "gpuscope" or cfg.startswith("sampling"):
+        if cfg == "gpuscope" or cfg.startswith("sampling") or cfg.startswith("windows"):
             # sampling[:US]: sampling mode, a PM sample every US microseconds.
             start_session(gs, config(gs, "trace" if cfg == "gpuscope" else cfg), cfg)
         else:
@@ -75,7 +85,7 @@ def main():
                 sys.exit(f"floor_start({cfg}) failed")
 
     def stop(cfg):
-        if cfg == "gpuscope" or cfg.startswith("sampling"):
+        if cfg == "gpuscope" or cfg.startswith("sampling") or cfg.startswith("windows"):
             if gs.gpuscope_stop() != 0:
                 sys.exit(f"gpuscope_stop: {gs.gpuscope_last_error().decode()}")
             if a.report:

@@ -38,6 +38,31 @@ class Net(torch.nn.Module):
         return self.head(global_mean_pool(x, batch))
 
 
+def build(batches=64, seed=0):
+    """One training step a call, cycling over `batches` batches (for the
+    in-process cost benchmark, bench/pytorch/overhead.py --model gnn)."""
+    g = torch.Generator().manual_seed(seed)
+    loader = DataLoader(graphs(64 * batches, g), batch_size=64, shuffle=True)
+    model = Net().cuda()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    it = iter(())
+
+    def step():
+        nonlocal it
+        try:
+            batch = next(it)
+        except StopIteration:
+            it = iter(loader)
+            batch = next(it)
+        batch = batch.to("cuda", non_blocking=True)
+        loss = F.cross_entropy(model(batch.x, batch.edge_index, batch.batch), batch.y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    return step
+
+
 if __name__ == "__main__":
     p = argparse.ArgumentParser()
     p.add_argument("--steps", type=int, default=300)
