@@ -20,7 +20,7 @@ CUDA=${CUDA:-/usr/local/cuda}
 # The raw-CUPTI floor library (cupti_floor.c) into folder $1.
 build_floor() {
   gcc -O2 -shared -fPIC -I"$CUDA/include" -I"$CUDA/extras/CUPTI/include" "$here/cupti_floor.c" \
-    -L"$CUDA/lib64" -L"$CUDA/extras/CUPTI/lib64" -lcupti -o "$1/libcupti_floor.so"
+    -L"$CUDA/lib64" -L"$CUDA/extras/CUPTI/lib64" -lcupti -lcuda -o "$1/libcupti_floor.so"
 }
 case "${1:-}" in
   overhead)

@@ -1010,6 +1010,12 @@ impl Aggregator {
             cost_in_idle: self.opts.host_delay,
             forks: self.forks,
             kernel_stream: self.kernel_stream.iter().copied().collect(),
+            kernel_stream_names: {
+                let mut ids: Vec<u32> = self.kernel_stream.iter().map(|k| k.1).collect();
+                ids.sort_unstable();
+                ids.dedup();
+                ids.into_iter().map(|id| (id, self.names.get(id).to_string())).collect()
+            },
             launch_stream: self.launch_stream.iter().copied().collect(),
             timeline: {
                 // The communication spans not handed out yet, into a copy.

@@ -52,6 +52,41 @@ fn a_program_without_ranges_gets_the_steps_its_kernels_repeat_with() {
 }
 
 #[test]
+fn steps_whose_gemms_change_with_the_batch_s_shapes_are_found_by_kernel_family() {
+    // 200 steps of 40 kernels, 0.1 ms each after a 4 ms host gap; at 4
+    // places cuBLAS picks one of two GEMM tiles by the batch's size, which
+    // changes every step (graphs of other sizes): about 2 kernels in 40
+    // differ from the step before, more than the 2% the exact names may.
+    const A: &CStr = c"sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize64x64x8_stage3_warpsize1x4x1_ffma_aligna4_alignc4_execute_kernel__5x_cublas";
+    const B: &CStr = c"sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize64x32x8_stage3_warpsize1x2x1_ffma_aligna4_alignc4_execute_kernel__5x_cublas";
+    let others = names("scatter", 36);
+    let mut l = Launcher::new();
+    let mut x = 12345u64;
+    for k in 0..200u64 {
+        let mut o = others.iter();
+        for i in 0..40u64 {
+            let name = if i % 10 == 3 {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                if x >> 63 == 0 {
+                    A
+                } else {
+                    B
+                }
+            } else {
+                o.next().unwrap().as_c_str()
+            };
+            l.kernel(name, k * 8 * MS + 4 * MS + i * MS / 10, MS / 10);
+        }
+    }
+    let r = crate::report::Report::build(l.a.finish(1_600 * MS), 0, 1_600 * MS);
+    let steps = r.session_steady.and_then(|s| s.steps).expect("steps found");
+    assert!(steps.by_family, "the exact names repeat too often for the test: {steps:?}");
+    assert_eq!((steps.kernels_per_step, steps.median_ns), (40, 8 * MS), "{steps:?}");
+    let text = r.to_table(120).split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(text.contains("the library kernels picked by shape taken as one"), "{text}");
+}
+
+#[test]
 fn the_steady_state_of_a_loop_after_other_steady_work_is_the_loops() {
     // 600 ms of kernels of no period, one a millisecond (as the loop
     // launches), then 150 steps of 5 kernels in 8 ms, no NVTX range.

@@ -78,6 +78,8 @@ pub struct Aggregate {
     /// The last compute kernels: (start, name id, [`lane`]), in arrival
     /// order.
     pub kernel_stream: Vec<(u64, u32, u32)>,
+    /// The names of the ids in `kernel_stream`: (id, demangled name), by id.
+    pub kernel_stream_names: Vec<(u32, String)>,
     /// The last launches made without kernel records: (time, function id,
     /// launching thread's lane), in order (each thread's; threads in
     /// batches).
@@ -118,6 +120,7 @@ impl Aggregate {
             forks: 0,
             timeline: Timeline::new(0),
             kernel_stream: Vec::new(),
+            kernel_stream_names: Vec::new(),
             launch_stream: Vec::new(),
             per_device: Vec::new(),
         }

@@ -304,6 +304,30 @@ pub fn display_names<'a>(names: impl IntoIterator<Item = &'a str>) -> std::colle
     out
 }
 
+/// Words in a kernel's name that make it a matrix product or convolution
+/// of cuBLAS, cuDNN or CUTLASS (lower case).
+const PRODUCT_WORDS: [&str; 8] = ["gemm", "xmma", "nvjet", "cutlass", "convolve", "fprop", "dgrad", "wgrad"];
+
+/// What a kernel does, without the variant a library picks by the shapes:
+/// a matrix product or convolution of cuBLAS, cuDNN or CUTLASS (its tile,
+/// split-K and data-type variants change with the sizes) is `matrix
+/// product`; another kernel is its table name without numeric template
+/// arguments (`reduce_kernel<512, 1>` and `reduce_kernel<128, 4>` are
+/// `reduce_kernel`). Steps are looked for by family where a program's
+/// shapes change from step to step (a batch of graphs of other sizes) and
+/// the exact kernels do not repeat.
+pub fn kernel_family(name: &str) -> String {
+    let lower = short_name(name).to_ascii_lowercase();
+    if PRODUCT_WORDS.iter().any(|w| lower.contains(w)) {
+        return "matrix product".to_string();
+    }
+    let (base, _, chain) = name_key(name);
+    match chain.as_ref().and_then(|c| c.last()) {
+        Some(k) if *k != base => format!("{base}<{k}>"),
+        _ => base,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -377,5 +401,24 @@ mod tests {
         let mut v: Vec<&String> = d.values().collect();
         v.sort();
         assert_eq!(v, ["k<T> #1", "k<T> #2"]);
+    }
+
+    #[test]
+    fn a_library_s_variants_are_one_family_and_template_sizes_are_dropped() {
+        let f = |n: &str| kernel_family(n);
+        let a = "sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize64x64x8_stage3_warpsize1x4x1_ffma_aligna4_alignc4_execute_kernel__5x_cublas";
+        let b = "sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize64x32x8_stage3_warpsize1x2x1_ffma_aligna4_alignc4_execute_kernel__5x_cublas";
+        assert_eq!(f(a), f(b));
+        assert_eq!(f("nvjet_sm90_hsh_64x8_64x16_4x1_v_bz_splitK_bias_NNT"), f(a));
+        assert_eq!(f("void cutlass::Kernel2<cutlass_80_simt_sgemm_128x64_8x5_nt_align1>(cutlass_80_simt_sgemm_128x64_8x5_nt_align1::Params)"), f(a));
+        let r = |a: &str| {
+            format!("void at::native::reduce_kernel<{a}, at::native::ReduceOp<float, at::native::func_wrapper_t<float, at::native::sum_functor<float, float, float>::operator()(at::TensorIterator&)::{{lambda(float, float)#1}}>, unsigned int, float, 4, 4> >(at::native::ReduceOp<float, at::native::func_wrapper_t<float, at::native::sum_functor<float, float, float>::operator()(at::TensorIterator&)::{{lambda(float, float)#1}}>, unsigned int, float, 4, 4>)")
+        };
+        assert_eq!(f(&r("128, 4")), f(&r("512, 1")));
+        assert_ne!(f(&r("128, 4")), f(a));
+        // Kernels that do different things stay apart.
+        let gelu = "void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernelImpl(at::TensorIteratorBase&, at::native::GeluType)::{lambda()#1}::operator()() const::{lambda()#1}::operator()() const::{lambda(float)#1}, std::array<char*, 2ul> >(int, at::native::GeluCUDAKernelImpl(at::TensorIteratorBase&, at::native::GeluType)::{lambda()#1}::operator()() const::{lambda()#1}::operator()() const::{lambda(float)#1}, std::array<char*, 2ul>)";
+        let mul = "void at::native::vectorized_elementwise_kernel<4, at::native::AUnaryFunctor<float, float, float, at::native::binary_internal::MulFunctor<float> >, std::array<char*, 2ul> >(int, at::native::AUnaryFunctor<float, float, float, at::native::binary_internal::MulFunctor<float> >, std::array<char*, 2ul>)";
+        assert_ne!(f(gelu), f(mul));
     }
 }

@@ -30,11 +30,12 @@ pub(super) fn render(a: &Answer, width: usize, out: &mut String) {
                     format!("median of {}", f.steps_seen)
                 };
                 format!(
-                    "no range of the program's own; steps found from its {many} ({} {} repeat{}): {} per \
+                    "no range of the program's own; steps found from its {many} ({} {} repeat{}{}): {} per \
                      step ({by}, p90 {}), GPU busy {busy} [{}]",
                     f.kernels_per_step,
                     if f.kernels_per_step == 1 { one } else { many },
                     if f.kernels_per_step == 1 { "s" } else { "" },
+                    if f.by_family { ", the library kernels picked by shape taken as one" } else { "" },
                     fmt_ns(a.per_step_ns),
                     fmt_ns(f.p90_ns),
                     a.verdict.bound

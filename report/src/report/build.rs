@@ -251,9 +251,17 @@ impl Report {
                 .and_then(|f| f.gpu_busy_pct)
                 .is_some_and(|b| b >= GPU_PACED_PCT)
         };
+        // Where the shapes change from step to step (batches of graphs of
+        // other sizes), libraries pick other kernels for them (cuBLAS's
+        // GEMM tiles), and only the kernels' families repeat.
+        let families = super::steps::by_family(&a.kernel_stream, &a.kernel_stream_names);
+        let by_family = |f: super::FoundSteps| super::FoundSteps { by_family: true, ..f };
         let find = |start: u64, end: u64| {
             let paced = gpu_paced(start, end);
-            let kernels = || super::steps::find(&a.kernel_stream, start, end);
+            let kernels = || {
+                super::steps::find(&a.kernel_stream, start, end)
+                    .or_else(|| super::steps::find(&families, start, end).map(by_family))
+            };
             // The launches' period by its mean (a host that runs ahead in
             // bursts launches some steps faster, others slower), but where
             // the GPU paces the loop by its median: the host runs ahead only
@@ -273,7 +281,10 @@ impl Report {
             // repeats inside one is no step. The host runs ahead of the GPU
             // between windows, never several times faster than the step.
             let in_windows = paced
-                .then(|| super::steps::find_within(&a.kernel_stream, start, end, &across_windows))
+                .then(|| {
+                    super::steps::find_within(&a.kernel_stream, start, end, &across_windows)
+                        .or_else(|| super::steps::find_within(&families, start, end, &across_windows).map(by_family))
+                })
                 .flatten()
                 .filter(|k| between.map_or(true, |l| k.step_ns().saturating_mul(2) >= l.step_ns()));
             in_windows.or(between).or_else(kernels)

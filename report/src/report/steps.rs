@@ -91,6 +91,12 @@ pub struct FoundSteps {
     /// times the launches', not the kernels'.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub from_launches: bool,
+    /// Found with kernels taken by family
+    /// ([`kernel_family`](crate::model::names::kernel_family)): the exact
+    /// kernels did not repeat, a library picking other variants as the
+    /// shapes changed from step to step.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub by_family: bool,
     /// The loop began after the stretch examined did, which reached back
     /// to the steady state's start (not written: the report's steady state
     /// is trimmed to the loop already).
@@ -290,7 +296,25 @@ pub(crate) fn find_within(
         mean_ns,
         late,
         from_launches: false,
+        by_family: false,
     })
+}
+
+/// `stream` with each kernel's name id replaced by its family's
+/// ([`kernel_family`](crate::model::names::kernel_family)); `names`: the
+/// stream's ids and their names (an id without one is its own family).
+pub(crate) fn by_family(stream: &[(u64, u32, u32)], names: &[(u32, String)]) -> Vec<(u64, u32, u32)> {
+    let mut families: std::collections::HashMap<String, u32> = std::collections::HashMap::new();
+    let of: std::collections::HashMap<u32, u32> = names
+        .iter()
+        .map(|(id, name)| {
+            let next = families.len() as u32;
+            (*id, *families.entry(crate::model::names::kernel_family(name)).or_insert(next))
+        })
+        .collect();
+    // Ids without a name stay apart from every family.
+    let base = families.len() as u32;
+    stream.iter().map(|&(t, id, lane)| (t, of.get(&id).copied().unwrap_or(base.saturating_add(id)), lane)).collect()
 }
 
 /// How much longer than the median gap between kernels the host's gap
