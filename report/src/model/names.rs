@@ -308,12 +308,22 @@ pub fn display_names<'a>(names: impl IntoIterator<Item = &'a str>) -> std::colle
 /// of cuBLAS, cuDNN or CUTLASS (lower case).
 const PRODUCT_WORDS: [&str; 8] = ["gemm", "xmma", "nvjet", "cutlass", "convolve", "fprop", "dgrad", "wgrad"];
 
+/// PyTorch's launchers of an elementwise functor, which one picked by the
+/// tensors' alignment and sizes.
+const ELEMENTWISE_LAUNCHERS: [&str; 3] =
+    ["vectorized_elementwise_kernel", "unrolled_elementwise_kernel", "elementwise_kernel"];
+
+/// PyTorch's concatenation copies (`_contig`, `_alignedK_contig`,
+/// `_vectorized`, picked likewise).
+const CONCAT_COPY: &str = "CatArrayBatchedCopy";
+
 /// What a kernel does, without the variant a library picks by the shapes:
 /// a matrix product or convolution of cuBLAS, cuDNN or CUTLASS (its tile,
 /// split-K and data-type variants change with the sizes) is `matrix
 /// product`; another kernel is its table name without numeric template
 /// arguments (`reduce_kernel<512, 1>` and `reduce_kernel<128, 4>` are
-/// `reduce_kernel`). Steps are looked for by family where a program's
+/// `reduce_kernel`), and PyTorch's vectorized and unrolled launches of
+/// one elementwise functor (and its concatenation variants) one. Steps are looked for by family where a program's
 /// shapes change from step to step (a batch of graphs of other sizes) and
 /// the exact kernels do not repeat.
 pub fn kernel_family(name: &str) -> String {
@@ -321,7 +331,19 @@ pub fn kernel_family(name: &str) -> String {
     if PRODUCT_WORDS.iter().any(|w| lower.contains(w)) {
         return "matrix product".to_string();
     }
-    let (base, _, chain) = name_key(name);
+    let (base, targs, chain) = name_key(name);
+    // PyTorch's launchers of one elementwise functor: vectorized where the
+    // tensors' alignment and sizes allow it (and by 2 or 4), else
+    // unrolled; likewise its concatenation's copies.
+    if ELEMENTWISE_LAUNCHERS.contains(&base.as_str()) {
+        let functor = targs
+            .as_deref()
+            .and_then(|t| split_top(t).into_iter().map(str::trim).find(|a| !a.chars().all(|c| c.is_ascii_digit())));
+        return format!("elementwise_kernel<{}>", functor.unwrap_or_default());
+    }
+    if base.starts_with(CONCAT_COPY) {
+        return CONCAT_COPY.to_string();
+    }
     match chain.as_ref().and_then(|c| c.last()) {
         Some(k) if *k != base => format!("{base}<{k}>"),
         _ => base,
@@ -420,5 +442,20 @@ mod tests {
         let gelu = "void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernelImpl(at::TensorIteratorBase&, at::native::GeluType)::{lambda()#1}::operator()() const::{lambda()#1}::operator()() const::{lambda(float)#1}, std::array<char*, 2ul> >(int, at::native::GeluCUDAKernelImpl(at::TensorIteratorBase&, at::native::GeluType)::{lambda()#1}::operator()() const::{lambda()#1}::operator()() const::{lambda(float)#1}, std::array<char*, 2ul>)";
         let mul = "void at::native::vectorized_elementwise_kernel<4, at::native::AUnaryFunctor<float, float, float, at::native::binary_internal::MulFunctor<float> >, std::array<char*, 2ul> >(int, at::native::AUnaryFunctor<float, float, float, at::native::binary_internal::MulFunctor<float> >, std::array<char*, 2ul>)";
         assert_ne!(f(gelu), f(mul));
+        // PyTorch's elementwise launchers by alignment (a GNN's batches of
+        // odd node counts), and its concatenation copies.
+        let eq =
+            "at::native::BinaryFunctor<long, long, bool, at::native::(anonymous namespace)::CompareEqFunctor<long> >";
+        let vectorized = |v: u32| {
+            format!("void at::native::vectorized_elementwise_kernel<{v}, {eq}, std::array<char*, (unsigned long)3> >(int, {eq}, std::array<char*, (unsigned long)3>)")
+        };
+        let unrolled = format!("void at::native::unrolled_elementwise_kernel<{eq}, std::array<char*, (unsigned long)3>, 4, TrivialOffsetCalculator<2, unsigned int>, TrivialOffsetCalculator<1, unsigned int>, at::native::memory::LoadWithoutCast, at::native::memory::StoreWithoutCast>(int, {eq}, std::array<char*, (unsigned long)3>, TrivialOffsetCalculator<2, unsigned int>, TrivialOffsetCalculator<1, unsigned int>, at::native::memory::LoadWithoutCast, at::native::memory::StoreWithoutCast)");
+        assert_eq!(f(&vectorized(4)), f(&unrolled));
+        assert_eq!(f(&vectorized(2)), f(&unrolled));
+        assert_ne!(f(&vectorized(4)), f(mul));
+        let cat = |v: &str| {
+            format!("void at::native::(anonymous namespace)::CatArrayBatchedCopy_{v}<at::native::(anonymous namespace)::OpaqueType<(unsigned int)8>, unsigned int, 2, 128, 1, 16>(at::native::(anonymous namespace)::OpaqueType<(unsigned int)8>*, unsigned int)")
+        };
+        assert_eq!(f(&cat("alignedK_contig")), f(&cat("vectorized")));
     }
 }
