@@ -180,6 +180,9 @@ pub(crate) struct Aggregator {
     /// most [`KERNEL_STREAM`]; later ones share [`u32::MAX`]).
     launch_stream: std::collections::VecDeque<(u64, u32, u32)>,
     launch_functions: FxHashMap<u64, u32>,
+    /// The launched kernels' names, demangled, by the launch log's kernel
+    /// id (at most [`KERNEL_STREAM`]).
+    launch_names: FxHashMap<u64, String>,
     thread_names: BTreeMap<u32, String>,
     trace: Option<Trace>,
     trace_kernel_paths: Vec<PathId>,
@@ -226,6 +229,7 @@ impl Aggregator {
             kernel_stream: std::collections::VecDeque::new(),
             launch_stream: std::collections::VecDeque::new(),
             launch_functions: FxHashMap::default(),
+            launch_names: FxHashMap::default(),
             thread_names: BTreeMap::new(),
             trace: (opts.trace_cap > 0).then(Trace::default),
             opts,
@@ -421,6 +425,11 @@ impl Aggregator {
                 self.untraced_launches = self.untraced_launches.saturating_add(launches);
                 self.timeline.counted_launches(start, end, launches);
                 self.ranges.untraced_launches(path, instance, launches, graphs);
+            }
+            HostEvent::KernelName { kernel, name } => {
+                if self.launch_names.len() < KERNEL_STREAM {
+                    self.launch_names.entry(kernel).or_insert_with(|| crate::model::names::demangle(&name));
+                }
             }
             HostEvent::LaunchLog { lane, entries } => {
                 // Steps are found from compute launches, as from records.
@@ -1017,6 +1026,15 @@ impl Aggregator {
                 ids.into_iter().map(|id| (id, self.names.get(id).to_string())).collect()
             },
             launch_stream: self.launch_stream.iter().copied().collect(),
+            launch_stream_names: {
+                let mut v: Vec<(u32, String)> = self
+                    .launch_functions
+                    .iter()
+                    .filter_map(|(f, &id)| self.launch_names.get(f).map(|n| (id, n.clone())))
+                    .collect();
+                v.sort_unstable();
+                v
+            },
             timeline: {
                 // The communication spans not handed out yet, into a copy.
                 let mut t = self.timeline.clone();

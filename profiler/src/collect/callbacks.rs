@@ -514,7 +514,14 @@ pub(super) unsafe extern "C" fn api_callback(
                     nvtx::current()
                 };
                 let graph = is_graph_launch(domain, cbid);
-                let function = launched_kernel(domain, cbid, d);
+                let (function, first) = launched_kernel(domain, cbid, d);
+                if first && !d.symbolName.is_null() {
+                    // SAFETY: for launch callbacks CUPTI points `symbolName`
+                    // at the kernel's NUL-terminated name, valid for the
+                    // callback.
+                    let name = unsafe { std::ffi::CStr::from_ptr(d.symbolName) }.to_string_lossy().into_owned();
+                    s.send(HostEvent::KernelName { kernel: function, name });
+                }
                 tally::count(s.id, c.path, c.instance, graph, function, || cupti::timestamp(s.cupti), |e| s.send(e));
             }
             return;
@@ -735,8 +742,9 @@ const KERNEL_IDS_MAX: usize = 4096;
 /// launches: its name's hash (cuBLAS launches one kernel through several
 /// function handles, one per module it loaded it into), found once per
 /// handle; a graph launch's executable graph; the handle where CUPTI gives
-/// no name.
-fn launched_kernel(domain: u32, cbid: u32, d: &sys::CUpti_CallbackData) -> u64 {
+/// no name. With it, whether this thread launched it through this handle
+/// for the first time (since its table was last cleared).
+fn launched_kernel(domain: u32, cbid: u32, d: &sys::CUpti_CallbackData) -> (u64, bool) {
     // SAFETY: CUPTI passes the launch function's own params struct.
     let handle = unsafe { launched_function(domain, cbid, d.functionParams) }.unwrap_or(0);
     let name = || {
@@ -752,22 +760,22 @@ fn launched_kernel(domain: u32, cbid: u32, d: &sys::CUpti_CallbackData) -> u64 {
         std::hash::Hasher::finish(&h) & !COMM_LAUNCH | if comm { COMM_LAUNCH } else { 0 }
     };
     if handle == 0 {
-        return name();
+        return (name(), false);
     }
     KERNEL_IDS
         .try_with(|ids| {
             let mut ids = ids.borrow_mut();
             if let Some(&id) = ids.get(&handle) {
-                return id;
+                return (id, false);
             }
             if ids.len() >= KERNEL_IDS_MAX {
                 ids.clear();
             }
             let id = name();
             ids.insert(handle, id);
-            id
+            (id, true)
         })
-        .unwrap_or(handle)
+        .unwrap_or((handle, false))
 }
 
 /// What a launch API call launches, as a number the same for every launch
@@ -988,9 +996,11 @@ pub(crate) mod tests {
             d.symbolName = name.map_or(std::ptr::null(), |n| n.as_ptr());
             launched_kernel(driver, sys::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &d)
         };
-        let gemm = launch(0x1000, Some(c"sm90_xmma_gemm"));
-        assert_eq!(launch(0x2000, Some(c"sm90_xmma_gemm")), gemm, "one kernel, two modules' handles");
-        assert_eq!(launch(0x1000, Some(c"not read")), gemm, "found again by its handle, its name not read");
+        let (gemm, first) = launch(0x1000, Some(c"sm90_xmma_gemm"));
+        assert!(first);
+        assert_eq!(launch(0x2000, Some(c"sm90_xmma_gemm")), (gemm, true), "one kernel, two modules' handles");
+        assert_eq!(launch(0x1000, Some(c"not read")), (gemm, false), "found again by its handle, its name not read");
+        let launch = |f: usize, name: Option<&std::ffi::CStr>| launch(f, name).0;
         assert_ne!(launch(0x3000, Some(c"elementwise")), gemm);
         assert_eq!(launch(0x4000, None), 0x4000, "no name: the handle");
         // NCCL's kernels are marked: steps are not found from them.
@@ -1004,7 +1014,7 @@ pub(crate) mod tests {
         // SAFETY: as above.
         let mut d: sys::CUpti_CallbackData = unsafe { std::mem::zeroed() };
         d.functionParams = (&g as *const sys::cuGraphLaunch_params).cast();
-        assert_eq!(launched_kernel(driver, sys::CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch, &d), 0x5000);
+        assert_eq!(launched_kernel(driver, sys::CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch, &d), (0x5000, true));
     }
 
     #[test]

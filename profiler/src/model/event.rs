@@ -57,6 +57,11 @@ pub enum HostEvent {
     /// `lane` tells the thread's apart from other threads'. Steps are
     /// found in them where no kernel record was taken.
     LaunchLog { lane: u32, entries: Vec<(u64, u64)> },
+    /// The name CUPTI gave the kernel of a [`HostEvent::LaunchLog`] id (as
+    /// compiled, mangled), sent the first time a thread launches it
+    /// through a function handle: where the exact kernels do not repeat,
+    /// steps are looked for by kernel family.
+    KernelName { kernel: u64, name: String },
     /// Thread `tid` called NCCL for a collective (or send, receive) of
     /// `bytes` (its message size, from NCCL's NVTX payload) at `ts`: the
     /// thread's next communication kernel launched after it moves them

@@ -84,6 +84,9 @@ pub struct Aggregate {
     /// launching thread's lane), in order (each thread's; threads in
     /// batches).
     pub launch_stream: Vec<(u64, u32, u32)>,
+    /// The names of the kernels of `launch_stream`'s ids, where the
+    /// launch callbacks gave them: (id, demangled name), by id.
+    pub launch_stream_names: Vec<(u32, String)>,
     /// Each GPU's busy time, idle time by cause and bins (with one GPU,
     /// the session's).
     pub per_device: Vec<(u32, u64, [u64; CAUSES], Timeline)>,
@@ -122,6 +125,7 @@ impl Aggregate {
             kernel_stream: Vec::new(),
             kernel_stream_names: Vec::new(),
             launch_stream: Vec::new(),
+            launch_stream_names: Vec::new(),
             per_device: Vec::new(),
         }
     }

@@ -255,12 +255,31 @@ impl Report {
         // other sizes), libraries pick other kernels for them (cuBLAS's
         // GEMM tiles), and only the kernels' families repeat.
         let families = super::steps::by_family(&a.kernel_stream, &a.kernel_stream_names);
-        let by_family = |f: super::FoundSteps| super::FoundSteps { by_family: true, ..f };
+        let launch_families = super::steps::by_family(&a.launch_stream, &a.launch_stream_names);
+        let merged_families: Vec<(u64, u32, u32)> = launch_families.iter().map(|&(t, f, _)| (t, f, 0)).collect();
+        // By exact kernels, else by family: where those find none, or a
+        // multiple of the families' step (kernels that change variant with
+        // the shapes can repeat over several steps better than over one: a
+        // GNN's batches gave 5 steps as one; batches of two shapes in turn
+        // repeat exactly every two steps).
+        let exact_or_family = |exact: Option<super::FoundSteps>, family: &dyn Fn() -> Option<super::FoundSteps>| {
+            let family = family().map(|f| super::FoundSteps { by_family: true, ..f });
+            match (exact, family) {
+                (Some(e), Some(f))
+                    if f.kernels_per_step < e.kernels_per_step && e.kernels_per_step % f.kernels_per_step == 0 =>
+                {
+                    Some(f)
+                }
+                (Some(e), _) => Some(e),
+                (None, f) => f,
+            }
+        };
         let find = |start: u64, end: u64| {
             let paced = gpu_paced(start, end);
             let kernels = || {
-                super::steps::find(&a.kernel_stream, start, end)
-                    .or_else(|| super::steps::find(&families, start, end).map(by_family))
+                exact_or_family(super::steps::find(&a.kernel_stream, start, end), &|| {
+                    super::steps::find(&families, start, end)
+                })
             };
             // The launches' period by its mean (a host that runs ahead in
             // bursts launches some steps faster, others slower), but where
@@ -269,9 +288,17 @@ impl Report {
             // steps 1.04 ms apart on average, 1.14 by the median, for 1.16
             // on the GPU).
             let launches = || {
-                super::steps::find_around(&merged, start, end, in_window)
-                    .or_else(|| super::steps::find_around(&a.launch_stream, start, end, in_window))
-                    .map(|f| super::FoundSteps { from_launches: true, mean_ns: if paced { 0 } else { f.mean_ns }, ..f })
+                let exact = super::steps::find_around(&merged, start, end, in_window)
+                    .or_else(|| super::steps::find_around(&a.launch_stream, start, end, in_window));
+                exact_or_family(exact, &|| {
+                    super::steps::find_around(&merged_families, start, end, in_window)
+                        .or_else(|| super::steps::find_around(&launch_families, start, end, in_window))
+                })
+                .map(|f| super::FoundSteps {
+                    from_launches: true,
+                    mean_ns: if paced { 0 } else { f.mean_ns },
+                    ..f
+                })
             };
             if windows.is_none() {
                 return kernels().or_else(launches);
@@ -282,8 +309,9 @@ impl Report {
             // between windows, never several times faster than the step.
             let in_windows = paced
                 .then(|| {
-                    super::steps::find_within(&a.kernel_stream, start, end, &across_windows)
-                        .or_else(|| super::steps::find_within(&families, start, end, &across_windows).map(by_family))
+                    exact_or_family(super::steps::find_within(&a.kernel_stream, start, end, &across_windows), &|| {
+                        super::steps::find_within(&families, start, end, &across_windows)
+                    })
                 })
                 .flatten()
                 .filter(|k| between.map_or(true, |l| k.step_ns().saturating_mul(2) >= l.step_ns()));
