@@ -146,7 +146,7 @@ fuzz_target!(|data: &[u8]| {
     while !i.0.is_empty() {
         let op = i.byte();
         let small = |i: &mut Input| i.byte() as u64;
-        match op % 14 {
+        match op % 15 {
             0 => {
                 let (instance, parent, path, tid, ts) =
                     (small(&mut i), small(&mut i), paths[i.byte() as usize % 3], i.byte() as u32, i.u64());
@@ -208,6 +208,28 @@ fuzz_target!(|data: &[u8]| {
                 0 => HostEvent::Start { id: small(&mut i), path: paths[i.byte() as usize % 3], tid: 1, ts: i.u64() },
                 1 => HostEvent::End { id: small(&mut i), ts: i.u64() },
                 _ => HostEvent::Overhead { start: i.u64(), end: i.u64() },
+            }),
+            12 => rp.host_event(match i.byte() % 2 {
+                // Launches logged between trace windows, of a few kernels.
+                0 => HostEvent::LaunchLog {
+                    lane: i.byte() as u32 % 3,
+                    entries: (0..i.byte() % 32).map(|_| (i.u64(), small(&mut i) % 8)).collect(),
+                },
+                // Their names: library variants, or any bytes.
+                _ => {
+                    const NAMES: [&str; 4] = [
+                        "sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize64x64x8_execute_kernel__5x_cublas",
+                        "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_13BinaryFunctorIlLlbNS0_16CompareEqFunctorIlEEEESt5arrayIPcLm3EEEEviT0_T1_",
+                        "void at::native::unrolled_elementwise_kernel<at::native::BinaryFunctor<long, long, bool, at::native::CompareEqFunctor<long> >, 4>(int)",
+                        "void at::native::(anonymous namespace)::CatArrayBatchedCopy_vectorized<OpaqueType<8u>, unsigned int, 2, 128, 1>()",
+                    ];
+                    let kernel = small(&mut i) % 8;
+                    let name = match i.byte() % 5 {
+                        4 => String::from_utf8_lossy(&(0..i.byte() % 64).map(|_| i.byte()).collect::<Vec<u8>>()).into_owned(),
+                        k => NAMES[k as usize].to_string(),
+                    };
+                    HostEvent::KernelName { kernel, name }
+                }
             }),
             _ => rp.buffer(&std::mem::take(&mut buffer)),
         }
