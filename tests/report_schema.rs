@@ -284,7 +284,7 @@ fn every_field() -> Report {
         "callback_ns": 1000, "hook_ns": 100, "allocations": 5, "releases": 5, "call_ns": 20000, "calls_timed": 8,
         "sampled": sampled.clone(), "comm_ns": 4000000u64, "exposed_comm_ns": 1000000u64,
         "steps": { "kernels_per_step": 2, "steps_seen": 9, "median_ns": 5000000u64, "p90_ns": 5100000u64,
-                   "match_pct": 100.0, "mean_ns": 5000000u64, "from_launches": true },
+                   "match_pct": 100.0, "mean_ns": 5000000u64, "from_launches": true, "by_family": true },
         "launching_cpu_ns": 40000000u64, "cuda_blocked_ns": 2000000u64
     });
     v["memory"]["main_thread_synchronizations"] = json!(1);
@@ -370,6 +370,7 @@ fn steps_found() -> Report {
     // Found from kernel records, then from the launches logged without
     // them.
     v["session_steady"]["steps"]["from_launches"] = json!(false);
+    v["session_steady"]["steps"]["by_family"] = json!(false);
     let text = serde_json::to_string(&v).expect("JSON");
     let r = Report::from_json(&text).expect("the report reads back");
     assert!(gpuscope::analysis::analyze(&r).answer.is_some_and(|a| a.found_steps.is_some()), "steps found");
@@ -380,6 +381,11 @@ fn steps_found() -> Report {
     let r = Report::from_json(&text).expect("the report reads back");
     let table = r.to_table(100);
     assert!(table.contains("steps found from its launches (2 launches repeat): 5.00 ms"), "{table}");
+    // Taken by family: said.
+    v["session_steady"]["steps"]["by_family"] = json!(true);
+    let r = Report::from_json(&serde_json::to_string(&v).expect("JSON")).expect("the report reads back");
+    let table = r.to_table(100).split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(table.contains("(2 launches repeat by family, variants picked by shape taken as one): 5.00 ms"), "{table}");
     r
 }
 

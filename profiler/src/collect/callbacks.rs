@@ -514,7 +514,7 @@ pub(super) unsafe extern "C" fn api_callback(
                     nvtx::current()
                 };
                 let graph = is_graph_launch(domain, cbid);
-                let (function, first) = launched_kernel(domain, cbid, d);
+                let (function, first) = launched_kernel(domain, cbid, d, super::session_epoch());
                 if first && !d.symbolName.is_null() {
                     // SAFETY: for launch callbacks CUPTI points `symbolName`
                     // at the kernel's NUL-terminated name, valid for the
@@ -730,9 +730,10 @@ fn context_destroying(s: &Collection, ctx: sys::CUcontext) {
 }
 
 thread_local! {
-    /// Function handles this thread launched, and their kernels' ids
-    /// ([`launched_kernel`]); cleared when full.
-    static KERNEL_IDS: std::cell::RefCell<rustc_hash::FxHashMap<u64, u64>> = Default::default();
+    /// Function handles this thread launched in a session (its epoch), and
+    /// their kernels' ids ([`launched_kernel`]); cleared when full and when
+    /// a new session begins (which is sent the kernels' names afresh).
+    static KERNEL_IDS: std::cell::RefCell<(u64, rustc_hash::FxHashMap<u64, u64>)> = Default::default();
 }
 
 /// Handles a thread keeps the kernel ids of.
@@ -743,8 +744,9 @@ const KERNEL_IDS_MAX: usize = 4096;
 /// function handles, one per module it loaded it into), found once per
 /// handle; a graph launch's executable graph; the handle where CUPTI gives
 /// no name. With it, whether this thread launched it through this handle
-/// for the first time (since its table was last cleared).
-fn launched_kernel(domain: u32, cbid: u32, d: &sys::CUpti_CallbackData) -> (u64, bool) {
+/// for the first time in the session of `epoch` (or since its table was
+/// last cleared).
+fn launched_kernel(domain: u32, cbid: u32, d: &sys::CUpti_CallbackData, epoch: u64) -> (u64, bool) {
     // SAFETY: CUPTI passes the launch function's own params struct.
     let handle = unsafe { launched_function(domain, cbid, d.functionParams) }.unwrap_or(0);
     let name = || {
@@ -763,8 +765,11 @@ fn launched_kernel(domain: u32, cbid: u32, d: &sys::CUpti_CallbackData) -> (u64,
         return (name(), false);
     }
     KERNEL_IDS
-        .try_with(|ids| {
-            let mut ids = ids.borrow_mut();
+        .try_with(|table| {
+            let (session, ids) = &mut *table.borrow_mut();
+            if *session != epoch {
+                (*session, *ids) = (epoch, Default::default());
+            }
             if let Some(&id) = ids.get(&handle) {
                 return (id, false);
             }
@@ -986,7 +991,7 @@ pub(crate) mod tests {
     #[test]
     fn a_kernel_launched_through_two_handles_has_one_id_and_a_graph_its_own() {
         let driver = sys::CUPTI_CB_DOMAIN_DRIVER_API;
-        let launch = |f: usize, name: Option<&std::ffi::CStr>| {
+        let launch_in = |epoch: u64, f: usize, name: Option<&std::ffi::CStr>| {
             // SAFETY: plain C structs, all-zero valid.
             let mut p: sys::cuLaunchKernel_params = unsafe { std::mem::zeroed() };
             p.f = f as sys::CUfunction;
@@ -994,13 +999,20 @@ pub(crate) mod tests {
             let mut d: sys::CUpti_CallbackData = unsafe { std::mem::zeroed() };
             d.functionParams = (&p as *const sys::cuLaunchKernel_params).cast();
             d.symbolName = name.map_or(std::ptr::null(), |n| n.as_ptr());
-            launched_kernel(driver, sys::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &d)
+            launched_kernel(driver, sys::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &d, epoch)
         };
-        let (gemm, first) = launch(0x1000, Some(c"sm90_xmma_gemm"));
+        let (gemm, first) = launch_in(1, 0x1000, Some(c"sm90_xmma_gemm"));
         assert!(first);
-        assert_eq!(launch(0x2000, Some(c"sm90_xmma_gemm")), (gemm, true), "one kernel, two modules' handles");
-        assert_eq!(launch(0x1000, Some(c"not read")), (gemm, false), "found again by its handle, its name not read");
-        let launch = |f: usize, name: Option<&std::ffi::CStr>| launch(f, name).0;
+        assert_eq!(launch_in(1, 0x2000, Some(c"sm90_xmma_gemm")), (gemm, true), "one kernel, two modules' handles");
+        assert_eq!(
+            launch_in(1, 0x1000, Some(c"not read")),
+            (gemm, false),
+            "found again by its handle, its name not read"
+        );
+        // The next session is told the names again.
+        assert_eq!(launch_in(2, 0x1000, Some(c"sm90_xmma_gemm")), (gemm, true), "a new session");
+        assert_eq!(launch_in(2, 0x1000, Some(c"not read")), (gemm, false));
+        let launch = |f: usize, name: Option<&std::ffi::CStr>| launch_in(2, f, name).0;
         assert_ne!(launch(0x3000, Some(c"elementwise")), gemm);
         assert_eq!(launch(0x4000, None), 0x4000, "no name: the handle");
         // NCCL's kernels are marked: steps are not found from them.
@@ -1014,7 +1026,7 @@ pub(crate) mod tests {
         // SAFETY: as above.
         let mut d: sys::CUpti_CallbackData = unsafe { std::mem::zeroed() };
         d.functionParams = (&g as *const sys::cuGraphLaunch_params).cast();
-        assert_eq!(launched_kernel(driver, sys::CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch, &d), (0x5000, true));
+        assert_eq!(launched_kernel(driver, sys::CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch, &d, 2), (0x5000, true));
     }
 
     #[test]

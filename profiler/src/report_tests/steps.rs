@@ -83,7 +83,29 @@ fn steps_whose_gemms_change_with_the_batch_s_shapes_are_found_by_kernel_family()
     assert!(steps.by_family, "the exact names repeat too often for the test: {steps:?}");
     assert_eq!((steps.kernels_per_step, steps.median_ns), (40, 8 * MS), "{steps:?}");
     let text = r.to_table(120).split_whitespace().collect::<Vec<_>>().join(" ");
-    assert!(text.contains("the library kernels picked by shape taken as one"), "{text}");
+    assert!(text.contains("40 kernels repeat by family, variants picked by shape taken as one"), "{text}");
+}
+
+#[test]
+fn layers_whose_convolutions_differ_only_in_variant_are_not_each_a_step() {
+    // 200 steps of 4 layers (a convolution, a norm, an activation; each
+    // layer's convolution another cuDNN variant), 0.1 ms a kernel, then a
+    // 4 ms host gap: the exact kernels repeat every 12, their families
+    // every 3, a layer.
+    let convs: Vec<CString> = (0..4)
+        .map(|i| CString::new(format!("sm80_xmma_fprop_implicit_gemm_tilesize{}x64x32_cudnn", 32 << i)).unwrap())
+        .collect();
+    let mut l = Launcher::new();
+    for k in 0..200u64 {
+        for layer in 0..4u64 {
+            for (j, name) in [convs[layer as usize].as_c_str(), c"bn_fw_inf", c"relu"].into_iter().enumerate() {
+                l.kernel(name, k * 5_200_000 + 4 * MS + (layer * 3 + j as u64) * MS / 10, MS / 10);
+            }
+        }
+    }
+    let r = crate::report::Report::build(l.a.finish(1_100 * MS), 0, 1_100 * MS);
+    let steps = r.session_steady.and_then(|s| s.steps).expect("steps found");
+    assert_eq!((steps.kernels_per_step, steps.median_ns, steps.by_family), (12, 5_200_000, false), "{steps:?}");
 }
 
 #[test]

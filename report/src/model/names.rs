@@ -310,8 +310,7 @@ const PRODUCT_WORDS: [&str; 8] = ["gemm", "xmma", "nvjet", "cutlass", "convolve"
 
 /// PyTorch's launchers of an elementwise functor, which one picked by the
 /// tensors' alignment and sizes.
-const ELEMENTWISE_LAUNCHERS: [&str; 3] =
-    ["vectorized_elementwise_kernel", "unrolled_elementwise_kernel", "elementwise_kernel"];
+const ELEMENTWISE_LAUNCHERS: [&str; 2] = ["vectorized_elementwise_kernel", "unrolled_elementwise_kernel"];
 
 /// PyTorch's concatenation copies (`_contig`, `_alignedK_contig`,
 /// `_vectorized`, picked likewise).
@@ -320,18 +319,26 @@ const CONCAT_COPY: &str = "CatArrayBatchedCopy";
 /// What a kernel does, without the variant a library picks by the shapes:
 /// a matrix product or convolution of cuBLAS, cuDNN or CUTLASS (its tile,
 /// split-K and data-type variants change with the sizes) is `matrix
-/// product`; another kernel is its table name without numeric template
-/// arguments (`reduce_kernel<512, 1>` and `reduce_kernel<128, 4>` are
-/// `reduce_kernel`), and PyTorch's vectorized and unrolled launches of
-/// one elementwise functor (and its concatenation variants) one. Steps are looked for by family where a program's
+/// product`; PyTorch's vectorized and unrolled launches of one elementwise
+/// functor are one family, as are its concatenation copies; another kernel
+/// is its name as the kernel table shows it (the function and the functor
+/// it applies, without numeric or type template arguments:
+/// `reduce_kernel<512, 1, ...>` and `reduce_kernel<128, 4, ...>` of one
+/// reduction are one). Steps are looked for by family where a program's
 /// shapes change from step to step (a batch of graphs of other sizes) and
 /// the exact kernels do not repeat.
 pub fn kernel_family(name: &str) -> String {
-    let lower = short_name(name).to_ascii_lowercase();
+    let (base, targs, chain) = name_key(name);
+    // The function's own name, or for CUTLASS's generic entry points
+    // (`Kernel2<cutlass_80_simt_sgemm_...>`, `device_kernel<...Gemm...>`)
+    // their first template argument: a kernel that merely takes CUTLASS
+    // types (FlashAttention's `cutlass::half_t`) is not a product.
+    let first = || targs.as_deref().and_then(|t| split_top(t).into_iter().next()).unwrap_or("");
+    let own = if base.starts_with("Kernel") || base == "device_kernel" { first() } else { base.as_str() };
+    let lower = own.to_ascii_lowercase();
     if PRODUCT_WORDS.iter().any(|w| lower.contains(w)) {
         return "matrix product".to_string();
     }
-    let (base, targs, chain) = name_key(name);
     // PyTorch's launchers of one elementwise functor: vectorized where the
     // tensors' alignment and sizes allow it (and by 2 or 4), else
     // unrolled; likewise its concatenation's copies.
@@ -457,5 +464,16 @@ mod tests {
             format!("void at::native::(anonymous namespace)::CatArrayBatchedCopy_{v}<at::native::(anonymous namespace)::OpaqueType<(unsigned int)8>, unsigned int, 2, 128, 1, 16>(at::native::(anonymous namespace)::OpaqueType<(unsigned int)8>*, unsigned int)")
         };
         assert_eq!(f(&cat("alignedK_contig")), f(&cat("vectorized")));
+        // Reductions of other operations stay apart.
+        let reduce = |op: &str| {
+            format!("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::{op}<float>, unsigned int, float, 4, 4> >(at::native::ReduceOp<float, at::native::{op}<float>, unsigned int, float, 4, 4>)")
+        };
+        assert_ne!(f(&reduce("MaxOps")), f(&reduce("MinOps")));
+        // A kernel that takes CUTLASS's types is no product; CUTLASS 3's
+        // GEMM entry point is.
+        let flash = "void flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128, 128, 4, false, false, cutlass::half_t, Flash_kernel_traits<64, 128, 128, 4, cutlass::half_t> >, false, true>(Flash_fwd_params)";
+        assert_ne!(f(flash), f(a));
+        let sm90 = "void cutlass::device_kernel<cutlass::gemm::kernel::GemmUniversal<cute::tuple<int, int, int, int>, cutlass::gemm::collective::CollectiveMma<...> > >(cutlass::gemm::kernel::GemmUniversal<cute::tuple<int, int, int, int> >::Params)";
+        assert_eq!(f(sm90), f(a));
     }
 }

@@ -154,6 +154,16 @@ const LATE_LOOP_DIV: u64 = 10;
 /// times the steady state found from its bins replace it.
 const LOOP_OVER_STEADY: u64 = 2;
 
+/// How many of the exact kernels must equal the one a family step before
+/// them, %, for that step to stand where the exact kernels repeat only
+/// over a multiple of it: the kernels picked by shape are a few of a
+/// step's (6 of 135 on a GNN's batches, half of them changing).
+const FAMILY_STEP_MATCH_PCT: f64 = 90.0;
+
+/// How far the family step's time, times the multiple, may be from the
+/// exact kernels' step, as a share of it.
+const FAMILY_STEP_TIME_TOLERANCE: f64 = 0.2;
+
 /// GPU busy (its engine's sampled activity) over a stretch from which the
 /// GPU paces its loop, %: its steps are then the kernels' inside periodic
 /// trace windows where they hold some, else the launches' by their median.
@@ -253,32 +263,46 @@ impl Report {
         };
         // Where the shapes change from step to step (batches of graphs of
         // other sizes), libraries pick other kernels for them (cuBLAS's
-        // GEMM tiles), and only the kernels' families repeat.
+        // GEMM tiles, PyTorch's vectorized or unrolled launches), and only
+        // the kernels' families repeat.
         let families = super::steps::by_family(&a.kernel_stream, &a.kernel_stream_names);
         let launch_families = super::steps::by_family(&a.launch_stream, &a.launch_stream_names);
-        let merged_families: Vec<(u64, u32, u32)> = launch_families.iter().map(|&(t, f, _)| (t, f, 0)).collect();
+        let merged_families: Option<Vec<(u64, u32, u32)>> =
+            launch_families.as_ref().map(|l| l.iter().map(|&(t, f, _)| (t, f, 0)).collect());
         // By exact kernels, else by family: where those find none, or a
-        // multiple of the families' step (kernels that change variant with
-        // the shapes can repeat over several steps better than over one: a
-        // GNN's batches gave 5 steps as one; batches of two shapes in turn
-        // repeat exactly every two steps).
-        let exact_or_family = |exact: Option<super::FoundSteps>, family: &dyn Fn() -> Option<super::FoundSteps>| {
+        // multiple of the families' step (a few kernels that change with
+        // the shapes can repeat over several steps better than over one;
+        // batches of two shapes in turn repeat exactly over two). A
+        // multiple gives way only to a family step the exact kernels repeat
+        // with nearly everywhere, and that lasts its share of the multiple:
+        // a layer whose variants alone differ from the next layer's is no
+        // step.
+        let exact_or_family = |exact: Option<super::FoundSteps>,
+                               stream: &[(u64, u32, u32)],
+                               start: u64,
+                               end: u64,
+                               family: &dyn Fn() -> Option<super::FoundSteps>| {
             let family = family().map(|f| super::FoundSteps { by_family: true, ..f });
             match (exact, family) {
-                (Some(e), Some(f))
-                    if f.kernels_per_step < e.kernels_per_step && e.kernels_per_step % f.kernels_per_step == 0 =>
-                {
-                    Some(f)
+                (Some(e), Some(f)) => {
+                    let (big, small) = (e.kernels_per_step, f.kernels_per_step.max(1));
+                    let m = big / small;
+                    let divides = small < big && big % small == 0;
+                    let agrees = divides
+                        && super::steps::match_at(stream, start, end, small as usize) >= FAMILY_STEP_MATCH_PCT
+                        && (f.step_ns().saturating_mul(m) as f64 - e.step_ns() as f64).abs()
+                            <= FAMILY_STEP_TIME_TOLERANCE * e.step_ns() as f64;
+                    Some(if agrees { f } else { e })
                 }
-                (Some(e), _) => Some(e),
-                (None, f) => f,
+                (e, f) => e.or(f),
             }
         };
         let find = |start: u64, end: u64| {
             let paced = gpu_paced(start, end);
             let kernels = || {
-                exact_or_family(super::steps::find(&a.kernel_stream, start, end), &|| {
-                    super::steps::find(&families, start, end)
+                let exact = super::steps::find(&a.kernel_stream, start, end);
+                exact_or_family(exact, &a.kernel_stream, start, end, &|| {
+                    families.as_ref().and_then(|f| super::steps::find(f, start, end))
                 })
             };
             // The launches' period by its mean (a host that runs ahead in
@@ -288,17 +312,16 @@ impl Report {
             // steps 1.04 ms apart on average, 1.14 by the median, for 1.16
             // on the GPU).
             let launches = || {
-                let exact = super::steps::find_around(&merged, start, end, in_window)
-                    .or_else(|| super::steps::find_around(&a.launch_stream, start, end, in_window));
-                exact_or_family(exact, &|| {
-                    super::steps::find_around(&merged_families, start, end, in_window)
-                        .or_else(|| super::steps::find_around(&launch_families, start, end, in_window))
-                })
-                .map(|f| super::FoundSteps {
-                    from_launches: true,
-                    mean_ns: if paced { 0 } else { f.mean_ns },
-                    ..f
-                })
+                // Each stream's exact steps against its own families'.
+                let of = |stream: &[(u64, u32, u32)], families: Option<&Vec<(u64, u32, u32)>>| {
+                    let exact = super::steps::find_around(stream, start, end, in_window);
+                    exact_or_family(exact, stream, start, end, &|| {
+                        families.and_then(|f| super::steps::find_around(f, start, end, in_window))
+                    })
+                };
+                of(&merged, merged_families.as_ref())
+                    .or_else(|| of(&a.launch_stream, launch_families.as_ref()))
+                    .map(|f| super::FoundSteps { from_launches: true, mean_ns: if paced { 0 } else { f.mean_ns }, ..f })
             };
             if windows.is_none() {
                 return kernels().or_else(launches);
@@ -309,8 +332,9 @@ impl Report {
             // between windows, never several times faster than the step.
             let in_windows = paced
                 .then(|| {
-                    exact_or_family(super::steps::find_within(&a.kernel_stream, start, end, &across_windows), &|| {
-                        super::steps::find_within(&families, start, end, &across_windows)
+                    let exact = super::steps::find_within(&a.kernel_stream, start, end, &across_windows);
+                    exact_or_family(exact, &a.kernel_stream, start, end, &|| {
+                        families.as_ref().and_then(|f| super::steps::find_within(f, start, end, &across_windows))
                     })
                 })
                 .flatten()

@@ -37,8 +37,14 @@
 //! A loop the GPU paces takes its steps from the kernel records inside
 //! the windows instead, each window a stretch.
 //!
-//! It fails where nothing repeats: kernels that depend on data (dynamic
-//! shapes choosing other kernels, MoE routing), steps of varying length
+//! Where the exact kernels do not repeat, or repeat only over a multiple of
+//! a step, they are taken by family and searched again
+//! ([`kernel_family`](crate::model::names::kernel_family): a library's
+//! variants picked by shape are one), so that shapes changing from step to
+//! step (batches of graphs of other sizes) still give steps.
+//!
+//! It fails where nothing repeats: kernels that depend on data (MoE
+//! routing, shapes that change how many kernels a step runs), steps of varying length
 //! (generation with a growing cache picks other kernels every few tokens),
 //! or a loop interleaved with other work on the same stream. Then the
 //! steady state is answered as a whole.
@@ -92,9 +98,10 @@ pub struct FoundSteps {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub from_launches: bool,
     /// Found with kernels taken by family
-    /// ([`kernel_family`](crate::model::names::kernel_family)): the exact
-    /// kernels did not repeat, a library picking other variants as the
-    /// shapes changed from step to step.
+    /// ([`kernel_family`](crate::model::names::kernel_family)): a library
+    /// picked other variants as the shapes changed from step to step, and
+    /// the exact kernels did not repeat, or repeated only over a multiple
+    /// of this step.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub by_family: bool,
     /// The loop began after the stretch examined did, which reached back
@@ -189,20 +196,7 @@ pub(crate) fn find_within(
     end: u64,
     hole: &dyn Fn(u64, u64) -> bool,
 ) -> Option<FoundSteps> {
-    // The stream that ran most of the stretch.
-    let mut counts: Vec<(u32, usize)> = Vec::new();
-    for &(t, _, d) in stream {
-        if (start..end).contains(&t) {
-            match counts.iter_mut().find(|(x, _)| *x == d) {
-                Some(c) => c.1 += 1,
-                None => counts.push((d, 1)),
-            }
-        }
-    }
-    let device = counts.iter().max_by_key(|c| c.1)?.0;
-    let mut ks: Vec<(u64, u32)> =
-        stream.iter().filter(|&&(t, _, d)| d == device && (start..end).contains(&t)).map(|&(t, n, _)| (t, n)).collect();
-    ks.sort_by_key(|k| k.0);
+    let (device, ks) = main_lane(stream, start, end)?;
     let names: Vec<u32> = ks.iter().map(|k| k.1).collect();
     let n = names.len();
     if n < WINDOW * MIN_STEPS {
@@ -300,10 +294,44 @@ pub(crate) fn find_within(
     })
 }
 
+/// The lane (device and stream, or thread) that ran most of `stream`'s
+/// kernels inside `[start, end)`, and those kernels (start, name) by time.
+fn main_lane(stream: &[(u64, u32, u32)], start: u64, end: u64) -> Option<(u32, Vec<(u64, u32)>)> {
+    let mut counts: Vec<(u32, usize)> = Vec::new();
+    for &(t, _, d) in stream {
+        if (start..end).contains(&t) {
+            match counts.iter_mut().find(|(x, _)| *x == d) {
+                Some(c) => c.1 += 1,
+                None => counts.push((d, 1)),
+            }
+        }
+    }
+    let device = counts.iter().max_by_key(|c| c.1)?.0;
+    let mut ks: Vec<(u64, u32)> =
+        stream.iter().filter(|&&(t, _, d)| d == device && (start..end).contains(&t)).map(|&(t, n, _)| (t, n)).collect();
+    ks.sort_by_key(|k| k.0);
+    Some((device, ks))
+}
+
+/// The share of the main lane's kernels inside `[start, end)` that equal
+/// the one `p` before them, % (0 with fewer than `p` kernels).
+pub(crate) fn match_at(stream: &[(u64, u32, u32)], start: u64, end: u64, p: usize) -> f64 {
+    let Some((_, ks)) = main_lane(stream, start, end) else { return 0.0 };
+    if p == 0 || ks.len() <= p {
+        return 0.0;
+    }
+    let same = (p..ks.len()).filter(|&i| ks[i].1 == ks[i - p].1).count();
+    100.0 * same as f64 / (ks.len() - p) as f64
+}
+
 /// `stream` with each kernel's name id replaced by its family's
 /// ([`kernel_family`](crate::model::names::kernel_family)); `names`: the
 /// stream's ids and their names (an id without one is its own family).
-pub(crate) fn by_family(stream: &[(u64, u32, u32)], names: &[(u32, String)]) -> Vec<(u64, u32, u32)> {
+/// `None` without names: the families would be the kernels.
+pub(crate) fn by_family(stream: &[(u64, u32, u32)], names: &[(u32, String)]) -> Option<Vec<(u64, u32, u32)>> {
+    if names.is_empty() {
+        return None;
+    }
     let mut families: std::collections::HashMap<String, u32> = std::collections::HashMap::new();
     let of: std::collections::HashMap<u32, u32> = names
         .iter()
@@ -314,7 +342,7 @@ pub(crate) fn by_family(stream: &[(u64, u32, u32)], names: &[(u32, String)]) -> 
         .collect();
     // Ids without a name stay apart from every family.
     let base = families.len() as u32;
-    stream.iter().map(|&(t, id, lane)| (t, of.get(&id).copied().unwrap_or(base.saturating_add(id)), lane)).collect()
+    Some(stream.iter().map(|&(t, id, lane)| (t, of.get(&id).copied().unwrap_or(base.saturating_add(id)), lane)).collect())
 }
 
 /// How much longer than the median gap between kernels the host's gap
@@ -675,6 +703,26 @@ mod tests {
         let (ks, hole) = logged_between(&launches, 13 * MS, 100 * MS);
         let f = find_around(&ks, 0, t + 1, hole).expect("steps");
         assert_eq!((f.kernels_per_step, f.median_ns), (20, 1_500_000 + 19 * 100_000), "{f:?}");
+    }
+
+    #[test]
+    fn families_keep_unnamed_kernels_apart_and_match_at_counts_repeats() {
+        let stream: Vec<(u64, u32, u32)> = [(0, 7), (1, 8), (2, 0), (3, 7), (4, 8), (5, 1)]
+            .into_iter()
+            .map(|(t, n)| (t, n, 0))
+            .collect();
+        let names = [(7, "sm80_xmma_gemm_a".to_string()), (8, "sm80_xmma_gemm_b".to_string())];
+        let f = by_family(&stream, &names).expect("named");
+        // 7 and 8 are one family (0); unnamed ids 0 and 1 are neither it
+        // nor each other.
+        let ids: Vec<u32> = f.iter().map(|k| k.1).collect();
+        assert_eq!((ids[0], ids[1], ids[3], ids[4]), (0, 0, 0, 0), "{ids:?}");
+        assert!(ids[2] != 0 && ids[5] != 0 && ids[2] != ids[5], "{ids:?}");
+        assert_eq!(by_family(&stream, &[]), None, "no names: no families");
+        // A period of 3: the exact kernels repeat at 2 of the 3 compared.
+        assert!((match_at(&stream, 0, 6, 3) - 200.0 / 3.0).abs() < 1e-9);
+        assert_eq!(match_at(&f, 0, 6, 3), 200.0 / 3.0);
+        assert_eq!(match_at(&stream, 0, 6, 6), 0.0);
     }
 
     #[test]
