@@ -66,6 +66,26 @@ fn waits_at_each_collective_come_from_starts_aligned_by_their_common_ends() {
 }
 
 #[test]
+fn ranks_traced_in_windows_are_not_aligned_call_by_call() {
+    // The same two ranks, one of them with kernel records in windows only:
+    // its calls kept are not the other's.
+    let (r0, mut r1) = (rank_with_all_reduces(0, 0), rank_with_all_reduces(3 * MS, 5 * MS));
+    let job = |r1: &Report| answer(&[("r0".into(), r0.clone()), ("r1".into(), r1.clone())]).expect("a job answer");
+    assert!(job(&r1).aligned.is_some(), "both traced throughout");
+    let windows = crate::model::sampled::TraceWindows {
+        window_ns: 100 * MS,
+        period_ns: 1000 * MS,
+        traced_ns: 100 * MS,
+        untraced_ns: 900 * MS,
+        ..Default::default()
+    };
+    r1.sampling = Some(crate::model::sampled::SamplingStatus { trace_windows: Some(windows), ..Default::default() });
+    let a = job(&r1);
+    assert!(a.aligned.is_none(), "{:?}", a.aligned);
+    assert!(a.notes.iter().any(|n| n.contains("need every rank's kernel records throughout")), "{:?}", a.notes);
+}
+
+#[test]
 fn calls_match_by_their_ends_when_a_rank_kept_records_from_a_later_call() {
     // Rank 1's first three calls were not kept: its k-th record is
     // rank 0's (k+3)-th call. Matched by number they would read as a

@@ -122,9 +122,22 @@ pub fn answer(ranks: &[(String, Report)]) -> Option<JobAnswer> {
     let answers: Vec<(String, Answer)> =
         ranks.iter().filter_map(|(name, r)| super::analyze(r).answer.map(|a| (name.clone(), a))).collect();
     let reports: Vec<&Report> = ranks.iter().map(|(_, r)| r).collect();
-    // Only with every rank's answer, so that indices agree.
-    let aligned = if answers.len() == ranks.len() { aligned_waits(&reports) } else { None };
+    // Only with every rank's answer, so that indices agree, and every
+    // rank's kernel records throughout: trace windows hold other calls on
+    // each rank, and matching them by their ends mismatches the calls (two
+    // ranks of one host read 115 ms apart, and each rank waited by turns).
+    let traced_throughout = reports
+        .iter()
+        .all(|r| r.sampling.as_ref().and_then(|s| s.trace_windows.as_ref()).map_or(true, |w| w.untraced_ns == 0));
+    let aligned = if answers.len() == ranks.len() && traced_throughout { aligned_waits(&reports) } else { None };
     let mut a = of_answers(&answers, parallelism(&reports))?;
+    if !traced_throughout && a.parallelism != Parallelism::Unknown {
+        a.notes.push(
+            "the collectives call by call (each rank's arrival, bus bandwidth) need every rank's kernel records \
+             throughout (trace mode): trace windows keep other calls on each rank"
+                .to_string(),
+        );
+    }
     if let Some(w) = &aligned {
         confirm_straggler(&mut a, w);
         a.notes.extend(slow_link_note(w));
