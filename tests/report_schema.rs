@@ -385,7 +385,10 @@ fn steps_found() -> Report {
     v["session_steady"]["steps"]["by_family"] = json!(true);
     let r = Report::from_json(&serde_json::to_string(&v).expect("JSON")).expect("the report reads back");
     let table = r.to_table(100).split_whitespace().collect::<Vec<_>>().join(" ");
-    assert!(table.contains("(2 launches repeat by family, variants picked by shape taken as one): 5.00 ms"), "{table}");
+    assert!(
+        table.contains("(2 launches repeat, the variants a library picks by size counted as one kernel): 5.00 ms"),
+        "{table}"
+    );
     r
 }
 

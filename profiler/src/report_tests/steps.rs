@@ -83,7 +83,7 @@ fn steps_whose_gemms_change_with_the_batch_s_shapes_are_found_by_kernel_family()
     assert!(steps.by_family, "the exact names repeat too often for the test: {steps:?}");
     assert_eq!((steps.kernels_per_step, steps.median_ns), (40, 8 * MS), "{steps:?}");
     let text = r.to_table(120).split_whitespace().collect::<Vec<_>>().join(" ");
-    assert!(text.contains("40 kernels repeat by family, variants picked by shape taken as one"), "{text}");
+    assert!(text.contains("40 kernels repeat, the variants a library picks by size counted as one kernel"), "{text}");
 }
 
 #[test]

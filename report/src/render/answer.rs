@@ -35,7 +35,7 @@ pub(super) fn render(a: &Answer, width: usize, out: &mut String) {
                     f.kernels_per_step,
                     if f.kernels_per_step == 1 { one } else { many },
                     if f.kernels_per_step == 1 { "s" } else { "" },
-                    if f.by_family { " by family, variants picked by shape taken as one" } else { "" },
+                    if f.by_family { ", the variants a library picks by size counted as one kernel" } else { "" },
                     fmt_ns(a.per_step_ns),
                     fmt_ns(f.p90_ns),
                     a.verdict.bound

@@ -40,7 +40,7 @@
 //! Where the exact kernels do not repeat, or repeat only over a multiple of
 //! a step, they are taken by family and searched again
 //! ([`kernel_family`](crate::model::names::kernel_family): a library's
-//! variants picked by shape are one), so that shapes changing from step to
+//! variants picked by size are one), so that shapes changing from step to
 //! step (batches of graphs of other sizes) still give steps.
 //!
 //! It fails where nothing repeats: kernels that depend on data (MoE
