@@ -164,6 +164,37 @@ const FAMILY_STEP_MATCH_PCT: f64 = 90.0;
 /// exact kernels' step, as a share of it.
 const FAMILY_STEP_TIME_TOLERANCE: f64 = 0.2;
 
+/// Steps by exact kernels, else by family: where those find none, or a
+/// multiple of the families' step (a few kernels that change with the
+/// shapes can repeat over several steps better than over one; batches of
+/// two shapes in turn repeat exactly over two). A multiple gives way only
+/// to a family step the exact kernels of `stream` repeat with nearly
+/// everywhere inside `[start, end)`, and that lasts its share of the
+/// multiple: a layer whose variants alone differ from the next layer's is
+/// no step.
+fn exact_or_family(
+    exact: Option<super::FoundSteps>,
+    stream: &[(u64, u32, u32)],
+    start: u64,
+    end: u64,
+    family: &dyn Fn() -> Option<super::FoundSteps>,
+) -> Option<super::FoundSteps> {
+    let family = family().map(|f| super::FoundSteps { by_family: true, ..f });
+    match (exact, family) {
+        (Some(e), Some(f)) => {
+            let (big, small) = (e.kernels_per_step, f.kernels_per_step.max(1));
+            let m = big / small;
+            let divides = small < big && big % small == 0;
+            let agrees = divides
+                && super::steps::match_at(stream, start, end, small as usize) >= FAMILY_STEP_MATCH_PCT
+                && (f.step_ns().saturating_mul(m) as f64 - e.step_ns() as f64).abs()
+                    <= FAMILY_STEP_TIME_TOLERANCE * e.step_ns() as f64;
+            Some(if agrees { f } else { e })
+        }
+        (e, f) => e.or(f),
+    }
+}
+
 /// GPU busy (its engine's sampled activity) over a stretch from which the
 /// GPU paces its loop, %: its steps are then the kernels' inside periodic
 /// trace windows where they hold some, else the launches' by their median.
@@ -267,36 +298,7 @@ impl Report {
         // the kernels' families repeat.
         let families = super::steps::by_family(&a.kernel_stream, &a.kernel_stream_names);
         let launch_families = super::steps::by_family(&a.launch_stream, &a.launch_stream_names);
-        let merged_families: Option<Vec<(u64, u32, u32)>> =
-            launch_families.as_ref().map(|l| l.iter().map(|&(t, f, _)| (t, f, 0)).collect());
-        // By exact kernels, else by family: where those find none, or a
-        // multiple of the families' step (a few kernels that change with
-        // the shapes can repeat over several steps better than over one;
-        // batches of two shapes in turn repeat exactly over two). A
-        // multiple gives way only to a family step the exact kernels repeat
-        // with nearly everywhere, and that lasts its share of the multiple:
-        // a layer whose variants alone differ from the next layer's is no
-        // step.
-        let exact_or_family = |exact: Option<super::FoundSteps>,
-                               stream: &[(u64, u32, u32)],
-                               start: u64,
-                               end: u64,
-                               family: &dyn Fn() -> Option<super::FoundSteps>| {
-            let family = family().map(|f| super::FoundSteps { by_family: true, ..f });
-            match (exact, family) {
-                (Some(e), Some(f)) => {
-                    let (big, small) = (e.kernels_per_step, f.kernels_per_step.max(1));
-                    let m = big / small;
-                    let divides = small < big && big % small == 0;
-                    let agrees = divides
-                        && super::steps::match_at(stream, start, end, small as usize) >= FAMILY_STEP_MATCH_PCT
-                        && (f.step_ns().saturating_mul(m) as f64 - e.step_ns() as f64).abs()
-                            <= FAMILY_STEP_TIME_TOLERANCE * e.step_ns() as f64;
-                    Some(if agrees { f } else { e })
-                }
-                (e, f) => e.or(f),
-            }
-        };
+        let merged_families = super::steps::by_family(&merged, &a.launch_stream_names);
         let find = |start: u64, end: u64| {
             let paced = gpu_paced(start, end);
             let kernels = || {
