@@ -18,8 +18,6 @@ Configurations (the floor library is cupti_floor.c):
                 records, copy-call callbacks
   gpuscope      gpuscope's trace mode through its C ABI (gpuscope_start)
   sampling[:US] gpuscope's sampling mode, a PM sample every US microseconds
-  windows[:US[:W/P]] sampling mode with trace windows of W ms every P
-                (windows:1000:0/1000 is the always-on setting)
   torch         torch.profiler with CUDA activities (last: it stays attached)
 Run with NVTX_INJECTION64_PATH=libgpuscope.so so that gpuscope sees the
 loop's NVTX ranges (it does nothing while no session runs).
@@ -74,7 +72,7 @@ def main():
     counts = {}
 
     def start(cfg):
-        if cfg == "gpuscope" or cfg.startswith("sampling") or cfg.startswith("windows"):
+        if cfg == "gpuscope" or cfg.startswith("sampling"):
             # sampling[:US]: sampling mode, a PM sample every US microseconds.
             start_session(gs, config(gs, "trace" if cfg == "gpuscope" else cfg), cfg)
         else:
@@ -85,7 +83,7 @@ def main():
                 sys.exit(f"floor_start({cfg}) failed")
 
     def stop(cfg):
-        if cfg == "gpuscope" or cfg.startswith("sampling") or cfg.startswith("windows"):
+        if cfg == "gpuscope" or cfg.startswith("sampling"):
             if gs.gpuscope_stop() != 0:
                 sys.exit(f"gpuscope_stop: {gs.gpuscope_last_error().decode()}")
             if a.report:
