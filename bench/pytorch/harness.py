@@ -53,7 +53,11 @@ def timer(step, steps):
 
 
 def config(gs, name):
-    """The gpuscope_config for a configuration name (None: no session)."""
+    """The gpuscope_config for a configuration name (None: no session);
+    `@NAME=VALUE,...` after it sets more settings by name
+    (`trace@calibrate=off`; `;` for `,` where commas separate
+    configurations)."""
+    name, _, settings = name.partition("@")
     kind, *args = name.split(":")
     if kind == "none":
         return None
@@ -64,6 +68,10 @@ def config(gs, name):
     else:
         init.argtypes = [ctypes.POINTER(Config), ctypes.c_size_t]
         init(ctypes.byref(c), ctypes.sizeof(c))
+    if settings:
+        # Kept alive with the config: ctypes holds only the pointer.
+        c._settings = settings.replace(";", ",").encode()
+        c.settings = c._settings
     if kind == "trace":
         return c
     if kind not in ("sampling", "windows"):

@@ -28,6 +28,36 @@ class Images(Dataset):
         return self.img, i % 1000
 
 
+def build(batch=128, workers=4):
+    """One training step a call, from an endless loader (for the in-process
+    cost benchmark, bench/pytorch/overhead.py --model vit)."""
+    torch.manual_seed(0)
+    loader = DataLoader(Images(batch * 1000), batch_size=batch, num_workers=workers, pin_memory=True,
+                        persistent_workers=workers > 0)
+    model = timm.create_model("vit_small_patch16_224", pretrained=False).cuda().to(memory_format=torch.channels_last)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+    mean = torch.tensor([0.485, 0.456, 0.406], device="cuda").view(1, 3, 1, 1) * 255
+    std = torch.tensor([0.229, 0.224, 0.225], device="cuda").view(1, 3, 1, 1) * 255
+    it = iter(())
+
+    def step():
+        nonlocal it
+        try:
+            x, y = next(it)
+        except StopIteration:
+            it = iter(loader)
+            x, y = next(it)
+        x = (x.cuda(non_blocking=True).float() - mean) / std
+        y = y.cuda(non_blocking=True)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = F.cross_entropy(model(x), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    return step
+
+
 if __name__ == "__main__":
     p = argparse.ArgumentParser()
     p.add_argument("--steps", type=int, default=100)
