@@ -285,7 +285,8 @@ fn every_field() -> Report {
         "sampled": sampled.clone(), "comm_ns": 4000000u64, "exposed_comm_ns": 1000000u64,
         "steps": { "kernels_per_step": 2, "steps_seen": 9, "median_ns": 5000000u64, "p90_ns": 5100000u64,
                    "match_pct": 100.0, "mean_ns": 5000000u64, "from_launches": true, "by_family": true },
-        "launching_cpu_ns": 40000000u64, "cuda_blocked_ns": 2000000u64
+        "launching_cpu_ns": 40000000u64, "cuda_blocked_ns": 2000000u64,
+        "windows": { "traced_ns": 200000000u64, "kernel_ns": 180000000u64, "engine_pct": 97.5 }
     });
     v["memory"]["main_thread_synchronizations"] = json!(1);
     v["memory"]["main_thread_synchronization_ns"] = json!(1000);

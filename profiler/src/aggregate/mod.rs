@@ -193,6 +193,9 @@ pub(crate) struct Aggregator {
     sampling_status: Option<SamplingStatus>,
     /// Sampling mode's untraced stretches (trace windows).
     untraced: Untraced,
+    /// With trace windows: kernel records have been on since then (the
+    /// window open now), for the timeline's traced time.
+    traced_since: Option<u64>,
     /// Launch calls made between trace windows.
     untraced_launches: u64,
     /// Trace windows asked for on demand.
@@ -239,13 +242,17 @@ impl Aggregator {
             join: None,
             sampling_status: None,
             untraced: Untraced::default(),
+            traced_since: None,
             untraced_launches: 0,
             on_demand: 0,
             graph_nodes: graph_nodes::GraphNodes::default(),
         };
-        if matches!(a.opts.trace_windows, Some((0, _))) {
+        match a.opts.trace_windows {
             // Windows of 0: kernel records are never on.
-            a.untraced.off(a.opts.start_ns);
+            Some((0, _)) => a.untraced.off(a.opts.start_ns),
+            // Others begin with the session.
+            Some(_) => a.traced_since = Some(a.opts.start_ns),
+            None => {}
         }
         if a.opts.sampling {
             a.ranges.track_samples();
@@ -285,8 +292,12 @@ impl Aggregator {
         }
         if !on {
             self.untraced.off(ts);
+            if let Some(since) = self.traced_since.take() {
+                self.timeline.traced(since, ts);
+            }
         } else if self.untraced.off_since().is_some() {
             self.untraced.on(ts);
+            self.traced_since = Some(ts);
             // Launches that waited for their kernels across the untraced
             // stretch no longer hold the timeline.
             self.idle.forget_launches_before(ts);
@@ -301,6 +312,10 @@ impl Aggregator {
         }
         self.ranges.samples(samples);
         self.timeline.samples(samples);
+        if self.opts.trace_windows.is_some() {
+            let untraced = &self.untraced;
+            self.timeline.traced_samples(samples.iter().filter(|s| !untraced.touches(s.start, s.end)));
+        }
         // Without kernel records (trace windows of 0) the samples are what
         // says which devices ran: their peaks judge the sampled figures.
         let mut last = None;
@@ -1036,9 +1051,13 @@ impl Aggregator {
                 v
             },
             timeline: {
-                // The communication spans not handed out yet, into a copy.
+                // The communication spans not handed out yet, and the
+                // window open now, into a copy.
                 let mut t = self.timeline.clone();
                 self.session_comm.clone().drain(&mut |u, s, e| t.comm_span(u, s, e));
+                if let Some(since) = self.traced_since {
+                    t.traced(since, now_ns.max(since));
+                }
                 t
             },
             per_device: match self.per_device.first {

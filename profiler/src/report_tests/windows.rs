@@ -54,6 +54,19 @@ fn report(mut a: Aggregator, log: &[(u64, u64)], samples: &[Sample]) -> Report {
 /// step in the range `range` if given. Kernel records on for the first
 /// 100 ms of every second; launches counted between.
 fn loader_loop(step_ms: u64, kernels: u64, range: Option<&str>) -> Report {
+    loop_of(step_ms, kernels, range, Kernels { gap_ns: 20_000, engine_pct: 98.0 })
+}
+
+/// Each millisecond of a loop's kernels: a gap before the kernel, and the
+/// engine's sampled activity over it.
+#[derive(Clone, Copy)]
+struct Kernels {
+    gap_ns: u64,
+    engine_pct: f64,
+}
+
+/// [`loader_loop`] with kernels `k`.
+fn loop_of(step_ms: u64, kernels: u64, range: Option<&str>, k: Kernels) -> Report {
     let (window, period) = (WINDOW, PERIOD);
     let mut a = windowed();
     let traced = |ms: u64| ms % period < window;
@@ -80,7 +93,7 @@ fn loader_loop(step_ms: u64, kernels: u64, range: Option<&str>) -> Report {
                 id += 1;
                 if on {
                     a.host_event(HostEvent::launch(id, 1, p, i, ms * MS + 10_000));
-                    a.kernel(&KernelActivity::sample(id, ms * MS + 20_000, (ms + 1) * MS));
+                    a.kernel(&KernelActivity::sample(id, ms * MS + k.gap_ns, (ms + 1) * MS));
                 } else {
                     let (start, end) = (ms * MS, (ms + 1) * MS);
                     a.host_event(HostEvent::UntracedLaunches {
@@ -95,7 +108,7 @@ fn loader_loop(step_ms: u64, kernels: u64, range: Option<&str>) -> Report {
                     log.push((start, 0x7f00 + ms - t));
                 }
             }
-            samples.push(sample(ms * MS, if ms < t + kernels { 98.0 } else { 0.0 }));
+            samples.push(sample(ms * MS, if ms < t + kernels { k.engine_pct } else { 0.0 }));
         }
         if path.is_some() {
             a.host_event(HostEvent::Pop { instance, ts: (t + step_ms) * MS - 1 });
@@ -169,6 +182,42 @@ fn steps_shorter_than_a_window_have_their_idle_time_split_as_in_the_windows() {
         w.untraced_ns = 0;
     }
     assert_eq!(analyze(&all).answer.expect("an answer").busy_source, BUSY_TRACED);
+}
+
+#[test]
+fn the_engine_s_activity_between_back_to_back_kernels_is_not_counted_busy() {
+    // 20 ms steps, 17 ms of kernels, each millisecond 0.1 ms of gap and
+    // 0.9 ms of kernel while the engine reads active 99% of it (it sets up
+    // the next kernel in the gaps): the kernels' union is 76.5% of the
+    // step, the engine's share 84%.
+    let r = loop_of(20, 17, None, Kernels { gap_ns: 100_000, engine_pct: 99.0 });
+    let w = r.session_steady.and_then(|s| s.windows).expect("the steady state's windows");
+    assert!(w.traced_ns >= 300 * MS && (w.engine_pct - 99.0 * 17.0 / 20.0).abs() < 1.5, "{w:?}");
+    let share = w.kernel_share().expect("enough traced");
+    assert!((share - 0.9 / 0.99).abs() < 0.02, "{share} {w:?}");
+    let a = analyze(&r).answer.expect("an answer");
+    assert_eq!(a.busy_source, BUSY_SAMPLED, "{a:?}");
+    assert!((a.gpu_busy_pct - 76.5).abs() < 2.0, "busy {} {a:?}", a.gpu_busy_pct);
+    let busy = a.parts.iter().find(|p| p.what == "GPU busy").expect("busy");
+    assert!((busy.pct - a.gpu_busy_pct).abs() < 0.01, "{:?}", a.parts);
+    assert!(a.notes.iter().any(|n| n.contains("times the kernels' share of the engine's activity")), "{:?}", a.notes);
+    // The engine's own share where the windows' bins know no kernel.
+    let mut raw = r.clone();
+    if let Some(s) = raw.session_steady.as_mut() {
+        s.windows = None;
+    }
+    let a = analyze(&raw).answer.expect("an answer");
+    assert!((a.gpu_busy_pct - 99.0 * 17.0 / 20.0).abs() < 2.0, "busy {}", a.gpu_busy_pct);
+    assert!(a.notes.iter().all(|n| !n.contains("kernels' share of the engine")), "{:?}", a.notes);
+    // A tenth of a second traced is needed.
+    let mut short = w;
+    short.traced_ns = 90 * MS;
+    assert_eq!(short.kernel_share(), None);
+    // An engine that read less than the kernels (sampling noise) is not
+    // scaled up.
+    let mut low = w;
+    low.engine_pct = 50.0;
+    assert_eq!(low.kernel_share(), Some(1.0));
 }
 
 #[test]

@@ -438,7 +438,8 @@ fn range(r: &Report, g: &RangeSummary, w: Option<&Weighted>, peaks: Option<&Peak
     // for traced a few).
     if g.untraced_count > 0 && (g.count == 0 || (answer::always_on(r) && g.untraced_count >= g.count)) {
         let counted = r.sampling.as_ref().and_then(|s| s.trace_windows.as_ref()).and_then(|w| w.untraced_launches);
-        return untraced_range(g, peaks, counted.is_some());
+        let share = r.session_steady.and_then(|s| s.windows).and_then(|w| w.kernel_share());
+        return untraced_range(g, peaks, counted.is_some(), share);
     }
     let path = g.path.to_string();
     // The calls after warm-up, when they can be told apart.
@@ -667,7 +668,7 @@ fn folded_range(g: &RangeSummary, domain: &str) -> RangeAnalysis {
 /// launches between windows), and nothing that needs kernel records (with
 /// no samples either, nothing is known). Its calls after warm-up, when
 /// their wall times tell warm-up apart.
-fn untraced_range(g: &RangeSummary, peaks: Option<&Peaks>, counted: bool) -> RangeAnalysis {
+fn untraced_range(g: &RangeSummary, peaks: Option<&Peaks>, counted: bool, kernel_share: Option<f64>) -> RangeAnalysis {
     let s = g.untraced_steady.as_ref();
     let f = g.sampled_wall_steady.as_ref().or(g.sampled_wall.as_ref());
     let (count, wall_ns) = s.map_or((g.untraced_count, g.untraced_wall_ns), |s| (s.calls, s.wall_ns));
@@ -693,7 +694,9 @@ fn untraced_range(g: &RangeSummary, peaks: Option<&Peaks>, counted: bool) -> Ran
         host: crate::report::HostFigures { graph_launches: s.map_or(0, |s| s.host.graph_launches), ..g.host },
         library: None,
         active_ns: wall_ns,
-        utilization_pct: f.and_then(|f| f.gpu_busy_pct).unwrap_or(0.0),
+        // The kernels' share of the engine's activity inside trace windows
+        // turns the engine's sampled share into the kernels' union.
+        utilization_pct: f.and_then(|f| f.gpu_busy_pct).map_or(0.0, |b| b * kernel_share.unwrap_or(1.0)),
         idle: None,
         kernel_ns: 0,
         measured_pct: 0.0,
@@ -714,7 +717,7 @@ fn untraced_range(g: &RangeSummary, peaks: Option<&Peaks>, counted: bool) -> Ran
         throughput_per_s: None,
         throughput_unit: None,
         verdict: match f {
-            Some(f) => answer::wall_verdict(f, peaks, n),
+            Some(f) => answer::wall_verdict(f, kernel_share, peaks, n),
             None => verdict::unmeasured(count),
         },
         untraced: true,

@@ -312,7 +312,9 @@ pub(crate) fn render(r: &Report, a: &Analysis, labels: &[(String, String)]) -> S
         // wall time (steady calls' when warm-up was told apart).
         let wall = g.sampled_wall_steady.as_ref().or(g.sampled_wall.as_ref());
         let busy = match ra.untraced {
-            true => wall.and_then(|w| w.gpu_busy_pct).map(|b| ("sampled", b)),
+            // The kernels' share of the engine's activity where trace windows
+            // measured it (`utilization_pct`).
+            true => wall.and_then(|w| w.gpu_busy_pct).map(|_| ("sampled", ra.utilization_pct)),
             false => Some(("traced", ra.utilization_pct)),
         };
         if let Some((source, b)) = busy {

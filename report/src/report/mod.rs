@@ -22,7 +22,7 @@ pub use crate::model::trace::{KernelRecord, MemoryRecord, RangeRecord, SampleRec
 pub use merge::{JobRange, JobReport, RankRange, RankSummary};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-pub use steady::{SessionSteady, Steady};
+pub use steady::{SessionSteady, Steady, WindowsBusy};
 pub use steps::FoundSteps;
 
 /// Version of the JSON layout; bumped when a field changes meaning.

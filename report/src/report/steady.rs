@@ -258,6 +258,46 @@ pub struct SessionSteady {
     /// copies in it, ns.
     #[serde(default, skip_serializing_if = "super::is_zero")]
     pub cuda_blocked_ns: u64,
+    /// Its time inside trace windows (sampling mode with them), where
+    /// both the kernels and the engine's sampled activity are known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub windows: Option<WindowsBusy>,
+}
+
+/// The time of a steady state inside trace windows: how much of it the
+/// kernels' union held, and how much the graphics engine was active by PM
+/// samples. The engine counts as active between back-to-back kernels too
+/// (setting up the next), so its share exceeds the kernels' on a loop of
+/// many short kernels; the ratio of the two turns the sampled GPU busy
+/// outside the windows into the kernels' (trace mode's) measure.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
+#[non_exhaustive]
+pub struct WindowsBusy {
+    /// Time traced, ns.
+    pub traced_ns: u64,
+    /// The kernels' union over it, ns (kernel time summed per bin, at most
+    /// the bin's traced time less its idle time).
+    pub kernel_ns: u64,
+    /// The engine's active share over it by the PM samples wholly inside
+    /// the windows, %.
+    pub engine_pct: f64,
+}
+
+/// Traced time a steady state needs inside windows before their kernels'
+/// share of the engine's activity stands for the rest of it: a tenth of a
+/// second (one default window).
+pub(crate) const MIN_WINDOWS_BUSY_NS: u64 = 100_000_000;
+
+impl WindowsBusy {
+    /// The kernels' union as a share of the engine's sampled activity, at
+    /// most 1 (`None`: too little traced, or no engine activity sampled).
+    pub fn kernel_share(&self) -> Option<f64> {
+        if self.traced_ns < MIN_WINDOWS_BUSY_NS || self.engine_pct < 1.0 {
+            return None;
+        }
+        let kernels_pct = 100.0 * self.kernel_ns as f64 / self.traced_ns as f64;
+        Some((kernels_pct / self.engine_pct).min(1.0))
+    }
 }
 
 impl SessionSteady {
@@ -374,8 +414,16 @@ fn over_bins(t: &Timeline, s: usize, e: usize, settled: bool, start_ns: u64, end
     let mut idle = [0u64; crate::model::idle::CAUSES];
     let mut sampled = crate::model::sampled::SampledAcc::default();
     let (mut comm_all, mut comm_compute) = (0u64, 0u64);
+    let (mut traced, mut traced_kernels) = (0u64, 0u64);
+    let mut traced_sampled = crate::model::sampled::SampledAcc::default();
     for b in &t.bins[s..=e] {
         sampled.merge(&b.sampled);
+        if b.traced_ns > 0 {
+            traced = traced.saturating_add(b.traced_ns);
+            let idle = b.idle.iter().fold(0u64, |a, &v| a.saturating_add(v));
+            traced_kernels = traced_kernels.saturating_add(b.kernel_ns.min(b.traced_ns.saturating_sub(idle)));
+            traced_sampled.merge(&b.traced_sampled);
+        }
         comm_all = comm_all.saturating_add(b.comm_all_ns);
         comm_compute = comm_compute.saturating_add(b.comm_compute_ns);
         out.comm_ns = out.comm_ns.saturating_add(b.comm_ns);
@@ -400,6 +448,9 @@ fn over_bins(t: &Timeline, s: usize, e: usize, settled: bool, start_ns: u64, end
     }
     out.idle = IdleSplit::from_array(idle);
     out.sampled = sampled.figures();
+    out.windows = traced_sampled.figures().and_then(|f| f.gpu_busy_pct).filter(|_| traced > 0).map(|engine_pct| {
+        WindowsBusy { traced_ns: traced, kernel_ns: traced_kernels, engine_pct }
+    });
     out.exposed_comm_ns = comm_all.saturating_sub(comm_compute).min(out.comm_ns);
     let bin_start = |i: u64| t.start.saturating_add(i.saturating_mul(t.width));
     out.start_ns = bin_start(s as u64).max(start_ns);

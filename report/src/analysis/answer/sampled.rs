@@ -33,12 +33,40 @@ pub(crate) fn over_busy(f: &SampledFigures, busy: f64) -> SampledFigures {
 }
 
 /// What bounds a wall window known from its samples `f` and launch counts:
-/// [`verdict::sampled_wall`] when the engine's activity was sampled, else
+/// [`verdict::sampled_wall`] when the engine's activity was sampled (GPU
+/// busy the engine's share times `kernel_share`, the kernels' share of it
+/// where trace windows measured both: [`WindowsBusy`](crate::report::WindowsBusy)), else
 /// [`verdict::untraced`] (SM figures over the wall time only).
-pub(crate) fn wall_verdict(f: &SampledFigures, peaks: Option<&peaks::Peaks>, counted: Option<Counted>) -> Verdict {
+pub(crate) fn wall_verdict(
+    f: &SampledFigures,
+    kernel_share: Option<f64>,
+    peaks: Option<&peaks::Peaks>,
+    counted: Option<Counted>,
+) -> Verdict {
     match f.gpu_busy_pct {
-        Some(b) => verdict::sampled_wall(b, &rates::sampled(&over_busy(f, b), Rates::default(), peaks), counted),
+        Some(b) => verdict::sampled_wall(
+            b * kernel_share.unwrap_or(1.0),
+            &rates::sampled(&over_busy(f, b), Rates::default(), peaks),
+            counted,
+        ),
         None => verdict::untraced(&rates::sampled(f, Rates::default(), peaks), counted),
+    }
+}
+
+/// Where a sampled GPU busy comes from: the engine's active share
+/// (`engine`, %), times the kernels' share of it inside trace windows
+/// (`kernel_share`) where they measured both.
+fn busy_from(engine: Option<f64>, kernel_share: Option<f64>) -> String {
+    const ENGINE: &str = "the graphics engine's active share from PM samples (DCGM's GR_ENGINE_ACTIVE, what \
+                          nvidia-smi calls utilization)";
+    match (engine, kernel_share) {
+        (Some(e), Some(k)) if k < 1.0 => format!(
+            "GPU busy is the kernels' share of the time, as trace mode measures it: {ENGINE}, {e:.0}%, times the \
+             kernels' share of the engine's activity inside the trace windows, {:.0}% (the engine counts as active \
+             between back-to-back kernels too)",
+            100.0 * k
+        ),
+        _ => format!("GPU busy is {ENGINE}"),
     }
 }
 
@@ -173,10 +201,14 @@ pub(super) fn answer(r: &Report, ranges: &[RangeAnalysis], e: &Evidence) -> Opti
         }
     };
     let found = if g.is_none() { r.session_steady.and_then(|s| s.steps) } else { None };
+    // GPU busy as the kernels' union (trace mode's measure), where trace
+    // windows measured it against the engine's sampled activity.
+    let share = r.session_steady.and_then(|s| s.windows).and_then(|w| w.kernel_share());
+    let busy_pct = f.gpu_busy_pct.map(|b| share.map_or(b, |k| b * k));
     let traced = TracedIdle::of(r, main.map(|(i, _)| i));
     let v = match g {
         Some(g) => g.verdict.clone(),
-        None => match (f.gpu_busy_pct, traced.as_ref().filter(|t| t.representative())) {
+        None => match (busy_pct, traced.as_ref().filter(|t| t.representative())) {
             // An idle GPU with its idle time split as the windows traced
             // it: the largest cause, as in trace mode.
             (Some(busy), Some(t)) if busy < verdict::GPU_BOUND_PCT => {
@@ -184,7 +216,7 @@ pub(super) fn answer(r: &Report, ranges: &[RangeAnalysis], e: &Evidence) -> Opti
                 v.evidence.push_str(" (GPU busy from PM samples; its idle time split as the trace windows traced it)");
                 v
             }
-            _ => wall_verdict(&f, p.as_ref(), counted),
+            _ => wall_verdict(&f, share, p.as_ref(), counted),
         },
     };
     let per = wall / calls;
@@ -230,13 +262,9 @@ pub(super) fn answer(r: &Report, ranges: &[RangeAnalysis], e: &Evidence) -> Opti
                 .to_string(),
         },
         match (f.gpu_busy_pct, &traced) {
-            (Some(_), Some(t)) if t.representative() =>
-                "GPU busy is the graphics engine's active share from PM samples (DCGM's GR_ENGINE_ACTIVE, \
-                        what nvidia-smi calls utilization)",
-            (Some(_), _) =>
-                "GPU busy is the graphics engine's active share from PM samples (DCGM's GR_ENGINE_ACTIVE, \
-                        what nvidia-smi calls utilization), its cause judged from the host's launch counts",
-            (None, _) => "GPU busy not measured (this GPU's PM sampling has no graphics-engine counter)",
+            (Some(_), Some(t)) if t.representative() => busy_from(f.gpu_busy_pct, share),
+            (Some(_), _) => format!("{}, its cause judged from the host's launch counts", busy_from(f.gpu_busy_pct, share)),
+            (None, _) => "GPU busy not measured (this GPU's PM sampling has no graphics-engine counter)".to_string(),
         }
     )];
     if g.is_some() && median.is_none() {
@@ -247,7 +275,7 @@ pub(super) fn answer(r: &Report, ranges: &[RangeAnalysis], e: &Evidence) -> Opti
     }
     let mut parts = Vec::new();
     let mut actions = Vec::new();
-    if let Some(busy) = f.gpu_busy_pct {
+    if let Some(busy) = busy_pct {
         let busy_ns = (per as f64 * busy / 100.0) as u64;
         let idle_ns = per.saturating_sub(busy_ns);
         let launches = counted.map_or("launches not counted".to_string(), |n| n.describe());
@@ -272,7 +300,8 @@ pub(super) fn answer(r: &Report, ranges: &[RangeAnalysis], e: &Evidence) -> Opti
             Some(g) => idle_advice(kind, e, g),
             None => session_advice(kind, r, e.fw),
         };
-        let over = rates::sampled(&over_busy(&f, busy), Rates::default(), p.as_ref());
+        // SM figures over the engine's active time, as sampled.
+        let over = rates::sampled(&over_busy(&f, f.gpu_busy_pct.unwrap_or(busy)), Rates::default(), p.as_ref());
         let sms = r.devices.first().map_or(0, |d| d.sm_count);
         // With the idle time split as the windows traced it, every cause of
         // MIN_ACTION_PCT or more is an action, as in trace mode: a step
@@ -324,8 +353,8 @@ pub(super) fn answer(r: &Report, ranges: &[RangeAnalysis], e: &Evidence) -> Opti
         warmup_ns,
         per_step_ns: median.unwrap_or(per),
         p90_ns: g.and_then(|g| g.p90_ns).or(found.map(|f| f.p90_ns)),
-        gpu_busy_pct: f.gpu_busy_pct.unwrap_or(0.0),
-        busy_source: if f.gpu_busy_pct.is_some() { BUSY_SAMPLED } else { BUSY_UNKNOWN },
+        gpu_busy_pct: busy_pct.unwrap_or(0.0),
+        busy_source: if busy_pct.is_some() { BUSY_SAMPLED } else { BUSY_UNKNOWN },
         per_step_mean: (g.is_some() && median.is_none()) || found.is_some_and(|f| f.by_mean()),
         notes,
         profiler_ns: None,
