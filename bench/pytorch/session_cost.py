@@ -24,7 +24,8 @@ Configurations:
 
 Loops (--loop): `gpt` (examples/python/gpt_train.py, --layers deep:
 launch-bound, ~80 launches per layer and step) and `gemm` (eight bf16
-4096^3 GEMMs with a ReLU each: GPU-bound).
+4096^3 GEMMs with a ReLU each: GPU-bound), `vit` (bench/real/timm_vit.py: a
+timm ViT-S from a loader of 4 workers, near the GPU's pace).
 
 Each block's wall time and the main thread's CPU time are recorded; the
 ratio is of wall times. Under the session every step's end is recorded too
@@ -71,12 +72,17 @@ def main():
     ap.add_argument("--steps", type=int, default=40, help="steps per block")
     ap.add_argument("--report", help="write the session's report here (JSON)")
     ap.add_argument("--out", required=True)
-    ap.add_argument("--loop", choices=("gpt", "gemm"), default="gpt")
+    ap.add_argument("--loop", choices=("gpt", "gemm", "vit"), default="gpt")
     ap.add_argument("--layers", type=int, default=4, help="gpt: transformer layers")
     a = ap.parse_args()
 
     gs = load(a.gpuscope)
-    step = build(layers=a.layers)[0] if a.loop == "gpt" else gemm_loop()
+    if a.loop == "vit":
+        sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "real"))
+        import timm_vit
+        step = timm_vit.build()
+    else:
+        step = build(layers=a.layers)[0] if a.loop == "gpt" else gemm_loop()
 
     wall = timer(step, a.steps)
     cpu = []

@@ -58,8 +58,10 @@ fn run_with(report: &str, args: &[&str], cmd: &[&str], env: &[(&str, &str)]) -> 
 /// "path frames joined by /" (domain ranges as `domain::name`).
 fn path(p: &Value) -> String {
     let frames = p["path"]["frames"].as_array().cloned().unwrap_or_default();
+    // `--torch-ranges`' own ranges (the gpuscope.hooks domain) are shown
+    // without their domain's name, as the report renders them.
     let name = |f: &Value| match f["domain"].as_str() {
-        Some(d) if !d.is_empty() => format!("{d}::{}", f["name"].as_str().unwrap_or("")),
+        Some(d) if !d.is_empty() && d != "gpuscope.hooks" => format!("{d}::{}", f["name"].as_str().unwrap_or("")),
         _ => f["name"].as_str().unwrap_or("").to_string(),
     };
     frames.iter().map(name).collect::<Vec<_>>().join("/")
@@ -403,7 +405,12 @@ fn a_hugging_face_llama_with_no_ranges_gets_steps_modules_and_counted_flops_from
     ] {
         let g = find(p);
         assert!(g["count"].as_u64().unwrap() >= 12, "{p}: {}", g["count"]);
-        assert!(g["sampled"]["sm_efficiency_pct"].as_f64().is_some(), "{p} sampled: {}", g["sampled"]);
+        // PM samples over it: on GPUs whose counters take two configurations
+        // in turn (H100, H200), a run this short may see only one of them,
+        // so either one's SM figures.
+        let sampled = &g["sampled"];
+        let sm = ["sm_efficiency_pct", "issue_active_pct"].iter().any(|k| sampled[k].as_f64().is_some());
+        assert!(sampled["samples"].as_u64().unwrap_or(0) > 0 && sm, "{p} sampled: {sampled}");
     }
     assert!(stderr.contains("gpuscope: model FLOPs counted from"), "which calls were counted is said");
     // One step per optimizer step: 3 warm-up and 12 timed.

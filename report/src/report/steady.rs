@@ -284,13 +284,14 @@ pub struct WindowsBusy {
 }
 
 /// Traced time a steady state needs inside windows before their kernels'
-/// share of the engine's activity stands for the rest of it: a tenth of a
-/// second (one default window).
-pub(crate) const MIN_WINDOWS_BUSY_NS: u64 = 100_000_000;
+/// share of the engine's activity stands for the rest of it: half a
+/// default window, 50 samples of 1 ms (a steady state holding one window
+/// has a little less than its 100 ms inside its bins).
+pub(crate) const MIN_WINDOWS_BUSY_NS: u64 = 50_000_000;
 
 impl WindowsBusy {
     /// The kernels' union as a share of the engine's sampled activity, at
-    /// most 1 (`None`: too little traced, or no engine activity sampled).
+    /// most 1 (`None`: under 50 ms traced, or no engine activity sampled).
     pub fn kernel_share(&self) -> Option<f64> {
         if self.traced_ns < MIN_WINDOWS_BUSY_NS || self.engine_pct < 1.0 {
             return None;
