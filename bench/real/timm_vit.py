@@ -28,16 +28,33 @@ class Images(Dataset):
         return self.img, i % 1000
 
 
+def trainer():
+    """The model, its optimizer and one training step on a batch of uint8
+    images and labels: `train(x, y)`."""
+    model = timm.create_model("vit_small_patch16_224", pretrained=False).cuda().to(memory_format=torch.channels_last)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+    mean = torch.tensor([0.485, 0.456, 0.406], device="cuda").view(1, 3, 1, 1) * 255
+    std = torch.tensor([0.229, 0.224, 0.225], device="cuda").view(1, 3, 1, 1) * 255
+
+    def train(x, y):
+        x = (x.cuda(non_blocking=True).float() - mean) / std
+        y = y.cuda(non_blocking=True)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = F.cross_entropy(model(x), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    return train
+
+
 def build(batch=128, workers=4):
     """One training step a call, from an endless loader (for the in-process
     cost benchmark, bench/pytorch/overhead.py --model vit)."""
     torch.manual_seed(0)
     loader = DataLoader(Images(batch * 1000), batch_size=batch, num_workers=workers, pin_memory=True,
                         persistent_workers=workers > 0)
-    model = timm.create_model("vit_small_patch16_224", pretrained=False).cuda().to(memory_format=torch.channels_last)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
-    mean = torch.tensor([0.485, 0.456, 0.406], device="cuda").view(1, 3, 1, 1) * 255
-    std = torch.tensor([0.229, 0.224, 0.225], device="cuda").view(1, 3, 1, 1) * 255
+    train = trainer()
     it = iter(())
 
     def step():
@@ -47,13 +64,7 @@ def build(batch=128, workers=4):
         except StopIteration:
             it = iter(loader)
             x, y = next(it)
-        x = (x.cuda(non_blocking=True).float() - mean) / std
-        y = y.cuda(non_blocking=True)
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = F.cross_entropy(model(x), y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        train(x, y)
 
     return step
 
@@ -68,22 +79,13 @@ if __name__ == "__main__":
     torch.manual_seed(0)
     total = a.steps + a.warmup
     loader = DataLoader(Images(a.batch * total), batch_size=a.batch, num_workers=a.workers, pin_memory=True)
-    model = timm.create_model("vit_small_patch16_224", pretrained=False).cuda().to(memory_format=torch.channels_last)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
-    mean = torch.tensor([0.485, 0.456, 0.406], device="cuda").view(1, 3, 1, 1) * 255
-    std = torch.tensor([0.229, 0.224, 0.225], device="cuda").view(1, 3, 1, 1) * 255
+    train = trainer()
     timer = Timer()
     for i, (x, y) in enumerate(loader):
         if i == a.warmup:
             torch.cuda.synchronize()
             timer.mark()
         timer.tick()
-        x = (x.cuda(non_blocking=True).float() - mean) / std
-        y = y.cuda(non_blocking=True)
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = F.cross_entropy(model(x), y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        train(x, y)
     torch.cuda.synchronize()
     timer.done(a.steps)
