@@ -297,6 +297,11 @@ pub(crate) struct IdleTracker {
     /// stretch (sampling mode's trace windows: no kernel records there to
     /// tell idle from busy), ns.
     pub untraced_gaps: u64,
+    /// Where kept ([`IdleTracker::keep_unclassified`]): the traced parts of
+    /// those gaps (inside a window, before its first kernel record or
+    /// after its last, where kernels launched outside it may have run),
+    /// until taken.
+    unclassified: Option<Vec<(u64, u64)>>,
 }
 
 impl IdleTracker {
@@ -314,7 +319,20 @@ impl IdleTracker {
             busy_ns: 0,
             late_kernels: 0,
             untraced_gaps: 0,
+            unclassified: None,
         }
+    }
+
+    /// Keeps the traced parts of the gaps left unclassified, for
+    /// [`IdleTracker::take_unclassified`] (the session's timeline with
+    /// trace windows).
+    pub(crate) fn keep_unclassified(&mut self) {
+        self.unclassified.get_or_insert_with(Vec::new);
+    }
+
+    /// The traced parts of unclassified gaps decided since the last call.
+    pub(crate) fn take_unclassified(&mut self) -> Vec<(u64, u64)> {
+        self.unclassified.as_mut().map(std::mem::take).unwrap_or_default()
     }
 
     /// Kernel records came back on at `ts` (sampling mode's trace
@@ -546,6 +564,11 @@ impl IdleTracker {
         if untraced.touches(g0, g1) {
             // Part of it went unseen: kernels may have run there.
             self.untraced_gaps = self.untraced_gaps.saturating_add(g1 - g0);
+            // Bounded: taken at every advance; past the bound a part is
+            // left out, which only reads the windows' kernels a little high.
+            if let Some(v) = self.unclassified.as_mut().filter(|v| v.len() < MAX_INTERVALS) {
+                untraced.traced_parts(g0, g1, |a, b| v.push((a, b)));
+            }
             return;
         }
         let before = next_launch.map_or(NO_KERNEL, |l| l.kernel);

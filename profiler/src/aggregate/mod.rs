@@ -19,6 +19,7 @@ pub mod occupancy;
 pub(crate) mod per_device;
 pub(crate) mod ranges;
 pub(crate) mod sampled;
+mod traced_samples;
 pub(crate) use gpuscope_report::aggregated::timeline;
 pub(crate) mod windows;
 
@@ -42,6 +43,7 @@ use rustc_hash::FxHashMap;
 use sampled::{Joined, SampleJoin};
 use std::collections::BTreeMap;
 use timeline::Timeline;
+use traced_samples::TracedSamples;
 use windows::Untraced;
 
 /// Options of the aggregation.
@@ -193,9 +195,10 @@ pub(crate) struct Aggregator {
     sampling_status: Option<SamplingStatus>,
     /// Sampling mode's untraced stretches (trace windows).
     untraced: Untraced,
-    /// With trace windows: kernel records have been on since then (the
-    /// window open now), for the timeline's traced time.
-    traced_since: Option<u64>,
+    /// With trace windows: the PM samples inside windows, set against the
+    /// idle timeline once it is decided over them
+    /// ([`TracedSamples`]).
+    traced_samples: Option<TracedSamples>,
     /// Launch calls made between trace windows.
     untraced_launches: u64,
     /// Trace windows asked for on demand.
@@ -242,17 +245,18 @@ impl Aggregator {
             join: None,
             sampling_status: None,
             untraced: Untraced::default(),
-            traced_since: None,
+            traced_samples: None,
             untraced_launches: 0,
             on_demand: 0,
             graph_nodes: graph_nodes::GraphNodes::default(),
         };
-        match a.opts.trace_windows {
+        if matches!(a.opts.trace_windows, Some((0, _))) {
             // Windows of 0: kernel records are never on.
-            Some((0, _)) => a.untraced.off(a.opts.start_ns),
-            // Others begin with the session.
-            Some(_) => a.traced_since = Some(a.opts.start_ns),
-            None => {}
+            a.untraced.off(a.opts.start_ns);
+        }
+        if a.opts.trace_windows.is_some() {
+            a.idle.keep_unclassified();
+            a.traced_samples = Some(TracedSamples::default());
         }
         if a.opts.sampling {
             a.ranges.track_samples();
@@ -292,12 +296,8 @@ impl Aggregator {
         }
         if !on {
             self.untraced.off(ts);
-            if let Some(since) = self.traced_since.take() {
-                self.timeline.traced(since, ts);
-            }
         } else if self.untraced.off_since().is_some() {
             self.untraced.on(ts);
-            self.traced_since = Some(ts);
             // Launches that waited for their kernels across the untraced
             // stretch no longer hold the timeline.
             self.idle.forget_launches_before(ts);
@@ -312,9 +312,9 @@ impl Aggregator {
         }
         self.ranges.samples(samples);
         self.timeline.samples(samples);
-        if self.opts.trace_windows.is_some() {
-            let untraced = &self.untraced;
-            self.timeline.traced_samples(samples.iter().filter(|s| !untraced.touches(s.start, s.end)));
+        if let Some(t) = &mut self.traced_samples {
+            t.samples(samples.iter().filter(|s| !self.untraced.touches(s.start, s.end)));
+            t.settle(self.idle.decided_until(), &mut self.timeline);
         }
         // Without kernel records (trace windows of 0) the samples are what
         // says which devices ran: their peaks judge the sampled figures.
@@ -853,6 +853,19 @@ impl Aggregator {
         self.idle.advance(&self.untraced, &mut |p| pieces.push(p));
         self.per_device.advance(self.idle.watermark(), &self.untraced);
         self.credit_idle(&pieces);
+        self.credit_traced_gaps(&pieces);
+    }
+
+    /// Decided gaps inside windows, for the samples there.
+    fn credit_traced_gaps(&mut self, pieces: &[Piece]) {
+        let Some(t) = &mut self.traced_samples else { return };
+        for p in pieces {
+            t.gap(p.start, p.end, true);
+        }
+        for (s, e) in self.idle.take_unclassified() {
+            t.gap(s, e, false);
+        }
+        t.settle(self.idle.decided_until(), &mut self.timeline);
     }
 
     fn credit_idle(&mut self, pieces: &[Piece]) {
@@ -894,6 +907,10 @@ impl Aggregator {
         self.idle.finish(end_ns, &self.untraced, &mut |p| pieces.push(p));
         self.per_device.finish(end_ns, &self.untraced);
         self.credit_idle(&pieces);
+        self.credit_traced_gaps(&pieces);
+        if let Some(t) = &mut self.traced_samples {
+            t.settle(u64::MAX, &mut self.timeline);
+        }
         self.drops.late_kernels += self.idle.late_kernels;
         let mut sampling = None;
         if let Some(mut j) = self.join.take() {
@@ -1051,13 +1068,9 @@ impl Aggregator {
                 v
             },
             timeline: {
-                // The communication spans not handed out yet, and the
-                // window open now, into a copy.
+                // The communication spans not handed out yet, into a copy.
                 let mut t = self.timeline.clone();
                 self.session_comm.clone().drain(&mut |u, s, e| t.comm_span(u, s, e));
-                if let Some(since) = self.traced_since {
-                    t.traced(since, now_ns.max(since));
-                }
                 t
             },
             per_device: match self.per_device.first {

@@ -56,6 +56,26 @@ impl Untraced {
         self.closed.get(i).is_some_and(|&(s, _)| s < hi)
     }
 
+    /// Calls `f` on each part of `[lo, hi)` that no untraced stretch
+    /// covers (before the folded stretches' end counts as covered).
+    pub(crate) fn traced_parts(&self, lo: u64, hi: u64, mut f: impl FnMut(u64, u64)) {
+        let mut t = lo.max(self.folded_until);
+        let end = self.open.map_or(hi, |o| hi.min(o));
+        let i = self.closed.partition_point(|&(_, e)| e <= t);
+        for &(s, e) in self.closed.iter().skip(i) {
+            if s >= end {
+                break;
+            }
+            if s > t {
+                f(t, s);
+            }
+            t = t.max(e);
+        }
+        if end > t {
+            f(t, end);
+        }
+    }
+
     /// Whether tracing went off inside `(lo, hi]`: a window closed while a
     /// kernel spanning it ran.
     pub(crate) fn went_off_within(&self, lo: u64, hi: u64) -> bool {
@@ -109,6 +129,26 @@ mod tests {
         assert_eq!(u.totals(1000), (2, 100 + 100 + 400));
         assert!(u.touches(500, 700), "overlaps the open stretch");
         assert!(!u.touches(500, 600));
+    }
+
+    #[test]
+    fn the_traced_parts_of_a_span_are_what_no_stretch_covers() {
+        let mut u = Untraced::default();
+        u.off(100);
+        u.on(200);
+        u.off(300);
+        u.on(400);
+        let parts = |u: &Untraced, lo, hi| {
+            let mut v = Vec::new();
+            u.traced_parts(lo, hi, |a, b| v.push((a, b)));
+            v
+        };
+        assert_eq!(parts(&u, 0, 1000), [(0, 100), (200, 300), (400, 1000)]);
+        assert_eq!(parts(&u, 150, 250), [(200, 250)], "from inside a stretch");
+        assert_eq!(parts(&u, 120, 180), [], "inside one");
+        assert_eq!(parts(&u, 250, 260), [(250, 260)], "between");
+        u.off(600);
+        assert_eq!(parts(&u, 350, 900), [(400, 600)], "the open stretch covers the rest");
     }
 
     #[test]

@@ -192,7 +192,9 @@ fn the_engine_s_activity_between_back_to_back_kernels_is_not_counted_busy() {
     // step, the engine's share 84%.
     let r = loop_of(20, 17, None, Kernels { gap_ns: 100_000, engine_pct: 99.0 });
     let w = r.session_steady.and_then(|s| s.windows).expect("the steady state's windows");
-    assert!(w.traced_ns >= 300 * MS && (w.engine_pct - 99.0 * 17.0 / 20.0).abs() < 1.5, "{w:?}");
+    // Over the samples whose gaps are all known: the windows' edges, where
+    // the waits cross them, are left out, so more of it is kernels.
+    assert!(w.traced_ns >= 300 * MS && w.engine_pct > 84.0 && w.engine_pct < 99.0, "{w:?}");
     let share = w.kernel_share().expect("enough traced");
     assert!((share - 0.9 / 0.99).abs() < 0.02, "{share} {w:?}");
     let a = analyze(&r).answer.expect("an answer");
@@ -201,7 +203,7 @@ fn the_engine_s_activity_between_back_to_back_kernels_is_not_counted_busy() {
     let busy = a.parts.iter().find(|p| p.what == "GPU busy").expect("busy");
     assert!((busy.pct - a.gpu_busy_pct).abs() < 0.01, "{:?}", a.parts);
     assert!(a.notes.iter().any(|n| n.contains("times the kernels' share of the engine's activity")), "{:?}", a.notes);
-    // The engine's own share where the windows' bins know no kernel.
+    // The engine's own share where no window fell in the steady state.
     let mut raw = r.clone();
     if let Some(s) = raw.session_steady.as_mut() {
         s.windows = None;
@@ -218,6 +220,61 @@ fn the_engine_s_activity_between_back_to_back_kernels_is_not_counted_busy() {
     let mut low = w;
     low.engine_pct = 50.0;
     assert_eq!(low.kernel_share(), Some(1.0));
+}
+
+#[test]
+fn a_host_running_ahead_does_not_make_the_windows_kernels_read_low() {
+    // A GPU-bound loop: 1 ms kernels every 1.1 ms (busy 90.9%), each
+    // launched 20 ms before it runs, so a window opens on 20 ms of kernels
+    // launched before it, without records, and closes with 20 ms of them
+    // still to run. The engine reads 99%. Samples of 1 ms, half a
+    // millisecond off the windows' edges, decoded 50 ms late, fed between
+    // the windows' switches.
+    const AHEAD: u64 = 20 * MS;
+    let mut a = windowed();
+    let traced = |t: u64| t % (PERIOD * MS) < WINDOW * MS;
+    let (mut on, mut sent, mut samples) = (true, 0u64, Vec::new());
+    let mut id = 0u32;
+    let mut t = 500 * MS;
+    while t + AHEAD < 8000 * MS {
+        let launch = t - AHEAD;
+        let now = traced(launch);
+        if now != on {
+            a.tracing(now, launch / (PERIOD * MS) * PERIOD * MS + if now { 0 } else { WINDOW * MS });
+            on = now;
+        }
+        id += 1;
+        if on {
+            a.host_event(HostEvent::launch(id, 1, ROOT, 0, launch));
+            a.kernel(&KernelActivity::sample(id, t, t + MS));
+        } else {
+            a.host_event(HostEvent::UntracedLaunches {
+                path: ROOT,
+                instance: 0,
+                launches: 1,
+                graphs: 0,
+                start: launch,
+                end: launch + 1,
+            });
+        }
+        // The samples up to 50 ms ago.
+        while sent + MS + 50 * MS <= launch {
+            samples.push(sample(sent + MS / 2, if sent >= 500 * MS { 99.0 } else { 0.0 }));
+            sent += MS;
+        }
+        if samples.len() >= 100 {
+            a.samples(&samples);
+            samples.clear();
+        }
+        t += 11 * MS / 10;
+    }
+    a.samples(&samples);
+    let r = report(a, &[], &[]);
+    let w = r.session_steady.and_then(|s| s.windows).expect("the steady state's windows");
+    let share = w.kernel_share().expect("enough traced");
+    assert!((share - (1.0 / 1.1) / 0.99).abs() < 0.02, "{share} {w:?}");
+    let a = analyze(&r).answer.expect("an answer");
+    assert!((a.gpu_busy_pct - 100.0 / 1.1).abs() < 2.5, "busy {} {a:?}", a.gpu_busy_pct);
 }
 
 #[test]

@@ -73,13 +73,14 @@ pub struct Bin {
     /// Time host threads were blocked in CUDA synchronisations and blocking
     /// copies, ns.
     pub cuda_blocked_ns: u64,
-    /// Time inside trace windows (kernel records on), in sampling mode
-    /// with trace windows, ns; 0 without windows.
+    /// Time of the PM samples inside trace windows whose kernels are all
+    /// known ([`Timeline::traced_sample`]), ns; 0 without windows.
     pub traced_ns: u64,
-    /// The PM samples wholly inside trace windows, by overlap: the
-    /// engine's activity over time whose kernels are known, to set against
-    /// their union (the engine counts as active between back-to-back
-    /// kernels too).
+    /// Of it, the time some kernel ran (the kernels' union), ns.
+    pub traced_busy_ns: u64,
+    /// Those samples, by overlap: the engine's activity over the same time
+    /// as `traced_busy_ns` (the engine counts as active between
+    /// back-to-back kernels too).
     pub traced_sampled: SampledAcc,
 }
 
@@ -122,6 +123,7 @@ impl Bin {
         self.cpu_covered_ns = self.cpu_covered_ns.saturating_add(o.cpu_covered_ns);
         self.cuda_blocked_ns = self.cuda_blocked_ns.saturating_add(o.cuda_blocked_ns);
         self.traced_ns = self.traced_ns.saturating_add(o.traced_ns);
+        self.traced_busy_ns = self.traced_busy_ns.saturating_add(o.traced_busy_ns);
         self.traced_sampled.merge(&o.traced_sampled);
         for (a, b) in self.idle.iter_mut().zip(o.idle) {
             *a = a.saturating_add(b);
@@ -288,23 +290,25 @@ impl Timeline {
         }
     }
 
-    /// PM samples wholly inside trace windows, as [`Timeline::samples`]
-    /// (besides it) into [`Bin::traced_sampled`].
-    pub fn traced_samples<'a>(&mut self, samples: impl IntoIterator<Item = &'a Sample>) {
-        for s in samples {
-            self.sample(s, |b| &mut b.traced_sampled);
-        }
+    /// A PM sample inside a trace window whose kernels are all known (no
+    /// gap across a window's edge overlaps it), with the GPU idle for
+    /// `idle_ns` of it: its time, busy time and engine activity, into
+    /// [`Bin::traced_ns`], [`Bin::traced_busy_ns`] and
+    /// [`Bin::traced_sampled`] (also given to [`Timeline::samples`]).
+    pub fn traced_sample(&mut self, s: &Sample, idle_ns: u64) {
+        let len = s.len().max(1);
+        let busy = len.saturating_sub(idle_ns);
+        self.sample(s, |b| &mut b.traced_sampled);
+        self.spread(s.start, s.end, |b, ns| {
+            b.traced_ns = b.traced_ns.saturating_add(ns);
+            b.traced_busy_ns = b.traced_busy_ns.saturating_add((busy as u128 * ns as u128 / len as u128) as u64);
+        });
     }
 
     fn sample(&mut self, s: &Sample, into: fn(&mut Bin) -> &mut SampledAcc) {
         let len = s.len().max(1) as f64;
         let (eff, busy) = (s.sm_efficiency_pct as f64, s.gr_active_pct as f64);
         self.spread(s.start, s.end, |b, ns| into(b).add(s, ns as f64 / len, ns as f64, eff, busy));
-    }
-
-    /// Kernel records were on over `[start, end)` (a trace window).
-    pub fn traced(&mut self, start: u64, end: u64) {
-        self.spread(start, end, |b, ns| b.traced_ns = b.traced_ns.saturating_add(ns));
     }
 
     /// The threads that launch kernels used `ns` of CPU time from `start`
@@ -441,20 +445,23 @@ mod tests {
     }
 
     #[test]
-    fn traced_time_and_the_samples_inside_it_are_kept_apart_and_merge() {
+    fn traced_samples_keep_their_time_busy_time_and_engine_apart_and_merge() {
         let mut t = Timeline::new(0);
-        // A window from 5 to 25 ms; samples over 0-30 ms, those inside it
-        // handed in again as traced.
-        t.traced(5_000_000, 25_000_000);
+        // Samples of 1 ms over 0-30 ms, the engine active 80%; those from 5
+        // to 25 ms traced, the GPU idle 0.25 ms of each.
         let all = Sample::flat_every(1_000_000, 0, 0, 30_000_000, 80.0, 30.0);
         t.samples(&all);
-        t.traced_samples(all.iter().filter(|s| s.start >= 5_000_000 && s.end <= 25_000_000));
+        for s in all.iter().filter(|s| s.start >= 5_000_000 && s.end <= 25_000_000) {
+            t.traced_sample(s, 250_000);
+        }
         assert_eq!(t.bins.iter().map(|b| b.traced_ns).collect::<Vec<_>>(), [5_000_000, 10_000_000, 5_000_000]);
+        assert_eq!(t.bins.iter().map(|b| b.traced_busy_ns).collect::<Vec<_>>(), [3_750_000, 7_500_000, 3_750_000]);
         let traced: Vec<u64> = t.bins.iter().map(|b| b.traced_sampled.figures().map_or(0, |f| f.covered_ns)).collect();
         assert_eq!(traced, [5_000_000, 10_000_000, 5_000_000]);
+        assert_eq!(t.bins[1].sampled.figures().map(|f| f.covered_ns), Some(10_000_000), "all samples as before");
         // Far past MAX_BINS bins: pairs merge, sums kept.
         t.launch(10_000_000 * 1000, 0, 0);
-        assert_eq!(t.bins[0].traced_ns, 20_000_000);
+        assert_eq!((t.bins[0].traced_ns, t.bins[0].traced_busy_ns), (20_000_000, 15_000_000));
         let f = t.bins[0].traced_sampled.figures().expect("merged");
         assert_eq!((f.covered_ns, f.gpu_busy_pct), (20_000_000, Some(80.0)));
     }

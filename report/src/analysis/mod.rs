@@ -175,8 +175,10 @@ pub struct RangeAnalysis {
     /// No instance was traced (sampling mode's trace windows): `count`,
     /// `wall_ns` and `launches` are of the untraced instances, the figures
     /// are PM samples over their wall time (idle GPU included), and
-    /// `utilization_pct` is the graphics engine's sampled activity (0 when
-    /// not sampled: unknown).
+    /// `utilization_pct` is the graphics engine's sampled activity, times
+    /// the kernels' share of it inside trace windows where the steady state
+    /// has them ([`WindowsBusy`](crate::report::WindowsBusy); 0 when not
+    /// sampled: unknown).
     pub untraced: bool,
     /// Kernel launch calls made inside it (nested ranges included); of an
     /// untraced range, counted by the launch callbacks (`None`: not

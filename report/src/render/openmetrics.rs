@@ -244,7 +244,8 @@ pub(crate) fn render(r: &Report, a: &Analysis, labels: &[(String, String)]) -> S
         &mut reg,
         "range_gpu_busy_ratio",
         "Share of the range's time the GPU ran kernels: from kernel records (source=\"traced\"), or the sampled \
-         graphics engine's activity over calls without them (source=\"sampled\")",
+         graphics engine's activity over calls without them, times the kernels' share of it inside trace windows \
+         where there are some (source=\"sampled\")",
     );
     let r_tensor = family::<FigureLabels, FloatGauge>(
         &mut reg,

@@ -273,13 +273,14 @@ pub struct SessionSteady {
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
 #[non_exhaustive]
 pub struct WindowsBusy {
-    /// Time traced, ns.
+    /// Time of the PM samples inside trace windows whose kernels are all
+    /// known, ns: samples that an idle gap across a window's edge overlaps
+    /// are left out (kernels launched before a window run in it without
+    /// records while the queue the host filled ahead drains).
     pub traced_ns: u64,
-    /// The kernels' union over it, ns (kernel time summed per bin, at most
-    /// the bin's traced time less its idle time).
+    /// The kernels' union over those samples, ns.
     pub kernel_ns: u64,
-    /// The engine's active share over it by the PM samples wholly inside
-    /// the windows, %.
+    /// The engine's active share over those samples, %.
     pub engine_pct: f64,
 }
 
@@ -291,9 +292,10 @@ pub(crate) const MIN_WINDOWS_BUSY_NS: u64 = 50_000_000;
 
 impl WindowsBusy {
     /// The kernels' union as a share of the engine's sampled activity, at
-    /// most 1 (`None`: under 50 ms traced, or no engine activity sampled).
+    /// most 1 (`None`: under 50 ms traced, or no kernel or no engine
+    /// activity in it).
     pub fn kernel_share(&self) -> Option<f64> {
-        if self.traced_ns < MIN_WINDOWS_BUSY_NS || self.engine_pct < 1.0 {
+        if self.traced_ns < MIN_WINDOWS_BUSY_NS || self.engine_pct < 1.0 || self.kernel_ns == 0 {
             return None;
         }
         let kernels_pct = 100.0 * self.kernel_ns as f64 / self.traced_ns as f64;
@@ -419,12 +421,9 @@ fn over_bins(t: &Timeline, s: usize, e: usize, settled: bool, start_ns: u64, end
     let mut traced_sampled = crate::model::sampled::SampledAcc::default();
     for b in &t.bins[s..=e] {
         sampled.merge(&b.sampled);
-        if b.traced_ns > 0 {
-            traced = traced.saturating_add(b.traced_ns);
-            let idle = b.idle.iter().fold(0u64, |a, &v| a.saturating_add(v));
-            traced_kernels = traced_kernels.saturating_add(b.kernel_ns.min(b.traced_ns.saturating_sub(idle)));
-            traced_sampled.merge(&b.traced_sampled);
-        }
+        traced = traced.saturating_add(b.traced_ns);
+        traced_kernels = traced_kernels.saturating_add(b.traced_busy_ns);
+        traced_sampled.merge(&b.traced_sampled);
         comm_all = comm_all.saturating_add(b.comm_all_ns);
         comm_compute = comm_compute.saturating_add(b.comm_compute_ns);
         out.comm_ns = out.comm_ns.saturating_add(b.comm_ns);

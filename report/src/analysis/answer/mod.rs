@@ -24,7 +24,9 @@ use serde::Serialize;
 /// GPU busy from kernel records: the union of kernels' time.
 pub const BUSY_TRACED: &str = "kernel records";
 /// GPU busy from PM samples: the graphics engine's active cycles over its
-/// elapsed ones (DCGM's `GR_ENGINE_ACTIVE`).
+/// elapsed ones (DCGM's `GR_ENGINE_ACTIVE`), times the kernels' share of
+/// them inside trace windows where the steady state has some
+/// ([`WindowsBusy`](crate::report::WindowsBusy)).
 pub const BUSY_SAMPLED: &str = "PM samples of the graphics engine's activity";
 /// GPU busy was not measured.
 pub const BUSY_UNKNOWN: &str = "not measured";
