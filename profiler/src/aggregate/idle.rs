@@ -483,6 +483,8 @@ impl IdleTracker {
         let mut t = self.clone();
         t.pending = PendingLaunches::default();
         t.pending_graphs.clear();
+        // Only the session's own timeline hands its unclassified gaps on.
+        t.unclassified = None;
         t
     }
 

@@ -909,7 +909,8 @@ impl Aggregator {
         self.credit_idle(&pieces);
         self.credit_traced_gaps(&pieces);
         if let Some(t) = &mut self.traced_samples {
-            t.settle(u64::MAX, &mut self.timeline);
+            // Samples past the decided time have no gaps to be judged by.
+            t.settle(self.idle.decided_until(), &mut self.timeline);
         }
         self.drops.late_kernels += self.idle.late_kernels;
         let mut sampling = None;

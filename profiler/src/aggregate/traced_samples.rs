@@ -10,6 +10,10 @@
 //! gap across a window's edge overlaps is left out: that gap is not
 //! classified, and kernels launched before the window, without records, may
 //! have run in it while the queue the host filled ahead drained.
+//!
+//! The gaps are the session's, where no GPU of the process ran a kernel, and
+//! a sample is one device's: once samples of a second device come, the
+//! ratio is not measured (each device's own idle timeline would be needed).
 
 use super::timeline::Timeline;
 use crate::model::sampled::Sample;
@@ -34,12 +38,24 @@ pub(crate) struct TracedSamples {
     /// Gaps ending before this were dropped: a sample starting before it
     /// cannot be judged.
     dropped_until: u64,
+    /// The device whose samples came first; `Some(None)` once another's came
+    /// (nothing measured from then on).
+    device: Option<Option<u32>>,
 }
 
 impl TracedSamples {
     /// Samples wholly inside trace windows.
     pub(crate) fn samples<'a>(&mut self, samples: impl IntoIterator<Item = &'a Sample>) {
         for s in samples {
+            match *self.device.get_or_insert(Some(s.device)) {
+                Some(d) if d == s.device => {}
+                Some(_) => {
+                    self.device = Some(None);
+                    self.waiting.clear();
+                    return;
+                }
+                None => return,
+            }
             if self.waiting.len() >= MAX_WAITING {
                 self.waiting.pop_front();
             }
@@ -123,6 +139,17 @@ mod tests {
         let f = tl.bins[0].traced_sampled.figures().expect("three samples");
         assert_eq!((f.covered_ns, f.gpu_busy_pct), (3 * MS, Some(90.0)));
         assert!(t.waiting.is_empty());
+    }
+
+    #[test]
+    fn a_second_device_s_samples_stop_the_measure() {
+        let mut t = TracedSamples::default();
+        let mut tl = Timeline::new(0);
+        t.samples(&[Sample::flat(0, 0, MS, 50.0, 10.0)]);
+        t.samples(&[Sample::flat(1, 0, MS, 50.0, 10.0)]);
+        t.samples(&[Sample::flat(0, MS, 2 * MS, 50.0, 10.0)]);
+        t.settle(u64::MAX, &mut tl);
+        assert!(tl.bins.iter().all(|b| b.traced_ns == 0), "the session's gaps are no one device's");
     }
 
     #[test]
