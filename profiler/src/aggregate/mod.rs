@@ -907,11 +907,9 @@ impl Aggregator {
         self.idle.finish(end_ns, &self.untraced, &mut |p| pieces.push(p));
         self.per_device.finish(end_ns, &self.untraced);
         self.credit_idle(&pieces);
+        // Samples past the decided time stay unjudged: they have no gaps
+        // to be judged by.
         self.credit_traced_gaps(&pieces);
-        if let Some(t) = &mut self.traced_samples {
-            // Samples past the decided time have no gaps to be judged by.
-            t.settle(self.idle.decided_until(), &mut self.timeline);
-        }
         self.drops.late_kernels += self.idle.late_kernels;
         let mut sampling = None;
         if let Some(mut j) = self.join.take() {

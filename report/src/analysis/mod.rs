@@ -440,7 +440,7 @@ fn range(r: &Report, g: &RangeSummary, w: Option<&Weighted>, peaks: Option<&Peak
     // for traced a few).
     if g.untraced_count > 0 && (g.count == 0 || (answer::always_on(r) && g.untraced_count >= g.count)) {
         let counted = r.sampling.as_ref().and_then(|s| s.trace_windows.as_ref()).and_then(|w| w.untraced_launches);
-        let share = r.session_steady.and_then(|s| s.windows).and_then(|w| w.kernel_share());
+        let share = r.session_steady.and_then(|s| s.kernel_share());
         return untraced_range(g, peaks, counted.is_some(), share);
     }
     let path = g.path.to_string();

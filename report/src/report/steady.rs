@@ -304,6 +304,12 @@ impl WindowsBusy {
 }
 
 impl SessionSteady {
+    /// The kernels' share of the engine's sampled activity inside the trace
+    /// windows in it ([`WindowsBusy::kernel_share`]).
+    pub(crate) fn kernel_share(&self) -> Option<f64> {
+        self.windows?.kernel_share()
+    }
+
     /// Its length, ns.
     pub fn wall_ns(&self) -> u64 {
         self.end_ns.saturating_sub(self.start_ns)

@@ -203,7 +203,7 @@ pub(super) fn answer(r: &Report, ranges: &[RangeAnalysis], e: &Evidence) -> Opti
     let found = if g.is_none() { r.session_steady.and_then(|s| s.steps) } else { None };
     // GPU busy as the kernels' union (trace mode's measure), where trace
     // windows measured it against the engine's sampled activity.
-    let share = r.session_steady.and_then(|s| s.windows).and_then(|w| w.kernel_share());
+    let share = r.session_steady.and_then(|s| s.kernel_share());
     let busy_pct = f.gpu_busy_pct.map(|b| share.map_or(b, |k| b * k));
     let traced = TracedIdle::of(r, main.map(|(i, _)| i));
     let v = match g {
