@@ -35,6 +35,8 @@ const PTX: &str = include_str!("../examples/kernels/kernels.ptx");
 const BATCH: u64 = 50;
 /// Empty ranges pushed and popped per batch.
 const TICKS: u64 = 10;
+/// Records of other kinds than kernels a launching thread makes, at most.
+const OTHER_RECORDS: u64 = 8;
 
 fn env(name: &str, default: u64) -> u64 {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
@@ -146,8 +148,16 @@ fn ten_million_launches_from_64_threads_with_nvtx_ranges_lose_nothing_uncounted_
         batches_per_thread * threads * TICKS
     );
 
-    // Every launch is in the report or counted as lost.
-    assert_eq!(in_report + d.cupti_records + d.undecodable_records, launched_total, "{d:?}");
+    // Every launch is in the report or counted as lost. CUPTI's count of
+    // dropped records takes every kind: each thread's buffer (its
+    // allocation, memset and free) and its stream's synchronisation make a
+    // few records besides the kernels, which may be among those dropped.
+    let accounted = in_report + d.cupti_records + d.undecodable_records;
+    assert!(in_report <= launched_total, "{in_report} kernels in the report of {launched_total} launched");
+    assert!(
+        (launched_total..=launched_total + OTHER_RECORDS * threads).contains(&accounted),
+        "{accounted} kernels in the report or dropped, of {launched_total} launched: {d:?}"
+    );
     // Every kernel kept is under its range: launches wait for their records
     // however far the decoder runs behind.
     assert_eq!(d.unattributed_kernels, 0, "{d:?}");

@@ -771,11 +771,16 @@ fn decode_loop(s: Arc<Collection>, opts: AggregateOptions, outputs: Outputs, ctl
             taken.shrink_to((2 * n).max(KEPT_HOST_EVENTS));
         }
     };
+    // Activity buffers decoded: how many, their bytes, the time it took.
+    let buffers = Cell::new((0u64, 0u64, Duration::ZERO));
     let process = |agg: &mut Aggregator, (p, valid): (usize, usize)| {
         // Launch events precede their kernels' records: apply them first.
         drain_host(agg);
+        let t0 = std::time::Instant::now();
         let mut cursor = CuptiCursor::new(s.cupti, p as *mut u8, valid);
         apply_buffer(agg, &mut cursor);
+        let (n, bytes, took) = buffers.get();
+        buffers.set((n + 1, bytes + valid as u64, took + t0.elapsed()));
         // SAFETY: CUPTI got this buffer from our pool and has completed it.
         unsafe { s.pool.give_back(p as *mut u8) };
     };
@@ -879,6 +884,16 @@ fn decode_loop(s: Arc<Collection>, opts: AggregateOptions, outputs: Outputs, ctl
                 drop(taken.take());
                 debug(&format!("stop: decoder caught up: {}", tally.since(&before)));
                 debug(&format!("stop: the session's host events: {}", tally.since(&HostTally::default())));
+                let (n, bytes, took) = buffers.get();
+                let cpu = collect::thread_cpu::own_cpu_ns().map_or("unknown".into(), |ns| {
+                    let wall = began.elapsed().as_secs_f64();
+                    format!("{:.2} s in {wall:.2} s ({:.0}%)", ns as f64 / 1e9, 100.0 * ns as f64 / 1e9 / wall.max(1e-9))
+                });
+                debug(&format!(
+                    "stop: the decoder thread's CPU time {cpu}; {n} activity buffers ({:.1} MB) decoded in {:.1} ms",
+                    bytes as f64 / 1e6,
+                    took.as_secs_f64() * 1e3
+                ));
                 if let Some(sampler) = &s.sampler {
                     agg.samples(&sampler.decode());
                     agg.sampling_status(sampler.status());

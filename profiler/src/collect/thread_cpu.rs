@@ -75,6 +75,15 @@ pub(crate) fn thread_cpu_ns(tid: u32) -> Option<u64> {
     (rc == 0).then(|| (ts.tv_sec as u64).saturating_mul(1_000_000_000).saturating_add(ts.tv_nsec as u64))
 }
 
+/// The calling thread's CPU time so far, ns (`None`: the clock cannot be
+/// read).
+pub(crate) fn own_cpu_ns() -> Option<u64> {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid, writable timespec.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    (rc == 0).then(|| (ts.tv_sec as u64).saturating_mul(1_000_000_000).saturating_add(ts.tv_nsec as u64))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
