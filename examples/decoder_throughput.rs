@@ -10,7 +10,9 @@
 //!
 //! `BATCHES` (per thread, default 300; 3125 is the stress test's 10 M
 //! launches) sizes it; `KEEP_EVERY=N` keeps one kernel record in N (the
-//! rest are lost, as when CUPTI drops them); `DEVICES=N` spreads the
+//! rest are lost, as when CUPTI drops them); `LAG=N` decodes each buffer
+//! only once N more have been filled (a decoder running N buffers behind
+//! its host events, ~19,000 records each); `DEVICES=N` spreads the
 //! threads over N GPUs (each GPU then gets its own idle timeline); RSS is
 //! printed at each tenth.
 //!
@@ -46,6 +48,8 @@ fn main() {
     let threads = 64u64;
     let batches = env("BATCHES", 300); // per thread
     let keep_every = env("KEEP_EVERY", 1).max(1);
+    let lag = env("LAG", 0) as usize;
+    let mut lagging: std::collections::VecDeque<Vec<u8>> = std::collections::VecDeque::new();
     let mut inst = 1u64;
     let mut corr = 1u32;
     let mut ts = 1_000u64;
@@ -108,16 +112,22 @@ fn main() {
             }
             t_host += h.elapsed();
             if nrec >= 19_000 {
-                let h = std::time::Instant::now();
-                rp.buffer(&buf);
-                t_buf += h.elapsed();
-                buf.clear();
+                lagging.push_back(std::mem::take(&mut buf));
+                if lagging.len() > lag {
+                    let b = lagging.pop_front().expect("one buffer at least");
+                    let h = std::time::Instant::now();
+                    rp.buffer(&b);
+                    t_buf += h.elapsed();
+                }
                 nrec = 0;
             }
         }
     }
+    lagging.push_back(buf);
     let h = std::time::Instant::now();
-    rp.buffer(&buf);
+    for b in lagging {
+        rp.buffer(&b);
+    }
     t_buf += h.elapsed();
     let launches = threads * batches * 50;
     let el = t0.elapsed();

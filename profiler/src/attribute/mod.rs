@@ -8,6 +8,9 @@ use crate::model::metrics::KernelMetrics;
 use crate::model::path::{PathId, ROOT};
 use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;
+use waiting::Waiting;
+
+mod waiting;
 
 /// Where a launch came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,7 +79,7 @@ pub(crate) struct Attributor {
     /// Names of the metrics in measured values (empty: trace mode).
     metric_names: Vec<String>,
     max_pending: usize,
-    launches: FxHashMap<u32, LaunchInfo>,
+    launches: Waiting,
     graph_launches: BTreeMap<u32, LaunchInfo>,
     /// Measured values that came before their kernel record.
     pending_metrics: FxHashMap<u32, Option<Vec<f64>>>,
@@ -97,8 +100,10 @@ pub(crate) struct Attributor {
 /// turn until enough are gone). Records are decoded in the order CUPTI
 /// filled its buffers, so a launch well before a decoded kernel's start
 /// waits only if its stream was queued that long; launches after it may
-/// still be in buffers not decoded yet, and are kept.
-const STALE_LAUNCH_NS: [u64; 3] = [2_000_000_000, 200_000_000, 20_000_000];
+/// still be in buffers not decoded yet, and are kept. Down to launches made
+/// just before that kernel started: any of them is likelier lost than a
+/// launch after it, which is the oldest half's alternative.
+const STALE_LAUNCH_NS: [u64; 5] = [2_000_000_000, 200_000_000, 20_000_000, 2_000_000, 0];
 
 impl Attributor {
     /// `metric_names`: the names of measured values (metrics mode);
@@ -107,7 +112,7 @@ impl Attributor {
         Attributor {
             metric_names,
             max_pending,
-            launches: FxHashMap::default(),
+            launches: Waiting::default(),
             graph_launches: BTreeMap::new(),
             pending_metrics: FxHashMap::default(),
             parked: FxHashMap::default(),
@@ -127,23 +132,19 @@ impl Attributor {
             }
             return;
         }
-        if self.launches.len() >= self.max_pending {
+        if self.launches.slots() >= self.max_pending {
             // Launches that never produced a kernel (failed launches, records
             // CUPTI dropped): forget the stale ones, from the stalest, else
             // the oldest half.
             for stale in STALE_LAUNCH_NS {
                 let horizon = self.latest_kernel_start.saturating_sub(stale);
-                self.launches.retain(|_, l| l.ts >= horizon);
-                if self.launches.len() < self.max_pending * 3 / 4 {
+                self.launches.forget(|l| l.ts < horizon);
+                if self.launches.slots() < self.max_pending * 3 / 4 {
                     break;
                 }
             }
-            if self.launches.len() >= self.max_pending * 3 / 4 {
-                let mut ids: Vec<u32> = self.launches.keys().copied().collect();
-                ids.sort_unstable();
-                for id in &ids[..ids.len() / 2] {
-                    self.launches.remove(id);
-                }
+            if self.launches.slots() >= self.max_pending * 3 / 4 {
+                self.launches.forget_oldest(self.launches.len() / 2);
             }
         }
         self.launches.insert(correlation_id, info);
@@ -176,7 +177,7 @@ impl Attributor {
     pub(crate) fn kernel(&mut self, k: &KernelActivity, own: impl FnOnce() -> Option<Own>) -> Option<Attributed> {
         self.latest_kernel_start = self.latest_kernel_start.max(k.start);
         let launch =
-            self.launches.remove(&k.correlation_id).or_else(|| self.graph_launches.get(&k.correlation_id).copied());
+            self.launches.remove(k.correlation_id).or_else(|| self.graph_launches.get(&k.correlation_id).copied());
         let launch = match launch {
             Some(l) => l,
             None => {
@@ -299,6 +300,59 @@ mod tests {
             assert!(a.kernel(&k, || None).is_some_and(|j| j.launch.seen), "launch {id} forgotten");
         }
         assert_eq!(a.unattributed, 0);
+    }
+
+    #[test]
+    fn launches_dropped_a_millisecond_before_the_latest_kernel_go_before_any_still_on_their_way() {
+        // Records dropped while the decoder was a pool behind, at the pace
+        // of the stress test (a launch every 2 us): 400 launches just
+        // before the latest decoded kernel lost theirs, 700 after it wait.
+        let mut a = Attributor::new(vec![], 1000);
+        let base = LaunchInfo { tid: 1, seen: true, ts: 0, ..LaunchInfo::UNKNOWN };
+        for id in 0..400u32 {
+            a.launch(id, LaunchInfo { ts: 3_000_000_000 - 1_000_000 + u64::from(id) * 2_000, ..base });
+        }
+        a.launch(5_000, LaunchInfo { ts: 3_000_000_000, ..base });
+        assert!(a.kernel(&KernelActivity::sample(5_000, 3_000_000_100, 3_000_000_200), || None).is_some());
+        for id in 10_000..10_700u32 {
+            a.launch(id, LaunchInfo { ts: 3_000_000_000 + u64::from(id) * 2_000, ..base });
+        }
+        for id in 10_000..10_700u32 {
+            let k = KernelActivity::sample(id, 3_100_000_000, 3_100_001_000);
+            assert!(a.kernel(&k, || None).is_some_and(|j| j.launch.seen), "launch {id} forgotten");
+        }
+        assert_eq!(a.unattributed, 0);
+    }
+
+    #[test]
+    fn a_decoder_a_million_launches_behind_joins_every_kernel() {
+        let mut a = Attributor::new(vec![], 1 << 21);
+        let base = LaunchInfo { tid: 1, seen: true, ts: 0, ..LaunchInfo::UNKNOWN };
+        // Ids of 64 threads interleaved, their events merged a little out
+        // of order.
+        let ids: Vec<u32> = (0..1_200_000u32)
+            .map(|i| {
+                if i % 64 == 3 {
+                    i + 1
+                } else if i % 64 == 4 {
+                    i - 1
+                } else {
+                    i
+                }
+            })
+            .collect();
+        for &id in &ids {
+            a.launch(id, LaunchInfo { ts: u64::from(id) * 2_000, ..base });
+        }
+        // Kernels of one stream in order, the streams' records interleaved.
+        for s in 0..64u32 {
+            for id in (s..1_200_000).step_by(64) {
+                let k = KernelActivity::sample(id, u64::from(id) * 2_000 + 500, u64::from(id) * 2_000 + 900);
+                assert!(a.kernel(&k, || None).is_some_and(|j| j.launch.seen), "launch {id} forgotten");
+            }
+        }
+        assert_eq!(a.unattributed, 0);
+        assert_eq!(a.pending_launches(), 0);
     }
 
     #[test]
