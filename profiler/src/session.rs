@@ -773,9 +773,23 @@ fn decode_loop(s: Arc<Collection>, opts: AggregateOptions, outputs: Outputs, ctl
     };
     // Activity buffers decoded: how many, their bytes, the time it took.
     let buffers = Cell::new((0u64, 0u64, Duration::ZERO));
+    // With GPUSCOPE_DEBUG=1: records walked by CUPTI alone, and the time.
+    let walked = Cell::new((0u64, Duration::ZERO));
     let process = |agg: &mut Aggregator, (p, valid): (usize, usize)| {
         // Launch events precede their kernels' records: apply them first.
         drain_host(agg);
+        if collect::debug::on() {
+            // CUPTI's walk over the records alone, to tell its cost from
+            // gpuscope's (debugging only: the buffer is walked twice).
+            let t0 = std::time::Instant::now();
+            let mut cursor = CuptiCursor::new(s.cupti, p as *mut u8, valid);
+            let mut records = 0u64;
+            while let Ok(Some(_)) = crate::decode::RecordCursor::next_record(&mut cursor) {
+                records += 1;
+            }
+            let (n, took) = walked.get();
+            walked.set((n + records, took + t0.elapsed()));
+        }
         let t0 = std::time::Instant::now();
         let mut cursor = CuptiCursor::new(s.cupti, p as *mut u8, valid);
         apply_buffer(agg, &mut cursor);
@@ -889,10 +903,13 @@ fn decode_loop(s: Arc<Collection>, opts: AggregateOptions, outputs: Outputs, ctl
                     let wall = began.elapsed().as_secs_f64();
                     format!("{:.2} s in {wall:.2} s ({:.0}%)", ns as f64 / 1e9, 100.0 * ns as f64 / 1e9 / wall.max(1e-9))
                 });
+                let (records, walk) = walked.get();
                 debug(&format!(
-                    "stop: the decoder thread's CPU time {cpu}; {n} activity buffers ({:.1} MB) decoded in {:.1} ms",
+                    "stop: the decoder thread's CPU time {cpu}; {n} activity buffers ({:.1} MB) decoded in {:.1} ms; \
+                     CUPTI's walk alone over their {records} records {:.1} ms",
                     bytes as f64 / 1e6,
-                    took.as_secs_f64() * 1e3
+                    took.as_secs_f64() * 1e3,
+                    walk.as_secs_f64() * 1e3
                 ));
                 if let Some(sampler) = &s.sampler {
                     agg.samples(&sampler.decode());
