@@ -58,6 +58,7 @@ mod error {
     pub use gpuscope_report::{Error, ErrorKind, Result};
 }
 mod model;
+mod sorted_deque;
 use gpuscope_report::render;
 pub use gpuscope_report::report;
 #[cfg(test)]

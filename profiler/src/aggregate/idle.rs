@@ -158,7 +158,7 @@ impl PendingLaunches {
         match self.0.back_mut() {
             Some(last) if last.0 == ts => last.1 = last.1.saturating_add(1),
             Some(last) if last.0 > ts => {
-                let i = self.0.partition_point(|&(t, _)| t < ts);
+                let i = crate::sorted_deque::partition_point_from_back(&self.0, |&(t, _)| t < ts);
                 match self.0.get_mut(i) {
                     Some(e) if e.0 == ts => e.1 = e.1.saturating_add(1),
                     _ => self.0.insert(i, (ts, 1)),
@@ -175,7 +175,7 @@ impl PendingLaunches {
     }
 
     fn remove(&mut self, ts: u64) {
-        let i = self.0.partition_point(|&(t, _)| t < ts);
+        let i = crate::sorted_deque::partition_point_from_front(&self.0, |&(t, _)| t < ts);
         if let Some(e) = self.0.get_mut(i).filter(|e| e.0 == ts) {
             e.1 = e.1.saturating_sub(1);
             if i == 0 {

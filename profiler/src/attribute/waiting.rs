@@ -3,12 +3,12 @@
 //! CUPTI numbers API calls in the order they are made, launch events reach
 //! the decoder merged by time, and kernels of a stream finish in launch
 //! order: launches join at the back and mostly leave near the front. A
-//! sorted deque walks memory in that order, where a hash table of a million
-//! launches (a decoder a buffer pool behind) missed the cache at every
-//! insert and removal; a missing id costs a binary search, never a probe
-//! along a run of full slots.
+//! sorted deque searched from the end an id is near walks memory in that
+//! order, where a hash table of a million launches (a decoder a buffer pool
+//! behind) missed the cache at every insert and removal.
 
 use super::LaunchInfo;
+use crate::sorted_deque::{partition_point_from_back, partition_point_from_front};
 use std::collections::VecDeque;
 
 /// Half of the id space: ids this far apart are read as wrapped around.
@@ -60,7 +60,7 @@ impl Waiting {
         }
         match self.entries.back() {
             Some(&(back, _)) if back >= key => {
-                let i = self.entries.partition_point(|e| e.0 < key);
+                let i = partition_point_from_back(&self.entries, |e| e.0 < key);
                 match self.entries.get_mut(i) {
                     Some(e) if e.0 == key => {
                         // An id seen again (a session's ids are unique): the
@@ -88,11 +88,8 @@ impl Waiting {
             return None;
         }
         let key = self.unwrapped(id);
-        // Kernels finish mostly in launch order: look at the front first.
-        let i = match self.entries.front() {
-            Some(&(k, _)) if k == key => 0,
-            _ => self.entries.partition_point(|e| e.0 < key),
-        };
+        // Kernels finish mostly in launch order: near the front.
+        let i = partition_point_from_front(&self.entries, |e| e.0 < key);
         let info = self.entries.get_mut(i).filter(|e| e.0 == key)?.1.take()?;
         self.live -= 1;
         if i == 0 {
