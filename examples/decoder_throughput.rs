@@ -12,7 +12,9 @@
 //! launches) sizes it; `KEEP_EVERY=N` keeps one kernel record in N (the
 //! rest are lost, as when CUPTI drops them); `LAG=N` decodes each buffer
 //! only once N more have been filled (a decoder running N buffers behind
-//! its host events, ~19,000 records each); `DEVICES=N` spreads the
+//! its host events, ~19,000 records each); `STEP_NS` sets the time between
+//! launches (default 30; the stress test's pace on the H200 is ~1,800);
+//! `DEVICES=N` spreads the
 //! threads over N GPUs (each GPU then gets its own idle timeline); RSS is
 //! printed at each tenth.
 //!
@@ -49,6 +51,7 @@ fn main() {
     let batches = env("BATCHES", 300); // per thread
     let keep_every = env("KEEP_EVERY", 1).max(1);
     let lag = env("LAG", 0) as usize;
+    let step_ns = env("STEP_NS", 30);
     let mut lagging: std::collections::VecDeque<Vec<u8>> = std::collections::VecDeque::new();
     let mut inst = 1u64;
     let mut corr = 1u32;
@@ -102,7 +105,7 @@ fn main() {
                     buf.extend(kernel_on(&k, t as u32 % devices));
                 }
                 corr += 1;
-                ts += 30;
+                ts += step_ns;
             }
             evs.push(HostEvent::Pop { instance: bi, ts });
             hev += evs.len() as u64;

@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 const ORDER: &[&str] = &[
     "error",
     "model",
+    "sorted_deque",
     "collect",
     "decode",
     "attribute",

@@ -9,7 +9,7 @@ use super::windows::Untraced;
 use crate::model::path::{paths, PathId};
 use crate::model::sampled::{Sample, SampledAcc};
 use rustc_hash::FxHashMap;
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, VecDeque};
 
 /// Nesting levels a launch or kernel counts for, at most. A parent chain
 /// is a tree in a correct stream of events; this bound (and stopping at an
@@ -52,7 +52,7 @@ pub(crate) struct Instance {
     /// time than its close is sent (the Python stack's closes when its last
     /// launch returned, known only at the next launch outside it): the
     /// gap after it is not its.
-    pub pending_idle: Vec<(u64, u64, crate::model::idle::Cause)>,
+    pub pending_idle: VecDeque<(u64, u64, crate::model::idle::Cause)>,
 }
 
 /// Idle pieces an open instance holds undecided; past it the oldest is
@@ -366,7 +366,7 @@ impl Ranges {
             discarded: false,
             framework: [None, None],
             last_return: 0,
-            pending_idle: Vec::new(),
+            pending_idle: VecDeque::new(),
         };
         self.instances.insert(instance, i);
         self.idle_open.insert((ts, instance));
@@ -594,10 +594,11 @@ impl Ranges {
                     i.fig.idle[p.cause] = i.fig.idle[p.cause].saturating_add(sure - s);
                 }
                 if e > sure.max(s) {
-                    i.pending_idle.push((sure.max(s), e, p.cause));
+                    i.pending_idle.push_back((sure.max(s), e, p.cause));
                     if i.pending_idle.len() > PENDING_IDLE {
-                        let (s, e, cause) = i.pending_idle.remove(0);
-                        i.fig.idle[cause] = i.fig.idle[cause].saturating_add(e - s);
+                        if let Some((s, e, cause)) = i.pending_idle.pop_front() {
+                            i.fig.idle[cause] = i.fig.idle[cause].saturating_add(e - s);
+                        }
                     }
                 }
             }
