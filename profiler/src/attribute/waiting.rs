@@ -11,9 +11,6 @@ use super::LaunchInfo;
 use crate::sorted_deque::{partition_point_from_back, partition_point_from_front};
 use std::collections::VecDeque;
 
-/// Half of the id space: ids this far apart are read as wrapped around.
-const HALF: i64 = 1 << 31;
-
 /// Launches by correlation id, oldest first.
 #[derive(Default)]
 pub(super) struct Waiting {
@@ -37,7 +34,6 @@ impl Waiting {
             None => u64::from(id) + (1 << 32),
             Some((last, key)) => {
                 let d = i64::from(id.wrapping_sub(last) as i32);
-                debug_assert!(d.abs() <= HALF);
                 (key as i64 + d).max(0) as u64
             }
         }
