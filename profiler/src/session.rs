@@ -677,8 +677,9 @@ static RUNNING: Mutex<Option<Running>> = Mutex::new(None);
 /// (records are decoded a buffer at a time, launch events one by one) never
 /// forgets launches whose kernels are still on their way. A quarter more
 /// leaves room for launches whose records CUPTI dropped (forgotten once
-/// stale) and keeps the default pool's table within 2^21 slots (1.5x
-/// would cross into 2^22 slots of ~45 bytes, ~90 MB more).
+/// stale). The attributor's deque holds up to a quarter more slots again
+/// (kernels that came behind a launch still waiting): for the default pool
+/// under 2^21 slots of 48 bytes, ~100 MB at most.
 fn pending_launches_bound(buffer_size: usize, max_buffers: usize) -> usize {
     let record = crate::decode::record_size(cupti_sys::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL).unwrap_or(256);
     let in_flight = buffer_size / record * max_buffers;
@@ -778,9 +779,14 @@ fn decode_loop(s: Arc<Collection>, opts: AggregateOptions, outputs: Outputs, ctl
     let process = |agg: &mut Aggregator, (p, valid): (usize, usize)| {
         // Launch events precede their kernels' records: apply them first.
         drain_host(agg);
+        let t0 = std::time::Instant::now();
+        let mut cursor = CuptiCursor::new(s.cupti, p as *mut u8, valid);
+        apply_buffer(agg, &mut cursor);
+        let (n, bytes, took) = buffers.get();
+        buffers.set((n + 1, bytes + valid as u64, took + t0.elapsed()));
         if collect::debug::on() {
-            // CUPTI's walk over the records alone, to tell its cost from
-            // gpuscope's (debugging only: the buffer is walked twice).
+            // CUPTI's walk over the records alone, after they were decoded,
+            // to tell its cost from gpuscope's (debugging only).
             let t0 = std::time::Instant::now();
             let mut cursor = CuptiCursor::new(s.cupti, p as *mut u8, valid);
             let mut records = 0u64;
@@ -790,11 +796,6 @@ fn decode_loop(s: Arc<Collection>, opts: AggregateOptions, outputs: Outputs, ctl
             let (n, took) = walked.get();
             walked.set((n + records, took + t0.elapsed()));
         }
-        let t0 = std::time::Instant::now();
-        let mut cursor = CuptiCursor::new(s.cupti, p as *mut u8, valid);
-        apply_buffer(agg, &mut cursor);
-        let (n, bytes, took) = buffers.get();
-        buffers.set((n + 1, bytes + valid as u64, took + t0.elapsed()));
         // SAFETY: CUPTI got this buffer from our pool and has completed it.
         unsafe { s.pool.give_back(p as *mut u8) };
     };
@@ -898,19 +899,21 @@ fn decode_loop(s: Arc<Collection>, opts: AggregateOptions, outputs: Outputs, ctl
                 drop(taken.take());
                 debug(&format!("stop: decoder caught up: {}", tally.since(&before)));
                 debug(&format!("stop: the session's host events: {}", tally.since(&HostTally::default())));
-                let (n, bytes, took) = buffers.get();
-                let cpu = collect::thread_cpu::own_cpu_ns().map_or("unknown".into(), |ns| {
-                    let wall = began.elapsed().as_secs_f64();
-                    format!("{:.2} s in {wall:.2} s ({:.0}%)", ns as f64 / 1e9, 100.0 * ns as f64 / 1e9 / wall.max(1e-9))
-                });
-                let (records, walk) = walked.get();
-                debug(&format!(
-                    "stop: the decoder thread's CPU time {cpu}; {n} activity buffers ({:.1} MB) decoded in {:.1} ms; \
-                     CUPTI's walk alone over their {records} records {:.1} ms",
-                    bytes as f64 / 1e6,
-                    took.as_secs_f64() * 1e3,
-                    walk.as_secs_f64() * 1e3
-                ));
+                if collect::debug::on() {
+                    let (n, bytes, took) = buffers.get();
+                    let cpu = collect::thread_cpu::own_cpu_ns().map_or("unknown".into(), |ns| {
+                        let wall = began.elapsed().as_secs_f64();
+                        format!("{:.2} s in {wall:.2} s ({:.0}%)", ns as f64 / 1e9, 100.0 * ns as f64 / 1e9 / wall.max(1e-9))
+                    });
+                    let (records, walk) = walked.get();
+                    debug(&format!(
+                        "stop: the decoder thread's CPU time {cpu}, the walk below included; {n} activity buffers \
+                         ({:.1} MB) decoded in {:.1} ms; CUPTI's walk alone over their {records} records {:.1} ms",
+                        bytes as f64 / 1e6,
+                        took.as_secs_f64() * 1e3,
+                        walk.as_secs_f64() * 1e3
+                    ));
+                }
                 if let Some(sampler) = &s.sampler {
                     agg.samples(&sampler.decode());
                     agg.sampling_status(sampler.status());

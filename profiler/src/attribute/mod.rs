@@ -130,18 +130,24 @@ impl Attributor {
             }
             return;
         }
-        if self.launches.slots() >= self.max_pending {
+        if self.launches.slots() >= self.max_pending + self.max_pending / 4 {
+            // Kernels that came behind a launch still waiting left their
+            // slots: only those go (at least a quarter of the bound each
+            // time, as fewer than the bound are waiting).
+            self.launches.forget(|_| false);
+        }
+        if self.launches.len() >= self.max_pending {
             // Launches that never produced a kernel (failed launches, records
             // CUPTI dropped): forget the stale ones, from the stalest, else
             // the oldest half.
             for stale in STALE_LAUNCH_NS {
                 let horizon = self.latest_kernel_start.saturating_sub(stale);
                 self.launches.forget(|l| l.ts < horizon);
-                if self.launches.slots() < self.max_pending * 3 / 4 {
+                if self.launches.len() < self.max_pending * 3 / 4 {
                     break;
                 }
             }
-            if self.launches.slots() >= self.max_pending * 3 / 4 {
+            if self.launches.len() >= self.max_pending * 3 / 4 {
                 self.launches.forget_oldest(self.launches.len() / 2);
             }
         }
@@ -301,6 +307,48 @@ mod tests {
     }
 
     #[test]
+    fn one_dropped_record_does_not_make_a_decoder_running_behind_forget_launches() {
+        // Launch 0's record was dropped; the decoder runs 800 launches
+        // behind: kernels leave slots behind launch 0 until they fill the
+        // bound, with only 801 launches waiting.
+        let mut a = Attributor::new(vec![], 1000);
+        let base = LaunchInfo { tid: 1, seen: true, ts: 0, ..LaunchInfo::UNKNOWN };
+        for id in 0..3000u32 {
+            a.launch(id, LaunchInfo { ts: 1_000_000 + u64::from(id) * 1_000, ..base });
+            if id > 800 {
+                let k = id - 800;
+                let t = 1_000_000 + u64::from(k) * 1_000;
+                assert!(
+                    a.kernel(&KernelActivity::sample(k, t + 500, t + 900), || None).is_some_and(|j| j.launch.seen),
+                    "launch {k} forgotten"
+                );
+            }
+        }
+        assert_eq!(a.unattributed, 0);
+    }
+
+    #[test]
+    fn launches_queued_behind_a_long_kernel_are_kept_while_there_is_room() {
+        // Stream A: 11 launches behind a 5 s kernel; stream B: 3000
+        // launches whose kernels come 1 ms apart.
+        let mut a = Attributor::new(vec![], 1000);
+        let base = LaunchInfo { tid: 1, seen: true, ts: 0, ..LaunchInfo::UNKNOWN };
+        for id in 0..=10u32 {
+            a.launch(id, LaunchInfo { ts: 1_000 + u64::from(id), ..base });
+        }
+        for id in 100..3100u32 {
+            let t = u64::from(id) * 1_000_000;
+            a.launch(id, LaunchInfo { ts: t, ..base });
+            assert!(a.kernel(&KernelActivity::sample(id, t + 1_000, t + 2_000), || None).is_some());
+        }
+        for id in 0..=10u32 {
+            let k = KernelActivity::sample(id, 5_000_000_000, 5_000_001_000);
+            assert!(a.kernel(&k, || None).is_some_and(|j| j.launch.seen), "launch {id} forgotten");
+        }
+        assert_eq!(a.unattributed, 0);
+    }
+
+    #[test]
     fn a_decoder_a_million_launches_behind_joins_every_kernel() {
         let mut a = Attributor::new(vec![], 1 << 21);
         let base = LaunchInfo { tid: 1, seen: true, ts: 0, ..LaunchInfo::UNKNOWN };
@@ -320,7 +368,8 @@ mod tests {
         for &id in &ids {
             a.launch(id, LaunchInfo { ts: u64::from(id) * 2_000, ..base });
         }
-        // Kernels of one stream in order, the streams' records interleaved.
+        // Kernels of one stream in launch order, stream after stream: most
+        // removals far from the front.
         for s in 0..64u32 {
             for id in (s..1_200_000).step_by(64) {
                 let k = KernelActivity::sample(id, u64::from(id) * 2_000 + 500, u64::from(id) * 2_000 + 900);

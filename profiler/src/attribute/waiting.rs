@@ -33,8 +33,10 @@ impl Waiting {
             // one above zero.
             None => u64::from(id) + (1 << 32),
             Some((last, key)) => {
+                // Keys start at 2^32 and only grow; d is at least -2^31:
+                // never below zero.
                 let d = i64::from(id.wrapping_sub(last) as i32);
-                (key as i64 + d).max(0) as u64
+                (key as i64 + d) as u64
             }
         }
     }
@@ -49,6 +51,7 @@ impl Waiting {
         self.entries.len()
     }
 
+    /// Launch `id` waits for its kernel (in its place by id, near the back).
     pub(super) fn insert(&mut self, id: u32, info: LaunchInfo) {
         let key = self.unwrapped(id);
         if !self.latest.is_some_and(|(_, k)| key <= k) {
