@@ -75,7 +75,7 @@ impl TracedSamples {
             }
         }
         // Nearly in order: from the back.
-        let i = self.gaps.iter().rposition(|g| g.0 <= start).map_or(0, |i| i + 1);
+        let i = crate::sorted_deque::partition_point_from_back(&self.gaps, |g| g.0 <= start);
         self.gaps.insert(i, (start, end, classified));
     }
 

@@ -67,20 +67,21 @@ pub(crate) fn thread_cpu_ns(tid: u32) -> Option<u64> {
     }
     // The kernel's per-thread CPU clock id: the thread id inverted and
     // shifted, with the per-thread bit (4) and the scheduler clock (2).
-    let clock = ((!(tid as libc::clockid_t)) << 3) | 6;
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: `ts` is a valid, writable timespec; an invalid clock id only
-    // makes the call fail with EINVAL.
-    let rc = unsafe { libc::clock_gettime(clock, &mut ts) };
-    (rc == 0).then(|| (ts.tv_sec as u64).saturating_mul(1_000_000_000).saturating_add(ts.tv_nsec as u64))
+    clock_ns(((!(tid as libc::clockid_t)) << 3) | 6)
 }
 
 /// The calling thread's CPU time so far, ns (`None`: the clock cannot be
 /// read).
 pub(crate) fn own_cpu_ns() -> Option<u64> {
+    clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
+}
+
+/// `clock`'s time, ns (`None`: it cannot be read).
+fn clock_ns(clock: libc::clockid_t) -> Option<u64> {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: `ts` is a valid, writable timespec.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    // SAFETY: `ts` is a valid, writable timespec; an invalid clock id only
+    // makes the call fail with EINVAL.
+    let rc = unsafe { libc::clock_gettime(clock, &mut ts) };
     (rc == 0).then(|| (ts.tv_sec as u64).saturating_mul(1_000_000_000).saturating_add(ts.tv_nsec as u64))
 }
 

@@ -698,7 +698,7 @@ fn untraced_range(g: &RangeSummary, peaks: Option<&Peaks>, counted: bool, kernel
         active_ns: wall_ns,
         // The kernels' share of the engine's activity inside trace windows
         // turns the engine's sampled share into the kernels' union.
-        utilization_pct: f.and_then(|f| f.gpu_busy_pct).map_or(0.0, |b| b * kernel_share.unwrap_or(1.0)),
+        utilization_pct: f.and_then(|f| f.gpu_busy_pct).map_or(0.0, |b| answer::kernels_busy(b, kernel_share)),
         idle: None,
         kernel_ns: 0,
         measured_pct: 0.0,

@@ -57,8 +57,10 @@ pub(crate) fn windowed_idle(r: &Report) -> WindowedIdle {
     let one_device = r.device_time.len() < 2 && r.devices.len() < 2;
     // The kernels' busy share, as the windows' idle time counts it (the
     // engine's activity reads a few points over it).
-    let share = s.kernel_share().unwrap_or(1.0);
-    if let Some(busy) = s.sampled.and_then(|f| f.gpu_busy_pct).map(|b| b * share).filter(|_| one_device) {
+    let share = s.kernel_share();
+    if let Some(busy) =
+        s.sampled.and_then(|f| f.gpu_busy_pct).map(|b| super::answer::kernels_busy(b, share)).filter(|_| one_device)
+    {
         let expected = traced_ns as f64 * (100.0 - busy).max(0.0) / 100.0;
         let classified_pct = if expected > 0.0 { (100.0 * idle as f64 / expected).min(100.0) } else { 100.0 };
         if classified_pct < MIN_CLASSIFIED_PCT {

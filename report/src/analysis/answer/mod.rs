@@ -5,7 +5,7 @@
 
 mod sampled;
 
-pub(crate) use sampled::wall_verdict;
+pub(crate) use sampled::{kernels_busy, wall_verdict};
 
 use super::advice::{self, within};
 use super::windowed::WindowedIdle;

@@ -32,6 +32,13 @@ pub(crate) fn over_busy(f: &SampledFigures, busy: f64) -> SampledFigures {
     }
 }
 
+/// A sampled GPU busy (the engine's active share, %) as the kernels' union:
+/// times the kernels' share of the engine's activity inside trace windows,
+/// where they measured both ([`WindowsBusy`](crate::report::WindowsBusy)).
+pub(crate) fn kernels_busy(engine_pct: f64, kernel_share: Option<f64>) -> f64 {
+    engine_pct * kernel_share.unwrap_or(1.0)
+}
+
 /// What bounds a wall window known from its samples `f` and launch counts:
 /// [`verdict::sampled_wall`] when the engine's activity was sampled (GPU
 /// busy the engine's share times `kernel_share`, the kernels' share of it
@@ -45,7 +52,7 @@ pub(crate) fn wall_verdict(
 ) -> Verdict {
     match f.gpu_busy_pct {
         Some(b) => verdict::sampled_wall(
-            b * kernel_share.unwrap_or(1.0),
+            kernels_busy(b, kernel_share),
             &rates::sampled(&over_busy(f, b), Rates::default(), peaks),
             counted,
         ),
@@ -204,7 +211,7 @@ pub(super) fn answer(r: &Report, ranges: &[RangeAnalysis], e: &Evidence) -> Opti
     // GPU busy as the kernels' union (trace mode's measure), where trace
     // windows measured it against the engine's sampled activity.
     let share = r.session_steady.and_then(|s| s.kernel_share());
-    let busy_pct = f.gpu_busy_pct.map(|b| share.map_or(b, |k| b * k));
+    let busy_pct = f.gpu_busy_pct.map(|b| kernels_busy(b, share));
     let traced = TracedIdle::of(r, main.map(|(i, _)| i));
     let v = match g {
         Some(g) => g.verdict.clone(),
